@@ -1,0 +1,255 @@
+"""Command line: parses, builds a config, calls one function per command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from gpumon import __version__
+from gpumon.errors import UsageError
+
+DESCRIPTION = """\
+Watch, capture and compare co-resident training jobs on a shared GPU.
+
+Run one or two training processes on the same GPU (or on the CPU when there is
+none), watch their iteration rate, host-to-device copy bandwidth and GPU
+utilisation live, capture the run to a run directory, and compare exclusive and
+shared captures: slowdown r = exclusive rate / shared rate for each job and the
+combined throughput STP = 1/r_A + 1/r_B (sharing pays when STP > 1).
+
+With no command, opens the live monitor."""
+
+EPILOG = """\
+examples:
+  gpumon run fcn lstm                    live monitor, two built-in jobs sharing the device
+  gpumon run fcn gemm --headless --duration 30
+  gpumon run fcn --cmd "python train.py" --stagger 10
+  gpumon runs                            list captures
+  gpumon export last --csv out/          plain CSV of the newest capture
+  gpumon compare --exclusive RUN_A --exclusive RUN_B --shared RUN_AB
+
+Built-in workloads: fcn, vgg19, resnet50, lstm, h2d (copy-bound), gemm (compute-bound).
+Options follow a colon: resnet50:batch=16,preset=tiny,input=disk (see docs/workloads.md).
+Runs are stored in $GPUMON_RUNS, else $XDG_DATA_HOME/gpumon/runs, else ~/.local/share/gpumon/runs."""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def add_run_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="launch one or two workloads and watch (or capture) them",
+        description="Launch one or two co-resident workloads (built-in or your own command), "
+        "watch them live and capture the run to a new run directory.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+    )
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD[:k=v,...]", help="built-in workload with options")
+    p.add_argument(
+        "--cmd",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="your own training command, run without a shell; iteration rate comes from the auto-probe "
+        "(torch optimizer steps) or from gpumon.probe calls in the script",
+    )
+    p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N")
+    p.add_argument("--stagger", type=_positive_float, default=0.0, metavar="S", help="start the second job S seconds after the first")
+    p.add_argument("--duration", type=_positive_float, default=None, metavar="S", help="stop everything S seconds after the first start")
+    p.add_argument("--label", default=None, help="name of the capture (default: the workload names)")
+    p.add_argument("--out", type=Path, default=None, metavar="RUNS_DIR", help="where captures go (default: see below)")
+    p.add_argument("--interval", type=_int, default=100, metavar="MS", help="sampling interval in ms (default 100)")
+    p.add_argument("--gpu", type=_int, default=None, metavar="INDEX", help="GPU to sample with NVML (default 0)")
+    p.add_argument("--warmup", type=_int, default=None, metavar="N", help="steps marked warm-up (default 5)")
+    p.add_argument("--no-nvml", action="store_true", help="do not load NVML")
+    p.add_argument("--headless", action="store_true", help="no TUI: one status line per second per workload")
+    p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects")
+    p.set_defaults(handler=cmd_run)
+
+
+def add_runs_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list captured runs", description="List the captured runs in a runs directory.")
+    p.add_argument("dir", nargs="?", type=Path, default=None, metavar="DIR", help="runs directory (default: see gpumon --help)")
+    p.add_argument("--json", action="store_true", help="one JSON array for scripts")
+    p.set_defaults(handler=cmd_runs)
+
+
+def add_export_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="write a run's tables as plain CSV (or Parquet)",
+        description="Write steps.csv, device.csv, processes.csv and host.csv of a run, complete rows only. "
+        "RUN is a run directory, a run name in the runs directory, or 'last'.",
+    )
+    p.add_argument("run", metavar="RUN")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--csv", type=Path, metavar="OUTDIR", help="write CSV files into OUTDIR")
+    target.add_argument("--parquet", type=Path, metavar="OUTDIR", help="write Parquet files into OUTDIR")
+    p.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
+    p.set_defaults(handler=cmd_export)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpumon",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gpumon {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for register in _registrations():
+        register(sub)
+    return parser
+
+
+def _registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
+    from gpumon.analysis.command import register as register_compare
+    from gpumon.doctor import register as register_doctor
+
+    return [add_run_parser, add_runs_parser, add_export_parser, register_compare, register_doctor]
+
+
+def runs_dir_or_default(path: Path | None) -> Path:
+    from gpumon.core.trace import default_runs_dir
+
+    return path.expanduser() if path is not None else default_runs_dir()
+
+
+def resolve_run(text: str, runs_dir: Path) -> Path:
+    """A run directory from a path, a run name in ``runs_dir``, or ``last``."""
+    from gpumon.core.trace import TraceError, list_runs
+
+    if text == "last":
+        runs = list_runs(runs_dir)
+        if not runs:
+            raise TraceError(f"no runs in {runs_dir}")
+        return runs[-1].path
+    path = Path(text).expanduser()
+    if path.exists() or os.sep in text:
+        return path
+    return runs_dir / text
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gpumon.core.plan import make_plan
+    from gpumon.core.session import SessionConfig
+
+    if args.json and not args.headless:
+        raise UsageError("--json goes with --headless")
+    config = SessionConfig(
+        device=args.device,
+        interval_ms=args.interval,
+        gpu_index=args.gpu,
+        runs_dir=runs_dir_or_default(args.out),
+        warmup=args.warmup,
+        stagger_s=args.stagger,
+        nvml=not args.no_nvml,
+    )
+    plan = make_plan(
+        args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=args.stagger
+    )
+    if args.headless:
+        from gpumon.headless import run_headless
+
+        return run_headless(plan, args.json)
+    return run_tui(plan)
+
+
+def run_tui(plan: object) -> int:
+    try:
+        from gpumon.tui.app import run_app
+    except ImportError:
+        raise UsageError("the live monitor is not available in this build; use --headless") from None
+    return run_app(plan)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from gpumon.core.trace import list_runs, summarize
+    from gpumon.core.units import fmt_rate, json_number
+
+    runs_dir = runs_dir_or_default(args.dir)
+    summaries = [summarize(run) for run in list_runs(runs_dir)]
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": s.name,
+                        "path": str(runs_dir / s.name),
+                        "label": s.label,
+                        "mode": s.mode,
+                        "status": s.status,
+                        "workloads": s.workloads,
+                        "duration_s": json_number(s.duration_s),
+                        "iter_per_s": {k: json_number(v) for k, v in s.rates.items()},
+                    }
+                    for s in summaries
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    if not summaries:
+        print(f"no runs in {runs_dir}")
+        return 0
+    print(f"{'RUN':<34} {'MODE':<9} {'STATUS':<9} {'DURATION':>8}  RATES / WORKLOADS")
+    for s in summaries:
+        rates = "  ".join(f"{k} {fmt_rate(v)}" for k, v in sorted(s.rates.items())) or "no steps"
+        duration = "–" if math.isnan(s.duration_s) else f"{s.duration_s:.1f}s"
+        print(f"{s.name:<34.34} {s.mode:<9} {s.status:<9} {duration:>8}  {rates}  [{s.workloads}]")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from gpumon.core.trace import export, load_run
+
+    run = load_run(resolve_run(args.run, runs_dir_or_default(args.runs_dir)))
+    fmt, out = ("csv", args.csv) if args.csv is not None else ("parquet", args.parquet)
+    for path in export(run, out, fmt):
+        print(path)
+    return 0
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    """``gpumon`` with no command: the live monitor with nothing launched yet."""
+    from gpumon.core.plan import make_plan
+    from gpumon.core.session import SessionConfig
+
+    plan = make_plan([], [], session=SessionConfig(), label=None, duration_s=None, stagger_s=0.0)
+    return run_tui(plan)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", cmd_monitor)
+    try:
+        return int(handler(args) or 0)
+    except UsageError as exc:
+        print(f"gpumon: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,235 @@
+"""Starts and stops the co-resident workloads (slots A and B), each tied to the monitor's life."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpumon.core.bus import Bus
+from gpumon.core.clock import RunClock
+from gpumon.core.listener import Listener
+from gpumon.core.model import LogLine, WorkloadState
+from gpumon.core.probe import ENV_FD, ENV_PROCESS, ENV_WARMUP
+from gpumon.errors import UsageError
+
+SLOTS = ("A", "B")
+PR_SET_PDEATHSIG = 1
+TAIL_LINES = 20
+OUTPUT_EOF_WAIT_S = 2.0
+AUTOPROBE_DIR = Path(__file__).parent / "autoprobe"
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What to start in a slot: a built-in workload or a user command."""
+
+    spec: str
+    kind: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def command(cls, text: str) -> "LaunchRequest":
+        """A user command line, run without a shell, with the auto-probe installed."""
+        try:
+            argv = tuple(shlex.split(text))
+        except ValueError as exc:
+            raise UsageError(f"cannot parse command {text!r}: {exc}") from None
+        if not argv:
+            raise UsageError("empty --cmd")
+        if shutil.which(argv[0]) is None:
+            raise UsageError(f"command not found: {argv[0]}")
+        return cls(spec=f"cmd:{text}", kind="cmd", argv=argv)
+
+
+@dataclass
+class Workload:
+    """A running or finished workload in one slot."""
+
+    process: str
+    request: LaunchRequest
+    popen: subprocess.Popen
+    start_t: float
+    stop_t: float | None = None
+    exit_status: int | None = None
+    stop_requested: bool = False
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def running(self) -> bool:
+        return self.exit_status is None
+
+
+def _libc_prctl() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _libc_prctl() if sys.platform.startswith("linux") else None
+
+
+def _tie_to_parent(parent_pid: int) -> None:
+    """In the child before exec: die with SIGKILL when the monitor dies, even by ``kill -9``."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+class Launcher:
+    """Owns the child processes: own process group each, probe pipe, output pipe, reaper thread.
+
+    Call ``start`` from a long-lived thread (the main thread): Linux delivers
+    PDEATHSIG when the *thread* that forked the child exits.
+    """
+
+    def __init__(self, bus: Bus, clock: RunClock, listener: Listener, warmup: int | None = None) -> None:
+        self.bus = bus
+        self.clock = clock
+        self.listener = listener
+        self.warmup = warmup
+        self.workloads: dict[str, Workload] = {}
+        self._lock = threading.Lock()
+        self._reapers: list[threading.Thread] = []
+        bus.subscribe(self._on_event)
+
+    def _on_event(self, item: object) -> None:
+        if isinstance(item, LogLine) and item.process in self.workloads:
+            self.workloads[item.process].tail.append(item.text)
+
+    def pids(self) -> dict[str, int]:
+        """PIDs of the running workloads by slot."""
+        with self._lock:
+            return {p: w.pid for p, w in self.workloads.items() if w.running}
+
+    def free_slot(self) -> str:
+        with self._lock:
+            for slot in SLOTS:
+                if slot not in self.workloads or not self.workloads[slot].running:
+                    return slot
+        raise UsageError("at most two workloads run at once (slots A and B are busy)")
+
+    def start(self, process: str, request: LaunchRequest, default_threads: int | None = None) -> Workload:
+        if process not in SLOTS:
+            raise UsageError(f"unknown slot {process!r} (choose from A, B)")
+        with self._lock:
+            if process in self.workloads and self.workloads[process].running:
+                raise UsageError(f"slot {process} is busy")
+        probe_r, probe_w = os.pipe()
+        out_r, out_w = os.pipe()
+        env = self._child_env(process, request, probe_w, default_threads)
+        self.bus.publish(WorkloadState(process, "starting", self.clock.now()))
+        try:
+            popen = subprocess.Popen(
+                request.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(probe_w,),
+                start_new_session=True,
+                preexec_fn=lambda parent=os.getpid(): _tie_to_parent(parent),
+            )
+        except OSError as exc:
+            for fd in (probe_r, probe_w, out_r, out_w):
+                os.close(fd)
+            self.bus.publish(WorkloadState(process, "failed", self.clock.now(), tail=str(exc)))
+            raise UsageError(f"cannot start {request.argv[0]}: {exc.strerror or exc}") from None
+        os.close(probe_w)
+        os.close(out_w)
+        workload = Workload(process, request, popen, self.clock.now())
+        with self._lock:
+            self.workloads[process] = workload
+        self.listener.watch(probe_r, process, "probe")
+        output_closed = self.listener.watch(out_r, process, "output")
+        self.bus.publish(WorkloadState(process, "running", workload.start_t, pid=popen.pid))
+        reaper = threading.Thread(
+            target=self._reap, args=(workload, output_closed), name=f"gpumon-reap-{process}", daemon=True
+        )
+        reaper.start()
+        self._reapers.append(reaper)
+        return workload
+
+    def _child_env(
+        self, process: str, request: LaunchRequest, probe_fd: int, default_threads: int | None
+    ) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(request.env)
+        env[ENV_FD] = str(probe_fd)
+        env[ENV_PROCESS] = process
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.warmup is not None:
+            env[ENV_WARMUP] = str(self.warmup)
+        if default_threads is not None:
+            env["GPUMON_DEFAULT_THREADS"] = str(default_threads)
+        if request.kind == "cmd":
+            package_root = str(Path(__file__).resolve().parents[2])
+            paths = [str(AUTOPROBE_DIR), package_root, env.get("PYTHONPATH", "")]
+            env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        return env
+
+    def _reap(self, workload: Workload, output_closed: threading.Event) -> None:
+        status = workload.popen.wait()
+        stop_t = self.clock.now()
+        output_closed.wait(OUTPUT_EOF_WAIT_S)
+        workload.stop_t = stop_t
+        workload.exit_status = status
+        state = "stopped" if workload.stop_requested else "exited"
+        self.bus.publish(
+            WorkloadState(
+                workload.process, state, stop_t, pid=workload.pid, exit_status=status, tail="\n".join(workload.tail)
+            )
+        )
+
+    def stop(self, process: str, timeout: float = 5.0) -> None:
+        """SIGTERM the workload's process group, SIGKILL it after ``timeout`` seconds."""
+        workload = self.workloads.get(process)
+        if workload is None or not workload.running:
+            return
+        workload.stop_requested = True
+        self._signal_group(workload, signal.SIGTERM)
+        try:
+            workload.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._signal_group(workload, signal.SIGKILL)
+            workload.popen.wait()
+
+    def stop_all(self, timeout: float = 5.0) -> None:
+        running = [w for w in self.workloads.values() if w.running]
+        for workload in running:
+            workload.stop_requested = True
+            self._signal_group(workload, signal.SIGTERM)
+        for workload in running:
+            try:
+                workload.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._signal_group(workload, signal.SIGKILL)
+                workload.popen.wait()
+        self.join_reapers()
+
+    def join_reapers(self, timeout: float = OUTPUT_EOF_WAIT_S + 1.0) -> None:
+        """Wait until every exited workload has published its final state."""
+        for reaper in self._reapers:
+            reaper.join(timeout)
+
+    @staticmethod
+    def _signal_group(workload: Workload, signum: int) -> None:
+        try:
+            os.killpg(workload.pid, signum)
+        except ProcessLookupError:
+            pass

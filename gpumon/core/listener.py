@@ -1,0 +1,172 @@
+"""The probe listener: one thread reads every child's probe pipe and output pipe and publishes events."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import selectors
+import threading
+from dataclasses import dataclass, field
+
+from gpumon.core.bus import Bus
+from gpumon.core.clock import RunClock
+from gpumon.core.model import LogLine, Notice, StepEvent, WorkloadMeta
+from gpumon.core.probe import PROTOCOL_VERSION
+
+log = logging.getLogger(__name__)
+
+READ_SIZE = 65536
+MAX_LINE = 1 << 20
+
+
+@dataclass
+class _Stream:
+    process: str
+    kind: str
+    buffer: bytes = b""
+    closed: threading.Event = field(default_factory=threading.Event)
+
+
+class Listener(threading.Thread):
+    """Turns probe JSON lines into StepEvent/WorkloadMeta and output into LogLine, on one thread."""
+
+    def __init__(self, bus: Bus, clock: RunClock) -> None:
+        super().__init__(name="gpumon-listener", daemon=True)
+        self.bus = bus
+        self.clock = clock
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._pending: list[tuple[int, _Stream]] = []
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._warned: set[object] = set()
+
+    def watch(self, fd: int, process: str, kind: str) -> threading.Event:
+        """Read ``fd`` (``kind`` "probe" or "output") until EOF; the event is set at EOF."""
+        stream = _Stream(process, kind)
+        with self._lock:
+            self._pending.append((fd, stream))
+        self._wake()
+        return stream.closed
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except BlockingIOError:
+            pass
+
+    def run(self) -> None:
+        while not self._stopping:
+            for key, _ in self._selector.select():
+                if key.data is None:
+                    os.read(self._wake_r, 4096)
+                    self._register_pending()
+                else:
+                    self._read(key.fd, key.data)
+        self._drain_all()
+
+    def _register_pending(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for fd, stream in pending:
+            os.set_blocking(fd, False)
+            self._selector.register(fd, selectors.EVENT_READ, stream)
+
+    def _drain_all(self) -> None:
+        """At stop: read what is already in the pipes, then close them."""
+        self._register_pending()
+        for key in list(self._selector.get_map().values()):
+            if key.data is not None:
+                while self._read(key.fd, key.data):
+                    pass
+                if not key.data.closed.is_set():
+                    self._close(key.fd, key.data)
+
+    def _read(self, fd: int, stream: _Stream) -> bool:
+        try:
+            data = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            if stream.buffer:
+                self._lines(stream, [stream.buffer])
+                stream.buffer = b""
+            self._close(fd, stream)
+            return False
+        *complete, stream.buffer = (stream.buffer + data).split(b"\n")
+        if len(stream.buffer) > MAX_LINE:
+            complete.append(stream.buffer)
+            stream.buffer = b""
+        self._lines(stream, complete)
+        return True
+
+    def _close(self, fd: int, stream: _Stream) -> None:
+        self._selector.unregister(fd)
+        os.close(fd)
+        stream.closed.set()
+
+    def _lines(self, stream: _Stream, lines: list[bytes]) -> None:
+        if stream.kind == "output":
+            t = self.clock.now()
+            for line in lines:
+                self.bus.publish(LogLine(stream.process, t, line.decode("utf-8", "replace").rstrip("\r")))
+            return
+        for line in lines:
+            if line:
+                self._message(stream.process, line)
+
+    def _message(self, process: str, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+            version = message.get("v")
+            kind = message.get("type")
+            pid = int(message.get("pid", 0))
+        except (ValueError, AttributeError, TypeError):
+            self._notice_once(("bad", process), process, "ignored a malformed probe message")
+            return
+        if version != PROTOCOL_VERSION:
+            self._notice_once(version, process, f"probe protocol v{version} is not v{PROTOCOL_VERSION}; ignored")
+            return
+        if kind == "steps":
+            self._steps(process, pid, message)
+        elif kind == "meta" and isinstance(message.get("info"), dict):
+            self.bus.publish(WorkloadMeta(process, pid, message["info"]))
+
+    def _steps(self, process: str, pid: int, message: dict) -> None:
+        try:
+            for step, t_ns, iter_ns, samples, warmup, copy_bytes, copy_ns in message["rows"]:
+                self.bus.publish(
+                    StepEvent(
+                        process=process,
+                        pid=pid,
+                        step=int(step),
+                        t=self.clock.at(int(t_ns)),
+                        iter_s=int(iter_ns) / 1e9,
+                        samples=math.nan if samples is None else float(samples),
+                        warmup=bool(warmup),
+                        copy_bytes=int(copy_bytes),
+                        copy_s=math.nan if copy_ns is None else int(copy_ns) / 1e9,
+                    )
+                )
+        except (KeyError, TypeError, ValueError):
+            self._notice_once(("bad", process), process, "ignored a malformed probe message")
+            return
+        if message.get("dropped"):
+            self.bus.publish(
+                Notice(self.clock.now(), f"probe dropped {message['dropped']} steps (monitor too slow)", process)
+            )
+
+    def _notice_once(self, key: object, process: str, text: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.bus.publish(Notice(self.clock.now(), text, process))

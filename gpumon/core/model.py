@@ -1,0 +1,182 @@
+"""Frozen sample and event records that flow from sources over the bus, and a ring buffer."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Generic, Iterator, TypeVar
+
+NAN = math.nan
+
+STEP_COLUMNS = ("process", "pid", "step", "t", "iter_s", "samples", "warmup", "copy_bytes", "copy_s")
+DEVICE_COLUMNS = (
+    "t",
+    "gpu_util",
+    "mem_util",
+    "mem_used_mib",
+    "mem_total_mib",
+    "pcie_rx_bps",
+    "pcie_tx_bps",
+    "power_w",
+    "temp_c",
+    "sm_clock_mhz",
+)
+PROCESS_COLUMNS = ("t", "process", "pid", "cpu_pct", "rss_mib", "threads", "gpu_mem_mib", "gpu_sm_util")
+HOST_COLUMNS = ("t", "cpu_pct", "mem_used_mib", "mem_total_mib")
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvent:
+    """One training step of one workload; ``t`` is seconds since the run's t0 (CLOCK_MONOTONIC)."""
+
+    process: str
+    pid: int
+    step: int
+    t: float
+    iter_s: float
+    samples: float = NAN
+    warmup: bool = False
+    copy_bytes: int = 0
+    copy_s: float = NAN
+
+    @property
+    def copy_bandwidth(self) -> float:
+        """Bytes per second of the copy itself (NaN without a timed copy)."""
+        if self.copy_bytes and self.copy_s and self.copy_s > 0:
+            return self.copy_bytes / self.copy_s
+        return NAN
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSample:
+    """One NVML reading of one GPU; NaN where the driver does not report a field."""
+
+    t: float
+    gpu_util: float = NAN
+    mem_util: float = NAN
+    mem_used_mib: float = NAN
+    mem_total_mib: float = NAN
+    pcie_rx_bps: float = NAN
+    pcie_tx_bps: float = NAN
+    power_w: float = NAN
+    temp_c: float = NAN
+    sm_clock_mhz: float = NAN
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """Resource use of one workload's process tree at one tick."""
+
+    t: float
+    process: str
+    pid: int
+    cpu_pct: float
+    rss_mib: float
+    threads: int
+    gpu_mem_mib: float = NAN
+    gpu_sm_util: float = NAN
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    """Whole-host CPU and memory at one tick; ``per_core`` is not written to host.csv."""
+
+    t: float
+    cpu_pct: float
+    mem_used_mib: float
+    mem_total_mib: float
+    per_core: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcessMetrics:
+    """What NVML knows of one PID: memory and SM utilisation (NaN when unknown)."""
+
+    pid: int
+    gpu_mem_mib: float = NAN
+    gpu_sm_util: float = NAN
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """Whether a source can deliver data, and if not, why (one line for the user)."""
+
+    name: str
+    available: bool
+    reason: str = ""
+    detail: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadState:
+    """A workload's lifecycle change: starting, running, exited (with status and stderr tail)."""
+
+    process: str
+    state: str
+    t: float
+    pid: int | None = None
+    exit_status: int | None = None
+    tail: str = ""
+
+
+def row(record: object, columns: tuple[str, ...]) -> tuple:
+    """The values of ``record`` in ``columns`` order (for the recorder)."""
+    return tuple(getattr(record, c) for c in columns)
+
+
+T = TypeVar("T")
+
+
+class RingBuffer(Generic[T]):
+    """A bounded, thread-safe history of the last ``capacity`` items."""
+
+    def __init__(self, capacity: int) -> None:
+        self._items: deque[T] = deque(maxlen=capacity)
+        self._lock = threading.Lock()
+
+    def append(self, item: T) -> None:
+        with self._lock:
+            self._items.append(item)
+
+    def snapshot(self) -> list[T]:
+        with self._lock:
+            return list(self._items)
+
+    def last(self) -> T | None:
+        with self._lock:
+            return self._items[-1] if self._items else None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.snapshot())
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadMeta:
+    """What a workload said about itself through ``probe.meta()`` (model, device, batch...)."""
+
+    process: str
+    pid: int
+    info: dict
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line of a workload's merged stdout/stderr."""
+
+    process: str
+    t: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user should know that is not a sample (a dropped batch, a protocol mismatch)."""
+
+    t: float
+    text: str
+    process: str | None = None

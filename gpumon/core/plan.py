@@ -1,0 +1,70 @@
+"""A validated plan for ``gpumon run``: which workloads, on which device, for how long."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpumon.core.launcher import LaunchRequest
+from gpumon.core.session import SessionConfig
+from gpumon.errors import UsageError
+from gpumon.workloads.spec import parse_workload_spec, to_argv
+
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+MAX_WORKLOADS = 2
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    session: SessionConfig
+    requests: tuple[LaunchRequest, ...]
+    label: str
+    duration_s: float | None
+    stagger_s: float
+
+
+def check_device(device: str) -> str:
+    if not DEVICE_PATTERN.match(device):
+        raise UsageError(f"bad --device {device!r} (choose auto, cpu, cuda or cuda:N)")
+    return device
+
+
+def builtin_request(text: str, device: str) -> LaunchRequest:
+    spec = parse_workload_spec(text)
+    return LaunchRequest(spec=spec.text, kind="builtin", argv=tuple(to_argv(spec, device)))
+
+
+def make_plan(
+    workloads: list[str],
+    commands: list[str],
+    *,
+    session: SessionConfig,
+    label: str | None,
+    duration_s: float | None,
+    stagger_s: float,
+) -> RunPlan:
+    """Check every input before anything starts; raises UsageError with one clear line."""
+    check_device(session.device)
+    if len(workloads) + len(commands) > MAX_WORKLOADS:
+        raise UsageError(
+            f"at most {MAX_WORKLOADS} workloads share the GPU; got {len(workloads) + len(commands)}"
+        )
+    if duration_s is not None and duration_s <= 0:
+        raise UsageError(f"--duration must be positive, got {duration_s:g}")
+    if stagger_s < 0:
+        raise UsageError(f"--stagger must be zero or positive, got {stagger_s:g}")
+    if duration_s is not None and stagger_s and duration_s <= stagger_s:
+        raise UsageError(f"--duration ({duration_s:g} s) must be longer than --stagger ({stagger_s:g} s)")
+    if not 10 <= session.interval_ms <= 60_000:
+        raise UsageError(f"--interval must be between 10 and 60000 ms, got {session.interval_ms}")
+    requests = [builtin_request(w, session.device) for w in workloads]
+    requests += [LaunchRequest.command(c) for c in commands]
+    if not label:
+        label = "-".join(_short_name(r) for r in requests) or "idle"
+    return RunPlan(session, tuple(requests), label, duration_s, stagger_s)
+
+
+def _short_name(request: LaunchRequest) -> str:
+    if request.kind == "cmd":
+        return "cmd"
+    return request.spec.split(":", 1)[0]

@@ -1,0 +1,162 @@
+"""A monitoring session: bus, sources, listener, launcher and (optional) capture, for any front end."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import gpumon
+from gpumon.core.bus import Bus
+from gpumon.core.clock import RunClock
+from gpumon.core.launcher import LaunchRequest, Launcher, Workload
+from gpumon.core.listener import Listener
+from gpumon.core.model import SourceStatus, WorkloadMeta
+from gpumon.core.recorder import Recorder, create_run_dir, initial_meta
+from gpumon.core.sampler import Sampler
+from gpumon.core.sources.host import HostSource
+from gpumon.core.sources.nvml import NvmlSource
+from gpumon.core.trace import default_runs_dir
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    device: str = "auto"
+    interval_ms: int = 100
+    gpu_index: int | None = None
+    runs_dir: Path = field(default_factory=default_runs_dir)
+    warmup: int | None = None
+    stagger_s: float = 0.0
+    nvml: bool = True
+
+
+def default_threads(n_workloads: int) -> int:
+    """CPU threads per workload so that co-resident CPU workloads do not oversubscribe the cores."""
+    return max(1, (os.cpu_count() or 1) // max(1, n_workloads))
+
+
+class Session:
+    """Everything a front end needs: start, launch into slots, capture, shut down."""
+
+    def __init__(self, config: SessionConfig) -> None:
+        self.config = config
+        self.bus = Bus()
+        self.clock = RunClock.start()
+        self.listener = Listener(self.bus, self.clock)
+        self.launcher = Launcher(self.bus, self.clock, self.listener, config.warmup)
+        self.host = HostSource()
+        self.nvml = NvmlSource(config.gpu_index) if config.nvml else None
+        self.nvml_status = SourceStatus("nvml", False, "unavailable: disabled (--no-nvml)")
+        self.sampler: Sampler | None = None
+        self.recorder: Recorder | None = None
+        self._unsubscribe_recorder = None
+        self.workload_meta: dict[str, dict[str, Any]] = {}
+        self.bus.subscribe(self._on_event)
+
+    def _on_event(self, item: object) -> None:
+        if isinstance(item, WorkloadMeta):
+            self.workload_meta[item.process] = item.info
+
+    def start(self) -> None:
+        self.listener.start()
+        if self.nvml is not None:
+            self.nvml_status = self.nvml.open()
+        self.bus.publish(self.nvml_status)
+        self.sampler = Sampler(
+            self.bus,
+            self.clock,
+            self.host,
+            self.nvml if self.nvml_status.available else None,
+            self.config.interval_ms / 1000,
+            self.launcher.pids,
+            expect_gpu_processes=self.config.device != "cpu",
+        )
+        self.sampler.start()
+
+    def launch(self, request: LaunchRequest, process: str | None = None, n_workloads: int = 2) -> Workload:
+        """Start ``request`` in ``process`` (or the first free slot)."""
+        slot = process or self.launcher.free_slot()
+        return self.launcher.start(slot, request, default_threads(n_workloads))
+
+    def stop(self, process: str) -> None:
+        self.launcher.stop(process)
+
+    @property
+    def capturing(self) -> bool:
+        return self.recorder is not None
+
+    def start_capture(self, label: str, planned_workloads: list[LaunchRequest] | None = None) -> Path:
+        """Open a new run directory and record everything published from now on."""
+        if self.recorder is not None:
+            return self.recorder.path
+        runs = planned_workloads or [w.request for w in self.launcher.workloads.values() if w.running]
+        path = create_run_dir(self.config.runs_dir, label, time.localtime())
+        workloads = [self._workload_entry(slot, req) for slot, req in zip(("A", "B"), runs)]
+        meta = initial_meta(
+            label=label,
+            mode="shared" if len(runs) > 1 else "exclusive",
+            clock_t0_ns=self.clock.t0_ns,
+            started_at=self.clock.started_at,
+            interval_ms=self.config.interval_ms,
+            device=self.config.device,
+            stagger_s=self.config.stagger_s,
+            host=self._host_info(),
+            gpu=self.nvml.device_info() if self.nvml is not None and self.nvml_status.available else None,
+            nvml={"available": self.nvml_status.available, "reason": self.nvml_status.reason},
+            versions=self._versions(),
+            workloads=workloads,
+        )
+        meta["capture_start_t"] = round(self.clock.now(), 6)
+        self.recorder = Recorder(path, meta)
+        self._unsubscribe_recorder = self.bus.subscribe(self.recorder.handle)
+        return path
+
+    def _workload_entry(self, slot: str, request: LaunchRequest) -> dict[str, Any]:
+        entry: dict[str, Any] = {"process": slot, "spec": request.spec, "kind": request.kind, "argv": list(request.argv)}
+        running = self.launcher.workloads.get(slot)
+        if running is not None and running.request == request:
+            entry.update(pid=running.pid, start_t=running.start_t, exit_status=running.exit_status)
+            if slot in self.workload_meta:
+                entry["meta"] = self.workload_meta[slot]
+        return entry
+
+    def stop_capture(self) -> Path | None:
+        """Finish the capture (everything queued is written) and return its directory."""
+        if self.recorder is None:
+            return None
+        recorder, self.recorder = self.recorder, None
+        if self._unsubscribe_recorder is not None:
+            self._unsubscribe_recorder()
+        started = recorder.meta.get("capture_start_t", 0.0)
+        return recorder.close(self.clock.now() - started)
+
+    def shutdown(self) -> Path | None:
+        """Stop every workload, wait for their last events, stop sampling, finish the capture."""
+        self.launcher.stop_all()
+        if self.sampler is not None:
+            self.sampler.stop()
+            self.sampler.join(2.0)
+        self.listener.stop()
+        self.listener.join(2.0)
+        path = self.stop_capture()
+        if self.nvml is not None:
+            self.nvml.close()
+        return path
+
+    def _host_info(self) -> dict[str, Any]:
+        return {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "mem_total_mib": round(psutil.virtual_memory().total / 2**20),
+        }
+
+    def _versions(self) -> dict[str, Any]:
+        driver = self.nvml.device_info().get("driver") if self.nvml is not None and self.nvml_status.available else None
+        return {"python": platform.python_version(), "gpumon": gpumon.__version__, "torch": None, "driver": driver}

@@ -1,0 +1,98 @@
+"""Host source (psutil): whole-host CPU and memory, and each workload's process tree."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import psutil
+
+from gpumon.core.model import GpuProcessMetrics, HostSample, ProcessSample, SourceStatus
+
+MIB = 1024 * 1024
+
+
+class HostSource:
+    """Samples psutil; keeps one ``psutil.Process`` per PID so ``cpu_percent`` has a baseline."""
+
+    name = "host"
+
+    def __init__(self) -> None:
+        self._procs: dict[int, psutil.Process] = {}
+        psutil.cpu_percent(percpu=True)
+
+    def open(self) -> SourceStatus:
+        return SourceStatus(self.name, True)
+
+    def sample_host(self, t: float) -> HostSample:
+        per_core = tuple(psutil.cpu_percent(percpu=True))
+        mem = psutil.virtual_memory()
+        cpu = sum(per_core) / len(per_core) if per_core else math.nan
+        return HostSample(t, cpu, (mem.total - mem.available) / MIB, mem.total / MIB, per_core)
+
+    def tree_pids(self, root_pid: int) -> list[int]:
+        """The PID and all its live descendants (empty when the root is gone)."""
+        root = self._process(root_pid)
+        if root is None:
+            return []
+        try:
+            children = root.children(recursive=True)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return []
+        for child in children:
+            self._procs.setdefault(child.pid, child)
+        return [root_pid, *(c.pid for c in children)]
+
+    def sample_processes(
+        self,
+        t: float,
+        trees: Mapping[str, list[int]],
+        gpu: Mapping[int, GpuProcessMetrics],
+    ) -> list[ProcessSample]:
+        """One sample per workload: CPU% (100 = one core), RSS and threads summed over its tree."""
+        samples = []
+        live: set[int] = set()
+        for process, pids in trees.items():
+            if not pids:
+                continue
+            cpu = rss = 0.0
+            threads = 0
+            for pid in pids:
+                proc = self._process(pid)
+                if proc is None:
+                    continue
+                try:
+                    with proc.oneshot():
+                        cpu += proc.cpu_percent()
+                        rss += proc.memory_info().rss
+                        threads += proc.num_threads()
+                except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+                    continue
+                live.add(pid)
+            gpu_mem = [gpu[p].gpu_mem_mib for p in pids if p in gpu and not math.isnan(gpu[p].gpu_mem_mib)]
+            gpu_sm = [gpu[p].gpu_sm_util for p in pids if p in gpu and not math.isnan(gpu[p].gpu_sm_util)]
+            samples.append(
+                ProcessSample(
+                    t,
+                    process,
+                    pids[0],
+                    cpu,
+                    rss / MIB,
+                    threads,
+                    sum(gpu_mem) if gpu_mem else math.nan,
+                    min(100.0, sum(gpu_sm)) if gpu_sm else math.nan,
+                )
+            )
+        for pid in set(self._procs) - live - {p for pids in trees.values() for p in pids}:
+            del self._procs[pid]
+        return samples
+
+    def _process(self, pid: int) -> psutil.Process | None:
+        proc = self._procs.get(pid)
+        if proc is None:
+            try:
+                proc = psutil.Process(pid)
+            except psutil.NoSuchProcess:
+                return None
+            self._procs[pid] = proc
+        return proc

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import json
 import os
+import select
 import threading
 import time
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ DEFAULT_WARMUP_STEPS = 5
 FLUSH_NS = 100_000_000
 MAX_ROWS_PER_BATCH = 512
 MAX_PENDING_BYTES = 1 << 20
+EXIT_DRAIN_S = 2.0
 
 
 class _Channel:
@@ -66,7 +68,7 @@ class _Channel:
         message = {"v": PROTOCOL_VERSION, "pid": os.getpid(), **message}
         data = (json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n").encode()
         if len(self.pending) + len(data) > MAX_PENDING_BYTES:
-            self.dropped += len(message.get("rows", ())) or 1
+            self.dropped += len(message.get("rows", ())) + message.get("dropped", 0)
             return
         self.pending += data
         self._drain()
@@ -145,14 +147,11 @@ class _Channel:
             return
         with self.lock:
             self._flush_locked(time.monotonic_ns())
-            self._send({"type": "bye", "steps": self.step})
-            if self.pending and self.fd is not None:
-                try:
-                    flags = fcntl.fcntl(self.fd, fcntl.F_GETFL)
-                    fcntl.fcntl(self.fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
-                    self._drain()
-                except OSError:
-                    pass
+            self._send({"type": "bye", "steps": self.step, "dropped": self.dropped})
+            deadline = time.monotonic() + EXIT_DRAIN_S
+            while self.pending and self.fd is not None and time.monotonic() < deadline:
+                select.select([], [self.fd], [], max(0.0, deadline - time.monotonic()))
+                self._drain()
             self.fd = None
 
 

@@ -132,7 +132,7 @@ class HeadlessRun:
             if not workload.running:
                 continue
             figures = self.live.figures(process, now)
-            state = "warm-up" if figures.warmup else "running"
+            state = "starting" if not figures.steps else "warm-up" if figures.warmup else "running"
             render = status_json if self.as_json else status_line
             print(render(now, workload.request.spec, state, figures), file=self.out, flush=True)
 

@@ -63,12 +63,17 @@ class HostSource:
                     continue
                 try:
                     with proc.oneshot():
+                        memory = proc.memory_info()
+                        if memory.rss == 0 or proc.status() == psutil.STATUS_ZOMBIE:
+                            continue
                         cpu += proc.cpu_percent()
-                        rss += proc.memory_info().rss
+                        rss += memory.rss
                         threads += proc.num_threads()
                 except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                     continue
                 live.add(pid)
+            if not live.intersection(pids):
+                continue
             gpu_mem = [gpu[p].gpu_mem_mib for p in pids if p in gpu and not math.isnan(gpu[p].gpu_mem_mib)]
             gpu_sm = [gpu[p].gpu_sm_util for p in pids if p in gpu and not math.isnan(gpu[p].gpu_sm_util)]
             samples.append(

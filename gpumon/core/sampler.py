@@ -10,15 +10,11 @@ from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
 from gpumon.core.model import Notice
 from gpumon.core.sources.host import HostSource
-from gpumon.core.sources.nvml import NvmlSource
+from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
 
 log = logging.getLogger(__name__)
 
 NAMESPACE_GRACE_S = 10.0
-NAMESPACE_HINT = (
-    "NVML lists GPU processes but none of ours: gpumon probably runs in a container "
-    "with its own PID namespace (run it with --pid=host); per-process GPU metrics are N/A"
-)
 
 
 class Sampler(threading.Thread):
@@ -90,7 +86,7 @@ class Sampler(threading.Thread):
             return
         if self.ticks * self.interval_s < NAMESPACE_GRACE_S:
             return
-        gpu_pids = self.nvml.all_gpu_pids()
-        if gpu_pids and not gpu_pids.intersection(our_pids):
+        hint = pid_namespace_hint(our_pids, self.nvml.all_gpu_pids())
+        if hint:
             self._foreign_warned = True
-            self.bus.publish(Notice(self.clock.now(), NAMESPACE_HINT))
+            self.bus.publish(Notice(self.clock.now(), hint))

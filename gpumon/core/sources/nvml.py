@@ -1,0 +1,480 @@
+"""NVML source: device and per-process GPU metrics through pynvml, tolerant of every NVML error.
+
+Every NVML call goes through ``_Query``: NotSupported / FunctionNotFound / NoPermission make
+that quantity N/A for good (logged once), GPU-lost marks the device lost, anything else is a
+one-off N/A. ``pynvml`` is imported lazily in ``NvmlSource.open()``. Details: docs/nvml.md.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Iterable
+
+from gpumon.core.model import NAN, DeviceSample, GpuProcessMetrics, SourceStatus
+
+LOG = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+# NVML error codes (nvml.h); pynvml exposes the same numbers as NVML_ERROR_*.
+NOT_SUPPORTED, NO_PERMISSION, NOT_FOUND, INSUFFICIENT_SIZE = 3, 4, 6, 7
+DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, FUNCTION_NOT_FOUND = 9, 12, 13
+GPU_IS_LOST, RESET_REQUIRED, LIB_RM_VERSION_MISMATCH = 15, 16, 18
+FI_PCIE_COUNT_TX_BYTES, FI_PCIE_COUNT_RX_BYTES = 197, 198
+PCIE_UTIL_TX_BYTES, PCIE_UTIL_RX_BYTES = 0, 1
+
+UNSUPPORTED_CODES = frozenset({NOT_SUPPORTED, FUNCTION_NOT_FOUND, NO_PERMISSION})
+LOST_REASONS = {GPU_IS_LOST: "GPU lost", RESET_REQUIRED: "GPU requires a reset"}
+INIT_REASONS = {
+    LIBRARY_NOT_FOUND: "libnvidia-ml.so.1 not found (no NVIDIA driver installed)",
+    DRIVER_NOT_LOADED: "NVIDIA driver not loaded",
+    LIB_RM_VERSION_MISMATCH: "driver/library version mismatch (reboot or reload the nvidia kernel module)",
+    NO_PERMISSION: "no permission to access the NVIDIA device files",
+}
+# Utilisation samples older than this are not shown as a process's current SM use.
+SM_UTIL_HOLD_US = 1_000_000
+
+# Which output fields each query key feeds (for device_info()["unsupported"]).
+KEY_FIELDS: dict[str, tuple[str, ...]] = {
+    "utilization": ("gpu_util", "mem_util"),
+    "memory": ("mem_used_mib", "mem_total_mib"),
+    "power": ("power_w",),
+    "temperature": ("temp_c",),
+    "sm_clock": ("sm_clock_mhz",),
+    "name": ("name",),
+    "uuid": ("uuid",),
+    "driver": ("driver",),
+    "pcie_gen": ("pcie_gen",),
+    "pcie_width": ("pcie_width",),
+    "compute_processes": ("gpu_mem_mib",),
+    "process_utilization": ("gpu_sm_util",),
+}
+
+
+class _NA:
+    """The N/A marker a failed query returns."""
+
+    def __repr__(self) -> str:
+        return "NA"
+
+
+NA: Any = _NA()
+
+
+@dataclass
+class _Query:
+    """The one tolerant way to call NVML: errors become ``NA``, never exceptions."""
+
+    nv: ModuleType
+    unsupported: dict[str, str] = field(default_factory=dict)
+    lost: str | None = None
+    last_error: int | None = None
+    _variant: dict[str, int] = field(default_factory=dict)
+    _logged: set[tuple[str, int]] = field(default_factory=set)
+
+    def __call__(self, key: str, fn: Callable | tuple[Callable, ...], *args: Any) -> Any:
+        """Call ``fn(*args)``; a tuple is newest-first versions tried on FunctionNotFound."""
+        if self.lost is not None or key in self.unsupported:
+            return NA
+        variants = fn if isinstance(fn, tuple) else (fn,)
+        index = self._variant.get(key, 0)
+        while True:
+            try:
+                return variants[index](*args)
+            except self.nv.NVMLError as err:
+                if err.value == FUNCTION_NOT_FOUND and index + 1 < len(variants):
+                    LOG.info("nvml: %s: %s missing, using an older version", key, variants[index].__name__)
+                    index += 1
+                    self._variant[key] = index
+                    continue
+                return self.fail(key, err.value)
+            except UnicodeDecodeError:
+                return self.fail(key, -1)
+
+    def fail(self, key: str, code: int) -> Any:
+        """Classify an NVML error ``code`` from query ``key``; returns ``NA``."""
+        self.last_error = code
+        if code in LOST_REASONS:
+            if self.lost is None:
+                self.lost = LOST_REASONS[code]
+                LOG.warning("nvml: %s during %s; NVML metrics stop", self.lost, key)
+        elif code in UNSUPPORTED_CODES:
+            self.unsupported[key] = self.text(code)
+            LOG.info("nvml: %s not available: %s", key, self.unsupported[key])
+        elif code != NOT_FOUND and (key, code) not in self._logged:
+            self._logged.add((key, code))
+            LOG.info("nvml: %s failed: %s", key, self.text(code))
+        return NA
+
+    def text(self, code: int | None) -> str:
+        """pynvml's wording for an NVML error code."""
+        if code is None or code == -1:
+            return "undecodable string" if code == -1 else "unknown error"
+        return str(self.nv.NVMLError(code))
+
+
+def _present(nv: ModuleType, *names: str) -> tuple[Callable, ...]:
+    """The pynvml wrappers among ``names`` that this pynvml version has, in order."""
+    return tuple(getattr(nv, n) for n in names if hasattr(nv, n))
+
+
+def _v1_running_processes(nv: ModuleType, symbol: str) -> Callable:
+    """A caller of the unversioned (v1 struct) process-list symbol, which pynvml no longer wraps."""
+
+    class ProcessInfoV1(ctypes.Structure):
+        _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+    def call(handle: Any) -> list[Any]:
+        fn = nv._nvmlGetFunctionPointer(symbol)
+        count = ctypes.c_uint(0)
+        ret = fn(handle, ctypes.byref(count), None)
+        if ret == nv.NVML_SUCCESS:
+            return []
+        if ret != INSUFFICIENT_SIZE:
+            raise nv.NVMLError(ret)
+        count.value = count.value * 2 + 5
+        infos = (ProcessInfoV1 * count.value)()
+        nv._nvmlCheckReturn(fn(handle, ctypes.byref(count), infos))
+        return [infos[i] for i in range(count.value)]
+
+    call.__name__ = symbol
+    return call
+
+
+def _field_number(value: Any) -> float:
+    """The number in an nvmlFieldValue_t, by its valueType."""
+    member = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+    return float(getattr(value.value, member[value.valueType]))
+
+
+def _mib(used_bytes: int | None) -> float:
+    if used_bytes is None or used_bytes >= 0xFFFFFFFFFFFFFFFF:
+        return NAN
+    return used_bytes / MIB
+
+
+def _number(value: Any, scale: float = 1.0) -> float:
+    return NAN if value is NA else value * scale
+
+
+def _resolve_gpu(requested: int | None) -> int | str:
+    """The NVML index to watch, or a UUID: the request, else CUDA_VISIBLE_DEVICES' first entry, else 0."""
+    if requested is not None:
+        return requested
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    if first.isdigit():
+        return int(first)
+    if first.startswith("GPU-"):
+        return first
+    return 0
+
+
+def pid_namespace_hint(
+    ours: Iterable[int], gpu_pids: Iterable[int], visible: Callable[[int], bool] | None = None
+) -> str | None:
+    """A hint when NVML lists GPU processes, none ours and none visible here (a PID namespace)."""
+    gpu = set(gpu_pids)
+    if not gpu or gpu & set(ours):
+        return None
+    exists = visible or (lambda pid: os.path.exists(f"/proc/{pid}"))
+    if any(exists(pid) for pid in gpu):
+        return None
+    return (
+        f"NVML lists {len(gpu)} GPU process(es) but none is visible here: gpumon runs in a "
+        "separate PID namespace (a container?) and NVML reports host PIDs, so per-process GPU "
+        "memory and SM use cannot be attributed; run the container with --pid=host"
+    )
+
+
+class NvmlSource:
+    """One GPU's device metrics and our processes' GPU use, via NVML (thread-safe: one lock)."""
+
+    name = "nvml"
+
+    def __init__(self, gpu_index: int | None = None) -> None:
+        self._requested = gpu_index
+        self._lock = threading.Lock()
+        self._nv: ModuleType | None = None
+        self._q: _Query | None = None
+        self._handle: Any = None
+        self._initialized = False
+        self._status = SourceStatus(self.name, False, "unavailable: not opened")
+        self._info: dict = {}
+        self.device_count = 0
+        self._pcie_method: str | None = None
+        self._pcie_prev: tuple[float, float, float] | None = None
+        self._util_last_seen_us = 0
+        self._sm_util: dict[int, tuple[float, int]] = {}
+        self._process_fns: dict[str, tuple[Callable, ...]] = {}
+        self._memory_fns: tuple[Callable, ...] = ()
+        self._temperature_fns: tuple[Callable, ...] = ()
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def open(self) -> SourceStatus:
+        """Initialise NVML and cache the device handle; never raises."""
+        with self._lock:
+            if self._handle is None and not self._initialized:
+                self._status = self._open()
+            return self.status
+
+    def _open(self) -> SourceStatus:
+        try:
+            import pynvml as nv
+        except ImportError:
+            return self._unavailable("pynvml (nvidia-ml-py) is not installed")
+        self._nv, q = nv, _Query(nv)
+        self._q = q
+        if q("init", nv.nvmlInitWithFlags, 0) is NA:
+            code = q.last_error
+            return self._unavailable(INIT_REASONS.get(code, f"nvmlInit failed: {q.text(code)}"), code)
+        self._initialized = True
+        count = q("device_count", nv.nvmlDeviceGetCount)
+        if count is NA or count == 0:
+            return self._unavailable("no NVIDIA GPU found", q.last_error)
+        self.device_count = count
+        target = _resolve_gpu(self._requested)
+        if isinstance(target, int) and not 0 <= target < count:
+            return self._unavailable(f"no GPU with index {target} ({count} found)")
+        by = nv.nvmlDeviceGetHandleByIndex if isinstance(target, int) else nv.nvmlDeviceGetHandleByUUID
+        handle = q("handle", by, target)
+        if handle is NA:
+            return self._unavailable(q.lost or f"no GPU {target}", q.last_error)
+        self._handle = handle
+        self._bind_versions(nv)
+        index = target if isinstance(target, int) else q("index", nv.nvmlDeviceGetIndex, handle)
+        self._info = {
+            "index": None if index is NA else index,
+            "name": _text(q("name", nv.nvmlDeviceGetName, handle)),
+            "uuid": _text(q("uuid", nv.nvmlDeviceGetUUID, handle)),
+            "driver": _text(q("driver", nv.nvmlSystemGetDriverVersion)),
+        }
+        self._refresh_link()
+        self._util_last_seen_us = time.time_ns() // 1000 - SM_UTIL_HOLD_US
+        self._probe_fields()
+        self._pcie_method = self._probe_pcie()
+        if q.lost:
+            return self._unavailable(q.lost)
+        return SourceStatus(self.name, True, "", {"index": self._info["index"], "driver": self._info["driver"]})
+
+    def _bind_versions(self, nv: ModuleType) -> None:
+        """Newest-first versions of the calls whose symbol depends on the driver's age."""
+        for kind in ("Compute", "Graphics"):
+            base = f"nvmlDeviceGet{kind}RunningProcesses"
+            self._process_fns[kind] = (*_present(nv, f"{base}_v3", f"{base}_v2"), _v1_running_processes(nv, base))
+        memory: tuple[Callable, ...] = (nv.nvmlDeviceGetMemoryInfo,)
+        if hasattr(nv, "nvmlMemory_v2"):
+            memory_v2 = functools.partial(nv.nvmlDeviceGetMemoryInfo, version=nv.nvmlMemory_v2)
+            memory_v2.__name__ = "nvmlDeviceGetMemoryInfo_v2"
+            memory = (memory_v2, *memory)
+        self._memory_fns = memory
+        self._temperature_fns = _present(nv, "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature")
+
+    def _probe_fields(self) -> None:
+        """Query each metric once so that device_info()["unsupported"] is complete before sampling."""
+        q, nv, h = self._q, self._nv, self._handle
+        q("utilization", nv.nvmlDeviceGetUtilizationRates, h)
+        q("power", nv.nvmlDeviceGetPowerUsage, h)
+        q("temperature", self._temperature_fns, h, nv.NVML_TEMPERATURE_GPU)
+        q("sm_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)
+        q("compute_processes", self._process_fns["Compute"], h)
+        q("process_utilization", nv.nvmlDeviceGetProcessUtilization, h, self._util_last_seen_us)
+
+    def _unavailable(self, reason: str, code: int | None = None) -> SourceStatus:
+        return SourceStatus(self.name, False, f"unavailable: {reason}", {"nvml_error": code} if code else {})
+
+    @property
+    def status(self) -> SourceStatus:
+        """Current availability; turns unavailable ("GPU lost") when the device falls off the bus."""
+        if self._q is not None and self._q.lost and self._status.available:
+            self._status = self._unavailable(self._q.lost)
+        return self._status
+
+    def close(self) -> None:
+        with self._lock:
+            if self._initialized and self._nv is not None:
+                try:
+                    self._nv.nvmlShutdown()
+                except self._nv.NVMLError as err:
+                    LOG.debug("nvml: shutdown: %s", err)
+            self._initialized = False
+            self._handle = None
+            self._status = self._unavailable("closed")
+
+    # -- device ------------------------------------------------------------
+
+    def device_info(self) -> dict:
+        """GPU identity and link for run.json["gpu"] (last known values once lost); {} if never opened."""
+        with self._lock:
+            if not self._info:
+                return {}
+            if self._handle is not None and not self._q.lost:
+                self._refresh_link()
+            return {**self._info, "pcie_method": self._pcie_method, "unsupported": self._unsupported_fields()}
+
+    def _refresh_link(self) -> None:
+        """Re-read the PCIe link (it can train down when idle) and the memory size."""
+        q, nv, h = self._q, self._nv, self._handle
+        memory = q("memory", self._memory_fns, h)
+        self._info.update(
+            pcie_gen=_int(q("pcie_gen", nv.nvmlDeviceGetCurrPcieLinkGeneration, h)),
+            pcie_width=_int(q("pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h)),
+            mem_total_mib=None if memory is NA else memory.total / MIB,
+        )
+
+    def _unsupported_fields(self) -> list[str]:
+        fields = {f for key in self._q.unsupported for f in KEY_FIELDS.get(key, ())}
+        if self._pcie_method is None:
+            fields |= {"pcie_rx_bps", "pcie_tx_bps"}
+        return sorted(fields)
+
+    def sample(self, t: float) -> DeviceSample | None:
+        """One reading at run time ``t``; NaN for unsupported fields; None once unavailable."""
+        with self._lock:
+            if self._handle is None or not self.status.available:
+                return None
+            q, nv, h = self._q, self._nv, self._handle
+            util = q("utilization", nv.nvmlDeviceGetUtilizationRates, h)
+            memory = q("memory", self._memory_fns, h)
+            rx, tx = self._pcie()
+            sample = DeviceSample(
+                t=t,
+                gpu_util=NAN if util is NA else float(util.gpu),
+                mem_util=NAN if util is NA else float(util.memory),
+                mem_used_mib=NAN if memory is NA else memory.used / MIB,
+                mem_total_mib=NAN if memory is NA else memory.total / MIB,
+                pcie_rx_bps=rx,
+                pcie_tx_bps=tx,
+                power_w=_number(q("power", nv.nvmlDeviceGetPowerUsage, h), 0.001),
+                temp_c=_number(q("temperature", self._temperature_fns, h, nv.NVML_TEMPERATURE_GPU)),
+                sm_clock_mhz=_number(q("sm_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)),
+            )
+            return None if q.lost else sample
+
+    def _probe_pcie(self) -> str | None:
+        """'counters' when the cumulative byte counters work, else 'throughput', else None."""
+        if self._read_counters() is not None:
+            return "counters"
+        probe = self._q("pcie_throughput", self._nv.nvmlDeviceGetPcieThroughput, self._handle, PCIE_UTIL_RX_BYTES)
+        return None if probe is NA else "throughput"
+
+    def _read_counters(self) -> tuple[float, float, float] | None:
+        """(timestamp µs, RX bytes, TX bytes) from the cumulative counters, or None."""
+        values = self._q(
+            "pcie_counters", self._nv.nvmlDeviceGetFieldValues, self._handle,
+            [FI_PCIE_COUNT_RX_BYTES, FI_PCIE_COUNT_TX_BYTES],
+        )
+        if values is NA:
+            return None
+        for value in values:
+            if value.nvmlReturn != self._nv.NVML_SUCCESS:
+                self._q.fail("pcie_counters", value.nvmlReturn)
+                return None
+        stamp = values[0].timestamp or time.monotonic_ns() // 1000
+        return float(stamp), _field_number(values[0]), _field_number(values[1])
+
+    def _pcie(self) -> tuple[float, float]:
+        """(RX, TX) bytes/s: counters differenced over the interval, else the 20 ms throughput."""
+        if self._pcie_method == "counters":
+            now = self._read_counters()
+            if now is not None:
+                prev, self._pcie_prev = self._pcie_prev, now
+                return _rates(prev, now)
+            if "pcie_counters" in self._q.unsupported:
+                self._pcie_method = self._probe_pcie()
+            self._pcie_prev = None
+        if self._pcie_method == "throughput":
+            fn = self._nv.nvmlDeviceGetPcieThroughput
+            rx = self._q("pcie_throughput", fn, self._handle, PCIE_UTIL_RX_BYTES)
+            tx = self._q("pcie_throughput", fn, self._handle, PCIE_UTIL_TX_BYTES)
+            if "pcie_throughput" in self._q.unsupported:
+                self._pcie_method = None
+            return _number(rx, 1024.0), _number(tx, 1024.0)
+        return NAN, NAN
+
+    # -- processes ---------------------------------------------------------
+
+    def _running(self) -> dict[int, float]:
+        """PID → used GPU memory (MiB, NaN if N/A) over the compute and graphics lists."""
+        found: dict[int, float] = {}
+        for kind, key in (("Compute", "compute_processes"), ("Graphics", "graphics_processes")):
+            procs = self._q(key, self._process_fns[kind], self._handle)
+            if procs is NA:
+                continue
+            for p in procs:
+                mib = _mib(p.usedGpuMemory)
+                if math.isnan(found.get(p.pid, NAN)):
+                    found[p.pid] = mib
+                elif not math.isnan(mib):
+                    found[p.pid] = max(found[p.pid], mib)
+        return found
+
+    def _update_sm_util(self, ours: set[int]) -> None:
+        """Read utilisation samples newer than the last one seen; keep ours (NaN when > 100 %)."""
+        samples = self._q(
+            "process_utilization", self._nv.nvmlDeviceGetProcessUtilization, self._handle, self._util_last_seen_us
+        )
+        if samples is NA:
+            return
+        for s in samples:
+            self._util_last_seen_us = max(self._util_last_seen_us, s.timeStamp)
+            held = self._sm_util.get(s.pid)
+            if s.pid in ours and (held is None or s.timeStamp >= held[1]):
+                self._sm_util[s.pid] = (float(s.smUtil) if s.smUtil <= 100 else NAN, s.timeStamp)
+
+    def process_metrics(self, pids: Iterable[int]) -> dict[int, GpuProcessMetrics]:
+        """GPU memory and SM use of those of ``pids`` that NVML knows; other PIDs are ignored."""
+        ours = set(pids)
+        with self._lock:
+            if self._handle is None or not ours or not self.status.available:
+                return {}
+            running = self._running()
+            self._update_sm_util(ours)
+            if self._q.lost:
+                return {}
+            util_known = "process_utilization" not in self._q.unsupported
+            now_us = time.time_ns() // 1000
+            self._sm_util = {p: v for p, v in self._sm_util.items() if p in ours}
+            result = {}
+            for pid in ours:
+                held = self._sm_util.get(pid)
+                if held is not None and now_us - held[1] <= SM_UTIL_HOLD_US:
+                    sm = held[0]
+                elif pid in running and util_known:
+                    sm = 0.0
+                else:
+                    sm = NAN
+                if pid in running or not math.isnan(sm):
+                    result[pid] = GpuProcessMetrics(pid, running.get(pid, NAN), sm)
+            return result
+
+    def all_gpu_pids(self) -> set[int]:
+        """Every PID NVML lists on the device (compute and graphics)."""
+        with self._lock:
+            if self._handle is None or not self.status.available:
+                return set()
+            return set(self._running())
+
+
+def _rates(prev: tuple[float, float, float] | None, now: tuple[float, float, float]) -> tuple[float, float]:
+    """Bytes/s between two counter readings; NaN on the first reading or a counter reset."""
+    if prev is None or now[0] <= prev[0]:
+        return NAN, NAN
+    seconds = (now[0] - prev[0]) / 1e6
+    rx, tx = now[1] - prev[1], now[2] - prev[2]
+    return (rx / seconds if rx >= 0 else NAN), (tx / seconds if tx >= 0 else NAN)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is NA else str(value)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is NA else int(value)

@@ -1,0 +1,248 @@
+"""`gpumon doctor`: can gpumon do its job on this machine, and if not, why."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
+from gpumon.core.trace import default_runs_dir
+from gpumon.errors import UsageError
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+CAP_SYS_PTRACE = 19
+TORCH_TIMEOUT_S = 120.0
+
+# Run in a child: the parent never imports torch.
+TORCH_PROBE = """
+import json
+try:
+    import torch
+except Exception as err:
+    print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
+    raise SystemExit(0)
+info = {"torch": torch.__version__, "cuda_build": torch.version.cuda}
+try:
+    info["cuda_available"] = bool(torch.cuda.is_available())
+    info["device_count"] = torch.cuda.device_count() if info["cuda_available"] else 0
+    if info["device_count"]:
+        info["device_name"] = torch.cuda.get_device_name(0)
+except Exception as err:
+    info["cuda_available"] = False
+    info["cuda_error"] = f"{type(err).__name__}: {err}"
+print(json.dumps(info))
+"""
+
+
+@dataclass
+class Check:
+    """One line of the report: a level (ok/warn/fail), a summary, details for --json."""
+
+    name: str
+    level: str
+    summary: str
+    detail: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `doctor` subcommand."""
+    parser = subparsers.add_parser(
+        "doctor",
+        help="check NVML/driver, torch and CUDA, py-spy, ptrace and the runs directory",
+        description=(
+            "Check whether gpumon can do its job here: NVML and the driver (which GPU metrics "
+            "are supported), torch and whether CUDA is usable (checked in a child process), "
+            "py-spy and ptrace permission, and the runs directory. Exit status 0 when gpumon "
+            "can run (a CPU-only machine can, with a warning), 1 with the reason otherwise."
+        ),
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument(
+        "--gpu", type=int, metavar="INDEX", default=None,
+        help="NVML index of the GPU to check (default: the first of CUDA_VISIBLE_DEVICES, else 0)",
+    )
+    parser.set_defaults(handler=run_doctor)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    """Run every check, print the report, return 0 if gpumon can work here, else 1."""
+    if args.gpu is not None and args.gpu < 0:
+        raise UsageError(f"--gpu must be a GPU index (0 or more), not {args.gpu}")
+    checks = [
+        check_python(),
+        *check_nvml(args.gpu),
+        check_torch(),
+        check_py_spy(),
+        check_ptrace(),
+        check_runs_dir(),
+    ]
+    ok = not any(c.level == FAIL for c in checks)
+    if args.json:
+        print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks]}, indent=2))
+    else:
+        print(render_text(checks, ok, use_color()))
+    return 0 if ok else 1
+
+
+# -- checks -----------------------------------------------------------------
+
+
+def check_python() -> Check:
+    version = ".".join(str(v) for v in sys.version_info[:3])
+    return Check("python", OK, f"python {version} ({sys.executable})", {"version": version})
+
+
+def check_nvml(gpu: int | None) -> list[Check]:
+    """NVML and the selected GPU (what it supports), the other GPUs, and the PID-namespace trap."""
+    source = NvmlSource(gpu)
+    status = source.open()
+    try:
+        if not status.available:
+            # Only a GPU asked for by index on a machine that has GPUs is a reason to fail.
+            level = FAIL if gpu is not None and source.device_count else WARN
+            notes = [] if level == FAIL else ["GPU panels will show N/A; workloads can still train on the CPU"]
+            detail = {"available": False, "reason": status.reason, "device_count": source.device_count}
+            return [Check("nvml", level, f"NVML {status.reason}", detail, notes)]
+        info = source.device_info()
+        checks = [_gpu_check(info), *_other_gpus(info["index"], source.device_count)]
+        hint = pid_namespace_hint((), source.all_gpu_pids())
+        if hint:
+            checks.append(Check("pid_namespace", WARN, "GPU processes are not visible here", {"hint": hint}, [hint]))
+        return checks
+    finally:
+        source.close()
+
+
+def _gpu_check(info: dict) -> Check:
+    unsupported = info["unsupported"]
+    link = f"PCIe gen{info['pcie_gen']} x{info['pcie_width']}" if info["pcie_gen"] else "PCIe link N/A"
+    mem = f"{info['mem_total_mib']:.0f} MiB" if info["mem_total_mib"] else "memory N/A"
+    notes = [
+        {"counters": "PCIe bytes: cumulative counters, differenced per interval",
+         "throughput": "PCIe bytes: 20 ms throughput samples (no cumulative counters on this GPU/driver)",
+         None: "PCIe bytes: not available"}[info["pcie_method"]],
+        "not supported: " + ", ".join(unsupported) if unsupported else "all metrics supported",
+    ]
+    summary = f"GPU {info['index']}: {info['name']}, driver {info['driver']}, {link}, {mem}"
+    return Check("gpu", WARN if unsupported else OK, summary, info, notes)
+
+
+def _other_gpus(selected: int | None, count: int) -> list[Check]:
+    """One line naming the GPUs not selected, if any."""
+    names = []
+    for index in range(count):
+        if index == selected:
+            continue
+        other = NvmlSource(index)
+        if other.open().available:
+            names.append(f"{index}: {other.device_info()['name']}")
+        other.close()
+    if not names:
+        return []
+    return [Check("other_gpus", OK, "other GPUs " + "; ".join(names), {"gpus": names}, ["select one with --gpu"])]
+
+
+def check_torch() -> Check:
+    """torch's version and whether CUDA works, from a child interpreter."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=TORCH_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        return Check("torch", FAIL, f"torch check did not finish in {TORCH_TIMEOUT_S:.0f} s")
+    lines = done.stdout.strip().splitlines()
+    try:
+        info = json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        info = {}
+    if not info:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Check("torch", FAIL, f"torch check failed (exit {done.returncode}): {tail}")
+    if "error" in info:
+        return Check("torch", FAIL, f"torch cannot be imported: {info['error']}", info,
+                     ["built-in workloads need torch in this Python environment"])
+    if info.get("cuda_available"):
+        summary = f"torch {info['torch']}, CUDA usable ({info['device_count']} device(s): {info.get('device_name')})"
+        return Check("torch", OK, summary, info)
+    why = info.get("cuda_error") or ("CPU-only torch build" if not info.get("cuda_build") else "no usable GPU")
+    return Check("torch", WARN, f"torch {info['torch']}, CUDA not usable ({why})", info,
+                 ["workloads can run with --device cpu"])
+
+
+def check_py_spy() -> Check:
+    path = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if path:
+        return Check("py_spy", OK, f"py-spy {path}", {"path": path})
+    return Check("py_spy", WARN, "py-spy not found", {"path": None}, ["stack sampling is off; pip install py-spy"])
+
+
+def _cap_eff() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
+def check_ptrace() -> Check:
+    """Whether py-spy (a sibling of the workloads) may attach to them."""
+    has_cap = bool(_cap_eff() >> CAP_SYS_PTRACE & 1)
+    scope_file = Path("/proc/sys/kernel/yama/ptrace_scope")
+    scope = int(scope_file.read_text()) if scope_file.exists() else None
+    detail = {"ptrace_scope": scope, "uid": os.getuid(), "cap_sys_ptrace": has_cap}
+    if scope in (None, 0):
+        return Check("ptrace", OK, f"ptrace allowed (yama ptrace_scope {scope if scope is not None else 'absent'})",
+                     detail)
+    if scope in (1, 2) and has_cap:
+        return Check("ptrace", OK, f"ptrace allowed (CAP_SYS_PTRACE, ptrace_scope {scope})", detail)
+    fix = ("run `sudo sysctl kernel.yama.ptrace_scope=0` or give gpumon CAP_SYS_PTRACE" if scope < 3
+           else "ptrace_scope 3 forbids attaching until reboot")
+    return Check("ptrace", WARN, f"py-spy cannot attach to workloads (ptrace_scope {scope})", detail, [fix])
+
+
+def check_runs_dir() -> Check:
+    runs = default_runs_dir()
+    existing = runs
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    writable = existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
+    detail = {"path": str(runs), "exists": runs.exists(), "writable": writable}
+    if not writable:
+        return Check("runs_dir", FAIL, f"runs directory {runs} cannot be written ({existing} is not a writable "
+                     "directory)", detail, ["set GPUMON_RUNS to a writable directory"])
+    state = "writable" if runs.exists() else "will be created"
+    return Check("runs_dir", OK, f"runs directory {runs} ({state})", detail)
+
+
+# -- output -----------------------------------------------------------------
+
+
+def use_color() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def render_text(checks: list[Check], ok: bool, color: bool) -> str:
+    """One screen: a tagged line per check, indented notes, a verdict."""
+    colors = {OK: "32", WARN: "33", FAIL: "31"}
+
+    def tag(level: str) -> str:
+        text = f"[{level}]".ljust(6)
+        return f"\033[{colors[level]}m{text}\033[0m" if color else text
+
+    lines = ["gpumon doctor"]
+    for c in checks:
+        lines.append(f"  {tag(c.level)} {c.summary}")
+        lines.extend(f"         {note}" for note in c.notes)
+    warnings = sum(c.level == WARN for c in checks)
+    if ok:
+        lines.append(f"ready{f' ({warnings} warning(s))' if warnings else ''}")
+    else:
+        failed = "; ".join(c.summary for c in checks if c.level == FAIL)
+        lines.append(f"not ready: {failed}")
+    return "\n".join(lines)

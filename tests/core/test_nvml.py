@@ -1,0 +1,505 @@
+"""NvmlSource and `gpumon doctor` against the scripted fake libnvidia-ml, through the real pynvml.
+
+pynvml loads libnvidia-ml.so.1 by name, so every NVML check runs in a child interpreter
+whose LD_LIBRARY_PATH points at the fake; most children step the fake's clock themselves
+(FAKENVML_CLOCK), which makes time-dependent values exact and needs no sleeping.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpumon import doctor
+from gpumon.core.sources.nvml import pid_namespace_hint
+from tests.fakenvml import build as fake
+
+needs_cc = pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
+CHILD_TIMEOUT_S = 60
+
+PRELUDE = """
+import ctypes, dataclasses, json, logging, math, os, sys
+from pathlib import Path
+import pynvml
+from gpumon.core.sources.nvml import NvmlSource
+
+def clock(t):
+    path = Path(os.environ["FAKENVML_CLOCK"])
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(repr(t))
+    tmp.replace(path)
+
+def fake(symbol, restype=ctypes.c_ulonglong):
+    fn = getattr(pynvml.nvmlLib, symbol)
+    fn.restype = restype
+    return fn()
+
+def row(sample):
+    return None if sample is None else dataclasses.asdict(sample)
+
+def emit(**values):
+    print("RESULT " + json.dumps(values, default=repr))
+"""
+
+DEVICE = (
+    'device name="NVIDIA Fake A100-SXM4-40GB" uuid=GPU-11111111-2222-3333-4444-555555555555 '
+    "mem_total_mib=40960 pcie_gen=4 pcie_width=16 util_period_ms=100"
+)
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    if fake.compiler() is None:
+        pytest.skip("no C compiler to build the fake libnvidia-ml")
+    out = tmp_path_factory.mktemp("fakenvml")
+    return fake.build_all(out)
+
+
+def run_child(tmp_path: Path, lib: Path | None, scenario: str | None, code: str, **env: str) -> dict:
+    """Run PRELUDE + code in a child that loads ``lib``; return what it emit()-ed."""
+    script = fake.write_scenario(tmp_path / "scenario.txt", scenario) if scenario is not None else None
+    clock = tmp_path / "clock"
+    fake.Clock(clock)
+    environ = fake.environment(lib, script, clock)
+    environ.update(env)
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + code], env=environ, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
+    )
+    results = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and results, f"child failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return json.loads(results[-1])
+
+
+@pytest.fixture
+def sleepers() -> list[subprocess.Popen]:
+    """Real processes whose PIDs a scenario can list as ours or foreign."""
+    procs = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+    yield procs
+    for p in procs:
+        p.kill()
+        p.wait(timeout=10)
+
+
+# -- device metrics ---------------------------------------------------------------------------
+
+
+@needs_cc
+def test_scripted_values_come_back(libs: dict[str, Path], tmp_path: Path) -> None:
+    scenario = f"""
+        driver 550.54.15
+        {DEVICE} gpu_util=50 mem_util=20 mem_used_mib=1000 power_w=123.4 temp_c=61 sm_clock_mhz=1410
+        at 0.5 gpu_util=80 mem_used_mib=2048.5 power_w=250 temp_c=70 sm_clock_mhz=1980 pcie_gen=3 pcie_width=8
+    """
+    out = run_child(tmp_path, libs["full"], scenario, """
+s = NvmlSource()
+status = s.open()
+first = s.sample(1.0)
+clock(0.6)
+emit(status=dataclasses.asdict(status), first=row(first), second=row(s.sample(1.6)), info=s.device_info())
+""")
+    assert out["status"]["available"] is True and out["status"]["name"] == "nvml"
+    first, second = out["first"], out["second"]
+    assert first["t"] == 1.0
+    assert (first["gpu_util"], first["mem_util"], first["mem_used_mib"]) == (50.0, 20.0, 1000.0)
+    assert first["mem_total_mib"] == 40960.0
+    assert first["power_w"] == pytest.approx(123.4)
+    assert (first["temp_c"], first["sm_clock_mhz"]) == (61.0, 1410.0)
+    assert math.isnan(first["pcie_rx_bps"]) and math.isnan(first["pcie_tx_bps"])  # first counter reading
+    assert (second["gpu_util"], second["mem_used_mib"], second["power_w"]) == (80.0, 2048.5, 250.0)
+    assert (second["temp_c"], second["sm_clock_mhz"]) == (70.0, 1980.0)
+    assert out["info"] == {
+        "index": 0, "name": "NVIDIA Fake A100-SXM4-40GB", "uuid": "GPU-11111111-2222-3333-4444-555555555555",
+        "driver": "550.54.15", "pcie_gen": 3, "pcie_width": 8, "mem_total_mib": 40960.0,
+        "pcie_method": "counters", "unsupported": [],
+    }
+
+
+@needs_cc
+def test_pcie_counters_are_differenced_over_the_interval(libs: dict[str, Path], tmp_path: Path) -> None:
+    scenario = f"""
+        {DEVICE} pcie_rx_bps=3e9 pcie_tx_bps=1.5e9
+        at 1.0 pcie_rx_bps=6e9 pcie_tx_bps=0
+    """
+    out = run_child(tmp_path, libs["full"], scenario, """
+s = NvmlSource()
+s.open()
+rows = []
+for t in (0.2, 0.45, 0.9, 1.3):
+    clock(t)
+    rows.append(row(s.sample(t)))
+emit(rows=rows, method=s.device_info()["pcie_method"])
+""")
+    first, steady, _, across = out["rows"]
+    assert out["method"] == "counters"
+    assert math.isnan(first["pcie_rx_bps"])
+    # Counters are whole bytes: a difference is exact to one byte per interval.
+    assert steady["pcie_rx_bps"] == pytest.approx(3e9, abs=1 / 0.25)
+    assert steady["pcie_tx_bps"] == pytest.approx(1.5e9, abs=1 / 0.25)
+    assert across["pcie_rx_bps"] == pytest.approx((3e9 * 0.1 + 6e9 * 0.3) / 0.4, abs=1 / 0.4)
+    assert across["pcie_tx_bps"] == pytest.approx(1.5e9 * 0.1 / 0.4, abs=1 / 0.4)
+
+
+@needs_cc
+def test_throughput_fallback_when_counters_are_not_supported(libs: dict[str, Path], tmp_path: Path) -> None:
+    scenario = f"""
+        {DEVICE} pcie_rx_bps=4194304 pcie_tx_bps=1048576
+        fail field:198 NOT_SUPPORTED
+        fail field:197 NOT_SUPPORTED
+    """
+    out = run_child(tmp_path, libs["full"], scenario, """
+s = NvmlSource()
+s.open()
+emit(sample=row(s.sample(0.0)), info=s.device_info())
+""")
+    assert out["info"]["pcie_method"] == "throughput"
+    assert out["sample"]["pcie_rx_bps"] == 4194304.0  # KB/s × 1024
+    assert out["sample"]["pcie_tx_bps"] == 1048576.0
+    assert out["info"]["unsupported"] == []
+
+
+@needs_cc
+def test_no_pcie_at_all_is_nan_and_listed(libs: dict[str, Path], tmp_path: Path) -> None:
+    scenario = f"""
+        {DEVICE} gpu_util=33
+        fail nvmlDeviceGetFieldValues NOT_SUPPORTED
+        fail nvmlDeviceGetPcieThroughput NOT_SUPPORTED
+    """
+    out = run_child(tmp_path, libs["full"], scenario, """
+s = NvmlSource()
+s.open()
+emit(sample=row(s.sample(0.0)), info=s.device_info())
+""")
+    assert out["info"]["pcie_method"] is None
+    assert {"pcie_rx_bps", "pcie_tx_bps"} <= set(out["info"]["unsupported"])
+    assert math.isnan(out["sample"]["pcie_rx_bps"]) and out["sample"]["gpu_util"] == 33.0
+
+
+@needs_cc
+def test_not_supported_fields_are_nan_logged_once_and_the_rest_still_there(
+    libs: dict[str, Path], tmp_path: Path
+) -> None:
+    scenario = f"""
+        {DEVICE} gpu_util=50 mem_used_mib=100 power_w=200 temp_c=60 sm_clock_mhz=1500
+        fail nvmlDeviceGetPowerUsage NOT_SUPPORTED
+        fail nvmlDeviceGetTemperatureV NOT_SUPPORTED
+        fail nvmlDeviceGetClockInfo NO_PERMISSION
+    """
+    out = run_child(tmp_path, libs["full"], scenario, """
+records = []
+handler = logging.Handler()
+handler.emit = records.append
+logging.getLogger("gpumon").addHandler(handler)
+logging.getLogger("gpumon").setLevel(logging.INFO)
+s = NvmlSource()
+s.open()
+before = s.device_info()["unsupported"]
+rows = [row(s.sample(float(i))) for i in range(5)]
+emit(rows=rows, before=before, info=s.device_info(), messages=[r.getMessage() for r in records])
+""")
+    last = out["rows"][-1]
+    assert math.isnan(last["power_w"]) and math.isnan(last["temp_c"]) and math.isnan(last["sm_clock_mhz"])
+    assert (last["gpu_util"], last["mem_used_mib"]) == (50.0, 100.0)
+    assert out["before"] == out["info"]["unsupported"] == ["power_w", "sm_clock_mhz", "temp_c"]  # known at open()
+    power_logs = [m for m in out["messages"] if m.startswith("nvml: power not available")]
+    assert len(power_logs) == 1, out["messages"]
+
+
+@needs_cc
+def test_gpu_lost_turns_the_source_unavailable_without_raising(libs: dict[str, Path], tmp_path: Path) -> None:
+    scenario = f"""
+        {DEVICE} gpu_util=10
+        proc pid=4242 mem_mib=10 sm_util=5
+        lost_at 0.5
+    """
+    out = run_child(tmp_path, libs["full"], scenario, """
+s = NvmlSource()
+s.open()
+before = row(s.sample(0.2))
+clock(0.6)
+during = row(s.sample(0.6))
+after = [row(s.sample(0.7)), s.process_metrics([4242]), sorted(s.all_gpu_pids())]
+status = dataclasses.asdict(s.status)
+s.close()
+emit(before=before, during=during, after=after, status=status, info=s.device_info())
+""")
+    assert out["before"]["gpu_util"] == 10.0
+    assert out["during"] is None
+    assert out["after"] == [None, {}, []]
+    assert out["status"]["available"] is False and out["status"]["reason"] == "unavailable: GPU lost"
+    assert out["info"]["name"] == "NVIDIA Fake A100-SXM4-40GB" and out["info"]["pcie_width"] == 16
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("DRIVER_NOT_LOADED", "unavailable: NVIDIA driver not loaded"),
+        ("LIB_RM_VERSION_MISMATCH", "unavailable: driver/library version mismatch"),
+        ("UNKNOWN", "unavailable: nvmlInit failed: Unknown Error"),
+    ],
+)
+@needs_cc
+def test_init_failure_is_unavailable_with_a_reason(
+    libs: dict[str, Path], tmp_path: Path, code: str, reason: str
+) -> None:
+    scenario = f"""
+        {DEVICE}
+        fail nvmlInit {code}
+    """
+    out = run_child(tmp_path, libs["full"], scenario, """
+s = NvmlSource()
+status = s.open()
+emit(status=dataclasses.asdict(status), sample=row(s.sample(0.0)), procs=s.process_metrics([1]), info=s.device_info())
+""")
+    assert out["status"]["available"] is False
+    assert out["status"]["reason"].startswith(reason)
+    assert out["sample"] is None and out["procs"] == {} and out["info"] == {}
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="a real libnvidia-ml is installed")
+def test_no_library_at_all(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = run_child(tmp_path, empty, None, """
+s = NvmlSource()
+emit(status=dataclasses.asdict(s.open()), sample=row(s.sample(0.0)))
+""")
+    assert out["status"] == {
+        "name": "nvml", "available": False, "detail": {"nvml_error": 12},
+        "reason": "unavailable: libnvidia-ml.so.1 not found (no NVIDIA driver installed)",
+    }
+    assert out["sample"] is None
+
+
+@needs_cc
+def test_gpu_selection_by_index_and_cuda_visible_devices(libs: dict[str, Path], tmp_path: Path) -> None:
+    scenario = f"""
+        {DEVICE}
+        device name="Second" uuid=GPU-second mem_total_mib=8192
+    """
+    out = run_child(tmp_path, libs["full"], scenario, """
+missing = NvmlSource(3)
+second = NvmlSource(1)
+by_env = NvmlSource()
+emit(missing=missing.open().reason, second=(second.open().available, second.device_info()["name"]),
+     by_env=(by_env.open().available, by_env.device_info()["index"]))
+""", CUDA_VISIBLE_DEVICES="GPU-second")
+    assert out["missing"] == "unavailable: no GPU with index 3 (2 found)"
+    assert out["second"] == [True, "Second"]
+    assert out["by_env"] == [True, 1]
+
+
+# -- per-process metrics ----------------------------------------------------------------------
+
+
+@needs_cc
+def test_process_metrics_attributed_to_our_pids_only(
+    libs: dict[str, Path], tmp_path: Path, sleepers: list[subprocess.Popen]
+) -> None:
+    a, b, foreign = (p.pid for p in sleepers)
+    scenario = f"""
+        {DEVICE}
+        proc pid={a} mem_mib=512 sm_util=40
+        proc pid={b} mem_mib=256 sm_util=150 type=graphics
+        proc pid={foreign} mem_mib=1024 sm_util=90
+    """
+    out = run_child(tmp_path, libs["full"], scenario, f"""
+import time
+s = NvmlSource()
+s.open()
+opened_us = time.time_ns() // 1000
+first = s.process_metrics([{a}, {b}, 999999])
+seen = [fake("fakenvml_last_utilization_timestamp")]
+held = s.process_metrics([{a}, {b}])
+seen.append(fake("fakenvml_last_utilization_timestamp"))
+clock(0.25)
+s.process_metrics([{a}])
+s.process_metrics([{a}])
+seen.append(fake("fakenvml_last_utilization_timestamp"))
+emit(first={{str(k): dataclasses.asdict(v) for k, v in first.items()}},
+     held={{str(k): v.gpu_sm_util for k, v in held.items()}},
+     seen=seen, init=fake("fakenvml_init_timestamp", ctypes.c_longlong), opened=opened_us,
+     all=sorted(s.all_gpu_pids()))
+""")
+    first = out["first"]
+    assert set(first) == {str(a), str(b)}  # the foreign PID and 999999 (not on the GPU) are left out
+    assert first[str(a)] == {"pid": a, "gpu_mem_mib": 512.0, "gpu_sm_util": 40.0}
+    assert first[str(b)]["gpu_mem_mib"] == 256.0 and math.isnan(first[str(b)]["gpu_sm_util"])  # 150 % ignored
+    assert out["held"][str(a)] == 40.0  # no newer sample: the last one is held
+    init = out["init"]
+    # The first query asks for the last second, not since 0; later ones for samples after the newest seen.
+    assert out["opened"] - 1_100_000 < out["seen"][0] <= out["opened"] - 1_000_000 + 1
+    assert out["seen"][1] == init
+    assert out["seen"][2] == init + 200_000  # the 100 ms sample at t=0.2
+    assert out["all"] == sorted([a, b, foreign])
+
+
+@pytest.mark.parametrize(("variant", "used_mib"), [("full", 1000.0), ("no_v3", 1300.0), ("v1_only", 1300.0)])
+@needs_cc
+def test_older_driver_symbols_fall_back(
+    libs: dict[str, Path], tmp_path: Path, sleepers: list[subprocess.Popen], variant: str, used_mib: float
+) -> None:
+    pid = sleepers[0].pid
+    scenario = f"""
+        {DEVICE} mem_used_mib=1000 mem_reserved_mib=300 temp_c=55
+        proc pid={pid} mem_mib=700 sm_util=20
+    """
+    out = run_child(tmp_path, libs[variant], scenario, f"""
+s = NvmlSource()
+s.open()
+metrics = s.process_metrics([{pid}])[{pid}]
+handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+try:
+    pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    alone = "ok"
+except Exception as err:
+    alone = type(err).__name__
+emit(mem=metrics.gpu_mem_mib, sm=metrics.gpu_sm_util, sample=row(s.sample(0.0)), alone=alone)
+""")
+    assert (out["mem"], out["sm"]) == (700.0, 20.0)
+    # memory_v2 excludes reserved memory from "used"; the v1 fallback cannot.
+    assert out["sample"]["mem_used_mib"] == used_mib and out["sample"]["temp_c"] == 55.0
+    # pynvml alone does not fall back: its unversioned call needs the _v3 symbol.
+    assert out["alone"] == ("ok" if variant == "full" else "NVMLLibraryMismatchError")
+
+
+@needs_cc
+def test_children_of_self_lists_the_loading_process_children(libs: dict[str, Path], tmp_path: Path) -> None:
+    scenario = f"""
+        {DEVICE}
+        proc children_of=self mem_mib=64 sm_util=12
+    """
+    out = run_child(tmp_path, libs["full"], scenario, """
+import subprocess
+child = subprocess.Popen(["sleep", "60"])
+s = NvmlSource()
+s.open()
+metrics = s.process_metrics([child.pid])
+child.kill()
+child.wait()
+emit(metrics={str(k): dataclasses.asdict(v) for k, v in metrics.items()}, pid=child.pid)
+""")
+    assert out["metrics"] == {str(out["pid"]): {"pid": out["pid"], "gpu_mem_mib": 64.0, "gpu_sm_util": 12.0}}
+
+
+# -- PID namespace trap -----------------------------------------------------------------------
+
+
+def test_pid_namespace_hint() -> None:
+    invisible = lambda pid: False  # noqa: E731
+    assert pid_namespace_hint([10], [], invisible) is None
+    assert pid_namespace_hint([10], [10, 11], invisible) is None
+    assert pid_namespace_hint([10], [11], lambda pid: True) is None  # someone else's job on the GPU
+    assert "--pid=host" in pid_namespace_hint([10], [11, 12], invisible)
+    assert pid_namespace_hint([], [os.getpid()]) is None
+
+
+# -- gpumon doctor ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def doctor_runs(libs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess]:
+    """The real `gpumon doctor`: text without NVML, --json with the fake; concurrent (each imports torch)."""
+    tmp = tmp_path_factory.mktemp("doctor")
+    empty = tmp / "empty"
+    empty.mkdir()
+    trap = fake.write_scenario(tmp / "trap.txt", f"""
+        driver 550.54.15
+        {DEVICE}
+        proc pid=3999999 mem_mib=100 sm_util=10
+        fail nvmlDeviceGetPowerUsage NOT_SUPPORTED
+    """)
+    base = {**os.environ, "GPUMON_RUNS": str(tmp / "runs")}
+    jobs = {
+        "cpu_text": (["doctor"], fake.environment(empty, base=base)),
+        "fake_json": (["doctor", "--json"], fake.environment(libs["full"], trap, base=base)),
+    }
+    procs = {
+        name: subprocess.Popen([sys.executable, "-m", "gpumon", *argv], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for name, (argv, env) in jobs.items()
+    }
+    results = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=240)
+        results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return results
+
+
+@needs_cc
+def test_doctor_on_a_cpu_only_machine_warns_and_passes(doctor_runs: dict) -> None:
+    run = doctor_runs["cpu_text"]
+    assert run.returncode == 0, run.stderr
+    assert "[warn] NVML unavailable: libnvidia-ml.so.1 not found" in run.stdout
+    assert "torch " in run.stdout and "runs directory" in run.stdout
+    assert run.stdout.rstrip().splitlines()[-1].startswith("ready")
+    assert "\033[" not in run.stdout  # not a tty: no colour
+    assert len(run.stdout.splitlines()) <= 24  # one screen
+
+
+@needs_cc
+def test_doctor_json_with_the_fake_reports_the_gpu_and_the_pid_namespace_trap(doctor_runs: dict) -> None:
+    run = doctor_runs["fake_json"]
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert report["ok"] is True
+    assert {"python", "gpu", "pid_namespace", "torch", "py_spy", "ptrace", "runs_dir"} <= set(checks)
+    gpu = checks["gpu"]
+    assert gpu["summary"] == "GPU 0: NVIDIA Fake A100-SXM4-40GB, driver 550.54.15, PCIe gen4 x16, 40960 MiB"
+    assert gpu["level"] == "warn" and gpu["detail"]["unsupported"] == ["power_w"]
+    assert gpu["detail"]["pcie_method"] == "counters"
+    assert "--pid=host" in checks["pid_namespace"]["detail"]["hint"]
+    assert checks["torch"]["detail"]["torch"]  # a version string, from the child
+
+
+def _quick_doctor(monkeypatch: pytest.MonkeyPatch, runs: Path, capsys: pytest.CaptureFixture) -> tuple[int, dict]:
+    """run_doctor in this process, --json, with the torch child replaced by a canned answer."""
+    import argparse
+
+    monkeypatch.setenv("GPUMON_RUNS", str(runs))
+    monkeypatch.setattr(doctor, "check_torch", lambda: doctor.Check("torch", doctor.OK, "torch (stubbed)"))
+    code = doctor.run_doctor(argparse.Namespace(gpu=None, json=True))
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_doctor_fails_when_the_runs_directory_cannot_be_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"  # a directory under a regular file cannot be created, even by root
+    blocker.write_text("")
+    code, report = _quick_doctor(monkeypatch, blocker / "runs", capsys)
+    runs = next(c for c in report["checks"] if c["name"] == "runs_dir")
+    assert code == 1 and report["ok"] is False and runs["level"] == "fail"
+    code, report = _quick_doctor(monkeypatch, tmp_path / "runs", capsys)
+    assert code == 0 and report["ok"] is True
+
+
+@needs_cc
+def test_doctor_fails_for_a_missing_gpu_index(libs: dict[str, Path], tmp_path: Path) -> None:
+    out = run_child(tmp_path, libs["full"], DEVICE, """
+from gpumon import doctor
+emit(missing=[dataclasses.asdict(c) for c in doctor.check_nvml(7)],
+     default=[dataclasses.asdict(c) for c in doctor.check_nvml(None)])
+""")
+    (missing,) = out["missing"]
+    assert missing["level"] == "fail" and missing["summary"] == "NVML unavailable: no GPU with index 7 (1 found)"
+    assert [c["level"] for c in out["default"]] == ["ok"]
+
+
+def test_doctor_rejects_a_negative_gpu_index() -> None:
+    import argparse
+
+    with pytest.raises(doctor.UsageError):
+        doctor.run_doctor(argparse.Namespace(gpu=-1, json=False))
+
+
+def test_doctor_colours_only_when_asked() -> None:
+    checks = [doctor.Check("x", doctor.WARN, "something")]
+    assert "\033[33m" in doctor.render_text(checks, True, color=True)
+    assert "\033[" not in doctor.render_text(checks, True, color=False)

@@ -1,0 +1,51 @@
+"""`gpumon run --headless` with the scripted fake libnvidia-ml: NVML values reach the run directory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpumon.core.trace import load_run
+from tests.fakenvml import build as fake
+from tests.helpers import gpumon, only_run
+
+SCENARIO = """
+    driver 550.54.15
+    device name="NVIDIA Fake A100" uuid=GPU-e2e mem_total_mib=40960 gpu_util=77 mem_util=33 mem_used_mib=1234 power_w=150 temp_c=66 sm_clock_mhz=1410 pcie_rx_bps=2e9 pcie_tx_bps=5e8
+    proc children_of=self mem_mib=321 sm_util=42
+"""
+
+
+@pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
+def test_run_records_nvml_device_and_process_metrics(tmp_path):
+    lib = fake.build(tmp_path / "lib")
+    scenario = fake.write_scenario(tmp_path / "scenario.txt", SCENARIO)
+    runs = tmp_path / "runs"
+    result = gpumon(
+        "run", "fcn", "--headless", "--duration", "3", "--device", "cpu", "--out", str(runs),
+        env=fake.environment(lib, scenario),
+    )
+    assert result.returncode == 0, result.stderr
+    run = load_run(only_run(runs))
+    meta = json.loads((run.path / "run.json").read_text())
+    assert meta["nvml"] == {"available": True, "reason": ""}
+    assert meta["gpu"]["name"] == "NVIDIA Fake A100" and meta["gpu"]["pcie_method"] == "counters"
+
+    device = run.device()
+    assert len(device) >= 10
+    for column, value in [("gpu_util", 77), ("mem_util", 33), ("mem_used_mib", 1234), ("mem_total_mib", 40960),
+                          ("power_w", 150), ("temp_c", 66), ("sm_clock_mhz", 1410)]:
+        assert (device[column] == value).all(), column
+    rates = device.dropna(subset=["pcie_rx_bps"])
+    assert len(rates) >= len(device) - 1  # only the very first reading has no interval
+    intervals = device["t"].diff().dropna()
+    assert (rates["pcie_rx_bps"] - 2e9).abs().max() <= 1 / intervals.min() + 1e-3
+    assert (rates["pcie_tx_bps"] - 5e8).abs().max() <= 1 / intervals.min() + 1e-3
+
+    procs = run.processes()
+    child = procs[procs.process == "A"]
+    assert len(child) >= 10 and child["pid"].nunique() == 1
+    assert child["pid"].iloc[0] == run.workloads[0]["pid"]
+    assert (child["gpu_mem_mib"] == 321).all()
+    assert (child["gpu_sm_util"] == 42).all()

@@ -95,6 +95,8 @@ class _Channel:
         self.cuda_copies.clear()
 
     def record_step(self, samples: float | None, iter_s: float | None, warmup: bool | None) -> None:
+        if self.fd is None:
+            return
         now = time.monotonic_ns()
         with self.lock:
             if self.cuda_copies:
@@ -111,6 +113,8 @@ class _Channel:
                 self._flush_locked(now)
 
     def add_copy(self, nbytes: int, seconds: float) -> None:
+        if self.fd is None:
+            return
         with self.lock:
             self.copy_bytes += int(nbytes)
             self.copy_ns += int(seconds * 1e9)
@@ -212,6 +216,9 @@ def copy(nbytes: int, device: str = "cpu") -> Iterator[None]:
     On ``cuda`` devices the copy is timed with CUDA events on the current stream
     and resolved at the next ``step()``, so the trainer is never synchronised here.
     """
+    if not _get().enabled:
+        yield
+        return
     if str(device).startswith("cuda"):
         import torch
 

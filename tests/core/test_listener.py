@@ -1,0 +1,82 @@
+"""The parent side of the probe: pipes in, events on the bus, bad input turned into notices."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+
+from gpumon.core.bus import Bus
+from gpumon.core.clock import RunClock
+from gpumon.core.listener import Listener
+from gpumon.core.model import LogLine, Notice, StepEvent, WorkloadMeta
+
+
+def start() -> tuple[Listener, "queue.SimpleQueue[object]", RunClock]:
+    bus, clock = Bus(), RunClock.start()
+    events: queue.SimpleQueue[object] = queue.SimpleQueue()
+    bus.subscribe(events.put)
+    listener = Listener(bus, clock)
+    listener.start()
+    return listener, events, clock
+
+
+def drain(events: "queue.SimpleQueue[object]") -> list[object]:
+    items = []
+    while not events.empty():
+        items.append(events.get())
+    return items
+
+
+def test_steps_meta_and_output_become_events():
+    listener, events, clock = start()
+    probe_r, probe_w = os.pipe()
+    out_r, out_w = os.pipe()
+    probe_closed = listener.watch(probe_r, "B", "probe")
+    out_closed = listener.watch(out_r, "B", "output")
+    t_ns = clock.t0_ns + 1_500_000_000
+    messages = [
+        {"v": 1, "pid": 7, "type": "hello", "process": "B"},
+        {"v": 1, "pid": 7, "type": "meta", "info": {"model": "fcn"}},
+        {"v": 1, "pid": 7, "type": "steps", "rows": [[0, t_ns, 250_000_000, 8, 1, 1024, 1_000_000],
+                                                     [1, t_ns + 10, 10, None, 0, 0, None]], "dropped": 3},
+        {"v": 2, "pid": 7, "type": "steps", "rows": [[9, 0, 0, 0, 0, 0, 0]]},
+    ]
+    payload = "".join(json.dumps(m) + "\n" for m in messages).encode() + b"not json\n"
+    os.write(probe_w, payload[:37])
+    os.write(probe_w, payload[37:])
+    os.write(out_w, b"epoch 1\r\nloss 0.5\npartial")
+    os.close(probe_w)
+    os.close(out_w)
+    assert probe_closed.wait(5) and out_closed.wait(5)
+    listener.stop()
+    listener.join(5)
+    items = drain(events)
+
+    steps = [i for i in items if isinstance(i, StepEvent)]
+    assert [s.step for s in steps] == [0, 1]
+    first = steps[0]
+    assert (first.process, first.pid, first.t, first.iter_s, first.samples, first.warmup) == ("B", 7, 1.5, 0.25, 8.0, True)
+    assert first.copy_bytes == 1024 and first.copy_s == 0.001 and first.copy_bandwidth == 1024 / 0.001
+    assert steps[1].samples != steps[1].samples and steps[1].copy_s != steps[1].copy_s
+    assert [m.info for m in items if isinstance(m, WorkloadMeta)] == [{"model": "fcn"}]
+    assert [l.text for l in items if isinstance(l, LogLine)] == ["epoch 1", "loss 0.5", "partial"]
+    notices = [n.text for n in items if isinstance(n, Notice)]
+    assert any("dropped 3 steps" in n for n in notices)
+    assert any("v2" in n for n in notices)
+    assert any("malformed" in n for n in notices)
+
+
+def test_a_failing_subscriber_does_not_stop_the_others():
+    bus = Bus()
+    seen = []
+
+    def broken(item: object) -> None:
+        raise RuntimeError("boom")
+
+    bus.subscribe(broken)
+    unsubscribe = bus.subscribe(seen.append)
+    bus.publish(1)
+    unsubscribe()
+    bus.publish(2)
+    assert seen == [1]

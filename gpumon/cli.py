@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -82,6 +83,13 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu", type=_int, default=None, metavar="INDEX", help="GPU to sample with NVML (default 0)")
     p.add_argument("--warmup", type=_int, default=None, metavar="N", help="steps marked warm-up (default 5)")
     p.add_argument("--no-nvml", action="store_true", help="do not load NVML")
+    p.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="SLOT=RUN",
+        help="exclusive run of job A or B (a run directory, a run name, or 'last'), for the live slowdown and STP",
+    )
     p.add_argument("--headless", action="store_true", help="no TUI: one status line per second per workload")
     p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects")
     p.set_defaults(handler=cmd_run)
@@ -126,8 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
     from gpumon.analysis.command import register as register_compare
     from gpumon.doctor import register as register_doctor
+    from gpumon.experiments.command import register as register_experiment
 
-    return [add_run_parser, add_runs_parser, add_export_parser, register_compare, register_doctor]
+    return [add_run_parser, add_runs_parser, add_export_parser, register_compare, register_doctor, register_experiment]
 
 
 def runs_dir_or_default(path: Path | None) -> Path:
@@ -169,11 +178,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = make_plan(
         args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=args.stagger
     )
+    if args.baseline:
+        plan = dataclasses.replace(plan, baselines=parse_baselines(args.baseline, config.runs_dir))
     if args.headless:
         from gpumon.headless import run_headless
 
         return run_headless(plan, args.json)
     return run_tui(plan)
+
+
+def parse_baselines(items: list[str], runs_dir: Path) -> tuple[tuple[str, str], ...]:
+    """``A=RUN`` items as (slot, run directory), each run checked to be readable."""
+    from gpumon.core.trace import load_run
+
+    baselines: dict[str, str] = {}
+    for item in items:
+        slot, equals, text = item.partition("=")
+        slot = slot.strip().upper()
+        if not equals or slot not in ("A", "B") or not text.strip():
+            raise UsageError(f"bad --baseline {item!r} (expected A=RUN or B=RUN)")
+        if slot in baselines:
+            raise UsageError(f"--baseline {slot} given twice")
+        baselines[slot] = str(load_run(resolve_run(text.strip(), runs_dir)).path)
+    return tuple(sorted(baselines.items()))
 
 
 def run_tui(plan: object) -> int:

@@ -21,6 +21,7 @@ class RunPlan:
     label: str
     duration_s: float | None
     stagger_s: float
+    baselines: tuple[tuple[str, str], ...] = ()
 
 
 def check_device(device: str) -> str:

@@ -1,0 +1,242 @@
+"""Replay source: a run directory published onto a Bus in time order, as if it were live.
+
+The same consumers that watch a live session (the TUI panels, LiveStats) then
+show a recorded run. ``seek(t)`` publishes everything up to ``t`` on the
+caller's thread (deterministic, for tests and snapshots); ``play()`` publishes
+the rest on a thread at ``speed`` times real time (``math.inf``: as fast as
+possible). Log lines carry no time in the trace, so they are published with
+their workload's end. Replay only moves forward.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpumon.core.bus import Bus
+from gpumon.core.model import (
+    DeviceSample,
+    HostSample,
+    LogLine,
+    ProcessSample,
+    SourceStatus,
+    StepEvent,
+    WorkloadMeta,
+    WorkloadState,
+)
+from gpumon.core.trace import Run, TraceError, load_run
+
+AS_FAST_AS_POSSIBLE = math.inf
+MIN_WAIT_S = 0.005
+MAX_WAIT_S = 0.25
+INT_FIELDS = frozenset({"pid", "step", "copy_bytes", "threads"})
+
+
+def _value(name: str, text: str) -> Any:
+    if name == "process":
+        return text
+    if name == "warmup":
+        return text == "1"
+    if name in INT_FIELDS:
+        return int(text) if text else 0
+    return float(text) if text else math.nan
+
+
+def _records(run: Run, table: str, cls: type) -> list[Any]:
+    out = []
+    for row in run.rows(table):
+        try:
+            out.append(cls(**{k: _value(k, v) for k, v in row.items()}))
+        except (TypeError, ValueError):
+            raise TraceError(f"{run.path / (table + '.csv')}: corrupt row {row}") from None
+    return out
+
+
+def _log_lines(run: Run, process: str) -> list[str]:
+    path = run.path / "logs" / f"{process}.out"
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise TraceError(f"cannot read {path}: {exc.strerror}") from None
+
+
+@dataclass(frozen=True)
+class _Timed:
+    t: float
+    order: int
+    item: object
+
+
+def _workload_records(run: Run, end_t: float) -> list[_Timed]:
+    """State changes, meta and (at the end) the logs of each workload in run.json."""
+    out: list[_Timed] = []
+    for entry in run.workloads:
+        process = str(entry.get("process", "?"))
+        start = entry.get("start_t")
+        if start is None:
+            continue
+        pid = entry.get("pid")
+        out.append(_Timed(float(start), 0, WorkloadState(process, "starting", float(start))))
+        out.append(_Timed(float(start), 1, WorkloadState(process, "running", float(start), pid=pid)))
+        if isinstance(entry.get("meta"), dict):
+            out.append(_Timed(float(start), 2, WorkloadMeta(process, pid or 0, entry["meta"])))
+        stop = entry.get("stop_t")
+        stop_t = float(stop) if stop is not None else end_t
+        for line in _log_lines(run, process):
+            out.append(_Timed(stop_t, 3, LogLine(process, stop_t, line)))
+        if stop is not None:
+            state = entry.get("state") or ("exited" if entry.get("exit_status") is not None else "stopped")
+            out.append(
+                _Timed(
+                    stop_t,
+                    4,
+                    WorkloadState(
+                        process, state, stop_t, pid=pid, exit_status=entry.get("exit_status"), tail=entry.get("tail", "")
+                    ),
+                )
+            )
+    return out
+
+
+class ReplaySource:
+    """Publishes a recorded run's samples and events onto ``bus``, in time order."""
+
+    def __init__(self, run_path: str | os.PathLike[str], bus: Bus, speed: float = 1.0) -> None:
+        if not speed > 0:
+            raise ValueError(f"replay speed must be positive, got {speed}")
+        self.run = load_run(run_path)
+        self.bus = bus
+        self.speed = speed
+        nvml = self.run.meta.get("nvml") or {}
+        self.nvml_status = SourceStatus("nvml", bool(nvml.get("available")), str(nvml.get("reason", "")))
+        self._timeline: list[_Timed] | None = None
+        self._next = 0
+        self._cursor = -math.inf
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._play_anchor: tuple[float, float] | None = None
+
+    @property
+    def gpu(self) -> dict[str, Any] | None:
+        gpu = self.run.meta.get("gpu")
+        return gpu if isinstance(gpu, dict) else None
+
+    @property
+    def specs(self) -> dict[str, str]:
+        """The spec of each recorded workload by slot."""
+        return {str(w.get("process")): str(w.get("spec", "?")) for w in self.run.workloads}
+
+    def load(self) -> None:
+        """Read every table (done on first use; call it early on a worker thread for big runs)."""
+        if self._timeline is not None:
+            return
+        timed = [
+            _Timed(r.t, 5, r)
+            for table, cls in (
+                ("steps", StepEvent),
+                ("device", DeviceSample),
+                ("processes", ProcessSample),
+                ("host", HostSample),
+            )
+            for r in _records(self.run, table, cls)
+        ]
+        end = max((x.t for x in timed), default=0.0)
+        duration = self.run.meta.get("duration_s")
+        if isinstance(duration, (int, float)):
+            end = max(end, float(self.run.meta.get("capture_start_t", 0.0)) + float(duration))
+        timed += _workload_records(self.run, end)
+        timed.sort(key=lambda x: (x.t, x.order))
+        self._timeline = [_Timed(-math.inf, 0, self.nvml_status), *timed]
+
+    @property
+    def start_t(self) -> float:
+        self.load()
+        assert self._timeline is not None
+        return self._timeline[1].t if len(self._timeline) > 1 else 0.0
+
+    @property
+    def end_t(self) -> float:
+        self.load()
+        assert self._timeline is not None
+        return self._timeline[-1].t if len(self._timeline) > 1 else 0.0
+
+    @property
+    def finished(self) -> bool:
+        self.load()
+        assert self._timeline is not None
+        return self._next >= len(self._timeline)
+
+    def now(self) -> float:
+        """The replay's run time: how far it has played."""
+        with self._lock:
+            if self._play_anchor is None:
+                return max(self._cursor, self.start_t) if self._cursor > -math.inf else self.start_t
+            wall0, t0 = self._play_anchor
+            if math.isinf(self.speed):
+                return self._cursor
+            return min(self.end_t, t0 + (time.monotonic() - wall0) * self.speed)
+
+    def seek(self, t: float) -> int:
+        """Publish, on this thread, every record up to run time ``t``; returns how many."""
+        self.load()
+        assert self._timeline is not None
+        published = 0
+        with self._lock:
+            while self._next < len(self._timeline) and self._timeline[self._next].t <= t:
+                self.bus.publish(self._timeline[self._next].item)
+                self._next += 1
+                published += 1
+            self._cursor = max(self._cursor, t)
+        return published
+
+    def play(self) -> None:
+        """Publish the rest on a thread at ``speed`` times real time."""
+        self.load()
+        if self._thread is not None:
+            return
+        start = self.now()
+        with self._lock:
+            self._play_anchor = (time.monotonic(), start)
+        self._thread = threading.Thread(target=self._run, name="gpumon-replay", daemon=True)
+        self._thread.start()
+
+    def set_speed(self, speed: float) -> None:
+        """Play on from here at ``speed`` times real time."""
+        if not speed > 0:
+            raise ValueError(f"replay speed must be positive, got {speed}")
+        now = self.now()
+        with self._lock:
+            self.speed = speed
+            if self._play_anchor is not None:
+                self._play_anchor = (time.monotonic(), now)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)
+
+    def _run(self) -> None:
+        assert self._timeline is not None
+        while not self._stop.is_set() and not self.finished:
+            if math.isinf(self.speed):
+                self.seek(self._timeline[self._next].t)
+                continue
+            wait = min(MAX_WAIT_S, (self._timeline[self._next].t - self.now()) / self.speed)
+            if wait > MIN_WAIT_S and self._stop.wait(wait):
+                return
+            self.seek(self.now())
+
+
+def replay_all(run_path: str | os.PathLike[str] | Path, bus: Bus) -> ReplaySource:
+    """Publish a whole run at once (the end state of a recorded run)."""
+    source = ReplaySource(run_path, bus, AS_FAST_AS_POSSIBLE)
+    source.seek(source.end_t)
+    return source

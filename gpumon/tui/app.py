@@ -1,0 +1,172 @@
+"""The Textual app: opens the live monitor on a session (or a replay), and quits cleanly.
+
+``run_app(plan)`` is what ``gpumon`` and ``gpumon run`` call. The session is
+started on a worker thread (NVML), the plan's workloads are launched from the
+main thread (PDEATHSIG follows the forking thread), and quitting stops the
+children and finishes the capture before the app exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import Worker, WorkerState
+
+from gpumon.core.plan import RunPlan
+from gpumon.errors import UsageError
+from gpumon.tui.controller import Controller
+from gpumon.tui.pump import DEFAULT_HZ
+from gpumon.tui.screens.live import LiveMonitorScreen
+from gpumon.tui.screens.monitor import MonitorScreen
+from gpumon.tui.screens.replay import ReplayScreen
+
+log = logging.getLogger(__name__)
+
+REFRESH_ENV = "GPUMON_REFRESH_HZ"
+QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def refresh_hz_from_env(default: float = DEFAULT_HZ) -> float:
+    """``$GPUMON_REFRESH_HZ`` (0.5 to 30), else ``default``."""
+    raw = os.environ.get(REFRESH_ENV)
+    if not raw:
+        return default
+    try:
+        hz = float(raw)
+    except ValueError:
+        raise UsageError(f"{REFRESH_ENV}={raw!r} is not a number") from None
+    if not 0.5 <= hz <= 30:
+        raise UsageError(f"{REFRESH_ENV} must be between 0.5 and 30, got {hz:g}")
+    return hz
+
+
+class GpumonApp(App[int]):
+    """A live session (``controller``) or a replay (``replay``), shown in the monitor panels."""
+
+    CSS_PATH = "gpumon.tcss"
+    TITLE = "gpumon"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [Binding("ctrl+c", "quit", "Quit", show=False, priority=True)]
+
+    def __init__(
+        self,
+        controller: Controller | None = None,
+        *,
+        replay: ReplayScreen | None = None,
+        refresh_hz: float = DEFAULT_HZ,
+        handle_signals: bool = False,
+    ) -> None:
+        super().__init__()
+        if (controller is None) == (replay is None):
+            raise ValueError("give either a controller or a replay screen")
+        self.controller = controller
+        self.replay = replay
+        self.refresh_hz = refresh_hz
+        self.handle_signals = handle_signals
+        self.monitor: LiveMonitorScreen | None = None
+        self.quitting = False
+        self.session_ready = False
+
+    def on_mount(self) -> None:
+        if self.replay is not None:
+            self.push_screen(self.replay)
+            return
+        assert self.controller is not None
+        self.monitor = LiveMonitorScreen(self.controller, self.refresh_hz)
+        self.push_screen(self.monitor)
+        if self.handle_signals:
+            loop = asyncio.get_running_loop()
+            for signum in QUIT_SIGNALS:
+                loop.add_signal_handler(signum, lambda: self.call_later(self.action_quit))
+        self.run_worker(self._start_session, thread=True, group="session", exit_on_error=False)
+
+    def on_unmount(self) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, MonitorScreen) and screen.pump is not None:
+                screen.pump.stop()
+
+    def _start_session(self) -> None:
+        assert self.controller is not None
+        path = self.controller.start()
+        self.call_from_thread(self._session_started, path)
+
+    def _session_started(self, path: object) -> None:
+        self.session_ready = True
+        if path is not None:
+            self.notify(f"capturing to {path}")
+        self._launch_plan()
+
+    def _launch_plan(self) -> None:
+        assert self.controller is not None and self.monitor is not None
+        plan = self.controller.plan
+        requests = plan.requests
+        if not requests or self.quitting:
+            return
+        self.monitor.launch("A", requests[0], len(requests))
+        if len(requests) > 1:
+            if plan.stagger_s:
+                self.set_timer(plan.stagger_s, lambda: self._launch_later("B", requests[1], len(requests)))
+            else:
+                self.monitor.launch("B", requests[1], len(requests))
+        if plan.duration_s:
+            self.set_timer(plan.duration_s, self.action_quit)
+
+    def _launch_later(self, slot: str, request, n_workloads: int) -> None:
+        if not self.quitting and self.monitor is not None:
+            self.monitor.launch(slot, request, n_workloads)
+
+    async def action_quit(self) -> None:
+        """Stop the children and finish the capture on a worker, then exit."""
+        if self.quitting:
+            return
+        self.quitting = True
+        if self.controller is None:
+            self.exit(0)
+            return
+        self.notify("stopping workloads and finishing the capture…", timeout=30)
+        self.run_worker(self._stop_session, thread=True, group="shutdown", exit_on_error=False)
+
+    def _stop_session(self) -> None:
+        assert self.controller is not None
+        try:
+            self.controller.shutdown()
+        finally:
+            self.call_from_thread(self.exit, self.controller.exit_code())
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Every worker failure becomes one visible message (and a log record)."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        if isinstance(error, UsageError):
+            text = str(error)
+        else:
+            log.error("worker %s failed", event.worker.name, exc_info=error)
+            text = f"{event.worker.name or 'task'} failed: {type(error).__name__}: {error}"
+        self.notify(text, severity="error", timeout=15)
+
+
+def run_app(plan: RunPlan, refresh_hz: float | None = None) -> int:
+    """Open the live monitor on ``plan``; returns the exit status (1 if a workload failed)."""
+    hz = refresh_hz if refresh_hz is not None else refresh_hz_from_env()
+    controller = Controller(plan)
+    app = GpumonApp(controller, refresh_hz=hz, handle_signals=True)
+    try:
+        result = app.run()
+    finally:
+        final = controller.shutdown()
+    if final is not None:
+        print(f"gpumon: run saved to {final}", file=sys.stderr)
+    return result if isinstance(result, int) else controller.exit_code()
+
+
+def replay_app(screen: ReplayScreen, refresh_hz: float = DEFAULT_HZ) -> GpumonApp:
+    """An app that shows one replay (the snapshot tests and screenshots use it)."""
+    return GpumonApp(replay=screen, refresh_hz=refresh_hz)
+

@@ -1,0 +1,130 @@
+"""The app's link to a live Session: launches, stops, capture, export, baselines (no Textual here).
+
+Blocking calls (``start``, ``stop``, capture, ``export``, ``shutdown``) belong on
+worker threads; ``launch`` belongs on the main thread, because Linux delivers
+PDEATHSIG when the thread that forked a child exits.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+
+from gpumon.core.launcher import LaunchRequest, Workload
+from gpumon.core.plan import RunPlan
+from gpumon.core.session import Session
+from gpumon.core.trace import export, load_run, summarize
+from gpumon.errors import UsageError
+from gpumon.tui.model import LiveModel
+
+
+def baseline_rate(slot: str, path: str | Path) -> float:
+    """The exclusive rate of ``slot`` in a recorded run (its only job's rate if it ran one job)."""
+    run = load_run(path)
+    rates = {k: v for k, v in summarize(run).rates.items() if not math.isnan(v)}
+    if slot in rates:
+        return rates[slot]
+    if len(rates) == 1:
+        return next(iter(rates.values()))
+    raise UsageError(f"baseline run {run.path.name} has no post-warm-up rate for {slot}")
+
+
+def short_name(request: LaunchRequest) -> str:
+    return "cmd" if request.kind == "cmd" else request.spec.split(":", 1)[0]
+
+
+class Controller:
+    """Owns the session, the model fed by its bus, and the capture state."""
+
+    def __init__(self, plan: RunPlan, session: Session | None = None, export_root: Path | None = None) -> None:
+        self.plan = plan
+        self.export_root = export_root
+        self.session = session or Session(plan.session)
+        self.model = LiveModel()
+        self.session.bus.subscribe(self.model.handle)
+        self.last_capture: Path | None = None
+        self._lock = threading.Lock()
+        self._started = False
+        self._shut_down = False
+        self._final: Path | None = None
+
+    @property
+    def clock_now(self) -> float:
+        return self.session.clock.now()
+
+    @property
+    def capture_path(self) -> Path | None:
+        recorder = self.session.recorder
+        return recorder.path if recorder is not None else None
+
+    def start(self) -> Path | None:
+        """Open the sources, read the baselines, and capture when the plan has workloads (blocking)."""
+        with self._lock:
+            if self._started or self._shut_down:
+                return None
+            self._started = True
+            self.session.start()
+            nvml = self.session.nvml
+            if nvml is not None and self.session.nvml_status.available:
+                self.model.gpu = nvml.device_info()
+            for slot, path in self.plan.baselines:
+                self.model.set_baseline(slot, baseline_rate(slot, path), f"baseline {Path(path).name}")
+            if self.plan.requests:
+                return self.session.start_capture(self.plan.label, list(self.plan.requests))
+            return None
+
+    def launch(self, slot: str, request: LaunchRequest, n_workloads: int = 2) -> Workload:
+        """Start ``request`` in ``slot`` (call on the main thread)."""
+        self.model.set_spec(slot, request.spec)
+        return self.session.launch(request, slot, n_workloads)
+
+    def stop(self, slot: str) -> None:
+        """Stop the workload in ``slot`` (blocking up to the launcher's timeout)."""
+        self.session.stop(slot)
+
+    def running(self, slot: str) -> Workload | None:
+        workload = self.session.launcher.workloads.get(slot)
+        return workload if workload is not None and workload.running else None
+
+    def capture_label(self) -> str:
+        if self.plan.requests:
+            return self.plan.label
+        names = [short_name(w.request) for _, w in sorted(self.session.launcher.workloads.items()) if w.running]
+        return "-".join(names) or "idle"
+
+    def toggle_capture(self) -> tuple[bool, Path | None]:
+        """Start a capture, or finish the current one; returns (capturing now, run directory)."""
+        if self.session.capturing:
+            path = self.session.stop_capture()
+            self.last_capture = path
+            return False, path
+        return True, self.session.start_capture(self.capture_label())
+
+    def export_csv(self) -> tuple[Path, list[Path]]:
+        """Write the current (else the last) capture as plain CSV into ``<export root or cwd>/<run>-csv``."""
+        path = self.capture_path or self.last_capture
+        if path is None:
+            raise UsageError("nothing captured yet (press c to start a capture)")
+        out = (self.export_root or Path.cwd()) / f"{path.name}-csv"
+        return out, export(load_run(path), out, "csv")
+
+    def shutdown(self) -> Path | None:
+        """Stop every workload and finish the capture; safe to call twice (blocking)."""
+        with self._lock:
+            if self._shut_down:
+                return self._final
+            self._shut_down = True
+            self._final = self.session.shutdown() if self._started else None
+        if self._final is not None:
+            self.last_capture = self._final
+        return self._final
+
+    def exit_code(self) -> int:
+        """1 when a workload failed on its own, else 0 (as ``gpumon run --headless``)."""
+        failed = [
+            w
+            for w in self.session.launcher.workloads.values()
+            if not w.stop_requested and w.exit_status not in (0, None)
+        ]
+        return 1 if failed else 0

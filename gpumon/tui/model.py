@@ -1,0 +1,262 @@
+"""The monitor's state, fed by the bus: live figures, time-binned histories, logs, exclusive rates.
+
+``LiveModel.handle`` is a bus subscriber (quick, any thread); ``view(now)`` builds
+the immutable snapshot one refresh draws, on the refresh thread. No Textual here.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpumon.core.launcher import SLOTS
+from gpumon.core.live import LiveStats
+from gpumon.core.model import (
+    DeviceSample,
+    HostSample,
+    LogLine,
+    Notice,
+    RingBuffer,
+    SourceStatus,
+    StepEvent,
+    WorkloadMeta,
+    WorkloadState,
+)
+from gpumon.tui.interference import interference
+from gpumon.tui.series import BinnedSeries, nice_ceiling
+from gpumon.tui.view import DeviceView, Series, View, WorkloadView
+
+NAN = math.nan
+BIN_S = 1.0
+HISTORY_BINS = 240
+LOG_LINES = 200
+NOTICES = 20
+MIN_EXCLUSIVE_STEPS = 10
+MIN_EXCLUSIVE_BUSY_S = 1.0
+DEFAULT_LINK_BPS = 15.75e9
+PCIE_LANE_BPS = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
+ACTIVE_STATES = ("starting", "running")
+DEVICE_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "pcie_rx_bps", "pcie_tx_bps", "power_w", "temp_c")
+
+
+def link_bps(gpu: dict[str, Any] | None) -> float:
+    """Theoretical one-way PCIe bandwidth of the GPU's current link (gen3 x16 if unknown)."""
+    gen = (gpu or {}).get("pcie_gen")
+    width = (gpu or {}).get("pcie_width")
+    if isinstance(gen, int) and isinstance(width, int) and gen in PCIE_LANE_BPS and width > 0:
+        return PCIE_LANE_BPS[gen] * width
+    return DEFAULT_LINK_BPS
+
+
+@dataclass
+class _Slot:
+    """Mutable per-slot state, written by bus threads, read by the refresh thread."""
+
+    iter_rate: BinnedSeries
+    sample_rate: BinnedSeries
+    log: RingBuffer[str]
+    spec: str = ""
+    state: WorkloadState | None = None
+    start_t: float = NAN
+    last_step: StepEvent | None = None
+    exclusive_steps: int = 0
+    exclusive_busy: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return self.state is not None and self.state.state in ACTIVE_STATES
+
+
+class LiveModel:
+    """Everything the monitor needs from the bus; ``wake`` is set on every item."""
+
+    def __init__(self, bin_s: float = BIN_S, history: int = HISTORY_BINS, log_lines: int = LOG_LINES) -> None:
+        self.bin_s = bin_s
+        self.history = history
+        self.stats = LiveStats()
+        self.wake = threading.Event()
+        self.nvml = SourceStatus("nvml", False, "unavailable: not started yet")
+        self.gpu: dict[str, Any] | None = None
+        self.baselines: dict[str, tuple[float, str]] = {}
+        self.device: DeviceSample | None = None
+        self.host: HostSample | None = None
+        self.notices: RingBuffer[Notice] = RingBuffer(NOTICES)
+        self.notice_total = 0
+        self._device_series = {name: BinnedSeries(bin_s, history) for name in DEVICE_GRAPHS}
+        self._host_cpu = BinnedSeries(bin_s, history)
+        self._host_mem = BinnedSeries(bin_s, history)
+        self._log_lines = log_lines
+        self._slots = {slot: self._new_slot() for slot in SLOTS}
+
+    def _new_slot(self) -> _Slot:
+        return _Slot(BinnedSeries(self.bin_s, self.history), BinnedSeries(self.bin_s, self.history), RingBuffer(self._log_lines))
+
+    def set_spec(self, slot: str, spec: str) -> None:
+        """Name what is (about to be) running in ``slot``."""
+        self._slots[slot].spec = spec
+
+    def set_baseline(self, slot: str, rate: float, source: str) -> None:
+        """An exclusive rate from elsewhere (a ``--baseline`` run); it wins over the exclusive phase."""
+        self.baselines[slot] = (rate, source)
+        self.wake.set()
+
+    # -- bus side -------------------------------------------------------------
+
+    def handle(self, item: object) -> None:
+        """Bus subscriber: file the item, then wake the refresh thread."""
+        if isinstance(item, StepEvent):
+            self._on_step(item)
+        elif isinstance(item, DeviceSample):
+            self._on_device(item)
+        elif isinstance(item, HostSample):
+            self._on_host(item)
+        elif isinstance(item, LogLine):
+            if item.process in self._slots:
+                self._slots[item.process].log.append(item.text)
+        elif isinstance(item, WorkloadState):
+            self._on_state(item)
+        elif isinstance(item, WorkloadMeta):
+            if item.process in self._slots:
+                self._slots[item.process].meta = dict(item.info)
+        elif isinstance(item, SourceStatus) and item.name == "nvml":
+            self.nvml = item
+        elif isinstance(item, Notice):
+            self.notices.append(item)
+            self.notice_total += 1
+        else:
+            self.stats.handle(item)
+        self.wake.set()
+
+    def _on_step(self, step: StepEvent) -> None:
+        slot = self._slots.get(step.process)
+        if slot is None:
+            return
+        self.stats.handle(step)
+        slot.last_step = step
+        slot.iter_rate.add(step.t, 1.0, step.iter_s)
+        slot.sample_rate.add(step.t, step.samples, step.iter_s)
+        if not step.warmup and not any(s.active for name, s in self._slots.items() if name != step.process):
+            slot.exclusive_steps += 1
+            slot.exclusive_busy += step.iter_s
+
+    def _on_device(self, sample: DeviceSample) -> None:
+        self.device = sample
+        for name, series in self._device_series.items():
+            series.add(sample.t, getattr(sample, name))
+
+    def _on_host(self, sample: HostSample) -> None:
+        self.host = sample
+        self._host_cpu.add(sample.t, sample.cpu_pct)
+        self._host_mem.add(sample.t, sample.mem_used_mib)
+
+    def _on_state(self, state: WorkloadState) -> None:
+        if state.process not in self._slots:
+            return
+        if state.state == "starting":
+            spec = self._slots[state.process].spec
+            self.stats.reset(state.process)
+            self._slots[state.process] = self._new_slot()
+            self._slots[state.process].spec = spec
+        slot = self._slots[state.process]
+        if state.state == "running":
+            slot.start_t = state.t
+        slot.state = state
+
+    # -- refresh side ---------------------------------------------------------
+
+    def view(self, now: float, width: int = HISTORY_BINS) -> View:
+        """The snapshot one refresh draws; ``width`` bins of history per graph."""
+        n = min(width, self.history)
+        workloads = tuple(self._workload_view(name, slot, now, n) for name, slot in self._slots.items())
+        shared = {
+            w.slot: w.figures.iter_per_s
+            for w in workloads
+            if w.state == "running" and w.figures is not None and w.figures.iter_per_s > 0
+        }
+        running = [w for w in workloads if w.active]
+        exclusive = {w.slot: w.exclusive_rate for w in workloads}
+        return View(
+            t=now,
+            device=self._device_view(now, n),
+            workloads=workloads,
+            interference=interference(exclusive, shared) if len(running) > 1 else None,
+            notices=tuple(n.text if not n.process else f"{n.process}: {n.text}" for n in self.notices.snapshot()),
+            notice_total=self.notice_total,
+        )
+
+    def _exclusive(self, name: str, slot: _Slot) -> tuple[float, str]:
+        if name in self.baselines:
+            return self.baselines[name]
+        if slot.exclusive_steps >= MIN_EXCLUSIVE_STEPS and slot.exclusive_busy >= MIN_EXCLUSIVE_BUSY_S:
+            return slot.exclusive_steps / slot.exclusive_busy, "exclusive phase"
+        return NAN, ""
+
+    def _workload_view(self, name: str, slot: _Slot, now: float, n: int) -> WorkloadView:
+        state = slot.state
+        figures = self.stats.figures(name, now) if state is not None else None
+        label, healthy = _state_label(state, slot.last_step)
+        exclusive, source = self._exclusive(name, slot)
+        end = state.t if state is not None and state.state not in ACTIVE_STATES else now
+        iter_values = slot.iter_rate.values(now, n, 0.0 if slot.active else NAN)
+        top = nice_ceiling(max(slot.iter_rate.peak, exclusive if exclusive > 0 else 0.0))
+        return WorkloadView(
+            slot=name,
+            spec=slot.spec,
+            state=label,
+            healthy=healthy,
+            pid=state.pid if state is not None else None,
+            figures=figures,
+            elapsed_s=end - slot.start_t if not math.isnan(slot.start_t) else NAN,
+            iter_rate=Series(iter_values, top, "it/s"),
+            sample_rate=Series(
+                slot.sample_rate.values(now, n), nice_ceiling(slot.sample_rate.peak), "samples/s"
+            ),
+            exclusive_rate=exclusive,
+            exclusive_source=source,
+            last_step_t=slot.last_step.t if slot.last_step is not None else NAN,
+            log=tuple(slot.log.snapshot()),
+        )
+
+    def _device_view(self, now: float, n: int) -> DeviceView:
+        graphs: dict[str, Series] = {}
+        if self.nvml.available:
+            sample = self.device
+            total = sample.mem_total_mib if sample is not None and sample.mem_total_mib > 0 else NAN
+            link = link_bps(self.gpu)
+            tops = {
+                "gpu_util": 100.0,
+                "mem_util": 100.0,
+                "mem_used_mib": total if not math.isnan(total) else nice_ceiling(self._device_series["mem_used_mib"].peak),
+                "pcie_rx_bps": link,
+                "pcie_tx_bps": link,
+                "power_w": nice_ceiling(max(100.0, self._device_series["power_w"].peak)),
+                "temp_c": 100.0,
+            }
+            for name, series in self._device_series.items():
+                graphs[name] = Series(series.values(now, n), tops[name])
+            name = str((self.gpu or {}).get("name") or "GPU")
+        else:
+            host = self.host
+            graphs["cpu_pct"] = Series(self._host_cpu.values(now, n), 100.0, "%")
+            total = host.mem_total_mib if host is not None else nice_ceiling(self._host_mem.peak)
+            graphs["mem_used_mib"] = Series(self._host_mem.values(now, n), total)
+            name = "host"
+        return DeviceView(self.nvml.available, self.nvml.reason, name, self.device, self.host, graphs)
+
+
+def _state_label(state: WorkloadState | None, last_step: StepEvent | None) -> tuple[str, bool]:
+    """The panel's state word and whether it is good news."""
+    if state is None:
+        return "empty", True
+    if state.state == "starting" or (state.state == "running" and last_step is None):
+        return "starting", True
+    if state.state == "running":
+        return ("warm-up" if last_step is not None and last_step.warmup else "running"), True
+    if state.state == "exited":
+        return f"exited {state.exit_status}", state.exit_status == 0
+    if state.state == "stopped":
+        return "stopped", True
+    return state.state, False

@@ -1,0 +1,1 @@
+"""Screens: monitor (live, replay), launch, stack, help, runs, compare."""

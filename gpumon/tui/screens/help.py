@@ -1,0 +1,76 @@
+"""The help screen: every key, and what each panel's numbers mean."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+MEANINGS: tuple[tuple[str, str], ...] = (
+    ("Device panel", "NVML figures of the selected GPU. Every graph has a fixed scale: percentages 0-100 %, "
+     "memory 0-total, PCIe 0-the link's theoretical bandwidth, temperature 0-100 °C; one column per second."),
+    ("GPU util", "percent of the last sample period in which a kernel ran on the GPU (NVML)."),
+    ("Mem util", "percent of the period in which device memory was read or written (NVML)."),
+    ("PCIe RX / TX", "host-to-device (RX) and device-to-host (TX) bytes per second on the PCIe link."),
+    ("No NVML", "the panel shows the host's CPU (mean and per core) and memory, and one line saying why "
+     "NVML is unavailable."),
+    ("iter/s", "training steps per second over the last 2 s (step count / time inside the steps); exact, "
+     "from each step's monotonic timestamp. The graph's top is the highest rate seen, rounded up."),
+    ("samples/s", "samples per second over the same window (when the workload reports samples)."),
+    ("copy", "copy bandwidth: bytes / time of the copy itself (can show link contention) · "
+     "copy bytes/s: bytes / wall time of the steps."),
+    ("GPU mem · SM", "device memory and SM utilisation of the workload's processes (NVML, per process)."),
+    ("CPU · RSS", "CPU of the process tree (100 % = one core) and its resident memory."),
+    ("state", "starting (before the first step), warm-up (the first steps, excluded from rates), running, "
+     "exited N (N = exit status; negative: killed by signal -N), stopped (by you)."),
+    ("exclusive rate x", "steady-state iter/s of a job alone: from --baseline A=RUN, or measured while the "
+     "other slot was empty (the exclusive phase of a staggered start)."),
+    ("slowdown r", "r = x / s: exclusive rate over the shared rate s (its iter/s now, both jobs running)."),
+    ("STP", "system throughput 1/r_A + 1/r_B. Sharing pays when STP > 1 (r_AB·r_BA < r_AB + r_BA); "
+     "below 1 the jobs would finish sooner one after the other."),
+    ("● REC", "a capture is being written to the run directory shown; q finishes it."),
+)
+
+
+def keys_table(keys: list[tuple[str, str]]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    for key, text in keys:
+        table.add_row(key, text)
+    return table
+
+
+def meanings_table() -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    for name, text in MEANINGS:
+        table.add_row(name, text)
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys of the screen it was opened from, then the definitions."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def __init__(self, keys: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.keys = keys
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-dialog", classes="dialog"):
+            yield Label("gpumon help (escape closes)", classes="dialog-title")
+            with VerticalScroll():
+                yield Static(Text("Keys", style="bold underline"))
+                yield Static(keys_table(self.keys))
+                yield Static(Text("\nWhat the numbers mean", style="bold underline"))
+                yield Static(meanings_table())
+
+    def action_close(self) -> None:
+        self.dismiss(None)

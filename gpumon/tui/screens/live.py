@@ -1,0 +1,147 @@
+"""The live monitor: the panels of a running session plus launch, stop, capture, export and stack keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.binding import Binding
+
+from gpumon.core.launcher import LaunchRequest
+from gpumon.errors import UsageError
+from gpumon.tui.controller import Controller
+from gpumon.tui.pump import DEFAULT_HZ
+from gpumon.tui.pyspy import dump_stack
+from gpumon.tui.screens.monitor import VIEW_BINDINGS, Feed, MonitorScreen
+from gpumon.tui.view import View
+
+LAUNCH = Binding.Group("Launch")
+STOP = Binding.Group("Stop")
+STACK = Binding.Group("Stack")
+
+
+def short_path(path: Path, width: int) -> str:
+    """``~/…/runs/20260101-120000-fcn`` cut from the left to ``width`` characters."""
+    text = str(path)
+    home = str(Path.home())
+    if text.startswith(home + "/"):
+        text = "~" + text[len(home) :]
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
+    """What ``gpumon`` and ``gpumon run`` open."""
+
+    BINDINGS = [
+        Binding("a", "launch('A')", "Launch A", group=LAUNCH, tooltip="launch a workload into slot A"),
+        Binding("b", "launch('B')", "Launch B", group=LAUNCH, tooltip="launch a workload into slot B"),
+        Binding("A", "stop('A')", "Stop A", group=STOP, tooltip="stop the workload in slot A (shift+a)"),
+        Binding("B", "stop('B')", "Stop B", group=STOP, tooltip="stop the workload in slot B (shift+b)"),
+        Binding("c", "toggle_capture", "Rec", tooltip="capture on/off: record everything to a new run directory"),
+        Binding("e", "export", "CSV", tooltip="export the current (or last) capture as plain CSV into ./<run>-csv"),
+        Binding("s", "stack('A')", "Stack A", group=STACK, tooltip="Python stack of workload A now (py-spy dump)"),
+        Binding("S", "stack('B')", "Stack B", group=STACK, tooltip="Python stack of workload B now (shift+s)"),
+        *VIEW_BINDINGS,
+        Binding("r", "runs", "Runs", tooltip="recorded runs: replay one, mark runs to compare"),
+        Binding("q", "app.quit", "Quit", tooltip="stop the workloads, finish the capture and quit"),
+    ]
+
+    def __init__(self, controller: Controller, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:
+        super().__init__(Feed(controller.model, controller.session.clock.now), refresh_hz, **kwargs)
+        self.controller = controller
+
+    def status_text(self, view: View) -> Text:
+        text = Text("gpumon", style="bold")
+        text.append(f"  t {view.t:7.1f} s  ", style="dim")
+        path = self.controller.capture_path
+        if path is not None:
+            text.append("● REC", style="bold red")
+            text.append(" " + short_path(path, max(10, self.size.width - len(text) - 8)))
+        else:
+            text.append("○ not capturing (c starts)", style="dim")
+        return self.paused_suffix(text)
+
+    # -- launch / stop ----------------------------------------------------------
+
+    def action_launch(self, slot: str) -> None:
+        from gpumon.tui.screens.launch import LaunchScreen
+
+        if self.controller.running(slot) is not None:
+            self.notify(f"slot {slot} is busy; {slot} (shift) stops it first", severity="warning")
+            return
+        device = self.controller.plan.session.device
+        self.app.push_screen(LaunchScreen(slot, device), lambda request: self._launched(slot, request))
+
+    def _launched(self, slot: str, request: LaunchRequest | None) -> None:
+        if request is None:
+            return
+        self.launch(slot, request)
+
+    def launch(self, slot: str, request: LaunchRequest, n_workloads: int = 2) -> None:
+        """Start ``request`` in ``slot`` from the UI (main) thread, so the child is tied to the monitor."""
+        try:
+            workload = self.controller.launch(slot, request, n_workloads)
+        except UsageError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"{slot}: started {request.spec} (pid {workload.pid})")
+
+    def action_stop(self, slot: str) -> None:
+        if self.controller.running(slot) is None:
+            self.notify(f"nothing runs in slot {slot}", severity="warning")
+            return
+        self._stop(slot)
+
+    @work(thread=True, group="stop", exit_on_error=False)
+    def _stop(self, slot: str) -> None:
+        self.controller.stop(slot)
+
+    # -- capture / export ---------------------------------------------------------
+
+    def action_toggle_capture(self) -> None:
+        self._toggle_capture()
+
+    @work(thread=True, exclusive=True, group="capture", exit_on_error=False)
+    def _toggle_capture(self) -> None:
+        capturing, path = self.controller.toggle_capture()
+        text = f"capturing to {path}" if capturing else f"capture saved: {path}"
+        self.app.call_from_thread(self.notify, text)
+        self.pump_soon()
+
+    def action_export(self) -> None:
+        self._export()
+
+    @work(thread=True, exclusive=True, group="export", exit_on_error=False)
+    def _export(self) -> None:
+        out, files = self.controller.export_csv()
+        self.app.call_from_thread(self.notify, f"exported {len(files)} CSV files to {out}")
+
+    # -- stack ------------------------------------------------------------------
+
+    def action_stack(self, slot: str) -> None:
+        from gpumon.tui.screens.stack import StackScreen
+
+        workload = self.controller.running(slot)
+        if workload is None:
+            self.notify(f"nothing runs in slot {slot}", severity="warning")
+            return
+        screen = StackScreen(slot, workload.pid)
+        self.app.push_screen(screen)
+        self._dump(screen, slot, workload.pid)
+
+    @work(thread=True, group="stack", exit_on_error=False)
+    def _dump(self, screen, slot: str, pid: int) -> None:
+        dump = dump_stack(slot, pid)
+        self.app.call_from_thread(screen.show_dump, dump)
+
+    # -- other screens ----------------------------------------------------------
+
+    def action_runs(self) -> None:
+        from gpumon.tui.screens.runs import RunsScreen
+
+        self.app.push_screen(RunsScreen(self.controller.plan.session.runs_dir, self.refresh_hz))
+
+    def pump_soon(self) -> None:
+        if self.pump is not None:
+            self.pump.poke()

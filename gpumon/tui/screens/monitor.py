@@ -1,0 +1,162 @@
+"""The monitor screen: device panel, one panel per workload, interference line, child output.
+
+It draws views from a feed (a live session or a replay). A refresh thread
+builds each view off the UI thread and posts one ``Refresh`` message; the
+handler draws it inside ``batch_update()`` and tells the thread it may send the
+next. Paused, hidden or covered, the screen keeps the latest view and skips drawing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from gpumon.tui.messages import Refresh
+from gpumon.tui.model import LiveModel
+from gpumon.tui.pump import DEFAULT_HZ, RefreshPump
+from gpumon.tui.view import View
+from gpumon.tui.widgets.device import DevicePanel
+from gpumon.tui.widgets.interference import InterferenceLine
+from gpumon.tui.widgets.lines import TextLine
+from gpumon.tui.widgets.output import ChildOutput
+from gpumon.tui.widgets.workload import WorkloadPanel
+
+
+@dataclass(frozen=True)
+class Feed:
+    """Where a monitor screen's data comes from: a model fed by a bus, and that bus's clock."""
+
+    model: LiveModel
+    now: Callable[[], float]
+
+
+VIEW_BINDINGS = [
+    Binding("o", "toggle_output", "Output", tooltip="show or hide the last lines of each workload's output"),
+    Binding("p", "toggle_pause", "Pause", tooltip="freeze the display (data keeps being collected and captured)"),
+    Binding("space", "toggle_pause", "Pause", show=False, tooltip="freeze the display (data keeps being collected and captured)"),
+    Binding("question_mark", "help", "Help", tooltip="this help"),
+]
+
+
+class MonitorScreen(Screen, inherit_bindings=False):
+    """Panels drawn from a feed; subclasses add the keys of a live session or of a replay."""
+
+    BINDINGS = VIEW_BINDINGS
+
+    paused = reactive(False, init=False)
+    show_output = reactive(True, init=False)
+
+    def __init__(self, feed: Feed, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.feed = feed
+        self.refresh_hz = refresh_hz
+        self.latest: View | None = None
+        self.frames = 0
+        self._notices_seen = 0
+        self.pump: RefreshPump | None = None
+
+    def compose(self) -> ComposeResult:
+        yield TextLine(id="status")
+        yield DevicePanel(id="device")
+        with Horizontal(id="workloads"):
+            yield WorkloadPanel("A", "a", id="panel-A")
+            yield WorkloadPanel("B", "b", id="panel-B")
+        yield InterferenceLine(id="interference")
+        yield ChildOutput(id="output")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self._status = self.query_one("#status", TextLine)
+        self._device = self.query_one(DevicePanel)
+        self._panels = {p.slot: p for p in self.query(WorkloadPanel)}
+        self._interference = self.query_one(InterferenceLine)
+        self._output = self.query_one(ChildOutput)
+        self.pump = RefreshPump(
+            self.feed.model, self.feed.now, lambda view: self.post_message(Refresh(view)), self.refresh_hz
+        )
+        self.pump.start()
+        self.pump.poke()
+
+    def on_unmount(self) -> None:
+        if self.pump is not None:
+            self.pump.stop()
+
+    def on_refresh(self, message: Refresh) -> None:
+        self.latest = message.view
+        try:
+            if self.is_current and not self.paused:
+                self.draw(message.view)
+        finally:
+            if self.pump is not None:
+                self.pump.drawn()
+
+    def on_screen_resume(self) -> None:
+        if self.latest is not None and not self.paused:
+            self.draw(self.latest)
+        if self.pump is not None:
+            self.pump.poke()
+
+    def draw(self, view: View) -> None:
+        """Update every visible widget from ``view`` in one batch."""
+        with self.app.batch_update():
+            self._status.show(self.status_text(view))
+            self._device.show(view.device)
+            for workload in view.workloads:
+                self._panels[workload.slot].show(workload)
+            self._interference.show_view(view)
+            if self.show_output:
+                self._output.show(view)
+        self.frames += 1
+        for text in view.new_notices(self._notices_seen):
+            self.notify(text, severity="warning")
+        self._notices_seen = view.notice_total
+
+    def status_text(self, view: View) -> Text:
+        """The top line; subclasses say what is being watched."""
+        return Text(f"gpumon  t {view.t:.1f} s")
+
+    def paused_suffix(self, text: Text) -> Text:
+        if self.paused:
+            text.append("  ⏸ PAUSED (p resumes)", style="bold reverse")
+        return text
+
+    def watch_paused(self, paused: bool) -> None:
+        if not paused and self.latest is not None:
+            self.draw(self.latest)
+        elif self.latest is not None:
+            self._status.show(self.status_text(self.latest))
+
+    def watch_show_output(self, show: bool) -> None:
+        self.query_one(ChildOutput).display = show
+        self.set_class(not show, "-no-output")
+        if show and self.latest is not None:
+            self._output.show(self.latest)
+
+    def action_toggle_output(self) -> None:
+        self.show_output = not self.show_output
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+
+    def action_help(self) -> None:
+        from gpumon.tui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen(self.active_bindings_help()))
+
+    def active_bindings_help(self) -> list[tuple[str, str]]:
+        """(key, description) of every binding of this screen and the app, for the help screen."""
+        keys: dict[str, list[str]] = {}
+        for active in self.active_bindings.values():
+            binding = active.binding
+            text = binding.tooltip or binding.description
+            if text:
+                keys.setdefault(text, []).append(self.app.get_key_display(binding))
+        return [(" ".join(shown), text) for text, shown in keys.items()]

@@ -1,0 +1,69 @@
+"""Time-binned history for the graphs: one value per bin of run time, updated in O(1) per sample."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+
+NAN = math.nan
+
+
+class BinnedSeries:
+    """The last ``capacity`` bins of ``bin_s`` seconds; each bin's value is sum / weight.
+
+    A mean is ``add(t, value)``; a rate is ``add(t, count, weight=busy_seconds)``.
+    Safe to feed from the bus thread while another thread reads.
+    """
+
+    def __init__(self, bin_s: float, capacity: int) -> None:
+        self.bin_s = bin_s
+        self.capacity = capacity
+        self._bins: deque[list[float]] = deque(maxlen=capacity)
+        self._lock = threading.Lock()
+        self.peak = 0.0
+
+    def add(self, t: float, value: float, weight: float = 1.0) -> None:
+        if math.isnan(value) or math.isnan(weight) or weight <= 0:
+            return
+        index = math.floor(t / self.bin_s)
+        with self._lock:
+            if self._bins and self._bins[-1][0] == index:
+                self._bins[-1][1] += value
+                self._bins[-1][2] += weight
+            elif not self._bins or self._bins[-1][0] < index:
+                self._bins.append([index, value, weight])
+            else:
+                return
+            bin_value = self._bins[-1][1] / self._bins[-1][2]
+        self.peak = max(self.peak, bin_value)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._bins.clear()
+        self.peak = 0.0
+
+    def values(self, now: float, n: int, missing: float = NAN) -> tuple[float, ...]:
+        """The ``n`` bins ending with the one holding ``now``, oldest first; ``missing`` where empty."""
+        last = math.floor(now / self.bin_s)
+        first = last - n + 1
+        known: dict[int, float] = {}
+        with self._lock:
+            for index, total, weight in reversed(self._bins):
+                if index < first:
+                    break
+                if index <= last:
+                    known[int(index)] = total / weight
+        return tuple(known.get(i, missing) for i in range(first, last + 1))
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 x 10^k at or above ``value`` (a stable graph top)."""
+    if not value > 0 or math.isinf(value):
+        return 1.0
+    exponent = math.floor(math.log10(value))
+    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
+        top = step * 10**exponent
+        if top >= value * (1 - 1e-9):
+            return top
+    return 10.0 ** (exponent + 1)

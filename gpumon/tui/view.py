@@ -1,0 +1,78 @@
+"""What one screen refresh shows: immutable snapshots computed off the UI thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpumon.core.live import LiveFigures
+from gpumon.core.model import DeviceSample, HostSample
+from gpumon.tui.interference import Interference
+
+
+
+@dataclass(frozen=True)
+class Series:
+    """A graph's values (oldest first, one per time bin) on a fixed scale from 0 to ``top``."""
+
+    values: tuple[float, ...]
+    top: float
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    """The device panel: NVML figures, or the host's CPU and memory when NVML is unavailable."""
+
+    nvml_available: bool
+    reason: str
+    name: str
+    sample: DeviceSample | None
+    host: HostSample | None
+    graphs: dict[str, Series]
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """One slot's panel."""
+
+    slot: str
+    spec: str
+    state: str
+    healthy: bool
+    pid: int | None
+    figures: LiveFigures | None
+    elapsed_s: float
+    iter_rate: Series
+    sample_rate: Series
+    exclusive_rate: float
+    exclusive_source: str
+    last_step_t: float
+    log: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return self.state == "empty"
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("starting", "warm-up", "running")
+
+
+@dataclass(frozen=True)
+class View:
+    """Everything the monitor shows at run time ``t``."""
+
+    t: float
+    device: DeviceView
+    workloads: tuple[WorkloadView, ...]
+    interference: Interference | None
+    notices: tuple[str, ...]
+    notice_total: int = 0
+
+    def new_notices(self, seen: int) -> tuple[str, ...]:
+        """The notices after the first ``seen`` (as many as are still kept)."""
+        fresh = self.notice_total - seen
+        return self.notices[-fresh:] if fresh > 0 else ()
+
+    def workload(self, slot: str) -> WorkloadView:
+        return next(w for w in self.workloads if w.slot == slot)

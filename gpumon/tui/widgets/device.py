@@ -1,0 +1,98 @@
+"""The device panel: NVML figures of the GPU, or the host's CPU (per core) and memory without NVML."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Grid, Vertical
+
+from gpumon.core.units import DASH
+from gpumon.tui import fmt
+from gpumon.tui.view import DeviceView
+from gpumon.tui.widgets.graph import BLOCKS, LEVELS
+from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
+
+GPU_ROWS = (
+    ("gpu_util", "GPU util"),
+    ("mem_util", "Mem util"),
+    ("mem_used_mib", "Mem used"),
+    ("power_w", "Power"),
+    ("pcie_rx_bps", "PCIe RX"),
+    ("pcie_tx_bps", "PCIe TX"),
+    ("temp_c", "Temp"),
+)
+PERCENT_CORES_MAX = 8
+
+
+def cores_text(per_core: tuple[float, ...], width: int) -> str:
+    """Each core's CPU %: numbers when they fit, else one block character per core."""
+    if not per_core:
+        return DASH
+    numbers = "  ".join(f"{i}:{c:3.0f}%" for i, c in enumerate(per_core))
+    if len(per_core) <= PERCENT_CORES_MAX and len(numbers) <= width:
+        return numbers
+    return "".join(BLOCKS[max(1 if c > 0 else 0, round(min(c, 100) / 100 * LEVELS))] for c in per_core)
+
+
+class DevicePanel(Vertical):
+    """GPU mode (class ``-gpu``) shows seven graphs; host mode shows why NVML is off, CPU and memory."""
+
+    def compose(self) -> ComposeResult:
+        yield TextLine(id="nvml-reason")
+        with Grid(id="gpu-metrics", classes="metric-grid"):
+            for key, label in GPU_ROWS:
+                yield MetricRow(label, id=f"dev-{key}")
+            yield MetricRow("SM clock", id="dev-sm_clock_mhz")
+        with Grid(id="host-metrics", classes="metric-grid"):
+            yield MetricRow("Host CPU", id="host-cpu")
+            yield MetricRow("Host mem", id="host-mem")
+        yield TextLine(id="host-cores")
+
+    def on_mount(self) -> None:
+        self.border_title = "device"
+        self._rows = {key: self.query_one(f"#dev-{key}", MetricRow) for key, _ in GPU_ROWS}
+        self._sm_clock = self.query_one("#dev-sm_clock_mhz", MetricRow)
+        self._reason = self.query_one("#nvml-reason", TextLine)
+        self._host_cpu = self.query_one("#host-cpu", MetricRow)
+        self._host_mem = self.query_one("#host-mem", MetricRow)
+        self._cores = self.query_one("#host-cores", TextLine)
+
+    def show(self, view: DeviceView) -> None:
+        self.set_class(view.nvml_available, "-gpu")
+        self.set_class(not view.nvml_available, "-host")
+        if view.nvml_available:
+            self._show_gpu(view)
+        else:
+            self._show_host(view)
+
+    def _show_gpu(self, view: DeviceView) -> None:
+        set_titles(self, view.name)
+        s = view.sample
+        g = view.graphs
+        values = {
+            "gpu_util": fmt.pct(s.gpu_util if s else None),
+            "mem_util": fmt.pct(s.mem_util if s else None),
+            "mem_used_mib": fmt.used_total(s.mem_used_mib if s else None, s.mem_total_mib if s else None),
+            "power_w": fmt.plain(s.power_w if s else None, "W"),
+            "pcie_rx_bps": fmt.bytes_per_s(s.pcie_rx_bps if s else None),
+            "pcie_tx_bps": fmt.bytes_per_s(s.pcie_tx_bps if s else None),
+            "temp_c": fmt.plain(s.temp_c if s else None, "°C"),
+        }
+        for key, row in self._rows.items():
+            row.show(values[key], g.get(key))
+        self._sm_clock.show(fmt.plain(s.sm_clock_mhz if s else None, "MHz"))
+
+    def _show_host(self, view: DeviceView) -> None:
+        set_titles(self, "host (no GPU figures)")
+        host = view.host
+        reason = view.reason or "unavailable"
+        self._reason.show(Text(f"NVML {reason}", style="italic"))
+        self._host_cpu.show(fmt.pct(host.cpu_pct if host else None), view.graphs.get("cpu_pct"))
+        self._host_mem.show(
+            fmt.used_total(host.mem_used_mib if host else None, host.mem_total_mib if host else None),
+            view.graphs.get("mem_used_mib"),
+        )
+        cores = self._cores
+        text = Text("Cores".ljust(10), style="dim")
+        text.append(cores_text(host.per_core if host else (), max(0, cores.size.width - 10)))
+        cores.show(text)

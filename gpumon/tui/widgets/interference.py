@@ -1,0 +1,48 @@
+"""The interference line: each job's slowdown against its exclusive rate, STP and the verdict."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+
+from gpumon.core.units import DASH
+from gpumon.tui import fmt
+from gpumon.tui.view import View
+from gpumon.tui.widgets.lines import TextLine
+
+
+def interference_text(view: View) -> Text:
+    """``A r 1.42 (812→571 it/s)  B r 1.18 … │ sharing pays: STP 1.55``, or what is missing."""
+    text = Text("sharing ", style="dim")
+    result = view.interference
+    if result is None:
+        known = [w for w in view.workloads if w.exclusive_rate > 0]
+        text.append("needs two running jobs", style="dim")
+        for w in known:
+            text.append(f"  ·  x{w.slot} {fmt.num(w.exclusive_rate)} it/s ({w.exclusive_source})", style="dim")
+        return text
+    if all(math.isnan(r) for r in result.slowdown.values()):
+        text.append("no exclusive rates yet: use --baseline A=RUN or --stagger S", style="dim")
+        return text
+    for slot, r in result.slowdown.items():
+        w = view.workload(slot)
+        shared = w.figures.iter_per_s if w.figures is not None else math.nan
+        text.append(f"{slot} ", style="bold")
+        if math.isnan(r):
+            text.append(f"r {DASH}  ", style="dim")
+            continue
+        text.append(f"r {r:.2f}", style="bold")
+        text.append(f" ({fmt.num(w.exclusive_rate)}→{fmt.num(shared)} it/s)  ", style="dim")
+    if result.verdict:
+        style = "bold green" if result.stp > 1 else ("bold red" if not math.isnan(result.stp) else "dim")
+        text.append("│ ", style="dim")
+        text.append(result.verdict, style=style)
+    return text
+
+
+class InterferenceLine(TextLine):
+    """Shown under the workload panels."""
+
+    def show_view(self, view: View) -> None:
+        self.show(interference_text(view))

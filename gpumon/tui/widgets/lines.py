@@ -1,0 +1,109 @@
+"""Small widgets that repaint only when what they show has changed."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from gpumon.tui.fmt import num
+from gpumon.tui.view import Series
+from gpumon.tui.widgets.graph import graph_rows
+
+LABEL_WIDTH = 10
+VALUE_WIDTH = 11
+
+
+def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
+    """Set a border title (and subtitle) only when it changed: every assignment repaints the whole widget."""
+    if widget.border_title != title:
+        widget.border_title = title
+    if subtitle is not None and widget.border_subtitle != subtitle:
+        widget.border_subtitle = subtitle
+
+
+class TextLine(Widget):
+    """A line (or a few) of styled text; ``show`` repaints only on change."""
+
+    DEFAULT_CSS = """
+    TextLine { height: 1; }
+    """
+
+    def __init__(self, text: str | Text = "", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._text = text if isinstance(text, Text) else Text(text)
+
+    def show(self, text: str | Text) -> None:
+        text = text if isinstance(text, Text) else Text(text)
+        if text == self._text:
+            return
+        self._text = text
+        self.refresh()
+
+    @property
+    def plain(self) -> str:
+        return self._text.plain
+
+    def render(self) -> Text:
+        return self._text
+
+
+class MetricRow(Widget):
+    """``label  value  ▁▂▃▅▇`` with a fixed-scale history graph filling the rest of the width."""
+
+    COMPONENT_CLASSES = {"metric--label", "metric--value", "metric--graph"}
+    DEFAULT_CSS = """
+    MetricRow { height: 1; }
+    MetricRow > .metric--label { color: $text-muted; }
+    MetricRow > .metric--value { text-style: bold; }
+    MetricRow > .metric--graph { color: $success; }
+    """
+
+    def __init__(self, label: str, label_width: int = LABEL_WIDTH, value_width: int = VALUE_WIDTH, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.label = label
+        self.label_width = label_width
+        self.value_width = value_width
+        self._value = ""
+        self._series = Series((), 1.0)
+        self._rows: tuple[tuple[int, int], list[str]] = ((-1, -1), [])
+
+    def _graph(self) -> list[str]:
+        width = max(0, self.size.width - self.label_width - self.value_width - 1)
+        shape = (width, max(1, self.size.height))
+        if self._rows[0] != shape:
+            self._rows = (shape, graph_rows(self._series.values, self._series.top, *shape))
+        return self._rows[1]
+
+    def show(self, value: str, series: Series | None = None) -> None:
+        """Set the value and the history; repaints only if either looks different."""
+        before = (self._value, self._rows)
+        self._value = value
+        self._series = series if series is not None else Series((), 1.0)
+        self._rows = ((-1, -1), [])
+        self._graph()
+        if (self._value, self._rows) != before:
+            self.refresh()
+
+    @property
+    def value(self) -> str:
+        return self._value
+
+    def render(self) -> Text:
+        rows = self._graph()
+        label_style = self.get_component_rich_style("metric--label")
+        value_style = self.get_component_rich_style("metric--value")
+        graph_style = self.get_component_rich_style("metric--graph")
+        text = Text(no_wrap=True, overflow="crop")
+        for i, row in enumerate(rows):
+            if i == 1:
+                scale = f"0–{num(self._series.top)} {self._series.unit}".strip()
+                text.append("\n" + scale[: self.label_width + self.value_width].rjust(self.label_width + self.value_width), label_style)
+                text.append(" ")
+            elif i:
+                text.append("\n" + " " * (self.label_width + self.value_width + 1))
+            else:
+                text.append(self.label[: self.label_width].ljust(self.label_width), label_style)
+                text.append(self._value[: self.value_width].rjust(self.value_width), value_style)
+                text.append(" ")
+            text.append(row, graph_style)
+        return text

@@ -1,0 +1,88 @@
+"""One workload's panel: state, iteration and sample rates with history, copies, GPU/CPU use, steps."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+
+from gpumon.tui import fmt
+from gpumon.tui.view import WorkloadView
+from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
+
+STATE_CLASSES = ("-empty", "-starting", "-running", "-done", "-failed")
+
+
+def _state_class(view: WorkloadView) -> str:
+    if view.empty:
+        return "-empty"
+    if view.state in ("starting", "warm-up"):
+        return "-starting"
+    if view.active:
+        return "-running"
+    return "-done" if view.healthy else "-failed"
+
+
+DETAIL_LABEL = 8
+
+
+def _pair(label: str, first: str, second: str) -> Text:
+    text = Text(label.ljust(DETAIL_LABEL), style="dim")
+    text.append(first)
+    text.append(" · ", style="dim")
+    text.append(second)
+    return text
+
+
+class WorkloadPanel(Vertical):
+    """Slot A or B; an empty slot says which key launches into it."""
+
+    def __init__(self, slot: str, launch_key: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.slot = slot
+        self.launch_key = launch_key
+
+    def compose(self) -> ComposeResult:
+        yield TextLine(f"empty: press {self.launch_key} to launch a workload into slot {self.slot}", classes="hint")
+        yield MetricRow("iter/s", classes="rate")
+        yield MetricRow("samples/s", classes="samples")
+        yield TextLine(classes="details")
+
+    def on_mount(self) -> None:
+        self.border_title = f"{self.slot} · empty"
+        self.border_subtitle = ""
+        self.add_class("-empty")
+        self._rate = self.query_one(".rate", MetricRow)
+        self._samples = self.query_one(".samples", MetricRow)
+        self._details = self.query_one(".details", TextLine)
+
+    def show(self, view: WorkloadView) -> None:
+        state_class = _state_class(view)
+        if not self.has_class(state_class):
+            self.remove_class(*STATE_CLASSES)
+            self.add_class(state_class)
+        set_titles(self, f"{self.slot} · {view.spec or 'empty'}", view.state if not view.empty else "")
+        if view.empty:
+            return
+        f = view.figures
+        live = f if view.active else None
+        self._rate.show(fmt.num(live.iter_per_s if live else None), view.iter_rate)
+        self._samples.show(fmt.num(live.samples_per_s if live else None), view.sample_rate)
+        details = _pair(
+            "copy",
+            fmt.bytes_per_s(f.copy_bandwidth if f else None),
+            f"{fmt.bytes_per_s(f.copy_bytes_per_s if f else None)} wall",
+        )
+        details.append("\n")
+        details.append_text(
+            _pair("GPU mem", fmt.used_total(f.gpu_mem_mib if f else None, None), f"SM {fmt.pct(f.gpu_sm_util if f else None)}")
+        )
+        details.append("\n")
+        details.append_text(_pair("CPU", fmt.pct(f.cpu_pct if f else None), f"RSS {fmt.used_total(f.rss_mib if f else None, None)}"))
+        details.append("\nsteps".ljust(DETAIL_LABEL + 1), style="dim")
+        details.append(f"{f.steps if f else 0:,}")
+        details.append(" · ", style="dim")
+        details.append(fmt.seconds(view.elapsed_s))
+        if view.pid is not None:
+            details.append(f" · pid {view.pid}", style="dim")
+        self._details.show(details)

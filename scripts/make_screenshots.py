@@ -1,0 +1,135 @@
+"""Regenerate screenshots/ from the real app: a CPU run of two tiny workloads, help, runs, a simulated GPU box.
+
+Run: ``python scripts/make_screenshots.py`` (about a minute; CPU only). The "GPU box" view runs the
+same app in a child process that loads the scripted fake libnvidia-ml (tests/fakenvml, needs a C
+compiler); every other view is a real CPU run on this machine. SVGs come from
+``App.export_screenshot``; the main view is also converted to PNG when cairosvg is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gpumon.core.plan import make_plan  # noqa: E402
+from gpumon.core.session import SessionConfig  # noqa: E402
+from gpumon.tui.app import GpumonApp  # noqa: E402
+from gpumon.tui.controller import Controller  # noqa: E402
+
+OUT = ROOT / "screenshots"
+WORKLOADS = ["fcn:preset=tiny", "gemm:preset=tiny"]
+HISTORY_S = 20.0
+FAKE_SCENARIO = """\
+device name="NVIDIA A100-SXM4-40GB (simulated by fake NVML)" uuid=GPU-SIMULATED mem_total_mib=40960 gpu_util=35 mem_util=12 mem_used_mib=5200 power_w=120 temp_c=48 sm_clock_mhz=1410 pcie_rx_bps=2.5e9 pcie_tx_bps=2e8
+at 4 gpu_util=62 mem_util=25 mem_used_mib=9800 power_w=210 temp_c=55 pcie_rx_bps=7.5e9
+at 9 gpu_util=88 mem_util=31 mem_used_mib=15400 power_w=265 temp_c=61 pcie_rx_bps=11.8e9 pcie_tx_bps=4e8
+at 14 gpu_util=93 mem_util=34 mem_used_mib=15600 power_w=281 temp_c=64 pcie_rx_bps=12.6e9
+proc children_of=self mem_mib=2300 sm_util=44
+"""
+
+
+async def wait_until(pilot, condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        await pilot.pause(0.1)
+
+
+def _running_for(app: GpumonApp, seconds: float) -> bool:
+    view = app.monitor.latest if app.monitor is not None else None
+    return view is not None and all(w.state == "running" and w.elapsed_s >= seconds for w in view.workloads)
+
+
+def save(app: GpumonApp, name: str, title: str) -> Path:
+    path = OUT / f"{name}.svg"
+    path.write_text(app.export_screenshot(title=title), encoding="utf-8")
+    print(f"wrote {path.relative_to(ROOT)}")
+    return path
+
+
+async def shoot(runs_dir: Path, gpu_box: bool) -> None:
+    config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
+    plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
+    app = GpumonApp(Controller(plan))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: _running_for(app, HISTORY_S), 180, "two workloads with history")
+        if gpu_box:
+            save(app, "gpu-box-simulated", "gpumon: simulated GPU (fake NVML), CPU workloads")
+        else:
+            save(app, "monitor-cpu", "gpumon: two tiny CPU workloads")
+            await pilot.resize_terminal(80, 24)
+            await wait_until(pilot, lambda: app.monitor.size.width == 80, 10, "the resize")
+            await pilot.pause(0.6)
+            save(app, "monitor-cpu-80x24", "gpumon at 80x24: two tiny CPU workloads")
+            await pilot.resize_terminal(120, 40)
+            await pilot.press("question_mark")
+            await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen", 10, "help")
+            await pilot.pause(0.3)
+            save(app, "help", "gpumon help")
+            await pilot.press("escape", "c")
+            await wait_until(pilot, lambda: app.controller.capture_path is None, 30, "the capture to finish")
+            await pilot.press("r")
+            await wait_until(pilot, lambda: getattr(app.screen, "summaries", None), 30, "the runs")
+            await pilot.pause(0.3)
+            save(app, "runs", "gpumon runs")
+            await pilot.press("escape")
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_value is not None, 60, "quit")
+
+
+def to_png(svg: Path) -> Path | None:
+    """A PNG next to ``svg`` (cairosvg, a monospace font with block glyphs), or None without cairosvg."""
+    try:
+        import cairosvg
+    except ImportError:
+        print("cairosvg is not installed: PNG skipped (pip install cairosvg)")
+        return None
+    text = svg.read_text(encoding="utf-8").replace("Fira Code", "DejaVu Sans Mono")
+    png = svg.with_suffix(".png")
+    cairosvg.svg2png(bytestring=text.encode(), write_to=str(png), output_width=1400)
+    print(f"wrote {png.relative_to(ROOT)}")
+    return png
+
+
+def gpu_box(runs_dir: Path) -> None:
+    """Run the GPU-box shot in a child process that loads the fake libnvidia-ml."""
+    from tests.fakenvml import build as fake
+
+    if fake.compiler() is None:
+        print("no C compiler: the simulated GPU box screenshot is skipped")
+        return
+    work = Path(tempfile.mkdtemp(prefix="gpumon-fakenvml-"))
+    lib = fake.build(work / "lib")
+    scenario = fake.write_scenario(work / "scenario.txt", FAKE_SCENARIO)
+    env = fake.environment(lib, scenario)
+    subprocess.run([sys.executable, __file__, "--gpu-box", "--runs", str(runs_dir)], env=env, check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--gpu-box", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--runs", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+    if args.gpu_box:
+        asyncio.run(shoot(args.runs, gpu_box=True))
+        return
+    with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
+        asyncio.run(shoot(Path(runs) / "cpu", gpu_box=False))
+        gpu_box(Path(runs) / "gpu")
+    to_png(OUT / "monitor-cpu.svg")
+    if (OUT / "gpu-box-simulated.svg").exists():
+        to_png(OUT / "gpu-box-simulated.svg")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Helpers for the app tests: tiny probe children, plans, and bounded waits on the UI."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import shlex
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import pytest
+
+from gpumon.core.launcher import LaunchRequest
+from gpumon.core.plan import RunPlan, make_plan
+from gpumon.core.session import SessionConfig
+
+
+def run_async(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
+    """Run an async test body in its own event loop (no asyncio pytest plugin needed)."""
+
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return wrapper
+
+
+def probe_command(steps: int = 0, exit_code: int = 0, step_s: float = 0.01) -> str:
+    """A Python child that reports a step every ``step_s`` through the probe (forever when ``steps`` is 0)."""
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from gpumon import probe
+        print("child up", flush=True)
+        n = 0
+        while True:
+            time.sleep({step_s})
+            probe.step(samples=8)
+            n += 1
+            if {steps} and n >= {steps}:
+                print("child done after", n, "steps", flush=True)
+                sys.exit({exit_code})
+        """
+    )
+    return shlex.join([sys.executable, "-c", script])
+
+
+def probe_request(steps: int = 0, exit_code: int = 0) -> LaunchRequest:
+    return LaunchRequest.command(probe_command(steps, exit_code))
+
+
+def make_test_plan(runs_dir: Path, commands: list[str] = (), **kwargs) -> RunPlan:
+    config = SessionConfig(device="cpu", interval_ms=100, runs_dir=runs_dir, nvml=False)
+    return make_plan([], list(commands), session=config, label=kwargs.pop("label", None), duration_s=None, stagger_s=0.0, **kwargs)
+
+
+async def wait_until(pilot, condition: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> object:
+    """Let the app run until ``condition()`` is truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await pilot.pause(0.05)
+
+
+@pytest.fixture
+def runs_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "runs"
+    path.mkdir()
+    return path

@@ -1,0 +1,158 @@
+"""The monitor's textual-free parts: binned history, graphs, interference, the live model, the refresh pump."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+from gpumon.core.model import DeviceSample, LogLine, SourceStatus, StepEvent, WorkloadState
+from gpumon.tui.interference import interference, slowdown, verdict
+from gpumon.tui.model import LiveModel, link_bps
+from gpumon.tui.pump import RefreshPump
+from gpumon.tui.series import BinnedSeries, nice_ceiling
+from gpumon.tui.widgets.graph import graph_rows, level
+from gpumon.tui.widgets.output import clean
+
+
+def test_binned_series_means_and_rates():
+    s = BinnedSeries(1.0, 10)
+    s.add(0.2, 10.0)
+    s.add(0.7, 30.0)
+    s.add(2.5, 5.0)
+    values = s.values(2.9, 3)
+    assert values[0] == 20.0 and math.isnan(values[1]) and values[2] == 5.0
+    rates = BinnedSeries(1.0, 10)
+    for t in (0.1, 0.2, 0.3, 0.4):
+        rates.add(t, 1.0, 0.1)
+    assert rates.values(0.5, 1) == (pytest.approx(10.0),)
+    assert rates.values(5.5, 2, missing=0.0) == (0.0, 0.0)
+
+
+def test_binned_series_is_bounded_and_ignores_the_past():
+    s = BinnedSeries(1.0, 3)
+    for t in range(10):
+        s.add(float(t), float(t))
+    s.add(2.0, 100.0)
+    assert s.values(9.0, 5)[-3:] == (7.0, 8.0, 9.0)
+    assert math.isnan(s.values(9.0, 5)[0])
+
+
+def test_nice_ceiling():
+    assert [nice_ceiling(v) for v in (0.7, 1, 3, 19, 40, 41, 260)] == [1, 1, 5, 20, 50, 50, 500]
+    assert nice_ceiling(0) == 1 and nice_ceiling(math.nan) == 1
+
+
+def test_graph_is_fixed_scale_and_right_aligned():
+    assert graph_rows([0, 50, 100, 200], 100, 6) == ["   ▄██"]
+    assert graph_rows([math.nan, 100], 100, 3) == ["  █"]
+    assert graph_rows([25, 100], 100, 2, rows=2) == [" █", "▄█"]
+    assert level(0.1, 100, 1) == 1 and level(0, 100, 1) == 0 and level(math.nan, 100, 1) == -1
+
+
+def test_slowdown_stp_and_verdict():
+    assert slowdown(40, 20) == 2 and math.isnan(slowdown(math.nan, 20)) and math.isnan(slowdown(40, 0))
+    pays = interference({"A": 40, "B": 20}, {"A": 30, "B": 15})
+    assert pays.slowdown == {"A": pytest.approx(4 / 3), "B": pytest.approx(4 / 3)}
+    assert pays.stp == pytest.approx(1.5) and pays.verdict == "sharing pays: STP 1.50"
+    loses = interference({"A": 40, "B": 20}, {"A": 10, "B": 5})
+    assert loses.verdict == "sharing loses: STP 0.50"
+    missing = interference({"A": 40}, {"A": 30, "B": 15})
+    assert math.isnan(missing.stp) and missing.verdict == "STP needs the exclusive rate of B"
+    assert verdict(math.nan) == "" and verdict(1.001) == "sharing breaks even: STP 1.00"
+
+
+def _steps(model, process, t0, t1, rate, warmup=0):
+    n, t = 0, t0
+    while t < t1:
+        t = round(t + 1 / rate, 6)
+        model.handle(StepEvent(process, 1, n, t, 1 / rate, samples=8.0, warmup=n < warmup))
+        n += 1
+
+
+def test_model_measures_the_exclusive_phase_and_the_slowdown():
+    model = LiveModel()
+    model.handle(WorkloadState("A", "starting", 0.0))
+    model.handle(WorkloadState("A", "running", 0.0, pid=1))
+    _steps(model, "A", 0.0, 10.0, 40, warmup=5)
+    model.handle(WorkloadState("B", "starting", 10.0))
+    model.handle(WorkloadState("B", "running", 10.0, pid=2))
+    view = model.view(10.0)
+    assert view.workload("A").exclusive_rate == pytest.approx(40)
+    assert view.workload("A").exclusive_source == "exclusive phase"
+    assert view.workload("B").state == "starting"
+    _steps(model, "A", 10.0, 20.0, 20)
+    _steps(model, "B", 10.0, 20.0, 10)
+    view = model.view(20.0)
+    assert view.workload("A").exclusive_rate == pytest.approx(40)
+    assert view.interference is not None
+    assert view.interference.slowdown["A"] == pytest.approx(2.0, rel=0.05)
+    assert math.isnan(view.interference.slowdown["B"])
+    model.set_baseline("B", 30.0, "baseline run-b")
+    view = model.view(20.0)
+    assert view.workload("B").exclusive_source == "baseline run-b"
+    assert view.interference.stp == pytest.approx(0.5 + 1 / 3, rel=0.05)
+    assert view.interference.verdict.startswith("sharing loses: STP 0.8")
+
+
+def test_model_states_logs_and_relaunch_reset():
+    model = LiveModel()
+    assert model.view(0.0).workload("A").state == "empty"
+    model.set_spec("A", "fcn")
+    model.handle(WorkloadState("A", "starting", 0.0))
+    model.handle(WorkloadState("A", "running", 0.0, pid=7))
+    model.handle(LogLine("A", 0.1, "hello"))
+    _steps(model, "A", 0.0, 1.0, 10, warmup=3)
+    model.handle(WorkloadState("A", "exited", 2.0, pid=7, exit_status=3))
+    view = model.view(3.0).workload("A")
+    assert (view.state, view.healthy, view.pid, view.log) == ("exited 3", False, 7, ("hello",))
+    assert view.elapsed_s == pytest.approx(2.0)
+    model.handle(WorkloadState("A", "starting", 4.0))
+    view = model.view(4.0).workload("A")
+    assert (view.state, view.spec, view.log, view.figures.steps) == ("starting", "fcn", (), 0)
+
+
+def test_model_device_view_switches_with_nvml():
+    model = LiveModel()
+    assert not model.view(0.0).device.nvml_available
+    model.handle(SourceStatus("nvml", True))
+    model.gpu = {"name": "Simulated GPU", "pcie_gen": 4, "pcie_width": 16}
+    model.handle(DeviceSample(0.5, gpu_util=50.0, mem_used_mib=1024.0, mem_total_mib=4096.0, pcie_rx_bps=1e9))
+    device = model.view(0.9).device
+    assert device.nvml_available and device.name == "Simulated GPU"
+    assert device.graphs["gpu_util"].values[-1] == 50.0 and device.graphs["gpu_util"].top == 100.0
+    assert device.graphs["mem_used_mib"].top == 4096.0
+    assert device.graphs["pcie_rx_bps"].top == pytest.approx(link_bps(model.gpu))
+    assert link_bps(None) == pytest.approx(15.75e9)
+
+
+def test_pump_merges_ticks_until_the_ui_has_drawn():
+    model = LiveModel()
+    views = []
+    delivered = threading.Event()
+
+    def deliver(view):
+        views.append(view)
+        delivered.set()
+
+    pump = RefreshPump(model, lambda: 1.0, deliver, hz=1000)
+    pump.start()
+    try:
+        model.handle(LogLine("A", 0.0, "x"))
+        assert delivered.wait(5)
+        delivered.clear()
+        for i in range(50):
+            model.handle(LogLine("A", 0.0, str(i)))
+        assert not delivered.wait(0.2), "a second view came before the first was drawn"
+        pump.drawn()
+        assert delivered.wait(5)
+        assert len(views) == 2 and views[-1].workload("A").log[-1] == "49"
+    finally:
+        pump.stop()
+        pump.join(5)
+
+
+def test_clean_output_lines():
+    assert clean("10%|█ \r 50%|███  ") == " 50%|███  "
+    assert clean("\x1b[31mred\x1b[0m\tx\x07") == "red x"

@@ -1,0 +1,72 @@
+"""Snapshots of the main screens at 80x24 and 120x40, fed by replays of generated runs (deterministic)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpumon.tui.app import GpumonApp, replay_app
+from gpumon.tui.screens.replay import ReplayScreen, open_replay
+from gpumon.tui.screens.runs import RunsScreen
+from tests.tui.conftest import wait_until
+from tests.tui.synthetic import exclusive, staggered_pair
+
+SIZES = [(80, 24), (120, 40)]
+RUNS_DIR = Path("/tmp/gpumon-snapshot-runs")
+
+
+def _replay(root: Path, t: float) -> GpumonApp:
+    source, feed = open_replay(root)
+    source.seek(t)
+    return replay_app(ReplayScreen(source, feed, play=False))
+
+
+async def _first_frame(pilot) -> None:
+    await wait_until(pilot, lambda: getattr(pilot.app.screen, "frames", 0) > 0, what="the first frame")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_monitor_host_only(snap_compare, tmp_path, size):
+    app = _replay(staggered_pair(tmp_path / "run", crash_b=True), 45.0)
+    assert snap_compare(app, terminal_size=size, run_before=_first_frame)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_monitor_gpu_box(snap_compare, tmp_path, size):
+    app = _replay(staggered_pair(tmp_path / "run", gpu=True), 30.0)
+    assert snap_compare(app, terminal_size=size, run_before=_first_frame)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_help(snap_compare, tmp_path, size):
+    app = _replay(staggered_pair(tmp_path / "run"), 20.0)
+
+    async def open_help(pilot) -> None:
+        await _first_frame(pilot)
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: type(pilot.app.screen).__name__ == "HelpScreen", what="help")
+
+    assert snap_compare(app, terminal_size=size, run_before=open_help)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_runs(snap_compare, size):
+    shutil.rmtree(RUNS_DIR, ignore_errors=True)
+    exclusive(RUNS_DIR / "20261122-113000-fcn-alone", "A", 40.0)
+    exclusive(RUNS_DIR / "20261122-113100-gemm-alone", "A", 25.0, "gemm:preset=tiny")
+    staggered_pair(RUNS_DIR / "20261122-114000-fcn-gemm")
+    app = _replay(RUNS_DIR / "20261122-114000-fcn-gemm", 1.0)
+
+    async def open_runs(pilot) -> None:
+        await _first_frame(pilot)
+        screen = RunsScreen(RUNS_DIR)
+        await pilot.app.push_screen(screen)
+        await wait_until(pilot, lambda: len(screen.summaries) == 3, what="the runs")
+        await pilot.press("m", "down", "m")
+
+    try:
+        assert snap_compare(app, terminal_size=size, run_before=open_runs)
+    finally:
+        shutil.rmtree(RUNS_DIR, ignore_errors=True)

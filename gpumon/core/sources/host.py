@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Mapping
 
 import psutil
@@ -10,6 +11,32 @@ import psutil
 from gpumon.core.model import GpuProcessMetrics, HostSample, ProcessSample, SourceStatus
 
 MIB = 1024 * 1024
+PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` from procfs (psutil's scan of all processes as a fallback)."""
+    if not PROC_CHILDREN:
+        return _children_by_scan(pid)
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                found.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def _children_by_scan(pid: int) -> list[int]:
+    try:
+        return [c.pid for c in psutil.Process(pid).children()]
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return []
 
 
 class HostSource:
@@ -31,17 +58,19 @@ class HostSource:
         return HostSample(t, cpu, (mem.total - mem.available) / MIB, mem.total / MIB, per_core)
 
     def tree_pids(self, root_pid: int) -> list[int]:
-        """The PID and all its live descendants (empty when the root is gone)."""
-        root = self._process(root_pid)
-        if root is None:
+        """The PID and all its live descendants (empty when the root is gone).
+
+        Reads ``/proc/PID/task/TID/children`` (a few small files) instead of
+        scanning every process on the host, which costs milliseconds per tick.
+        """
+        if self._process(root_pid) is None:
             return []
-        try:
-            children = root.children(recursive=True)
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            return []
-        for child in children:
-            self._procs.setdefault(child.pid, child)
-        return [root_pid, *(c.pid for c in children)]
+        tree, frontier = [root_pid], [root_pid]
+        while frontier:
+            children = [c for pid in frontier for c in _children(pid)]
+            tree.extend(children)
+            frontier = children
+        return tree
 
     def sample_processes(
         self,

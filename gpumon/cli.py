@@ -9,10 +9,13 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from gpumon import __version__
 from gpumon.errors import UsageError
+
+if TYPE_CHECKING:
+    from gpumon.core.plan import RunPlan
 
 DESCRIPTION = """\
 Watch, capture and compare co-resident training jobs on a shared GPU.
@@ -203,11 +206,9 @@ def parse_baselines(items: list[str], runs_dir: Path) -> tuple[tuple[str, str], 
     return tuple(sorted(baselines.items()))
 
 
-def run_tui(plan: object) -> int:
-    try:
-        from gpumon.tui.app import run_app
-    except ImportError:
-        raise UsageError("the live monitor is not available in this build; use --headless") from None
+def run_tui(plan: "RunPlan") -> int:
+    from gpumon.tui.app import run_app
+
     return run_app(plan)
 
 

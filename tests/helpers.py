@@ -37,11 +37,3 @@ def only_run(runs_dir: Path) -> Path:
     runs = [p for p in runs_dir.iterdir() if (p / "run.json").exists()]
     assert len(runs) == 1, runs
     return runs[0]
-
-
-def data_rows(path: Path) -> int:
-    """Complete data lines in a CSV trace file (header excluded)."""
-    if not path.exists():
-        return 0
-    text = path.read_bytes()
-    return max(0, text.count(b"\n") - 1)

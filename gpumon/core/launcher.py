@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import os
 import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -16,13 +15,13 @@ from pathlib import Path
 
 from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
+from gpumon.core.lifeline import die_with_parent
 from gpumon.core.listener import Listener
 from gpumon.core.model import LogLine, WorkloadState
 from gpumon.core.probe import ENV_FD, ENV_PROCESS, ENV_WARMUP
 from gpumon.errors import UsageError
 
 SLOTS = ("A", "B")
-PR_SET_PDEATHSIG = 1
 TAIL_LINES = 20
 OUTPUT_EOF_WAIT_S = 2.0
 AUTOPROBE_DIR = Path(__file__).parent / "autoprobe"
@@ -71,24 +70,6 @@ class Workload:
     @property
     def running(self) -> bool:
         return self.exit_status is None
-
-
-def _libc_prctl() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _libc_prctl() if sys.platform.startswith("linux") else None
-
-
-def _tie_to_parent(parent_pid: int) -> None:
-    """In the child before exec: die with SIGKILL when the monitor dies, even by ``kill -9``."""
-    if _LIBC is not None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:
-        os._exit(1)
 
 
 class Launcher:
@@ -143,7 +124,7 @@ class Launcher:
                 env=env,
                 pass_fds=(probe_w,),
                 start_new_session=True,
-                preexec_fn=lambda parent=os.getpid(): _tie_to_parent(parent),
+                preexec_fn=functools.partial(die_with_parent, os.getpid()),
             )
         except OSError as exc:
             for fd in (probe_r, probe_w, out_r, out_w):

@@ -12,7 +12,7 @@ from gpumon.core.launcher import LaunchRequest
 from gpumon.errors import UsageError
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
-from gpumon.tui.pyspy import dump_stack
+from gpumon.core.pyspy import dump_stack
 from gpumon.tui.screens.monitor import VIEW_BINDINGS, Feed, MonitorScreen
 from gpumon.tui.view import View
 

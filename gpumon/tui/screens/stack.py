@@ -9,7 +9,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from gpumon.tui.pyspy import StackDump
+from gpumon.core.pyspy import StackDump
 
 
 class StackScreen(ModalScreen[None]):

@@ -1,0 +1,109 @@
+"""``--profile``: where Python time goes (py-spy speedscope recordings), exclusive vs shared per job."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpumon.experiments.pairwise import keys_of
+from gpumon.experiments.results import NA, Context, fmt, fmt_share, md_table
+from gpumon.experiments.similarity import jaccard, pooled, shares, weighted_jaccard
+
+TOP = 10
+SLOTS = ("A", "B")
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One py-spy recording: sampled seconds per frame, as the leaf (self) and anywhere in the stack."""
+
+    job: str
+    partner: str | None
+    self_s: dict[str, float]
+    total_s: dict[str, float]
+
+
+def frame_name(frame: dict) -> str:
+    where = Path(str(frame.get("file", "?"))).name
+    return f"{frame.get('name', '?')} ({where}:{frame.get('line', '?')})"
+
+
+def read_speedscope(path: Path, job: str, partner: str | None) -> Recording | None:
+    """Self and inclusive time per frame over every thread of a py-spy speedscope file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        names = [frame_name(f) for f in data["shared"]["frames"]]
+        profiles = data["profiles"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    self_s: dict[str, float] = {}
+    total_s: dict[str, float] = {}
+    for profile in profiles:
+        for stack, weight in zip(profile.get("samples", []), profile.get("weights", [])):
+            if not stack:
+                continue
+            leaf = names[stack[-1]]
+            self_s[leaf] = self_s.get(leaf, 0.0) + weight
+            for name in {names[i] for i in stack}:
+                total_s[name] = total_s.get(name, 0.0) + weight
+    return Recording(job, partner, self_s, total_s) if self_s else None
+
+
+def load_recordings(ctx: Context) -> list[Recording]:
+    out = []
+    for cell in ctx.cells:
+        record = ctx.record(cell)
+        if record is None or ctx.run(cell) is None:
+            continue
+        for slot, key in zip(SLOTS, cell.keys):
+            path = record.profiles.get(f"pyspy-{slot}")
+            if path is None:
+                continue
+            partner = None if cell.mode == "exclusive" else cell.keys[1 if slot == "A" else 0]
+            recording = read_speedscope(ctx.out / path, key, partner)
+            if recording is not None:
+                out.append(recording)
+    return out
+
+
+def frames_section(ctx: Context) -> list[str]:
+    """Top frames alone and shared per job, and how similar the two are (Jaccard of the frame sets)."""
+    recordings = load_recordings(ctx)
+    if not recordings:
+        return []
+    lines = [
+        "## Where Python time goes (py-spy)",
+        "",
+        "Sampled with `py-spy record --nonblocking` from the moment every job of a cell was past its warm-up "
+        "until it stopped (speedscope JSON in each run directory). Self time = samples where the frame was "
+        "running; Jaccard = |frames alone ∩ frames shared| / |union| over every frame seen; weighted Jaccard "
+        "compares the self-time shares.",
+        "",
+    ]
+    rows = []
+    for job in keys_of(ctx):
+        alone = [r for r in recordings if r.job == job and r.partner is None]
+        if not alone:
+            continue
+        alone_self = pooled(r.self_s for r in alone)
+        alone_frames = set(pooled(r.total_s for r in alone))
+        for partner in keys_of(ctx):
+            shared = [r for r in recordings if r.job == job and r.partner == partner]
+            if shared:
+                rows.append([job, partner, fmt(jaccard(alone_frames, pooled(r.total_s for r in shared)), 2),
+                             fmt(weighted_jaccard(shares(alone_self), shares(pooled(r.self_s for r in shared))), 2)])
+    if rows:
+        lines += md_table(["job", "co-runner", "Jaccard of frame sets", "weighted Jaccard (self time)"], rows) + [""]
+    for job in keys_of(ctx):
+        alone = shares(pooled(r.self_s for r in recordings if r.job == job and r.partner is None))
+        shared = shares(pooled(r.self_s for r in recordings if r.job == job and r.partner is not None))
+        if not alone and not shared:
+            continue
+        order = sorted(set(alone) | set(shared), key=lambda f: alone.get(f, 0.0) + shared.get(f, 0.0), reverse=True)
+        table = [
+            [f"`{f}`", fmt_share(alone.get(f, 0.0)) if alone else NA, fmt_share(shared.get(f, 0.0)) if shared else NA]
+            for f in order[:TOP]
+        ]
+        lines += [f"### {job}: top frames by self time", "", *md_table(["frame", "alone", "shared"], table), ""]
+    return lines

@@ -1,0 +1,84 @@
+"""``cells.json``: what became of every cell (ok, failed, interrupted, skipped), for resume and tracing."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpumon.core.recorder import write_json_atomic
+from gpumon.errors import UsageError
+from gpumon.experiments.cells import Cell
+
+MANIFEST = "cells.json"
+OK, FAILED, INTERRUPTED, SKIPPED = "ok", "failed", "interrupted", "skipped"
+FORMAT = 1
+
+
+@dataclass
+class CellRecord:
+    """The outcome of one cell; paths are relative to the experiment directory."""
+
+    id: str
+    status: str
+    config: dict[str, Any]
+    reason: str | None = None
+    note: str | None = None
+    run: str | None = None
+    command: list[str] = field(default_factory=list)
+    log: str | None = None
+    started_at: str | None = None
+    elapsed_s: float | None = None
+    profiles: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Manifest:
+    """The experiment directory's record of its cells, rewritten atomically after every cell."""
+
+    directory: Path
+    header: dict[str, Any]
+    records: dict[str, CellRecord] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.directory / MANIFEST
+
+    @classmethod
+    def open(cls, directory: Path, header: dict[str, Any]) -> Manifest:
+        """The directory's manifest (checked to be of the same experiment), or a new one."""
+        path = directory / MANIFEST
+        if not path.exists():
+            return cls(directory, header)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            records = {r["id"]: CellRecord(**r) for r in data["cells"]}
+            old = data["experiment"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{path}: not a readable experiment manifest ({exc}); use another --out") from None
+        if old.get("name") != header["name"]:
+            raise UsageError(
+                f"{directory} holds experiment {old.get('name')!r}, not {header['name']!r}; use another --out"
+            )
+        return cls(directory, header, records)
+
+    def save(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        data = {"format": FORMAT, "experiment": self.header, "cells": [asdict(r) for r in self.records.values()]}
+        write_json_atomic(self.path, data)
+
+    def completed(self, cell: Cell, retry_failed: bool) -> CellRecord | None:
+        """The record of ``cell`` if it need not run again: same configuration, ok (or failed, unless retried)."""
+        record = self.records.get(cell.id)
+        if record is None or record.config != cell.config():
+            return None
+        if record.status == OK and record.run is not None and (self.directory / record.run / "run.json").is_file():
+            return record
+        if record.status == FAILED and not retry_failed:
+            return record
+        return None
+
+    def put(self, record: CellRecord) -> None:
+        self.records[record.id] = record
+        self.save()

@@ -1,0 +1,312 @@
+"""Q2 (slowdown matrix, STP per pair) and Q4 (copy and utilisation distributions) from pair cells."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpumon.errors import UsageError
+from gpumon.experiments.cells import Cell
+from gpumon.experiments.results import (
+    NA,
+    Context,
+    figure,
+    fmt,
+    fmt_ci,
+    fmt_share,
+    md_table,
+    median_metric,
+    save,
+)
+
+if TYPE_CHECKING:
+    from gpumon.analysis.compare import Comparison
+
+COPY_BOUND_SHARE = 0.5
+COMPUTE_BOUND_SHARE = 0.05
+
+
+@dataclass
+class Pair:
+    """A pair's cells and, when its runs allow it, the comparison (else why not)."""
+
+    a: str
+    b: str
+    shared: list[Cell]
+    exclusive: list[Cell]
+    comparison: "Comparison | None" = None
+    problem: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.a}+{self.b}"
+
+    @property
+    def detail_dir(self) -> str:
+        return f"pairs/{self.name}"
+
+
+def keys_of(ctx: Context) -> list[str]:
+    seen: list[str] = []
+    for cell in ctx.cells:
+        for key in cell.keys:
+            if key not in seen:
+                seen.append(key)
+    return seen
+
+
+def build_pairs(ctx: Context) -> list[Pair]:
+    """Compare every pair with ``gpumon compare``'s analysis; write its detail report into pairs/A+B/."""
+    from gpumon.analysis.compare import compare
+    from gpumon.analysis.report import write_report
+
+    exclusive = {k: [c for c in ctx.cells if c.mode == "exclusive" and c.keys == (k,)] for k in keys_of(ctx)}
+    pairs: dict[tuple[str, str], Pair] = {}
+    for cell in ctx.cells:
+        if cell.mode == "shared":
+            a, b = cell.keys
+            pair = pairs.setdefault((a, b), Pair(a, b, [], exclusive[a] + (exclusive[b] if b != a else [])))
+            pair.shared.append(cell)
+    for pair in pairs.values():
+        shared_runs = ctx.runs(pair.shared)
+        exclusive_runs = ctx.runs(pair.exclusive)
+        if not shared_runs:
+            pair.problem = ctx.status(pair.shared)
+            continue
+        try:
+            pair.comparison = compare(exclusive_runs, shared_runs)
+            write_report(pair.comparison, [*exclusive_runs, *shared_runs], ctx.out / pair.detail_dir)
+        except UsageError as exc:
+            pair.problem = str(exc)
+    return list(pairs.values())
+
+
+def slowdown_table(ctx: Context, pairs: list[Pair]) -> list[str]:
+    """r[A][B]: the slowdown of the row's job when it shares with the column's job."""
+    keys = keys_of(ctx)
+    matrix: dict[tuple[str, str], str] = {}
+    for pair in pairs:
+        if pair.comparison is None:
+            matrix.setdefault((pair.a, pair.b), NA)
+            continue
+        link = f"{pair.detail_dir}/report.md"
+        matrix[(pair.a, pair.b)] = f"[{fmt_ci(pair.comparison.workload('A').slowdown)}]({link})"
+        if pair.b != pair.a:
+            matrix[(pair.b, pair.a)] = f"[{fmt_ci(pair.comparison.workload('B').slowdown)}]({link})"
+    rows = [[f"**{row}**"] + [matrix.get((row, col), "–") for col in keys] for row in keys]
+    return md_table(["r[row][column]", *keys], rows)
+
+
+def pair_rows(pairs: list[Pair]) -> list[list[str]]:
+    from gpumon.analysis.text import VERDICT_TEXT
+
+    rows = []
+    for pair in pairs:
+        c = pair.comparison
+        if c is None:
+            rows.append([pair.name, NA, NA, NA, NA, pair.problem])
+            continue
+        r_a, r_b = c.workload("A").slowdown.value, c.workload("B").slowdown.value
+        criterion = NA if math.isnan(r_a * r_b) else f"{r_a * r_b:.2f} vs {r_a + r_b:.2f}"
+        rows.append([
+            f"[{pair.name}]({pair.detail_dir}/report.md)",
+            fmt_ci(c.workload("A").slowdown),
+            fmt_ci(c.workload("B").slowdown),
+            fmt_ci(c.pair.stp),
+            criterion,
+            VERDICT_TEXT[c.pair.verdict],
+        ])
+    return rows
+
+
+def write_csvs(ctx: Context, pairs: list[Pair]) -> None:
+    import pandas as pd
+
+    matrix, stp, distributions = [], [], []
+    for pair in pairs:
+        c = pair.comparison
+        runs = ";".join(ctx.link(p) for p in c.shared_runs) if c else ""
+        for slot, job, partner in (("A", pair.a, pair.b), ("B", pair.b, pair.a)):
+            w = c.workload(slot) if c else None
+            r = w.slowdown if w else None
+            matrix.append({
+                "job": job, "partner": partner, "slot": slot,
+                "slowdown": r.value if r else math.nan, "low": r.low if r else math.nan, "high": r.high if r else math.nan,
+                "exclusive_rate": w.exclusive_rate if w else math.nan, "shared_rate": w.shared_rate if w else math.nan,
+                "shared_runs": runs, "exclusive_runs": ";".join(ctx.link(s.run) for s in w.exclusive) if w else "",
+                "problem": pair.problem,
+            })
+            for d in (w.distributions if w else ()):
+                distributions.append({"pair": pair.name, "job": job, "partner": partner, "slot": slot, **d.to_dict()})
+        s = c.pair.stp if c else None
+        stp.append({
+            "pair": pair.name, "a": pair.a, "b": pair.b,
+            "stp": s.value if s else math.nan, "low": s.low if s else math.nan, "high": s.high if s else math.nan,
+            "verdict": c.pair.verdict if c else "", "shared_runs": runs, "problem": pair.problem,
+        })
+    pd.DataFrame(matrix).to_csv(ctx.out / "slowdown_matrix.csv", index=False)
+    pd.DataFrame(stp).to_csv(ctx.out / "stp.csv", index=False)
+    if distributions:
+        pd.DataFrame(distributions).to_csv(ctx.out / "distributions.csv", index=False)
+
+
+def heatmap(ctx: Context, pairs: list[Pair]) -> Path:
+    import numpy as np
+
+    keys = keys_of(ctx)
+    values = np.full((len(keys), len(keys)), np.nan)
+    for pair in pairs:
+        if pair.comparison is not None:
+            values[keys.index(pair.a), keys.index(pair.b)] = pair.comparison.workload("A").slowdown.value
+            if pair.b != pair.a:
+                values[keys.index(pair.b), keys.index(pair.a)] = pair.comparison.workload("B").slowdown.value
+    fig = figure(1, 1, width=1.2 * len(keys) + 3, height=1.0 * len(keys) + 2)
+    ax = fig.subplots()
+    from matplotlib.colors import TwoSlopeNorm
+
+    finite = values[np.isfinite(values)]
+    low = min(0.5, float(finite.min())) if len(finite) else 0.5
+    high = max(2.0, float(finite.max())) if len(finite) else 2.0
+    norm = TwoSlopeNorm(vmin=low, vcenter=1.0, vmax=high)
+    image = ax.imshow(np.ma.masked_invalid(values), cmap="RdBu_r", norm=norm)
+    for i in range(len(keys)):
+        for j in range(len(keys)):
+            ax.text(j, i, "–" if math.isnan(values[i, j]) else f"{values[i, j]:.2f}", ha="center", va="center")
+    ax.set_xticks(range(len(keys)), keys)
+    ax.set_yticks(range(len(keys)), keys)
+    ax.set_xlabel("co-runner")
+    ax.set_ylabel("job")
+    ax.set_title("slowdown r[job][co-runner] = exclusive / shared rate (1 = unaffected)", fontsize=9)
+    fig.colorbar(image, ax=ax)
+    return save(fig, ctx.out / "slowdown_heatmap.png")
+
+
+def stp_bars(ctx: Context, pairs: list[Pair]) -> Path:
+    done = [p for p in pairs if p.comparison is not None]
+    fig = figure(1, 1, width=max(4.0, 0.9 * len(done) + 2))
+    ax = fig.subplots()
+    colors = {"pays": "tab:green", "loses": "tab:red", "cannot tell": "tab:gray"}
+    for i, pair in enumerate(done):
+        s = pair.comparison.pair.stp
+        err = [[s.value - s.low], [s.high - s.value]] if s.has_interval else None
+        ax.bar(i, s.value, yerr=err, capsize=5, color=colors.get(pair.comparison.pair.verdict, "tab:gray"))
+    ax.set_xticks(range(len(done)), [p.name for p in done], rotation=30, ha="right")
+    ax.axhline(1, color="black", ls="--", lw=0.8)
+    ax.set_ylabel("STP = 1/r_A + 1/r_B")
+    ax.set_title("system throughput per pair (95 % CI); above 1: sharing pays", fontsize=9)
+    return save(fig, ctx.out / "stp.png")
+
+
+def pairwise_section(ctx: Context) -> list[str]:
+    """Q2: the slowdown matrix, STP per pair, which pairs pay."""
+    pairs = build_pairs(ctx)
+    write_csvs(ctx, pairs)
+    lines = [
+        "## Slowdown matrix",
+        "",
+        "r[row][column] = x / s: the row job's exclusive rate over its rate while sharing with the column job "
+        "(the study's r_AB = t_shared / t_exclusive per iteration). 1 = unaffected, 2 = half speed. "
+        "95 % intervals in parentheses; each value links to the pair's full `gpumon compare` report. "
+        "On the diagonal: the copy that started first.",
+        "",
+        *slowdown_table(ctx, pairs),
+        "",
+        "## System throughput per pair",
+        "",
+        "STP = 1/r_A + 1/r_B (A started first, B after the stagger). Sharing pays when STP > 1, which is the "
+        "study's criterion r_AB·r_BA < r_AB + r_BA (shown as product vs sum of the point estimates); "
+        "the verdict uses the whole 95 % interval of STP.",
+        "",
+        *md_table(["pair", "r_A", "r_B", "STP", "r_AB·r_BA vs r_AB+r_BA", "verdict"], pair_rows(pairs)),
+    ]
+    if any(p.comparison is not None for p in pairs):
+        heatmap(ctx, pairs)
+        stp_bars(ctx, pairs)
+        lines += ["", "![slowdown matrix](slowdown_heatmap.png)", "", "![STP per pair](stp.png)"]
+    lines += ["", "CSV: [slowdown_matrix.csv](slowdown_matrix.csv), [stp.csv](stp.csv).", *pair_warnings(pairs)]
+    return lines
+
+
+def pair_warnings(pairs: list[Pair]) -> list[str]:
+    lines = []
+    for pair in pairs:
+        if pair.comparison is not None and pair.comparison.warnings:
+            lines += ["", f"Warnings for {pair.name}:", ""] + [f"- {w}" for w in pair.comparison.warnings]
+    return lines
+
+
+def bound_rows(ctx: Context) -> list[list[str]]:
+    """Each job alone: how much of a step is the copy, so copy-bound and compute-bound jobs separate."""
+    rows = []
+    for key in keys_of(ctx):
+        runs = ctx.runs([c for c in ctx.cells if c.mode == "exclusive" and c.keys == (key,)])
+        if not runs:
+            rows.append([key, NA, NA, NA, NA, "no exclusive run"])
+            continue
+        share = median_metric(runs, "A", "copy_share")
+        bandwidth = median_metric(runs, "A", "copy_bandwidth")
+        kind = (
+            NA if math.isnan(share)
+            else "copy-bound" if share >= COPY_BOUND_SHARE
+            else "compute-bound" if share <= COMPUTE_BOUND_SHARE
+            else "mixed"
+        )
+        rows.append([
+            key, fmt_share(share), fmt(bandwidth / 1e9, 2) if not math.isnan(bandwidth) else "no copies",
+            fmt(median_metric(runs, "A", "cpu_pct"), 0), fmt(median_metric(runs, "A", "gpu_util"), 0), kind,
+        ])
+    return rows
+
+
+def distribution_table(pair: Pair) -> list[str]:
+    from gpumon.analysis.text import distribution_rows
+
+    headers, rows = distribution_rows(pair.comparison)
+    names = {"A": f"A {pair.a}", "B": f"B {pair.b}"}
+    return md_table(headers, [[names.get(r[0], r[0]), *r[1:]] for r in rows])
+
+
+def contention_section(ctx: Context) -> list[str]:
+    """Q4: copy bandwidth and utilisation, exclusive vs shared, tests and effect sizes, per pair."""
+    from gpumon.analysis.distributions import CAUTION
+
+    pairs = build_pairs(ctx)
+    write_csvs(ctx, pairs)
+    on_cpu = not ctx.device.startswith("cuda")
+    lines = [
+        "## Copy-bound or compute-bound (each job alone)",
+        "",
+        f"Median over post-warm-up steps: share of the step spent in the host-to-device copy, copy bandwidth "
+        f"(bytes ÷ time of the copy itself), CPU % of the process tree, GPU utilisation. A job is copy-bound when "
+        f"the copy is ≥ {COPY_BOUND_SHARE:.0%} of its step, compute-bound when ≤ {COMPUTE_BOUND_SHARE:.0%}.",
+        "",
+        *md_table(["job", "copy share of step", "copy bandwidth (GB/s)", "CPU %", "GPU util %", "kind"], bound_rows(ctx)),
+    ]
+    if on_cpu:
+        lines += [
+            "",
+            "On the CPU the \"device copy\" is a memcpy into the model's input buffer, so copy bandwidth here is "
+            "memory bandwidth, not PCIe; GPU utilisation needs NVML and a GPU.",
+        ]
+    lines += ["", "## Exclusive vs shared, per pair", ""]
+    for pair in pairs:
+        lines += [f"### {pair.name}", ""]
+        c = pair.comparison
+        if c is None:
+            lines += [f"No comparison: {pair.problem}", ""]
+            continue
+        lines += [
+            f"r_A = {fmt_ci(c.workload('A').slowdown)}, r_B = {fmt_ci(c.workload('B').slowdown)}, "
+            f"STP = {fmt_ci(c.pair.stp)} ({c.pair.verdict}). "
+            f"Full report: [{pair.detail_dir}/report.md]({pair.detail_dir}/report.md) "
+            f"(histograms: [copy bandwidth]({pair.detail_dir}/copy_bandwidth.png), "
+            f"[utilisation]({pair.detail_dir}/utilisation.png)).",
+            "",
+            *distribution_table(pair),
+            "",
+        ]
+    lines += [CAUTION, "", "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
+              "[stp.csv](stp.csv).", *pair_warnings(pairs)]
+    return lines

@@ -13,7 +13,7 @@ from gpumon.core.live import LiveFigures, LiveStats
 from gpumon.core.model import Notice, SourceStatus, WorkloadState
 from gpumon.core.plan import RunPlan
 from gpumon.core.session import Session
-from gpumon.core.units import fmt_bytes_per_s, fmt_pct, fmt_rate, json_number
+from gpumon.core.units import bytes_per_s, fmt_rate, json_number, pct
 from gpumon.errors import UsageError
 
 STATUS_PERIOD_S = 1.0
@@ -21,10 +21,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def status_line(t: float, spec: str, state: str, f: LiveFigures) -> str:
-    copy = f"copy {fmt_bytes_per_s(f.copy_bandwidth)} ({fmt_bytes_per_s(f.copy_bytes_per_s)} wall)"
+    copy = f"copy {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
     return (
         f"{t:7.1f}s {f.process} {spec:<24.24} {state:<8} {fmt_rate(f.iter_per_s):>11} "
-        f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}  {copy}  cpu {fmt_pct(f.cpu_pct)}  steps {f.steps}"
+        f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}  {copy}  cpu {pct(f.cpu_pct)}  steps {f.steps}"
     )
 
 

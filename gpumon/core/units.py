@@ -7,9 +7,10 @@ import math
 DASH = "–"
 
 
-def fmt_rate(value: float, unit: str = "it/s") -> str:
-    if value is None or math.isnan(value):
+def fmt_rate(value: float | None, unit: str = "it/s") -> str:
+    if missing(value):
         return f"{DASH} {unit}"
+    assert value is not None
     if value >= 100:
         return f"{value:.0f} {unit}"
     if value >= 10:
@@ -17,29 +18,67 @@ def fmt_rate(value: float, unit: str = "it/s") -> str:
     return f"{value:.2f} {unit}"
 
 
-def fmt_bytes_per_s(value: float) -> str:
-    return f"{fmt_bytes(value)}/s"
-
-
-def fmt_bytes(value: float) -> str:
-    if value is None or math.isnan(value):
-        return DASH
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f} {unit}"
-    return f"{value:.0f} B"
-
-
-def fmt_pct(value: float) -> str:
-    return DASH if value is None or math.isnan(value) else f"{value:.0f}%"
-
-
-def fmt_mib(value: float) -> str:
-    if value is None or math.isnan(value):
-        return DASH
-    return f"{value / 1024:.2f} GiB" if value >= 1024 else f"{value:.0f} MiB"
-
-
-def json_number(value: float) -> float | None:
+def json_number(value: float | None) -> float | None:
     """NaN becomes None so the value is valid JSON."""
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+    return None if missing(value) else value
+
+
+def missing(value: float | None) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def num(value: float | None) -> str:
+    """Three significant digits with a k/M/G suffix: 812, 52.0k, 1.20M."""
+    if missing(value):
+        return DASH
+    assert value is not None
+    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}" if value / scale < 100 else f"{value / scale:.0f}{suffix}"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    return f"{value:.3g}" if abs(value) >= 1 else f"{value:.2f}"
+
+
+def pct(value: float | None) -> str:
+    return DASH if missing(value) else f"{value:.0f}%"
+
+
+def used_total(used_mib: float | None, total_mib: float | None) -> str:
+    """``7.5/40 GiB`` (MiB under 1 GiB totals)."""
+    if missing(used_mib):
+        return DASH
+    assert used_mib is not None
+    if missing(total_mib):
+        return f"{used_mib / 1024:.1f} GiB" if used_mib >= 1024 else f"{used_mib:.0f} MiB"
+    assert total_mib is not None
+    if total_mib >= 1024:
+        return f"{used_mib / 1024:.1f}/{total_mib / 1024:.0f} GiB"
+    return f"{used_mib:.0f}/{total_mib:.0f} MiB"
+
+
+def bytes_per_s(value: float | None) -> str:
+    """``12.3 GB/s`` with three significant digits."""
+    if missing(value):
+        return DASH
+    assert value is not None
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} B/s"
+
+
+def seconds(value: float | None) -> str:
+    """``41.2 s``, ``12m05s``, ``3h02m``."""
+    if missing(value):
+        return DASH
+    assert value is not None
+    if value < 60:
+        return f"{value:.1f} s"
+    if value < 3600:
+        return f"{int(value // 60)}m{int(value % 60):02d}s"
+    return f"{int(value // 3600)}h{int(value % 3600 // 60):02d}m"
+
+
+def plain(value: float | None, unit: str, digits: int = 0) -> str:
+    return DASH if missing(value) else f"{value:.{digits}f} {unit}"

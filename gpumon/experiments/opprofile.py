@@ -64,7 +64,15 @@ def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> in
     from torch.profiler import ProfilerActivity, profile
 
     from gpumon.core import probe
-    from gpumon.workloads.harness import Trainer, configure_device, describe, open_source, seed_everything
+    from gpumon.workloads.harness import (
+        Trainer,
+        configure_device,
+        copy_bytes_per_step,
+        describe,
+        open_source,
+        seed_everything,
+        timed_step,
+    )
     from gpumon.workloads.models import build_task
     from gpumon.workloads.settings import resolve
 
@@ -77,7 +85,7 @@ def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> in
     source = open_source(settings, task)
     on_cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
-    copy_bytes = settings.batch * sum(f.tensor_bytes for f in task.fields)
+    copy_bytes = copy_bytes_per_step(settings, task)
     probe.meta(**describe(settings, spec.text, task, device, copy_bytes), profiler="torch.profiler")
     print(f"gpumon.experiments.opprofile: training {spec.text} on {settings.device}; profiling when {args.start_when} exists", flush=True)
     profiler = None
@@ -91,11 +99,7 @@ def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> in
                 profiler = profile(activities=activities)
                 profiler.start()
                 began_ns = time.monotonic_ns()
-            began = time.perf_counter()
-            if source is not None:
-                trainer.copy_in(source.next_batch())
-            trainer.train_step()
-            probe.step(settings.batch, iter_s=time.perf_counter() - began, warmup=step < settings.warmup)
+            timed_step(trainer, source, settings, step)
             step += 1
             if profiler is not None:
                 profiled += 1

@@ -142,6 +142,15 @@ def limit_reached(settings: Settings, step: int, started: float) -> bool:
     return settings.duration is not None and time.monotonic() - started >= settings.duration
 
 
+def timed_step(trainer: "Trainer", source: Any, settings: Settings, step: int) -> None:
+    """One step (copy the next batch in, train), timed and reported to the probe."""
+    began = time.perf_counter()
+    if source is not None:
+        trainer.copy_in(source.next_batch())
+    trainer.train_step()
+    probe.step(settings.batch, iter_s=time.perf_counter() - began, warmup=step < settings.warmup)
+
+
 def run(settings: Settings, spec_text: str, stop: StopRequest) -> None:
     """Train until ``steps``, ``duration`` or a stop signal (after the current step); report every step."""
     seed_everything(settings.seed)
@@ -156,11 +165,7 @@ def run(settings: Settings, spec_text: str, stop: StopRequest) -> None:
         started = time.monotonic()
         step = 0
         while not stop.requested and not limit_reached(settings, step, started):
-            began = time.perf_counter()
-            if source is not None:
-                trainer.copy_in(source.next_batch())
-            trainer.train_step()
-            probe.step(settings.batch, iter_s=time.perf_counter() - began, warmup=step < settings.warmup)
+            timed_step(trainer, source, settings, step)
             step += 1
     finally:
         if source is not None:

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
 
 from gpumon.core.units import DASH
-from gpumon.tui import fmt
+from gpumon.core import units as fmt
 from gpumon.tui.view import DeviceView
 from gpumon.tui.widgets.graph import BLOCKS, LEVELS
 from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles

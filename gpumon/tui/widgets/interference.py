@@ -7,7 +7,7 @@ import math
 from rich.text import Text
 
 from gpumon.core.units import DASH
-from gpumon.tui import fmt
+from gpumon.core import units as fmt
 from gpumon.tui.view import View
 from gpumon.tui.widgets.lines import TextLine
 

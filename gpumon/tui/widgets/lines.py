@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from gpumon.tui.fmt import num
+from gpumon.core.units import num
 from gpumon.tui.view import Series
 from gpumon.tui.widgets.graph import graph_rows
 

@@ -1,0 +1,547 @@
+"""Exclusive vs shared runs, side by side: rates, slowdown, STP, distributions, warnings.
+
+``compare(exclusive, shared)`` is the data API behind ``gpumon compare``, the
+report and the TUI's Compare screen.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from gpumon.analysis import distributions as dist
+from gpumon.analysis import rates, slowdown
+from gpumon.analysis.rates import Curve, Window
+from gpumon.analysis.slowdown import Estimate, RateSample
+from gpumon.core.trace import Run, load_run
+from gpumon.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SLOTS = ("A", "B")
+MIN_OVERLAP_S = 5.0
+MIN_STEPS = 20
+NUMERIC_STEP_COLUMNS = ("pid", "step", "t", "iter_s", "samples", "warmup", "copy_bytes", "copy_s")
+EXCLUSIVE_RUNS = "exclusive runs"
+EXCLUSIVE_PHASE = "exclusive phase of the shared run"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Where a rate was measured: a run, the job's slot in that run, the role and the window."""
+
+    run: str
+    slot: str
+    role: str
+    start: float
+    end: float
+    steps: int
+
+    @property
+    def window(self) -> Window:
+        return Window(self.start, self.end)
+
+    @property
+    def name(self) -> str:
+        return Path(self.run).name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "slot": self.slot, "role": self.role, "start": self.start,
+                "end": self.end, "duration": self.end - self.start, "steps": self.steps}
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    """One workload of the pair: its rates alone and shared, slowdown r and 1/r, distributions."""
+
+    slot: str
+    spec: str
+    exclusive_rate: float
+    shared_rate: float
+    slowdown: Estimate
+    normalized_throughput: Estimate
+    baseline: str
+    exclusive: tuple[Segment, ...]
+    shared: tuple[Segment, ...]
+    distributions: tuple[dist.DistributionTest, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "exclusive_rate": _num(self.exclusive_rate),
+            "shared_rate": _num(self.shared_rate),
+            "slowdown": self.slowdown.to_dict(),
+            "normalized_throughput": self.normalized_throughput.to_dict(),
+            "baseline": self.baseline,
+            "exclusive": [s.to_dict() for s in self.exclusive],
+            "shared": [s.to_dict() for s in self.shared],
+            "distributions": {d.metric: d.to_dict() for d in self.distributions},
+        }
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """The pair: STP with its interval, the verdict, and the overlap window of each shared run."""
+
+    stp: Estimate
+    verdict: str
+    windows: tuple[Segment, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stp": self.stp.to_dict(), "verdict": self.verdict,
+                "windows": [w.to_dict() for w in self.windows]}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything ``gpumon compare`` shows; ``samples[(slot, metric)]`` holds (exclusive, shared) arrays."""
+
+    workloads: tuple[WorkloadResult, ...]
+    pair: PairResult
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+    exclusive_runs: tuple[str, ...]
+    shared_runs: tuple[str, ...]
+    confidence: float = slowdown.CONFIDENCE
+    samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def workload(self, slot: str) -> WorkloadResult:
+        return next(w for w in self.workloads if w.slot == slot)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "confidence": self.confidence,
+            "exclusive_runs": list(self.exclusive_runs),
+            "shared_runs": list(self.shared_runs),
+            "workloads": {w.slot: w.to_dict() for w in self.workloads},
+            "pair": self.pair.to_dict(),
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+            "caution": dist.CAUTION,
+        }
+
+
+def _num(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+def spec_key(spec: str) -> tuple[str, frozenset[tuple[str, str]]]:
+    """A workload spec ``name:k=v,k=v`` as (name, options), so option order does not matter."""
+    name, _, options = spec.strip().partition(":")
+    pairs = set()
+    for item in filter(None, (o.strip() for o in options.split(","))):
+        key, _, value = item.partition("=")
+        pairs.add((key.strip(), value.strip()))
+    return name.strip(), frozenset(pairs)
+
+
+class _RunData:
+    """A run's tables, read once."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.name = run.path.name
+        self.steps = _numeric(run.steps(), run.path / "steps.csv", NUMERIC_STEP_COLUMNS)
+        self._device: pd.DataFrame | None = None
+        self._processes: pd.DataFrame | None = None
+
+    @property
+    def device(self) -> "pd.DataFrame":
+        if self._device is None:
+            path = self.run.path / "device.csv"
+            self._device = _numeric(self.run.device(), path, ("t", "gpu_util")) if path.exists() else _empty()
+        return self._device
+
+    @property
+    def processes(self) -> "pd.DataFrame":
+        if self._processes is None:
+            path = self.run.path / "processes.csv"
+            self._processes = _numeric(self.run.processes(), path, ("t", "cpu_pct")) if path.exists() else _empty()
+        return self._processes
+
+    def workloads(self) -> dict[str, dict[str, Any]]:
+        """Workloads by slot: from run.json, else the processes seen in steps.csv."""
+        found = {str(w.get("process")): w for w in self.run.workloads if isinstance(w, dict) and w.get("process")}
+        for slot in self.steps["process"].dropna().unique():
+            found.setdefault(str(slot), {"process": str(slot), "spec": "?"})
+        return dict(sorted(found.items()))
+
+    def curve(self, slot: str) -> Curve:
+        c = rates.curve(self.steps, slot)
+        if c is None:
+            raise UsageError(f"{self.run.path}: workload {slot} has fewer than two steps after warm-up")
+        return c
+
+    def span(self, slot: str) -> tuple[float, float]:
+        """When the slot's process ran: run.json start_t/stop_t, else its first step start and last step end."""
+        meta = self.workloads().get(slot, {})
+        rows = rates.job_steps(self.steps, slot)
+        first = float((rows["t"] - rows["iter_s"].fillna(0)).min()) if len(rows) else math.inf
+        last = float(rows["t"].max()) if len(rows) else -math.inf
+        start = meta.get("start_t")
+        stop = meta.get("stop_t")
+        return (float(start) if start is not None else first, float(stop) if stop is not None else last)
+
+
+def _numeric(frame: "pd.DataFrame", path: Path, columns: Sequence[str]) -> "pd.DataFrame":
+    """``frame`` with ``columns`` as numbers; a column with text in it means a corrupt file."""
+    import pandas as pd
+
+    for column in columns:
+        if column in frame and not pd.api.types.is_numeric_dtype(frame[column]):
+            try:
+                frame[column] = pd.to_numeric(frame[column])
+            except (TypeError, ValueError):
+                raise UsageError(f"{path}: corrupt (non-numeric values in column {column})") from None
+    return frame
+
+
+def _empty() -> "pd.DataFrame":
+    import pandas as pd
+
+    return pd.DataFrame({"t": [], "process": []})
+
+
+@dataclass
+class _Baseline:
+    spec: str
+    segments: list[Segment] = field(default_factory=list)
+    samples: list[RateSample] = field(default_factory=list)
+
+
+def _segment(data: _RunData, slot: str, role: str, c: Curve, window: Window) -> Segment:
+    return Segment(str(data.run.path), slot, role, window.start, window.end, c.steps_in(window))
+
+
+def _shared_slots(shared: Sequence[_RunData]) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The pair's specs by slot (from the first shared run) and, per run, its own slot for each."""
+    first = shared[0].workloads()
+    if len(first) != 2:
+        raise UsageError(f"{shared[0].run.path}: not a shared run ({len(first)} workload(s), need 2)")
+    specs = {slot: str(w.get("spec", "?")) for slot, w in zip(SLOTS, first.values())}
+    mappings = []
+    for data in shared:
+        own = data.workloads()
+        if len(own) != 2:
+            raise UsageError(f"{data.run.path}: not a shared run ({len(own)} workload(s), need 2)")
+        own_specs = {slot: str(w.get("spec", "?")) for slot, w in own.items()}
+        order = list(own_specs)
+        straight = [spec_key(own_specs[order[i]]) == spec_key(specs[SLOTS[i]]) for i in range(2)]
+        crossed = [spec_key(own_specs[order[1 - i]]) == spec_key(specs[SLOTS[i]]) for i in range(2)]
+        if all(straight):
+            mappings.append({SLOTS[0]: order[0], SLOTS[1]: order[1]})
+        elif all(crossed):
+            mappings.append({SLOTS[0]: order[1], SLOTS[1]: order[0]})
+        else:
+            raise UsageError(
+                f"{data.run.path}: workloads {' + '.join(own_specs.values())} do not match "
+                f"{shared[0].name} ({specs['A']} + {specs['B']})"
+            )
+    return specs, mappings
+
+
+def compare(
+    exclusive: list[Run],
+    shared: list[Run],
+    assign: dict[str, str] | None = None,
+    *,
+    seed: int = 0,
+    n_boot: int = slowdown.N_BOOT,
+) -> Comparison:
+    """Compare exclusive and shared runs of a pair of workloads (repeats allowed on both sides).
+
+    ``assign`` maps ``str(run.path)`` of an exclusive run to the slot ("A" or "B")
+    it is the baseline of; other exclusive runs are matched by workload spec.
+    With no exclusive runs, baselines come from the shared runs' exclusive
+    phases (a job alone before the other started or after it stopped).
+    """
+    if not shared:
+        raise UsageError("no shared run given (--shared RUN)")
+    rng = np.random.default_rng(seed)
+    warnings: list[str] = []
+    notes: list[str] = []
+    shared_data = [_RunData(r) for r in shared]
+    exclusive_data = [_RunData(r) for r in exclusive]
+    specs, mappings = _shared_slots(shared_data)
+    windows, shared_segments, shared_samples = _overlaps(shared_data, mappings, rng, n_boot)
+    if exclusive_data:
+        baselines = _exclusive_baselines(exclusive_data, specs, dict(assign or {}), rng, n_boot, notes)
+    else:
+        baselines = _phase_baselines(shared_data, mappings, specs, rng, n_boot)
+        notes_, warnings_ = _phase_messages(baselines, specs)
+        notes += notes_
+        warnings += warnings_
+
+    shared_rate = slowdown.combine(shared_samples, rng, n_boot)
+    exclusive_rate: dict[str, RateSample] = {}
+    for slot, b in baselines.items():
+        same = next((exclusive_rate[s] for s in exclusive_rate if baselines[s].samples == b.samples), None)
+        if b.samples:
+            exclusive_rate[slot] = same or slowdown.combine(b.samples, rng, n_boot)
+    if len(exclusive_rate) == len(SLOTS):
+        stp = slowdown.stp([exclusive_rate[s] for s in SLOTS], shared_rate)
+    else:
+        stp = Estimate(math.nan)
+
+    all_data = {str(d.run.path): d for d in [*exclusive_data, *shared_data]}
+    samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    workloads = []
+    for j, slot in enumerate(SLOTS):
+        tests = _distributions(all_data, slot, baselines[slot].segments, shared_segments[slot], samples)
+        x = exclusive_rate.get(slot)
+        if x is not None:
+            value, replicates = slowdown.ratio(x, shared_rate, 0, j)
+            r = slowdown.interval(value, replicates)
+            inverse = slowdown.interval(1 / value, None if replicates is None else 1 / replicates)
+        else:
+            r = inverse = Estimate(math.nan)
+        workloads.append(WorkloadResult(
+            slot=slot,
+            spec=specs[slot],
+            exclusive_rate=float(x.points[0]) if x is not None else math.nan,
+            shared_rate=float(shared_rate.points[j]),
+            slowdown=r,
+            normalized_throughput=inverse,
+            baseline=EXCLUSIVE_RUNS if exclusive_data else EXCLUSIVE_PHASE,
+            exclusive=tuple(baselines[slot].segments),
+            shared=tuple(shared_segments[slot]),
+            distributions=tests,
+        ))
+
+    warnings += _warnings(exclusive_data, shared_data, windows, workloads)
+    return Comparison(
+        workloads=tuple(workloads),
+        pair=PairResult(stp=stp, verdict=slowdown.verdict(stp), windows=tuple(windows)),
+        warnings=tuple(warnings),
+        notes=tuple(notes),
+        exclusive_runs=tuple(str(d.run.path) for d in exclusive_data),
+        shared_runs=tuple(str(d.run.path) for d in shared_data),
+        samples=samples,
+    )
+
+
+def _overlaps(
+    shared: Sequence[_RunData], mappings: Sequence[dict[str, str]], rng: np.random.Generator, n_boot: int
+) -> tuple[list[Segment], dict[str, list[Segment]], list[RateSample]]:
+    """Each shared run's overlap window, each job's segment in it, and the joint rate sample."""
+    windows: list[Segment] = []
+    segments: dict[str, list[Segment]] = {s: [] for s in SLOTS}
+    samples: list[RateSample] = []
+    for data, mapping in zip(shared, mappings):
+        curves = [data.curve(mapping[s]) for s in SLOTS]
+        window = rates.overlap_window(*curves)
+        if window is None:
+            raise UsageError(f"{data.run.path}: the two workloads never ran together after warm-up (no overlap)")
+        windows.append(Segment(str(data.run.path), "A+B", "overlap", window.start, window.end,
+                               min(c.steps_in(window) for c in curves)))
+        for slot, c in zip(SLOTS, curves):
+            segments[slot].append(_segment(data, mapping[slot], "shared", c, window))
+        samples.append(slowdown.window_rates(curves, window, rng, n_boot))
+    return windows, segments, samples
+
+
+def _phase_messages(baselines: dict[str, _Baseline], specs: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Notes that baselines come from exclusive phases, warnings for a job that never ran alone."""
+    if not any(b.samples for b in baselines.values()):
+        raise UsageError(
+            "no exclusive baseline: give --exclusive runs, or a staggered shared run whose first phase is exclusive"
+        )
+    notes, warnings = [], []
+    for slot, b in baselines.items():
+        if b.samples:
+            names = ", ".join(sorted({s.name for s in b.segments}))
+            notes.append(f"Baseline of {slot} comes from the {EXCLUSIVE_PHASE} ({names}), not from exclusive runs.")
+        else:
+            warnings.append(f"{slot} ({specs[slot]}) never ran alone: no baseline, so no slowdown for it and no STP.")
+    return notes, warnings
+
+
+def _distributions(
+    data: dict[str, _RunData],
+    slot: str,
+    exclusive: Sequence[Segment],
+    shared: Sequence[Segment],
+    samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]],
+) -> tuple[dist.DistributionTest, ...]:
+    """Tests of every metric with samples on both sides; the samples go into ``samples``."""
+    tests = []
+    for metric in dist.METRICS:
+        xs = _pooled(data, exclusive, metric.key)
+        ss = _pooled(data, shared, metric.key)
+        if metric in (dist.COPY_BANDWIDTH, dist.COPY_RATE) and not (np.any(xs > 0) or np.any(ss > 0)):
+            continue
+        test = dist.compare_samples(metric, xs, ss)
+        if test is not None:
+            tests.append(test)
+            samples[(slot, metric.key)] = (xs[np.isfinite(xs)], ss[np.isfinite(ss)])
+    return tuple(tests)
+
+
+def _exclusive_baselines(
+    exclusive: Sequence[_RunData],
+    specs: dict[str, str],
+    assign: dict[str, str],
+    rng: np.random.Generator,
+    n_boot: int,
+    notes: list[str],
+) -> dict[str, _Baseline]:
+    """Each slot's exclusive runs, matched by spec or by ``assign``."""
+    baselines = {slot: _Baseline(specs[slot]) for slot in SLOTS}
+    for data in exclusive:
+        own = data.workloads()
+        if len(own) != 1:
+            raise UsageError(f"{data.run.path}: not an exclusive run ({len(own)} workloads, need 1)")
+        own_slot, meta = next(iter(own.items()))
+        own_spec = str(meta.get("spec", "?"))
+        path = str(data.run.path)
+        if path in assign:
+            target = assign[path]
+            if target not in SLOTS:
+                raise UsageError(f"{path}: assigned to {target!r}; use A= or B=")
+            targets = [target]
+            if spec_key(own_spec) != spec_key(specs[target]):
+                notes.append(f"Baseline of {target} is {data.name} ({own_spec}), assigned by {target}= "
+                             f"although the shared workload is {specs[target]}.")
+        else:
+            targets = [s for s in SLOTS if spec_key(own_spec) == spec_key(specs[s])]
+            if not targets:
+                raise UsageError(
+                    f"{path}: workload {own_spec} matches neither shared workload "
+                    f"(A={specs['A']}, B={specs['B']}); assign it with A=RUN or B=RUN"
+                )
+        c = data.curve(own_slot)
+        window = c.span()
+        sample = slowdown.window_rates([c], window, rng, n_boot)
+        for target in targets:
+            baselines[target].segments.append(_segment(data, own_slot, "exclusive", c, window))
+            baselines[target].samples.append(sample)
+    for slot, b in baselines.items():
+        if not b.samples:
+            raise UsageError(f"no exclusive run for {slot} ({specs[slot]}): give one with --exclusive {slot}=RUN")
+    return baselines
+
+
+def _phase_baselines(
+    shared: Sequence[_RunData],
+    mappings: Sequence[dict[str, str]],
+    specs: dict[str, str],
+    rng: np.random.Generator,
+    n_boot: int,
+) -> dict[str, _Baseline]:
+    """Each slot's baselines from the shared runs' exclusive phases (a job alone), matched by spec."""
+    baselines = {slot: _Baseline(specs[slot]) for slot in SLOTS}
+    for data, mapping in zip(shared, mappings):
+        for slot, other in (("A", "B"), ("B", "A")):
+            own, theirs = mapping[slot], mapping[other]
+            c = data.curve(own)
+            other_start, other_end = data.span(theirs)
+            for window in rates.solo_windows(c, other_start, other_end):
+                sample = slowdown.window_rates([c], window, rng, n_boot)
+                for target in SLOTS:
+                    if spec_key(specs[target]) == spec_key(specs[slot]):
+                        baselines[target].segments.append(_segment(data, own, "exclusive phase", c, window))
+                        baselines[target].samples.append(sample)
+    return baselines
+
+
+def _metric_values(data: _RunData, slot: str, window: Window, metric: str) -> np.ndarray:
+    """One metric's samples of one job inside ``window`` (post-warm-up steps, or sampled rows)."""
+    def inside(frame: "pd.DataFrame") -> "pd.DataFrame":
+        return frame[(frame["t"] >= window.start) & (frame["t"] <= window.end)]
+
+    if metric in (dist.COPY_BANDWIDTH.key, dist.COPY_RATE.key):
+        rows = inside(rates.post_warmup(data.steps, slot))
+        if metric == dist.COPY_BANDWIDTH.key:
+            rows = rows[(rows["copy_bytes"] > 0) & (rows["copy_s"] > 0)]
+            return (rows["copy_bytes"] / rows["copy_s"]).to_numpy(dtype=float)
+        rows = rows[rows["iter_s"] > 0]
+        return (rows["copy_bytes"].fillna(0) / rows["iter_s"]).to_numpy(dtype=float)
+    if metric == dist.GPU_UTIL.key:
+        frame = data.device
+        return inside(frame)["gpu_util"].to_numpy(dtype=float) if "gpu_util" in frame else np.array([])
+    frame = data.processes
+    if "cpu_pct" not in frame:
+        return np.array([])
+    rows = inside(frame[frame["process"] == slot])
+    return rows["cpu_pct"].to_numpy(dtype=float)
+
+
+def _pooled(data: dict[str, _RunData], segments: Sequence[Segment], metric: str) -> np.ndarray:
+    """A metric's samples over all the segments of a condition (repeats pooled)."""
+    parts = [_metric_values(data[s.run], s.slot, s.window, metric) for s in segments]
+    return np.concatenate(parts) if parts else np.array([])
+
+
+def _device_of(data: _RunData) -> str:
+    meta = data.run.meta
+    gpu = meta.get("gpu") or {}
+    name = gpu.get("name") if isinstance(gpu, dict) else None
+    uuid = gpu.get("uuid") if isinstance(gpu, dict) else None
+    host = (meta.get("host") or {}).get("hostname") if isinstance(meta.get("host"), dict) else None
+    parts = [str(meta.get("device", "?"))]
+    if name:
+        parts.append(f"{name} {uuid or ''}".strip())
+    if host:
+        parts.append(f"on {host}")
+    return " ".join(parts)
+
+
+def _warnings(
+    exclusive: Sequence[_RunData],
+    shared: Sequence[_RunData],
+    windows: Sequence[Segment],
+    workloads: Sequence[WorkloadResult],
+) -> list[str]:
+    """Every reason the data may not support a claim."""
+    out = []
+    for w in windows:
+        if w.end - w.start < MIN_OVERLAP_S:
+            out.append(f"{w.name}: overlap window is {w.end - w.start:.1f} s (< {MIN_OVERLAP_S:.0f} s): too short to support a claim")
+    seen = set()
+    for result in workloads:
+        for seg in (*result.exclusive, *result.shared):
+            if (seg.run, seg.slot, seg.start) in seen:
+                continue
+            seen.add((seg.run, seg.slot, seg.start))
+            if seg.steps < MIN_STEPS:
+                out.append(f"{seg.name}: {result.slot} has only {seg.steps} steps in its {seg.role} window (< {MIN_STEPS})")
+        if not math.isnan(result.slowdown.value) and not result.slowdown.has_interval:
+            out.append(f"{result.slot}: too few steps for a confidence interval of its slowdown")
+    for data in [*exclusive, *shared]:
+        status = data.run.meta.get("status")
+        if status not in (None, "complete"):
+            out.append(f"{data.name}: run is {status!r}, not complete (it may have crashed)")
+        for slot, meta in data.workloads().items():
+            code = meta.get("exit_status")
+            if code not in (None, 0) and meta.get("state") != "stopped":
+                tail = str(meta.get("tail") or "").strip().splitlines()
+                why = f": {tail[-1]}" if tail else ""
+                out.append(f"{data.name}: workload {slot} ({meta.get('spec', '?')}) exited early with status {code}{why}")
+    devices: dict[str, list[str]] = {}
+    for data in [*exclusive, *shared]:
+        devices.setdefault(_device_of(data), []).append(data.name)
+    if len(devices) > 1:
+        listing = "; ".join(f"{d} ({', '.join(names)})" for d, names in devices.items())
+        out.append(f"runs were recorded on different devices: {listing}")
+    return out
+
+
+def split_runs(runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:
+    """Runs with one workload (exclusive) and with two (shared), in the given order."""
+    exclusive = [r for r in runs if len(r.workloads) == 1]
+    shared = [r for r in runs if len(r.workloads) == 2]
+    return exclusive, shared
+
+
+def compare_paths(paths: Sequence[str | Path], assign: dict[str, str] | None = None) -> tuple[Comparison, list[Run]]:
+    """Load run directories, split them by workload count, and compare them (for the TUI)."""
+    runs = [load_run(p) for p in paths]
+    exclusive, shared = split_runs(runs)
+    return compare(exclusive, shared, assign), runs

@@ -1,0 +1,133 @@
+"""Exclusive vs shared distributions of one metric: medians, KS and chi-square tests, effect sizes.
+
+Samples taken within a run are autocorrelated, so the tests' p-values come out
+too small; the effect sizes (median shift, Wasserstein distance) are what to
+judge by.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+CAUTION = (
+    "Caution: samples within a run are autocorrelated, so these p-values are too small; "
+    "judge by the effect sizes (median shift, Wasserstein distance)."
+)
+MIN_SAMPLES = 2
+MAX_BINS = 10
+MIN_PER_BIN = 5
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A quantity compared between conditions: key, label for tables and plots, unit."""
+
+    key: str
+    label: str
+    unit: str
+
+
+COPY_BANDWIDTH = Metric("copy_bandwidth", "copy bandwidth", "B/s")
+COPY_RATE = Metric("copy_bytes_per_s", "copy bytes/s", "B/s")
+GPU_UTIL = Metric("gpu_util", "GPU util", "%")
+CPU = Metric("cpu_pct", "CPU", "%")
+METRICS = (COPY_BANDWIDTH, COPY_RATE, GPU_UTIL, CPU)
+
+
+@dataclass(frozen=True)
+class DistributionTest:
+    """One metric, exclusive vs shared: sizes, medians, tests and effect sizes (NaN when undefined)."""
+
+    metric: str
+    label: str
+    unit: str
+    n_exclusive: int
+    n_shared: int
+    median_exclusive: float
+    median_shared: float
+    median_shift: float
+    relative_shift: float
+    wasserstein: float
+    ks_statistic: float
+    ks_pvalue: float
+    chi2: float
+    chi2_pvalue: float
+    chi2_dof: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+
+
+def common_bins(pooled: np.ndarray) -> np.ndarray:
+    """Equal-frequency bin edges of the pooled sample (about MIN_PER_BIN values a bin, at most MAX_BINS)."""
+    bins = max(2, min(MAX_BINS, len(pooled) // MIN_PER_BIN))
+    return np.unique(np.quantile(pooled, np.linspace(0, 1, bins + 1)))
+
+
+def chi_square(exclusive: np.ndarray, shared: np.ndarray) -> tuple[float, float, int]:
+    """Chi-square test of homogeneity on common bins: (statistic, p-value, degrees of freedom)."""
+    from scipy.stats import chi2_contingency
+
+    edges = common_bins(np.concatenate([exclusive, shared]))
+    if len(edges) < 3:
+        return math.nan, math.nan, 0
+    table = np.array([np.histogram(exclusive, edges)[0], np.histogram(shared, edges)[0]])
+    table = table[:, table.sum(axis=0) > 0]
+    if table.shape[1] < 2:
+        return math.nan, math.nan, 0
+    result = chi2_contingency(table)
+    return float(result.statistic), float(result.pvalue), int(result.dof)
+
+
+def compare_samples(metric: Metric, exclusive: np.ndarray, shared: np.ndarray) -> DistributionTest | None:
+    """Tests and effect sizes of one metric (None when a side has fewer than MIN_SAMPLES values)."""
+    from scipy.stats import ks_2samp, wasserstein_distance
+
+    exclusive = exclusive[np.isfinite(exclusive)]
+    shared = shared[np.isfinite(shared)]
+    if len(exclusive) < MIN_SAMPLES or len(shared) < MIN_SAMPLES:
+        return None
+    med_x = float(np.median(exclusive))
+    med_s = float(np.median(shared))
+    ks = ks_2samp(exclusive, shared)
+    chi2, chi2_p, dof = chi_square(exclusive, shared)
+    return DistributionTest(
+        metric=metric.key,
+        label=metric.label,
+        unit=metric.unit,
+        n_exclusive=len(exclusive),
+        n_shared=len(shared),
+        median_exclusive=med_x,
+        median_shared=med_s,
+        median_shift=med_s - med_x,
+        relative_shift=(med_s - med_x) / abs(med_x) if med_x else math.nan,
+        wasserstein=float(wasserstein_distance(exclusive, shared)),
+        ks_statistic=float(ks.statistic),
+        ks_pvalue=float(ks.pvalue),
+        chi2=chi2,
+        chi2_pvalue=chi2_p,
+        chi2_dof=dof,
+    )
+
+
+def histogram_counts(
+    exclusive: np.ndarray, shared: np.ndarray, bins: int = 20
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counts of both samples on common equal-width bins: (edges, exclusive counts, shared counts)."""
+    pooled = np.concatenate([exclusive, shared])
+    edges = np.histogram_bin_edges(pooled, bins=bins) if len(pooled) else np.linspace(0, 1, bins + 1)
+    return edges, np.histogram(exclusive, edges)[0], np.histogram(shared, edges)[0]
+
+
+def display_scale(unit: str, values: np.ndarray) -> tuple[float, str]:
+    """A divisor and unit that keep byte rates readable (B/s, kB/s, MB/s, GB/s)."""
+    if unit != "B/s":
+        return 1.0, unit
+    peak = float(np.nanmax(np.abs(values))) if len(values) else 0.0
+    for factor, name in ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")):
+        if peak >= factor:
+            return factor, name
+    return 1.0, unit

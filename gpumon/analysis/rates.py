@@ -1,0 +1,120 @@
+"""Iteration rates from step events: warm-up exclusion, cumulative-steps curves, windows.
+
+A job's progress is its cumulative step count against time. Rates are read off
+that curve by linear interpolation at the edges of a window, so a window need
+not start or end on one of the job's steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MIN_SEGMENT_STEPS = 3
+
+
+@dataclass(frozen=True)
+class Window:
+    """A time interval ``[start, end]`` in seconds since the run's t0."""
+
+    start: float
+    end: float
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, eq=False)
+class Curve:
+    """A job's post-warm-up step ends ``t`` and their step numbers ``n`` (sorted by time)."""
+
+    t: np.ndarray
+    n: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    @property
+    def first_t(self) -> float:
+        return float(self.t[0])
+
+    @property
+    def last_t(self) -> float:
+        return float(self.t[-1])
+
+    def at(self, t: float | np.ndarray) -> float | np.ndarray:
+        """The cumulative step count at time(s) ``t``, linearly interpolated between steps."""
+        return np.interp(t, self.t, self.n)
+
+    def rate(self, window: Window) -> float:
+        """Iterations/s inside ``window``: interpolated steps at its edges over its duration."""
+        if window.duration <= 0:
+            return math.nan
+        return float(self.at(window.end) - self.at(window.start)) / window.duration
+
+    def steps_in(self, window: Window) -> int:
+        """Whole steps completed inside ``window`` (0 for an empty or inverted one)."""
+        return max(0, math.floor(float(self.at(window.end) - self.at(window.start)) + 1e-9))
+
+    def span(self) -> Window:
+        """From the first to the last post-warm-up step (an exclusive run's window)."""
+        return Window(self.first_t, self.last_t)
+
+
+def job_steps(steps: "pd.DataFrame", process: str) -> "pd.DataFrame":
+    """One job's rows with a valid time and step number, sorted by time."""
+    rows = steps[(steps["process"] == process) & steps["t"].notna() & steps["step"].notna()]
+    return rows.sort_values("t", kind="stable")
+
+
+def post_warmup(steps: "pd.DataFrame", process: str) -> "pd.DataFrame":
+    """One job's steps without its warm-up steps."""
+    rows = job_steps(steps, process)
+    return rows[rows["warmup"].fillna(0).astype(int) == 0]
+
+
+def curve(steps: "pd.DataFrame", process: str) -> Curve | None:
+    """The post-warm-up cumulative-steps curve of one job (None with fewer than two steps)."""
+    rows = post_warmup(steps, process)
+    if len(rows) < 2:
+        return None
+    return Curve(rows["t"].to_numpy(dtype=float), rows["step"].to_numpy(dtype=float))
+
+
+def exclusive_rate(c: Curve) -> float:
+    """(n_last - n_first) / (t_last - t_first) over the post-warm-up steps."""
+    return c.rate(c.span())
+
+
+def overlap_window(a: Curve, b: Curve) -> Window | None:
+    """From the later first post-warm-up step to the earlier last step (None if they never meet)."""
+    start = max(a.first_t, b.first_t)
+    end = min(a.last_t, b.last_t)
+    return Window(start, end) if end > start else None
+
+
+def solo_windows(job: Curve, other_start: float, other_end: float) -> list[Window]:
+    """Where ``job`` ran alone: before the other process started and after it stopped."""
+    windows = []
+    head = Window(job.first_t, min(other_start, job.last_t))
+    if job.steps_in(head) >= MIN_SEGMENT_STEPS:
+        windows.append(head)
+    tail = Window(max(other_end, job.first_t), job.last_t)
+    if job.steps_in(tail) >= MIN_SEGMENT_STEPS:
+        windows.append(tail)
+    return windows
+
+
+def rate_over_time(c: Curve, window: Window, bins: int = 60) -> tuple[np.ndarray, np.ndarray]:
+    """Iterations/s in ``bins`` equal slices of ``window``: (slice mid-times from the window start, rates)."""
+    edges = np.linspace(window.start, window.end, bins + 1)
+    counts = np.diff(c.at(edges))
+    width = window.duration / bins
+    return (edges[:-1] + width / 2) - window.start, counts / width

@@ -1,0 +1,159 @@
+"""Slowdown r = x/s, system throughput STP = sum of 1/r, their 95 % intervals and the verdict.
+
+Intervals come from bootstrap replicates of every rate:
+
+* within one run, a circular moving-block bootstrap over the window cut into
+  equal time bins (each bin holds the steps every job completed in it, read off
+  the cumulative-steps curves), so autocorrelated step times and the coupling of
+  two co-resident jobs (the same bins are drawn for both) are kept;
+* across repeats (two or more runs of a condition), the runs are resampled with
+  replacement and each drawn run contributes one of its own block replicates
+  (a two-level bootstrap).
+
+The interval is the 2.5th-97.5th percentile of the replicates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from gpumon.analysis.rates import Curve, Window
+
+CONFIDENCE = 0.95
+N_BOOT = 2000
+MIN_BINS = 8
+MAX_BINS = 400
+PAYS, LOSES, CANNOT_TELL = "pays", "loses", "cannot tell"
+ROUNDING = 1e-9
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its 95 % interval (NaN bounds when there is none)."""
+
+    value: float
+    low: float = math.nan
+    high: float = math.nan
+
+    @property
+    def has_interval(self) -> bool:
+        return not (math.isnan(self.low) or math.isnan(self.high))
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"estimate": _num(self.value), "low": _num(self.low), "high": _num(self.high)}
+
+
+@dataclass(frozen=True, eq=False)
+class RateSample:
+    """Rates of one or two jobs over one window: point values and bootstrap replicates."""
+
+    points: np.ndarray
+    replicates: np.ndarray | None
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else float(x)
+
+
+def bin_count(curves: Sequence[Curve], window: Window) -> int:
+    """Bins holding about two steps of the slowest job each, between MIN_BINS and MAX_BINS."""
+    slowest = min(float(c.at(window.end) - c.at(window.start)) for c in curves)
+    return int(min(MAX_BINS, slowest // 2))
+
+
+def bin_progress(curves: Sequence[Curve], window: Window, bins: int) -> np.ndarray:
+    """Steps completed per bin, shape (bins, jobs), fractional where a step straddles a bin edge."""
+    edges = np.linspace(window.start, window.end, bins + 1)
+    return np.column_stack([np.diff(c.at(edges)) for c in curves])
+
+
+def block_bootstrap_means(series: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Circular moving-block bootstrap of the column means of ``series`` (rows in time order).
+
+    Blocks are ceil(sqrt(rows)) rows long; returns shape (n_boot, columns).
+    """
+    rows = series.shape[0]
+    length = math.ceil(math.sqrt(rows))
+    blocks = math.ceil(rows / length)
+    wrapped = np.concatenate([series, series[: length - 1]], axis=0)
+    sums = np.cumsum(np.concatenate([np.zeros((1, series.shape[1])), wrapped]), axis=0)
+    block_sums = sums[length : length + rows] - sums[:rows]
+    starts = rng.integers(0, rows, size=(n_boot, blocks))
+    return block_sums[starts].sum(axis=1) / (blocks * length)
+
+
+def window_rates(
+    curves: Sequence[Curve], window: Window, rng: np.random.Generator, n_boot: int = N_BOOT
+) -> RateSample:
+    """The jobs' rates in ``window`` and their joint block-bootstrap replicates (None if too few steps)."""
+    points = np.array([c.rate(window) for c in curves])
+    bins = bin_count(curves, window)
+    if bins < MIN_BINS:
+        return RateSample(points, None)
+    progress = bin_progress(curves, window, bins)
+    replicates = block_bootstrap_means(progress, n_boot, rng) / (window.duration / bins)
+    return RateSample(points, replicates)
+
+
+def combine(samples: Sequence[RateSample], rng: np.random.Generator, n_boot: int = N_BOOT) -> RateSample:
+    """The mean over repeats and its replicates: runs resampled, each giving one of its own replicates.
+
+    A run without replicates contributes its point value to every replicate;
+    a single run without replicates gives none.
+    """
+    points = np.mean([s.points for s in samples], axis=0)
+    if len(samples) == 1:
+        return RateSample(points, samples[0].replicates)
+    stacked = np.stack(
+        [s.replicates if s.replicates is not None else np.broadcast_to(s.points, (n_boot, len(s.points))) for s in samples]
+    )
+    drawn = rng.integers(0, len(samples), size=(n_boot, len(samples)))
+    replicates = stacked[drawn, np.arange(n_boot)[:, None], :].mean(axis=1)
+    return RateSample(points, replicates)
+
+
+def interval(value: float, replicates: np.ndarray | None) -> Estimate:
+    """The point value with the percentile interval of its replicates."""
+    if replicates is None:
+        return Estimate(value)
+    finite = replicates[np.isfinite(replicates)]
+    if len(finite) < len(replicates) // 2:
+        return Estimate(value)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(finite, [tail, 100 - tail])
+    return Estimate(value, float(low), float(high))
+
+
+def ratio(x: RateSample, s: RateSample, column: int = 0, s_column: int = 0) -> tuple[float, np.ndarray | None]:
+    """x/s for one job: the point value and its replicates (None unless both sides have some)."""
+    value = float(x.points[column] / s.points[s_column])
+    if x.replicates is None or s.replicates is None:
+        return value, None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return value, x.replicates[:, column] / s.replicates[:, s_column]
+
+
+def stp(baselines: Sequence[RateSample], s: RateSample) -> Estimate:
+    """STP = sum over jobs of s_j / x_j (= 1/r_j), with its interval."""
+    value = 0.0
+    replicates: np.ndarray | None = np.zeros(len(s.replicates)) if s.replicates is not None else None
+    for j, x in enumerate(baselines):
+        r, r_reps = ratio(x, s, 0, j)
+        value += 1 / r
+        replicates = None if replicates is None or r_reps is None else replicates + 1 / r_reps
+    return interval(value, replicates)
+
+
+def verdict(stp_estimate: Estimate) -> str:
+    """Sharing pays when the whole STP interval is above 1, loses when below (beyond rounding); else cannot tell."""
+    if not stp_estimate.has_interval:
+        return CANNOT_TELL
+    if stp_estimate.low > 1 + ROUNDING:
+        return PAYS
+    if stp_estimate.high < 1 - ROUNDING:
+        return LOSES
+    return CANNOT_TELL

@@ -1,0 +1,157 @@
+"""Plain-text rendering of a comparison: tables for the CLI and the TUI, plotext histograms.
+
+No ANSI codes unless asked for (``color=True``); ``use_color()`` says whether a
+stream should get them (a tty, and ``NO_COLOR`` unset or empty).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+from typing import IO, TYPE_CHECKING, Sequence
+
+from gpumon.analysis.distributions import CAUTION, display_scale, histogram_counts
+from gpumon.analysis.slowdown import CANNOT_TELL, LOSES, PAYS, Estimate
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gpumon.analysis.compare import Comparison
+
+_PLOTEXT_LOCK = threading.Lock()
+_COLORS = {PAYS: "32", LOSES: "31", CANNOT_TELL: "33", "warning": "33", "heading": "1"}
+VERDICT_TEXT = {
+    PAYS: "sharing pays (the whole interval is above 1)",
+    LOSES: "sharing loses (the whole interval is below 1)",
+    CANNOT_TELL: "cannot tell (the interval straddles 1)",
+}
+
+
+def use_color(stream: IO[str] | None = None) -> bool:
+    """ANSI colour only for a terminal, and never when NO_COLOR is set (https://no-color.org)."""
+    stream = stream if stream is not None else sys.stdout
+    return bool(stream.isatty()) and not os.environ.get("NO_COLOR")
+
+
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"\x1b[{_COLORS[style]}m{text}\x1b[0m" if color else text
+
+
+def fmt(x: float, digits: int = 2) -> str:
+    """A number for a table, ``n/a`` for NaN."""
+    if x is None or math.isnan(x):
+        return "n/a"
+    return f"{x:,.{digits}f}"
+
+
+def fmt_estimate(e: Estimate, digits: int = 2) -> str:
+    """``2.00 [1.97, 2.03]``, or the bare value when there is no interval."""
+    if not e.has_interval:
+        return fmt(e.value, digits)
+    return f"{fmt(e.value, digits)} [{fmt(e.low, digits)}, {fmt(e.high, digits)}]"
+
+
+def fmt_p(p: float) -> str:
+    return "n/a" if math.isnan(p) else f"{p:.2g}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> list[str]:
+    """Columns padded to their widest cell; ``right`` marks right-aligned columns."""
+    right = right or [False] * len(headers)
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)]
+        return "  ".join(parts).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def rate_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the rates-and-slowdown table (what rates.csv holds)."""
+    headers = ["workload", "spec", "exclusive it/s", "shared it/s", "slowdown r [95% CI]", "1/r", "baseline"]
+    rows = [
+        [w.slot, w.spec, fmt(w.exclusive_rate), fmt(w.shared_rate), fmt_estimate(w.slowdown),
+         fmt(w.normalized_throughput.value), w.baseline]
+        for w in comparison.workloads
+    ]
+    return headers, rows
+
+
+def distribution_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the distributions table (what distributions.csv holds)."""
+    headers = ["workload", "metric", "n excl", "n shared", "median excl", "median shared", "shift",
+               "Wasserstein", "KS D", "KS p", "chi2 p"]
+    rows = []
+    for w in comparison.workloads:
+        for d in w.distributions:
+            values = comparison.samples.get((w.slot, d.metric))
+            factor, unit = display_scale(d.unit, values[0]) if values is not None else (1.0, d.unit)
+            shift = f"{d.median_shift / factor:+,.2f}"
+            if not math.isnan(d.relative_shift):
+                shift += f" ({d.relative_shift:+.0%})"
+            rows.append([w.slot, f"{d.label} ({unit})", str(d.n_exclusive), str(d.n_shared),
+                         fmt(d.median_exclusive / factor), fmt(d.median_shared / factor), shift,
+                         fmt(d.wasserstein / factor), fmt(d.ks_statistic), fmt_p(d.ks_pvalue), fmt_p(d.chi2_pvalue)])
+    return headers, rows
+
+
+def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
+    """The whole comparison as plain-text lines (ANSI colour only with ``color=True``)."""
+    n_x, n_s = len(comparison.exclusive_runs), len(comparison.shared_runs)
+    out = [
+        _paint(f"Exclusive vs shared: {n_x} exclusive run{'s' * (n_x != 1)}, {n_s} shared run{'s' * (n_s != 1)}; "
+               f"intervals {comparison.confidence:.0%}", "heading", color),
+        "",
+        "Rates (iterations/s, warm-up excluded; shared = inside the overlap window) and slowdown r = exclusive/shared",
+    ]
+    headers, rows = rate_rows(comparison)
+    out += table(headers, rows, [False, False, True, True, True, True, False])
+    pair = comparison.pair
+    out += [
+        "",
+        f"Pair: STP {fmt_estimate(pair.stp)}: " + _paint(VERDICT_TEXT[pair.verdict], pair.verdict, color),
+        "  STP = 1/r_A + 1/r_B, the combined throughput in units of one job alone; sharing pays when STP > 1.",
+    ]
+    for w in pair.windows:
+        out.append(f"  overlap window of {w.name}: {w.start:.1f}-{w.end:.1f} s ({w.end - w.start:.1f} s)")
+    headers, rows = distribution_rows(comparison)
+    if rows:
+        out += ["", "Distributions, exclusive vs shared (two-sample KS; chi-square on common bins; effect sizes)"]
+        out += table(headers, rows, [False, False] + [True] * 9)
+        out.append(CAUTION)
+    if comparison.notes:
+        out += ["", "Notes:"] + [f"  - {n}" for n in comparison.notes]
+    if comparison.warnings:
+        out += ["", _paint("Warnings:", "warning", color)] + [f"  - {w}" for w in comparison.warnings]
+    return out
+
+
+def render_histogram(
+    exclusive: "np.ndarray",
+    shared: "np.ndarray",
+    title: str = "",
+    unit: str = "",
+    width: int = 70,
+    height: int = 15,
+    bins: int = 20,
+    color: bool = False,
+) -> str:
+    """Exclusive (█) and shared (░) histograms on common bins, drawn by plotext, as one string."""
+    import numpy as np
+    import plotext
+
+    factor, unit = display_scale(unit, np.concatenate([exclusive, shared]))
+    edges, h_x, h_s = histogram_counts(np.asarray(exclusive) / factor, np.asarray(shared) / factor, bins)
+    centers = [float(c) for c in (edges[:-1] + edges[1:]) / 2]
+    heading = f"{title} ({unit})  █ exclusive  ░ shared" if unit else f"{title}  █ exclusive  ░ shared"
+    with _PLOTEXT_LOCK:
+        figure = plotext.figure
+        figure.clear()
+        figure.plot_size(width, height)
+        figure.draw(figure.bar(centers, [h_x.tolist(), h_s.tolist()], marker=["█", "░"]))
+        figure.title(heading.strip())
+        figure.theme("default" if color else "colorless")
+        return figure.build().string(colorless=not color)

@@ -1,0 +1,102 @@
+"""``gpumon compare`` as a real subprocess on synthetic run directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import gpumon
+from tests.tracegen import Job, write_run
+
+FCN = "fcn:preset=tiny"
+LSTM = "lstm:preset=tiny"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return {
+        "xa": write_run(root / "xa", [Job("A", FCN, phases=((20, 0.1),), warmup=3, copy_bytes=10**6, copy_s=0.001)]),
+        "xb": write_run(root / "xb", [Job("A", LSTM, phases=((20, 0.05),), warmup=3)]),
+        "ab": write_run(root / "ab", [Job("A", FCN, phases=((20, 0.2),), warmup=3, copy_bytes=10**6, copy_s=0.002),
+                                      Job("B", LSTM, phases=((20, 0.1),), warmup=3)]),
+        "apart": write_run(root / "apart", [Job("A", FCN, phases=((8, 0.2),)),
+                                            Job("B", LSTM, start=9.0, phases=((20, 0.1),))]),
+        "vgg": write_run(root / "vgg", [Job("A", "vgg19:preset=tiny", phases=((20, 0.1),))]),
+    }
+
+
+def args(runs: dict[str, Path], *extra: str) -> list[str]:
+    return ["compare", "--exclusive", str(runs["xa"]), "--exclusive", str(runs["xb"]), "--shared", str(runs["ab"]), *extra]
+
+
+def test_text_output_without_ansi_when_piped(runs: dict[str, Path]) -> None:
+    result = gpumon(*args(runs))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "slowdown r [95% CI]" in out and "2.00 [2.00, 2.00]" in out
+    assert "STP 1.00" in out and "cannot tell" in out
+    assert "copy bandwidth (GB/s)" in out and "Caution" in out
+    assert "\x1b[" not in out and result.stderr == ""
+
+
+def test_json_has_slowdown_and_stp(runs: dict[str, Path]) -> None:
+    result = gpumon(*args(runs, "--json"))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["workloads"]["A"]["slowdown"]["estimate"] == pytest.approx(2.0, abs=1e-6)
+    assert data["workloads"]["B"]["slowdown"]["estimate"] == pytest.approx(2.0, abs=1e-6)
+    assert data["pair"]["stp"]["estimate"] == pytest.approx(1.0, abs=1e-6)
+    assert {"low", "high"} <= set(data["pair"]["stp"]) and data["pair"]["verdict"] == "cannot tell"
+
+
+def test_report_writes_markdown_json_csvs_and_pngs(runs: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = gpumon(*args(runs, "--report", str(out)))
+    assert result.returncode == 0, result.stderr
+    names = {p.name for p in out.iterdir()}
+    assert {"report.md", "summary.json", "rates.csv", "pair.csv", "distributions.csv", "windows.csv",
+            "rate_over_time.csv", "rate_over_time.png", "copy_bandwidth.png", "utilisation.png",
+            "slowdown.png"} <= names
+    for png in out.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| A | fcn:preset=tiny |" in (out / "report.md").read_text()
+    assert json.loads((out / "summary.json").read_text())["pair"]["stp"]["estimate"] == pytest.approx(1.0)
+    assert (out / "rates.csv").read_text().startswith("workload,spec,exclusive_rate,shared_rate,slowdown,")
+
+
+def test_help_explains_flags_and_definitions() -> None:
+    result = gpumon("compare", "--help")
+    assert result.returncode == 0
+    for text in ("--exclusive", "--shared", "--report", "--json", "overlap window", "STP", "slowdown r"):
+        assert text in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing", "no such run directory"),
+        ("corrupt", "corrupt (not valid JSON)"),
+        ("no_overlap", "no overlap"),
+        ("mismatched", "matches neither shared workload"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(runs: dict[str, Path], tmp_path: Path, case: str, message: str) -> None:
+    if case == "missing":
+        argv = ["compare", "--exclusive", str(tmp_path / "nope"), "--shared", str(runs["ab"])]
+    elif case == "corrupt":
+        bad = tmp_path / "bad"
+        bad.mkdir()
+        (bad / "run.json").write_text("{not json")
+        argv = ["compare", "--exclusive", str(runs["xa"]), "--shared", str(bad)]
+    elif case == "no_overlap":
+        argv = ["compare", "--exclusive", str(runs["xa"]), "--exclusive", str(runs["xb"]), "--shared", str(runs["apart"])]
+    else:
+        argv = ["compare", "--exclusive", str(runs["vgg"]), "--exclusive", str(runs["xb"]), "--shared", str(runs["ab"])]
+    result = gpumon(*argv)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpumon: error: ") and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""

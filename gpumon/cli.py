@@ -91,7 +91,7 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="SLOT=RUN",
-        help="exclusive run of job A or B (a run directory, a run name, or 'last'), for the live slowdown and STP",
+        help="exclusive run of job A or B (a run directory, a run name, or 'last'): live slowdown, STP and verdict (TUI and --headless)",
     )
     p.add_argument("--headless", action="store_true", help="no TUI: one status line per second per workload")
     p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects")

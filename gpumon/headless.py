@@ -9,6 +9,7 @@ import sys
 import threading
 from typing import TextIO
 
+from gpumon.core.interference import Interference, baseline_rate, interference
 from gpumon.core.live import LiveFigures, LiveStats
 from gpumon.core.model import Notice, SourceStatus, WorkloadState
 from gpumon.core.plan import RunPlan
@@ -46,6 +47,22 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
     )
 
 
+def interference_line(t: float, result: Interference) -> str:
+    ratios = "  ".join(f"{slot} r {r:.2f}" for slot, r in result.slowdown.items())
+    return f"{t:7.1f}s interference  {ratios}  {result.verdict}".rstrip()
+
+
+def interference_json(t: float, result: Interference) -> str:
+    return json.dumps(
+        {
+            "t": round(t, 3),
+            "slowdown": {slot: json_number(r) for slot, r in result.slowdown.items()},
+            "stp": json_number(result.stp),
+            "verdict": result.verdict,
+        }
+    )
+
+
 class HeadlessRun:
     """Runs a plan to completion on the main thread; signals stop it cleanly."""
 
@@ -59,6 +76,7 @@ class HeadlessRun:
         self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.signal_received: int | None = None
+        self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
 
     def _on_event(self, item: object) -> None:
         if isinstance(item, (WorkloadState, Notice, SourceStatus)):
@@ -135,6 +153,12 @@ class HeadlessRun:
             state = "starting" if not figures.steps else "warm-up" if figures.warmup else "running"
             render = status_json if self.as_json else status_line
             print(render(now, workload.request.spec, state, figures), file=self.out, flush=True)
+        running = [p for p, w in self.session.launcher.workloads.items() if w.running]
+        if self.exclusive and len(running) > 1:
+            shared = {p: self.live.figures(p, now).iter_per_s for p in running}
+            result = interference(self.exclusive, shared)
+            render_interference = interference_json if self.as_json else interference_line
+            print(render_interference(now, result), file=self.out, flush=True)
 
     def _print_events(self) -> None:
         while True:

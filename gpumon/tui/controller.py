@@ -7,27 +7,16 @@ PDEATHSIG when the thread that forked a child exits.
 
 from __future__ import annotations
 
-import math
 import threading
 from pathlib import Path
 
+from gpumon.core.interference import baseline_rate
 from gpumon.core.launcher import LaunchRequest, Workload
 from gpumon.core.plan import RunPlan
 from gpumon.core.session import Session
-from gpumon.core.trace import export, load_run, summarize
+from gpumon.core.trace import export, load_run
 from gpumon.errors import UsageError
 from gpumon.tui.model import LiveModel
-
-
-def baseline_rate(slot: str, path: str | Path) -> float:
-    """The exclusive rate of ``slot`` in a recorded run (its only job's rate if it ran one job)."""
-    run = load_run(path)
-    rates = {k: v for k, v in summarize(run).rates.items() if not math.isnan(v)}
-    if slot in rates:
-        return rates[slot]
-    if len(rates) == 1:
-        return next(iter(rates.values()))
-    raise UsageError(f"baseline run {run.path.name} has no post-warm-up rate for {slot}")
 
 
 def short_name(request: LaunchRequest) -> str:

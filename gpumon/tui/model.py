@@ -24,7 +24,7 @@ from gpumon.core.model import (
     WorkloadMeta,
     WorkloadState,
 )
-from gpumon.tui.interference import interference
+from gpumon.core.interference import interference
 from gpumon.tui.series import BinnedSeries, nice_ceiling
 from gpumon.tui.view import DeviceView, Series, View, WorkloadView
 

@@ -199,3 +199,28 @@ def test_corrupt_run_is_exit_2(tmp_path):
     (run / "run.json").write_text("{")
     result = gpumon("export", str(run), "--csv", str(tmp_path / "out"))
     assert result.returncode == 2 and "corrupt" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
+    from tests.tui.synthetic import exclusive
+
+    base_a = exclusive(tmp_path / "base-a", "A", rate=500.0, spec="lstm")
+    base_b = exclusive(tmp_path / "base-b", "A", rate=250.0, spec="gemm")
+    result = gpumon(
+        "run", "lstm:steps=400", "gemm:steps=400", "--headless", "--json", "--device", "cpu", "--no-nvml",
+        "--out", str(tmp_path / "runs"), "--baseline", f"A={base_a}", "--baseline", f"B={base_b}",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    status = {(s["t"], s["process"]): s for s in lines if "process" in s}
+    checked = 0
+    for entry in (s for s in lines if "slowdown" in s):
+        for slot, baseline in (("A", 500.0), ("B", 250.0)):
+            live = status[(entry["t"], slot)]["iter_per_s"]
+            if live and entry["slowdown"][slot]:
+                assert entry["slowdown"][slot] == pytest.approx(baseline / live, rel=0.01)
+                checked += 1
+        if all(entry["slowdown"].values()):
+            assert entry["stp"] == pytest.approx(sum(1 / r for r in entry["slowdown"].values()))
+            assert entry["verdict"].startswith("sharing ")
+    assert checked, result.stdout

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from gpumon.core.model import DeviceSample, LogLine, SourceStatus, StepEvent, WorkloadState
-from gpumon.tui.interference import interference, slowdown, verdict
+from gpumon.core.interference import interference, slowdown, verdict
 from gpumon.tui.model import LiveModel, link_bps
 from gpumon.tui.pump import RefreshPump
 from gpumon.tui.series import BinnedSeries, nice_ceiling

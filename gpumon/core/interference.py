@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
+
+from gpumon.core.trace import load_run, summarize
+from gpumon.errors import UsageError
 
 NAN = math.nan
 
@@ -42,3 +46,14 @@ def interference(exclusive: dict[str, float], shared: dict[str, float]) -> Inter
         return Interference(ratios, NAN, text)
     stp = sum(1 / r for r in known)
     return Interference(ratios, stp, verdict(stp))
+
+
+def baseline_rate(slot: str, path: str | Path) -> float:
+    """The exclusive rate of ``slot`` in a recorded run (its only job's rate if it ran one job)."""
+    run = load_run(path)
+    rates = {k: v for k, v in summarize(run).rates.items() if not math.isnan(v)}
+    if slot in rates:
+        return rates[slot]
+    if len(rates) == 1:
+        return next(iter(rates.values()))
+    raise UsageError(f"baseline run {run.path.name} has no post-warm-up rate for {slot}")

@@ -81,7 +81,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 
 def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], list[Path], dict[str, str]]:
-    """Paths of the exclusive and shared runs, and the A=/B= assignments keyed by path.
+    """Absolute paths of the exclusive and shared runs, and the A=/B= assignments keyed by path.
 
     A run is a directory, a run name in the runs directory, or ``last``.
     """
@@ -92,11 +92,11 @@ def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], lis
     exclusive_paths = []
     for item in exclusive:
         match = _ASSIGNED.match(item)
-        path = resolve_run(match.group(2) if match else item, runs_dir)
+        path = resolve_run(match.group(2) if match else item, runs_dir).resolve()
         if match:
             assign[str(path)] = match.group(1)
         exclusive_paths.append(path)
-    return exclusive_paths, [resolve_run(s, runs_dir) for s in shared], assign
+    return exclusive_paths, [resolve_run(s, runs_dir).resolve() for s in shared], assign
 
 
 def run_compare(args: argparse.Namespace) -> int:

@@ -211,7 +211,8 @@ def _empty() -> "pd.DataFrame":
 
 @dataclass
 class _Baseline:
-    spec: str
+    """The windows a slot's exclusive rate is measured in, and their rate samples."""
+
     segments: list[Segment] = field(default_factory=list)
     samples: list[RateSample] = field(default_factory=list)
 
@@ -275,13 +276,14 @@ def compare(
         baselines = _exclusive_baselines(exclusive_data, specs, dict(assign or {}), rng, n_boot, notes)
     else:
         baselines = _phase_baselines(shared_data, mappings, specs, rng, n_boot)
-        notes_, warnings_ = _phase_messages(baselines, specs)
-        notes += notes_
-        warnings += warnings_
+        phase_notes, phase_warnings = _phase_messages(baselines, specs)
+        notes += phase_notes
+        warnings += phase_warnings
 
     shared_rate = slowdown.combine(shared_samples, rng, n_boot)
     exclusive_rate: dict[str, RateSample] = {}
     for slot, b in baselines.items():
+        # the same job twice: both slots share one baseline and so one set of replicates
         same = next((exclusive_rate[s] for s in exclusive_rate if baselines[s].samples == b.samples), None)
         if b.samples:
             exclusive_rate[slot] = same or slowdown.combine(b.samples, rng, n_boot)
@@ -297,7 +299,7 @@ def compare(
         tests = _distributions(all_data, slot, baselines[slot].segments, shared_segments[slot], samples)
         x = exclusive_rate.get(slot)
         if x is not None:
-            value, replicates = slowdown.ratio(x, shared_rate, 0, j)
+            value, replicates = slowdown.ratio(x, shared_rate, j)
             r = slowdown.interval(value, replicates)
             inverse = slowdown.interval(1 / value, None if replicates is None else 1 / replicates)
         else:
@@ -393,7 +395,7 @@ def _exclusive_baselines(
     notes: list[str],
 ) -> dict[str, _Baseline]:
     """Each slot's exclusive runs, matched by spec or by ``assign``."""
-    baselines = {slot: _Baseline(specs[slot]) for slot in SLOTS}
+    baselines = {slot: _Baseline() for slot in SLOTS}
     for data in exclusive:
         own = data.workloads()
         if len(own) != 1:
@@ -436,7 +438,7 @@ def _phase_baselines(
     n_boot: int,
 ) -> dict[str, _Baseline]:
     """Each slot's baselines from the shared runs' exclusive phases (a job alone), matched by spec."""
-    baselines = {slot: _Baseline(specs[slot]) for slot in SLOTS}
+    baselines = {slot: _Baseline() for slot in SLOTS}
     for data, mapping in zip(shared, mappings):
         for slot, other in (("A", "B"), ("B", "A")):
             own, theirs = mapping[slot], mapping[other]

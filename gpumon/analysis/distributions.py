@@ -62,9 +62,11 @@ class DistributionTest:
 
 
 def common_bins(pooled: np.ndarray) -> np.ndarray:
-    """Equal-frequency bin edges of the pooled sample (about MIN_PER_BIN values a bin, at most MAX_BINS)."""
+    """Bin edges for both samples: equal-frequency bins of the pooled sample (about MIN_PER_BIN
+    values a bin, at most MAX_BINS), or equal-width ones when few distinct values collapse those."""
     bins = max(2, min(MAX_BINS, len(pooled) // MIN_PER_BIN))
-    return np.unique(np.quantile(pooled, np.linspace(0, 1, bins + 1)))
+    edges = np.unique(np.quantile(pooled, np.linspace(0, 1, bins + 1)))
+    return edges if len(edges) >= 3 else np.histogram_bin_edges(pooled, bins=bins)
 
 
 def chi_square(exclusive: np.ndarray, shared: np.ndarray) -> tuple[float, float, int]:

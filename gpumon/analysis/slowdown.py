@@ -56,11 +56,11 @@ class RateSample:
 
 
 def _num(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else float(x)
+    return None if math.isnan(x) else float(x)
 
 
 def bin_count(curves: Sequence[Curve], window: Window) -> int:
-    """Bins holding about two steps of the slowest job each, between MIN_BINS and MAX_BINS."""
+    """Bins holding about two steps of the slowest job each, at most MAX_BINS (below MIN_BINS: no interval)."""
     slowest = min(float(c.at(window.end) - c.at(window.start)) for c in curves)
     return int(min(MAX_BINS, slowest // 2))
 
@@ -117,7 +117,7 @@ def combine(samples: Sequence[RateSample], rng: np.random.Generator, n_boot: int
 
 
 def interval(value: float, replicates: np.ndarray | None) -> Estimate:
-    """The point value with the percentile interval of its replicates."""
+    """The point value with the percentile interval of its finite replicates (none if half are not)."""
     if replicates is None:
         return Estimate(value)
     finite = replicates[np.isfinite(replicates)]
@@ -128,13 +128,13 @@ def interval(value: float, replicates: np.ndarray | None) -> Estimate:
     return Estimate(value, float(low), float(high))
 
 
-def ratio(x: RateSample, s: RateSample, column: int = 0, s_column: int = 0) -> tuple[float, np.ndarray | None]:
-    """x/s for one job: the point value and its replicates (None unless both sides have some)."""
-    value = float(x.points[column] / s.points[s_column])
+def ratio(x: RateSample, s: RateSample, job: int) -> tuple[float, np.ndarray | None]:
+    """r = x/s of the shared sample's ``job``: the value and its replicates (None unless both sides have some)."""
+    value = float(x.points[0] / s.points[job])
     if x.replicates is None or s.replicates is None:
         return value, None
     with np.errstate(divide="ignore", invalid="ignore"):
-        return value, x.replicates[:, column] / s.replicates[:, s_column]
+        return value, x.replicates[:, 0] / s.replicates[:, job]
 
 
 def stp(baselines: Sequence[RateSample], s: RateSample) -> Estimate:
@@ -142,7 +142,7 @@ def stp(baselines: Sequence[RateSample], s: RateSample) -> Estimate:
     value = 0.0
     replicates: np.ndarray | None = np.zeros(len(s.replicates)) if s.replicates is not None else None
     for j, x in enumerate(baselines):
-        r, r_reps = ratio(x, s, 0, j)
+        r, r_reps = ratio(x, s, j)
         value += 1 / r
         replicates = None if replicates is None or r_reps is None else replicates + 1 / r_reps
     return interval(value, replicates)

@@ -70,7 +70,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence
 
 
 def rate_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of the rates-and-slowdown table (what rates.csv holds)."""
+    """Headers and rows of the rates-and-slowdown table."""
     headers = ["workload", "spec", "exclusive it/s", "shared it/s", "slowdown r [95% CI]", "1/r", "baseline"]
     rows = [
         [w.slot, w.spec, fmt(w.exclusive_rate), fmt(w.shared_rate), fmt_estimate(w.slowdown),
@@ -81,14 +81,16 @@ def rate_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
 
 
 def distribution_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of the distributions table (what distributions.csv holds)."""
+    """Headers and rows of the distributions table."""
+    import numpy as np
+
     headers = ["workload", "metric", "n excl", "n shared", "median excl", "median shared", "shift",
                "Wasserstein", "KS D", "KS p", "chi2 p"]
     rows = []
     for w in comparison.workloads:
         for d in w.distributions:
             values = comparison.samples.get((w.slot, d.metric))
-            factor, unit = display_scale(d.unit, values[0]) if values is not None else (1.0, d.unit)
+            factor, unit = display_scale(d.unit, np.concatenate(values)) if values is not None else (1.0, d.unit)
             shift = f"{d.median_shift / factor:+,.2f}"
             if not math.isnan(d.relative_shift):
                 shift += f" ({d.relative_shift:+.0%})"

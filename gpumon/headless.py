@@ -110,13 +110,12 @@ class HeadlessRun:
         return self._exit_code()
 
     def _run_workloads(self) -> None:
-        n = len(self.plan.requests)
         clock = self.session.clock
         start = clock.now()
         for i, request in enumerate(self.plan.requests):
             if i and self.plan.stagger_s and not self._wait_until(start + self.plan.stagger_s * i):
                 return
-            self.session.launch(request, n_workloads=n)
+            self.session.launch(request)
         end = start + self.plan.duration_s if self.plan.duration_s else None
         while self.signal_received is None and self._any_running():
             next_status = clock.now() + STATUS_PERIOD_S

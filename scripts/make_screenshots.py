@@ -1,6 +1,8 @@
 """Regenerate screenshots/ from the real app: a CPU run of two tiny workloads, help, runs, a simulated GPU box.
 
-Run: ``python scripts/make_screenshots.py`` (about a minute; CPU only). The "GPU box" view runs the
+Run: ``python scripts/make_screenshots.py`` (about two minutes; CPU only). Each workload is first
+captured alone with ``gpumon run --headless`` and passed as ``--baseline``, so the interference
+line shows real slowdowns, STP and the verdict. The "GPU box" view runs the
 same app in a child process that loads the scripted fake libnvidia-ml (tests/fakenvml, needs a C
 compiler); every other view is a real CPU run on this machine. SVGs come from
 ``App.export_screenshot``; the main view is also converted to PNG when cairosvg is installed.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import tempfile
@@ -19,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gpumon.cli import parse_baselines  # noqa: E402
 from gpumon.core.plan import make_plan  # noqa: E402
 from gpumon.core.session import SessionConfig  # noqa: E402
 from gpumon.tui.app import GpumonApp  # noqa: E402
@@ -27,6 +31,7 @@ from gpumon.tui.controller import Controller  # noqa: E402
 OUT = ROOT / "screenshots"
 WORKLOADS = ["fcn:preset=tiny", "gemm:preset=tiny"]
 HISTORY_S = 20.0
+BASELINE_S = 15
 FAKE_SCENARIO = """\
 device name="NVIDIA A100-SXM4-40GB (simulated by fake NVML)" uuid=GPU-SIMULATED mem_total_mib=40960 gpu_util=35 mem_util=12 mem_used_mib=5200 power_w=120 temp_c=48 sm_clock_mhz=1410 pcie_rx_bps=2.5e9 pcie_tx_bps=2e8
 at 4 gpu_util=62 mem_util=25 mem_used_mib=9800 power_w=210 temp_c=55 pcie_rx_bps=7.5e9
@@ -56,9 +61,26 @@ def save(app: GpumonApp, name: str, title: str) -> Path:
     return path
 
 
-async def shoot(runs_dir: Path, gpu_box: bool) -> None:
+def capture_baselines(runs_dir: Path) -> list[str]:
+    """Exclusive captures of each workload with the real CLI, as ``--baseline`` values (``A=RUN``)."""
+    baselines = []
+    for slot, spec in zip("AB", WORKLOADS):
+        out = runs_dir / f"alone-{slot}"
+        subprocess.run(
+            [sys.executable, "-m", "gpumon", "run", spec, "--headless", "--device", "cpu", "--no-nvml",
+             "--duration", str(BASELINE_S), "--out", str(out)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        (run,) = out.iterdir()
+        baselines.append(f"{slot}={run}")
+    return baselines
+
+
+async def shoot(runs_dir: Path, gpu_box: bool, baselines: list[str]) -> None:
     config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
     plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
+    plan = dataclasses.replace(plan, baselines=parse_baselines(baselines, runs_dir))
     app = GpumonApp(Controller(plan))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: _running_for(app, HISTORY_S), 180, "two workloads with history")
@@ -100,7 +122,7 @@ def to_png(svg: Path) -> Path | None:
     return png
 
 
-def gpu_box(runs_dir: Path) -> None:
+def gpu_box(runs_dir: Path, baselines: list[str]) -> None:
     """Run the GPU-box shot in a child process that loads the fake libnvidia-ml."""
     from tests.fakenvml import build as fake
 
@@ -111,21 +133,24 @@ def gpu_box(runs_dir: Path) -> None:
     lib = fake.build(work / "lib")
     scenario = fake.write_scenario(work / "scenario.txt", FAKE_SCENARIO)
     env = fake.environment(lib, scenario)
-    subprocess.run([sys.executable, __file__, "--gpu-box", "--runs", str(runs_dir)], env=env, check=True)
+    argv = [sys.executable, __file__, "--gpu-box", "--runs", str(runs_dir), *(f"--baseline={b}" for b in baselines)]
+    subprocess.run(argv, env=env, check=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--gpu-box", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--baseline", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     if args.gpu_box:
-        asyncio.run(shoot(args.runs, gpu_box=True))
+        asyncio.run(shoot(args.runs, gpu_box=True, baselines=args.baseline))
         return
     with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
-        asyncio.run(shoot(Path(runs) / "cpu", gpu_box=False))
-        gpu_box(Path(runs) / "gpu")
+        baselines = capture_baselines(Path(runs) / "baselines")
+        asyncio.run(shoot(Path(runs) / "cpu", gpu_box=False, baselines=baselines))
+        gpu_box(Path(runs) / "gpu", baselines)
     to_png(OUT / "monitor-cpu.svg")
     if (OUT / "gpu-box-simulated.svg").exists():
         to_png(OUT / "gpu-box-simulated.svg")

@@ -15,7 +15,7 @@ import psutil
 import gpumon
 from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
-from gpumon.core.launcher import LaunchRequest, Launcher, Workload
+from gpumon.core.launcher import SLOTS, LaunchRequest, Launcher, Workload
 from gpumon.core.listener import Listener
 from gpumon.core.model import SourceStatus, WorkloadMeta
 from gpumon.core.recorder import Recorder, create_run_dir, initial_meta
@@ -36,9 +36,9 @@ class SessionConfig:
     nvml: bool = True
 
 
-def default_threads(n_workloads: int) -> int:
-    """CPU threads per workload so that co-resident CPU workloads do not oversubscribe the cores."""
-    return max(1, (os.cpu_count() or 1) // max(1, n_workloads))
+def default_threads() -> int:
+    """CPU threads per workload: half the cores, alone or shared, so exclusive and shared runs compare."""
+    return max(1, (os.cpu_count() or 1) // len(SLOTS))
 
 
 class Session:
@@ -79,10 +79,10 @@ class Session:
         )
         self.sampler.start()
 
-    def launch(self, request: LaunchRequest, process: str | None = None, n_workloads: int = 2) -> Workload:
+    def launch(self, request: LaunchRequest, process: str | None = None) -> Workload:
         """Start ``request`` in ``process`` (or the first free slot)."""
         slot = process or self.launcher.free_slot()
-        return self.launcher.start(slot, request, default_threads(n_workloads))
+        return self.launcher.start(slot, request, default_threads())
 
     def stop(self, process: str) -> None:
         self.launcher.stop(process)

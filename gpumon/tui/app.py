@@ -18,6 +18,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
+from gpumon.core.launcher import LaunchRequest
 from gpumon.core.plan import RunPlan
 from gpumon.errors import UsageError
 from gpumon.tui.controller import Controller
@@ -108,18 +109,18 @@ class GpumonApp(App[int]):
         requests = plan.requests
         if not requests or self.quitting:
             return
-        self.monitor.launch("A", requests[0], len(requests))
+        self.monitor.launch("A", requests[0])
         if len(requests) > 1:
             if plan.stagger_s:
-                self.set_timer(plan.stagger_s, lambda: self._launch_later("B", requests[1], len(requests)))
+                self.set_timer(plan.stagger_s, lambda: self._launch_later("B", requests[1]))
             else:
-                self.monitor.launch("B", requests[1], len(requests))
+                self.monitor.launch("B", requests[1])
         if plan.duration_s:
             self.set_timer(plan.duration_s, self.action_quit)
 
-    def _launch_later(self, slot: str, request, n_workloads: int) -> None:
+    def _launch_later(self, slot: str, request: LaunchRequest) -> None:
         if not self.quitting and self.monitor is not None:
-            self.monitor.launch(slot, request, n_workloads)
+            self.monitor.launch(slot, request)
 
     async def action_quit(self) -> None:
         """Stop the children and finish the capture on a worker, then exit."""

@@ -63,10 +63,10 @@ class Controller:
                 return self.session.start_capture(self.plan.label, list(self.plan.requests))
             return None
 
-    def launch(self, slot: str, request: LaunchRequest, n_workloads: int = 2) -> Workload:
+    def launch(self, slot: str, request: LaunchRequest) -> Workload:
         """Start ``request`` in ``slot`` (call on the main thread)."""
         self.model.set_spec(slot, request.spec)
-        return self.session.launch(request, slot, n_workloads)
+        return self.session.launch(request, slot)
 
     def stop(self, slot: str) -> None:
         """Stop the workload in ``slot`` (blocking up to the launcher's timeout)."""

@@ -78,10 +78,10 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
             return
         self.launch(slot, request)
 
-    def launch(self, slot: str, request: LaunchRequest, n_workloads: int = 2) -> None:
+    def launch(self, slot: str, request: LaunchRequest) -> None:
         """Start ``request`` in ``slot`` from the UI (main) thread, so the child is tied to the monitor."""
         try:
-            workload = self.controller.launch(slot, request, n_workloads)
+            workload = self.controller.launch(slot, request)
         except UsageError as exc:
             self.notify(str(exc), severity="error")
             return

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 
 from textual.app import App
 from textual.binding import Binding
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 REFRESH_ENV = "GPUMON_REFRESH_HZ"
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+TEARDOWN_GRACE_S = 5.0
 
 
 def refresh_hz_from_env(default: float = DEFAULT_HZ) -> float:
@@ -138,7 +140,17 @@ class GpumonApp(App[int]):
         try:
             self.controller.shutdown()
         finally:
-            self.call_from_thread(self.exit, self.controller.exit_code())
+            code = self.controller.exit_code()
+            if self.handle_signals:
+                self._exit_if_teardown_hangs(code)
+            self.call_from_thread(self.exit, code)
+
+    @staticmethod
+    def _exit_if_teardown_hangs(code: int) -> None:
+        """The capture is final: if Textual cannot restore a terminal that is gone (SSH drop), exit anyway."""
+        timer = threading.Timer(TEARDOWN_GRACE_S, os._exit, args=(code,))
+        timer.daemon = True
+        timer.start()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Every worker failure becomes one visible message (and a log record)."""

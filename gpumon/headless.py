@@ -106,7 +106,7 @@ class HeadlessRun:
         if final is not None:
             self._say(f"gpumon: run saved to {final}")
             if self.as_json:
-                print(json.dumps({"run": str(final), "status": self._exit_code()}), file=self.out, flush=True)
+                self._emit(json.dumps({"run": str(final), "status": self._exit_code()}), self.out)
         return self._exit_code()
 
     def _run_workloads(self) -> None:
@@ -151,13 +151,13 @@ class HeadlessRun:
             figures = self.live.figures(process, now)
             state = "starting" if not figures.steps else "warm-up" if figures.warmup else "running"
             render = status_json if self.as_json else status_line
-            print(render(now, workload.request.spec, state, figures), file=self.out, flush=True)
+            self._emit(render(now, workload.request.spec, state, figures), self.out)
         running = [p for p, w in self.session.launcher.workloads.items() if w.running]
         if self.exclusive and len(running) > 1:
             shared = {p: self.live.figures(p, now).iter_per_s for p in running}
             result = interference(self.exclusive, shared)
             render_interference = interference_json if self.as_json else interference_line
-            print(render_interference(now, result), file=self.out, flush=True)
+            self._emit(render_interference(now, result), self.out)
 
     def _print_events(self) -> None:
         while True:
@@ -178,7 +178,15 @@ class HeadlessRun:
                 self._say(f"gpumon: NVML {item.reason}")
 
     def _say(self, text: str) -> None:
-        print(text, file=self.err, flush=True)
+        self._emit(text, self.err)
+
+    @staticmethod
+    def _emit(text: str, stream: TextIO) -> None:
+        """Print a line; a terminal that is gone (SSH drop, closed pipe) must not stop the run."""
+        try:
+            print(text, file=stream, flush=True)
+        except (OSError, ValueError):
+            pass
 
     def _exit_code(self) -> int:
         if self.signal_received is not None:

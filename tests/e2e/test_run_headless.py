@@ -224,3 +224,19 @@ def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
             assert entry["stp"] == pytest.approx(sum(1 / r for r in entry["slowdown"].values()))
             assert entry["verdict"].startswith("sharing ")
     assert checked, result.stdout
+
+
+def test_a_closed_stdout_does_not_stop_the_run(tmp_path):
+    """`gpumon run ... --headless | head -1`: the reader goes away, the capture still completes."""
+    proc = subprocess.Popen(
+        [*GPUMON, "run", "lstm:steps=400", "--headless", "--device", "cpu", "--no-nvml", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    run = load_run(only_run(tmp_path))
+    assert run.meta["status"] == "complete"
+    assert len(run.steps()) == 400

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from typing import Callable, Mapping
 
@@ -15,10 +16,13 @@ from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
 log = logging.getLogger(__name__)
 
 NAMESPACE_GRACE_S = 10.0
+# /proc CPU times tick at 10 ms (USER_HZ 100): a 100 ms window would quantise CPU% to 10 %, and the
+# /proc reads are most of the monitor's own cost. Processes and host are sampled at most this often.
+PROCESS_PERIOD_S = 0.5
 
 
 class Sampler(threading.Thread):
-    """Publishes a HostSample, ProcessSamples and (with NVML) a DeviceSample every interval.
+    """Publishes a DeviceSample (NVML) every interval, HostSample and ProcessSamples every 0.5 s at most.
 
     A slow tick is never queued behind: the next one is scheduled from when the
     last finished, so ticks merge instead of piling up (Dolphie's pattern).
@@ -42,6 +46,7 @@ class Sampler(threading.Thread):
         self.interval_s = interval_s
         self.workload_pids = workload_pids
         self.ticks = 0
+        self.process_every = max(1, math.ceil(PROCESS_PERIOD_S / interval_s - 1e-9))
         self._stop_event = threading.Event()
         self._nvml_was_available = nvml is not None and nvml.status.available
         self.expect_gpu_processes = expect_gpu_processes
@@ -62,23 +67,26 @@ class Sampler(threading.Thread):
             self._stop_event.wait(max(0.0, self.interval_s - (self.clock.now() - started)))
 
     def tick(self) -> None:
+        """NVML device metrics every tick; processes and host every ``process_every`` ticks."""
         t = self.clock.now()
-        trees = {process: self.host.tree_pids(pid) for process, pid in self.workload_pids().items()}
-        gpu_procs = {}
         nvml = self.nvml
-        if nvml is not None and nvml.status.available:
+        nvml_up = nvml is not None and nvml.status.available
+        if nvml_up:
             device = nvml.sample(t)
             if device is not None:
                 self.bus.publish(device)
+        if self.ticks % self.process_every == 0:
+            trees = {process: self.host.tree_pids(pid) for process, pid in self.workload_pids().items()}
             all_pids = [p for pids in trees.values() for p in pids]
-            gpu_procs = nvml.process_metrics(all_pids)
-            self._check_foreign(all_pids)
+            gpu_procs = nvml.process_metrics(all_pids) if nvml_up and nvml is not None else {}
+            if nvml_up:
+                self._check_foreign(all_pids)
+            self.bus.publish(self.host.sample_host(t))
+            for sample in self.host.sample_processes(t, trees, gpu_procs):
+                self.bus.publish(sample)
         if nvml is not None and self._nvml_was_available and not nvml.status.available:
             self._nvml_was_available = False
             self.bus.publish(nvml.status)
-        self.bus.publish(self.host.sample_host(t))
-        for sample in self.host.sample_processes(t, trees, gpu_procs):
-            self.bus.publish(sample)
 
     def _check_foreign(self, our_pids: list[int]) -> None:
         """Warn once when, after a grace period, NVML lists processes but never ours (PID namespace)."""

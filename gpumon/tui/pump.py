@@ -16,7 +16,7 @@ from gpumon.tui.view import View
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HZ = 2.0
+DEFAULT_HZ = 1.0
 ACK_TIMEOUT_S = 5.0
 
 

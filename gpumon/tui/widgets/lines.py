@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual.strip import Strip
 from textual.widget import Widget
 
 from gpumon.core.units import num
@@ -66,6 +69,8 @@ class MetricRow(Widget):
         self._value = ""
         self._series = Series((), 1.0)
         self._rows: tuple[tuple[int, int], list[str]] = ((-1, -1), [])
+        self._strips: list[Strip] | None = None
+        self._styles: tuple[Style, Style, Style, Style] | None = None
 
     def _graph(self) -> list[str]:
         width = max(0, self.size.width - self.label_width - self.value_width - 1)
@@ -82,28 +87,52 @@ class MetricRow(Widget):
         self._rows = ((-1, -1), [])
         self._graph()
         if (self._value, self._rows) != before:
+            self._strips = None
             self.refresh()
+
+    def on_resize(self) -> None:
+        self._strips = None
+
+    def notify_style_update(self) -> None:
+        """CSS or theme changed: rebuild the cached styles and rows."""
+        self._styles = None
+        self._strips = None
+        super().notify_style_update()
 
     @property
     def value(self) -> str:
         return self._value
 
-    def render(self) -> Text:
+    def render_line(self, y: int) -> Strip:
+        """Line API: the rows are built once per change as plain segments (no markup to parse)."""
+        if self._strips is None:
+            self._strips = self._build_strips()
+        return self._strips[y] if y < len(self._strips) else Strip.blank(self.size.width, self.rich_style)
+
+    def _build_strips(self) -> list[Strip]:
         rows = self._graph()
-        label_style = self.get_component_rich_style("metric--label")
-        value_style = self.get_component_rich_style("metric--value")
-        graph_style = self.get_component_rich_style("metric--graph")
-        text = Text(no_wrap=True, overflow="crop")
+        if self._styles is None:
+            base = self.rich_style
+            self._styles = (
+                base,
+                base + self.get_component_rich_style("metric--label"),
+                base + self.get_component_rich_style("metric--value"),
+                base + self.get_component_rich_style("metric--graph"),
+            )
+        base, label_style, value_style, graph_style = self._styles
+        head = self.label_width + self.value_width
+        strips = []
         for i, row in enumerate(rows):
-            if i == 1:
+            if i == 0:
+                segments = [
+                    Segment(self.label[: self.label_width].ljust(self.label_width), label_style),
+                    Segment(self._value[: self.value_width].rjust(self.value_width), value_style),
+                ]
+            elif i == 1:
                 scale = f"0–{num(self._series.top)} {self._series.unit}".strip()
-                text.append("\n" + scale[: self.label_width + self.value_width].rjust(self.label_width + self.value_width), label_style)
-                text.append(" ")
-            elif i:
-                text.append("\n" + " " * (self.label_width + self.value_width + 1))
+                segments = [Segment(scale[:head].rjust(head), label_style)]
             else:
-                text.append(self.label[: self.label_width].ljust(self.label_width), label_style)
-                text.append(self._value[: self.value_width].rjust(self.value_width), value_style)
-                text.append(" ")
-            text.append(row, graph_style)
-        return text
+                segments = [Segment(" " * head, base)]
+            segments += [Segment(" ", base), Segment(row, graph_style)]
+            strips.append(Strip(segments).adjust_cell_length(self.size.width, base))
+        return strips

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpumon.experiments.pairwise import keys_of
-from gpumon.experiments.results import NA, Context, fmt, fmt_share, md_table
+from gpumon.experiments.results import NA, Context, fmt, fmt_share, md_table, recorded_profiles
 from gpumon.experiments.similarity import jaccard, pooled, shares, weighted_jaccard
 
 TOP = 10
-SLOTS = ("A", "B")
 
 
 @dataclass(frozen=True)
@@ -51,20 +50,8 @@ def read_speedscope(path: Path, job: str, partner: str | None) -> Recording | No
 
 
 def load_recordings(ctx: Context) -> list[Recording]:
-    out = []
-    for cell in ctx.cells:
-        record = ctx.record(cell)
-        if record is None or ctx.run(cell) is None:
-            continue
-        for slot, key in zip(SLOTS, cell.keys):
-            path = record.profiles.get(f"pyspy-{slot}")
-            if path is None:
-                continue
-            partner = None if cell.mode == "exclusive" else cell.keys[1 if slot == "A" else 0]
-            recording = read_speedscope(ctx.out / path, key, partner)
-            if recording is not None:
-                out.append(recording)
-    return out
+    recordings = (read_speedscope(path, key, partner) for path, key, partner in recorded_profiles(ctx, "pyspy"))
+    return [r for r in recordings if r is not None]
 
 
 def frames_section(ctx: Context) -> list[str]:

@@ -7,14 +7,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpumon.experiments.cells import Cell
 from gpumon.experiments.pairwise import keys_of
-from gpumon.experiments.results import NA, Context, figure, fmt, fmt_share, md_table, save
+from gpumon.experiments.results import NA, Context, figure, fmt, fmt_share, md_table, recorded_profiles, save
 from gpumon.experiments.similarity import pooled, shares, weighted_jaccard
 
 OPERATOR_PREFIX = "aten::"
 TOP = 10
-SLOTS = ("A", "B")
 
 
 @dataclass(frozen=True)
@@ -52,24 +50,8 @@ def read_profile(path: Path, model: str, partner: str | None) -> OpProfile | Non
 
 
 def load_profiles(ctx: Context) -> list[OpProfile]:
-    out = []
-    for cell in ctx.cells:
-        record = ctx.record(cell)
-        if record is None or ctx.run(cell) is None:
-            continue
-        for slot, key in zip(SLOTS, cell.keys):
-            path = record.profiles.get(f"ops-{slot}")
-            partner = partner_of(cell, slot)
-            profile = read_profile(ctx.out / path, key, partner) if path else None
-            if profile is not None:
-                out.append(profile)
-    return out
-
-
-def partner_of(cell: Cell, slot: str) -> str | None:
-    if cell.mode != "shared":
-        return None
-    return cell.keys[1] if slot == "A" else cell.keys[0]
+    profiles = (read_profile(path, key, partner) for path, key, partner in recorded_profiles(ctx, "ops"))
+    return [p for p in profiles if p is not None]
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from gpumon.analysis.text import fmt
+from gpumon.core.launcher import SLOTS
 from gpumon.core.trace import Run, TraceError, load_run
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.manifest import OK, CellRecord, Manifest
@@ -202,3 +203,16 @@ def cells_section(ctx: Context) -> list[str]:
     return ["## Cells", "", "Every number above comes from these runs (`cells.json` has the commands).", ""] + md_table(
         ["cell", "status", "run directory", "reason / note / profiles"], rows
     )
+
+
+def recorded_profiles(ctx: Context, prefix: str) -> Iterator[tuple[Path, str, str | None]]:
+    """(file, job, partner or None) of every ``<prefix>-<slot>`` profile of the cells that ran."""
+    for cell in ctx.cells:
+        record = ctx.record(cell)
+        if record is None or ctx.run(cell) is None:
+            continue
+        for i, (slot, key) in enumerate(zip(SLOTS, cell.keys)):
+            path = record.profiles.get(f"{prefix}-{slot}")
+            if path:
+                partner = cell.keys[1 - i] if cell.mode == "shared" else None
+                yield ctx.out / path, key, partner

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from gpumon import __version__
+from gpumon.argtypes import finite_number, whole_number
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:
@@ -42,23 +43,6 @@ Options follow a colon: resnet50:batch=16,preset=tiny,input=disk (see docs/workl
 Runs are stored in $GPUMON_RUNS, else $XDG_DATA_HOME/gpumon/runs, else ~/.local/share/gpumon/runs."""
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-
-
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
@@ -78,13 +62,13 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         "(torch optimizer steps) or from gpumon.probe calls in the script",
     )
     p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N")
-    p.add_argument("--stagger", type=_positive_float, default=0.0, metavar="S", help="start the second job S seconds after the first")
-    p.add_argument("--duration", type=_positive_float, default=None, metavar="S", help="stop everything S seconds after the first start")
+    p.add_argument("--stagger", type=finite_number, default=0.0, metavar="S", help="start the second job S seconds after the first")
+    p.add_argument("--duration", type=finite_number, default=None, metavar="S", help="stop everything S seconds after the first start")
     p.add_argument("--label", default=None, help="name of the capture (default: the workload names)")
     p.add_argument("--out", type=Path, default=None, metavar="RUNS_DIR", help="where captures go (default: see below)")
-    p.add_argument("--interval", type=_int, default=100, metavar="MS", help="sampling interval in ms (default 100)")
-    p.add_argument("--gpu", type=_int, default=None, metavar="INDEX", help="GPU to sample with NVML (default 0)")
-    p.add_argument("--warmup", type=_int, default=None, metavar="N", help="steps marked warm-up (default 5)")
+    p.add_argument("--interval", type=whole_number, default=100, metavar="MS", help="sampling interval in ms (default 100)")
+    p.add_argument("--gpu", type=whole_number, default=None, metavar="INDEX", help="GPU to sample with NVML (default 0)")
+    p.add_argument("--warmup", type=whole_number, default=None, metavar="N", help="steps marked warm-up (default 5)")
     p.add_argument("--no-nvml", action="store_true", help="do not load NVML")
     p.add_argument(
         "--baseline",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpumon.argtypes import positive_seconds, positive_whole_number
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:
@@ -41,26 +41,6 @@ examples:
 spec format and the study's questions: docs/experiments.md"""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0: {text!r}")
-    return value
-
-
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add ``experiment`` to the CLI's subcommands, with ``handler=run_experiment``."""
     p = subparsers.add_parser(
@@ -75,8 +55,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="experiment directory (default: gpumon-experiments/NAME-PRESET-DEVICE here)")
     p.add_argument("--preset", default=None, help="the spec's preset: tiny or paper (default: tiny on CPU, paper on CUDA)")
-    p.add_argument("--repeats", type=_positive_int, default=None, metavar="N", help="runs of every cell")
-    p.add_argument("--seconds", type=_positive_seconds, default=None, metavar="S",
+    p.add_argument("--repeats", type=positive_whole_number, default=None, metavar="N", help="runs of every cell")
+    p.add_argument("--seconds", type=positive_seconds, default=None, metavar="S",
                    help="steady-state seconds each job is measured")
     p.add_argument("--profile", action="store_true", help="record every training process with py-spy (speedscope)")
     p.add_argument("--retry-failed", action="store_true", help="run failed cells again when resuming")

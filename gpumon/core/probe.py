@@ -167,19 +167,22 @@ def _get() -> _Channel:
     global _channel
     if _channel is None or _channel.pid != os.getpid():
         with _channel_lock:
-            if _channel is None or _channel.pid != os.getpid():
-                _channel = _open_from_env()
+            if _channel is None:
+                _channel = _open_from_env(inherit_fd=True)
+            elif _channel.pid != os.getpid():
+                _channel = _open_from_env(inherit_fd=False)
     return _channel
 
 
-def _open_from_env() -> _Channel:
-    raw_fd = os.environ.get(ENV_FD)
+def _open_from_env(inherit_fd: bool) -> _Channel:
+    """The channel of this process; after a fork (``inherit_fd`` False) a disabled one, so only
+    the process that opened the pipe reports (DataLoader workers do not)."""
     fd: int | None = None
-    if raw_fd is not None and _channel is None:
+    if inherit_fd:
         try:
-            fd = int(raw_fd)
+            fd = int(os.environ[ENV_FD])
             os.fstat(fd)
-        except (ValueError, OSError):
+        except (KeyError, ValueError, OSError):
             fd = None
     try:
         warmup = int(os.environ.get(ENV_WARMUP, DEFAULT_WARMUP_STEPS))

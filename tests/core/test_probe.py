@@ -110,3 +110,29 @@ def test_no_monitor_is_a_noop(value):
     proc = subprocess.run([sys.executable, "-c", code, "10"], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+def test_a_forked_child_does_not_report():
+    """DataLoader workers are forks of the trainer: only the process that opened the pipe reports."""
+    code = textwrap.dedent(
+        """
+        import os
+        from gpumon import probe
+        probe.step(samples=1)
+        pid = os.fork()
+        if pid == 0:
+            probe.step(samples=99)
+            probe.flush()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        probe.step(samples=2)
+        """
+    )
+    r, w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "GPUMON_PROBE_FD": str(w)}, pass_fds=(w,))
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        messages = [json.loads(line) for line in f.read().splitlines()]
+    assert proc.wait(timeout=60) == 0
+    assert [row[3] for row in step_rows(messages)] == [1, 2]
+    assert {m["pid"] for m in messages} == {proc.pid}

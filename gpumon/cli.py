@@ -71,6 +71,15 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=whole_number, default=None, metavar="N", help="steps marked warm-up (default 5)")
     p.add_argument("--no-nvml", action="store_true", help="do not load NVML")
     p.add_argument(
+        "--share",
+        default="timeslice",
+        metavar="MODE",
+        help="how the jobs share the GPU: timeslice (the driver's default: each context runs alone for a "
+        "time slice), mps (gpumon starts its own NVIDIA MPS daemon; kernels of both jobs run at once), "
+        "mps:threads=PCT_A,PCT_B (MPS, each job capped at that %% of the SMs), mps:existing (clients of "
+        "an MPS daemon you already run)",
+    )
+    p.add_argument(
         "--baseline",
         action="append",
         default=[],
@@ -148,12 +157,14 @@ def resolve_run(text: str, runs_dir: Path) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from gpumon.core.mps import parse_share
     from gpumon.core.plan import make_plan
     from gpumon.core.session import SessionConfig
 
     if args.json and not args.headless:
         raise UsageError("--json goes with --headless")
     config = SessionConfig(
+        share=parse_share(args.share),
         device=args.device,
         interval_ms=args.interval,
         gpu_index=args.gpu,

@@ -105,7 +105,14 @@ class Launcher:
                     return slot
         raise UsageError("at most two workloads run at once (slots A and B are busy)")
 
-    def start(self, process: str, request: LaunchRequest, default_threads: int | None = None) -> Workload:
+    def start(
+        self,
+        process: str,
+        request: LaunchRequest,
+        default_threads: int | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> Workload:
+        """Start ``request`` in slot ``process``; ``extra_env`` is added to the child's environment."""
         if process not in SLOTS:
             raise UsageError(f"unknown slot {process!r} (choose from A, B)")
         with self._lock:
@@ -114,6 +121,7 @@ class Launcher:
         probe_r, probe_w = os.pipe()
         out_r, out_w = os.pipe()
         env = self._child_env(process, request, probe_w, default_threads)
+        env.update(extra_env or {})
         self.bus.publish(WorkloadState(process, "starting", self.clock.now()))
         try:
             popen = subprocess.Popen(

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from gpumon.core.launcher import LaunchRequest
+from gpumon.core.mps import check_share
 from gpumon.core.session import SessionConfig
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import parse_workload_spec, to_argv
@@ -58,6 +59,7 @@ def make_plan(
         raise UsageError(f"--duration ({duration_s:g} s) must be longer than --stagger ({stagger_s:g} s)")
     if not 10 <= session.interval_ms <= 60_000:
         raise UsageError(f"--interval must be between 10 and 60000 ms, got {session.interval_ms}")
+    check_share(session.share, session.device)
     requests = [builtin_request(w, session.device) for w in workloads]
     requests += [LaunchRequest.command(c) for c in commands]
     if not label:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import socket
 import time
 from dataclasses import dataclass, field
@@ -18,11 +19,13 @@ from gpumon.core.clock import RunClock
 from gpumon.core.launcher import SLOTS, LaunchRequest, Launcher, Workload
 from gpumon.core.listener import Listener
 from gpumon.core.model import SourceStatus, WorkloadMeta
+from gpumon.core.mps import MpsControl, ShareMode
 from gpumon.core.recorder import Recorder, create_run_dir, initial_meta
 from gpumon.core.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
 from gpumon.core.trace import default_runs_dir
+from gpumon.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class SessionConfig:
     warmup: int | None = None
     stagger_s: float = 0.0
     nvml: bool = True
+    share: ShareMode = field(default_factory=ShareMode)
 
 
 def default_threads() -> int:
@@ -54,6 +58,7 @@ class Session:
         self.nvml = NvmlSource(config.gpu_index) if config.nvml else None
         self.nvml_status = SourceStatus("nvml", False, "unavailable: disabled (--no-nvml)")
         self.sampler: Sampler | None = None
+        self.mps: MpsControl | None = None
         self.recorder: Recorder | None = None
         self._unsubscribe_recorder = None
         self.workload_meta: dict[str, dict[str, Any]] = {}
@@ -82,7 +87,20 @@ class Session:
     def launch(self, request: LaunchRequest, process: str | None = None) -> Workload:
         """Start ``request`` in ``process`` (or the first free slot)."""
         slot = process or self.launcher.free_slot()
-        return self.launcher.start(slot, request, default_threads())
+        return self.launcher.start(slot, request, default_threads(), self._share_env(slot))
+
+    def _share_env(self, slot: str) -> dict[str, str]:
+        """The MPS client environment for ``slot`` (gpumon's daemon starts with the first job)."""
+        if not self.config.share.mps:
+            return {}
+        if self.mps is None:
+            self._start_mps(None)
+        return self.mps.client_env(SLOTS.index(slot))
+
+    def _start_mps(self, home: Path | None) -> None:
+        mps = MpsControl(self.config.share)
+        mps.start(home)
+        self.mps = mps
 
     def stop(self, process: str) -> None:
         self.launcher.stop(process)
@@ -113,7 +131,16 @@ class Session:
             workloads=workloads,
         )
         meta["capture_start_t"] = round(self.clock.now(), 6)
+        meta["share"] = self.config.share.to_json()
         self.recorder = Recorder(path, meta)
+        if self.config.share.mps and self.mps is None:
+            try:
+                self._start_mps(path)  # its pipe and log directories live in the run directory
+            except UsageError:
+                self.recorder.close(0.0)
+                self.recorder = None
+                shutil.rmtree(path, ignore_errors=True)  # nothing was recorded: leave nothing behind
+                raise
         self._unsubscribe_recorder = self.bus.subscribe(self.recorder.handle)
         return path
 
@@ -139,6 +166,8 @@ class Session:
     def shutdown(self) -> Path | None:
         """Stop every workload, wait for their last events, stop sampling, finish the capture."""
         self.launcher.stop_all()
+        if self.mps is not None:
+            self.mps.stop()
         if self.sampler is not None:
             self.sampler.stop()
             self.sampler.join(2.0)

@@ -1,0 +1,185 @@
+"""``--share mps``: gpumon's own MPS daemon, its clients, and its end at every kind of end.
+
+The daemon is a fake ``nvidia-cuda-mps-control`` (tests/mps/), a script at the hardware boundary
+that records its argv, environment and commands; everything else is real: gpumon, its guardian
+process, the child jobs and their environments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.mps import ShareMode, parse_share, share_of
+from gpumon.errors import UsageError
+from tests.helpers import GPUMON, gpumon, only_run, wait_for
+
+FAKE_BIN = Path(__file__).resolve().parents[1] / "mps"
+JOB = """
+import json, os, sys, time
+from gpumon import probe
+print("MPSENV " + json.dumps({k: v for k, v in os.environ.items() if k.startswith("CUDA_MPS")}), flush=True)
+for _ in range(int(sys.argv[1])):
+    time.sleep(0.02)
+    probe.step()
+"""
+
+
+@pytest.fixture
+def fake_mps(tmp_path: Path) -> dict[str, str]:
+    """An environment with the fake daemon first on PATH, logging to tmp_path/mps.log."""
+    (tmp_path / "job.py").write_text(JOB)
+    return {
+        "PATH": f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_MPS_LOG": str(tmp_path / "mps.log"),
+        "CUDA_MPS_PIPE_DIRECTORY": str(tmp_path / "no-default-daemon"),
+    }
+
+
+def log_lines(env: dict[str, str]) -> list[str]:
+    path = Path(env["FAKE_MPS_LOG"])
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def job(tmp_path: Path, steps: int) -> str:
+    return f"{sys.executable} {tmp_path / 'job.py'} {steps}"
+
+
+def client_env(run: Path, slot: str) -> dict[str, str]:
+    line = next(line for line in (run / "logs" / f"{slot}.out").read_text().splitlines() if line.startswith("MPSENV "))
+    return json.loads(line.removeprefix("MPSENV "))
+
+
+def daemon_pid(env: dict[str, str]) -> int:
+    first = next(line for line in log_lines(env) if line.startswith("argv=[-f]"))
+    return int(first.split("pid=")[1].split()[0])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_share_modes_parse_and_describe() -> None:
+    assert parse_share("timeslice") == ShareMode()
+    assert parse_share("mps") == ShareMode("mps")
+    assert parse_share("mps:threads=30,70") == ShareMode("mps", threads=(30, 70))
+    assert parse_share("mps:existing") == ShareMode("mps", existing=True)
+    assert parse_share("mps:threads=30,70").describe() == "mps 30/70"
+    for bad in ("mig", "mps:threads=0,50", "mps:threads=30", "mps:threads=30,101", "timeslice:x", "mps:bogus"):
+        with pytest.raises(UsageError):
+            parse_share(bad)
+    assert share_of({}) == "timeslice"
+    assert share_of({"share": {"mode": "mps", "threads": [30, 70], "existing_daemon": False}}) == "mps 30/70"
+
+
+def test_mps_daemon_private_dirs_client_env_and_quit(tmp_path: Path, fake_mps: dict[str, str]) -> None:
+    runs = tmp_path / "runs"
+    result = gpumon(
+        "run", "--cmd", job(tmp_path, 20), "--cmd", job(tmp_path, 20), "--share", "mps:threads=30,70",
+        "--headless", "--no-nvml", "--out", str(runs), env=fake_mps,
+    )
+    assert result.returncode == 0, result.stderr
+    run = only_run(runs)
+    pipe = client_env(run, "A")["CUDA_MPS_PIPE_DIRECTORY"]
+    # private: in the run directory, or a private temp dir where that path is too long for a socket
+    assert pipe == str(run / "mps" / "pipe") or Path(pipe).name.startswith("gpumon-mps-pipe-"), pipe
+    assert not Path(pipe).exists(), "the pipe directory is removed with the daemon"
+    lines = log_lines(fake_mps)
+    assert lines[0] == f"argv=[-f] pid={daemon_pid(fake_mps)} pipe={pipe} logdir={run / 'mps' / 'log'}"
+    assert lines[-2:] == ["command quit", "daemon exited"], lines  # told to quit before gpumon returned
+    for slot, threads in (("A", "30"), ("B", "70")):
+        assert client_env(run, slot) == {
+            "CUDA_MPS_PIPE_DIRECTORY": pipe,
+            "CUDA_MPS_LOG_DIRECTORY": str(run / "mps" / "log"),
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": threads,
+        }
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["share"] == {"mode": "mps", "threads": [30, 70], "existing_daemon": False}
+    assert not alive(daemon_pid(fake_mps))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_daemon_quits_when_gpumon_is_stopped_or_killed(tmp_path: Path, fake_mps: dict[str, str], signum: int) -> None:
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [*GPUMON, "run", "--cmd", job(tmp_path, 100_000), "--cmd", job(tmp_path, 100_000), "--share", "mps",
+         "--headless", "--no-nvml", "--out", str(runs)],
+        env={**os.environ, **fake_mps}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        wait_for(lambda: any(line.startswith("MPSENV") for p in runs.glob("*/logs/B.out") for line in p.read_text().splitlines()),
+                 timeout=60, what="job B running as an MPS client")
+        pid = daemon_pid(fake_mps)
+        assert alive(pid)
+        proc.send_signal(signum)
+        proc.wait(30)
+        wait_for(lambda: "daemon exited" in log_lines(fake_mps), timeout=30, what="the daemon to quit")
+        wait_for(lambda: not alive(pid), timeout=10, what="the daemon process to end")
+        assert "command quit" in log_lines(fake_mps)
+        pipe = next(line for line in log_lines(fake_mps) if line.startswith("argv=[-f]")).split("pipe=")[1].split()[0]
+        wait_for(lambda: not Path(pipe).exists(), timeout=10, what="the guardian to remove the pipe directory")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_failure_to_start_the_daemon_is_one_line_and_leaves_nothing(tmp_path: Path, fake_mps: dict[str, str]) -> None:
+    runs = tmp_path / "runs"
+    env = {**fake_mps, "FAKE_MPS_FAIL": "cannot open /dev/nvidiactl"}
+    result = gpumon("run", "--cmd", job(tmp_path, 5), "--share", "mps", "--headless", "--no-nvml", "--out", str(runs), env=env)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "gpumon: error: could not start the MPS daemon: nvidia-cuda-mps-control exited with status 1: "
+        "cannot open /dev/nvidiactl"
+    )
+    assert "Traceback" not in result.stderr
+    assert not [p for p in runs.iterdir() if (p / "run.json").exists()]
+
+
+def test_without_mps_binaries_or_on_the_cpu_one_line_exit_2(tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {"PATH": f"{empty}{os.pathsep}{Path(sys.executable).parent}"}
+    result = gpumon("run", "--cmd", "true", "--share", "mps", "--headless", "--out", str(tmp_path / "runs"), env=env)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "gpumon: error: --share mps needs nvidia-cuda-mps-control on PATH (it comes with the NVIDIA driver's CUDA tools)"
+    )
+    result = gpumon("run", "fcn", "--device", "cpu", "--share", "mps", "--headless", "--out", str(tmp_path / "runs"))
+    assert result.returncode == 2 and "--device cpu has none" in result.stderr
+    result = gpumon("run", "fcn", "--share", "mps:threads=30", "--headless", "--out", str(tmp_path / "runs"))
+    assert result.returncode == 2 and "bad --share" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_existing_daemon_is_used_only_when_asked_and_never_stopped(tmp_path: Path, fake_mps: dict[str, str]) -> None:
+    pipe = tmp_path / "user-pipe"
+    pipe.mkdir()
+    env = {**os.environ, **fake_mps, "CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
+    daemon = subprocess.Popen([str(FAKE_BIN / "nvidia-cuda-mps-control"), "-f"], env=env)
+    try:
+        wait_for(lambda: (pipe / "control").exists(), timeout=10, what="the user's daemon")
+        runs = tmp_path / "runs"
+        refused = gpumon("run", "--cmd", job(tmp_path, 5), "--share", "mps", "--headless", "--no-nvml",
+                         "--out", str(runs), env=fake_mps)
+        assert refused.returncode == 2
+        assert f"an MPS control daemon is already running (pipe directory {pipe})" in refused.stderr
+        used = gpumon("run", "--cmd", job(tmp_path, 5), "--share", "mps:existing", "--headless", "--no-nvml",
+                      "--out", str(runs), env=fake_mps)
+        assert used.returncode == 0, used.stderr
+        assert client_env(only_run(runs), "A") == {"CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
+        assert daemon.poll() is None and "command quit" not in log_lines(fake_mps)
+    finally:
+        subprocess.run([str(FAKE_BIN / "nvidia-cuda-mps-control")], input="quit\n", text=True, env=env, timeout=10)
+        daemon.wait(10)

@@ -34,6 +34,7 @@ examples:
   gpumon run fcn lstm                    live monitor, two built-in jobs sharing the device
   gpumon run fcn gemm --headless --duration 30
   gpumon run fcn --cmd "python train.py" --stagger 10
+  gpumon run fcn vgg19 --share mps       the same pair under NVIDIA MPS instead of time slicing
   gpumon runs                            list captures
   gpumon export last --csv out/          plain CSV of the newest capture
   gpumon compare --exclusive RUN_A --exclusive RUN_B --shared RUN_AB
@@ -222,6 +223,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                         "path": str(runs_dir / s.name),
                         "label": s.label,
                         "mode": s.mode,
+                        "share": s.share,
                         "status": s.status,
                         "workloads": s.workloads,
                         "duration_s": json_number(s.duration_s),
@@ -236,11 +238,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not summaries:
         print(f"no runs in {runs_dir}")
         return 0
-    print(f"{'RUN':<34} {'MODE':<9} {'STATUS':<9} {'DURATION':>8}  RATES / WORKLOADS")
+    print(f"{'RUN':<34} {'MODE':<9} {'SHARE':<10} {'STATUS':<9} {'DURATION':>8}  RATES / WORKLOADS")
     for s in summaries:
         rates = "  ".join(f"{k} {fmt_rate(v)}" for k, v in sorted(s.rates.items())) or "no steps"
         duration = "–" if math.isnan(s.duration_s) else f"{s.duration_s:.1f}s"
-        print(f"{s.name:<34.34} {s.mode:<9} {s.status:<9} {duration:>8}  {rates}  [{s.workloads}]")
+        print(f"{s.name:<34.34} {s.mode:<9} {s.share:<10} {s.status:<9} {duration:>8}  {rates}  [{s.workloads}]")
     return 0
 
 

@@ -11,6 +11,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from gpumon.core import mps
 from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
 from gpumon.core.trace import default_runs_dir
 from gpumon.errors import UsageError
@@ -100,7 +101,7 @@ def check_python() -> Check:
 
 
 def check_nvml(gpu: int | None) -> list[Check]:
-    """NVML and the selected GPU (what it supports), the other GPUs, and the PID-namespace trap."""
+    """NVML and the selected GPU (what it supports), the other GPUs, the PID-namespace trap, and MPS."""
     source = NvmlSource(gpu)
     status = source.open()
     try:
@@ -109,15 +110,37 @@ def check_nvml(gpu: int | None) -> list[Check]:
             level = FAIL if gpu is not None and source.device_count else WARN
             notes = [] if level == FAIL else ["GPU panels will show N/A; workloads can still train on the CPU"]
             detail = {"available": False, "reason": status.reason, "device_count": source.device_count}
-            return [Check("nvml", level, f"NVML {status.reason}", detail, notes)]
+            return [Check("nvml", level, f"NVML {status.reason}", detail, notes), check_mps()]
         info = source.device_info()
         checks = [_gpu_check(info), *_other_gpus(info["index"], source.device_count)]
         hint = pid_namespace_hint((), source.all_gpu_pids())
         if hint:
             checks.append(Check("pid_namespace", WARN, "GPU processes are not visible here", {"hint": hint}, [hint]))
-        return checks
+        return [*checks, check_mps(info.get("compute_mode"))]
     finally:
         source.close()
+
+
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+
+
+def check_mps(compute_mode: int | None = None) -> Check:
+    """Whether ``--share mps`` can work: the MPS binaries, a daemon already running, the compute mode."""
+    control = shutil.which(mps.CONTROL)
+    running = mps.existing_daemon()
+    mode = COMPUTE_MODES.get(compute_mode) if compute_mode is not None else None
+    detail = {"control": control, "running_daemon": str(running) if running else None, "compute_mode": mode}
+    if control is None:
+        return Check("mps", WARN, f"MPS unavailable: {mps.CONTROL} not found", detail,
+                     ["--share mps needs the NVIDIA driver's CUDA MPS binaries; time slicing still works"])
+    if mode == "Prohibited":
+        return Check("mps", WARN, "MPS unusable: the GPU's compute mode is Prohibited", detail,
+                     ["no CUDA context can run on this GPU (nvidia-smi -c DEFAULT, as root)"])
+    where = f", compute mode {mode}" if mode else ""
+    if running is not None:
+        return Check("mps", WARN, f"MPS daemon already running (pipe directory {running}){where}", detail,
+                     ["--share mps:existing runs the jobs as its clients; plain --share mps refuses to start a second"])
+    return Check("mps", OK, f"MPS usable ({control}{where}): gpumon run A B --share mps", detail)
 
 
 def _gpu_check(info: dict) -> Check:

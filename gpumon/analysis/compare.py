@@ -91,9 +91,10 @@ class PairResult:
     stp: Estimate
     verdict: str
     windows: tuple[Segment, ...]
+    share: str = "timeslice"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stp": self.stp.to_dict(), "verdict": self.verdict,
+        return {"stp": self.stp.to_dict(), "verdict": self.verdict, "share": self.share,
                 "windows": [w.to_dict() for w in self.windows]}
 
 
@@ -268,6 +269,7 @@ def compare(
     rng = np.random.default_rng(seed)
     warnings: list[str] = []
     notes: list[str] = []
+    share = _share_mode(shared)
     shared_data = [_RunData(r) for r in shared]
     exclusive_data = [_RunData(r) for r in exclusive]
     specs, mappings = _shared_slots(shared_data)
@@ -320,13 +322,24 @@ def compare(
     warnings += _warnings(exclusive_data, shared_data, windows, workloads)
     return Comparison(
         workloads=tuple(workloads),
-        pair=PairResult(stp=stp, verdict=slowdown.verdict(stp), windows=tuple(windows)),
+        pair=PairResult(stp=stp, verdict=slowdown.verdict(stp), windows=tuple(windows), share=share),
         warnings=tuple(warnings),
         notes=tuple(notes),
         exclusive_runs=tuple(str(d.run.path) for d in exclusive_data),
         shared_runs=tuple(str(d.run.path) for d in shared_data),
         samples=samples,
     )
+
+
+def _share_mode(shared: Sequence[Run]) -> str:
+    """The one share mode of the shared runs (an exclusive baseline is valid for any mode)."""
+    modes = sorted({run.share for run in shared})
+    if len(modes) > 1:
+        raise UsageError(
+            f"the shared runs were recorded under different share modes ({', '.join(modes)}): "
+            "compare one mode at a time"
+        )
+    return modes[0]
 
 
 def _overlaps(

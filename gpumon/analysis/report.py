@@ -204,7 +204,8 @@ def markdown(comparison: "Comparison") -> str:
              f"Intervals {comparison.confidence:.0%}.", ""]
     lines += _md_table(*rate_rows(comparison))
     lines += ["", "## Pair", "",
-              f"STP = 1/r_A + 1/r_B = **{fmt_estimate(pair.stp)}**: {VERDICT_TEXT[pair.verdict]}.", ""]
+              f"STP = 1/r_A + 1/r_B = **{fmt_estimate(pair.stp)}**: {VERDICT_TEXT[pair.verdict]} "
+              f"(shared under {pair.share}).", ""]
     lines += [f"- overlap window of {w.name}: {w.start:.2f}-{w.end:.2f} s ({w.end - w.start:.1f} s)"
               for w in pair.windows]
     headers, rows = distribution_rows(comparison)

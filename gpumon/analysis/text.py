@@ -114,7 +114,7 @@ def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
     pair = comparison.pair
     out += [
         "",
-        f"Pair: STP {fmt_estimate(pair.stp)}: " + _paint(VERDICT_TEXT[pair.verdict], pair.verdict, color),
+        f"Pair ({pair.share}): STP {fmt_estimate(pair.stp)}: " + _paint(VERDICT_TEXT[pair.verdict], pair.verdict, color),
         "  STP = 1/r_A + 1/r_B, the combined throughput in units of one job alone; sharing pays when STP > 1.",
     ]
     for w in pair.windows:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from gpumon.core.model import DEVICE_COLUMNS, HOST_COLUMNS, PROCESS_COLUMNS, STEP_COLUMNS
+from gpumon.core.mps import share_of
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:
@@ -70,6 +71,11 @@ class Run:
     @property
     def mode(self) -> str:
         return str(self.meta.get("mode", "?"))
+
+    @property
+    def share(self) -> str:
+        """How the jobs shared the GPU: ``timeslice`` (also for runs recorded before modes), ``mps``..."""
+        return share_of(self.meta)
 
     @property
     def workloads(self) -> list[dict[str, Any]]:
@@ -154,6 +160,7 @@ class RunSummary:
     name: str
     label: str
     mode: str
+    share: str
     status: str
     workloads: str
     duration_s: float
@@ -180,6 +187,7 @@ def summarize(run: Run) -> RunSummary:
         name=run.path.name,
         label=run.label,
         mode=run.mode,
+        share=run.share,
         status=str(run.meta.get("status", "?")),
         workloads=specs,
         duration_s=float(run.meta.get("duration_s") or math.nan),

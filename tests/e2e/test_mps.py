@@ -69,6 +69,20 @@ def alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
+def doctor_mps(env: dict[str, str]) -> dict:
+    result = gpumon("doctor", "--json", env=env)
+    return next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "mps")
+
+
+def test_doctor_says_whether_mps_is_usable(tmp_path: Path, fake_mps: dict[str, str]) -> None:
+    usable = doctor_mps(fake_mps)
+    assert usable["level"] == "ok" and usable["detail"]["control"] == str(FAKE_BIN / "nvidia-cuda-mps-control")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    missing = doctor_mps({"PATH": f"{empty}{os.pathsep}{Path(sys.executable).parent}"})
+    assert missing["level"] == "warn" and missing["summary"] == "MPS unavailable: nvidia-cuda-mps-control not found"
+
+
 def test_share_modes_parse_and_describe() -> None:
     assert parse_share("timeslice") == ShareMode()
     assert parse_share("mps") == ShareMode("mps")
@@ -180,6 +194,34 @@ def test_an_existing_daemon_is_used_only_when_asked_and_never_stopped(tmp_path: 
         assert used.returncode == 0, used.stderr
         assert client_env(only_run(runs), "A") == {"CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
         assert daemon.poll() is None and "command quit" not in log_lines(fake_mps)
+        assert doctor_mps(fake_mps)["summary"].startswith(f"MPS daemon already running (pipe directory {pipe})")
     finally:
         subprocess.run([str(FAKE_BIN / "nvidia-cuda-mps-control")], input="quit\n", text=True, env=env, timeout=10)
         daemon.wait(10)
+
+
+def test_compare_prints_the_share_mode_and_refuses_to_mix_modes(tmp_path: Path) -> None:
+    from tests.tracegen import Job, write_run
+
+    xa = write_run(tmp_path / "xa", [Job("A", "fcn", phases=((10, 0.1),), warmup=3)])
+    xb = write_run(tmp_path / "xb", [Job("A", "lstm", phases=((10, 0.05),), warmup=3)])
+    pair = [Job("A", "fcn", phases=((10, 0.2),), warmup=3), Job("B", "lstm", phases=((10, 0.1),), warmup=3)]
+    sliced = write_run(tmp_path / "sliced", pair)
+    mps = write_run(tmp_path / "mps", pair)
+    meta = json.loads((mps / "run.json").read_text())
+    meta["share"] = {"mode": "mps", "threads": None, "existing_daemon": False}
+    (mps / "run.json").write_text(json.dumps(meta))
+
+    base = ["compare", "--exclusive", str(xa), "--exclusive", str(xb)]
+    result = gpumon(*base, "--shared", str(mps), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["pair"]["share"] == "mps"
+    assert "Pair (timeslice): STP" in gpumon(*base, "--shared", str(sliced)).stdout  # runs from before modes
+    mixed = gpumon(*base, "--shared", str(sliced), "--shared", str(mps))
+    assert mixed.returncode == 2
+    assert mixed.stderr.strip() == (
+        "gpumon: error: the shared runs were recorded under different share modes (mps, timeslice): "
+        "compare one mode at a time"
+    )
+    listed = json.loads(gpumon("runs", str(tmp_path), "--json").stdout)
+    assert {r["name"]: r["share"] for r in listed} == {"xa": "timeslice", "xb": "timeslice", "sliced": "timeslice", "mps": "mps"}

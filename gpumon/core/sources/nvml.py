@@ -255,6 +255,7 @@ class NvmlSource:
             "name": _text(q("name", nv.nvmlDeviceGetName, handle)),
             "uuid": _text(q("uuid", nv.nvmlDeviceGetUUID, handle)),
             "driver": _text(q("driver", nv.nvmlSystemGetDriverVersion)),
+            "compute_mode": _int(q("compute_mode", nv.nvmlDeviceGetComputeMode, handle)),
         }
         self._refresh_link()
         self._util_last_seen_us = time.time_ns() // 1000 - SM_UTIL_HOLD_US

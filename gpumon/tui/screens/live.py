@@ -54,6 +54,8 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     def status_text(self, view: View) -> Text:
         text = Text("gpumon", style="bold")
         text.append(f"  t {view.t:7.1f} s  ", style="dim")
+        share = self.controller.session.config.share
+        text.append(f"{share.describe()}  ", style="bold cyan" if share.mps else "dim")
         path = self.controller.capture_path
         if path is not None:
             text.append("● REC", style="bold red")

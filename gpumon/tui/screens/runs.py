@@ -16,13 +16,13 @@ from gpumon.core.units import DASH, fmt_rate
 from gpumon.tui.pump import DEFAULT_HZ
 
 MARK = "●"
-COLUMNS = (("mark", " "), ("name", "run"), ("mode", "mode"), ("status", "status"), ("duration", "time"), ("rates", "iter/s"), ("workloads", "workloads"))
+COLUMNS = (("mark", " "), ("name", "run"), ("mode", "mode"), ("share", "share"), ("status", "status"), ("duration", "time"), ("rates", "iter/s"), ("workloads", "workloads"))
 
 
 def summary_cells(summary: RunSummary) -> tuple[str, ...]:
     rates = "  ".join(f"{k} {fmt_rate(v, '')}".rstrip() for k, v in sorted(summary.rates.items())) or "no steps"
     duration = DASH if math.isnan(summary.duration_s) else f"{summary.duration_s:.0f}s"
-    return (summary.name, summary.mode, summary.status, duration, rates, summary.workloads)
+    return (summary.name, summary.mode, summary.share, summary.status, duration, rates, summary.workloads)
 
 
 class RunsScreen(Screen):

@@ -38,6 +38,7 @@ class Cell:
     warmup: int | None
     interval_ms: int
     profile_steps: int | None = None
+    share: str = "timeslice"
 
     @property
     def duration_s(self) -> float:
@@ -57,6 +58,8 @@ class Cell:
         """Everything that shapes the cell's result: a completed cell is reused only if this matches."""
         data = asdict(self)
         data.pop("id")
+        if data["share"] == "timeslice":
+            del data["share"]  # as recorded before share modes existed, so those cells still resume
         data["jobs"] = [[j.key, j.spec] for j in self.jobs]
         data["point"] = [list(p) for p in self.point]
         return data
@@ -113,11 +116,20 @@ def point_label(point: tuple[tuple[str, str], ...]) -> str:
     return "-".join(UNSAFE.sub("-", v if k == "device" else f"{k}{v}") for k, v in point)
 
 
-def cell_id(mode: str, keys: tuple[str, ...], point: tuple[tuple[str, str], ...], repeat: int) -> str:
+def cell_id(
+    mode: str, keys: tuple[str, ...], point: tuple[tuple[str, str], ...], repeat: int, share: str = "timeslice"
+) -> str:
     parts = ["x" if mode == "exclusive" else "s", "+".join(keys)]
     if point:
         parts.append(point_label(point))
+    if share != "timeslice":
+        parts.append(share_label(share))
     return f"{'-'.join(parts)}-r{repeat}"
+
+
+def share_label(share: str) -> str:
+    """A share mode as a name part: ``mps``, ``mps-threads-30-70``."""
+    return UNSAFE.sub("-", share.replace("=", "-")).strip("-")
 
 
 def cell_devices(settings: Settings, device: str) -> list[str]:
@@ -144,11 +156,13 @@ def expand(spec: ExperimentSpec, settings: Settings, device: str) -> list[Cell]:
     cells = []
     for repeat in range(1, settings.repeats + 1):
         for point, dev, jobs in variants:
-            layouts = [("exclusive", (key,)) for key in jobs] + [("shared", pair) for pair in pairs]
-            for mode, keys in layouts:
+            # an exclusive run is the baseline of every share mode; each pair runs once per mode
+            layouts = [("exclusive", (key,), "timeslice") for key in jobs]
+            layouts += [("shared", pair, share) for share in settings.share for pair in pairs]
+            for mode, keys, share in layouts:
                 cells.append(
                     Cell(
-                        id=cell_id(mode, keys, point, repeat),
+                        id=cell_id(mode, keys, point, repeat, share),
                         mode=mode,
                         jobs=tuple(jobs[k] for k in keys),
                         device=dev,
@@ -160,6 +174,7 @@ def expand(spec: ExperimentSpec, settings: Settings, device: str) -> list[Cell]:
                         warmup=settings.warmup,
                         interval_ms=settings.interval_ms,
                         profile_steps=profile_steps,
+                        share=share,
                     )
                 )
     ids = [c.id for c in cells]

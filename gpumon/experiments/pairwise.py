@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpumon.errors import UsageError
-from gpumon.experiments.cells import Cell
+from gpumon.experiments.cells import Cell, share_label
 from gpumon.experiments.results import (
     NA,
     Context,
@@ -23,6 +23,7 @@ from gpumon.experiments.results import (
 
 if TYPE_CHECKING:
     from gpumon.analysis.compare import Comparison
+    from gpumon.analysis.slowdown import Estimate
 
 COPY_BOUND_SHARE = 0.5
 COMPUTE_BOUND_SHARE = 0.05
@@ -36,12 +37,17 @@ class Pair:
     b: str
     shared: list[Cell]
     exclusive: list[Cell]
+    share: str = "timeslice"
     comparison: "Comparison | None" = None
     problem: str = ""
 
     @property
-    def name(self) -> str:
+    def jobs(self) -> str:
         return f"{self.a}+{self.b}"
+
+    @property
+    def name(self) -> str:
+        return self.jobs if self.share == "timeslice" else f"{self.jobs}-{share_label(self.share)}"
 
     @property
     def detail_dir(self) -> str:
@@ -63,11 +69,12 @@ def build_pairs(ctx: Context) -> list[Pair]:
     from gpumon.analysis.report import write_report
 
     exclusive = {k: [c for c in ctx.cells if c.mode == "exclusive" and c.keys == (k,)] for k in keys_of(ctx)}
-    pairs: dict[tuple[str, str], Pair] = {}
+    pairs: dict[tuple[str, str, str], Pair] = {}
     for cell in ctx.cells:
         if cell.mode == "shared":
             a, b = cell.keys
-            pair = pairs.setdefault((a, b), Pair(a, b, [], exclusive[a] + (exclusive[b] if b != a else [])))
+            baselines = exclusive[a] + (exclusive[b] if b != a else [])
+            pair = pairs.setdefault((a, b, cell.share), Pair(a, b, [], baselines, cell.share))
             pair.shared.append(cell)
     for pair in pairs.values():
         shared_runs = ctx.runs(pair.shared)
@@ -132,7 +139,7 @@ def write_csvs(ctx: Context, pairs: list[Pair]) -> None:
             w = c.workload(slot) if c else None
             r = w.slowdown if w else None
             matrix.append({
-                "job": job, "partner": partner, "slot": slot,
+                "job": job, "partner": partner, "slot": slot, "share": pair.share,
                 "slowdown": r.value if r else math.nan, "low": r.low if r else math.nan, "high": r.high if r else math.nan,
                 "exclusive_rate": w.exclusive_rate if w else math.nan, "shared_rate": w.shared_rate if w else math.nan,
                 "shared_runs": runs, "exclusive_runs": ";".join(ctx.link(s.run) for s in w.exclusive) if w else "",
@@ -142,7 +149,7 @@ def write_csvs(ctx: Context, pairs: list[Pair]) -> None:
                 distributions.append({"pair": pair.name, "job": job, "partner": partner, "slot": slot, **d.to_dict()})
         s = c.pair.stp if c else None
         stp.append({
-            "pair": pair.name, "a": pair.a, "b": pair.b,
+            "pair": pair.name, "a": pair.a, "b": pair.b, "share": pair.share,
             "stp": s.value if s else math.nan, "low": s.low if s else math.nan, "high": s.high if s else math.nan,
             "verdict": c.pair.verdict if c else "", "shared_runs": runs, "problem": pair.problem,
         })
@@ -152,7 +159,7 @@ def write_csvs(ctx: Context, pairs: list[Pair]) -> None:
         pd.DataFrame(distributions).to_csv(ctx.out / "distributions.csv", index=False)
 
 
-def heatmap(ctx: Context, pairs: list[Pair]) -> Path:
+def heatmap(ctx: Context, pairs: list[Pair], name: str = "slowdown_heatmap.png") -> Path:
     import numpy as np
 
     keys = keys_of(ctx)
@@ -180,10 +187,10 @@ def heatmap(ctx: Context, pairs: list[Pair]) -> Path:
     ax.set_ylabel("job")
     ax.set_title("slowdown r[job][co-runner] = exclusive / shared rate (1 = unaffected)", fontsize=9)
     fig.colorbar(image, ax=ax)
-    return save(fig, ctx.out / "slowdown_heatmap.png")
+    return save(fig, ctx.out / name)
 
 
-def stp_bars(ctx: Context, pairs: list[Pair]) -> Path:
+def stp_bars(ctx: Context, pairs: list[Pair], name: str = "stp.png") -> Path:
     done = [p for p in pairs if p.comparison is not None]
     fig = figure(1, 1, width=max(4.0, 0.9 * len(done) + 2))
     ax = fig.subplots()
@@ -196,15 +203,27 @@ def stp_bars(ctx: Context, pairs: list[Pair]) -> Path:
     ax.axhline(1, color="black", ls="--", lw=0.8)
     ax.set_ylabel("STP = 1/r_A + 1/r_B")
     ax.set_title("system throughput per pair (95 % CI); above 1: sharing pays", fontsize=9)
-    return save(fig, ctx.out / "stp.png")
+    return save(fig, ctx.out / name)
 
 
 def pairwise_section(ctx: Context) -> list[str]:
-    """Q2: the slowdown matrix, STP per pair, which pairs pay."""
+    """Q2: the slowdown matrix, STP per pair, which pairs pay; per share mode, then the modes side by side."""
     pairs = build_pairs(ctx)
     write_csvs(ctx, pairs)
+    modes = list(dict.fromkeys(p.share for p in pairs)) or ["timeslice"]
+    lines: list[str] = []
+    for mode in modes:
+        suffix = "" if len(modes) == 1 else f"-{share_label(mode)}"
+        lines += _mode_section([p for p in pairs if p.share == mode], ctx, "" if len(modes) == 1 else f" ({mode})", suffix)
+    if len(modes) > 1:
+        lines += ["", *share_section(ctx, pairs, modes)]
+    lines += ["", "CSV: [slowdown_matrix.csv](slowdown_matrix.csv), [stp.csv](stp.csv).", *pair_warnings(pairs)]
+    return lines
+
+
+def _mode_section(pairs: list[Pair], ctx: Context, title: str, suffix: str) -> list[str]:
     lines = [
-        "## Slowdown matrix",
+        f"## Slowdown matrix{title}",
         "",
         "r[row][column] = x / s: the row job's exclusive rate over its rate while sharing with the column job "
         "(the study's r_AB = t_shared / t_exclusive per iteration). 1 = unaffected, 2 = half speed. "
@@ -213,7 +232,7 @@ def pairwise_section(ctx: Context) -> list[str]:
         "",
         *slowdown_table(ctx, pairs),
         "",
-        "## System throughput per pair",
+        f"## System throughput per pair{title}",
         "",
         "STP = 1/r_A + 1/r_B (A started first, B after the stagger). Sharing pays when STP > 1, which is the "
         "study's criterion r_AB·r_BA < r_AB + r_BA (shown as product vs sum of the point estimates); "
@@ -222,11 +241,69 @@ def pairwise_section(ctx: Context) -> list[str]:
         *md_table(["pair", "r_A", "r_B", "STP", "r_AB·r_BA vs r_AB+r_BA", "verdict"], pair_rows(pairs)),
     ]
     if any(p.comparison is not None for p in pairs):
-        heatmap(ctx, pairs)
-        stp_bars(ctx, pairs)
-        lines += ["", "![slowdown matrix](slowdown_heatmap.png)", "", "![STP per pair](stp.png)"]
-    lines += ["", "CSV: [slowdown_matrix.csv](slowdown_matrix.csv), [stp.csv](stp.csv).", *pair_warnings(pairs)]
+        heatmap(ctx, pairs, f"slowdown_heatmap{suffix}.png")
+        stp_bars(ctx, pairs, f"stp{suffix}.png")
+        lines += ["", f"![slowdown matrix](slowdown_heatmap{suffix}.png)", "", f"![STP per pair](stp{suffix}.png)"]
     return lines
+
+
+def better_mode(stps: dict[str, "Estimate"]) -> str:
+    """The share mode whose STP interval lies wholly above every other's, else 'cannot tell'."""
+    for mode, s in stps.items():
+        others = [o for m, o in stps.items() if m != mode]
+        if s.has_interval and all(o.has_interval and s.low > o.high for o in others):
+            return mode
+    return "cannot tell"
+
+
+def share_section(ctx: Context, pairs: list[Pair], modes: list[str]) -> list[str]:
+    """Each pair's STP under every share mode side by side, which pays more, and a grouped bar plot."""
+    import pandas as pd
+
+    by_jobs: dict[str, dict[str, Pair]] = {}
+    for pair in pairs:
+        by_jobs.setdefault(pair.jobs, {})[pair.share] = pair
+    rows, table = [], []
+    for jobs, of_mode in by_jobs.items():
+        stps = {m: p.comparison.pair.stp for m, p in of_mode.items() if p.comparison is not None}
+        best = better_mode(stps) if len(stps) == len(modes) else NA
+        rows.append([jobs, *(fmt_ci(stps[m]) if m in stps else NA for m in modes), best])
+        table.append({"pair": jobs, **{f"stp_{m}": stps[m].value if m in stps else math.nan for m in modes}, "better": best})
+    pd.DataFrame(table).to_csv(ctx.out / "stp_by_share.csv", index=False)
+    lines = [
+        "## Share modes side by side",
+        "",
+        "STP of each pair under each share mode (time slicing: each context runs alone for a slice; MPS: both "
+        "jobs' kernels run on the SMs at once). A mode is better only when its whole 95 % interval lies above "
+        "the others'. The exclusive baselines are the same runs for every mode.",
+        "",
+        *md_table(["pair", *(f"STP {m}" for m in modes), "better"], rows),
+    ]
+    if any(p.comparison is not None for p in pairs):
+        stp_by_share(ctx, by_jobs, modes)
+        lines += ["", "![STP per pair and share mode](stp_by_share.png)"]
+    return lines + ["", "CSV: [stp_by_share.csv](stp_by_share.csv)."]
+
+
+def stp_by_share(ctx: Context, by_jobs: dict[str, dict[str, Pair]], modes: list[str]) -> Path:
+    fig = figure(1, 1, width=max(4.0, 1.1 * len(by_jobs) * len(modes) / 2 + 2))
+    ax = fig.subplots()
+    width = 0.8 / len(modes)
+    for k, mode in enumerate(modes):
+        for i, of_mode in enumerate(by_jobs.values()):
+            pair = of_mode.get(mode)
+            if pair is None or pair.comparison is None:
+                continue
+            s = pair.comparison.pair.stp
+            err = [[s.value - s.low], [s.high - s.value]] if s.has_interval else None
+            ax.bar(i + (k - (len(modes) - 1) / 2) * width, s.value, width, yerr=err, capsize=4,
+                   color=f"C{k}", label=mode if i == 0 else None)
+    ax.set_xticks(range(len(by_jobs)), list(by_jobs), rotation=30, ha="right")
+    ax.axhline(1, color="black", ls="--", lw=0.8)
+    ax.set_ylabel("STP = 1/r_A + 1/r_B")
+    ax.set_title("system throughput per pair and share mode (95 % CI); above 1: sharing pays", fontsize=9)
+    ax.legend(fontsize=8)
+    return save(fig, ctx.out / "stp_by_share.png")
 
 
 def pair_warnings(pairs: list[Pair]) -> list[str]:

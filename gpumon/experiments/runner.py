@@ -62,6 +62,8 @@ def cell_argv(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
     ]
     if cell.mode == "shared" and cell.stagger:
         argv += ["--stagger", f"{cell.stagger:g}"]
+    if cell.share != "timeslice":
+        argv += ["--share", cell.share]
     if cell.warmup is not None:
         argv += ["--warmup", str(cell.warmup)]
     return argv

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from gpumon.core.mps import SHARE_SYNTAX, parse_share
 from gpumon.errors import UsageError
 from gpumon.workloads.settings import DEVICE_PATTERN
 
@@ -121,6 +122,20 @@ def _devices(table: str, key: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _shares(table: str, key: str, value: Any) -> tuple[str, ...]:
+    """Share modes of the shared cells, each checked as ``gpumon run --share`` checks it."""
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise _fail(table, key, f"a non-empty list of share modes ({SHARE_SYNTAX})", value)
+    for mode in value:
+        try:
+            parse_share(mode)
+        except UsageError:
+            raise _fail(table, key, f"share modes {SHARE_SYNTAX}", value) from None
+    if len(set(value)) != len(value):
+        raise _fail(table, key, "distinct share modes", value)
+    return tuple(v.strip() for v in value)
+
+
 def _device(table: str, key: str, value: Any) -> str:
     if not isinstance(value, str) or not DEVICE_PATTERN.fullmatch(value):
         raise _fail(table, key, "auto, cpu, cuda or cuda:N", value)
@@ -144,6 +159,7 @@ RUN_KEYS: dict[str, Key] = {
     "pairs": Key(_pairs, "none", "none, all (with self-pairs), distinct, or [[A, B], ...]"),
     "devices": Key(_devices, (), "devices to compare (device_cost), e.g. [\"cpu\", \"cuda\"]"),
     "device": Key(_device, "auto", "auto, cpu, cuda or cuda:N (--device overrides)"),
+    "share": Key(_shares, ("timeslice",), "how shared cells share the GPU: [\"timeslice\", \"mps\"] runs each pair both ways"),
     "seconds": Key(_number(0, False), None, "seconds each job is measured (required; --seconds overrides)"),
     "startup": Key(_number(0, True), 60.0, "seconds allowed for start-up and warm-up before a cell stops waiting"),
     "stagger": Key(_number(0, True), 0.0, "seconds B starts after A in a shared cell"),
@@ -173,6 +189,7 @@ class Settings:
     pairs: str | tuple[tuple[str, str], ...]
     devices: tuple[str, ...]
     device: str
+    share: tuple[str, ...]
     seconds: float
     startup: float
     stagger: float

@@ -17,6 +17,7 @@ from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
 from gpumon.core.launcher import SLOTS, LaunchRequest, Launcher, Workload
 from gpumon.core.listener import Listener
+from gpumon.core.metrics import MetricsServer
 from gpumon.core.model import SourceStatus, WorkloadMeta
 from gpumon.core.recorder import Recorder, create_run_dir, initial_meta
 from gpumon.core.sampler import Sampler
@@ -34,6 +35,7 @@ class SessionConfig:
     warmup: int | None = None
     stagger_s: float = 0.0
     nvml: bool = True
+    metrics: tuple[str, int] | None = None
 
 
 def default_threads() -> int:
@@ -54,6 +56,8 @@ class Session:
         self.nvml = NvmlSource(config.gpu_index) if config.nvml else None
         self.nvml_status = SourceStatus("nvml", False, "unavailable: disabled (--no-nvml)")
         self.sampler: Sampler | None = None
+        # bound here, on the caller's thread, so a taken port is one clear error before anything starts
+        self.metrics = MetricsServer(*config.metrics, self.bus, self.clock.now) if config.metrics else None
         self.recorder: Recorder | None = None
         self._unsubscribe_recorder = None
         self.workload_meta: dict[str, dict[str, Any]] = {}
@@ -64,9 +68,11 @@ class Session:
             self.workload_meta[item.process] = item.info
 
     def start(self) -> None:
-        self.listener.start()
         if self.nvml is not None:
             self.nvml_status = self.nvml.open()
+        if self.metrics is not None:
+            self.metrics.metrics.labels = self._metric_labels()
+        self.listener.start()
         self.bus.publish(self.nvml_status)
         self.sampler = Sampler(
             self.bus,
@@ -82,7 +88,26 @@ class Session:
     def launch(self, request: LaunchRequest, process: str | None = None) -> Workload:
         """Start ``request`` in ``process`` (or the first free slot)."""
         slot = process or self.launcher.free_slot()
+        if self.metrics is not None:
+            self.metrics.metrics.name_job(slot, request.spec)
         return self.launcher.start(slot, request, default_threads())
+
+    def set_exclusive_rates(self, rates: dict[str, float]) -> None:
+        """Exclusive rates (from --baseline runs) for the live slowdown, STP and verdict metrics."""
+        if self.metrics is not None:
+            self.metrics.metrics.exclusive.update(rates)
+
+    def _metric_labels(self) -> dict[str, str]:
+        """dcgm-exporter's label names and values for this GPU (empty where there is none)."""
+        info = self.nvml.device_info() if self.nvml is not None and self.nvml_status.available else {}
+        index = info.get("index")
+        return {
+            "gpu": "" if index is None else str(index),
+            "UUID": info.get("uuid") or "",
+            "device": "" if index is None else f"nvidia{index}",
+            "modelName": info.get("name") or "",
+            "Hostname": socket.gethostname(),
+        }
 
     def stop(self, process: str) -> None:
         self.launcher.stop(process)
@@ -145,6 +170,8 @@ class Session:
         self.listener.stop()
         self.listener.join(2.0)
         path = self.stop_capture()
+        if self.metrics is not None:
+            self.metrics.close()
         if self.nvml is not None:
             self.nvml.close()
         return path

@@ -181,6 +181,7 @@ class Session:
             "hostname": socket.gethostname(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
+            "cpu_affinity": sorted(os.sched_getaffinity(0)),
             "mem_total_mib": round(psutil.virtual_memory().total / 2**20),
         }
 

@@ -12,9 +12,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
+from datetime import datetime
 from pathlib import Path
 
+import pandas as pd
 import psutil
 import pytest
 
@@ -65,8 +66,6 @@ def cell_process(label: str) -> psutil.Process | None:
 
 
 def rates(out: Path) -> dict[str, float]:
-    import pandas as pd
-
     found = {}
     for cell_id, record in cells(out).items():
         steps = pd.read_csv(out / record["run"] / "steps.csv")
@@ -116,8 +115,9 @@ def test_ray_matches_sequential_pins_cores_and_survives_a_killed_cell(spec: Path
     for record in final.values():
         meta = json.loads((ray_out / record["run"] / "run.json").read_text())
         (core,) = meta["host"]["cpu_affinity"]
-        started = psutil.time.mktime(psutil.time.strptime(meta["started_at"][:19], "%Y-%m-%dT%H:%M:%S"))
-        spans.append((started, started + meta["duration_s"], core))
+        started = datetime.fromisoformat(meta["started_at"].replace("Z", "+00:00")).timestamp()
+        t = pd.read_csv(ray_out / record["run"] / "steps.csv")["t"]
+        spans.append((started + t.min(), started + t.max(), core))
     for a in spans:
         for b in spans:
             if a is not b and a[0] < b[1] and b[0] < a[1]:

@@ -87,6 +87,13 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         metavar="SLOT=RUN",
         help="exclusive run of job A or B (a run directory, a run name, or 'last'): live slowdown, STP and verdict (TUI and --headless)",
     )
+    p.add_argument(
+        "--metrics",
+        default=None,
+        metavar="[HOST:]PORT",
+        help="serve the live numbers for Prometheus at http://HOST:PORT/metrics while the run lasts "
+        "(host 127.0.0.1 unless you name one; port 0 picks a free one)",
+    )
     p.add_argument("--headless", action="store_true", help="no TUI: one status line per second per workload")
     p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects")
     p.set_defaults(handler=cmd_run)
@@ -158,6 +165,7 @@ def resolve_run(text: str, runs_dir: Path) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from gpumon.core.metrics import parse_address
     from gpumon.core.mps import parse_share
     from gpumon.core.plan import make_plan
     from gpumon.core.session import SessionConfig
@@ -166,6 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--json goes with --headless")
     config = SessionConfig(
         share=parse_share(args.share),
+        metrics=parse_address(args.metrics) if args.metrics is not None else None,
         device=args.device,
         interval_ms=args.interval,
         gpu_index=args.gpu,

@@ -95,6 +95,9 @@ class HeadlessRun:
         path = None
         try:
             self.session.start()
+            self.session.set_exclusive_rates(self.exclusive)
+            if self.session.metrics is not None:
+                self._say(f"gpumon: metrics at {self.session.metrics.url}")
             path = self.session.start_capture(self.plan.label, list(self.plan.requests))
             self._say(f"gpumon: capturing to {path}")
             self._run_workloads()

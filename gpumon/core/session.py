@@ -18,6 +18,7 @@ from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
 from gpumon.core.launcher import SLOTS, LaunchRequest, Launcher, Workload
 from gpumon.core.listener import Listener
+from gpumon.core.metrics import MetricsServer
 from gpumon.core.model import SourceStatus, WorkloadMeta
 from gpumon.core.mps import MpsControl, ShareMode
 from gpumon.core.recorder import Recorder, create_run_dir, initial_meta
@@ -38,6 +39,7 @@ class SessionConfig:
     stagger_s: float = 0.0
     nvml: bool = True
     share: ShareMode = field(default_factory=ShareMode)
+    metrics: tuple[str, int] | None = None
 
 
 def default_threads() -> int:
@@ -59,6 +61,8 @@ class Session:
         self.nvml_status = SourceStatus("nvml", False, "unavailable: disabled (--no-nvml)")
         self.sampler: Sampler | None = None
         self.mps: MpsControl | None = None
+        # bound here, on the caller's thread, so a taken port is one clear error before anything starts
+        self.metrics = MetricsServer(*config.metrics, self.bus, self.clock.now) if config.metrics else None
         self.recorder: Recorder | None = None
         self._unsubscribe_recorder = None
         self.workload_meta: dict[str, dict[str, Any]] = {}
@@ -69,9 +73,11 @@ class Session:
             self.workload_meta[item.process] = item.info
 
     def start(self) -> None:
-        self.listener.start()
         if self.nvml is not None:
             self.nvml_status = self.nvml.open()
+        if self.metrics is not None:
+            self.metrics.metrics.labels = self._metric_labels()
+        self.listener.start()
         self.bus.publish(self.nvml_status)
         self.sampler = Sampler(
             self.bus,
@@ -87,6 +93,8 @@ class Session:
     def launch(self, request: LaunchRequest, process: str | None = None) -> Workload:
         """Start ``request`` in ``process`` (or the first free slot)."""
         slot = process or self.launcher.free_slot()
+        if self.metrics is not None:
+            self.metrics.metrics.name_job(slot, request.spec)
         return self.launcher.start(slot, request, default_threads(), self._share_env(slot))
 
     def _share_env(self, slot: str) -> dict[str, str]:
@@ -101,6 +109,23 @@ class Session:
         mps = MpsControl(self.config.share)
         mps.start(home)
         self.mps = mps
+
+    def set_exclusive_rates(self, rates: dict[str, float]) -> None:
+        """Exclusive rates (from --baseline runs) for the live slowdown, STP and verdict metrics."""
+        if self.metrics is not None:
+            self.metrics.metrics.exclusive.update(rates)
+
+    def _metric_labels(self) -> dict[str, str]:
+        """dcgm-exporter's label names and values for this GPU (empty where there is none)."""
+        info = self.nvml.device_info() if self.nvml is not None and self.nvml_status.available else {}
+        index = info.get("index")
+        return {
+            "gpu": "" if index is None else str(index),
+            "UUID": info.get("uuid") or "",
+            "device": "" if index is None else f"nvidia{index}",
+            "modelName": info.get("name") or "",
+            "Hostname": socket.gethostname(),
+        }
 
     def stop(self, process: str) -> None:
         self.launcher.stop(process)
@@ -174,6 +199,8 @@ class Session:
         self.listener.stop()
         self.listener.join(2.0)
         path = self.stop_capture()
+        if self.metrics is not None:
+            self.metrics.close()
         if self.nvml is not None:
             self.nvml.close()
         return path
@@ -183,6 +210,7 @@ class Session:
             "hostname": socket.gethostname(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
+            "cpu_affinity": sorted(os.sched_getaffinity(0)),
             "mem_total_mib": round(psutil.virtual_memory().total / 2**20),
         }
 

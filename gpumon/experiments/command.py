@@ -37,6 +37,8 @@ examples:
   gpumon experiment experiments/batch_size.toml --seconds 20 --out results/batch
   gpumon experiment q4_contention --profile          also record each job with py-spy
   gpumon experiment my_sweep.toml --dry-run          list the cells without running them
+  gpumon experiment q2_pairwise --ray                one cell per GPU of this machine at once
+  gpumon experiment q2_pairwise --ray head:6379      cells fanned out on an existing Ray cluster
 
 spec format and the study's questions: docs/experiments.md"""
 
@@ -60,6 +62,15 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                    help="steady-state seconds each job is measured")
     p.add_argument("--profile", action="store_true", help="record every training process with py-spy (speedscope)")
     p.add_argument("--retry-failed", action="store_true", help="run failed cells again when resuming")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run cells in parallel on a Ray cluster, one cell per GPU (per CPU core with --device cpu); "
+        "no ADDRESS starts a local cluster on this machine's GPUs or cores (needs pip install 'gpumon[ray]')",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the cells and their commands; run nothing")
     p.add_argument("--list", action="store_true", help="list the shipped specs")
     p.set_defaults(handler=run_experiment)
@@ -90,6 +101,10 @@ def run_experiment(args: argparse.Namespace) -> int:
         raise UsageError("give an experiment spec: a .toml file or a shipped name (gpumon experiment --list)")
     if args.device is not None:
         check_device(args.device)
+    if args.ray is not None:
+        from gpumon.experiments.rayrun import require_ray
+
+        require_ray()
     spec = load_spec(find_spec(args.spec))
     check_all_presets(spec)
     first = next(iter(spec.presets.values()))
@@ -144,7 +159,18 @@ def execute(
         print(f"gpumon: --profile: {pyspy.problem}; running without py-spy recordings", file=sys.stderr)
     print(f"gpumon: experiment {spec.name} (preset {preset}, device {device}): {len(cells)} cells into {out}",
           file=sys.stderr)
-    signum = Runner(manifest, cuda_status, pyspy, args.retry_failed).run(cells)
+    pool = None
+    if args.ray is not None:
+        from gpumon.experiments.rayrun import RayPool, describe
+
+        pool = RayPool(args.ray or None, on_gpu=device.startswith("cuda"))
+        pool.start()
+        print(f"gpumon: Ray workers: {describe(pool)}", file=sys.stderr)
+    try:
+        signum = Runner(manifest, cuda_status, pyspy, args.retry_failed, pool=pool).run(cells)
+    finally:
+        if pool is not None:
+            pool.stop()
     if signum is not None:
         print(f"gpumon: interrupted; run the same command again to resume ({out / 'cells.json'})", file=sys.stderr)
         return 128 + signum

@@ -74,9 +74,13 @@ class Progress:
 
     def skip(self, cell: str, measured_s: float, status: str, detail: str) -> None:
         """A cell that is not run now (already done, or impossible here)."""
-        self.cell = cell
+        self.record(cell, measured_s, status, None, detail)
+
+    def record(self, cell: str, measured_s: float, status: str, elapsed: float | None, detail: str) -> None:
+        """A cell that ran elsewhere (on a Ray worker) or not at all: one line, counted as done."""
+        self.cell, self.cell_planned = cell, measured_s
         self.remaining_s -= measured_s
-        self.finish(status, None, detail)
+        self.finish(status, elapsed, detail)
 
     def tick(self) -> None:
         """Redraw the bar (terminal only)."""

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from gpumon.core.lifeline import die_with_parent
 from gpumon.experiments.cells import Cell
@@ -25,6 +25,9 @@ from gpumon.experiments.manifest import FAILED, INTERRUPTED, OK, SKIPPED, CellRe
 from gpumon.experiments.progress import Progress
 from gpumon.experiments.pyspy import PySpy, record_argv
 from gpumon.experiments.steady import StepsTail
+
+if TYPE_CHECKING:
+    from gpumon.experiments.rayrun import RayPool
 
 SLOTS = ("A", "B")
 POLL_S = 0.25
@@ -273,6 +276,10 @@ class CellRun:
         failed = self._failed_workloads()
         if failed:
             record.status, record.reason = FAILED, "; ".join(failure_reason(w) for w in failed)
+        elif not self.stopping and self.proc is not None and self.proc.returncode not in (0, None):
+            # gpumon run itself died (killed, crashed): what it recorded is not a finished measurement
+            record.status = FAILED
+            record.reason = f"gpumon run ended with status {self.proc.returncode} before the cell was measured"
         elif interrupted:
             record.status, record.reason = INTERRUPTED, "stopped by a signal before it had measured enough"
         self._collect_profiles(record)
@@ -318,6 +325,7 @@ class Runner:
     retry_failed: bool = False
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     execute: Callable[[Cell, Progress], CellRecord] | None = None
+    pool: "RayPool | None" = None
     signal_received: int | None = None
 
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -328,30 +336,47 @@ class Runner:
         progress = Progress(len(cells), sum(measured_seconds(c) for c in cells), self.stream)
         previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
         try:
-            for cell in cells:
-                if self.signal_received is not None:
-                    break
-                self._one(cell, progress)
+            if self.pool is not None:
+                self._fan_out(cells, progress)
+            else:
+                for cell in cells:
+                    if self.signal_received is not None:
+                        break
+                    if self._runnable(cell, progress):
+                        progress.start(cell.id, measured_seconds(cell))
+                        record = (self.execute or self._execute)(cell, progress)
+                        self.manifest.put(record)
+                        progress.finish(record.status, record.elapsed_s, record.reason or record.note or "")
         finally:
             progress.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         return self.signal_received
 
-    def _one(self, cell: Cell, progress: Progress) -> None:
+    def _fan_out(self, cells: list[Cell], progress: Progress) -> None:
+        """The cells on the Ray pool's workers at once, each recorded as it finishes."""
+        assert self.pool is not None
+
+        def finished(cell: Cell, record: CellRecord) -> None:
+            self.manifest.put(record)
+            progress.record(cell.id, measured_seconds(cell), record.status, record.elapsed_s,
+                            record.reason or record.note or "")
+
+        runnable = [cell for cell in cells if self._runnable(cell, progress)]
+        self.pool.run(runnable, self.manifest, self.pyspy, lambda: self.signal_received, finished)
+
+    def _runnable(self, cell: Cell, progress: Progress) -> bool:
+        """False (and the cell reported) when it was done earlier or cannot run here."""
         done = self.manifest.completed(cell, self.retry_failed)
         if done is not None:
             progress.skip(cell.id, measured_seconds(cell), done.status, "done earlier")
-            return
+            return False
         if cell.device.startswith("cuda") and not self.cuda().available:
             reason = f"needs CUDA: {self.cuda().reason}"
             self.manifest.put(CellRecord(id=cell.id, status=SKIPPED, config=cell.config(), reason=reason))
             progress.skip(cell.id, measured_seconds(cell), SKIPPED, reason)
-            return
-        progress.start(cell.id, measured_seconds(cell))
-        record = (self.execute or self._execute)(cell, progress)
-        self.manifest.put(record)
-        progress.finish(record.status, record.elapsed_s, record.reason or record.note or "")
+            return False
+        return True
 
     def _execute(self, cell: Cell, progress: Progress) -> CellRecord:
         return CellRun(cell, self.manifest.directory, self.pyspy, lambda: self.signal_received).execute(progress)

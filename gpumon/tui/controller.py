@@ -58,7 +58,9 @@ class Controller:
             if nvml is not None and self.session.nvml_status.available:
                 self.model.gpu = nvml.device_info()
             for slot, path in self.plan.baselines:
-                self.model.set_baseline(slot, baseline_rate(slot, path), f"baseline {Path(path).name}")
+                rate = baseline_rate(slot, path)
+                self.model.set_baseline(slot, rate, f"baseline {Path(path).name}")
+                self.session.set_exclusive_rates({slot: rate})
             if self.plan.requests:
                 return self.session.start_capture(self.plan.label, list(self.plan.requests))
             return None

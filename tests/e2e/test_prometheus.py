@@ -1,0 +1,176 @@
+"""``--metrics``: a real Prometheus server scrapes a headless run on loopback; its numbers match steps.csv."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import urllib.parse
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.trace import load_run
+from tests.helpers import GPUMON, gpumon, only_run, wait_for
+
+PROMETHEUS = shutil.which("prometheus")
+SPAN_S = 8.0  # seconds of scrapes compared with steps.csv
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def query(base: str, expr: str) -> list[dict]:
+    url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.load(response)["data"]["result"]
+    except OSError:
+        return []  # not up yet
+
+
+def metrics_url(log: Path) -> str | None:
+    for line in log.read_text().splitlines() if log.exists() else ():
+        if line.startswith("gpumon: metrics at "):
+            return line.removeprefix("gpumon: metrics at ")
+    return None
+
+
+def wall(started_at: str, t: float) -> float:
+    return datetime.fromisoformat(started_at.replace("Z", "+00:00")).timestamp() + t
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary (apt-get install prometheus; .ci/run does)")
+def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path) -> None:
+    log = tmp_path / "gpumon.err"
+    gpumon_proc = subprocess.Popen(
+        [*GPUMON, "run", "fcn:threads=1", "--device", "cpu", "--headless", "--duration", "240", "--no-nvml",
+         "--metrics", "0", "--out", str(tmp_path / "runs")],
+        stdout=subprocess.DEVNULL, stderr=open(log, "w"),
+    )
+    prometheus = None
+    try:
+        url = wait_for(lambda: metrics_url(log), timeout=60, what="gpumon's metrics address")
+        target = urllib.parse.urlparse(url).netloc
+        (tmp_path / "prometheus.yml").write_text(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+            f"  - job_name: gpumon\n    static_configs:\n      - targets: ['{target}']\n"
+        )
+        web = f"127.0.0.1:{free_port()}"
+        prometheus = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address={web}"],
+            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"),
+        )
+        base = f"http://{web}"
+        # the counter's scrapes over the last minute, once they span SPAN_S of steady steps
+        series = f"gpumon_job_iterations_total{{slot=\"A\"}}[1m]"
+
+        def spanned() -> list | None:
+            result = query(base, series)
+            values = result[0]["values"] if result else []
+            steady = [(float(t), float(v)) for t, v in values if float(v) > 10]
+            return steady if len(steady) >= 2 and steady[-1][0] - steady[0][0] >= SPAN_S else None
+
+        samples = wait_for(spanned, timeout=120, interval=0.5, what=f"{SPAN_S:.0f} s of scrapes in Prometheus")
+        gauge = query(base, "gpumon_job_iterations_per_second")
+    finally:
+        gpumon_proc.send_signal(signal.SIGINT)
+        gpumon_proc.wait(60)
+        if prometheus is not None:
+            prometheus.terminate()
+            prometheus.wait(30)
+
+    labels = gauge[0]["metric"]
+    assert labels["job"] == "gpumon" and labels["slot"] == "A" and labels["workload"] == "fcn:threads=1"
+    assert labels["Hostname"] == socket.gethostname()  # no GPU here: Prometheus drops the empty gpu/UUID labels
+
+    run = load_run(only_run(tmp_path / "runs"))
+    (t1, c1), (t2, c2) = samples[0], samples[-1]
+    scraped_rate = (c2 - c1) / (t2 - t1)
+    steps = run.steps()
+    walls = steps["t"].map(lambda t: wall(run.meta["started_at"], t))
+    trace_rate = ((walls > t1) & (walls <= t2)).sum() / (t2 - t1)
+    assert trace_rate > 0
+    assert abs(scraped_rate / trace_rate - 1) <= 0.10, (scraped_rate, trace_rate)
+    live = float(gauge[0]["value"][1])
+    assert abs(live / trace_rate - 1) <= 0.25, (live, trace_rate)  # a 2 s window of a noisy CPU job
+
+
+def test_metrics_address_errors_are_one_line(tmp_path: Path) -> None:
+    for bad in ("nope", "70000", "host:"):
+        result = gpumon("run", "--cmd", "true", "--headless", "--metrics", bad, "--out", str(tmp_path))
+        assert result.returncode == 2 and result.stderr.startswith("gpumon: error: bad --metrics"), result.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = gpumon("run", "--cmd", "true", "--headless", "--metrics", str(port), "--out", str(tmp_path / "runs"))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"gpumon: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_endpoint_lives_only_as_long_as_the_run(tmp_path: Path) -> None:
+    log = tmp_path / "err"
+    result = subprocess.run(
+        [*GPUMON, "run", "--cmd", "true", "--headless", "--metrics", "0", "--out", str(tmp_path / "runs")],
+        stderr=open(log, "w"), stdout=subprocess.DEVNULL, timeout=120, env=os.environ,
+    )
+    assert result.returncode == 0
+    port = urllib.parse.urlparse(metrics_url(log)).port
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_exposition_uses_dcgm_exporter_labels_units_and_total_counters() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gpumon.core.metrics import RunMetrics
+    from gpumon.core.model import DeviceSample, StepEvent, WorkloadState
+
+    labels = {"gpu": "0", "UUID": "GPU-1234", "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "box"}
+    metrics = RunMetrics(lambda: 10.0, labels, exclusive={"A": 100.0, "B": 50.0})
+    for slot, spec in (("A", "fcn"), ("B", "vgg19")):
+        metrics.name_job(slot, spec)
+        metrics.handle(WorkloadState(slot, "running", 0.0, pid=1))
+    for i in range(20):  # A at 50 it/s (r = 2), B at 25 it/s (r = 2): STP 1.0
+        metrics.handle(StepEvent("A", 1, i, 9.0 + i / 20 + 0.05, 0.02, samples=64, copy_bytes=1000, copy_s=1e-6))
+        if i % 2 == 0:
+            metrics.handle(StepEvent("B", 2, i // 2, 9.0 + i / 20 + 0.1, 0.04))
+    metrics.handle(DeviceSample(10.0, gpu_util=97.0, mem_used_mib=1024.0, pcie_rx_bps=5e9, sm_clock_mhz=1980.0))
+    registry = CollectorRegistry()
+    registry.register(metrics)
+    text = generate_latest(registry).decode()
+    job = 'Hostname="box",UUID="GPU-1234",device="nvidia0",gpu="0",modelName="NVIDIA H100 80GB HBM3",slot="A",workload="fcn"'
+    assert f"gpumon_job_iterations_total{{{job}}} 20.0" in text
+    assert f"gpumon_job_copy_bytes_total{{{job}}} 20000.0" in text
+    device = 'Hostname="box",UUID="GPU-1234",device="nvidia0",gpu="0",modelName="NVIDIA H100 80GB HBM3"'
+    assert f"gpumon_gpu_utilization_ratio{{{device}}} 0.97" in text
+    assert f"gpumon_gpu_memory_used_bytes{{{device}}} 1.073741824e+09" in text
+    assert f"gpumon_gpu_sm_clock_hertz{{{device}}} 1.98e+09" in text
+    assert "gpumon_gpu_power_watts" not in text  # NaN: not reported rather than a made-up value
+    assert "gpumon_job_slowdown_ratio{" in text and "gpumon_pair_stp_ratio{" in text
+    assert f'gpumon_pair_verdict{{{device},verdict="breaks_even"}} 1.0' in text
+
+
+def test_the_grafana_dashboard_names_only_metrics_that_exist() -> None:
+    import re
+
+    from gpumon.core import metrics
+
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-gpumon.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", ())]
+    named = {name for e in exprs for name in re.findall(r"\b(gpumon_[a-z_]+)", e)}
+    source = Path(metrics.__file__).read_text()
+    exposed = {name for name in named if f'"{name.removesuffix("_total")}"' in source}
+    assert named and named == exposed, named - exposed
+    assert any("DCGM_FI_DEV_GPU_UTIL" in e for e in exprs)  # device panels from dcgm-exporter's names

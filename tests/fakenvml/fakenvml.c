@@ -517,8 +517,11 @@ static int entries(const struct device *d, struct entry *out) {
 /* ---- H100 per-call CPU cost (FAKENVML_COSTS=h100) ----------------------- */
 
 /* Median thread CPU µs per call on one H100 80GB HBM3, driver 580.159.04, two jobs training
- * (../shared/h100/driver/nvml-call-costs.txt; GPM calls from gpm.txt). Calls not measured
- * there cost nothing extra. Field reads, GPM samples and GPM metric sets are priced in
+ * (../shared/h100/driver/nvml-call-costs.txt; GPM calls from gpm.txt), measured through pynvml.
+ * pynvml makes two C calls (size query, then fill) for the compute process list and the
+ * process utilisation when there is something to return, so each C call here costs half of
+ * the measured figure; the graphics list was empty there (one C call). Calls not measured
+ * cost nothing extra. Field reads, GPM samples and GPM metric sets are priced in
  * field_values_cost(), gpm_sample_cost() and gpm_metrics_cost(). */
 static const struct {
     const char *function;
@@ -532,13 +535,13 @@ static const struct {
     {"nvmlDeviceGetTemperatureV", 1.42},
     {"nvmlDeviceGetClockInfo", 1.46},
     {"nvmlDeviceGetPcieThroughput", 815.269},
-    {"nvmlDeviceGetComputeRunningProcesses", 61.526},
-    {"nvmlDeviceGetComputeRunningProcesses_v2", 61.526},
-    {"nvmlDeviceGetComputeRunningProcesses_v3", 61.526},
+    {"nvmlDeviceGetComputeRunningProcesses", 61.526 / 2},
+    {"nvmlDeviceGetComputeRunningProcesses_v2", 61.526 / 2},
+    {"nvmlDeviceGetComputeRunningProcesses_v3", 61.526 / 2},
     {"nvmlDeviceGetGraphicsRunningProcesses", 17.193},
     {"nvmlDeviceGetGraphicsRunningProcesses_v2", 17.193},
     {"nvmlDeviceGetGraphicsRunningProcesses_v3", 17.193},
-    {"nvmlDeviceGetProcessUtilization", 2310.971},
+    {"nvmlDeviceGetProcessUtilization", 2310.971 / 2},
 };
 #define N_COSTS (sizeof(COSTS) / sizeof(COSTS[0]))
 

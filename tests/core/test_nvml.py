@@ -117,7 +117,7 @@ emit(status=dataclasses.asdict(status), first=row(first), second=row(s.sample(1.
     assert out["info"] == {
         "index": 0, "name": "NVIDIA Fake A100-SXM4-40GB", "uuid": "GPU-11111111-2222-3333-4444-555555555555",
         "driver": "550.54.15", "pcie_gen": 3, "pcie_width": 8, "mem_total_mib": 40960.0,
-        "pcie_method": "counters", "pcie_max_bps": 1.969e9 * 16, "pcie_poll_ms": 81.6,
+        "pcie_method": "counters", "pcie_max_bps": 1.969e9 * 16, "pcie_counter_bits": 32, "pcie_poll_ms": 81.6,
         "gpm_metrics": [], "gpm_reason": "GPM not supported on this GPU (Hopper or newer only)", "unsupported": [],
     }
 
@@ -677,7 +677,10 @@ def test_pcie_falls_back_to_the_wrap_safe_counters_without_gpm_pcie(
 def test_gpm_failing_mid_run_hands_pcie_to_the_counters(libs: dict[str, Path], tmp_path: Path) -> None:
     out = _ticks(tmp_path, libs["full"], scenario_file("gen5_58GBps", "fail nvmlGpmSampleGet NOT_SUPPORTED after=1.0"),
                  0.1, 3.0)
-    assert out["info"]["pcie_method"] == "counters"
+    info = out["info"]
+    assert info["pcie_method"] == "counters" and info["gpm_metrics"] == []
+    assert info["gpm_reason"] == "GPM failed: Not Supported"
+    assert all(math.isnan(r["sm_active_pct"]) for r in out["rows"] if r["t"] > 1.0)
     late = [r["pcie_rx_bps"] for r in out["rows"] if r["t"] > 1.3]
     median, present = _median_and_present(late)
     assert present >= 0.9 and median == pytest.approx(58e9, rel=0.05)

@@ -352,8 +352,8 @@ class NvmlSource:
                 "pcie_max_bps": self._capacity_bps,
                 "pcie_counter_bits": self._counters.bits if self._counters is not None else None,
                 "pcie_poll_ms": None if period is None else round(period * 1000, 1),
-                "gpm_metrics": list(self._gpm.fields) if self._gpm is not None else [],
-                "gpm_reason": self._gpm_reason,
+                "gpm_metrics": self._gpm_fields(),
+                "gpm_reason": self._gpm.failed or "" if self._gpm is not None else self._gpm_reason,
                 "unsupported": self._unsupported_fields(),
             }
 
@@ -428,10 +428,14 @@ class NvmlSource:
             self._gpm_reason = reason
             LOG.info("nvml: %s", reason)
 
+    def _gpm_fields(self) -> list[str]:
+        """The DeviceSample fields GPM delivers now ([] without GPM or once it failed)."""
+        gpm = self._gpm
+        return [] if gpm is None or gpm.failed else list(gpm.fields)
+
     def _choose_pcie(self) -> str | None:
         """The one place that decides how PCIe bytes are read: GPM, else counters, else throughput."""
-        gpm = self._gpm
-        if gpm is not None and not gpm.failed and {"pcie_rx_bps", "pcie_tx_bps"} <= set(gpm.fields):
+        if {"pcie_rx_bps", "pcie_tx_bps"} <= set(self._gpm_fields()):
             return "gpm"
         self._counters = None
         if self._read_counters():
@@ -479,9 +483,9 @@ class NvmlSource:
     def _pcie(self, t: float, gpm: dict[str, float]) -> tuple[float, float]:
         """(RX, TX) bytes/s by the chosen method; a method that fails for good hands over to the next."""
         if self._pcie_method == "gpm":
-            if self._gpm is not None and not self._gpm.failed and "pcie_rx_bps" in self._gpm.fields:
-                return gpm.get("pcie_rx_bps", NAN), gpm.get("pcie_tx_bps", NAN)
             self._pcie_method = self._choose_pcie()
+            if self._pcie_method == "gpm":
+                return gpm.get("pcie_rx_bps", NAN), gpm.get("pcie_tx_bps", NAN)
             return NAN, NAN
         if self._pcie_method == "counters":
             period = self.pcie_poll_period_s

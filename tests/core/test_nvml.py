@@ -116,7 +116,7 @@ emit(status=dataclasses.asdict(status), first=row(first), second=row(s.sample(1.
     assert (second["temp_c"], second["sm_clock_mhz"]) == (70.0, 1980.0)
     assert out["info"] == {
         "index": 0, "name": "NVIDIA Fake A100-SXM4-40GB", "uuid": "GPU-11111111-2222-3333-4444-555555555555",
-        "driver": "550.54.15", "pcie_gen": 3, "pcie_width": 8, "mem_total_mib": 40960.0,
+        "driver": "550.54.15", "compute_mode": None, "pcie_gen": 3, "pcie_width": 8, "mem_total_mib": 40960.0,
         "pcie_method": "counters", "pcie_max_bps": 1.969e9 * 16, "pcie_counter_bits": 32, "pcie_poll_ms": 81.6,
         "gpm_metrics": [], "gpm_reason": "GPM not supported on this GPU (Hopper or newer only)", "unsupported": [],
     }
@@ -491,9 +491,10 @@ from gpumon import doctor
 emit(missing=[dataclasses.asdict(c) for c in doctor.check_nvml(7)],
      default=[dataclasses.asdict(c) for c in doctor.check_nvml(None)])
 """)
-    (missing,) = out["missing"]
+    missing = out["missing"][0]
     assert missing["level"] == "fail" and missing["summary"] == "NVML unavailable: no GPU with index 7 (1 found)"
-    assert [c["level"] for c in out["default"]] == ["ok"]
+    assert [c["name"] for c in out["missing"]] == ["nvml", "mps"]  # the MPS check follows whatever NVML says
+    assert out["default"][0]["name"] == "gpu" and out["default"][0]["level"] == "ok"
 
 
 @needs_cc

@@ -826,3 +826,63 @@ def test_runs_recorded_before_the_gpm_columns_still_read_and_export(tmp_path: Pa
     assert frame["gpu_util"].tolist() == [1]
     (written,) = export(loaded, tmp_path / "out")
     assert written.read_text().splitlines()[0] == ",".join(DEVICE_COLUMNS)
+
+
+def test_replay_of_a_run_recorded_before_the_gpm_columns(tmp_path: Path) -> None:
+    from gpumon.core.bus import Bus
+    from gpumon.core.model import DEVICE_COLUMNS, GPM_COLUMNS, DeviceSample
+    from gpumon.core.sources.replay import ReplaySource
+
+    run = tmp_path / "old"
+    (run / "logs").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"schema": 1, "workloads": []}))
+    for table, columns in (("steps", "process,pid,step,t,iter_s,samples,warmup,copy_bytes,copy_s"),
+                           ("processes", "t,process,pid,cpu_pct,rss_mib,threads,gpu_mem_mib,gpu_sm_util"),
+                           ("host", "t,cpu_pct,mem_used_mib,mem_total_mib")):
+        (run / f"{table}.csv").write_text(columns + "\n")
+    old = [c for c in DEVICE_COLUMNS if c not in GPM_COLUMNS]
+    (run / "device.csv").write_text(",".join(old) + "\n" + ",".join(["0.5", "42"] + [""] * (len(old) - 2)) + "\n")
+    bus, got = Bus(), []
+    bus.subscribe(got.append)
+    replay = ReplaySource(run, bus, speed=math.inf)
+    replay.seek(10.0)
+    (sample,) = [x for x in got if isinstance(x, DeviceSample)]
+    assert sample.gpu_util == 42.0 and all(math.isnan(getattr(sample, c)) for c in GPM_COLUMNS)
+
+
+# -- on a real GPU (skipped here) ----------------------------------------------------------------
+
+real_gpu = pytest.mark.skipif(
+    ctypes.util.find_library("nvidia-ml") is None, reason="needs a real NVIDIA GPU and driver (no libnvidia-ml here)"
+)
+
+
+@pytest.mark.gpu
+@real_gpu
+def test_real_gpu_picks_gpm_on_hopper_else_wrap_safe_counters(tmp_path: Path) -> None:
+    out = run_child(tmp_path, None, None, """
+import time
+s = NvmlSource()
+assert s.open().available
+rows, t0 = [], time.monotonic()
+while time.monotonic() - t0 < 3.0:
+    t = time.monotonic() - t0
+    period = s.pcie_poll_period_s
+    if period:
+        s.poll_pcie(t)
+        time.sleep(period)
+    else:
+        time.sleep(0.1)
+    rows.append(row(s.sample(time.monotonic() - t0)))
+emit(info=s.device_info(), rows=rows, gpm_supported=pynvml.nvmlGpmQueryDeviceSupport(
+    pynvml.nvmlDeviceGetHandleByIndex(s.device_info()["index"])).isSupportedDevice)
+""")
+    info, rows = out["info"], out["rows"]
+    if out["gpm_supported"] and "MIG" not in info["gpm_reason"]:
+        assert info["pcie_method"] == "gpm" and {"pcie_rx_bps", "sm_active_pct"} <= set(info["gpm_metrics"])
+        assert sum(not math.isnan(r["sm_active_pct"]) for r in rows) >= 0.9 * len(rows) - 1
+    else:
+        assert info["pcie_method"] in ("counters", "throughput")
+    present = [r["pcie_rx_bps"] for r in rows if not math.isnan(r["pcie_rx_bps"])]
+    assert len(present) >= 0.9 * len(rows) - 1 and all(v >= 0 for v in present)
+    assert info["pcie_max_bps"] and info["pcie_max_bps"] >= 1e9

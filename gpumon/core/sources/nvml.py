@@ -559,7 +559,8 @@ class NvmlSource:
                 return {}
             running = self._running()
             util_known = "process_utilization" not in self._q.unsupported
-            if util_known and (t is None or t - self._util_read_t >= PROCESS_UTIL_PERIOD_S - 1e-6):
+            # 0.9: the sampler's 0.5 s process ticks drift by milliseconds; a read is due every second tick.
+            if util_known and (t is None or t - self._util_read_t >= 0.9 * PROCESS_UTIL_PERIOD_S):
                 self._util_read_t = -math.inf if t is None else t
                 self._update_sm_util(ours, running)
             if self._q.lost:

@@ -208,7 +208,8 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, fake libnvidia-ml with H100 costs;"
           f" load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print_per_call(costs)
-    print(f"2. NVML CPU per second of monitoring, default settings (100 ms interval, 2 workloads), {args.seconds:.0f} s each")
+    print("2. NVML CPU per second of monitoring, default settings (100 ms interval, 2 workloads),"
+          f" {args.seconds:.0f} s each")
     gpm = print_budget("GPM on (H100, Gen5 x16 at 58 GB/s)", on)
     counters = print_budget("GPM off (same link, 32-bit counters)", off)
     before = 3.68  # ../shared/h100/driver/nvml-call-costs.txt: gpumon 9ea01fb at ~10 Hz on the H100

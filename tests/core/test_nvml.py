@@ -653,6 +653,14 @@ def test_gpm_metric_that_fails_alone_leaves_the_others(libs: dict[str, Path], tm
         assert math.isnan(r["dram_bw_pct"]) == (r["t"] >= 0.45)  # a transient failure: NaN for those ticks only
 
 
+@needs_cc
+def test_gpm_probe_refused_at_open_is_decided_per_metric_while_sampling(libs: dict[str, Path], tmp_path: Path) -> None:
+    scenario = scenario_file("gen5_58GBps", "fail nvmlGpmMetricsGet UNKNOWN until=0.05", "fail gpm:3 NOT_SUPPORTED")
+    out = _ticks(tmp_path, libs["full"], scenario, 0.1, 1.0)
+    assert out["info"]["pcie_method"] == "gpm" and "sm_occupancy_pct" not in out["info"]["gpm_metrics"]
+    assert all(r["pcie_rx_bps"] == pytest.approx(58e9, rel=0.02) for r in out["rows"])
+
+
 @pytest.mark.parametrize(
     ("extra", "reason"),
     [("fail gpm:21 NOT_SUPPORTED", ""), ("", "MIG is enabled"), (NO_GPM, "GPM unusable: Not Supported")],

@@ -142,6 +142,7 @@ struct fault {
     char function[80];  /* NVML symbol name, "nvmlInit", or "field:<id>" */
     int code;
     double after;
+    double until;       /* the fault holds for after <= t < until */
 };
 
 struct entry {
@@ -277,16 +278,18 @@ static int parse_line(char *line, int lineno) {
         cuda_driver_version = atoi(tok[1]);
         return 0;
     }
-    if (strcmp(kw, "fail") == 0 && (n == 3 || n == 4)) {
+    if (strcmp(kw, "fail") == 0 && n >= 3 && n <= 5) {
         if (nfault == MAX_FAULTS) return fail_parse(lineno, "too many faults", kw);
         struct fault *f = &faults[nfault++];
         snprintf(f->function, sizeof f->function, "%s", tok[1]);
         f->code = error_code(tok[2]);
         if (f->code < 0) return fail_parse(lineno, "unknown error", tok[2]);
         f->after = 0;
-        if (n == 4) {
-            if (strncmp(tok[3], "after=", 6) != 0) return fail_parse(lineno, "expected after=T", tok[3]);
-            f->after = atof(tok[3] + 6);
+        f->until = INFINITY;
+        for (int i = 3; i < n; i++) {
+            if (strncmp(tok[i], "after=", 6) == 0) f->after = atof(tok[i] + 6);
+            else if (strncmp(tok[i], "until=", 6) == 0) f->until = atof(tok[i] + 6);
+            else return fail_parse(lineno, "expected after=T or until=T", tok[i]);
         }
         return 0;
     }
@@ -416,7 +419,8 @@ static int load_scenario(void) {
 
 static int fault_for(const char *function, double t) {
     for (int i = 0; i < nfault; i++)
-        if (strcmp(faults[i].function, function) == 0 && t >= faults[i].after) return faults[i].code;
+        if (strcmp(faults[i].function, function) == 0 && t >= faults[i].after && t < faults[i].until)
+            return faults[i].code;
     return 0;
 }
 

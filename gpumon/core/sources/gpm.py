@@ -57,7 +57,16 @@ class Gpm:
             nv.nvmlGpmSampleGet(self._handle, first)
             nv.nvmlGpmSampleGet(self._handle, second)
             wanted = {**TICK_METRICS, TENSOR_FIELD: (TENSOR_METRIC, 1.0)}
-            codes = self._metrics(first, second, [m for m, _ in wanted.values()])
+            ids = [m for m, _ in wanted.values()]
+            try:
+                codes = self._metrics(first, second, ids)
+            except nv.NVMLError as err:
+                if err.value in PERMANENT:
+                    raise
+                # Two samples microseconds apart may be refused as a pair: keep every metric for now;
+                # the per-metric codes of the first ticks drop those that do not work.
+                LOG.info("gpm: probe of the metrics failed (%s); deciding per metric while sampling", err)
+                codes = dict.fromkeys(ids, (nv.NVML_SUCCESS, NAN))
         except nv.NVMLError as err:
             self.close()
             return f"GPM unusable: {err}"

@@ -164,10 +164,10 @@ def _v1_running_processes(nv: ModuleType, symbol: str) -> Callable:
     return call
 
 
-def _field_number(value: Any) -> float:
-    """The number in an nvmlFieldValue_t, by its valueType."""
+def _field_number(value: Any) -> int | float:
+    """The number in an nvmlFieldValue_t, by its valueType (exact: integers stay integers)."""
     member = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
-    return float(getattr(value.value, member[value.valueType]))
+    return getattr(value.value, member[value.valueType])
 
 
 def _mib(used_bytes: int | None) -> float:

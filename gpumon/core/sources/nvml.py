@@ -1,5 +1,8 @@
 """NVML source: device and per-process GPU metrics through pynvml, tolerant of every NVML error.
 
+PCIe bytes come from GPM where the GPU has it (sources/gpm.py), else from the byte counters
+made wrap-safe (sources/pcie.py), else from the 20 ms throughput call; ``_choose_pcie`` decides.
+
 Every NVML call goes through ``_Query``: NotSupported / FunctionNotFound / NoPermission make
 that quantity N/A for good (logged once), GPU-lost marks the device lost, anything else is a
 one-off N/A. ``pynvml`` is imported lazily in ``NvmlSource.open()``. Details: docs/nvml.md.
@@ -25,6 +28,7 @@ from gpumon.core.sources.pcie import (
     COUNTER_BITS,
     FALLBACK_GEN,
     FALLBACK_WIDTH,
+    LANE_BPS,
     WrapCounters,
     link_capacity_bps,
     poll_period_s,
@@ -227,7 +231,7 @@ class NvmlSource:
         self._pcie_method: str | None = None
         self._counters: WrapCounters | None = None
         self._counters_read_t = -math.inf
-        self._capacity_bps: float | None = None
+        self._capacity_bps = 0.0  # set at open()
         self._gpm: Gpm | None = None
         self._gpm_reason = ""
         self._util_last_seen_us = 0
@@ -375,7 +379,7 @@ class NvmlSource:
         capacity = link_capacity_bps(gen, width)
         if capacity is None:
             LOG.info("nvml: maximum PCIe link unknown; assuming gen%d x%d", FALLBACK_GEN, FALLBACK_WIDTH)
-            capacity = link_capacity_bps(FALLBACK_GEN, FALLBACK_WIDTH)
+            return LANE_BPS[FALLBACK_GEN] * FALLBACK_WIDTH
         return capacity
 
     def _unsupported_fields(self) -> list[str]:
@@ -474,7 +478,7 @@ class NvmlSource:
             self._q.fail("pcie_counters", NOT_SUPPORTED)
             return False
         if self._counters is None or self._counters.bits != bits:
-            self._counters = WrapCounters(bits, self._capacity_bps or link_capacity_bps(FALLBACK_GEN, FALLBACK_WIDTH))
+            self._counters = WrapCounters(bits, self._capacity_bps)
         stamp = values[0].timestamp or time.time_ns() // 1000
         self._counters.add(int(stamp), int(_field_number(values[0])), int(_field_number(values[1])))
         self._counters_read_t = t

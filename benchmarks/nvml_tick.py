@@ -1,11 +1,17 @@
-"""Cost of one NVML tick (``sample`` + ``process_metrics``) against the fake libnvidia-ml, and the
-CPU the NVML source uses at 10 Hz. Prints figures measured in this run; asserts nothing.
+"""What NVML costs gpumon's monitor, on the fake libnvidia-ml with the H100's per-call CPU costs.
 
-    python benchmarks/nvml_tick.py [--ticks N] [--seconds S]
+    python benchmarks/nvml_tick.py [--seconds S] [--calls N]
 
+Prints, measured in this run:
+  1. the fake's CPU per call with FAKENVML_COSTS=h100 beside the H100's measured medians (the
+     table below, copied from ../shared/h100/driver/nvml-call-costs.txt and gpm.txt), both
+     through pynvml, as thread CPU time;
+  2. the tick-cost table: the real Sampler at the default settings (100 ms interval, two
+     workloads) for S seconds, every NVML call it made -> calls/s -> µs/call -> % of one core,
+     with GPM on (an H100 on a saturated Gen5 link) and GPM off (the same link read through its
+     wrapping 32-bit counters), and the whole monitor process's CPU beside it.
 The measured code runs in a child whose LD_LIBRARY_PATH points at the fake (pynvml loads the
-library by name). The fake's own C work is a few table look-ups per call, so the figures are
-essentially pynvml + ctypes + gpumon's NvmlSource.
+library by name). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -18,92 +24,196 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from tests.fakenvml import build as fake  # noqa: E402
 
-CHILD = r"""
-import json, statistics, sys, threading, time
+SCENARIO = ROOT / "tests" / "fakenvml" / "scenarios" / "gen5_58GBps.txt"
+NO_GPM = "fail nvmlGpmQueryDeviceSupport NOT_SUPPORTED"
+
+# Median thread CPU µs per call on one H100 80GB HBM3, driver 580.159.04, through pynvml, with two
+# jobs training (../shared/h100/driver/nvml-call-costs.txt) or a copy job running (gpm.txt).
+H100_US = {
+    "GetUtilizationRates": 1.254,
+    "GetMemoryInfo": 5.79,
+    "GetPowerUsage": 1.255,
+    "GetTemperature": 1.42,
+    "GetClockInfo SM": 1.46,
+    "GetFieldValues PCIe x1": 158.5,  # gpm.txt: 155-162
+    "GetFieldValues PCIe x2": 263.176,
+    "GetPcieThroughput": 815.269,
+    "GetComputeRunningProcesses": 61.526,
+    "GetGraphicsRunningProcesses": 17.193,
+    "GetProcessUtilization": 2310.971,
+    "GpmSampleGet (busy)": 400.0,
+    "GpmMetricsGet 20+21+2+3+10": 8.5,  # gpm.txt: 7-10
+    "GpmMetricsGet 1+2+3+5+10+20+21": 1756.0,
+}
+
+PER_CALL = r"""
+import json, statistics, sys, time
+import pynvml as nv
+calls = int(sys.argv[1])
+nv.nvmlInit()
+h = nv.nvmlDeviceGetHandleByIndex(0)
+samples = [nv.nvmlGpmSampleAlloc() for _ in range(2)]
+nv.nvmlGpmSampleGet(h, samples[0])
+nv.nvmlGpmSampleGet(h, samples[1])
+
+def metrics(ids):
+    g = nv.c_nvmlGpmMetricsGet_t()
+    g.version, g.numMetrics, g.sample1, g.sample2 = nv.NVML_GPM_METRICS_GET_VERSION, len(ids), samples[0], samples[1]
+    for i, m in enumerate(ids):
+        g.metrics[i].metricId = m
+    nv.nvmlGpmMetricsGet(g)
+
+def utilization():
+    try:
+        nv.nvmlDeviceGetProcessUtilization(h, 0)
+    except (nv.NVMLError_NotFound, nv.NVMLError_InsufficientSize):  # none new; or one more arrived meanwhile
+        pass
+
+CASES = {
+    "GetUtilizationRates": lambda: nv.nvmlDeviceGetUtilizationRates(h),
+    "GetMemoryInfo": lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2),
+    "GetPowerUsage": lambda: nv.nvmlDeviceGetPowerUsage(h),
+    "GetTemperature": lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+    "GetClockInfo SM": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+    "GetFieldValues PCIe x1": lambda: nv.nvmlDeviceGetFieldValues(h, [198]),
+    "GetFieldValues PCIe x2": lambda: nv.nvmlDeviceGetFieldValues(h, [198, 197]),
+    "GetPcieThroughput": lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES),
+    "GetComputeRunningProcesses": lambda: nv.nvmlDeviceGetComputeRunningProcesses(h),
+    "GetGraphicsRunningProcesses": lambda: nv.nvmlDeviceGetGraphicsRunningProcesses(h),
+    "GetProcessUtilization": utilization,
+    "GpmSampleGet (busy)": lambda: nv.nvmlGpmSampleGet(h, samples[1]),
+    "GpmMetricsGet 20+21+2+3+10": lambda: metrics([20, 21, 2, 3, 10]),
+    "GpmMetricsGet 1+2+3+5+10+20+21": lambda: metrics([1, 2, 3, 5, 10, 20, 21]),
+}
+out = {}
+for name, fn in CASES.items():
+    n = max(5, calls if "ProcessUtilization" not in name and "1+2" not in name else calls // 10)
+    costs = []
+    for _ in range(n):
+        began = time.thread_time_ns()
+        fn()
+        costs.append((time.thread_time_ns() - began) / 1000)
+    out[name] = statistics.median(costs)
+print(json.dumps(out))
+"""
+
+MONITOR = r"""
+import functools, json, sys, time
+import pynvml as nv
+
+seconds, pids = float(sys.argv[1]), [int(p) for p in sys.argv[2:]]
+spent, depth = {}, [0]
+
+def timed(name, fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if depth[0]:  # a pynvml wrapper calling another (TemperatureV -> TemperatureV1): count the outer one
+            return fn(*args, **kwargs)
+        depth[0] += 1
+        began = time.thread_time_ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+            n, ns = spent.get(name, (0, 0))
+            spent[name] = (n + 1, ns + time.thread_time_ns() - began)
+    return call
+
+for name in dir(nv):
+    if (name.startswith("nvmlDevice") or name.startswith("nvmlGpm")) and callable(getattr(nv, name)):
+        setattr(nv, name, timed(name[4:], getattr(nv, name)))
+
+from gpumon.core.bus import Bus
+from gpumon.core.clock import RunClock
+from gpumon.core.sampler import Sampler
+from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
 
-ticks, seconds, pids = int(sys.argv[1]), float(sys.argv[2]), [int(p) for p in sys.argv[3:]]
 source = NvmlSource()
 assert source.open().available
-for _ in range(200):
-    source.sample(0.0)
-    source.process_metrics(pids)
-costs, cpu_costs = [], []
-for i in range(ticks):
-    began, cpu_began = time.perf_counter_ns(), time.thread_time_ns()
-    source.sample(float(i))
-    source.process_metrics(pids)
-    cpu_costs.append(time.thread_time_ns() - cpu_began)
-    costs.append(time.perf_counter_ns() - began)
-costs.sort()
-cpu_costs.sort()
-stop, n = threading.Event(), 0
-wall0, cpu0 = time.monotonic(), time.process_time()
-next_tick = wall0
-while time.monotonic() - wall0 < seconds:
-    source.sample(time.monotonic() - wall0)
-    source.process_metrics(pids)
-    n += 1
-    next_tick += 0.1
-    stop.wait(max(0.0, next_tick - time.monotonic()))
-wall, cpu = time.monotonic() - wall0, time.process_time() - cpu0
-print(json.dumps({
-    "ticks": ticks,
-    "median_us": costs[len(costs) // 2] / 1000,
-    "p99_us": costs[int(len(costs) * 0.99)] / 1000,
-    "max_us": costs[-1] / 1000,
-    "mean_us": statistics.fmean(costs) / 1000,
-    "cpu_median_us": cpu_costs[len(cpu_costs) // 2] / 1000,
-    "cpu_p99_us": cpu_costs[int(len(cpu_costs) * 0.99)] / 1000,
-    "rate_ticks": n,
-    "rate_wall_s": wall,
-    "rate_cpu_s": cpu,
-    "pcie_method": source.device_info()["pcie_method"],
-}))
+info = source.device_info()
+spent.clear()
+sampler = Sampler(Bus(), RunClock.start(), HostSource(), source, 0.1, lambda: {"A": pids[0], "B": pids[1]})
+cpu0, wall0 = time.process_time(), time.monotonic()
+sampler.start()
+time.sleep(seconds)
+sampler.stop()
+sampler.join()
+cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+print(json.dumps({"info": info, "spent": spent, "wall": wall, "cpu": cpu, "ticks": sampler.ticks}))
 """
 
-SCENARIO = """
-    driver 550.54.15
-    device name="NVIDIA Fake A100" mem_total_mib=40960 gpu_util=70 mem_util=30 mem_used_mib=2048 power_w=200 temp_c=60 sm_clock_mhz=1410 pcie_rx_bps=2e9 pcie_tx_bps=1e9
-    proc pid={a} mem_mib=1024 sm_util=45
-    proc pid={b} mem_mib=2048 sm_util=35
-    proc pid={foreign} mem_mib=4096 sm_util=20
-"""
+
+def run_child(code: str, lib: Path, scenario: Path, *argv: str) -> dict:
+    env = fake.environment(lib, scenario)
+    env["FAKENVML_COSTS"] = "h100"
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"benchmark child failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def print_per_call(costs: dict[str, float]) -> None:
+    print("1. CPU per call, fake with FAKENVML_COSTS=h100 vs the H100 (median thread CPU µs, through pynvml)")
+    print(f"   {'call':34} {'H100':>9} {'fake':>9} {'fake/H100':>9}")
+    for name, h100 in H100_US.items():
+        print(f"   {name:34} {h100:9.1f} {costs[name]:9.1f} {costs[name] / h100:9.2f}")
+
+
+def print_budget(title: str, r: dict) -> float:
+    info = r["info"]
+    poll = f", counters polled every {info['pcie_poll_ms']} ms" if info["pcie_poll_ms"] else ""
+    print(f"   {title}: PCIe via {info['pcie_method']}{poll}; GPM metrics: {', '.join(info['gpm_metrics']) or 'none'}")
+    print(f"   {'call':34} {'calls/s':>8} {'µs/call':>9} {'% core':>7}")
+    total = 0.0
+    for name, (n, ns) in sorted(r["spent"].items(), key=lambda kv: -kv[1][1]):
+        share = ns / 1e9 / r["wall"] * 100
+        total += share
+        print(f"   {name:34} {n / r['wall']:8.1f} {ns / n / 1000:9.1f} {share:7.3f}")
+    whole = r["cpu"] / r["wall"] * 100
+    print(f"   {'all NVML calls':34} {'':8} {'':9} {total:7.3f}")
+    print(f"   whole monitor process (sampler, psutil host/process reads, NVML): {whole:.3f} % of one core,"
+          f" {r['ticks']} ticks in {r['wall']:.1f} s")
+    return total
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ticks", type=int, default=5000, help="timed back-to-back ticks (default 5000)")
-    parser.add_argument("--seconds", type=float, default=10.0, help="length of the 10 Hz run (default 10)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of each monitoring run (default 20)")
+    parser.add_argument("--calls", type=int, default=200, help="calls timed per NVML function (default 200)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         lib = fake.build(Path(tmp))
-        sleepers = [subprocess.Popen(["sleep", str(args.seconds + 120)]) for _ in range(3)]
+        sleepers = [subprocess.Popen(["sleep", str(2 * args.seconds + 300)]) for _ in range(2)]
         try:
-            a, b, foreign = (p.pid for p in sleepers)
-            scenario = fake.write_scenario(Path(tmp) / "scenario.txt", SCENARIO.format(a=a, b=b, foreign=foreign))
-            done = subprocess.run(
-                [sys.executable, "-c", CHILD, str(args.ticks), str(args.seconds), str(a), str(b)],
-                env=fake.environment(lib, scenario), capture_output=True, text=True, check=True,
-            )
+            a, b = (p.pid for p in sleepers)
+            procs = f"proc pid={a} mem_mib=1024 sm_util=45\nproc pid={b} mem_mib=2048 sm_util=35\n"
+            lines = SCENARIO.read_text().replace("gpu_util=100", "gpu_util=90").splitlines(keepends=True)
+            base = "".join(line for line in lines if not line.startswith("proc "))  # our two sleepers instead
+            gpm_on = fake.write_scenario(Path(tmp) / "gpm_on.txt", base + procs)
+            gpm_off = fake.write_scenario(Path(tmp) / "gpm_off.txt", base + procs + NO_GPM)
+            costs = run_child(PER_CALL, lib, gpm_on, str(args.calls))
+            on = run_child(MONITOR, lib, gpm_on, str(args.seconds), str(a), str(b))
+            off = run_child(MONITOR, lib, gpm_off, str(args.seconds), str(a), str(b))
         finally:
             for p in sleepers:
                 p.kill()
                 p.wait()
-    r = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, PCIe via {r['pcie_method']}")
-    print(f"one tick (sample + process_metrics for 2 of 3 GPU processes), {r['ticks']} ticks back to back:")
-    print(f"  median {r['median_us']:.1f} µs   p99 {r['p99_us']:.1f} µs   mean {r['mean_us']:.1f} µs"
-          f"   max {r['max_us']:.1f} µs   (wall clock)")
-    print(f"  median {r['cpu_median_us']:.1f} µs   p99 {r['cpu_p99_us']:.1f} µs   (thread CPU time: without preemption)")
-    print(f"  load average while measuring: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    share = r["rate_cpu_s"] / r["rate_wall_s"] * 100
-    print(f"at 10 Hz for {r['rate_wall_s']:.1f} s ({r['rate_ticks']} ticks): CPU {r['rate_cpu_s'] * 1000:.1f} ms"
-          f" = {share:.2f} % of one core ({r['rate_cpu_s'] / r['rate_ticks'] * 1e6:.0f} µs CPU per tick)")
+    print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, fake libnvidia-ml with H100 costs;"
+          f" load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print_per_call(costs)
+    print("2. NVML CPU per second of monitoring, default settings (100 ms interval, 2 workloads),"
+          f" {args.seconds:.0f} s each")
+    gpm = print_budget("GPM on (H100, Gen5 x16 at 58 GB/s)", on)
+    counters = print_budget("GPM off (same link, 32-bit counters)", off)
+    before = 3.68  # ../shared/h100/driver/nvml-call-costs.txt: gpumon 9ea01fb at ~10 Hz on the H100
+    print(f"   NVML % of one core: GPM on {gpm:.2f}, GPM off {counters:.2f}; gpumon 9ea01fb on the H100: {before:.2f}")
 
 
 if __name__ == "__main__":

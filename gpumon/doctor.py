@@ -148,13 +148,26 @@ def _gpu_check(info: dict) -> Check:
     link = f"PCIe gen{info['pcie_gen']} x{info['pcie_width']}" if info["pcie_gen"] else "PCIe link N/A"
     mem = f"{info['mem_total_mib']:.0f} MiB" if info["mem_total_mib"] else "memory N/A"
     notes = [
-        {"counters": "PCIe bytes: cumulative counters, differenced per interval",
-         "throughput": "PCIe bytes: 20 ms throughput samples (no cumulative counters on this GPU/driver)",
-         None: "PCIe bytes: not available"}[info["pcie_method"]],
+        _pcie_note(info),
+        "GPM metrics: " + ", ".join(info["gpm_metrics"]) if info["gpm_metrics"] else f"no GPM: {info['gpm_reason']}",
         "not supported: " + ", ".join(unsupported) if unsupported else "all metrics supported",
     ]
     summary = f"GPU {info['index']}: {info['name']}, driver {info['driver']}, {link}, {mem}"
     return Check("gpu", WARN if unsupported else OK, summary, info, notes)
+
+
+def _pcie_note(info: dict) -> str:
+    """How this GPU's PCIe bytes are read (NvmlSource decides; docs/nvml.md)."""
+    method = info["pcie_method"]
+    if method == "gpm":
+        return "PCIe bytes: GPM, exact at any interval"
+    if method == "counters" and info["pcie_poll_ms"] is not None:
+        return f"PCIe bytes: {info['pcie_counter_bits']}-bit counters sampled every {info['pcie_poll_ms']:.0f} ms"
+    if method == "counters":
+        return "PCIe bytes: 64-bit counters, differenced per interval"
+    if method == "throughput":
+        return "PCIe bytes: 20 ms throughput samples (no byte counters on this GPU/driver)"
+    return "PCIe bytes: not available"
 
 
 def _other_gpus(selected: int | None, count: int) -> list[Check]:

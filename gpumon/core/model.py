@@ -22,7 +22,13 @@ DEVICE_COLUMNS = (
     "power_w",
     "temp_c",
     "sm_clock_mhz",
+    "sm_active_pct",
+    "sm_occupancy_pct",
+    "dram_bw_pct",
+    "tensor_active_pct",
 )
+# Hopper's GPM columns, added after the first runs were recorded: older device.csv files lack them.
+GPM_COLUMNS = DEVICE_COLUMNS[-4:]
 PROCESS_COLUMNS = ("t", "process", "pid", "cpu_pct", "rss_mib", "threads", "gpu_mem_mib", "gpu_sm_util")
 HOST_COLUMNS = ("t", "cpu_pct", "mem_used_mib", "mem_total_mib")
 
@@ -51,7 +57,12 @@ class StepEvent:
 
 @dataclass(frozen=True, slots=True)
 class DeviceSample:
-    """One NVML reading of one GPU; NaN where the driver does not report a field."""
+    """One NVML reading of one GPU; NaN where the driver does not report a field.
+
+    The ``*_pct`` fields after ``sm_clock_mhz`` come from GPM (Hopper and newer) over the
+    interval since the previous reading: fraction of SMs busy, warps resident vs the maximum,
+    DRAM bandwidth used vs peak, tensor-core activity (a slower window: docs/nvml.md).
+    """
 
     t: float
     gpu_util: float = NAN
@@ -63,6 +74,10 @@ class DeviceSample:
     power_w: float = NAN
     temp_c: float = NAN
     sm_clock_mhz: float = NAN
+    sm_active_pct: float = NAN
+    sm_occupancy_pct: float = NAN
+    dram_bw_pct: float = NAN
+    tensor_active_pct: float = NAN
 
 
 @dataclass(frozen=True, slots=True)

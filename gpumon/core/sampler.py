@@ -24,6 +24,9 @@ PROCESS_PERIOD_S = 0.5
 class Sampler(threading.Thread):
     """Publishes a DeviceSample (NVML) every interval, HostSample and ProcessSamples every 0.5 s at most.
 
+    Between ticks it reads NVML's wrapping PCIe counters as often as the link's speed requires
+    (``NvmlSource.pcie_poll_period_s``; never on GPM or 64-bit counters).
+
     A slow tick is never queued behind: the next one is scheduled from when the
     last finished, so ticks merge instead of piling up (Dolphie's pattern).
     """
@@ -51,6 +54,7 @@ class Sampler(threading.Thread):
         self._nvml_was_available = nvml is not None and nvml.status.available
         self.expect_gpu_processes = expect_gpu_processes
         self._foreign_warned = False
+        self._next_poll = 0.0
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -64,7 +68,26 @@ class Sampler(threading.Thread):
                 log.exception("sampling tick failed")
                 self.bus.publish(Notice(self.clock.now(), "a sampling tick failed; see the log"))
             self.ticks += 1
-            self._stop_event.wait(max(0.0, self.interval_s - (self.clock.now() - started)))
+            self._wait_until(started + self.interval_s)
+
+    def _wait_until(self, next_tick: float) -> None:
+        """Sleep until ``next_tick``, polling NVML's wrapping PCIe counters on their own cadence meanwhile."""
+        while not self._stop_event.is_set():
+            nvml = self.nvml
+            period = nvml.pcie_poll_period_s if nvml is not None and nvml.status.available else None
+            now = self.clock.now()
+            if period is None:
+                self._stop_event.wait(max(0.0, next_tick - now))
+                return
+            if self._next_poll < now - period:  # woke late: poll now, then on cadence again
+                self._next_poll = now
+            if self._next_poll >= next_tick:
+                self._stop_event.wait(max(0.0, next_tick - now))
+                return
+            if self._stop_event.wait(max(0.0, self._next_poll - now)):
+                return
+            nvml.poll_pcie(self.clock.now())
+            self._next_poll += period
 
     def tick(self) -> None:
         """NVML device metrics every tick; processes and host every ``process_every`` ticks."""
@@ -78,7 +101,7 @@ class Sampler(threading.Thread):
         if self.ticks % self.process_every == 0:
             trees = {process: self.host.tree_pids(pid) for process, pid in self.workload_pids().items()}
             all_pids = [p for pids in trees.values() for p in pids]
-            gpu_procs = nvml.process_metrics(all_pids) if nvml_up and nvml is not None else {}
+            gpu_procs = nvml.process_metrics(all_pids, t) if nvml_up and nvml is not None else {}
             if nvml_up:
                 self._check_foreign(all_pids)
             self.bus.publish(self.host.sample_host(t))

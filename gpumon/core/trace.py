@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from gpumon.core.model import DEVICE_COLUMNS, HOST_COLUMNS, PROCESS_COLUMNS, STEP_COLUMNS
+from gpumon.core.model import DEVICE_COLUMNS, GPM_COLUMNS, HOST_COLUMNS, PROCESS_COLUMNS, STEP_COLUMNS
 from gpumon.core.mps import share_of
 from gpumon.errors import UsageError
 
@@ -29,6 +29,10 @@ TABLES: dict[str, tuple[str, ...]] = {
     "device": DEVICE_COLUMNS,
     "processes": PROCESS_COLUMNS,
     "host": HOST_COLUMNS,
+}
+# Headers of runs recorded before columns were added: read as the current layout, new columns empty.
+OLDER_HEADERS: dict[str, tuple[str, ...]] = {
+    "device": tuple(c for c in DEVICE_COLUMNS if c not in GPM_COLUMNS),
 }
 
 
@@ -88,6 +92,8 @@ class Run:
         text = complete_text(path)
         header = text.split("\n", 1)[0].split(",") if text else []
         expected = list(TABLES[table])
+        if header == list(OLDER_HEADERS.get(table, ())):
+            return _widen(text, expected[len(header):])
         if header != expected:
             raise TraceError(f"{path}: corrupt header (expected {','.join(expected)})")
         return text
@@ -116,6 +122,14 @@ class Run:
 
     def host(self) -> "pd.DataFrame":
         return self.frame("host")
+
+
+def _widen(text: str, added: list[str]) -> str:
+    """An older table's text in the current layout: the ``added`` columns appended, empty in every row."""
+    pad = "," * len(added)
+    lines = text.split("\n")
+    header = ",".join([lines[0], *added])
+    return "\n".join([header, *(line + pad if line else line for line in lines[1:])])
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:

@@ -116,15 +116,16 @@ emit(status=dataclasses.asdict(status), first=row(first), second=row(s.sample(1.
     assert (second["temp_c"], second["sm_clock_mhz"]) == (70.0, 1980.0)
     assert out["info"] == {
         "index": 0, "name": "NVIDIA Fake A100-SXM4-40GB", "uuid": "GPU-11111111-2222-3333-4444-555555555555",
-        "driver": "550.54.15", "pcie_gen": 3, "pcie_width": 8, "mem_total_mib": 40960.0,
-        "pcie_method": "counters", "unsupported": [],
+        "driver": "550.54.15", "compute_mode": None, "pcie_gen": 3, "pcie_width": 8, "mem_total_mib": 40960.0,
+        "pcie_method": "counters", "pcie_max_bps": 1.969e9 * 16, "pcie_counter_bits": 32, "pcie_poll_ms": 81.6,
+        "gpm_metrics": [], "gpm_reason": "GPM not supported on this GPU (Hopper or newer only)", "unsupported": [],
     }
 
 
 @needs_cc
-def test_pcie_counters_are_differenced_over_the_interval(libs: dict[str, Path], tmp_path: Path) -> None:
+def test_64bit_pcie_counters_are_differenced_over_the_interval(libs: dict[str, Path], tmp_path: Path) -> None:
     scenario = f"""
-        {DEVICE} pcie_rx_bps=3e9 pcie_tx_bps=1.5e9
+        {DEVICE} pcie_rx_bps=3e9 pcie_tx_bps=1.5e9 pcie_counter_bits=64 pcie_counter_step_ms=50
         at 1.0 pcie_rx_bps=6e9 pcie_tx_bps=0
     """
     out = run_child(tmp_path, libs["full"], scenario, """
@@ -134,10 +135,10 @@ rows = []
 for t in (0.2, 0.45, 0.9, 1.3):
     clock(t)
     rows.append(row(s.sample(t)))
-emit(rows=rows, method=s.device_info()["pcie_method"])
+emit(rows=rows, method=s.device_info()["pcie_method"], poll=s.pcie_poll_period_s)
 """)
     first, steady, _, across = out["rows"]
-    assert out["method"] == "counters"
+    assert out["method"] == "counters" and out["poll"] is None  # 64-bit counters never wrap: no polling
     assert math.isnan(first["pcie_rx_bps"])
     # Counters are whole bytes: a difference is exact to one byte per interval.
     assert steady["pcie_rx_bps"] == pytest.approx(3e9, abs=1 / 0.25)
@@ -304,7 +305,7 @@ def test_process_metrics_attributed_to_our_pids_only(
 ) -> None:
     a, b, foreign = (p.pid for p in sleepers)
     scenario = f"""
-        {DEVICE}
+        {DEVICE} gpu_util=100
         proc pid={a} mem_mib=512 sm_util=40
         proc pid={b} mem_mib=256 sm_util=150 type=graphics
         proc pid={foreign} mem_mib=1024 sm_util=90
@@ -347,7 +348,7 @@ def test_older_driver_symbols_fall_back(
 ) -> None:
     pid = sleepers[0].pid
     scenario = f"""
-        {DEVICE} mem_used_mib=1000 mem_reserved_mib=300 temp_c=55
+        {DEVICE} mem_used_mib=1000 mem_reserved_mib=300 temp_c=55 gpu_util=50
         proc pid={pid} mem_mib=700 sm_util=20
     """
     out = run_child(tmp_path, libs[variant], scenario, f"""
@@ -372,7 +373,7 @@ emit(mem=metrics.gpu_mem_mib, sm=metrics.gpu_sm_util, sample=row(s.sample(0.0)),
 @needs_cc
 def test_children_of_self_lists_the_loading_process_children(libs: dict[str, Path], tmp_path: Path) -> None:
     scenario = f"""
-        {DEVICE}
+        {DEVICE} gpu_util=50
         proc children_of=self mem_mib=64 sm_util=12
     """
     out = run_child(tmp_path, libs["full"], scenario, """
@@ -406,8 +407,9 @@ def test_pid_namespace_hint() -> None:
 def doctor_runs(libs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess]:
     """The real `gpumon doctor`: text without NVML, --json with the fake; concurrent (each imports torch)."""
     tmp = tmp_path_factory.mktemp("doctor")
-    empty = tmp / "empty"
-    empty.mkdir()
+    # No NVML even on a GPU box: the fake, found first on LD_LIBRARY_PATH, fails nvmlInit the way a
+    # machine without the library does (pynvml's own load failure: test_no_library_at_all).
+    no_library = fake.write_scenario(tmp / "no_library.txt", "fail nvmlInit LIBRARY_NOT_FOUND")
     trap = fake.write_scenario(tmp / "trap.txt", f"""
         driver 550.54.15
         {DEVICE}
@@ -416,7 +418,7 @@ def doctor_runs(libs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory)
     """)
     base = {**os.environ, "GPUMON_RUNS": str(tmp / "runs")}
     jobs = {
-        "cpu_text": (["doctor"], fake.environment(empty, base=base)),
+        "cpu_text": (["doctor"], fake.environment(libs["full"], no_library, base=base)),
         "fake_json": (["doctor", "--json"], fake.environment(libs["full"], trap, base=base)),
     }
     procs = {
@@ -454,6 +456,8 @@ def test_doctor_json_with_the_fake_reports_the_gpu_and_the_pid_namespace_trap(do
     assert gpu["summary"] == "GPU 0: NVIDIA Fake A100-SXM4-40GB, driver 550.54.15, PCIe gen4 x16, 40960 MiB"
     assert gpu["level"] == "warn" and gpu["detail"]["unsupported"] == ["power_w"]
     assert gpu["detail"]["pcie_method"] == "counters"
+    assert gpu["notes"][:2] == ["PCIe bytes: 32-bit counters sampled every 82 ms",
+                                "no GPM: GPM not supported on this GPU (Hopper or newer only)"]
     assert "--pid=host" in checks["pid_namespace"]["detail"]["hint"]
     assert checks["torch"]["detail"]["torch"]  # a version string, from the child
 
@@ -487,9 +491,22 @@ from gpumon import doctor
 emit(missing=[dataclasses.asdict(c) for c in doctor.check_nvml(7)],
      default=[dataclasses.asdict(c) for c in doctor.check_nvml(None)])
 """)
-    (missing,) = out["missing"]
+    missing = out["missing"][0]
     assert missing["level"] == "fail" and missing["summary"] == "NVML unavailable: no GPU with index 7 (1 found)"
-    assert [c["level"] for c in out["default"]] == ["ok"]
+    assert [c["name"] for c in out["missing"]] == ["nvml", "mps"]  # the MPS check follows whatever NVML says
+    assert out["default"][0]["name"] == "gpu" and out["default"][0]["level"] == "ok"
+
+
+@needs_cc
+def test_doctor_names_the_pcie_path_and_the_gpm_metrics_that_work(libs: dict[str, Path], tmp_path: Path) -> None:
+    out = run_child(tmp_path, libs["full"], scenario_file("gen5_58GBps", "fail gpm:5 NOT_SUPPORTED"), """
+from gpumon import doctor
+emit(notes=doctor.check_nvml(None)[0].notes)
+""")
+    assert out["notes"][:2] == [
+        "PCIe bytes: GPM, exact at any interval",
+        "GPM metrics: pcie_rx_bps, pcie_tx_bps, sm_active_pct, sm_occupancy_pct, dram_bw_pct",
+    ]
 
 
 def test_doctor_rejects_a_negative_gpu_index() -> None:
@@ -503,3 +520,377 @@ def test_doctor_colours_only_when_asked() -> None:
     checks = [doctor.Check("x", doctor.WARN, "something")]
     assert "\033[33m" in doctor.render_text(checks, True, color=True)
     assert "\033[" not in doctor.render_text(checks, True, color=False)
+
+
+# -- PCIe: 32-bit counters that wrap, GPM, and the choice between them ------------------------
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "fakenvml" / "scenarios"
+NO_GPM = "fail nvmlGpmQueryDeviceSupport NOT_SUPPORTED"
+
+
+def scenario_file(name: str, *extra: str) -> str:
+    """A shipped scenario (tests/fakenvml/scenarios/NAME.txt) with ``extra`` lines appended."""
+    return "\n".join([(SCENARIOS / f"{name}.txt").read_text(), *extra])
+
+
+def test_wrap_counters_are_exact_across_wraps_and_refuse_ambiguous_gaps() -> None:
+    from gpumon.core.sources.pcie import COUNTER_STEP_S, WrapCounters, link_capacity_bps, poll_period_s
+
+    gen5 = link_capacity_bps(5, 16)
+    assert gen5 == pytest.approx(63.008e9) and link_capacity_bps(4, 16) == pytest.approx(31.504e9)
+    assert link_capacity_bps(None, 16) is None and link_capacity_bps(9, 16) is None
+    period = poll_period_s(32, gen5)
+    wrap_s = 2**32 / gen5
+    assert 0.02 < period and period + COUNTER_STEP_S < wrap_s  # a read every period never spans a wrap
+    assert poll_period_s(64, gen5) is None
+    counters = WrapCounters(32, gen5)
+    rate, stamp_us, total = 58e9, 1_000_000, 0
+    got = []
+    for step in range(1, 200):  # readings every 20 ms: a 32-bit counter wraps every ~74 ms at 58 GB/s
+        stamp_us += 20_000
+        total += int(rate * 0.02)
+        counters.add(stamp_us, total % 2**32, (total // 10) % 2**32)
+        if step % 5 == 0:
+            got.append(counters.rates())
+    assert all(math.isnan(x) for x in got[0])
+    for rx, tx in got[1:]:
+        assert rx == pytest.approx(rate, abs=1) and tx == pytest.approx(rate / 10, abs=1)
+    counters.add(stamp_us + 80_000, 5, 5)  # a gap long enough to hide a whole wrap
+    assert all(math.isnan(x) for x in counters.rates())  # unknowable: NaN, not a wrong number
+    counters.add(stamp_us + 100_000, 5 + 10**9, 5)
+    assert counters.rates() == (pytest.approx(1e9 / 0.02), 0.0)
+    wide = WrapCounters(64, gen5)
+    wide.add(0, 100, 100), wide.rates(), wide.add(10_000, 50, 200)  # went backwards: a reset
+    assert all(math.isnan(x) for x in wide.rates())
+
+
+def _median_and_present(values: list[float]) -> tuple[float, float]:
+    present = [v for v in values if not math.isnan(v)]
+    return (sorted(present)[len(present) // 2] if present else math.nan), len(present) / len(values)
+
+
+TICK_LOOP = """
+interval, seconds, poll = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "poll"
+s = NvmlSource()
+s.open()
+t, rows, polls, periods = 0.0, [], 0, set()
+next_poll = math.inf
+for i in range(1, int(round(seconds / interval)) + 1):
+    tick = round(i * interval, 6)
+    period = s.pcie_poll_period_s  # re-read each tick, as the Sampler does: the method can change
+    periods.add(period)
+    if period is None:
+        next_poll = math.inf
+    elif next_poll == math.inf:
+        next_poll = round(tick - interval + period, 6)
+    while poll and next_poll < tick:  # what the Sampler does between ticks
+        clock(next_poll)
+        s.poll_pcie(next_poll)
+        next_poll, polls = round(next_poll + period, 6), polls + 1
+    clock(tick)
+    rows.append(row(s.sample(tick)))
+emit(rows=rows, info=s.device_info(), period=s.pcie_poll_period_s, polls=polls)
+"""
+
+
+def _ticks(tmp_path: Path, lib: Path, scenario: str, interval: float, seconds: float, poll: bool = True) -> dict:
+    code = f"sys.argv[1:] = {[str(interval), str(seconds), 'poll' if poll else 'no']!r}\n" + TICK_LOOP
+    return run_child(tmp_path, lib, scenario, code)
+
+
+@pytest.mark.parametrize("interval", [0.1, 0.25])
+@pytest.mark.parametrize(("name", "truth"), [("gen5_58GBps", 58e9), ("gen4_25GBps", 25e9)])
+@needs_cc
+def test_32bit_counters_read_on_their_cadence_are_exact(
+    libs: dict[str, Path], tmp_path: Path, name: str, truth: float, interval: float
+) -> None:
+    out = _ticks(tmp_path, libs["full"], scenario_file(name, NO_GPM), interval, 3.0)
+    assert out["info"]["pcie_method"] == "counters" and out["info"]["gpm_metrics"] == []
+    median, present = _median_and_present([r["pcie_rx_bps"] for r in out["rows"]])
+    assert present >= 0.9 and median == pytest.approx(truth, rel=0.05)
+    tx_median, _ = _median_and_present([r["pcie_tx_bps"] for r in out["rows"]])
+    assert tx_median == pytest.approx(truth / (58e9 / 5.2e9) if truth == 58e9 else 2.5e9, rel=0.05)
+    assert out["polls"] >= 3.0 / out["period"] * 0.8  # the counters were read on their own cadence
+
+
+@needs_cc
+def test_32bit_counters_never_give_a_wrong_number_when_not_polled(libs: dict[str, Path], tmp_path: Path) -> None:
+    out = _ticks(tmp_path, libs["full"], scenario_file("gen5_58GBps", NO_GPM), 0.25, 2.0, poll=False)
+    assert all(math.isnan(r["pcie_rx_bps"]) for r in out["rows"])  # each 250 ms gap could hide wraps
+
+
+@pytest.mark.parametrize("interval", [0.1, 1.0])
+@needs_cc
+def test_gpm_path_is_exact_at_any_interval(libs: dict[str, Path], tmp_path: Path, interval: float) -> None:
+    out = _ticks(tmp_path, libs["full"], scenario_file("gen5_58GBps"), interval, 8.0)
+    info = out["info"]
+    assert info["pcie_method"] == "gpm" and out["period"] is None and out["polls"] == 0
+    assert info["gpm_metrics"] == [
+        "pcie_rx_bps", "pcie_tx_bps", "sm_active_pct", "sm_occupancy_pct", "dram_bw_pct", "tensor_active_pct",
+    ]
+    assert info["pcie_max_bps"] == pytest.approx(3.938e9 * 16)
+    rows = out["rows"]
+    rx = [r["pcie_rx_bps"] for r in rows]
+    assert all(v == pytest.approx(58e9, rel=0.02) for v in rx)
+    assert all(r["pcie_tx_bps"] == pytest.approx(5.2e9, rel=0.02) for r in rows)
+    assert all((r["sm_active_pct"], r["sm_occupancy_pct"], r["dram_bw_pct"]) == pytest.approx((0.5, 0.2, 1.6))
+               for r in rows)
+    tensor = [r["tensor_active_pct"] for r in rows]
+    first_tensor = next(i for i, v in enumerate(tensor) if not math.isnan(v))
+    assert rows[first_tensor]["t"] == pytest.approx(5.0, abs=interval)  # the dear metric: every 5 s
+    assert all(v == 0.0 for v in tensor[first_tensor:])
+
+
+@needs_cc
+def test_gpm_metric_that_fails_alone_leaves_the_others(libs: dict[str, Path], tmp_path: Path) -> None:
+    scenario = scenario_file("gen5_58GBps", "fail gpm:3 NOT_SUPPORTED", "fail gpm:10 UNKNOWN after=0.45")
+    out = _ticks(tmp_path, libs["full"], scenario, 0.1, 1.0)
+    assert out["info"]["pcie_method"] == "gpm"
+    assert "sm_occupancy_pct" not in out["info"]["gpm_metrics"] and "sm_active_pct" in out["info"]["gpm_metrics"]
+    for r in out["rows"]:
+        assert math.isnan(r["sm_occupancy_pct"])
+        assert r["sm_active_pct"] == pytest.approx(0.5) and r["pcie_rx_bps"] == pytest.approx(58e9, rel=0.02)
+        assert math.isnan(r["dram_bw_pct"]) == (r["t"] >= 0.45)  # a transient failure: NaN for those ticks only
+
+
+@needs_cc
+def test_gpm_probe_refused_at_open_is_decided_per_metric_while_sampling(libs: dict[str, Path], tmp_path: Path) -> None:
+    scenario = scenario_file("gen5_58GBps", "fail nvmlGpmMetricsGet UNKNOWN until=0.05", "fail gpm:3 NOT_SUPPORTED")
+    out = _ticks(tmp_path, libs["full"], scenario, 0.1, 1.0)
+    assert out["info"]["pcie_method"] == "gpm" and "sm_occupancy_pct" not in out["info"]["gpm_metrics"]
+    assert all(r["pcie_rx_bps"] == pytest.approx(58e9, rel=0.02) for r in out["rows"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [("fail gpm:21 NOT_SUPPORTED", ""), ("", "MIG is enabled"), (NO_GPM, "GPM unusable: Not Supported")],
+)
+@needs_cc
+def test_pcie_falls_back_to_the_wrap_safe_counters_without_gpm_pcie(
+    libs: dict[str, Path], tmp_path: Path, extra: str, reason: str
+) -> None:
+    scenario = scenario_file("gen5_58GBps", extra)
+    if reason == "MIG is enabled":
+        scenario = scenario.replace(" gpm=1 ", " gpm=1 mig=1 ")
+    out = _ticks(tmp_path, libs["full"], scenario, 0.1, 2.0)
+    info = out["info"]
+    assert info["pcie_method"] == "counters" and info["gpm_reason"].startswith(reason)
+    assert info["pcie_poll_ms"] == pytest.approx(out["period"] * 1000, abs=0.1) and out["period"] < 0.05
+    median, present = _median_and_present([r["pcie_rx_bps"] for r in out["rows"]])
+    assert present >= 0.9 and median == pytest.approx(58e9, rel=0.05)
+    if extra.startswith("fail gpm:21"):  # the other GPM metrics still come from GPM
+        assert "sm_active_pct" in info["gpm_metrics"] and out["rows"][-1]["sm_active_pct"] == pytest.approx(0.5)
+
+
+@needs_cc
+def test_gpm_failing_mid_run_hands_pcie_to_the_counters(libs: dict[str, Path], tmp_path: Path) -> None:
+    out = _ticks(tmp_path, libs["full"], scenario_file("gen5_58GBps", "fail nvmlGpmSampleGet NOT_SUPPORTED after=1.0"),
+                 0.1, 3.0)
+    info = out["info"]
+    assert info["pcie_method"] == "counters" and info["gpm_metrics"] == []
+    assert info["gpm_reason"] == "GPM failed: Not Supported"
+    assert all(math.isnan(r["sm_active_pct"]) for r in out["rows"] if r["t"] > 1.0)
+    late = [r["pcie_rx_bps"] for r in out["rows"] if r["t"] > 1.3]
+    median, present = _median_and_present(late)
+    assert present >= 0.9 and median == pytest.approx(58e9, rel=0.05)
+
+
+@needs_cc
+def test_fake_throughput_matches_the_counters(libs: dict[str, Path], tmp_path: Path) -> None:
+    out = run_child(tmp_path, libs["full"], scenario_file("gen5_58GBps"), """
+pynvml.nvmlInit()
+h = pynvml.nvmlDeviceGetHandleByIndex(0)
+clock(1.0)
+emit(rx=pynvml.nvmlDeviceGetPcieThroughput(h, pynvml.NVML_PCIE_UTIL_RX_BYTES),
+     values=[(v.valueType, v.timestamp) for v in pynvml.nvmlDeviceGetFieldValues(h, [198, 197])],
+     init=fake("fakenvml_init_timestamp", ctypes.c_longlong))
+""")
+    assert out["rx"] * 1024 == pytest.approx(58e9, rel=1e-6)  # KB/s, 1 KB = 1024 bytes
+    assert [v[0] for v in out["values"]] == [1, 1]  # 32-bit, as on the H100's driver
+    assert {v[1] - out["init"] for v in out["values"]} == {1_000_000}  # stamped at its 20 ms step
+
+
+# -- per-process SM utilisation ----------------------------------------------------------------
+
+
+@needs_cc
+def test_process_sm_util_is_the_mean_of_every_sample_read_once_a_second(
+    libs: dict[str, Path], tmp_path: Path, sleepers: list[subprocess.Popen]
+) -> None:
+    a, b, _ = (p.pid for p in sleepers)
+    scenario = f"""
+        {DEVICE} gpu_util=100
+        proc pid={a} mem_mib=100 sm_util=10,90
+        proc pid={b} mem_mib=100 sm_util=30
+    """
+    out = run_child(tmp_path, libs["full"], scenario, f"""
+s = NvmlSource()
+s.open()
+s.process_metrics([{a}, {b}], 0.0)
+clock(1.0)
+got = {{k: v.gpu_sm_util for k, v in s.process_metrics([{a}, {b}], 1.0).items()}}
+seen = fake("fakenvml_last_utilization_timestamp")
+clock(1.5)
+s.process_metrics([{a}, {b}], 1.5)  # half a second later: the driver's buffer is not read again
+emit(got={{str(k): v for k, v in got.items()}}, seen=seen, again=fake("fakenvml_last_utilization_timestamp"))
+""")
+    assert out["got"] == {str(a): 50.0, str(b): 30.0}  # ten samples 10, 90, 10, ...: the mean, not the last
+    assert out["again"] == out["seen"]
+
+
+@needs_cc
+def test_process_sm_util_never_sums_above_the_device(
+    libs: dict[str, Path], tmp_path: Path, sleepers: list[subprocess.Popen]
+) -> None:
+    a, b, _ = (p.pid for p in sleepers)
+    scenario = f"""
+        {DEVICE} gpu_util=100
+        proc pid={a} mem_mib=100 sm_util=99
+        proc pid={b} mem_mib=100 sm_util=33
+    """
+    out = run_child(tmp_path, libs["full"], scenario, f"""
+s = NvmlSource()
+s.open()
+for i in range(10):
+    clock(i / 10)
+    s.sample(i / 10)
+clock(1.0)
+got = s.process_metrics([{a}, {b}], 1.0)
+emit(got={{str(k): v.gpu_sm_util for k, v in got.items()}})
+""")
+    got = out["got"]
+    assert got[str(a)] + got[str(b)] == pytest.approx(100.0)
+    assert got[str(a)] == pytest.approx(99 * 100 / 132) and got[str(b)] == pytest.approx(33 * 100 / 132)
+
+
+def test_clamp_rule() -> None:
+    from gpumon.core.sources.nvml import SM_SUM_TOLERANCE_PCT, clamp_to_device
+
+    assert clamp_to_device({1: 60.0, 2: 44.0}, 100.0) == {1: 60.0, 2: 44.0}  # within the tolerance
+    assert SM_SUM_TOLERANCE_PCT == 5.0
+    assert clamp_to_device({1: 80.0, 2: 40.0}, 60.0) == {1: 40.0, 2: 20.0}
+    assert clamp_to_device({1: 80.0, 2: 40.0}, math.nan) == {1: 80.0, 2: 40.0}  # no device figure: as read
+    clamped = clamp_to_device({1: math.nan, 2: 90.0}, 50.0)
+    assert math.isnan(clamped[1]) and clamped[2] == 50.0
+
+
+# -- the fake's H100 cost mode -----------------------------------------------------------------
+
+
+@needs_cc
+def test_cost_mode_burns_the_h100_cpu_per_call(
+    libs: dict[str, Path], tmp_path: Path, sleepers: list[subprocess.Popen]
+) -> None:
+    code = """
+import time
+pynvml.nvmlInit()
+h = pynvml.nvmlDeviceGetHandleByIndex(0)
+def cost(fn, n=20):
+    fn()
+    began = time.thread_time_ns()
+    for _ in range(n):
+        fn()
+    return (time.thread_time_ns() - began) / n / 1000
+def util():
+    try:
+        pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+    except pynvml.NVMLError:
+        pass
+emit(util=cost(util), pcie=cost(lambda: pynvml.nvmlDeviceGetPcieThroughput(h, 1)),
+     fields=cost(lambda: pynvml.nvmlDeviceGetFieldValues(h, [198, 197])),
+     procs=cost(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h)))
+"""
+    scenario = scenario_file("gen5_58GBps", f"proc pid={sleepers[0].pid} sm_util=50")  # two jobs, as measured
+    on = run_child(tmp_path, libs["full"], scenario, code, FAKENVML_COSTS="h100")
+    off = run_child(tmp_path, libs["full"], scenario, code)
+    for call, h100_us in (("util", 2310.971), ("pcie", 815.269), ("fields", 263.176), ("procs", 61.526)):
+        assert h100_us * 0.9 <= on[call] <= h100_us * 3, (call, on[call])  # thread CPU, so a busy box adds little
+        assert off[call] < max(h100_us * 0.5, 100), (call, off[call])  # off: pynvml + ctypes only
+
+
+@needs_cc
+def test_unknown_cost_mode_fails_init(libs: dict[str, Path], tmp_path: Path) -> None:
+    out = run_child(tmp_path, libs["full"], DEVICE, """
+emit(status=NvmlSource().open().reason)
+""", FAKENVML_COSTS="a100")
+    assert out["status"] == "unavailable: nvmlInit failed: Unknown Error"
+
+
+# -- runs recorded before the GPM columns -----------------------------------------------------
+
+
+def test_runs_recorded_before_the_gpm_columns_still_read_and_export(tmp_path: Path) -> None:
+    from gpumon.core.model import DEVICE_COLUMNS, GPM_COLUMNS
+    from gpumon.core.trace import export, load_run
+
+    run = tmp_path / "old"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"schema": 1, "workloads": []}))
+    old = [c for c in DEVICE_COLUMNS if c not in GPM_COLUMNS]
+    (run / "device.csv").write_text(",".join(old) + "\n" + ",".join(["0.1"] + ["1"] * (len(old) - 1)) + "\n")
+    loaded = load_run(run)
+    frame = loaded.device()
+    assert list(frame.columns) == list(DEVICE_COLUMNS) and frame[list(GPM_COLUMNS)].isna().all().all()
+    assert frame["gpu_util"].tolist() == [1]
+    (written,) = export(loaded, tmp_path / "out")
+    assert written.read_text().splitlines()[0] == ",".join(DEVICE_COLUMNS)
+
+
+def test_replay_of_a_run_recorded_before_the_gpm_columns(tmp_path: Path) -> None:
+    from gpumon.core.bus import Bus
+    from gpumon.core.model import DEVICE_COLUMNS, GPM_COLUMNS, DeviceSample
+    from gpumon.core.sources.replay import ReplaySource
+
+    run = tmp_path / "old"
+    (run / "logs").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"schema": 1, "workloads": []}))
+    for table, columns in (("steps", "process,pid,step,t,iter_s,samples,warmup,copy_bytes,copy_s"),
+                           ("processes", "t,process,pid,cpu_pct,rss_mib,threads,gpu_mem_mib,gpu_sm_util"),
+                           ("host", "t,cpu_pct,mem_used_mib,mem_total_mib")):
+        (run / f"{table}.csv").write_text(columns + "\n")
+    old = [c for c in DEVICE_COLUMNS if c not in GPM_COLUMNS]
+    (run / "device.csv").write_text(",".join(old) + "\n" + ",".join(["0.5", "42"] + [""] * (len(old) - 2)) + "\n")
+    bus, got = Bus(), []
+    bus.subscribe(got.append)
+    replay = ReplaySource(run, bus, speed=math.inf)
+    replay.seek(10.0)
+    (sample,) = [x for x in got if isinstance(x, DeviceSample)]
+    assert sample.gpu_util == 42.0 and all(math.isnan(getattr(sample, c)) for c in GPM_COLUMNS)
+
+
+# -- on a real GPU (skipped here) ----------------------------------------------------------------
+
+real_gpu = pytest.mark.skipif(
+    ctypes.util.find_library("nvidia-ml") is None, reason="needs a real NVIDIA GPU and driver (no libnvidia-ml here)"
+)
+
+
+@pytest.mark.gpu
+@real_gpu
+def test_real_gpu_picks_gpm_on_hopper_else_wrap_safe_counters(tmp_path: Path) -> None:
+    out = run_child(tmp_path, None, None, """
+import time
+s = NvmlSource()
+assert s.open().available
+rows, t0 = [], time.monotonic()
+while time.monotonic() - t0 < 3.0:
+    t = time.monotonic() - t0
+    period = s.pcie_poll_period_s
+    if period:
+        s.poll_pcie(t)
+        time.sleep(period)
+    else:
+        time.sleep(0.1)
+    rows.append(row(s.sample(time.monotonic() - t0)))
+emit(info=s.device_info(), rows=rows, gpm_supported=pynvml.nvmlGpmQueryDeviceSupport(
+    pynvml.nvmlDeviceGetHandleByIndex(s.device_info()["index"])).isSupportedDevice)
+""")
+    info, rows = out["info"], out["rows"]
+    if out["gpm_supported"] and "MIG" not in info["gpm_reason"]:
+        assert info["pcie_method"] == "gpm" and {"pcie_rx_bps", "sm_active_pct"} <= set(info["gpm_metrics"])
+        assert sum(not math.isnan(r["sm_active_pct"]) for r in rows) >= 0.9 * len(rows) - 1
+    else:
+        assert info["pcie_method"] in ("counters", "throughput")
+    present = [r["pcie_rx_bps"] for r in rows if not math.isnan(r["pcie_rx_bps"])]
+    assert len(present) >= 0.9 * len(rows) - 1 and all(v >= 0 for v in present)
+    assert info["pcie_max_bps"] and info["pcie_max_bps"] >= 1e9

@@ -7,6 +7,11 @@
  * the real clock, or from the file named in FAKENVML_CLOCK (a decimal number of
  * seconds) so that a test can step time deterministically.
  *
+ * FAKENVML_COSTS=h100 makes every call burn the thread CPU time the same call
+ * cost on a real H100 (median of ../shared/h100/driver/nvml-call-costs.txt and
+ * gpm.txt, copied into COSTS below): a busy loop on CLOCK_THREAD_CPUTIME_ID, not
+ * a sleep, so a monitor's CPU use on the fake is what it would be on the H100.
+ *
  * Build variants: -DNO_V3 drops the *_v3 process-list symbols, -DNO_V2 drops the
  * *_v2 ones, -DNO_MEMINFO_V2 drops nvmlDeviceGetMemoryInfo_v2 and
  * -DNO_TEMPERATURE_V drops nvmlDeviceGetTemperatureV, so that dlsym fails as it
@@ -76,19 +81,24 @@ static const struct {
 
 enum {
     M_GPU_UTIL, M_MEM_UTIL, M_MEM_USED, M_MEM_RESERVED, M_POWER_W, M_TEMP_C,
-    M_SM_CLOCK, M_PCIE_RX, M_PCIE_TX, M_PCIE_GEN, M_PCIE_WIDTH, N_METRICS
+    M_SM_CLOCK, M_PCIE_RX, M_PCIE_TX, M_PCIE_GEN, M_PCIE_WIDTH,
+    M_SM_ACTIVE, M_SM_OCCUPANCY, M_DRAM_BW, M_TENSOR, N_METRICS
 };
 static const char *METRIC_NAMES[N_METRICS] = {
     "gpu_util", "mem_util", "mem_used_mib", "mem_reserved_mib", "power_w", "temp_c",
     "sm_clock_mhz", "pcie_rx_bps", "pcie_tx_bps", "pcie_gen", "pcie_width",
+    "sm_active_pct", "sm_occupancy_pct", "dram_bw_pct", "tensor_active_pct",
 };
-static const double METRIC_DEFAULTS[N_METRICS] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 16};
+static const double METRIC_DEFAULTS[N_METRICS] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 16, 0, 0, 0, 0};
 
 /* Cumulative PCIe counters start here, like a counter that ran since boot. */
 #define PCIE_RX_BASE 1099511627776.0
 #define PCIE_TX_BASE 549755813888.0
 #define FI_PCIE_COUNT_TX_BYTES 197
 #define FI_PCIE_COUNT_RX_BYTES 198
+#define MAX_SM_PATTERN 16
+#define MAX_UTIL_INSTANTS 64   /* the driver's per-process sample buffer, in sampling periods */
+#define THROUGHPUT_WINDOW_S 0.02
 
 #define MAX_DEVICES 4
 #define MAX_SEGMENTS 64
@@ -105,7 +115,8 @@ struct proc {
     int pid;          /* explicit PID, or 0 when children_of is used */
     int children_of;  /* -1: none; 0: the process that loaded this library; else a PID */
     double mem_mib;   /* < 0: N/A (NVML_VALUE_NOT_AVAILABLE) */
-    double sm_util;   /* < 0: no utilisation samples */
+    double sm_util[MAX_SM_PATTERN];  /* cycled per sampling instant; [0] < 0: no utilisation samples */
+    int n_sm_util;
     double mem_util;
     int kinds;        /* bit 1 compute, bit 2 graphics */
 };
@@ -116,6 +127,11 @@ struct device {
     double mem_total_mib;
     double util_period_s;
     double lost_at;   /* < 0: never */
+    int gpm;          /* nvmlGpmQueryDeviceSupport says supported */
+    int mig;          /* MIG mode on (nvmlDeviceGetMigMode current) */
+    int counter_bits; /* width of the PCIe byte counters: 32 (valueType 1) or 64 (valueType 3) */
+    double counter_step_s;  /* the counters and their timestamps advance in steps this long */
+    double pcie_max_gen, pcie_max_width;  /* 0: the link at t=0 */
     int nseg;
     struct segment seg[MAX_SEGMENTS];
     int nproc;
@@ -126,13 +142,13 @@ struct fault {
     char function[80];  /* NVML symbol name, "nvmlInit", or "field:<id>" */
     int code;
     double after;
+    double until;       /* the fault holds for after <= t < until */
 };
 
 struct entry {
     unsigned int pid;
     unsigned long long mem_bytes;
-    double sm_util;
-    double mem_util;
+    const struct proc *proc;
     int kinds;
 };
 
@@ -148,6 +164,7 @@ static struct device devices[MAX_DEVICES];
 static int nfault;
 static struct fault faults[MAX_FAULTS];
 static unsigned long long last_util_timestamp_arg;
+static int costs_h100;        /* FAKENVML_COSTS=h100 */
 
 /* ---- clock ------------------------------------------------------------- */
 
@@ -230,6 +247,8 @@ static struct device *new_device(void) {
     d->mem_total_mib = 16384;
     d->util_period_s = 0.1;
     d->lost_at = -1;
+    d->counter_bits = 32;
+    d->counter_step_s = 0.02;
     d->nseg = 1;
     memcpy(d->seg[0].v, METRIC_DEFAULTS, sizeof(METRIC_DEFAULTS));
     return d;
@@ -259,16 +278,18 @@ static int parse_line(char *line, int lineno) {
         cuda_driver_version = atoi(tok[1]);
         return 0;
     }
-    if (strcmp(kw, "fail") == 0 && (n == 3 || n == 4)) {
+    if (strcmp(kw, "fail") == 0 && n >= 3 && n <= 5) {
         if (nfault == MAX_FAULTS) return fail_parse(lineno, "too many faults", kw);
         struct fault *f = &faults[nfault++];
         snprintf(f->function, sizeof f->function, "%s", tok[1]);
         f->code = error_code(tok[2]);
         if (f->code < 0) return fail_parse(lineno, "unknown error", tok[2]);
         f->after = 0;
-        if (n == 4) {
-            if (strncmp(tok[3], "after=", 6) != 0) return fail_parse(lineno, "expected after=T", tok[3]);
-            f->after = atof(tok[3] + 6);
+        f->until = INFINITY;
+        for (int i = 3; i < n; i++) {
+            if (strncmp(tok[i], "after=", 6) == 0) f->after = atof(tok[i] + 6);
+            else if (strncmp(tok[i], "until=", 6) == 0) f->until = atof(tok[i] + 6);
+            else return fail_parse(lineno, "expected after=T or until=T", tok[i]);
         }
         return 0;
     }
@@ -284,6 +305,16 @@ static int parse_line(char *line, int lineno) {
             else if (strcmp(k, "uuid") == 0) snprintf(d->uuid, sizeof d->uuid, "%s", v);
             else if (strcmp(k, "mem_total_mib") == 0) d->mem_total_mib = atof(v);
             else if (strcmp(k, "util_period_ms") == 0) d->util_period_s = atof(v) / 1000.0;
+            else if (strcmp(k, "gpm") == 0) d->gpm = atoi(v);
+            else if (strcmp(k, "mig") == 0) d->mig = atoi(v);
+            else if (strcmp(k, "pcie_max_gen") == 0) d->pcie_max_gen = atof(v);
+            else if (strcmp(k, "pcie_max_width") == 0) d->pcie_max_width = atof(v);
+            else if (strcmp(k, "pcie_counter_step_ms") == 0) d->counter_step_s = atof(v) / 1000.0;
+            else if (strcmp(k, "pcie_counter_bits") == 0) {
+                d->counter_bits = atoi(v);
+                if (d->counter_bits != 32 && d->counter_bits != 64)
+                    return fail_parse(lineno, "pcie_counter_bits is 32 or 64", v);
+            }
             else if (set_metric(&d->seg[0], k, v) < 0) return fail_parse(lineno, "unknown device key", k);
         }
         return 0;
@@ -316,7 +347,8 @@ static int parse_line(char *line, int lineno) {
         p->pid = 0;
         p->children_of = -1;
         p->mem_mib = 0;
-        p->sm_util = -1;
+        p->sm_util[0] = -1;
+        p->n_sm_util = 1;
         p->mem_util = 0;
         p->kinds = 1;
         for (int i = 1; i < n; i++) {
@@ -327,7 +359,14 @@ static int parse_line(char *line, int lineno) {
             if (strcmp(k, "pid") == 0) p->pid = atoi(v);
             else if (strcmp(k, "children_of") == 0) p->children_of = strcmp(v, "self") == 0 ? 0 : atoi(v);
             else if (strcmp(k, "mem_mib") == 0) p->mem_mib = strcmp(v, "na") == 0 ? -1 : atof(v);
-            else if (strcmp(k, "sm_util") == 0) p->sm_util = atof(v);
+            else if (strcmp(k, "sm_util") == 0) {
+                /* a,b,c: one value per sampling instant, cycled */
+                p->n_sm_util = 0;
+                for (char *part = strtok((char *)v, ","); part && p->n_sm_util < MAX_SM_PATTERN;
+                     part = strtok(NULL, ","))
+                    p->sm_util[p->n_sm_util++] = atof(part);
+                if (p->n_sm_util == 0) return fail_parse(lineno, "sm_util needs a value", k);
+            }
             else if (strcmp(k, "mem_util") == 0) p->mem_util = atof(v);
             else if (strcmp(k, "type") == 0) {
                 if (strcmp(v, "compute") == 0) p->kinds = 1;
@@ -345,6 +384,14 @@ static int parse_line(char *line, int lineno) {
 /* Reads the scenario once; without FAKENVML_SCRIPT there is one idle device. */
 static int load_scenario(void) {
     if (loaded) return 0;
+    const char *costs = getenv("FAKENVML_COSTS");
+    if (costs && *costs && strcmp(costs, "off") != 0) {
+        if (strcmp(costs, "h100") != 0) {
+            fprintf(stderr, "fakenvml: FAKENVML_COSTS is h100 or off, not %s\n", costs);
+            return -1;
+        }
+        costs_h100 = 1;
+    }
     const char *path = getenv("FAKENVML_SCRIPT");
     if (path && *path) {
         FILE *f = fopen(path, "r");
@@ -372,7 +419,8 @@ static int load_scenario(void) {
 
 static int fault_for(const char *function, double t) {
     for (int i = 0; i < nfault; i++)
-        if (strcmp(faults[i].function, function) == 0 && t >= faults[i].after) return faults[i].code;
+        if (strcmp(faults[i].function, function) == 0 && t >= faults[i].after && t < faults[i].until)
+            return faults[i].code;
     return 0;
 }
 
@@ -412,8 +460,7 @@ static int add_entry(struct entry *out, int n, int pid, const struct proc *p) {
     if (n == MAX_ENTRIES) return n;
     out[n].pid = (unsigned int)pid;
     out[n].mem_bytes = p->mem_mib < 0 ? ~0ULL : (unsigned long long)llround(p->mem_mib * 1048576.0);
-    out[n].sm_util = p->sm_util;
-    out[n].mem_util = p->mem_util;
+    out[n].proc = p;
     out[n].kinds = p->kinds;
     return n + 1;
 }
@@ -471,6 +518,66 @@ static int entries(const struct device *d, struct entry *out) {
     return n;
 }
 
+/* ---- H100 per-call CPU cost (FAKENVML_COSTS=h100) ----------------------- */
+
+/* Median thread CPU µs per call on one H100 80GB HBM3, driver 580.159.04, two jobs training
+ * (../shared/h100/driver/nvml-call-costs.txt; GPM calls from gpm.txt), measured through pynvml.
+ * pynvml makes two C calls (size query, then fill) for the compute process list and the
+ * process utilisation when there is something to return, so each C call here costs half of
+ * the measured figure; the graphics list was empty there (one C call). Calls not measured
+ * cost nothing extra. Field reads, GPM samples and GPM metric sets are priced in
+ * field_values_cost(), gpm_sample_cost() and gpm_metrics_cost(). */
+static const struct {
+    const char *function;
+    double us;
+} COSTS[] = {
+    {"nvmlDeviceGetUtilizationRates", 1.254},
+    {"nvmlDeviceGetMemoryInfo", 5.79},
+    {"nvmlDeviceGetMemoryInfo_v2", 5.79},
+    {"nvmlDeviceGetPowerUsage", 1.255},
+    {"nvmlDeviceGetTemperature", 1.42},
+    {"nvmlDeviceGetTemperatureV", 1.42},
+    {"nvmlDeviceGetClockInfo", 1.46},
+    {"nvmlDeviceGetPcieThroughput", 815.269},
+    {"nvmlDeviceGetComputeRunningProcesses", 61.526 / 2},
+    {"nvmlDeviceGetComputeRunningProcesses_v2", 61.526 / 2},
+    {"nvmlDeviceGetComputeRunningProcesses_v3", 61.526 / 2},
+    {"nvmlDeviceGetGraphicsRunningProcesses", 17.193},
+    {"nvmlDeviceGetGraphicsRunningProcesses_v2", 17.193},
+    {"nvmlDeviceGetGraphicsRunningProcesses_v3", 17.193},
+    {"nvmlDeviceGetProcessUtilization", 2310.971 / 2},
+};
+#define N_COSTS (sizeof(COSTS) / sizeof(COSTS[0]))
+
+static long long thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Burn `us` microseconds of this thread's CPU time (a busy loop: the cost is CPU, not latency). */
+static void burn(double us) {
+    if (!costs_h100 || us <= 0) return;
+    long long until = thread_cpu_ns() + llround(us * 1000.0);
+    volatile unsigned long spin = 0;
+    while (thread_cpu_ns() < until) spin++;
+}
+
+static void burn_call(const char *function) {
+    for (size_t i = 0; i < N_COSTS; i++)
+        if (strcmp(COSTS[i].function, function) == 0) burn(COSTS[i].us);
+}
+
+/* nvmlDeviceGetFieldValues: 155-162 µs for one PCIe field, 263 µs for the two together. */
+static double field_values_cost(int count) { return count > 0 ? 54.0 + 104.5 * count : 0.0; }
+
+/* nvmlGpmSampleGet: 53 µs idle, 400 µs with a job using the GPU or the link. */
+static double gpm_sample_cost(const struct device *d, double t);
+
+/* nvmlGpmMetricsGet: 4-6 µs for one metric, 7-10 µs for 20+21+2+3+10; 1,756 µs for a set with
+ * graphics (1) or tensor (5) activity. */
+static double gpm_metrics_cost(int n, int dear) { return dear ? 1756.0 : 4.25 + 0.85 * n; }
+
 /* ---- call prologue ----------------------------------------------------- */
 
 static struct device *lookup(nvmlDevice_t h) {
@@ -486,6 +593,7 @@ static int begin(const char *function, nvmlDevice_t h, double *t) {
     struct device *d = lookup(h);
     if (!d) return NVML_ERROR_INVALID_ARGUMENT;
     if (d->lost_at >= 0 && *t >= d->lost_at) return NVML_ERROR_GPU_IS_LOST;
+    burn_call(function);
     return fault_for(function, *t);
 }
 
@@ -742,7 +850,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t h, int type, unsigned in
     LOCKED(clock_info(h, type, mhz));
 }
 
-/* Throughput over the last 20 ms in KB/s (1 KB = 1024 bytes). */
+/* Link bytes over the last 20 ms window, in KB/s (1 KB = 1024 bytes): the same bytes the
+ * counters and GPM count (with protocol overhead, ~7 % above a copy's payload on the H100). */
 static nvmlReturn_t pcie_throughput(nvmlDevice_t h, int counter, unsigned int *kbps) {
     if (counter != 0 && counter != 1) return NVML_ERROR_INVALID_ARGUMENT;
     double t;
@@ -750,8 +859,41 @@ static nvmlReturn_t pcie_throughput(nvmlDevice_t h, int counter, unsigned int *k
     if (rc) return rc;
     if (!kbps) return NVML_ERROR_INVALID_ARGUMENT;
     int m = counter == 1 ? M_PCIE_RX : M_PCIE_TX;  /* NVML_PCIE_UTIL_RX_BYTES = 1 */
-    *kbps = (unsigned int)(metric(h, m, t) / 1024.0);
+    double bps = t >= THROUGHPUT_WINDOW_S
+        ? (integral(h, m, t) - integral(h, m, t - THROUGHPUT_WINDOW_S)) / THROUGHPUT_WINDOW_S
+        : metric(h, m, t);
+    *kbps = (unsigned int)(bps / 1024.0);
     return NVML_SUCCESS;
+}
+
+static unsigned int max_link(const struct device *d, double configured, int m) {
+    return (unsigned int)llround(configured > 0 ? configured : d->seg[0].v[m]);
+}
+static nvmlReturn_t max_link_call(const char *function, nvmlDevice_t h, int width, unsigned int *out) {
+    double t;
+    int rc = begin(function, h, &t);
+    if (rc) return rc;
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    *out = width ? max_link(h, h->pcie_max_width, M_PCIE_WIDTH) : max_link(h, h->pcie_max_gen, M_PCIE_GEN);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t h, unsigned int *g) {
+    LOCKED(max_link_call("nvmlDeviceGetMaxPcieLinkGeneration", h, 0, g));
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t h, unsigned int *w) {
+    LOCKED(max_link_call("nvmlDeviceGetMaxPcieLinkWidth", h, 1, w));
+}
+
+static nvmlReturn_t mig_mode(nvmlDevice_t h, unsigned int *current, unsigned int *pending) {
+    double t;
+    int rc = begin("nvmlDeviceGetMigMode", h, &t);
+    if (rc) return rc;
+    if (!current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
+    *current = *pending = (unsigned int)h->mig;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned int *current, unsigned int *pending) {
+    LOCKED(mig_mode(h, current, pending));
 }
 EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t h, int counter, unsigned int *kbps) {
     LOCKED(pcie_throughput(h, counter, kbps));
@@ -777,11 +919,29 @@ typedef struct {
     nvmlValue_t value;
 } nvmlFieldValue_t;
 
+/* A PCIe byte counter as the H100's driver returns it: it advances only every counter step
+ * (the timestamp is that step's), and a 32-bit counter comes back as valueType 1 and wraps. */
+static void pcie_counter(const struct device *d, int m, double base, double t, nvmlFieldValue_t *v) {
+    double step = d->counter_step_s > 0 ? d->counter_step_s : 1e-6;
+    double at = floor(t / step + 1e-9) * step;
+    unsigned long long bytes = (unsigned long long)floor(base + integral(d, m, at));
+    v->timestamp = stamp(at);
+    if (d->counter_bits == 32) {
+        v->valueType = 1;  /* NVML_VALUE_TYPE_UNSIGNED_INT */
+        v->value.ullVal = 0;
+        v->value.uiVal = (unsigned int)(bytes & 0xFFFFFFFFULL);
+    } else {
+        v->valueType = 3;  /* NVML_VALUE_TYPE_UNSIGNED_LONG_LONG */
+        v->value.ullVal = bytes;
+    }
+}
+
 static nvmlReturn_t field_values(nvmlDevice_t h, int count, nvmlFieldValue_t *values) {
     double t;
     int rc = begin("nvmlDeviceGetFieldValues", h, &t);
     if (rc) return rc;
     if (count < 0 || (count > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
+    burn(field_values_cost(count));
     long long ts = stamp(t);
     for (int i = 0; i < count; i++) {
         nvmlFieldValue_t *v = &values[i];
@@ -789,13 +949,13 @@ static nvmlReturn_t field_values(nvmlDevice_t h, int count, nvmlFieldValue_t *va
         snprintf(name, sizeof name, "field:%u", v->fieldId);
         v->timestamp = ts;
         v->latencyUsec = 0;
-        v->valueType = 3;  /* NVML_VALUE_TYPE_UNSIGNED_LONG_LONG */
+        v->valueType = 3;
         v->nvmlReturn = fault_for(name, t);
         if (v->nvmlReturn) continue;
         if (v->fieldId == FI_PCIE_COUNT_RX_BYTES)
-            v->value.ullVal = (unsigned long long)floor(PCIE_RX_BASE + integral(h, M_PCIE_RX, t));
+            pcie_counter(h, M_PCIE_RX, PCIE_RX_BASE, t, v);
         else if (v->fieldId == FI_PCIE_COUNT_TX_BYTES)
-            v->value.ullVal = (unsigned long long)floor(PCIE_TX_BASE + integral(h, M_PCIE_TX, t));
+            pcie_counter(h, M_PCIE_TX, PCIE_TX_BASE, t, v);
         else
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
     }
@@ -877,7 +1037,8 @@ typedef struct {
     unsigned int smUtil, memUtil, encUtil, decUtil;
 } nvmlProcessUtilizationSample_t;
 
-/* One sample per process at the last sampling instant, if newer than lastSeen. */
+/* Every buffered sample newer than lastSeen: one per process per sampling instant (instants at
+ * multiples of util_period_ms, at most MAX_UTIL_INSTANTS back); sm_util lists cycle per instant. */
 static nvmlReturn_t process_utilization(nvmlDevice_t h, nvmlProcessUtilizationSample_t *samples,
                                         unsigned int *count, unsigned long long last_seen) {
     double t;
@@ -886,31 +1047,183 @@ static nvmlReturn_t process_utilization(nvmlDevice_t h, nvmlProcessUtilizationSa
     if (!count) return NVML_ERROR_INVALID_ARGUMENT;
     last_util_timestamp_arg = last_seen;
     double period = h->util_period_s > 0 ? h->util_period_s : 0.1;
-    unsigned long long ts = (unsigned long long)stamp(floor(t / period + 1e-9) * period);
+    long long last_k = (long long)floor(t / period + 1e-9);
+    long long first_k = last_k - MAX_UTIL_INSTANTS + 1 > 0 ? last_k - MAX_UTIL_INSTANTS + 1 : 0;
+    while (first_k <= last_k && (unsigned long long)stamp(first_k * period) <= last_seen) first_k++;
     static struct entry all[MAX_ENTRIES];
-    int n_all = entries(h, all), n = 0;
+    int n_all = entries(h, all), n_procs = 0;
     for (int i = 0; i < n_all; i++)
-        if (all[i].sm_util >= 0 && ts > last_seen) all[n++] = all[i];
+        if (all[i].proc->sm_util[0] >= 0) all[n_procs++] = all[i];
+    long long instants = last_k - first_k + 1;
+    unsigned int n = instants > 0 ? (unsigned int)(instants * n_procs) : 0;
     if (n == 0) return NVML_ERROR_NOT_FOUND;
-    if (!samples || *count < (unsigned int)n) {
-        *count = (unsigned int)n;
+    if (!samples || *count < n) {
+        *count = n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    for (int i = 0; i < n; i++) {
-        samples[i].pid = all[i].pid;
-        samples[i].timeStamp = ts;
-        samples[i].smUtil = (unsigned int)llround(all[i].sm_util);
-        samples[i].memUtil = (unsigned int)llround(all[i].mem_util);
-        samples[i].encUtil = 0;
-        samples[i].decUtil = 0;
+    unsigned int i = 0;
+    for (long long k = first_k; k <= last_k; k++) {
+        for (int j = 0; j < n_procs; j++, i++) {
+            const struct proc *p = all[j].proc;
+            samples[i].pid = all[j].pid;
+            samples[i].timeStamp = (unsigned long long)stamp(k * period);
+            samples[i].smUtil = (unsigned int)llround(p->sm_util[k % p->n_sm_util]);
+            samples[i].memUtil = (unsigned int)llround(p->mem_util);
+            samples[i].encUtil = 0;
+            samples[i].decUtil = 0;
+        }
     }
-    *count = (unsigned int)n;
+    *count = n;
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h, nvmlProcessUtilizationSample_t *samples,
                                                     unsigned int *count, unsigned long long last_seen) {
     LOCKED(process_utilization(h, samples, count, last_seen));
 }
+
+/* ---- GPM (Hopper's GPU performance monitoring) ---------------------------- */
+
+/* The struct layouts of nvml.h / pynvml 13.x (c_nvmlGpmSupport_t, c_nvmlGpmMetricsGet_t). */
+typedef struct {
+    unsigned int version;
+    unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+
+typedef struct {
+    const char *shortName;
+    const char *longName;
+    const char *unit;
+} nvmlGpmMetricInfo_t;
+
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    nvmlGpmMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+
+#define NVML_GPM_METRIC_MAX 477
+typedef struct gpm_sample *nvmlGpmSample_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int numMetrics;
+    nvmlGpmSample_t sample1;
+    nvmlGpmSample_t sample2;
+    nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+#define GPM_MAGIC 0x67706d31u
+struct gpm_sample {
+    unsigned int magic;
+    const struct device *device;  /* NULL until nvmlGpmSampleGet */
+    double t;
+};
+
+static double gpm_sample_cost(const struct device *d, double t) {
+    int busy = metric(d, M_GPU_UTIL, t) > 0 || metric(d, M_PCIE_RX, t) + metric(d, M_PCIE_TX, t) > 1e8;
+    return busy ? 400.0 : 53.0;
+}
+
+static nvmlReturn_t gpm_support(nvmlDevice_t h, nvmlGpmSupport_t *out) {
+    double t;
+    int rc = begin("nvmlGpmQueryDeviceSupport", h, &t);
+    if (rc) return rc;
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    if (out->version != 1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    out->isSupportedDevice = h->gpm ? 1 : 0;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t h, nvmlGpmSupport_t *out) { LOCKED(gpm_support(h, out)); }
+
+static nvmlReturn_t gpm_alloc(nvmlGpmSample_t *out) {
+    int rc = begin_system("nvmlGpmSampleAlloc");
+    if (rc) return rc;
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    struct gpm_sample *s = calloc(1, sizeof *s);
+    if (!s) return NVML_ERROR_UNKNOWN;
+    s->magic = GPM_MAGIC;
+    *out = s;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *out) { LOCKED(gpm_alloc(out)); }
+
+static nvmlReturn_t gpm_free(nvmlGpmSample_t s) {
+    if (!s || s->magic != GPM_MAGIC) return NVML_ERROR_INVALID_ARGUMENT;
+    s->magic = 0;
+    free(s);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t s) { LOCKED(gpm_free(s)); }
+
+static nvmlReturn_t gpm_sample_get(nvmlDevice_t h, nvmlGpmSample_t s) {
+    double t;
+    int rc = begin("nvmlGpmSampleGet", h, &t);
+    if (rc) return rc;
+    if (!s || s->magic != GPM_MAGIC) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!h->gpm || h->mig) return NVML_ERROR_NOT_SUPPORTED;
+    burn(gpm_sample_cost(h, t));
+    s->device = h;
+    s->t = t;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t h, nvmlGpmSample_t s) { LOCKED(gpm_sample_get(h, s)); }
+
+/* The mean of metric m between two sample times (its value at t1 when the samples coincide). */
+static double gpm_mean(const struct device *d, int m, double t1, double t2) {
+    return t2 > t1 ? (integral(d, m, t2) - integral(d, m, t1)) / (t2 - t1) : metric(d, m, t1);
+}
+
+static nvmlReturn_t gpm_metric(const struct device *d, unsigned int id, double t1, double t2, double *value,
+                               const char **name, const char **unit) {
+    int m;
+    double scale = 1.0;
+    switch (id) {
+    case 1: m = M_GPU_UTIL; *name = "gr_util"; break;
+    case 2: m = M_SM_ACTIVE; *name = "sm_util"; break;
+    case 3: m = M_SM_OCCUPANCY; *name = "sm_occupancy"; break;
+    case 5: m = M_TENSOR; *name = "any_tensor_util"; break;
+    case 10: m = M_DRAM_BW; *name = "dram_bw_util"; break;
+    case 20: m = M_PCIE_TX; *name = "pcie_tx_per_sec"; scale = 1.0 / 1048576.0; break;
+    case 21: m = M_PCIE_RX; *name = "pcie_rx_per_sec"; scale = 1.0 / 1048576.0; break;
+    default: return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *unit = scale == 1.0 ? "%" : "MiB/sec";
+    *value = gpm_mean(d, m, t1, t2) * scale;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t gpm_metrics_get(nvmlGpmMetricsGet_t *g) {
+    int rc = begin_system("nvmlGpmMetricsGet");
+    if (rc) return rc;
+    if (!g) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->version != 1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (g->numMetrics > NVML_GPM_METRIC_MAX || !g->sample1 || !g->sample2 || g->sample1->magic != GPM_MAGIC ||
+        g->sample2->magic != GPM_MAGIC || !g->sample1->device || g->sample1->device != g->sample2->device ||
+        g->sample2->t < g->sample1->t)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    int dear = 0;
+    for (unsigned int i = 0; i < g->numMetrics; i++)
+        dear |= g->metrics[i].metricId == 1 || g->metrics[i].metricId == 5;
+    burn(gpm_metrics_cost((int)g->numMetrics, dear));
+    const struct device *d = g->sample1->device;
+    double t = elapsed();
+    for (unsigned int i = 0; i < g->numMetrics; i++) {
+        nvmlGpmMetric_t *m = &g->metrics[i];
+        char fault[32];
+        snprintf(fault, sizeof fault, "gpm:%u", m->metricId);
+        m->value = 0;
+        m->metricInfo.shortName = m->metricInfo.longName = m->metricInfo.unit = NULL;
+        m->nvmlReturn = fault_for(fault, t);
+        if (m->nvmlReturn) continue;
+        const char *name = NULL, *unit = NULL;
+        m->nvmlReturn = gpm_metric(d, m->metricId, g->sample1->t, g->sample2->t, &m->value, &name, &unit);
+        m->metricInfo.shortName = m->metricInfo.longName = name;
+        m->metricInfo.unit = unit;
+    }
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *g) { LOCKED(gpm_metrics_get(g)); }
 
 /* ---- test introspection (not NVML) ------------------------------------- */
 

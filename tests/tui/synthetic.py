@@ -88,7 +88,8 @@ def write_run(
             busy = sum(1 for job in jobs if job.start <= t <= job.stop)
             device.append(
                 [t, _wave(t, 35, 60) + 30 * (busy > 1), _wave(t, 10, 30), 6000 + 9000 * busy, 40960,
-                 _wave(t, 2e9, 6e9) * busy, _wave(t, 1e8, 3e8), _wave(t, 90, 180) + 60 * busy, 55 + 5 * busy, 1410]
+                 _wave(t, 2e9, 6e9) * busy, _wave(t, 1e8, 3e8), _wave(t, 90, 180) + 60 * busy, 55 + 5 * busy, 1410,
+                 _wave(t, 20, 45) * busy, _wave(t, 5, 15) * busy, _wave(t, 10, 30) * busy, _wave(t, 0, 20) * busy]
             )
     _write(root / "device.csv", DEVICE_COLUMNS, device)
     processes = [

@@ -1,5 +1,8 @@
 """NVML source: device and per-process GPU metrics through pynvml, tolerant of every NVML error.
 
+PCIe bytes come from GPM where the GPU has it (sources/gpm.py), else from the byte counters
+made wrap-safe (sources/pcie.py), else from the 20 ms throughput call; ``_choose_pcie`` decides.
+
 Every NVML call goes through ``_Query``: NotSupported / FunctionNotFound / NoPermission make
 that quantity N/A for good (logged once), GPU-lost marks the device lost, anything else is a
 one-off N/A. ``pynvml`` is imported lazily in ``NvmlSource.open()``. Details: docs/nvml.md.
@@ -14,11 +17,22 @@ import math
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
-from gpumon.core.model import NAN, DeviceSample, GpuProcessMetrics, SourceStatus
+from gpumon.core.model import GPM_COLUMNS, NAN, DeviceSample, GpuProcessMetrics, SourceStatus
+from gpumon.core.sources.gpm import Gpm
+from gpumon.core.sources.pcie import (
+    COUNTER_BITS,
+    FALLBACK_GEN,
+    FALLBACK_WIDTH,
+    LANE_BPS,
+    WrapCounters,
+    link_capacity_bps,
+    poll_period_s,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -38,8 +52,14 @@ INIT_REASONS = {
     LIB_RM_VERSION_MISMATCH: "driver/library version mismatch (reboot or reload the nvidia kernel module)",
     NO_PERMISSION: "no permission to access the NVIDIA device files",
 }
-# Utilisation samples older than this are not shown as a process's current SM use.
-SM_UTIL_HOLD_US = 1_000_000
+# Per-process utilisation is a buffer of driver samples: read it this often (run-time seconds),
+# with the last-seen timestamp, and nothing is lost (it costs ~2,300 µs per call on the H100).
+PROCESS_UTIL_PERIOD_S = 1.0
+# Our processes' SM shares at one instant may exceed the device's GPU util by this much (points)
+# before they are scaled down to it (NVML's per-process and device samples are taken apart).
+SM_SUM_TOLERANCE_PCT = 5.0
+# Device GPU-util readings kept for that comparison (the ticks since the last per-process read).
+DEVICE_UTIL_KEPT = 600
 
 # Which output fields each query key feeds (for device_info()["unsupported"]).
 KEY_FIELDS: dict[str, tuple[str, ...]] = {
@@ -148,10 +168,10 @@ def _v1_running_processes(nv: ModuleType, symbol: str) -> Callable:
     return call
 
 
-def _field_number(value: Any) -> float:
-    """The number in an nvmlFieldValue_t, by its valueType."""
+def _field_number(value: Any) -> int | float:
+    """The number in an nvmlFieldValue_t, by its valueType (exact: integers stay integers)."""
     member = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
-    return float(getattr(value.value, member[value.valueType]))
+    return getattr(value.value, member[value.valueType])
 
 
 def _mib(used_bytes: int | None) -> float:
@@ -209,9 +229,15 @@ class NvmlSource:
         self._info: dict = {}
         self.device_count = 0
         self._pcie_method: str | None = None
-        self._pcie_prev: tuple[float, float, float] | None = None
+        self._counters: WrapCounters | None = None
+        self._counters_read_t = -math.inf
+        self._capacity_bps = 0.0  # set at open()
+        self._gpm: Gpm | None = None
+        self._gpm_reason = ""
         self._util_last_seen_us = 0
-        self._sm_util: dict[int, tuple[float, int]] = {}
+        self._util_read_t = -math.inf
+        self._device_util: deque[float] = deque(maxlen=DEVICE_UTIL_KEPT)
+        self._sm_util: dict[int, float] = {}
         self._process_fns: dict[str, tuple[Callable, ...]] = {}
         self._memory_fns: tuple[Callable, ...] = ()
         self._temperature_fns: tuple[Callable, ...] = ()
@@ -258,9 +284,11 @@ class NvmlSource:
             "compute_mode": _int(q("compute_mode", nv.nvmlDeviceGetComputeMode, handle)),
         }
         self._refresh_link()
-        self._util_last_seen_us = time.time_ns() // 1000 - SM_UTIL_HOLD_US
+        self._capacity_bps = self._link_capacity()
+        self._util_last_seen_us = time.time_ns() // 1000 - int(PROCESS_UTIL_PERIOD_S * 1e6)
         self._probe_fields()
-        self._pcie_method = self._probe_pcie()
+        self._open_gpm()
+        self._pcie_method = self._choose_pcie()
         if q.lost:
             return self._unavailable(q.lost)
         return SourceStatus(self.name, True, "", {"index": self._info["index"], "driver": self._info["driver"]})
@@ -300,6 +328,9 @@ class NvmlSource:
 
     def close(self) -> None:
         with self._lock:
+            if self._gpm is not None:
+                self._gpm.close()
+                self._gpm = None
             if self._initialized and self._nv is not None:
                 try:
                     self._nv.nvmlShutdown()
@@ -318,7 +349,17 @@ class NvmlSource:
                 return {}
             if self._handle is not None and not self._q.lost:
                 self._refresh_link()
-            return {**self._info, "pcie_method": self._pcie_method, "unsupported": self._unsupported_fields()}
+            period = self.pcie_poll_period_s
+            return {
+                **self._info,
+                "pcie_method": self._pcie_method,
+                "pcie_max_bps": self._capacity_bps,
+                "pcie_counter_bits": self._counters.bits if self._counters is not None else None,
+                "pcie_poll_ms": None if period is None else round(period * 1000, 1),
+                "gpm_metrics": self._gpm_fields(),
+                "gpm_reason": self._gpm.failed or "" if self._gpm is not None else self._gpm_reason,
+                "unsupported": self._unsupported_fields(),
+            }
 
     def _refresh_link(self) -> None:
         """Re-read the PCIe link (it can train down when idle) and the memory size."""
@@ -330,11 +371,22 @@ class NvmlSource:
             mem_total_mib=None if memory is NA else memory.total / MIB,
         )
 
+    def _link_capacity(self) -> float:
+        """Bytes/s of the link at its best (it trains down when idle): max generation × max width."""
+        q, nv, h = self._q, self._nv, self._handle
+        gen = _int(q("pcie_max_gen", nv.nvmlDeviceGetMaxPcieLinkGeneration, h))
+        width = _int(q("pcie_max_width", nv.nvmlDeviceGetMaxPcieLinkWidth, h))
+        capacity = link_capacity_bps(gen, width)
+        if capacity is None:
+            LOG.info("nvml: maximum PCIe link unknown; assuming gen%d x%d", FALLBACK_GEN, FALLBACK_WIDTH)
+            return LANE_BPS[FALLBACK_GEN] * FALLBACK_WIDTH
+        return capacity
+
     def _unsupported_fields(self) -> list[str]:
         fields = {f for key in self._q.unsupported for f in KEY_FIELDS.get(key, ())}
         if self._pcie_method is None:
             fields |= {"pcie_rx_bps", "pcie_tx_bps"}
-        return sorted(fields)
+        return sorted(fields)  # GPM fields are listed by what works: device_info()["gpm_metrics"]
 
     def sample(self, t: float) -> DeviceSample | None:
         """One reading at run time ``t``; NaN for unsupported fields; None once unavailable."""
@@ -344,7 +396,10 @@ class NvmlSource:
             q, nv, h = self._q, self._nv, self._handle
             util = q("utilization", nv.nvmlDeviceGetUtilizationRates, h)
             memory = q("memory", self._memory_fns, h)
-            rx, tx = self._pcie()
+            gpm = self._gpm.read(t) if self._gpm is not None else {}
+            rx, tx = self._pcie(t, gpm)
+            if util is not NA:
+                self._device_util.append(float(util.gpu))
             sample = DeviceSample(
                 t=t,
                 gpu_util=NAN if util is NA else float(util.gpu),
@@ -356,41 +411,95 @@ class NvmlSource:
                 power_w=_number(q("power", nv.nvmlDeviceGetPowerUsage, h), 0.001),
                 temp_c=_number(q("temperature", self._temperature_fns, h, nv.NVML_TEMPERATURE_GPU)),
                 sm_clock_mhz=_number(q("sm_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)),
+                **{f: gpm.get(f, NAN) for f in GPM_COLUMNS},
             )
             return None if q.lost else sample
 
-    def _probe_pcie(self) -> str | None:
-        """'counters' when the cumulative byte counters work, else 'throughput', else None."""
-        if self._read_counters() is not None:
+    # -- PCIe --------------------------------------------------------------
+
+    def _open_gpm(self) -> None:
+        """Start GPM where the GPU has it and is not split by MIG (device-level samples only)."""
+        nv, h = self._nv, self._handle
+        mig = self._q("mig_mode", nv.nvmlDeviceGetMigMode, h)
+        if mig is not NA and mig[0] == 1:
+            self._gpm_reason = "MIG is enabled (GPM device samples do not cover MIG instances)"
+            return
+        gpm = Gpm(nv, h)
+        reason = gpm.open(0.0)
+        if reason is None:
+            self._gpm = gpm
+        else:
+            self._gpm_reason = reason
+            LOG.info("nvml: %s", reason)
+
+    def _gpm_fields(self) -> list[str]:
+        """The DeviceSample fields GPM delivers now ([] without GPM or once it failed)."""
+        gpm = self._gpm
+        return [] if gpm is None or gpm.failed else list(gpm.fields)
+
+    def _choose_pcie(self) -> str | None:
+        """The one place that decides how PCIe bytes are read: GPM, else counters, else throughput."""
+        if {"pcie_rx_bps", "pcie_tx_bps"} <= set(self._gpm_fields()):
+            return "gpm"
+        self._counters = None
+        if self._read_counters():
             return "counters"
         probe = self._q("pcie_throughput", self._nv.nvmlDeviceGetPcieThroughput, self._handle, PCIE_UTIL_RX_BYTES)
         return None if probe is NA else "throughput"
 
-    def _read_counters(self) -> tuple[float, float, float] | None:
-        """(timestamp µs, RX bytes, TX bytes) from the cumulative counters, or None."""
+    @property
+    def pcie_poll_period_s(self) -> float | None:
+        """How often the sampler must call ``poll_pcie`` between ticks (wrapping counters), else None."""
+        counters = self._counters
+        if self._pcie_method != "counters" or counters is None:
+            return None
+        return poll_period_s(counters.bits, counters.capacity_bps)
+
+    def poll_pcie(self, t: float) -> None:
+        """Read the wrapping PCIe counters between ticks (run time ``t``) so no gap hides a wrap."""
+        with self._lock:
+            if self._handle is not None and self._pcie_method == "counters" and not self._q.lost:
+                self._read_counters(t)
+
+    def _read_counters(self, t: float = -math.inf) -> bool:
+        """Read both byte counters by their valueType into the wrap-safe totals; False if they fail."""
         values = self._q(
             "pcie_counters", self._nv.nvmlDeviceGetFieldValues, self._handle,
             [FI_PCIE_COUNT_RX_BYTES, FI_PCIE_COUNT_TX_BYTES],
         )
         if values is NA:
-            return None
+            return False
         for value in values:
             if value.nvmlReturn != self._nv.NVML_SUCCESS:
                 self._q.fail("pcie_counters", value.nvmlReturn)
-                return None
-        stamp = values[0].timestamp or time.monotonic_ns() // 1000
-        return float(stamp), _field_number(values[0]), _field_number(values[1])
+                return False
+        bits = COUNTER_BITS.get(values[0].valueType)
+        if bits is None or COUNTER_BITS.get(values[1].valueType) != bits:
+            self._q.fail("pcie_counters", NOT_SUPPORTED)
+            return False
+        if self._counters is None or self._counters.bits != bits:
+            self._counters = WrapCounters(bits, self._capacity_bps)
+        stamp = values[0].timestamp or time.time_ns() // 1000
+        self._counters.add(int(stamp), int(_field_number(values[0])), int(_field_number(values[1])))
+        self._counters_read_t = t
+        return True
 
-    def _pcie(self) -> tuple[float, float]:
-        """(RX, TX) bytes/s: counters differenced over the interval, else the 20 ms throughput."""
+    def _pcie(self, t: float, gpm: dict[str, float]) -> tuple[float, float]:
+        """(RX, TX) bytes/s by the chosen method; a method that fails for good hands over to the next."""
+        if self._pcie_method == "gpm":
+            self._pcie_method = self._choose_pcie()
+            if self._pcie_method == "gpm":
+                return gpm.get("pcie_rx_bps", NAN), gpm.get("pcie_tx_bps", NAN)
+            return NAN, NAN
         if self._pcie_method == "counters":
-            now = self._read_counters()
-            if now is not None:
-                prev, self._pcie_prev = self._pcie_prev, now
-                return _rates(prev, now)
-            if "pcie_counters" in self._q.unsupported:
-                self._pcie_method = self._probe_pcie()
-            self._pcie_prev = None
+            period = self.pcie_poll_period_s
+            # Between ticks the sampler polls; read here only when that poll is overdue.
+            if period is None or t - self._counters_read_t >= period:
+                self._read_counters(t)
+            if "pcie_counters" not in self._q.unsupported and self._counters is not None:
+                return self._counters.rates()
+            self._pcie_method = self._choose_pcie()
+            return NAN, NAN
         if self._pcie_method == "throughput":
             fn = self._nv.nvmlDeviceGetPcieThroughput
             rx = self._q("pcie_throughput", fn, self._handle, PCIE_UTIL_RX_BYTES)
@@ -417,41 +526,52 @@ class NvmlSource:
                     found[p.pid] = max(found[p.pid], mib)
         return found
 
-    def _update_sm_util(self, ours: set[int]) -> None:
-        """Read utilisation samples newer than the last one seen; keep ours (NaN when > 100 %)."""
+    def _update_sm_util(self, ours: set[int], running: dict[int, float]) -> None:
+        """Every utilisation sample since the last one seen: each of our PIDs' mean, clamped to the device."""
         samples = self._q(
             "process_utilization", self._nv.nvmlDeviceGetProcessUtilization, self._handle, self._util_last_seen_us
         )
         if samples is NA:
+            no_new = self._q.last_error == NOT_FOUND
+            if not (no_new and time.time_ns() // 1000 - self._util_last_seen_us < 2 * PROCESS_UTIL_PERIOD_S * 1e6):
+                # Nothing new for two periods: no process of ours was on the SMs (or the call failed).
+                self._sm_util = {pid: 0.0 for pid in ours & running.keys()} if no_new else {}
             return
+        per_pid: dict[int, list[float]] = {}
         for s in samples:
             self._util_last_seen_us = max(self._util_last_seen_us, s.timeStamp)
-            held = self._sm_util.get(s.pid)
-            if s.pid in ours and (held is None or s.timeStamp >= held[1]):
-                self._sm_util[s.pid] = (float(s.smUtil) if s.smUtil <= 100 else NAN, s.timeStamp)
+            if s.pid in ours:  # above 100 %: an invalid sample (NaN unless the PID has valid ones)
+                per_pid.setdefault(s.pid, []).extend([float(s.smUtil)] if s.smUtil <= 100 else [])
+        means = {pid: sum(v) / len(v) if v else NAN for pid, v in per_pid.items()}
+        # A process the driver took no sample of was not on the SMs in that window (0 %, nvitop's convention).
+        means.update({pid: 0.0 for pid in ours & running.keys() if pid not in means})
+        device = list(self._device_util)
+        self._device_util.clear()
+        if not device:
+            util = self._q("utilization", self._nv.nvmlDeviceGetUtilizationRates, self._handle)
+            device = [] if util is NA else [float(util.gpu)]
+        self._sm_util = clamp_to_device(means, sum(device) / len(device) if device else NAN)
 
-    def process_metrics(self, pids: Iterable[int]) -> dict[int, GpuProcessMetrics]:
-        """GPU memory and SM use of those of ``pids`` that NVML knows; other PIDs are ignored."""
+    def process_metrics(self, pids: Iterable[int], t: float | None = None) -> dict[int, GpuProcessMetrics]:
+        """GPU memory and SM use of those of ``pids`` that NVML knows; other PIDs are ignored.
+
+        SM use is read at most every PROCESS_UTIL_PERIOD_S of run time ``t`` (always when t is None).
+        """
         ours = set(pids)
         with self._lock:
             if self._handle is None or not ours or not self.status.available:
                 return {}
             running = self._running()
-            self._update_sm_util(ours)
+            util_known = "process_utilization" not in self._q.unsupported
+            # 0.9: the sampler's 0.5 s process ticks drift by milliseconds; a read is due every second tick.
+            if util_known and (t is None or t - self._util_read_t >= 0.9 * PROCESS_UTIL_PERIOD_S):
+                self._util_read_t = -math.inf if t is None else t
+                self._update_sm_util(ours, running)
             if self._q.lost:
                 return {}
-            util_known = "process_utilization" not in self._q.unsupported
-            now_us = time.time_ns() // 1000
-            self._sm_util = {p: v for p, v in self._sm_util.items() if p in ours}
             result = {}
             for pid in ours:
-                held = self._sm_util.get(pid)
-                if held is not None and now_us - held[1] <= SM_UTIL_HOLD_US:
-                    sm = held[0]
-                elif pid in running and util_known:
-                    sm = 0.0
-                else:
-                    sm = NAN
+                sm = self._sm_util.get(pid, NAN)
                 if pid in running or not math.isnan(sm):
                     result[pid] = GpuProcessMetrics(pid, running.get(pid, NAN), sm)
             return result
@@ -464,13 +584,13 @@ class NvmlSource:
             return set(self._running())
 
 
-def _rates(prev: tuple[float, float, float] | None, now: tuple[float, float, float]) -> tuple[float, float]:
-    """Bytes/s between two counter readings; NaN on the first reading or a counter reset."""
-    if prev is None or now[0] <= prev[0]:
-        return NAN, NAN
-    seconds = (now[0] - prev[0]) / 1e6
-    rx, tx = now[1] - prev[1], now[2] - prev[2]
-    return (rx / seconds if rx >= 0 else NAN), (tx / seconds if tx >= 0 else NAN)
+def clamp_to_device(sm: dict[int, float], device_util: float) -> dict[int, float]:
+    """Per-process SM %, scaled down together to ``device_util`` when their sum exceeds it by > tolerance."""
+    total = sum(v for v in sm.values() if not math.isnan(v))
+    if math.isnan(device_util) or total <= device_util + SM_SUM_TOLERANCE_PCT:
+        return dict(sm)
+    scale = device_util / total
+    return {pid: value * scale for pid, value in sm.items()}
 
 
 def _text(value: Any) -> str | None:

@@ -186,9 +186,9 @@ def judge_utilisation(ev: RunEvidence, other_pids: frozenset[int] = frozenset())
     summary = f"{title}: {ev.idle_util:.0f} % before the job, {ev.busy_util:.0f} % while it ran"
     if ev.busy_util - ev.idle_util >= UTIL_MOVE_PTS:
         return Check(name, OK, summary, detail)
-    if ev.idle_util > IDLE_UTIL_PCT and other_pids:
-        return Check(name, WARN, summary, detail,
-                     [f"the GPU was busy before the job: {_others(other_pids)}; rerun on an idle GPU"])
+    if ev.idle_util > IDLE_UTIL_PCT:
+        who = _others(other_pids) if other_pids else "processes NVML does not list here"
+        return Check(name, WARN, summary, detail, [f"the GPU was busy before the job ({who}); rerun on an idle GPU"])
     if ev.device == "cpu":
         return Check(name, WARN, summary, detail, [ON_CPU])
     return Check(name, FAIL, summary, detail, ["NVML's utilisation did not follow the job"])

@@ -85,11 +85,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_doctor(args: argparse.Namespace) -> int:
     """Run every check, print the report, return 0 if gpumon can work here, else 1."""
-    if args.verify:
+    if getattr(args, "verify", False):  # a Namespace built by hand (tests) may lack the --verify flags
         from gpumon.verify import run_verify
 
         return run_verify(args)
-    if args.device != "auto":
+    if getattr(args, "device", "auto") != "auto":
         raise UsageError("--device only applies with --verify (gpumon doctor --verify --device cpu)")
     if args.gpu is not None and args.gpu < 0:
         raise UsageError(f"--gpu must be a GPU index (0 or more), not {args.gpu}")

@@ -61,8 +61,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Check whether gpumon can do its job here: NVML and the driver (which GPU metrics "
             "are supported), torch and whether CUDA is usable (checked in a child process), "
             "py-spy and ptrace permission, and the runs directory. Exit status 0 when gpumon "
-            "can run (a CPU-only machine can, with a warning), 1 with the reason otherwise."
+            "can run (a CPU-only machine can, with a warning), 1 with the reason otherwise. "
+            "--verify also runs the built-in `h2d` job for a few seconds and checks NVML's numbers "
+            "against it (docs/verify.md)."
         ),
+    )
+    parser.add_argument(
+        "--verify", action="store_true",
+        help="run `h2d` for a few seconds and check PCIe RX, the job's PID and memory, utilisation "
+        "and the monitor's own CPU against it (on a CPU-only machine: says what it cannot check)",
+    )
+    parser.add_argument(
+        "--device", default="auto", metavar="DEVICE",
+        help="with --verify: where the job runs (auto, cuda, cuda:N; cpu only tests gpumon's pipeline)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument(
@@ -74,6 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_doctor(args: argparse.Namespace) -> int:
     """Run every check, print the report, return 0 if gpumon can work here, else 1."""
+    if getattr(args, "verify", False):  # a Namespace built by hand (tests) may lack the --verify flags
+        from gpumon.verify import run_verify
+
+        return run_verify(args)
+    if getattr(args, "device", "auto") != "auto":
+        raise UsageError("--device only applies with --verify (gpumon doctor --verify --device cpu)")
     if args.gpu is not None and args.gpu < 0:
         raise UsageError(f"--gpu must be a GPU index (0 or more), not {args.gpu}")
     checks = [
@@ -263,7 +280,10 @@ def use_color() -> bool:
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
-def render_text(checks: list[Check], ok: bool, color: bool) -> str:
+def render_text(
+    checks: list[Check], ok: bool, color: bool, title: str = "gpumon doctor", ready: str = "ready",
+    not_ready: str = "not ready",
+) -> str:
     """One screen: a tagged line per check, indented notes, a verdict."""
     colors = {OK: "32", WARN: "33", FAIL: "31"}
 
@@ -271,14 +291,14 @@ def render_text(checks: list[Check], ok: bool, color: bool) -> str:
         text = f"[{level}]".ljust(6)
         return f"\033[{colors[level]}m{text}\033[0m" if color else text
 
-    lines = ["gpumon doctor"]
+    lines = [title]
     for c in checks:
         lines.append(f"  {tag(c.level)} {c.summary}")
         lines.extend(f"         {note}" for note in c.notes)
     warnings = sum(c.level == WARN for c in checks)
     if ok:
-        lines.append(f"ready{f' ({warnings} warning(s))' if warnings else ''}")
+        lines.append(f"{ready}{f' ({warnings} warning(s))' if warnings else ''}")
     else:
         failed = "; ".join(c.summary for c in checks if c.level == FAIL)
-        lines.append(f"not ready: {failed}")
+        lines.append(f"{not_ready}: {failed}")
     return "\n".join(lines)

@@ -1,6 +1,9 @@
-"""Regenerate screenshots/ from the real app: a CPU run of two tiny workloads, help, runs, a simulated GPU box.
+"""Regenerate screenshots/ from the real app: a real H100 capture replayed, a CPU run, help, runs, a simulated GPU box.
 
-Run: ``python scripts/make_screenshots.py`` (about two minutes; CPU only). Each workload is first
+Run: ``python scripts/make_screenshots.py`` (about two minutes; CPU only), or ``--h100-only`` for
+the replay of the real H100 capture alone (seconds). The H100 views replay
+``tests/data/h100/`` (resnet50 + vgg19 sharing one H100 80GB HBM3, recorded on 2026-11-23), with
+each job's exclusive H100 capture as its baseline. Each workload of the CPU run is first
 captured alone with ``gpumon run --headless`` and passed as ``--baseline``, so the interference
 line shows real slowdowns, STP and the verdict. The "GPU box" view runs the
 same app in a child process that loads the scripted fake libnvidia-ml (tests/fakenvml, needs a C
@@ -77,6 +80,22 @@ def capture_baselines(runs_dir: Path) -> list[str]:
     return baselines
 
 
+async def shoot_h100() -> None:
+    """The monitor replaying the real H100 capture, at 120x40 and 80x24."""
+    from tests.tui.test_h100_replay import AT_T, BASELINES, H100, SHARED, h100_replay
+
+    for (width, height), name in (((120, 40), "monitor-h100"), ((80, 24), "monitor-h100-80x24")):
+        app = h100_replay(H100, AT_T)
+        async with app.run_test(size=(width, height)) as pilot:
+            await wait_until(pilot, lambda: getattr(app.screen, "frames", 0) > 0, 30, "the first frame")
+            await pilot.pause(0.3)
+            title = ("gpumon: replay of a real H100 capture, resnet50 + vgg19 sharing the GPU" if width == 120
+                     else "gpumon 80x24: real H100 capture replayed")
+            save(app, name, title)
+            await pilot.press("q")
+    print(f"  from tests/data/h100/{SHARED}, baselines {', '.join(BASELINES.values())}")
+
+
 async def shoot(runs_dir: Path, gpu_box: bool, baselines: list[str]) -> None:
     config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
     plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
@@ -139,6 +158,7 @@ def gpu_box(runs_dir: Path, baselines: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--h100-only", action="store_true", help="only the replay of the real H100 capture")
     parser.add_argument("--gpu-box", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--baseline", action="append", default=[], help=argparse.SUPPRESS)
@@ -146,6 +166,10 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     if args.gpu_box:
         asyncio.run(shoot(args.runs, gpu_box=True, baselines=args.baseline))
+        return
+    asyncio.run(shoot_h100())
+    to_png(OUT / "monitor-h100.svg")
+    if args.h100_only:
         return
     with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
         baselines = capture_baselines(Path(runs) / "baselines")

@@ -17,11 +17,27 @@ from tests.helpers import GPUMON, gpumon, only_run, wait_for
 
 
 def test_two_workloads_overlap_and_match_status_lines(tmp_path):
-    result = gpumon(
-        "run", "fcn:steps=150", "gemm:steps=150", "--headless", "--json", "--duration", "120", "--device", "cpu",
-        "--out", str(tmp_path), "--label", "pair", "--no-nvml",
+    # Stop on an event, not after a guessed number of steps: once each job has printed
+    # RUNNING_LINES status lines with a rate, Ctrl-C (the jobs run unbounded, --duration is a cap).
+    RUNNING_LINES = 3
+    proc = subprocess.Popen(
+        [*GPUMON, "run", "fcn", "gemm", "--headless", "--json", "--duration", "240", "--device", "cpu",
+         "--out", str(tmp_path), "--label", "pair", "--no-nvml"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    assert result.returncode == 0, result.stderr
+    printed, running = [], {"A": 0, "B": 0}
+    for line in proc.stdout:
+        printed.append(line)
+        status = json.loads(line) if line.startswith("{") else {}
+        if status.get("state") == "running" and status.get("iter_per_s"):
+            running[status["process"]] += 1
+            if min(running.values()) >= RUNNING_LINES:
+                proc.send_signal(signal.SIGINT)
+                break
+    out, err = proc.communicate(timeout=120)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(printed) + out, err)
+    assert min(running.values()) >= RUNNING_LINES, result.stdout + result.stderr
+    assert result.returncode == 128 + signal.SIGINT, result.stderr
     run = load_run(only_run(tmp_path))
     assert run.meta["status"] == "complete" and run.meta["mode"] == "shared"
     assert {w["spec"].split(":")[0] for w in run.workloads} == {"fcn", "gemm"}

@@ -1,0 +1,43 @@
+"""Suite-wide hooks: tests marked ``gpu`` run only where an NVIDIA GPU and a CUDA torch are usable."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+
+import pytest
+
+# In a child: the test process imports neither torch nor the real libnvidia-ml.
+GPU_PROBE = """
+import json
+from gpumon.doctor import OK, check_nvml, check_torch
+nvml = check_nvml(None)[0]
+torch = check_torch()
+print(json.dumps({"nvml": nvml.name == "gpu", "torch": torch.level == OK,
+                  "why": [c.summary for c in (nvml, torch) if c.level != OK or c.name == "nvml"]}))
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_missing() -> str | None:
+    """Why the ``gpu`` tests cannot run here, or None when they can."""
+    try:
+        done = subprocess.run([sys.executable, "-c", GPU_PROBE], capture_output=True, text=True, timeout=180)
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, IndexError, json.JSONDecodeError):
+        return "needs an NVIDIA GPU with CUDA torch: the check for one did not finish"
+    if found["nvml"] and found["torch"]:
+        return None
+    return "needs an NVIDIA GPU with CUDA torch; here: " + "; ".join(found["why"])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    reason = gpu_missing()
+    if reason:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))

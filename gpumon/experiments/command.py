@@ -128,7 +128,7 @@ def run_experiment(args: argparse.Namespace) -> int:
             print(f"(on {device} nothing would run: {spec.name} needs CUDA)")
         return dry_run(cells, out)
     require("matplotlib", "gpumon experiment (its plots)")
-    require_workload_python()
+    require_workload_python(args.python)
     if spec.requires == "cuda" and not device.startswith("cuda"):
         status = cuda_status()
         why = status.reason if not status.available else f"--device {device} was chosen"

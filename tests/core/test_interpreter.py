@@ -96,3 +96,15 @@ def test_doctor_names_the_workloads_interpreter_and_its_torch(python_without_tor
     assert check["detail"]["python"] == sys.executable and check["detail"]["chosen_by"] == "gpumon's own"
     if "error" not in check["detail"]:
         assert check["detail"]["torch"] in check["summary"]
+
+
+def test_experiments_pass_the_chosen_python_to_their_cells(tmp_path, python_without_torch):
+    """Profiled cells name it in their command; a Python without torch stops the experiment before any cell."""
+    dry = gpumon("experiment", "q3_operators", "--dry-run", "--device", "cpu", "--python", python_without_torch,
+                 "--out", str(tmp_path / "exp"), env={"GPUMON_PYTHON": ""})
+    assert dry.returncode == 0, dry.stderr
+    assert f"--cmd '{python_without_torch} -I -c" in dry.stdout
+    real = gpumon("experiment", "q2_pairwise", "--device", "cpu", "--python", python_without_torch,
+                  "--out", str(tmp_path / "exp2"), env={"GPUMON_PYTHON": ""})
+    assert real.returncode == 2 and f"--python {python_without_torch} has no torch" in real.stderr
+    assert not (tmp_path / "exp2").exists()

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -142,11 +143,29 @@ def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
     assert len(lines) >= 8 and all(line.endswith(": ") for line in lines), lines
 
 
+@pytest.fixture(scope="module")
+def training_env(light) -> str:
+    """A "training environment": torch and numpy (those of this test's Python, via a .pth line), no gpumon.
+
+    Directories named in a .pth line get no .pth processing of their own, so this test's editable
+    gpumon install does not come along.
+    """
+    root = light.root / "training-env"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(root)], light.root)
+    python = str(root / "bin" / "python")
+    site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], light.root).stdout
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(site.strip()) / "training_env.pth").write_text("\n".join(sorted(ours)) + "\n")
+    has = "import importlib.util as u; print([m for m in ('torch', 'numpy', 'gpumon') if u.find_spec(m)])"
+    assert _run([python, "-c", has], light.root, env=light.env).stdout.strip() == "['torch', 'numpy']"
+    return python
+
+
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="this test's Python has no torch")
-def test_builtin_workload_runs_in_another_python(light):
-    """The light venv's gpumon runs fcn with --python naming this (the dev) interpreter, which has torch."""
+def test_builtin_workload_runs_in_another_python(light, training_env):
+    """The light venv's gpumon runs fcn with --python naming an environment that has torch but no gpumon."""
     out = light.root / "with-python"
-    done = light.gpumon("run", "fcn:preset=tiny,steps=40", "--python", sys.executable, "--device", "cpu",
+    done = light.gpumon("run", "fcn:preset=tiny,steps=40", "--python", training_env, "--device", "cpu",
                         "--headless", "--no-nvml", "--duration", "300", "--out", str(out), timeout=400)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (run_dir,) = [p for p in out.iterdir() if (p / "run.json").exists()]

@@ -1,8 +1,9 @@
 """The light install: a wheel of this tree, installed without extras into a fresh venv (no torch there).
 
 The monitor, doctor, a headless ``--cmd`` run, compare and export work there without torch; a built-in
-workload runs with ``--python`` naming this test's interpreter (which has torch); without it,
-``gpumon run fcn`` says how to get torch in one line and leaves nothing behind.
+workload runs with ``--python`` naming a training environment (torch and numpy, no gpumon), and the
+auto-probe counts a plain torch script's steps there; without torch, ``gpumon run fcn`` says how to
+get it in one line and leaves nothing behind.
 
 Installing uses pip's own configuration (on the CPU box: local indexes and wheel cache, offline).
 """
@@ -185,3 +186,27 @@ def test_builtin_workload_without_torch_says_how_to_get_it(light):
     assert "pip install 'gpumon[torch]'" in done.stderr and "--python" in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert not runs.exists(), "nothing is left behind"
+
+
+TORCH_SCRIPT = """
+import torch
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(30):
+    optimizer.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="this test's Python has no torch")
+def test_auto_probe_counts_steps_of_a_script_in_an_env_without_gpumon(light, training_env, tmp_path):
+    """``--cmd`` with the training env's python: the auto-probe finds gpumon's probe on the path it is given."""
+    script = tmp_path / "train.py"
+    script.write_text(TORCH_SCRIPT)
+    out = light.root / "auto-probe"
+    done = light.gpumon("run", "--cmd", f"{training_env} {script}", "--headless", "--no-nvml", "--duration", "300",
+                        "--out", str(out), timeout=400)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (run_dir,) = [p for p in out.iterdir() if (p / "run.json").exists()]
+    assert len(load_run(run_dir).steps()) == 30, "every optimizer step counted"

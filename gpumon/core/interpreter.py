@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -60,8 +61,6 @@ def _absolute(text: str, source: str) -> str:
     """An interpreter path made absolute (a bare name is looked up on PATH); UsageError if unusable."""
     path = Path(text).expanduser()
     if os.sep not in text:
-        import shutil
-
         found = shutil.which(text)
         if found is None:
             raise UsageError(f"{source} {text}: no such command on PATH")

@@ -108,3 +108,13 @@ def test_experiments_pass_the_chosen_python_to_their_cells(tmp_path, python_with
                   "--out", str(tmp_path / "exp2"), env={"GPUMON_PYTHON": ""})
     assert real.returncode == 2 and f"--python {python_without_torch} has no torch" in real.stderr
     assert not (tmp_path / "exp2").exists()
+
+
+def test_the_launch_dialog_checks_the_sessions_python(monkeypatch, python_without_torch):
+    from gpumon.tui.screens.launch import build_request
+
+    monkeypatch.delenv(interpreter.ENV_PYTHON, raising=False)
+    with pytest.raises(UsageError, match="has no torch"):
+        build_request("fcn", "steps=3", "cpu", "", python_without_torch)
+    assert build_request("fcn", "steps=3", "cpu", "", sys.executable).argv[0] == sys.executable
+    assert build_request("command", "", "cpu", "true", python_without_torch).argv == ("true",)

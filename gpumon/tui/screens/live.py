@@ -73,7 +73,8 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
             self.notify(f"slot {slot} is busy; {slot} (shift) stops it first", severity="warning")
             return
         session = self.controller.plan.session
-        self.app.push_screen(LaunchScreen(slot, session.device, session.python), lambda request: self._launched(slot, request))
+        screen = LaunchScreen(slot, session.device, session.python)
+        self.app.push_screen(screen, lambda request: self._launched(slot, request))
 
     def _launched(self, slot: str, request: LaunchRequest | None) -> None:
         if request is None:

@@ -94,6 +94,9 @@ def run_doctor(args: argparse.Namespace) -> int:
     if getattr(args, "verify", False):  # a Namespace built by hand (tests) may lack the --verify flags
         from gpumon.verify import run_verify
 
+        if getattr(args, "python", None):  # the verify workloads and its torch check use it
+            os.environ[ENV_PYTHON] = choose(args.python).path
+
         return run_verify(args)
     if getattr(args, "device", "auto") != "auto":
         raise UsageError("--device only applies with --verify (gpumon doctor --verify --device cpu)")
@@ -208,8 +211,9 @@ def _other_gpus(selected: int | None, count: int) -> list[Check]:
     return [Check("other_gpus", OK, "other GPUs " + "; ".join(names), {"gpus": names}, ["select one with --gpu"])]
 
 
-def check_torch(python: WorkloadPython) -> Check:
-    """The workloads' interpreter: torch's version and whether CUDA works, asked in a child process."""
+def check_torch(python: WorkloadPython | None = None) -> Check:
+    """The workloads' interpreter (default: ``choose()``): torch's version and whether CUDA works, asked in a child."""
+    python = python or choose()
     who = f"workloads' python {python.path} ({python.chosen_by})"
     base = {"python": python.path, "chosen_by": python.chosen_by}
     try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from gpumon import __version__
 from gpumon.argtypes import finite_number, whole_number
 from gpumon.errors import UsageError
+from gpumon.extras import require
 
 if TYPE_CHECKING:
     from gpumon.core.plan import RunPlan
@@ -79,6 +80,13 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         "time slice), mps (gpumon starts its own NVIDIA MPS daemon; kernels of both jobs run at once), "
         "mps:threads=PCT_A,PCT_B (MPS, each job capped at that %% of the SMs), mps:existing (clients of "
         "an MPS daemon you already run)",
+    )
+    p.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="the Python that runs the built-in workloads, e.g. your training environment's (it needs torch, "
+        "not gpumon); default: $GPUMON_PYTHON, else gpumon's own",
     )
     p.add_argument(
         "--baseline",
@@ -182,6 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         stagger_s=args.stagger,
         nvml=not args.no_nvml,
+        python=args.python,
     )
     plan = make_plan(
         args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=args.stagger
@@ -258,8 +267,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from gpumon.core.trace import export, load_run
 
-    run = load_run(resolve_run(args.run, runs_dir_or_default(args.runs_dir)))
     fmt, out = ("csv", args.csv) if args.csv is not None else ("parquet", args.parquet)
+    if fmt == "parquet":
+        require("pyarrow", "--parquet")
+    run = load_run(resolve_run(args.run, runs_dir_or_default(args.runs_dir)))
     for path in export(run, out, fmt):
         print(path)
     return 0

@@ -14,7 +14,9 @@ from pathlib import Path
 from gpumon.core import mps
 from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
 from gpumon.core.trace import default_runs_dir
+from gpumon.core.interpreter import ENV_PYTHON, WorkloadPython, choose
 from gpumon.errors import UsageError
+from gpumon.extras import TORCH, install_hint
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 CAP_SYS_PTRACE = 19
@@ -80,6 +82,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--gpu", type=int, metavar="INDEX", default=None,
         help="NVML index of the GPU to check (default: the first of CUDA_VISIBLE_DEVICES, else 0)",
     )
+    parser.add_argument(
+        "--python", metavar="PATH", default=None,
+        help="the Python the built-in workloads would use (default: $GPUMON_PYTHON, else gpumon's own)",
+    )
     parser.set_defaults(handler=run_doctor)
 
 
@@ -87,6 +93,9 @@ def run_doctor(args: argparse.Namespace) -> int:
     """Run every check, print the report, return 0 if gpumon can work here, else 1."""
     if getattr(args, "verify", False):  # a Namespace built by hand (tests) may lack the --verify flags
         from gpumon.verify import run_verify
+
+        if getattr(args, "python", None):  # the verify workloads and its torch check use it
+            os.environ[ENV_PYTHON] = choose(args.python).path
 
         return run_verify(args)
     if getattr(args, "device", "auto") != "auto":
@@ -96,7 +105,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     checks = [
         check_python(),
         *check_nvml(args.gpu),
-        check_torch(),
+        check_torch(choose(getattr(args, "python", None))),
         check_py_spy(),
         check_ptrace(),
         check_runs_dir(),
@@ -202,14 +211,20 @@ def _other_gpus(selected: int | None, count: int) -> list[Check]:
     return [Check("other_gpus", OK, "other GPUs " + "; ".join(names), {"gpus": names}, ["select one with --gpu"])]
 
 
-def check_torch() -> Check:
-    """torch's version and whether CUDA works, from a child interpreter."""
+def check_torch(python: WorkloadPython | None = None) -> Check:
+    """The workloads' interpreter (default: ``choose()``): torch's version and whether CUDA works, asked in a child."""
+    python = python or choose()
+    who = f"workloads' python {python.path} ({python.chosen_by})"
+    base = {"python": python.path, "chosen_by": python.chosen_by}
     try:
         done = subprocess.run(
-            [sys.executable, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=TORCH_TIMEOUT_S
+            [python.path, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=TORCH_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        return Check("torch", FAIL, f"torch check did not finish in {TORCH_TIMEOUT_S:.0f} s")
+        return Check("torch", FAIL, f"{who}: torch check did not finish in {TORCH_TIMEOUT_S:.0f} s", base)
+    except OSError as exc:
+        return Check("torch", FAIL, f"{who} cannot run: {exc.strerror or exc}", base)
     lines = done.stdout.strip().splitlines()
     try:
         info = json.loads(lines[-1]) if lines else {}
@@ -217,15 +232,18 @@ def check_torch() -> Check:
         info = {}
     if not info:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Check("torch", FAIL, f"torch check failed (exit {done.returncode}): {tail}")
+        return Check("torch", FAIL, f"{who}: torch check failed (exit {done.returncode}): {tail}", base)
+    info = {**base, **info}
     if "error" in info:
-        return Check("torch", FAIL, f"torch cannot be imported: {info['error']}", info,
-                     ["built-in workloads need torch in this Python environment"])
+        fix = (f"{install_hint(TORCH)}, or --python / {ENV_PYTHON} naming a python that has torch" if python.own
+               else "name the python of an environment that has torch")
+        return Check("torch", WARN, f"{who}: no torch ({info['error']})", info,
+                     ["built-in workloads cannot run; --cmd jobs and everything else can", fix])
     if info.get("cuda_available"):
-        summary = f"torch {info['torch']}, CUDA usable ({info['device_count']} device(s): {info.get('device_name')})"
+        summary = f"{who}: torch {info['torch']}, CUDA usable ({info['device_count']} device(s): {info.get('device_name')})"
         return Check("torch", OK, summary, info)
     why = info.get("cuda_error") or ("CPU-only torch build" if not info.get("cuda_build") else "no usable GPU")
-    return Check("torch", WARN, f"torch {info['torch']}, CUDA not usable ({why})", info,
+    return Check("torch", WARN, f"{who}: torch {info['torch']}, CUDA not usable ({why})", info,
                  ["workloads can run with --device cpu"])
 
 

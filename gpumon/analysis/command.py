@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from gpumon.errors import UsageError
+from gpumon.extras import require
 
 DESCRIPTION = """\
 Compare exclusive and shared runs of a pair of workloads, side by side: each job's
@@ -103,6 +104,8 @@ def run_compare(args: argparse.Namespace) -> int:
     """Handler of ``gpumon compare``: prints tables or JSON, optionally writes a report."""
     if not args.shared:
         raise UsageError("compare needs at least one --shared RUN (see gpumon compare --help)")
+    if args.report:
+        require("matplotlib", "--report")
     from gpumon.analysis.compare import compare
     from gpumon.analysis.text import render_tables, use_color
     from gpumon.core.trace import load_run

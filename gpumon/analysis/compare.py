@@ -19,6 +19,7 @@ from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.core.trace import Run, load_run
 from gpumon.errors import UsageError
+from gpumon.extras import installed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -295,10 +296,13 @@ def compare(
         stp = Estimate(math.nan)
 
     all_data = {str(d.run.path): d for d in [*exclusive_data, *shared_data]}
+    with_tests = installed("scipy")
+    if not with_tests:
+        notes.append(dist.TESTS_NEED)
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
     workloads = []
     for j, slot in enumerate(SLOTS):
-        tests = _distributions(all_data, slot, baselines[slot].segments, shared_segments[slot], samples)
+        tests = _distributions(all_data, slot, baselines[slot].segments, shared_segments[slot], samples) if with_tests else ()
         x = exclusive_rate.get(slot)
         if x is not None:
             value, replicates = slowdown.ratio(x, shared_rate, j)

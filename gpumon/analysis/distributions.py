@@ -12,9 +12,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from gpumon.extras import ANALYSIS, install_hint
+
 CAUTION = (
     "Caution: samples within a run are autocorrelated, so these p-values are too small; "
     "judge by the effect sizes (median shift, Wasserstein distance)."
+)
+TESTS_NEED = (
+    "distribution tests (KS, chi-square, Wasserstein) skipped: they need scipy, which is not installed "
+    f"({install_hint(ANALYSIS)})"
 )
 MIN_SAMPLES = 2
 MAX_BINS = 10

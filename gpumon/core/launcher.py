@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
+from gpumon.core.interpreter import child_path
 from gpumon.core.lifeline import die_with_parent
 from gpumon.core.listener import Listener
 from gpumon.core.model import LogLine, WorkloadState
@@ -118,9 +119,10 @@ class Launcher:
         with self._lock:
             if process in self.workloads and self.workloads[process].running:
                 raise UsageError(f"slot {process} is busy")
+        gpumon_path = child_path()
         probe_r, probe_w = os.pipe()
         out_r, out_w = os.pipe()
-        env = self._child_env(process, request, probe_w, default_threads)
+        env = self._child_env(process, request, probe_w, default_threads, gpumon_path)
         env.update(extra_env or {})
         self.bus.publish(WorkloadState(process, "starting", self.clock.now()))
         try:
@@ -155,7 +157,7 @@ class Launcher:
         return workload
 
     def _child_env(
-        self, process: str, request: LaunchRequest, probe_fd: int, default_threads: int | None
+        self, process: str, request: LaunchRequest, probe_fd: int, default_threads: int | None, gpumon_path: str
     ) -> dict[str, str]:
         env = dict(os.environ)
         env.update(request.env)
@@ -166,10 +168,10 @@ class Launcher:
             env[ENV_WARMUP] = str(self.warmup)
         if default_threads is not None:
             env["GPUMON_DEFAULT_THREADS"] = str(default_threads)
-        if request.kind == "cmd":
-            package_root = str(Path(__file__).resolve().parents[2])
-            paths = [str(AUTOPROBE_DIR), package_root, env.get("PYTHONPATH", "")]
-            env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        # gpumon's package alone (not the directory it is installed in) for the workload's interpreter
+        paths = [str(AUTOPROBE_DIR)] if request.kind == "cmd" else []
+        paths += [gpumon_path, env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         return env
 
     def _reap(self, workload: Workload, output_closed: threading.Event) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpumon.core.interpreter import require_workload_python
 from gpumon.core.launcher import LaunchRequest
 from gpumon.core.mps import check_share
 from gpumon.core.session import SessionConfig
@@ -31,9 +32,11 @@ def check_device(device: str) -> str:
     return device
 
 
-def builtin_request(text: str, device: str) -> LaunchRequest:
+def builtin_request(text: str, device: str, python: str | None = None) -> LaunchRequest:
+    """A built-in workload run by ``python`` (None: $GPUMON_PYTHON, else ours), checked to have torch."""
     spec = parse_workload_spec(text)
-    return LaunchRequest(spec=spec.text, kind="builtin", argv=tuple(to_argv(spec, device)))
+    interpreter = require_workload_python(python)
+    return LaunchRequest(spec=spec.text, kind="builtin", argv=tuple(to_argv(spec, device, interpreter.path)))
 
 
 def make_plan(
@@ -60,7 +63,7 @@ def make_plan(
     if not 10 <= session.interval_ms <= 60_000:
         raise UsageError(f"--interval must be between 10 and 60000 ms, got {session.interval_ms}")
     check_share(session.share, session.device)
-    requests = [builtin_request(w, session.device) for w in workloads]
+    requests = [builtin_request(w, session.device, session.python) for w in workloads]
     requests += [LaunchRequest.command(c) for c in commands]
     if not label:
         label = "-".join(_short_name(r) for r in requests) or "idle"

@@ -40,6 +40,7 @@ class SessionConfig:
     nvml: bool = True
     share: ShareMode = field(default_factory=ShareMode)
     metrics: tuple[str, int] | None = None
+    python: str | None = None  # interpreter of the built-in workloads; None: $GPUMON_PYTHON, else ours
 
 
 def default_threads() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from gpumon.argtypes import positive_seconds, positive_whole_number
 from gpumon.errors import UsageError
+from gpumon.extras import require
 
 if TYPE_CHECKING:
     from gpumon.experiments.cells import Cell
@@ -73,6 +75,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     )
     p.add_argument("--dry-run", action="store_true", help="print the cells and their commands; run nothing")
     p.add_argument("--list", action="store_true", help="list the shipped specs")
+    p.add_argument("--python", metavar="PATH", default=None,
+                   help="the Python that runs the built-in workloads of every cell (it needs torch, not gpumon); "
+                   "default: $GPUMON_PYTHON, else gpumon's own")
     p.set_defaults(handler=run_experiment)
 
 
@@ -90,6 +95,7 @@ def list_specs() -> int:
 
 
 def run_experiment(args: argparse.Namespace) -> int:
+    from gpumon.core.interpreter import ENV_PYTHON, choose, require_workload_python
     from gpumon.core.plan import check_device
     from gpumon.experiments.cells import check_all_presets, expand
     from gpumon.experiments.device import cuda_status, resolve_device
@@ -105,6 +111,9 @@ def run_experiment(args: argparse.Namespace) -> int:
         from gpumon.experiments.rayrun import require_ray
 
         require_ray()
+    if args.python:
+        # every cell's `gpumon run`, and the CUDA probe below, inherit it
+        os.environ[ENV_PYTHON] = choose(args.python).path
     spec = load_spec(find_spec(args.spec))
     check_all_presets(spec)
     first = next(iter(spec.presets.values()))
@@ -118,6 +127,8 @@ def run_experiment(args: argparse.Namespace) -> int:
         if spec.requires == "cuda" and not device.startswith("cuda"):
             print(f"(on {device} nothing would run: {spec.name} needs CUDA)")
         return dry_run(cells, out)
+    require("matplotlib", "gpumon experiment (its plots)")
+    require_workload_python(args.python)
     if spec.requires == "cuda" and not device.startswith("cuda"):
         status = cuda_status()
         why = status.reason if not status.available else f"--device {device} was chosen"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpumon.core.interpreter import choose
 
 NVIDIA_NODES = (Path("/dev/nvidiactl"), Path("/proc/driver/nvidia"))
 PROBE_TIMEOUT_S = 120
@@ -23,12 +24,12 @@ class CudaStatus:
 
 @functools.cache
 def cuda_status() -> CudaStatus:
-    """Ask a child Python (torch would cost this process 2 s and 600 MB); skipped when no NVIDIA driver."""
+    """Ask the workloads' Python (torch would cost this process 2 s and 600 MB); skipped when no NVIDIA driver."""
     if not any(p.exists() for p in NVIDIA_NODES):
         return CudaStatus(False, "no NVIDIA driver on this machine")
     try:
         done = subprocess.run(
-            [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
+            [choose().path, "-c", PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
         )
     except subprocess.TimeoutExpired:
         return CudaStatus(False, f"torch did not answer within {PROBE_TIMEOUT_S} s")

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TextIO
 
+from gpumon.core.interpreter import child_path, choose
 from gpumon.core.lifeline import die_with_parent
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.device import CudaStatus
@@ -36,12 +37,18 @@ STOP_GRACE_S = 30.0
 PYSPY_EXIT_WAIT_S = 15.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GO_FILE = "go"
+# python -I -c OPPROFILE GPUMON_DIR ARGS...: runs gpumon.experiments.opprofile ARGS with GPUMON_DIR on sys.path
+OPPROFILE = 'import runpy,sys;sys.path[:0]=[sys.argv.pop(1)];runpy.run_module("gpumon.experiments.opprofile",None,"__main__",True)'
 
 
 def operator_command(cell: Cell, slot: str, spec: str, scratch: Path) -> str:
-    """The ``--cmd`` of one profiled job; ``-I`` keeps the auto-probe out (the program reports its own steps)."""
+    """The ``--cmd`` of one profiled job, in the workloads' Python.
+
+    ``-I`` keeps the auto-probe out (the program reports its own steps), and with it PYTHONPATH, so
+    the gpumon package's directory (``child_path``) comes in as the first argument.
+    """
     argv = [
-        sys.executable, "-I", "-m", "gpumon.experiments.opprofile", spec,
+        choose().path, "-I", "-c", OPPROFILE, child_path(), spec,
         "--device", cell.device,
         "--out", str(scratch / f"ops-{slot}.json"),
         "--start-when", str(scratch / GO_FILE),

@@ -224,9 +224,9 @@ def parse_workload_spec(text: str) -> WorkloadSpec:
     return spec_from_options(name, (split_option(item) for item in items))
 
 
-def to_argv(spec: WorkloadSpec, device: str) -> list[str]:
-    """The command line of the child process that runs ``spec`` on ``device``."""
-    argv = [sys.executable, "-m", "gpumon.workloads", spec.name, "--device", device]
+def to_argv(spec: WorkloadSpec, device: str, python: str | None = None) -> list[str]:
+    """The command line of the child process that runs ``spec`` on ``device`` (with ``python``, default ours)."""
+    argv = [python or sys.executable, "-m", "gpumon.workloads", spec.name, "--device", device]
     for key, value in spec.options.items():
         argv += ["--opt", f"{key}={format_value(value)}"]
     return argv

@@ -70,3 +70,33 @@ def test_cli_and_run_help_never_import_torch():
 
 def test_the_monitor_app_never_imports_torch():
     assert _loaded_after("import gpumon.tui.app")["torch"] is False
+
+
+ANALYSIS_ONLY = ("scipy", "matplotlib", "pyarrow", "torch")
+FIRST_FRAME = """
+import asyncio, json, sys, tempfile
+from pathlib import Path
+from gpumon.core.plan import make_plan
+from gpumon.core.session import SessionConfig
+from gpumon.tui.app import GpumonApp
+from gpumon.tui.controller import Controller
+
+async def main():
+    config = SessionConfig(device="cpu", runs_dir=Path(tempfile.mkdtemp()), nvml=False)
+    app = GpumonApp(Controller(make_plan([], [], session=config, label=None, duration_s=None, stagger_s=0.0)))
+    async with app.run_test() as pilot:
+        while app.monitor is None or not app.monitor.is_mounted:
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))
+
+asyncio.run(main())
+"""
+
+
+def test_the_monitors_first_frame_waits_for_no_analysis_library():
+    """The light install has no scipy, matplotlib, pyarrow or torch: the live monitor must not need them."""
+    code = FIRST_FRAME.format(modules=ANALYSIS_ONLY)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

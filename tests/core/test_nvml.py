@@ -467,7 +467,7 @@ def _quick_doctor(monkeypatch: pytest.MonkeyPatch, runs: Path, capsys: pytest.Ca
     import argparse
 
     monkeypatch.setenv("GPUMON_RUNS", str(runs))
-    monkeypatch.setattr(doctor, "check_torch", lambda: doctor.Check("torch", doctor.OK, "torch (stubbed)"))
+    monkeypatch.setattr(doctor, "check_torch", lambda *_: doctor.Check("torch", doctor.OK, "torch (stubbed)"))
     code = doctor.run_doctor(argparse.Namespace(gpu=None, json=True))
     return code, json.loads(capsys.readouterr().out)
 

@@ -16,7 +16,7 @@ from gpumon.errors import UsageError
 
 
 class CompareScreen(Screen):
-    """Runs ``gpumon.analysis`` on a worker thread (it imports pandas and scipy) and shows its tables."""
+    """Runs ``gpumon.analysis`` on a worker thread (it imports pandas, and scipy when installed) and shows its tables."""
 
     BINDINGS = [Binding("escape,q", "close", "Back")]
 

@@ -17,12 +17,12 @@ from gpumon.workloads.spec import WORKLOADS
 COMMAND = "command"
 
 
-def build_request(choice: str, options: str, device: str, command: str) -> LaunchRequest:
+def build_request(choice: str, options: str, device: str, command: str, python: str | None = None) -> LaunchRequest:
     """What the dialog's fields ask for; UsageError with one line when they do not add up."""
     if choice == COMMAND:
         return LaunchRequest.command(command.strip())
     spec = choice + (":" + options.strip() if options.strip() else "")
-    return builtin_request(spec, check_device(device.strip() or "auto"))
+    return builtin_request(spec, check_device(device.strip() or "auto"), python)
 
 
 class LaunchScreen(ModalScreen[LaunchRequest | None]):
@@ -30,10 +30,11 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, slot: str, device: str = "auto") -> None:
+    def __init__(self, slot: str, device: str = "auto", python: str | None = None) -> None:
         super().__init__()
         self.slot = slot
         self.device = device
+        self.python = python
 
     def compose(self) -> ComposeResult:
         with Vertical(id="launch-dialog", classes="dialog"):
@@ -91,6 +92,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
                 self.query_one("#launch-options", Input).value,
                 self.query_one("#launch-device", Input).value,
                 self.query_one("#launch-command", Input).value,
+                self.python,
             )
         except UsageError as exc:
             self.query_one("#launch-error", Label).update(str(exc))

@@ -72,8 +72,9 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         if self.controller.running(slot) is not None:
             self.notify(f"slot {slot} is busy; {slot} (shift) stops it first", severity="warning")
             return
-        device = self.controller.plan.session.device
-        self.app.push_screen(LaunchScreen(slot, device), lambda request: self._launched(slot, request))
+        session = self.controller.plan.session
+        screen = LaunchScreen(slot, session.device, session.python)
+        self.app.push_screen(screen, lambda request: self._launched(slot, request))
 
     def _launched(self, slot: str, request: LaunchRequest | None) -> None:
         if request is None:

@@ -1,0 +1,138 @@
+"""Which Python runs the built-in workloads (``--python`` / ``$GPUMON_PYTHON``), and what it needs.
+
+The monitor never imports torch; the workloads run in a child interpreter, gpumon's own by default
+or the user's training environment. That environment needs no gpumon install: the child gets a
+directory holding only the ``gpumon`` package (``child_path``) on its PYTHONPATH, so none of the
+monitor's other packages (pandas, textual, ...) shadow the user's. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpumon.errors import UsageError
+from gpumon.extras import TORCH, install_hint, installed
+
+ENV_PYTHON = "GPUMON_PYTHON"
+NEEDED = ("torch", "numpy")
+MIN_VERSION = (3, 10)
+CHECK_TIMEOUT_S = 60.0
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+# Run in the other interpreter: which of the modules named in argv it lacks (found, not imported).
+FIND_MODULES = (
+    "import importlib.util, json, sys; "
+    "print(json.dumps({'version': list(sys.version_info[:3]), "
+    "'missing': [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]}))"
+)
+
+
+@dataclass(frozen=True)
+class WorkloadPython:
+    """The interpreter the built-in workloads use, and what chose it."""
+
+    path: str
+    chosen_by: str
+
+    @property
+    def own(self) -> bool:
+        return self.chosen_by == "gpumon's own"
+
+
+def choose(explicit: str | None = None) -> WorkloadPython:
+    """``--python`` if given, else ``$GPUMON_PYTHON``, else the interpreter gpumon runs in."""
+    if explicit:
+        return WorkloadPython(_absolute(explicit, "--python"), "--python")
+    from_env = os.environ.get(ENV_PYTHON, "").strip()
+    if from_env:
+        return WorkloadPython(_absolute(from_env, ENV_PYTHON), ENV_PYTHON)
+    return WorkloadPython(sys.executable, "gpumon's own")
+
+
+def _absolute(text: str, source: str) -> str:
+    """An interpreter path made absolute (a bare name is looked up on PATH); UsageError if unusable."""
+    path = Path(text).expanduser()
+    if os.sep not in text:
+        found = shutil.which(text)
+        if found is None:
+            raise UsageError(f"{source} {text}: no such command on PATH")
+        path = Path(found)
+    if not path.exists():
+        raise UsageError(f"{source} {text}: no such file")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise UsageError(f"{source} {text}: not an executable file")
+    return str(path.absolute())
+
+
+def missing_modules(python: WorkloadPython) -> list[str]:
+    """Which of NEEDED the interpreter lacks (UsageError if it is not a usable Python at all)."""
+    if python.own:
+        return [m for m in NEEDED if not installed(m)]
+    answer = _ask(python.path)
+    if answer is None:
+        raise UsageError(f"{python.chosen_by} {python.path} does not run as a Python interpreter")
+    version, missing = answer
+    if tuple(version[:2]) < MIN_VERSION:
+        shown = ".".join(str(v) for v in version)
+        wanted = ".".join(str(v) for v in MIN_VERSION)
+        raise UsageError(f"{python.chosen_by} {python.path} is Python {shown}; the workloads need Python >= {wanted}")
+    return list(missing)
+
+
+@functools.lru_cache(maxsize=8)
+def _ask(path: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
+    """(version, missing modules) as the interpreter at ``path`` reports them; None if it cannot say."""
+    try:
+        done = subprocess.run(
+            [path, "-c", FIND_MODULES, *NEEDED],
+            capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL,
+        )
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        return tuple(answer["version"]), tuple(answer["missing"])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, KeyError, TypeError):
+        return None
+
+
+def require_workload_python(explicit: str | None = None) -> WorkloadPython:
+    """The workloads' interpreter, checked to have torch and numpy; one-line UsageError otherwise."""
+    python = choose(explicit)
+    missing = missing_modules(python)
+    if not missing:
+        return python
+    lacking = " and ".join(missing)
+    if python.own:
+        raise UsageError(
+            f"the built-in workloads need {lacking}, not installed in gpumon's Python ({python.path}): "
+            f"{install_hint(TORCH)}, or --python PATH (or {ENV_PYTHON}) naming the python of an environment that has torch"
+        )
+    raise UsageError(
+        f"{python.chosen_by} {python.path} has no {lacking}: name the python of your training environment, "
+        f"or pip install {' '.join(missing)} there"
+    )
+
+
+def child_path() -> str:
+    """A directory holding only a link to this ``gpumon`` package, for the children's PYTHONPATH."""
+    digest = hashlib.sha256(str(PACKAGE_DIR).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    directory = cache / "gpumon" / "pythonpath" / digest
+    link = directory / "gpumon"
+    try:
+        if link.is_symlink() and os.readlink(link) == str(PACKAGE_DIR):
+            return str(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        scratch = directory / f".gpumon.{os.getpid()}"
+        scratch.unlink(missing_ok=True)
+        scratch.symlink_to(PACKAGE_DIR, target_is_directory=True)
+        os.replace(scratch, link)
+    except OSError as exc:
+        raise UsageError(f"cannot prepare the workloads' path in {directory}: {exc.strerror or exc}") from None
+    return str(directory)

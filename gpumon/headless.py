@@ -22,6 +22,12 @@ STATUS_PERIOD_S = 1.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def one_line(text: str, width: int = 60) -> str:
+    """``text`` on one line (a multi-line ``python -c`` command), cut to ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
 def status_line(t: float, spec: str, state: str, f: LiveFigures) -> str:
     copy = f"copy {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
     return (
@@ -168,7 +174,7 @@ class HeadlessRun:
             why += f" at {at:.1f} s (--stagger {self.plan.stagger_s:g})"
         self.not_started[slot] = why
         self.session.bus.publish(WorkloadState(slot, "not started", self.session.clock.now(), tail=why))
-        self._say(f"gpumon: workload {slot} not started ({request.spec}): {why}")
+        self._say(f"gpumon: workload {slot} not started ({one_line(request.spec)}): {why}")
 
     def _wait_until(self, t: float, interrupt: Callable[[], bool]) -> bool:
         """Wait until run time ``t``, printing events as they come; False if a signal or ``interrupt()`` came first."""
@@ -184,7 +190,7 @@ class HeadlessRun:
     def _failure_line(self) -> str:
         """One line saying which job failed and how (and what did not start), or "" when none did."""
         parts = [
-            f"workload {w.process} ({w.request.spec}) {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s"
+            f"workload {w.process} ({one_line(w.request.spec)}) {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s"
             for w in self.session.launcher.failed()
         ]
         if not parts:

@@ -1,8 +1,10 @@
-"""No capture can start once shutdown has begun (issue 15, defect 2): the controller refuses, `c` says why."""
+"""Capture and shutdown in the app: no capture can start once shutdown has begun (issue 15, defect 2),
+and a capture that cannot be written is shown on screen and stops the jobs (issue 14)."""
 
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
 import threading
 
@@ -12,6 +14,7 @@ from gpumon.core.trace import load_run
 from gpumon.errors import UsageError
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
+from gpumon.tui.widgets.lines import TextLine
 from tests.helpers import wait_for
 from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
 
@@ -69,3 +72,24 @@ async def test_c_during_shutdown_does_nothing_and_says_why(runs_dir):
         await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
     assert _runs(runs_dir) == [first]
     assert load_run(first).meta["status"] == "complete"
+
+
+@run_async
+async def test_a_capture_that_cannot_be_written_is_shown_and_stops_the_jobs(runs_dir):
+    app = GpumonApp(Controller(make_test_plan(runs_dir, [probe_command()], label="probe")))
+    async with app.run_test(size=(100, 30)) as pilot:
+        path = await wait_until(pilot, lambda: app.controller.capture_path, what="the capture")
+        workload = await wait_until(pilot, lambda: app.controller.running("A"), what="the job")
+        shutil.rmtree(path)
+        await wait_until(
+            pilot,
+            lambda: any(n.message.startswith("capture stopped at ") for n in app._notifications),
+            what="the notification",
+        )
+        await wait_until(
+            pilot, lambda: "✖ capture stopped at" in app.monitor.query_one("#status", TextLine).plain, what="the status line"
+        )
+        await wait_until(pilot, lambda: not workload.running, what="the job to be stopped")
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
+    assert app.return_value == 1

@@ -35,9 +35,11 @@ class FakeHost:
 class FakeNvml:
     """Same interface as NvmlSource; goes away after ``lose_after`` samples when set."""
 
-    def __init__(self, lose_after: int | None = None) -> None:
+    def __init__(self, lose_after: int | None = None, pcie_poll_period_s: float | None = None) -> None:
         self.samples = 0
+        self.polls = 0
         self.lose_after = lose_after
+        self.pcie_poll_period_s = pcie_poll_period_s
         self._status = SourceStatus("nvml", True, "fake")
 
     @property
@@ -50,7 +52,10 @@ class FakeNvml:
             self._status = SourceStatus("nvml", False, "unavailable: GPU is lost")
         return DeviceSample(t, gpu_util=float(self.samples))
 
-    def process_metrics(self, pids):
+    def poll_pcie(self, t: float) -> None:
+        self.polls += 1
+
+    def process_metrics(self, pids, t=None):
         return {}
 
     def all_gpu_pids(self):
@@ -127,3 +132,14 @@ def test_a_lost_nvml_is_published_once():
     lost = [s for s in items.of(SourceStatus) if not s.available]
     assert len(lost) == 1 and "lost" in lost[0].reason
     assert len(items.of(DeviceSample)) == 3, "no device samples once NVML is gone"
+
+
+def test_wrapping_pcie_counters_are_polled_between_ticks_on_their_own_cadence():
+    nvml = FakeNvml(pcie_poll_period_s=0.01)
+    sampler, _ = _sampler(FakeHost(), nvml, interval_s=0.1)
+    sampler.start()
+    wait_for(lambda: nvml.polls >= 20, what="PCIe polls")
+    sampler.stop()
+    sampler.join(2.0)
+    assert not sampler.is_alive()
+    assert nvml.polls > sampler.ticks, "polled more often than ticked"

@@ -89,6 +89,13 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         "not gpumon); default: $GPUMON_PYTHON, else gpumon's own",
     )
     p.add_argument(
+        "--on-capture-error",
+        choices=("stop", "continue"),
+        default="stop",
+        help="when the capture cannot be written (disk full, directory removed): stop the jobs (default) "
+        "or let them continue unrecorded; either way run.json says 'truncated' and gpumon exits 1",
+    )
+    p.add_argument(
         "--baseline",
         action="append",
         default=[],
@@ -191,6 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         stagger_s=args.stagger,
         nvml=not args.no_nvml,
         python=args.python,
+        on_capture_error=args.on_capture_error,
     )
     plan = make_plan(
         args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=args.stagger

@@ -7,9 +7,10 @@ import queue
 import signal
 import sys
 import threading
-from typing import TextIO
+from typing import Callable, TextIO
 
 from gpumon.core.interference import Interference, baseline_rate, interference
+from gpumon.core.launcher import SLOTS, LaunchRequest, exit_text
 from gpumon.core.live import LiveFigures, LiveStats
 from gpumon.core.model import Notice, SourceStatus, WorkloadState
 from gpumon.core.plan import RunPlan
@@ -19,6 +20,12 @@ from gpumon.errors import UsageError
 
 STATUS_PERIOD_S = 1.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def one_line(text: str, width: int = 60) -> str:
+    """``text`` on one line (a multi-line ``python -c`` command), cut to ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def status_line(t: float, spec: str, state: str, f: LiveFigures) -> str:
@@ -76,12 +83,13 @@ class HeadlessRun:
         self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.signal_received: int | None = None
+        self.not_started: dict[str, str] = {}
         self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
 
     def _on_event(self, item: object) -> None:
         if isinstance(item, (WorkloadState, Notice, SourceStatus)):
             self.events.put(item)
-            if isinstance(item, WorkloadState) and item.state in ("exited", "stopped", "failed"):
+            if isinstance(item, Notice) or (isinstance(item, WorkloadState) and item.state in ("exited", "stopped", "failed")):
                 self.wake.set()
 
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -106,25 +114,35 @@ class HeadlessRun:
             self._print_events()
             for s, handler in previous.items():
                 signal.signal(s, handler)
-        if final is not None:
-            self._say(f"gpumon: run saved to {final}")
+        failure = self._failure_line()
+        if failure:
+            self._say(failure)
+        error = self.session.capture_error
+        if final is not None and (error is None or error.finalised):
+            self._say(f"gpumon: run saved to {final}" + (" (truncated)" if error is not None else ""))
             if self.as_json:
                 self._emit(json.dumps({"run": str(final), "status": self._exit_code()}), self.out)
         return self._exit_code()
 
     def _run_workloads(self) -> None:
+        """Each job in its own slot (A, B); B starts at the stagger or not at all."""
         clock = self.session.clock
         start = clock.now()
-        for i, request in enumerate(self.plan.requests):
-            if i and self.plan.stagger_s and not self._wait_until(start + self.plan.stagger_s * i):
+        for i, (slot, request) in enumerate(zip(SLOTS, self.plan.requests)):
+            at = start + self.plan.stagger_s * i
+            if i and self.plan.stagger_s and not self._wait_until(at, self._start_cancelled):
+                self._not_started(slot, request, at)
                 return
-            self.session.launch(request)
+            if self._start_cancelled():
+                self._not_started(slot, request, at)
+                return
+            self.session.launch(request, slot)
         end = start + self.plan.duration_s if self.plan.duration_s else None
         while self.signal_received is None and self._any_running():
             next_status = clock.now() + STATUS_PERIOD_S
             if end is not None:
                 next_status = min(next_status, end)
-            self._wait_until(next_status)
+            self._wait_until(next_status, lambda: not self._any_running())
             self._print_events()
             self._print_status()
             if end is not None and clock.now() >= end:
@@ -133,18 +151,52 @@ class HeadlessRun:
     def _any_running(self) -> bool:
         return any(w.running for w in self.session.launcher.workloads.values())
 
-    def _wait_until(self, t: float) -> bool:
-        """Wait until run time ``t``, a signal or a workload exit; False if a signal came."""
-        while self.signal_received is None:
+    def _start_cancelled(self) -> bool:
+        """A job that has not started yet must not: a signal came, a started job failed, or the capture stopped."""
+        stop_on_capture_error = self.session.config.on_capture_error == "stop"
+        return (
+            self.signal_received is not None
+            or bool(self.session.launcher.failed())
+            or (self.session.capture_error is not None and stop_on_capture_error)
+        )
+
+    def _not_started(self, slot: str, request: LaunchRequest, at: float) -> None:
+        """Record and say why the job of ``slot`` never started."""
+        failed = self.session.launcher.failed()
+        if self.signal_received is not None:
+            why = f"stopped by {signal.Signals(self.signal_received).name} before its start"
+        elif failed:
+            w = failed[0]
+            why = f"{w.process} {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s, before {slot}'s start"
+        else:
+            why = "the capture stopped before its start"
+        if self.plan.stagger_s:
+            why += f" at {at:.1f} s (--stagger {self.plan.stagger_s:g})"
+        self.not_started[slot] = why
+        self.session.bus.publish(WorkloadState(slot, "not started", self.session.clock.now(), tail=why))
+        self._say(f"gpumon: workload {slot} not started ({one_line(request.spec)}): {why}")
+
+    def _wait_until(self, t: float, interrupt: Callable[[], bool]) -> bool:
+        """Wait until run time ``t``, printing events as they come; False if a signal or ``interrupt()`` came first."""
+        while self.signal_received is None and not interrupt():
             remaining = t - self.session.clock.now()
             if remaining <= 0:
                 return True
             if self.wake.wait(remaining):
                 self.wake.clear()
                 self._print_events()
-                if not self._any_running():
-                    return True
         return False
+
+    def _failure_line(self) -> str:
+        """One line saying which job failed and how (and what did not start), or "" when none did."""
+        parts = [
+            f"workload {w.process} ({one_line(w.request.spec)}) {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s"
+            for w in self.session.launcher.failed()
+        ]
+        if not parts:
+            return ""
+        parts += [f"workload {slot} not started" for slot in sorted(self.not_started)]
+        return "gpumon: run failed: " + "; ".join(parts)
 
     def _print_status(self) -> None:
         now = self.session.clock.now()
@@ -192,14 +244,10 @@ class HeadlessRun:
             pass
 
     def _exit_code(self) -> int:
+        """128 + signal when stopped by one; 1 when a job failed or the capture failed; else 0."""
         if self.signal_received is not None:
             return 128 + self.signal_received
-        failed = [
-            w
-            for w in self.session.launcher.workloads.values()
-            if not w.stop_requested and w.exit_status not in (0, None)
-        ]
-        return 1 if failed else 0
+        return 1 if self.session.launcher.failed() or self.session.capture_error is not None else 0
 
 
 def run_headless(plan: RunPlan, as_json: bool) -> int:

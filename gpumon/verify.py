@@ -270,7 +270,7 @@ def capture(device: str, gpu: int | None, runs_dir: Path, busy_s: float = BUSY_S
         other = nvml.all_gpu_pids() if nvml is not None else set()
         request = builtin_request(JOB, device)
         session.start_capture("verify", [request])
-        session.launch(request)
+        session.launch(request, "A")
         if progress.half.wait(START_TIMEOUT_S) and nvml is not None:
             seen = nvml.all_gpu_pids()
         progress.done.wait(busy_s * 4)

@@ -535,7 +535,11 @@ def _warnings(
             out.append(f"{result.slot}: too few steps for a confidence interval of its slowdown")
     for data in [*exclusive, *shared]:
         status = data.run.meta.get("status")
-        if status not in (None, "complete"):
+        if status == "truncated":
+            error = data.run.meta.get("capture_error")
+            reason = error.get("reason") if isinstance(error, dict) else "no reason recorded"
+            out.append(f"{data.name}: run is truncated ({reason}): its capture ended before its jobs")
+        elif status not in (None, "complete"):
             out.append(f"{data.name}: run is {status!r}, not complete (it may have crashed)")
         for slot, meta in data.workloads().items():
             code = meta.get("exit_status")

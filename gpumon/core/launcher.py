@@ -28,6 +28,17 @@ OUTPUT_EOF_WAIT_S = 2.0
 AUTOPROBE_DIR = Path(__file__).parent / "autoprobe"
 
 
+def exit_text(status: int) -> str:
+    """How a process ended, in words: "exited with status 3" or "was killed by SIGKILL"."""
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"was killed by {name}"
+    return f"exited with status {status}"
+
+
 @dataclass(frozen=True)
 class LaunchRequest:
     """What to start in a slot: a built-in workload or a user command."""
@@ -72,6 +83,11 @@ class Workload:
     def running(self) -> bool:
         return self.exit_status is None
 
+    @property
+    def failed(self) -> bool:
+        """Ended on its own with a non-zero status (gpumon did not stop it)."""
+        return not self.stop_requested and self.exit_status not in (0, None)
+
 
 class Launcher:
     """Owns the child processes: own process group each, probe pipe, output pipe, reaper thread.
@@ -94,17 +110,15 @@ class Launcher:
         if isinstance(item, LogLine) and item.process in self.workloads:
             self.workloads[item.process].tail.append(item.text)
 
+    def failed(self) -> list[Workload]:
+        """Workloads that ended on their own with a non-zero status, by slot."""
+        with self._lock:
+            return [w for _, w in sorted(self.workloads.items()) if w.failed]
+
     def pids(self) -> dict[str, int]:
         """PIDs of the running workloads by slot."""
         with self._lock:
             return {p: w.pid for p, w in self.workloads.items() if w.running}
-
-    def free_slot(self) -> str:
-        with self._lock:
-            for slot in SLOTS:
-                if slot not in self.workloads or not self.workloads[slot].running:
-                    return slot
-        raise UsageError("at most two workloads run at once (slots A and B are busy)")
 
     def start(
         self,
@@ -201,7 +215,8 @@ class Launcher:
             workload.popen.wait()
 
     def stop_all(self, timeout: float = 5.0) -> None:
-        running = [w for w in self.workloads.values() if w.running]
+        with self._lock:
+            running = [w for w in self.workloads.values() if w.running]
         for workload in running:
             workload.stop_requested = True
             self._signal_group(workload, signal.SIGTERM)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import csv
+import errno
 import json
+import logging
 import math
 import os
 import queue
 import re
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from gpumon.core.model import (
     DEVICE_COLUMNS,
@@ -30,7 +33,15 @@ from gpumon.core.model import (
 from gpumon.core.trace import SCHEMA_VERSION
 from gpumon.errors import UsageError
 
+log = logging.getLogger(__name__)
+
 FLUSH_INTERVAL_S = 0.5
+# Records waiting for the writer thread; beyond this the disk is not keeping up and the capture stops
+# (about 20 s of a fast pair at 5,000 steps/s; a few tens of MB at most).
+QUEUE_MAX = 100_000
+# Kept free in the run directory so run.json can still be finalised when the disk fills up.
+RESERVE_FILE = ".reserve"
+RESERVE_BYTES = 64 * 1024
 TABLES = (
     (StepEvent, "steps", STEP_COLUMNS),
     (DeviceSample, "device", DEVICE_COLUMNS),
@@ -63,6 +74,39 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def describe_write_error(exc: OSError, run_dir: Path) -> str:
+    """What a failed write means to the user, in a few words ("no space left on /runs/x")."""
+    if exc.errno == errno.ENOSPC:
+        return f"no space left on {run_dir}"
+    if exc.errno == errno.EDQUOT:
+        return f"disk quota exceeded on {run_dir}"
+    if exc.errno == errno.EROFS:
+        return f"{run_dir} is on a read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied writing {exc.filename or run_dir}"
+    if exc.errno == errno.ENOENT:
+        return f"run directory {run_dir} was removed"
+    return f"{exc.strerror or exc} ({exc.filename or run_dir})"
+
+
+@dataclass(frozen=True)
+class CaptureError:
+    """Why a capture stopped before it was asked to, and whether run.json says so."""
+
+    t: float
+    path: Path
+    reason: str
+    finalise_error: str | None = None
+
+    @property
+    def finalised(self) -> bool:
+        """run.json was rewritten with status "truncated" and the reason."""
+        return self.finalise_error is None
+
+    def line(self) -> str:
+        return f"capture stopped at {self.t:.1f} s: {self.reason}"
+
+
 def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Path:
     """A new ``<runs>/<YYYYmmdd-HHMMSS>-<label>/`` (suffixed ``-2``, ``-3``... if taken)."""
     try:
@@ -84,35 +128,86 @@ def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Pat
 
 
 class Recorder:
-    """Subscribes to the bus and writes one run directory; ``close`` finalises run.json."""
+    """Subscribes to the bus and writes one run directory; ``close`` finalises run.json.
 
-    def __init__(self, path: Path, meta: dict[str, Any]) -> None:
+    The queue is bounded and the first failed write (disk full, read-only, directory
+    removed) ends the capture at once: run.json is finalised as "truncated" with the
+    reason (space for it is reserved up front), later records are dropped, and
+    ``on_error`` is called once from the writer thread.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        meta: dict[str, Any],
+        on_error: Callable[[CaptureError], None] | None = None,
+        queue_max: int = QUEUE_MAX,
+    ) -> None:
         self.path = path
         self.meta = meta
         self.meta.setdefault("workloads", [])
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.on_error = on_error
+        self.error: CaptureError | None = None
+        self._queue: queue.Queue[object] = queue.Queue(queue_max)
+        self._overflow = False
         self._files: dict[str, IO[str]] = {}
         self._writers: dict[str, Any] = {}
         self._logs: dict[str, IO[str]] = {}
         self._stop = threading.Event()
         self._meta_dirty = True
-        for _, table, columns in TABLES:
-            f = open(path / f"{table}.csv", "w", encoding="utf-8", newline="")
-            self._files[table] = f
-            self._writers[table] = csv.writer(f, lineterminator="\n")
-            self._writers[table].writerow(columns)
-        self._flush()
+        self._started = time.monotonic()
+        try:
+            (path / RESERVE_FILE).write_bytes(bytes(RESERVE_BYTES))
+            for _, table, columns in TABLES:
+                f = open(path / f"{table}.csv", "w", encoding="utf-8", newline="")
+                self._files[table] = f
+                self._writers[table] = csv.writer(f, lineterminator="\n")
+                self._writers[table].writerow(columns)
+            self._flush()
+        except OSError as exc:
+            self._close_files()
+            raise UsageError(f"cannot write the capture: {describe_write_error(exc, path)}") from None
         self._thread = threading.Thread(target=self._run, name="gpumon-recorder", daemon=True)
         self._thread.start()
 
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
     def handle(self, item: object) -> None:
-        """Bus subscriber: only queues (the writer thread does the I/O)."""
-        self._queue.put(item)
+        """Bus subscriber: only queues (the writer thread does the I/O); drops everything once failed."""
+        if self.error is not None or self._overflow:
+            return
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            self._overflow = True
 
     def _run(self) -> None:
         while not self._stop.wait(FLUSH_INTERVAL_S):
-            self._drain()
-            self._flush()
+            if not self._guarded(self._write_pending):
+                return
+
+    def _write_pending(self) -> None:
+        if self._overflow:
+            raise OSError(
+                errno.ENOBUFS, f"the disk is not keeping up ({self._queue.maxsize} records waiting)", str(self.path)
+            )
+        self._drain()
+        self._flush()
+
+    def _guarded(self, work: Callable[[], None]) -> bool:
+        """Run ``work``; on the first failure, end the capture as truncated. False once failed."""
+        try:
+            work()
+        except OSError as exc:
+            self._fail(describe_write_error(exc, self.path) if exc.errno != errno.ENOBUFS else exc.strerror)
+            return False
+        except Exception as exc:  # a bug must not leave the capture "recording" forever
+            log.exception("recorder failed")
+            self._fail(f"internal error: {type(exc).__name__}: {exc}")
+            return False
+        return True
 
     def _drain(self) -> None:
         while True:
@@ -157,29 +252,83 @@ class Recorder:
             entry.update(pid=state.pid, start_t=state.t, stop_t=None, exit_status=None, state="running")
         elif state.state in ("exited", "stopped", "failed"):
             entry.update(stop_t=state.t, exit_status=state.exit_status, tail=state.tail, state=state.state)
+        elif state.state == "not started":
+            entry.update(state="not started", reason=state.tail)
         self._meta_dirty = True
 
     def _flush(self) -> None:
         for f in (*self._files.values(), *self._logs.values()):
             f.flush()
+        self._check_linked()
         if self._meta_dirty:
             self._meta_dirty = False
             write_json_atomic(self.path / "run.json", self.meta)
 
-    def close(self, duration_s: float) -> Path:
-        """Write everything queued, mark the run complete, close the files."""
-        self._stop.set()
-        self._thread.join()
-        self._drain()
-        processes = {w["process"] for w in self.meta["workloads"] if w.get("pid")}
-        self.meta["mode"] = "shared" if len(processes) > 1 else "exclusive"
-        self.meta["status"] = "complete"
+    def _check_linked(self) -> None:
+        """Writes into a removed directory succeed on Linux; notice the removal instead."""
+        steps = self._files.get("steps")
+        if steps is not None and os.fstat(steps.fileno()).st_nlink == 0:
+            raise FileNotFoundError(errno.ENOENT, "run directory removed", str(self.path))
+
+    def _finish_meta(self, status: str, duration_s: float) -> None:
+        self.meta["mode"] = "shared" if len(self.meta["workloads"]) > 1 else "exclusive"
+        self.meta["status"] = status
         self.meta["duration_s"] = round(duration_s, 3)
         self._meta_dirty = True
+
+    def _fail(self, reason: str) -> None:
+        """End the capture now: drop what is queued, finalise run.json as truncated, tell ``on_error``."""
+        t = time.monotonic() - self._started
+        self._close_files()
+        self._drop_queue()
+        self._release_reserve()
+        self._finish_meta("truncated", t)
+        self.meta["capture_error"] = {"t": round(t, 3), "reason": reason}
+        finalise_error = None
+        try:
+            write_json_atomic(self.path / "run.json", self.meta)
+        except OSError as exc:
+            finalise_error = describe_write_error(exc, self.path)
+        self.error = CaptureError(t, self.path, reason, finalise_error)
+        if self.on_error is not None:
+            self.on_error(self.error)
+
+    def _drop_queue(self) -> None:
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                return
+
+    def _close_files(self) -> None:
+        """Close every file; a failed last flush is ignored (the capture is already lost or done)."""
+        for f in (*self._files.values(), *self._logs.values()):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def close(self, duration_s: float) -> Path:
+        """Write everything queued, mark the run complete (or keep it truncated), close the files."""
+        self._stop.set()
+        self._thread.join()
+        if self.error is None:
+            self._guarded(lambda: self._complete(duration_s))
+        return self.path
+
+    def _complete(self, duration_s: float) -> None:
+        self._drain()
+        self._finish_meta("complete", duration_s)
         self._flush()
         for f in (*self._files.values(), *self._logs.values()):
             f.close()
-        return self.path
+        self._release_reserve()
+
+    def _release_reserve(self) -> None:
+        try:
+            (self.path / RESERVE_FILE).unlink()
+        except OSError:
+            pass
 
 
 def initial_meta(

@@ -6,6 +6,7 @@ import os
 import platform
 import shutil
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,14 +20,17 @@ from gpumon.core.clock import RunClock
 from gpumon.core.launcher import SLOTS, LaunchRequest, Launcher, Workload
 from gpumon.core.listener import Listener
 from gpumon.core.metrics import MetricsServer
-from gpumon.core.model import SourceStatus, WorkloadMeta
+from gpumon.core.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.mps import MpsControl, ShareMode
-from gpumon.core.recorder import Recorder, create_run_dir, initial_meta
+from gpumon.core.recorder import CaptureError, Recorder, create_run_dir, initial_meta
 from gpumon.core.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
 from gpumon.core.trace import default_runs_dir
 from gpumon.errors import UsageError
+
+# What happens to the workloads when the capture fails (disk full, directory removed...).
+CAPTURE_ERROR_POLICIES = ("stop", "continue")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class SessionConfig:
     share: ShareMode = field(default_factory=ShareMode)
     metrics: tuple[str, int] | None = None
     python: str | None = None  # interpreter of the built-in workloads; None: $GPUMON_PYTHON, else ours
+    on_capture_error: str = "stop"
 
 
 def default_threads() -> int:
@@ -66,6 +71,8 @@ class Session:
         self.metrics = MetricsServer(*config.metrics, self.bus, self.clock.now) if config.metrics else None
         self.recorder: Recorder | None = None
         self._unsubscribe_recorder = None
+        self.capture_error: CaptureError | None = None
+        self.shutting_down = False
         self.workload_meta: dict[str, dict[str, Any]] = {}
         self.bus.subscribe(self._on_event)
 
@@ -91,12 +98,15 @@ class Session:
         )
         self.sampler.start()
 
-    def launch(self, request: LaunchRequest, process: str | None = None) -> Workload:
-        """Start ``request`` in ``process`` (or the first free slot)."""
-        slot = process or self.launcher.free_slot()
+    def launch(self, request: LaunchRequest, process: str) -> Workload:
+        """Start ``request`` in slot ``process`` (a job keeps its slot: no other slot is chosen)."""
+        if self.shutting_down:
+            raise UsageError(f"not starting {process}: gpumon is shutting down")
+        if self.capture_error is not None and self.config.on_capture_error == "stop":
+            raise UsageError(f"not starting {process}: {self.capture_error.line()}")
         if self.metrics is not None:
-            self.metrics.metrics.name_job(slot, request.spec)
-        return self.launcher.start(slot, request, default_threads(), self._share_env(slot))
+            self.metrics.metrics.name_job(process, request.spec)
+        return self.launcher.start(process, request, default_threads(), self._share_env(process))
 
     def _share_env(self, slot: str) -> dict[str, str]:
         """The MPS client environment for ``slot`` (gpumon's daemon starts with the first job)."""
@@ -133,12 +143,16 @@ class Session:
 
     @property
     def capturing(self) -> bool:
-        return self.recorder is not None
+        """A capture is open and still writing (a failed one is not capturing)."""
+        return self.recorder is not None and not self.recorder.failed
 
     def start_capture(self, label: str, planned_workloads: list[LaunchRequest] | None = None) -> Path:
         """Open a new run directory and record everything published from now on."""
-        if self.recorder is not None:
+        if self.shutting_down:
+            raise UsageError("no new capture: gpumon is shutting down")
+        if self.recorder is not None and not self.recorder.failed:
             return self.recorder.path
+        self.stop_capture()
         runs = planned_workloads or [w.request for w in self.launcher.workloads.values() if w.running]
         path = create_run_dir(self.config.runs_dir, label, time.localtime())
         workloads = [self._workload_entry(slot, req) for slot, req in zip(("A", "B"), runs)]
@@ -158,7 +172,7 @@ class Session:
         )
         meta["capture_start_t"] = round(self.clock.now(), 6)
         meta["share"] = self.config.share.to_json()
-        self.recorder = Recorder(path, meta)
+        self.recorder = Recorder(path, meta, on_error=self._on_capture_error)
         if self.config.share.mps and self.mps is None:
             try:
                 self._start_mps(path)  # its pipe and log directories live in the run directory
@@ -169,6 +183,18 @@ class Session:
                 raise
         self._unsubscribe_recorder = self.bus.subscribe(self.recorder.handle)
         return path
+
+    def _on_capture_error(self, error: CaptureError) -> None:
+        """The recorder's first failed write: say so on the bus, and stop the workloads unless told not to."""
+        if self.capture_error is None:
+            self.capture_error = error
+        now = self.clock.now()
+        self.bus.publish(Notice(now, error.line()))
+        if not error.finalised:
+            self.bus.publish(Notice(now, f"could not finalise {error.path / 'run.json'}: {error.finalise_error}"))
+        if self.config.on_capture_error == "stop":
+            self.bus.publish(Notice(now, "stopping the workloads (--on-capture-error continue keeps them)"))
+            threading.Thread(target=self.launcher.stop_all, name="gpumon-capture-stop", daemon=True).start()
 
     def _workload_entry(self, slot: str, request: LaunchRequest) -> dict[str, Any]:
         entry: dict[str, Any] = {"process": slot, "spec": request.spec, "kind": request.kind, "argv": list(request.argv)}
@@ -191,6 +217,7 @@ class Session:
 
     def shutdown(self) -> Path | None:
         """Stop every workload, wait for their last events, stop sampling, finish the capture."""
+        self.shutting_down = True
         self.launcher.stop_all()
         if self.mps is not None:
             self.mps.stop()

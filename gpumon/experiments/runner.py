@@ -239,6 +239,14 @@ class CellRun:
         meta = self._meta(self.run_dir) if self.run_dir is not None else None
         return [w for w in (meta or {}).get("workloads", []) if isinstance(w, dict)]
 
+    def _capture_error(self) -> str | None:
+        """Why the cell's capture stopped early (run.json status "truncated"), else None."""
+        meta = self._meta(self.run_dir) if self.run_dir is not None else None
+        if meta is None or meta.get("status") != "truncated":
+            return None
+        error = meta.get("capture_error")
+        return str(error.get("reason")) if isinstance(error, dict) else "no reason recorded"
+
     def _failed_workloads(self) -> list[dict[str, Any]]:
         """Workloads that could not start or exited with an error on their own (not stopped by gpumon)."""
         return [
@@ -281,8 +289,11 @@ class CellRun:
             return
         record.run = str(self.run_dir.relative_to(self.directory))
         failed = self._failed_workloads()
+        truncated = self._capture_error()
         if failed:
             record.status, record.reason = FAILED, "; ".join(failure_reason(w) for w in failed)
+        elif truncated is not None:
+            record.status, record.reason = FAILED, f"capture truncated: {truncated}"
         elif not self.stopping and self.proc is not None and self.proc.returncode not in (0, None):
             # gpumon run itself died (killed, crashed): what it recorded is not a finished measurement
             record.status = FAILED

@@ -174,8 +174,13 @@ def run_app(plan: RunPlan, refresh_hz: float | None = None) -> int:
         result = app.run()
     finally:
         final = controller.shutdown()
-    if final is not None:
-        print(f"gpumon: run saved to {final}", file=sys.stderr)
+    error = controller.session.capture_error
+    if error is not None:
+        print(f"gpumon: {error.line()}", file=sys.stderr)
+    if final is not None and (error is None or error.finalised):
+        print(f"gpumon: run saved to {final}" + (" (truncated)" if error is not None else ""), file=sys.stderr)
+    elif error is not None and not error.finalised:
+        print(f"gpumon: could not finalise {error.path / 'run.json'}: {error.finalise_error}", file=sys.stderr)
     return result if isinstance(result, int) else controller.exit_code()
 
 

@@ -36,6 +36,7 @@ class Controller:
         self._lock = threading.Lock()
         self._started = False
         self._shut_down = False
+        self._shutdown_done = threading.Event()
         self._final: Path | None = None
 
     @property
@@ -44,8 +45,13 @@ class Controller:
 
     @property
     def capture_path(self) -> Path | None:
+        """The run directory being written now (None when not capturing or the capture failed)."""
         recorder = self.session.recorder
-        return recorder.path if recorder is not None else None
+        return recorder.path if recorder is not None and self.session.capturing else None
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._shut_down
 
     def start(self) -> Path | None:
         """Open the sources, read the baselines, and capture when the plan has workloads (blocking)."""
@@ -85,12 +91,19 @@ class Controller:
         return "-".join(names) or "idle"
 
     def toggle_capture(self) -> tuple[bool, Path | None]:
-        """Start a capture, or finish the current one; returns (capturing now, run directory)."""
-        if self.session.capturing:
-            path = self.session.stop_capture()
-            self.last_capture = path
-            return False, path
-        return True, self.session.start_capture(self.capture_label())
+        """Start a capture, or finish the current one; returns (capturing now, run directory).
+
+        Refused (UsageError) once shutdown has begun: shutdown finishes the capture, and
+        nothing may open a new one that would stay "recording" forever.
+        """
+        with self._lock:
+            if self._shut_down:
+                raise UsageError("shutting down: the capture is being finished, no capture can start now")
+            if self.session.capturing:
+                path = self.session.stop_capture()
+                self.last_capture = path
+                return False, path
+            return True, self.session.start_capture(self.capture_label())
 
     def export_csv(self) -> tuple[Path, list[Path]]:
         """Write the current (else the last) capture as plain CSV into ``<export root or cwd>/<run>-csv``."""
@@ -101,21 +114,21 @@ class Controller:
         return out, export(load_run(path), out, "csv")
 
     def shutdown(self) -> Path | None:
-        """Stop every workload and finish the capture; safe to call twice (blocking)."""
+        """Stop every workload and finish the capture; safe to call twice, and from two threads (blocking)."""
         with self._lock:
-            if self._shut_down:
-                return self._final
+            first = not self._shut_down
             self._shut_down = True
+        if not first:
+            self._shutdown_done.wait()
+            return self._final
+        try:
             self._final = self.session.shutdown() if self._started else None
+        finally:
+            self._shutdown_done.set()
         if self._final is not None:
             self.last_capture = self._final
         return self._final
 
     def exit_code(self) -> int:
-        """1 when a workload failed on its own, else 0 (as ``gpumon run --headless``)."""
-        failed = [
-            w
-            for w in self.session.launcher.workloads.values()
-            if not w.stop_requested and w.exit_status not in (0, None)
-        ]
-        return 1 if failed else 0
+        """1 when a workload failed on its own or the capture failed, else 0 (as ``gpumon run --headless``)."""
+        return 1 if self.session.launcher.failed() or self.session.capture_error is not None else 0

@@ -60,6 +60,8 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         if path is not None:
             text.append("● REC", style="bold red")
             text.append(" " + short_path(path, max(10, self.size.width - len(text) - 8)))
+        elif self.controller.session.capture_error is not None:
+            text.append(f"✖ {self.controller.session.capture_error.line()}", style="bold red")
         else:
             text.append("○ not capturing (c starts)", style="dim")
         return self.paused_suffix(text)
@@ -103,6 +105,9 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     # -- capture / export ---------------------------------------------------------
 
     def action_toggle_capture(self) -> None:
+        if getattr(self.app, "quitting", False) or self.controller.shutting_down:
+            self.notify("shutting down: the capture is being finished; c does nothing now", severity="warning")
+            return
         self._toggle_capture()
 
     @work(thread=True, exclusive=True, group="capture", exit_on_error=False)

@@ -1,0 +1,88 @@
+"""The Launcher with real child processes: slots, lifecycle events, exit statuses, output tail, stop."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+
+import psutil
+import pytest
+
+from gpumon.core.bus import Bus
+from gpumon.core.clock import RunClock
+from gpumon.core.launcher import LaunchRequest, Launcher, exit_text
+from gpumon.core.listener import Listener
+from gpumon.core.model import StepEvent, WorkloadState
+from gpumon.errors import UsageError
+from tests.core.test_pipeline_sampler import Collect
+from tests.helpers import wait_for
+
+
+@pytest.fixture
+def launcher():
+    bus = Bus()
+    clock = RunClock.start()
+    listener = Listener(bus, clock)
+    listener.start()
+    items = Collect(bus)
+    launcher = Launcher(bus, clock, listener)
+    launcher.items = items
+    yield launcher
+    launcher.stop_all(timeout=2.0)
+    listener.stop()
+    listener.join(2.0)
+
+
+def _python(code: str) -> LaunchRequest:
+    return LaunchRequest.command(shlex.join([sys.executable, "-c", code]))
+
+
+def _states(launcher, slot: str) -> list[str]:
+    return [s.state for s in launcher.items.of(WorkloadState) if s.process == slot]
+
+
+def test_a_failing_child_is_recorded_in_its_slot_with_its_status_and_output(launcher):
+    launcher.start("B", _python("import sys; print('boom'); sys.exit(3)"))
+    wait_for(lambda: "exited" in _states(launcher, "B"), what="B to exit")
+    assert _states(launcher, "B") == ["starting", "running", "exited"]
+    final = launcher.items.of(WorkloadState)[-1]
+    assert (final.process, final.exit_status, final.tail) == ("B", 3, "boom")
+    assert "A" not in launcher.workloads
+    (failed,) = launcher.failed()
+    assert failed.process == "B" and failed.failed and exit_text(failed.exit_status) == "exited with status 3"
+
+
+def test_stop_sends_sigterm_to_the_group_and_is_not_a_failure(launcher):
+    workload = launcher.start("A", LaunchRequest.command("sleep 60"))
+    assert launcher.pids() == {"A": workload.pid}
+    launcher.stop("A", timeout=5.0)
+    wait_for(lambda: "stopped" in _states(launcher, "A"), what="A to be stopped")
+    assert workload.exit_status == -signal.SIGTERM and not workload.failed
+    assert launcher.failed() == [] and launcher.pids() == {}
+    assert not psutil.pid_exists(workload.pid) or psutil.Process(workload.pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_child_ignoring_sigterm_is_killed_after_the_timeout(launcher):
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    workload = launcher.start("A", _python(code))
+    wait_for(lambda: "up" in workload.tail, what="the child to ignore SIGTERM")
+    launcher.stop_all(timeout=0.5)
+    assert workload.exit_status == -signal.SIGKILL
+    assert exit_text(workload.exit_status) == "was killed by SIGKILL"
+
+
+def test_probe_steps_arrive_tagged_with_the_slot(launcher):
+    launcher.start("B", _python("from gpumon import probe\nfor _ in range(7): probe.step(samples=4)"))
+    wait_for(lambda: "exited" in _states(launcher, "B"), what="B to finish")
+    launcher.join_reapers()
+    steps = [s for s in launcher.items.of(StepEvent)]
+    assert [s.step for s in steps] == list(range(7)) and {s.process for s in steps} == {"B"}
+
+
+def test_a_busy_slot_and_an_unknown_slot_are_usage_errors(launcher):
+    launcher.start("A", LaunchRequest.command("sleep 60"))
+    with pytest.raises(UsageError, match="slot A is busy"):
+        launcher.start("A", LaunchRequest.command("sleep 60"))
+    with pytest.raises(UsageError, match="unknown slot"):
+        launcher.start("C", LaunchRequest.command("sleep 60"))

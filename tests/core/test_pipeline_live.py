@@ -1,0 +1,62 @@
+"""LiveStats through its public interface, fed deterministic steps (busy time equal to wall time)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpumon.core.live import LiveStats
+from gpumon.core.model import ProcessSample, StepEvent
+
+
+def _feed(live: LiveStats, process: str, n: int, period: float, t0: float = 0.0, copy: int = 0) -> float:
+    t = t0
+    for i in range(n):
+        t = t0 + (i + 1) * period
+        live.handle(StepEvent(process, 1, i, t, period, samples=8.0, warmup=i < 2, copy_bytes=copy, copy_s=period / 10 if copy else math.nan))
+    return t
+
+
+def test_rates_of_a_steady_job_within_the_window():
+    live = LiveStats(window_s=2.0)
+    end = _feed(live, "A", 300, 0.01)
+    f = live.figures("A", end)
+    assert f.steps == 300
+    assert f.iter_per_s == pytest.approx(100.0, rel=0.01)
+    assert f.samples_per_s == pytest.approx(800.0, rel=0.01)
+    assert not f.warmup
+
+
+def test_each_process_has_its_own_figures_and_copy_bandwidth():
+    live = LiveStats(window_s=2.0)
+    end = _feed(live, "A", 100, 0.01, copy=1000)
+    _feed(live, "B", 50, 0.02)
+    a, b = live.figures("A", end), live.figures("B", end)
+    assert a.iter_per_s == pytest.approx(100.0, rel=0.01) and b.iter_per_s == pytest.approx(50.0, rel=0.02)
+    assert a.copy_bandwidth == pytest.approx(1000 / 0.001)
+    assert math.isnan(b.copy_bandwidth)
+
+
+def test_old_steps_leave_the_window_and_unknown_is_nan():
+    live = LiveStats(window_s=1.0)
+    end = _feed(live, "A", 100, 0.01)
+    assert live.figures("A", end + 5.0).iter_per_s == 0.0, "a job that stopped stepping shows 0, not its old rate"
+    assert math.isnan(live.figures("B", end).iter_per_s)
+
+
+def test_process_samples_and_reset():
+    live = LiveStats()
+    end = _feed(live, "A", 10, 0.01)
+    live.handle(ProcessSample(end, "A", 1, cpu_pct=150.0, rss_mib=42.0, threads=3))
+    f = live.figures("A", end)
+    assert (f.cpu_pct, f.rss_mib, f.warmup) == (150.0, 42.0, False)
+    live.reset("A")
+    g = live.figures("A", end)
+    assert g.steps == 0 and math.isnan(g.cpu_pct) and math.isnan(g.iter_per_s)
+
+
+def test_warm_up_is_reported_while_the_last_step_is_a_warm_up_step():
+    live = LiveStats()
+    live.handle(StepEvent("A", 1, 0, 0.01, 0.01, warmup=True))
+    assert live.figures("A", 0.02).warmup

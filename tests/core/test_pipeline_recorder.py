@@ -1,0 +1,178 @@
+"""The Recorder on its own: real files, real kernel write errors, a bounded queue (issues 14 and 15)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.model import DeviceSample, LogLine, Notice, StepEvent, WorkloadState
+from gpumon.core.recorder import RESERVE_FILE, CaptureError, Recorder, create_run_dir
+from gpumon.core.trace import export, load_run, summarize
+from gpumon.errors import UsageError
+from tests.helpers import wait_for
+
+
+def _meta(workloads: list[dict] | None = None) -> dict:
+    return {"schema": 1, "label": "unit", "mode": "exclusive", "status": "recording", "workloads": workloads or []}
+
+
+def _run_dir(tmp_path: Path) -> Path:
+    return create_run_dir(tmp_path / "runs", "unit", time.localtime())
+
+
+class Errors:
+    """Collects the recorder's ``on_error`` calls."""
+
+    def __init__(self) -> None:
+        self.seen: list[CaptureError] = []
+        self.event = threading.Event()
+
+    def __call__(self, error: CaptureError) -> None:
+        self.seen.append(error)
+        self.event.set()
+
+
+def _steps(process: str, n: int, t0: float = 0.0) -> list[StepEvent]:
+    return [StepEvent(process, 100, i, t0 + i * 0.01, 0.01, samples=8.0, warmup=i < 2) for i in range(n)]
+
+
+def test_writes_every_table_and_a_complete_run_json(tmp_path):
+    path = _run_dir(tmp_path)
+    recorder = Recorder(path, _meta())
+    assert (path / RESERVE_FILE).stat().st_size > 0, "space for the final run.json is reserved"
+    for item in (
+        WorkloadState("A", "running", 0.0, pid=100),
+        *_steps("A", 50),
+        DeviceSample(0.1, gpu_util=50.0),
+        LogLine("A", 0.2, "hello"),
+        WorkloadState("A", "exited", 0.6, pid=100, exit_status=0),
+    ):
+        recorder.handle(item)
+    assert recorder.close(0.7) == path
+    run = load_run(path)
+    assert run.meta["status"] == "complete" and run.meta["mode"] == "exclusive" and run.meta["duration_s"] == 0.7
+    (a,) = run.workloads
+    assert (a["process"], a["pid"], a["exit_status"], a["state"]) == ("A", 100, 0, "exited")
+    assert len(run.steps()) == 50 and run.device()["gpu_util"].tolist() == [50.0]
+    assert (path / "logs" / "A.out").read_text() == "hello\n"
+    assert not (path / RESERVE_FILE).exists()
+    assert summarize(run).rates["A"] == pytest.approx(100.0)
+
+
+def test_a_planned_pair_stays_shared_when_the_second_never_starts(tmp_path):
+    path = _run_dir(tmp_path)
+    recorder = Recorder(path, _meta([{"process": "A", "spec": "x"}, {"process": "B", "spec": "y"}]))
+    recorder.handle(WorkloadState("A", "running", 0.0, pid=7))
+    recorder.handle(WorkloadState("A", "exited", 1.0, pid=7, exit_status=3))
+    recorder.handle(WorkloadState("B", "not started", 1.0, tail="A failed first"))
+    recorder.close(1.0)
+    run = load_run(path)
+    assert run.meta["mode"] == "shared"
+    a, b = run.workloads
+    assert a["exit_status"] == 3 and b == {"process": "B", "spec": "y", "state": "not started", "reason": "A failed first"}
+
+
+def test_rows_are_flushed_while_recording(tmp_path):
+    path = _run_dir(tmp_path)
+    recorder = Recorder(path, _meta())
+    for step in _steps("A", 10):
+        recorder.handle(step)
+    wait_for(lambda: len((path / "steps.csv").read_text().splitlines()) == 11, what="the rows on disk")
+    assert json.loads((path / "run.json").read_text())["status"] == "recording"
+    recorder.close(1.0)
+
+
+def test_no_space_left_stops_the_capture_at_once_and_finalises_it_as_truncated(tmp_path):
+    """logs/A.out is /dev/full: the kernel's real ENOSPC on a real file object, on the first log flush."""
+    path = _run_dir(tmp_path)
+    os.symlink("/dev/full", path / "logs" / "A.out")
+    errors = Errors()
+    recorder = Recorder(path, _meta([{"process": "A", "spec": "x"}]), on_error=errors)
+    recorder.handle(WorkloadState("A", "running", 0.0, pid=100))
+    for step in _steps("A", 20):
+        recorder.handle(step)
+    wait_for(lambda: len((path / "steps.csv").read_text().splitlines()) == 21, what="rows before the failure")
+    recorder.handle(LogLine("A", 0.3, "this line cannot be written"))
+    assert errors.event.wait(10), "the failed write is noticed within a flush period"
+    (error,) = errors.seen
+    assert error.reason == f"no space left on {path}"
+    assert error.finalised and error.line().startswith("capture stopped at ") and error.line().endswith(error.reason)
+    assert recorder.failed
+    wait_for(lambda: not recorder._thread.is_alive(), what="the writer thread to end")
+
+    for step in _steps("A", 1000, t0=1.0):
+        recorder.handle(step)
+    assert recorder._queue.qsize() == 0, "nothing queues once the capture has failed"
+    assert recorder.close(2.0) == path
+    assert errors.seen == [error], "on_error is called once"
+
+    run = load_run(path)
+    assert run.meta["status"] == "truncated"
+    assert run.meta["capture_error"] == {"t": pytest.approx(error.t, abs=1e-3), "reason": error.reason}
+    assert run.meta["duration_s"] == pytest.approx(error.t, abs=1e-3)
+    assert len(run.steps()) == 20, "what was written before the failure stays readable"
+    assert summarize(run).status == "truncated"
+    assert [p.name for p in export(run, tmp_path / "csv")] == ["steps.csv", "device.csv", "processes.csv", "host.csv"]
+    assert not (path / RESERVE_FILE).exists()
+
+
+def test_a_run_directory_removed_mid_run_is_noticed_and_said_to_be_unfinalisable(tmp_path):
+    path = _run_dir(tmp_path)
+    errors = Errors()
+    recorder = Recorder(path, _meta(), on_error=errors)
+    for step in _steps("A", 5):
+        recorder.handle(step)
+    wait_for(lambda: len((path / "steps.csv").read_text().splitlines()) == 6, what="rows on disk")
+    shutil.rmtree(path)
+    recorder.handle(DeviceSample(1.0))
+    assert errors.event.wait(10), "the removal is noticed"
+    (error,) = errors.seen
+    assert error.reason == f"run directory {path} was removed"
+    assert not error.finalised and "removed" in (error.finalise_error or "")
+    assert recorder.close(1.0) == path
+    assert not path.exists()
+
+
+def test_the_queue_is_bounded_and_a_writer_that_falls_behind_ends_the_capture(tmp_path):
+    """logs/A.out is a FIFO nobody reads yet: the writer blocks in open(), as on a stalled disk."""
+    path = _run_dir(tmp_path)
+    os.mkfifo(path / "logs" / "A.out")
+    errors = Errors()
+    recorder = Recorder(path, _meta(), on_error=errors, queue_max=10)
+    recorder.handle(LogLine("A", 0.0, "blocks the writer"))
+    wait_for(lambda: recorder._queue.qsize() == 0, what="the writer to take the line and block")
+    for step in _steps("A", 1000):
+        recorder.handle(step)
+    assert recorder._queue.qsize() == 10, "the queue holds at most queue_max records"
+    reader = os.open(path / "logs" / "A.out", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert errors.event.wait(10)
+    finally:
+        os.close(reader)
+    (error,) = errors.seen
+    assert "not keeping up (10 records waiting)" in error.reason
+    recorder.close(1.0)
+    assert load_run(path).meta["status"] == "truncated"
+
+
+def test_an_unwritable_run_directory_at_the_start_is_one_usage_error(tmp_path):
+    path = _run_dir(tmp_path)
+    os.symlink("/dev/full", path / "steps.csv")
+    with pytest.raises(UsageError, match=f"cannot write the capture: no space left on {path}"):
+        Recorder(path, _meta())
+
+
+def test_items_it_does_not_record_are_ignored(tmp_path):
+    path = _run_dir(tmp_path)
+    recorder = Recorder(path, _meta())
+    recorder.handle(Notice(0.0, "not a table row"))
+    recorder.handle(object())
+    recorder.close(0.1)
+    run = load_run(path)
+    assert run.meta["status"] == "complete" and run.steps().empty

@@ -1,0 +1,145 @@
+"""The Sampler's contract with fast fake sources: a device sample each tick, host/processes every
+``process_every`` ticks, a failing tick becomes a Notice, a lost NVML is said once, stop ends it."""
+
+from __future__ import annotations
+
+import threading
+
+from gpumon.core.bus import Bus
+from gpumon.core.clock import RunClock
+from gpumon.core.model import DeviceSample, HostSample, Notice, ProcessSample, SourceStatus
+from gpumon.core.sampler import Sampler
+from tests.helpers import wait_for
+
+
+class FakeHost:
+    """Same interface as HostSource; deterministic samples, one process per workload."""
+
+    def __init__(self, fail_on_call: int | None = None) -> None:
+        self.calls = 0
+        self.fail_on_call = fail_on_call
+
+    def tree_pids(self, pid: int) -> list[int]:
+        return [pid, pid + 1]
+
+    def sample_host(self, t: float) -> HostSample:
+        self.calls += 1
+        if self.calls == self.fail_on_call:
+            raise RuntimeError("host read failed")
+        return HostSample(t, cpu_pct=12.5, mem_used_mib=100.0, mem_total_mib=1000.0)
+
+    def sample_processes(self, t, trees, gpu_procs):
+        return [ProcessSample(t, slot, pids[0], 50.0, 10.0, len(pids)) for slot, pids in sorted(trees.items())]
+
+
+class FakeNvml:
+    """Same interface as NvmlSource; goes away after ``lose_after`` samples when set."""
+
+    def __init__(self, lose_after: int | None = None, pcie_poll_period_s: float | None = None) -> None:
+        self.samples = 0
+        self.polls = 0
+        self.lose_after = lose_after
+        self.pcie_poll_period_s = pcie_poll_period_s
+        self._status = SourceStatus("nvml", True, "fake")
+
+    @property
+    def status(self) -> SourceStatus:
+        return self._status
+
+    def sample(self, t: float) -> DeviceSample:
+        self.samples += 1
+        if self.lose_after is not None and self.samples >= self.lose_after:
+            self._status = SourceStatus("nvml", False, "unavailable: GPU is lost")
+        return DeviceSample(t, gpu_util=float(self.samples))
+
+    def poll_pcie(self, t: float) -> None:
+        self.polls += 1
+
+    def process_metrics(self, pids, t=None):
+        return {}
+
+    def all_gpu_pids(self):
+        return []
+
+
+class Collect:
+    def __init__(self, bus: Bus) -> None:
+        self.items: list[object] = []
+        self.lock = threading.Lock()
+        bus.subscribe(self.add)
+
+    def add(self, item: object) -> None:
+        with self.lock:
+            self.items.append(item)
+
+    def of(self, cls) -> list:
+        with self.lock:
+            return [i for i in self.items if isinstance(i, cls)]
+
+
+def _sampler(host, nvml, interval_s=0.02, pids=lambda: {"A": 1000}):
+    bus = Bus()
+    items = Collect(bus)
+    return Sampler(bus, RunClock.start(), host, nvml, interval_s, pids), items
+
+
+def test_device_every_tick_host_and_processes_every_process_period():
+    sampler, items = _sampler(FakeHost(), FakeNvml(), interval_s=0.1)
+    assert sampler.process_every == 5
+    for _ in range(12):
+        sampler.tick()
+        sampler.ticks += 1
+    assert [d.gpu_util for d in items.of(DeviceSample)] == [float(i) for i in range(1, 13)]
+    assert len(items.of(HostSample)) == 3, "ticks 0, 5 and 10"
+    procs = items.of(ProcessSample)
+    assert [(p.process, p.pid, p.threads) for p in procs] == [("A", 1000, 2)] * 3
+
+
+def test_the_thread_ticks_until_stopped_and_stops_promptly():
+    sampler, items = _sampler(FakeHost(), FakeNvml())
+    sampler.start()
+    wait_for(lambda: sampler.ticks >= 10, what="ten ticks")
+    sampler.stop()
+    sampler.join(2.0)
+    assert not sampler.is_alive()
+    ticks = sampler.ticks
+    times = [d.t for d in items.of(DeviceSample)]
+    assert len(times) == ticks and times == sorted(times)
+
+
+def test_a_failing_tick_publishes_a_notice_and_sampling_goes_on():
+    sampler, items = _sampler(FakeHost(fail_on_call=2), FakeNvml(), interval_s=0.02)
+    sampler.start()
+    wait_for(lambda: len(items.of(HostSample)) >= 3, what="host samples after the failure")
+    sampler.stop()
+    sampler.join(2.0)
+    notices = items.of(Notice)
+    assert len(notices) == 1 and "sampling tick failed" in notices[0].text
+
+
+def test_without_nvml_only_host_and_processes_are_published():
+    sampler, items = _sampler(FakeHost(), None, interval_s=0.5)
+    sampler.tick()
+    assert not items.of(DeviceSample) and len(items.of(HostSample)) == 1
+
+
+def test_a_lost_nvml_is_published_once():
+    nvml = FakeNvml(lose_after=3)
+    sampler, items = _sampler(FakeHost(), nvml)
+    for _ in range(6):
+        sampler.tick()
+        sampler.ticks += 1
+    lost = [s for s in items.of(SourceStatus) if not s.available]
+    assert len(lost) == 1 and "lost" in lost[0].reason
+    assert len(items.of(DeviceSample)) == 3, "no device samples once NVML is gone"
+
+
+def test_wrapping_pcie_counters_are_polled_between_ticks_on_their_own_cadence():
+    nvml = FakeNvml(pcie_poll_period_s=0.01)
+    sampler, _ = _sampler(FakeHost(), nvml, interval_s=0.1)
+    sampler.start()
+    wait_for(lambda: nvml.polls >= 20, what="PCIe polls")
+    sampler.stop()
+    sampler.join(2.0)
+    assert not sampler.is_alive()
+    assert nvml.polls > sampler.ticks, "polled more often than ticked"

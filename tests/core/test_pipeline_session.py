@@ -1,0 +1,116 @@
+"""Session and HeadlessRun with a fast fake host source, real children and a real run directory."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import shutil
+import sys
+
+import pytest
+
+from gpumon.core.launcher import LaunchRequest
+from gpumon.core.model import HostSample, Notice
+from gpumon.core.plan import make_plan
+from gpumon.core.session import Session, SessionConfig
+from gpumon.core.trace import load_run
+from gpumon.errors import UsageError
+from gpumon.headless import HeadlessRun
+from tests.core.test_pipeline_sampler import Collect, FakeHost
+from tests.helpers import wait_for
+
+
+def _stepper(steps: int, exit_code: int = 0, step_s: float = 0.005) -> str:
+    code = (
+        "import sys, time\nfrom gpumon import probe\n"
+        f"for _ in range({steps}):\n    time.sleep({step_s})\n    probe.step(samples=2)\nsys.exit({exit_code})"
+    )
+    return shlex.join([sys.executable, "-c", code])
+
+
+def _session(tmp_path, **config) -> tuple[Session, Collect]:
+    session = Session(SessionConfig(device="cpu", interval_ms=50, runs_dir=tmp_path / "runs", nvml=False, **config))
+    session.host = FakeHost()
+    return session, Collect(session.bus)
+
+
+def test_a_capture_records_the_job_and_the_fake_host_then_completes(tmp_path):
+    session, items = _session(tmp_path)
+    request = LaunchRequest.command(_stepper(40))
+    session.start()
+    path = session.start_capture("unit", [request])
+    workload = session.launch(request, "A")
+    wait_for(lambda: not workload.running, what="the job to finish")
+    hosts = len(items.of(HostSample))
+    wait_for(lambda: len(items.of(HostSample)) > hosts, what="a host sample during the capture")
+    assert session.shutdown() == path
+    run = load_run(path)
+    assert run.meta["status"] == "complete" and run.meta["mode"] == "exclusive"
+    assert len(run.steps()) == 40 and set(run.steps()["process"]) == {"A"}
+    assert not run.host().empty and set(run.host()["cpu_pct"]) == {12.5}, "host rows come from the sampler's source"
+    with pytest.raises(UsageError, match="shutting down"):
+        session.start_capture("late")
+    with pytest.raises(UsageError, match="shutting down"):
+        session.launch(request, "B")
+
+
+def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
+    session, items = _session(tmp_path)
+    request = LaunchRequest.command("sleep 60")
+    session.start()
+    path = session.start_capture("unit", [request])
+    workload = session.launch(request, "A")
+    shutil.rmtree(path)
+    wait_for(lambda: session.capture_error is not None, what="the capture error")
+    wait_for(lambda: not workload.running, what="the job to be stopped")
+    texts = [n.text for n in items.of(Notice)]
+    assert texts[0] == session.capture_error.line() and texts[0].endswith("was removed")
+    assert any(t.startswith("could not finalise") for t in texts)
+    assert not session.capturing
+    with pytest.raises(UsageError, match="capture stopped"):
+        session.launch(request, "B")
+    session.shutdown()
+
+
+def test_on_capture_error_continue_keeps_the_jobs(tmp_path):
+    session, _ = _session(tmp_path, on_capture_error="continue")
+    request = LaunchRequest.command("sleep 60")
+    session.start()
+    path = session.start_capture("unit", [request])
+    workload = session.launch(request, "A")
+    shutil.rmtree(path)
+    wait_for(lambda: session.capture_error is not None, what="the capture error")
+    assert workload.running
+    session.shutdown()
+    assert not workload.running and workload.stop_requested
+
+
+def _headless(tmp_path, commands, stagger_s=0.0, duration_s=None) -> tuple[int, str, str]:
+    config = SessionConfig(device="cpu", interval_ms=50, runs_dir=tmp_path / "runs", nvml=False, stagger_s=stagger_s)
+    plan = make_plan([], commands, session=config, label="unit", duration_s=duration_s, stagger_s=stagger_s)
+    out, err = io.StringIO(), io.StringIO()
+    run = HeadlessRun(plan, as_json=True, out=out, err=err)
+    run.session.host = FakeHost()
+    return run.run(), out.getvalue(), err.getvalue()
+
+
+def test_headless_runs_a_pair_to_completion_with_json_status_lines(tmp_path):
+    code, out, err = _headless(tmp_path, [_stepper(300), _stepper(300)])
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[-1]["status"] == 0
+    run = load_run(lines[-1]["run"])
+    assert run.meta["mode"] == "shared" and {w["process"]: w["exit_status"] for w in run.workloads} == {"A": 0, "B": 0}
+    assert len(run.steps()) == 600
+    assert {s["process"] for s in lines if "process" in s} <= {"A", "B"}
+
+
+def test_headless_exits_1_naming_the_failed_job_and_never_starts_the_staggered_one(tmp_path):
+    code, out, err = _headless(tmp_path, [_stepper(5, exit_code=4), "sleep 1"], stagger_s=30.0, duration_s=60.0)
+    assert code == 1
+    (failure,) = [line for line in err.splitlines() if line.startswith("gpumon: run failed:")]
+    assert "workload A" in failure and "exited with status 4" in failure and "workload B not started" in failure
+    run = load_run(json.loads(out.splitlines()[-1])["run"])
+    a, b = run.workloads
+    assert (a["process"], a["exit_status"]) == ("A", 4) and b["state"] == "not started" and "pid" not in b

@@ -9,11 +9,12 @@ import sys
 import threading
 from typing import TextIO
 
-from gpumon.core.interference import Interference, baseline_rate, interference
 from gpumon.core.live import LiveFigures, LiveStats
 from gpumon.core.model import Notice, SourceStatus, WorkloadState
+from gpumon.core.rates import Interference, interference
 from gpumon.core.plan import RunPlan
 from gpumon.core.session import Session
+from gpumon.core.trace import baseline_rate
 from gpumon.core.units import bytes_per_s, fmt_rate, json_number, pct
 from gpumon.errors import UsageError
 
@@ -49,13 +50,14 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
 
 def interference_line(t: float, result: Interference) -> str:
     ratios = "  ".join(f"{slot} r {r:.2f}" for slot, r in result.slowdown.items())
-    return f"{t:7.1f}s interference  {ratios}  {result.verdict}".rstrip()
+    return f"{t:7.1f}s interference  {ratios}  {result.text}".rstrip()
 
 
 def interference_json(t: float, result: Interference) -> str:
     return json.dumps(
         {
             "t": round(t, 3),
+            "shared_rate": {slot: json_number(s) for slot, s in result.shared.items()},
             "slowdown": {slot: json_number(r) for slot, r in result.slowdown.items()},
             "stp": json_number(result.stp),
             "verdict": result.verdict,
@@ -157,7 +159,7 @@ class HeadlessRun:
             self._emit(render(now, workload.request.spec, state, figures), self.out)
         running = [p for p, w in self.session.launcher.workloads.items() if w.running]
         if self.exclusive and len(running) > 1:
-            shared = {p: self.live.figures(p, now).iter_per_s for p in running}
+            shared = self.live.shared_rates(running)
             result = interference(self.exclusive, shared)
             render_interference = interference_json if self.as_json else interference_line
             self._emit(render_interference(now, result), self.out)

@@ -13,7 +13,8 @@ import threading
 from typing import IO, TYPE_CHECKING, Sequence
 
 from gpumon.analysis.distributions import CAUTION, display_scale, histogram_counts
-from gpumon.analysis.slowdown import CANNOT_TELL, LOSES, PAYS, Estimate
+from gpumon.analysis.slowdown import Estimate
+from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS
 
 if TYPE_CHECKING:
     import numpy as np

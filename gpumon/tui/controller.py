@@ -10,11 +10,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from gpumon.core.interference import baseline_rate
 from gpumon.core.launcher import LaunchRequest, Workload
 from gpumon.core.plan import RunPlan
 from gpumon.core.session import Session
-from gpumon.core.trace import export, load_run
+from gpumon.core.trace import baseline_rate, export, load_run
 from gpumon.errors import UsageError
 from gpumon.tui.model import LiveModel
 

@@ -232,13 +232,14 @@ def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
     checked = 0
     for entry in (s for s in lines if "slowdown" in s):
         for slot, baseline in (("A", 500.0), ("B", 250.0)):
-            live = status[(entry["t"], slot)]["iter_per_s"]
-            if live and entry["slowdown"][slot]:
-                assert entry["slowdown"][slot] == pytest.approx(baseline / live, rel=0.01)
+            shared = entry["shared_rate"][slot]
+            assert (entry["t"], slot) in status
+            if shared and entry["slowdown"][slot]:
+                assert entry["slowdown"][slot] == pytest.approx(baseline / shared, rel=0.01)
                 checked += 1
         if all(entry["slowdown"].values()):
             assert entry["stp"] == pytest.approx(sum(1 / r for r in entry["slowdown"].values()))
-            assert entry["verdict"].startswith("sharing ")
+            assert entry["verdict"] in ("pays", "loses", "cannot tell")
     assert checked, result.stdout
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from gpumon.cli import parse_baselines
 from gpumon.errors import UsageError
-from gpumon.core.interference import baseline_rate
+from gpumon.core.trace import baseline_rate
 from tests.tui.synthetic import exclusive, staggered_pair
 
 

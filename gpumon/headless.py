@@ -11,12 +11,13 @@ from typing import TextIO
 
 from gpumon.core.live import LiveFigures, LiveStats
 from gpumon.core.model import Notice, SourceStatus, WorkloadState
+from gpumon.core.outcome import exit_code
 from gpumon.core.rates import Interference, interference
-from gpumon.core.plan import RunPlan
 from gpumon.core.session import Session
 from gpumon.core.trace import baseline_rate
 from gpumon.core.units import bytes_per_s, fmt_rate, json_number, pct
 from gpumon.errors import UsageError
+from gpumon.plan import RunPlan
 
 STATUS_PERIOD_S = 1.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -194,14 +195,7 @@ class HeadlessRun:
             pass
 
     def _exit_code(self) -> int:
-        if self.signal_received is not None:
-            return 128 + self.signal_received
-        failed = [
-            w
-            for w in self.session.launcher.workloads.values()
-            if not w.stop_requested and w.exit_status not in (0, None)
-        ]
-        return 1 if failed else 0
+        return exit_code(self.session.launcher.workloads.values(), self.signal_received)
 
 
 def run_headless(plan: RunPlan, as_json: bool) -> int:

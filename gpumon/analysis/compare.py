@@ -21,6 +21,7 @@ from gpumon.core.rates import verdict
 from gpumon.core.trace import Run, load_run
 from gpumon.errors import UsageError
 from gpumon.extras import installed
+from gpumon.workloads.spec import parse_workload_spec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -135,14 +136,13 @@ def _num(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
 
 
-def spec_key(spec: str) -> tuple[str, frozenset[tuple[str, str]]]:
-    """A workload spec ``name:k=v,k=v`` as (name, options), so option order does not matter."""
-    name, _, options = spec.strip().partition(":")
-    pairs = set()
-    for item in filter(None, (o.strip() for o in options.split(","))):
-        key, _, value = item.partition("=")
-        pairs.add((key.strip(), value.strip()))
-    return name.strip(), frozenset(pairs)
+def spec_key(spec: str) -> str:
+    """A built-in spec's canonical text (``gpumon.workloads.spec``'s grammar: option order and spacing do not
+    matter); anything else (a command, "?") as written."""
+    try:
+        return parse_workload_spec(spec).text
+    except UsageError:
+        return spec.strip()
 
 
 class _RunData:

@@ -92,7 +92,7 @@ def curve(steps: "pd.DataFrame", process: str) -> Curve | None:
 
 def overlap(a: Curve, b: Curve) -> Window | None:
     """The pair's ``gpumon.core.rates.overlap_window`` (None if they never ran together after warm-up)."""
-    window = defs.overlap_window(a.first_t, a.last_t, b.first_t, b.last_t)
+    window = defs.overlap_window((a.first_t, b.first_t), (a.last_t, b.last_t))
     return Window(*window) if window is not None else None
 
 

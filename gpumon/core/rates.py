@@ -53,9 +53,9 @@ def exclusive_rate(t: Sequence[float], n: Sequence[float]) -> float:
     return slope(Point(float(t[0]), float(n[0])), Point(float(t[-1]), float(n[-1])))
 
 
-def overlap_window(first_a: float, last_a: float, first_b: float, last_b: float) -> tuple[float, float] | None:
-    """From the later first post-warm-up step to the earlier last step; None if the jobs never ran together."""
-    start, end = max(first_a, first_b), min(last_a, last_b)
+def overlap_window(firsts: Sequence[float], lasts: Sequence[float]) -> tuple[float, float] | None:
+    """From the latest first post-warm-up step to the earliest last step; None if the jobs never ran together."""
+    start, end = max(firsts), min(lasts)
     return (start, end) if end > start else None
 
 

@@ -25,7 +25,7 @@ from gpumon.core.recorder import Recorder, create_run_dir, initial_meta
 from gpumon.core.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
-from gpumon.core.trace import default_runs_dir
+from gpumon.core.runstore import default_runs_dir
 from gpumon.errors import UsageError
 
 

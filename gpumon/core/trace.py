@@ -41,14 +41,6 @@ class TraceError(UsageError):
     """A run directory that is missing, unreadable or corrupt."""
 
 
-def default_runs_dir() -> Path:
-    """``$GPUMON_RUNS``, else ``$XDG_DATA_HOME/gpumon/runs``, else ``~/.local/share/gpumon/runs``."""
-    if os.environ.get("GPUMON_RUNS"):
-        return Path(os.environ["GPUMON_RUNS"]).expanduser()
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "gpumon" / "runs"
-
-
 def complete_text(path: Path) -> str:
     """The file's text up to its last newline (a torn last line is dropped)."""
     try:

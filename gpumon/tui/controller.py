@@ -11,15 +11,12 @@ import threading
 from pathlib import Path
 
 from gpumon.core.launcher import LaunchRequest, Workload
-from gpumon.core.plan import RunPlan
+from gpumon.core.outcome import exit_code
+from gpumon.plan import RunPlan, short_name
 from gpumon.core.session import Session
 from gpumon.core.trace import baseline_rate, export, load_run
 from gpumon.errors import UsageError
 from gpumon.tui.model import LiveModel
-
-
-def short_name(request: LaunchRequest) -> str:
-    return "cmd" if request.kind == "cmd" else request.spec.split(":", 1)[0]
 
 
 class Controller:
@@ -112,9 +109,4 @@ class Controller:
 
     def exit_code(self) -> int:
         """1 when a workload failed on its own, else 0 (as ``gpumon run --headless``)."""
-        failed = [
-            w
-            for w in self.session.launcher.workloads.values()
-            if not w.stop_requested and w.exit_status not in (0, None)
-        ]
-        return 1 if failed else 0
+        return exit_code(self.session.launcher.workloads.values())

@@ -16,7 +16,7 @@ def test_a_rate_is_a_wall_clock_slope():
     assert math.isnan(slope(Point(1.0, 10), Point(1.0, 11)))
     assert exclusive_rate([1.0, 2.0, 5.0], [3, 4, 7]) == pytest.approx(1.0)
     assert math.isnan(exclusive_rate([1.0], [3]))
-    assert overlap_window(0.0, 10.0, 4.0, 20.0) == (4.0, 10.0) and overlap_window(0.0, 1.0, 2.0, 3.0) is None
+    assert overlap_window((0.0, 4.0), (10.0, 20.0)) == (4.0, 10.0) and overlap_window((0.0, 2.0), (1.0, 3.0)) is None
     assert live_rate(None, [], ever=True) == 0.0 and math.isnan(live_rate(None, [], ever=False))
     assert live_rate(Point(0.0, 0), [Point(1.0, 5)], ever=True) == 5.0
 

@@ -218,7 +218,7 @@ def test_corrupt_run_is_exit_2(tmp_path):
 
 
 def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
-    from tests.tui.synthetic import exclusive
+    from tests.tracegen import exclusive
 
     base_a = exclusive(tmp_path / "base-a", "A", rate=500.0, spec="lstm")
     base_b = exclusive(tmp_path / "base-b", "A", rate=250.0, spec="gemm")

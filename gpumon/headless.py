@@ -159,9 +159,13 @@ class HeadlessRun:
             render = status_json if self.as_json else status_line
             self._emit(render(now, workload.request.spec, state, figures), self.out)
         running = [p for p, w in self.session.launcher.workloads.items() if w.running]
-        if self.exclusive and len(running) > 1:
-            shared = self.live.shared_rates(running)
-            result = interference(self.exclusive, shared)
+        if len(running) > 1:
+            self._print_interference(now, running)
+
+    def _print_interference(self, now: float, slots: list[str]) -> None:
+        """Slowdown and STP against the ``--baseline`` rates over the overlap window so far."""
+        if self.exclusive:
+            result = interference(self.exclusive, self.live.shared_rates(sorted(slots)))
             render_interference = interference_json if self.as_json else interference_line
             self._emit(render_interference(now, result), self.out)
 
@@ -173,6 +177,8 @@ class HeadlessRun:
                 return
             if isinstance(item, WorkloadState) and item.state in ("exited", "stopped", "failed"):
                 self._say(f"gpumon: workload {item.process} {item.state} with status {item.exit_status}")
+                if len(self.session.launcher.workloads) > 1:  # the overlap's final figures
+                    self._print_interference(item.t, list(self.session.launcher.workloads))
                 if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
                     last = [line for line in item.tail.splitlines() if line.strip()][-3:]
                     for line in last:

@@ -11,10 +11,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
-from gpumon.core.model import ProcessSample, StepEvent
+from gpumon.core.model import ProcessSample, StepEvent, WorkloadState
 from gpumon.core.rates import OverlapRates, Point, live_rate
 
 WINDOW_S = 2.0
+ENDED = ("exited", "stopped", "failed")
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class LiveStats:
                 self._overlap.add(item.process, _point(item), item.warmup)
         elif isinstance(item, ProcessSample):
             self._last_sample[item.process] = item
+        elif isinstance(item, WorkloadState) and item.state in ENDED:
+            with self._lock:
+                self._overlap.close(item.process)
 
     def reset(self, process: str) -> None:
         """Forget a slot's history (a new workload was launched in it)."""

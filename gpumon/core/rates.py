@@ -121,35 +121,68 @@ def interference(exclusive: Mapping[str, float], shared: Mapping[str, float]) ->
     return Interference(dict(sorted(shared.items())), ratios, value, word, text)
 
 
-class OverlapRates:
-    """The live shared rate of each job: its slope over the overlap window so far (O(1) state per job).
+def _between(before: Point, after: Point | None, t: float) -> Point:
+    """The curve's point at ``t``, linearly interpolated between the steps around it (``before`` if none after)."""
+    if after is None or after.t <= before.t:
+        return Point(t, before.n)
+    return Point(t, before.n + (after.n - before.n) * (t - before.t) / (after.t - before.t))
 
-    Feed every step (in time order); the window starts at the later of the jobs'
-    first post-warm-up steps, where each job is anchored on its last step at or
-    before that time, and ends at each job's latest step.
+
+class OverlapRates:
+    """The live shared rate of each job: ``slope`` over the overlap window so far, as compare reads it (O(1) state).
+
+    Feed every step in time order. The window starts at the later of the jobs'
+    first post-warm-up steps and ends at the earlier of their latest steps (or
+    where the first job to leave took its last step); each job's step count at
+    both edges is interpolated between its steps around them, as compare does.
     """
 
     def __init__(self) -> None:
         self._first: dict[str, Point] = {}
         self._last: dict[str, Point] = {}
-        self._anchor: dict[str, Point] = {}
+        self._start: dict[str, tuple[Point, Point | None]] = {}
+        self._end: dict[str, tuple[Point, Point | None]] = {}
+        self._closed = False
 
     def add(self, process: str, point: Point, warmup: bool) -> None:
+        if self._closed:
+            return
         if not warmup and process not in self._first:
             self._first[process] = point
             for other in self._first:
-                self._anchor[other] = point if other == process else self._last[other]
+                self._start[other] = (point, point) if other == process else (self._last[other], None)
+        elif process in self._start and self._start[process][1] is None:
+            self._start[process] = (self._start[process][0], point)
+        if process in self._end and self._end[process][1] is None:
+            self._end[process] = (self._end[process][0], point)
         self._last[process] = point
+        for other in self._last:
+            if other != process:
+                self._end[other] = (self._last[other], None)
+
+    def close(self, process: str) -> None:
+        """A job of the overlap left: the window ends at the last step it took; the rates stay as they were."""
+        self._closed = self._closed or process in self._first and len(self._first) > 1
 
     def forget(self, process: str) -> None:
-        """A job left its slot: the overlap starts again when a new one is past its warm-up."""
-        for table in (self._first, self._last, self._anchor):
+        """A job left its slot for a new one: the overlap starts again when every job is past its warm-up."""
+        for table in (self._first, self._last, self._start, self._end):
             table.pop(process, None)
-        self._anchor.clear()
+        self._start.clear()
+        self._closed = False
 
     def rates(self, processes: Iterable[str]) -> dict[str, float]:
         """Shared rates of ``processes`` (NaN until every one is past its warm-up)."""
         wanted = list(processes)
-        if not all(p in self._first for p in wanted):
+        if not wanted or not all(p in self._first and p in self._start for p in wanted):
             return {p: NAN for p in wanted}
-        return {p: slope(self._anchor.get(p, self._first[p]), self._last[p]) for p in wanted}
+        window = overlap_window([self._first[p].t for p in wanted], [self._last[p].t for p in wanted])
+        if window is None:
+            return {p: NAN for p in wanted}
+        start, end = window
+        out = {}
+        for p in wanted:
+            first = _between(*self._start[p], start)
+            last = self._last[p] if self._last[p].t <= end else _between(*self._end.get(p, (self._last[p], None)), end)
+            out[p] = slope(first, last)
+        return out

@@ -50,3 +50,15 @@ def test_overlap_rates_start_at_the_later_first_steady_step():
     assert o.rates(["A", "B"]) == {"A": pytest.approx(5.0), "B": pytest.approx(5.0)}
     o.forget("B")
     assert math.isnan(o.rates(["A", "B"])["A"])
+
+
+def test_overlap_rates_interpolate_at_the_window_edges_and_freeze_when_a_job_leaves():
+    """A steps every 0.3 s, B every 0.2 s from 1.0 s to 3.0 s: the window is [1.2, 3.0], both edges interpolated."""
+    o = OverlapRates()
+    events = [("A", Point(0.3 * (i + 1), i)) for i in range(20)]
+    events += [("B", Point(1.0 + 0.2 * (i + 1), i)) for i in range(10)]
+    for process, point in sorted(events, key=lambda e: e[1].t):
+        o.add(process, point, warmup=False)
+        if process == "B" and point.n == 9:
+            o.close("B")
+    assert o.rates(["A", "B"]) == {"A": pytest.approx(1 / 0.3), "B": pytest.approx(5.0)}

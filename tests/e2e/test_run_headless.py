@@ -228,12 +228,10 @@ def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    status = {(s["t"], s["process"]): s for s in lines if "process" in s}
     checked = 0
     for entry in (s for s in lines if "slowdown" in s):
         for slot, baseline in (("A", 500.0), ("B", 250.0)):
             shared = entry["shared_rate"][slot]
-            assert (entry["t"], slot) in status
             if shared and entry["slowdown"][slot]:
                 assert entry["slowdown"][slot] == pytest.approx(baseline / shared, rel=0.01)
                 checked += 1

@@ -14,6 +14,7 @@ from typing import Any
 from gpumon.core.launcher import SLOTS
 from gpumon.core.live import LiveStats
 from gpumon.core.rates import Point, exclusive_rate, interference
+from gpumon.core.sources.pcie import link_capacity_bps
 from gpumon.core.model import (
     DeviceSample,
     HostSample,
@@ -36,7 +37,6 @@ NOTICES = 20
 MIN_EXCLUSIVE_STEPS = 10
 MIN_EXCLUSIVE_S = 1.0
 DEFAULT_LINK_BPS = 15.75e9
-PCIE_LANE_BPS = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
 ACTIVE_STATES = ("starting", "running")
 DEVICE_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "pcie_rx_bps", "pcie_tx_bps", "power_w", "temp_c")
 
@@ -45,9 +45,8 @@ def link_bps(gpu: dict[str, Any] | None) -> float:
     """Theoretical one-way PCIe bandwidth of the GPU's current link (gen3 x16 if unknown)."""
     gen = (gpu or {}).get("pcie_gen")
     width = (gpu or {}).get("pcie_width")
-    if isinstance(gen, int) and isinstance(width, int) and gen in PCIE_LANE_BPS and width > 0:
-        return PCIE_LANE_BPS[gen] * width
-    return DEFAULT_LINK_BPS
+    known = isinstance(gen, int) and isinstance(width, int) and width > 0
+    return (link_capacity_bps(gen, width) if known else None) or DEFAULT_LINK_BPS
 
 
 @dataclass

@@ -178,5 +178,5 @@ def test_no_rate_divides_by_busy_time():
 def test_every_front_end_calls_the_one_definition():
     """The live line, the TUI, runs/--baseline, compare, its intervals and experiments import gpumon.core.rates."""
     for module in ("core/live.py", "tui/model.py", "core/trace.py", "analysis/rates.py", "analysis/slowdown.py",
-                   "analysis/compare.py", "headless.py", "experiments/steady.py"):
+                   "analysis/compare.py", "headless.py", "experiments/steady.py", "core/metrics.py"):
         assert "gpumon.core.rates" in _modules_imported(PACKAGE / module), module

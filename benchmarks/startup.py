@@ -19,7 +19,7 @@ CASES = {
     "python -c pass": "pass",
     "import gpumon.cli": "import gpumon.cli",
     "gpumon run parser + plan": (
-        "from gpumon.cli import build_parser; from gpumon.core.plan import make_plan; "
+        "from gpumon.cli import build_parser; from gpumon.plan import make_plan; "
         "from gpumon.core.session import SessionConfig; "
         "make_plan(['fcn', 'lstm'], [], session=SessionConfig(), label=None, duration_s=1, stagger_s=0)"
     ),

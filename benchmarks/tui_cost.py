@@ -122,7 +122,7 @@ def watched_rate(workload: str, headless: bool, duration_s: float) -> float:
 
 
 async def step_latency(seconds: float) -> tuple[list[float], int]:
-    from gpumon.core.plan import make_plan
+    from gpumon.plan import make_plan
     from gpumon.core.session import SessionConfig
     from gpumon.tui.app import GpumonApp
     from gpumon.tui.controller import Controller

@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -17,7 +16,7 @@ from gpumon.errors import UsageError
 from gpumon.extras import require
 
 if TYPE_CHECKING:
-    from gpumon.core.plan import RunPlan
+    from gpumon.plan import RunPlan
 
 DESCRIPTION = """\
 Watch, capture and compare co-resident training jobs on a shared GPU.
@@ -158,31 +157,11 @@ def _registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
     return [add_run_parser, add_runs_parser, add_export_parser, register_compare, register_doctor, register_experiment]
 
 
-def runs_dir_or_default(path: Path | None) -> Path:
-    from gpumon.core.trace import default_runs_dir
-
-    return path.expanduser() if path is not None else default_runs_dir()
-
-
-def resolve_run(text: str, runs_dir: Path) -> Path:
-    """A run directory from a path, a run name in ``runs_dir``, or ``last``."""
-    from gpumon.core.trace import TraceError, list_runs
-
-    if text == "last":
-        runs = list_runs(runs_dir)
-        if not runs:
-            raise TraceError(f"no runs in {runs_dir}")
-        return runs[-1].path
-    path = Path(text).expanduser()
-    if path.exists() or os.sep in text:
-        return path
-    return runs_dir / text
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from gpumon.core.metrics import parse_address
     from gpumon.core.mps import parse_share
-    from gpumon.core.plan import make_plan
+    from gpumon.core.runstore import runs_dir_or_default
+    from gpumon.plan import make_plan
     from gpumon.core.session import SessionConfig
 
     if args.json and not args.headless:
@@ -214,6 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def parse_baselines(items: list[str], runs_dir: Path) -> tuple[tuple[str, str], ...]:
     """``A=RUN`` items as (slot, run directory), each run checked to be readable."""
+    from gpumon.core.runstore import resolve_run
     from gpumon.core.trace import load_run
 
     baselines: dict[str, str] = {}
@@ -235,6 +215,7 @@ def run_tui(plan: "RunPlan") -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from gpumon.core.runstore import runs_dir_or_default
     from gpumon.core.trace import list_runs, summarize
     from gpumon.core.units import fmt_rate, json_number
 
@@ -273,6 +254,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from gpumon.core.runstore import resolve_run, runs_dir_or_default
     from gpumon.core.trace import export, load_run
 
     fmt, out = ("csv", args.csv) if args.csv is not None else ("parquet", args.parquet)
@@ -286,7 +268,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_monitor(args: argparse.Namespace) -> int:
     """``gpumon`` with no command: the live monitor with nothing launched yet."""
-    from gpumon.core.plan import make_plan
+    from gpumon.plan import make_plan
     from gpumon.core.session import SessionConfig
 
     plan = make_plan([], [], session=SessionConfig(), label=None, duration_s=None, stagger_s=0.0)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from gpumon.core import mps
 from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
-from gpumon.core.trace import default_runs_dir
+from gpumon.color import use_color
 from gpumon.core.interpreter import ENV_PYTHON, WorkloadPython, choose
+from gpumon.core.runstore import default_runs_dir
 from gpumon.errors import UsageError
 from gpumon.extras import TORCH, install_hint
 
@@ -292,10 +293,6 @@ def check_runs_dir() -> Check:
 
 
 # -- output -----------------------------------------------------------------
-
-
-def use_color() -> bool:
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
 def render_text(

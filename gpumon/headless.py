@@ -9,14 +9,16 @@ import sys
 import threading
 from typing import Callable, TextIO
 
-from gpumon.core.interference import Interference, baseline_rate, interference
 from gpumon.core.launcher import SLOTS, LaunchRequest, exit_text
 from gpumon.core.live import LiveFigures, LiveStats
 from gpumon.core.model import Notice, SourceStatus, WorkloadState
-from gpumon.core.plan import RunPlan
+from gpumon.core.outcome import exit_code
+from gpumon.core.rates import Interference, interference
 from gpumon.core.session import Session
+from gpumon.core.trace import baseline_rate
 from gpumon.core.units import bytes_per_s, fmt_rate, json_number, pct
 from gpumon.errors import UsageError
+from gpumon.plan import RunPlan
 
 STATUS_PERIOD_S = 1.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -56,13 +58,14 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
 
 def interference_line(t: float, result: Interference) -> str:
     ratios = "  ".join(f"{slot} r {r:.2f}" for slot, r in result.slowdown.items())
-    return f"{t:7.1f}s interference  {ratios}  {result.verdict}".rstrip()
+    return f"{t:7.1f}s interference  {ratios}  {result.text}".rstrip()
 
 
 def interference_json(t: float, result: Interference) -> str:
     return json.dumps(
         {
             "t": round(t, 3),
+            "shared_rate": {slot: json_number(s) for slot, s in result.shared.items()},
             "slowdown": {slot: json_number(r) for slot, r in result.slowdown.items()},
             "stp": json_number(result.stp),
             "verdict": result.verdict,
@@ -208,9 +211,13 @@ class HeadlessRun:
             render = status_json if self.as_json else status_line
             self._emit(render(now, workload.request.spec, state, figures), self.out)
         running = [p for p, w in self.session.launcher.workloads.items() if w.running]
-        if self.exclusive and len(running) > 1:
-            shared = {p: self.live.figures(p, now).iter_per_s for p in running}
-            result = interference(self.exclusive, shared)
+        if len(running) > 1:
+            self._print_interference(now, running)
+
+    def _print_interference(self, now: float, slots: list[str]) -> None:
+        """Slowdown and STP against the ``--baseline`` rates over the overlap window so far."""
+        if self.exclusive:
+            result = interference(self.exclusive, self.live.shared_rates(sorted(slots)))
             render_interference = interference_json if self.as_json else interference_line
             self._emit(render_interference(now, result), self.out)
 
@@ -222,6 +229,8 @@ class HeadlessRun:
                 return
             if isinstance(item, WorkloadState) and item.state in ("exited", "stopped", "failed"):
                 self._say(f"gpumon: workload {item.process} {item.state} with status {item.exit_status}")
+                if len(self.session.launcher.workloads) > 1:  # the overlap's final figures
+                    self._print_interference(item.t, list(self.session.launcher.workloads))
                 if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
                     last = [line for line in item.tail.splitlines() if line.strip()][-3:]
                     for line in last:
@@ -244,10 +253,7 @@ class HeadlessRun:
             pass
 
     def _exit_code(self) -> int:
-        """128 + signal when stopped by one; 1 when a job failed or the capture failed; else 0."""
-        if self.signal_received is not None:
-            return 128 + self.signal_received
-        return 1 if self.session.launcher.failed() or self.session.capture_error is not None else 0
+        return exit_code(self.session, self.signal_received)
 
 
 def run_headless(plan: RunPlan, as_json: bool) -> int:

@@ -18,14 +18,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from gpumon.color import use_color
 from gpumon.core.model import StepEvent, WorkloadState
-from gpumon.core.plan import builtin_request, check_device
 from gpumon.core.session import Session, SessionConfig
 from gpumon.core.sources.nvml import pid_namespace_hint
 from gpumon.core.trace import Run, load_run
 from gpumon.core.units import bytes_per_s
-from gpumon.doctor import FAIL, OK, WARN, Check, check_nvml, check_torch, render_text, use_color
+from gpumon.doctor import FAIL, OK, WARN, Check, check_nvml, check_torch, render_text
 from gpumon.errors import UsageError
+from gpumon.plan import builtin_request, check_device
 
 JOB = "h2d"
 RX_TOLERANCE = 0.10  # NVML's PCIe RX within 10 % of the bytes the job copied

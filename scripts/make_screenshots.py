@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpumon.cli import parse_baselines  # noqa: E402
-from gpumon.core.plan import make_plan  # noqa: E402
+from gpumon.plan import make_plan  # noqa: E402
 from gpumon.core.session import SessionConfig  # noqa: E402
 from gpumon.tui.app import GpumonApp  # noqa: E402
 from gpumon.tui.controller import Controller  # noqa: E402

@@ -1,22 +1,53 @@
-"""Synthetic run directories in the documented trace format (docs/trace.md), with known answers."""
+"""Synthetic run directories with known answers, written through the real ``Recorder`` (so they match docs/trace.md).
+
+The one generator of synthetic runs for every test: a ``Job`` is a list of
+steps (warm-up, then phases of fixed step time, optionally with noise); the
+run's states, metadata, log lines, steps and samples are handed to
+``gpumon.core.recorder.Recorder`` in time order, exactly as a live session's
+bus would.
+"""
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from gpumon.core.model import DEVICE_COLUMNS, HOST_COLUMNS, PROCESS_COLUMNS, STEP_COLUMNS
+from gpumon.core.model import (
+    DEVICE_COLUMNS,
+    DeviceSample,
+    HostSample,
+    LogLine,
+    ProcessSample,
+    StepEvent,
+    WorkloadMeta,
+    WorkloadState,
+)
+from gpumon.core.recorder import Recorder, initial_meta, write_json_atomic
 
 Value = float | Callable[[float], float]
+DeviceRow = Callable[[float, int], dict[str, float]]
+NAN = math.nan
+SIMULATED_GPU = {
+    "index": 0,
+    "name": "NVIDIA A100-SXM4-40GB (simulated)",
+    "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+    "driver": "550.54.15",
+    "pcie_gen": 4,
+    "pcie_width": 16,
+    "pcie_method": "counters",
+}
 
 
 @dataclass
 class Job:
-    """A synthetic workload: warm-up steps, then steps of ``step_s`` seconds until each phase's end time."""
+    """A synthetic workload: ``warmup`` steps of ``warmup_s``, then steps of ``step_s`` until each phase's end.
+
+    ``delay`` is the time from its start to its first step; ``stop`` its exit time (default: its last step).
+    """
 
     slot: str = "A"
     spec: str = "fcn:preset=tiny"
@@ -24,19 +55,26 @@ class Job:
     start: float = 0.0
     warmup: int = 0
     warmup_s: float = 0.5
+    delay: float = 0.0
+    stop: float | None = None
     noise: float = 0.0
     seed: int = 0
     exit_status: int | None = 0
+    batch: int = 64
     copy_bytes: int = 0
     copy_s: Value | None = None
     cpu: Value = 100.0
+    rss_mib: float = 100.0
+    gpu_mem_mib: float = NAN
+    gpu_sm_util: float = NAN
     pid: int = 0
+    log: tuple[str, ...] = ()
     steps: list[tuple[float, float, bool]] = field(default_factory=list, init=False)
 
     def build(self) -> list[tuple[float, float, bool]]:
         """(t end, duration, warm-up) of every step; noise is AR(1), multiplicative, mean one."""
         rng = np.random.default_rng(self.seed)
-        t = self.start
+        t = self.start + self.delay
         out = []
         for _ in range(self.warmup):
             t += self.warmup_s
@@ -51,9 +89,29 @@ class Job:
         self.steps = out
         return out
 
+    @property
+    def end(self) -> float:
+        return self.stop if self.stop is not None else (self.steps[-1][0] if self.steps else self.start)
 
-def _value(v: Value | None, t: float) -> float | None:
-    return v(t) if callable(v) else v
+
+def _value(v: Value | None, t: float) -> float:
+    value = v(t) if callable(v) else v
+    return NAN if value is None else float(value)
+
+
+def _job_events(job: Job, pid: int) -> list[tuple[float, int, object]]:
+    """(t, order, item) of one job: its start, metadata, log, steps and exit."""
+    events: list[tuple[float, int, object]] = [
+        (job.start, 0, WorkloadState(job.slot, "running", job.start, pid=pid)),
+        (job.start, 1, WorkloadMeta(job.slot, pid, {"model": job.spec.split(":")[0], "batch": job.batch})),
+    ]
+    events += [(job.start, 2, LogLine(job.slot, job.start, line)) for line in job.log]
+    for n, (t, d, warm) in enumerate(job.steps):
+        step = StepEvent(job.slot, pid, n, t, d, float(job.batch), warm, job.copy_bytes, _value(job.copy_s, t))
+        events.append((t, 3, step))
+    stop = WorkloadState(job.slot, "exited", job.end, pid=pid, exit_status=job.exit_status, tail="\n".join(job.log[-5:]))
+    events.append((job.end, 9, stop))
+    return events
 
 
 def write_run(
@@ -61,63 +119,107 @@ def write_run(
     jobs: Sequence[Job],
     *,
     label: str = "synthetic",
-    status: str = "complete",
     device: str = "cpu",
     gpu: dict | None = None,
     hostname: str = "testhost",
     gpu_util: Value | None = None,
+    device_row: DeviceRow | None = None,
+    host_cpu: Value = 50.0,
     interval_s: float = 0.1,
+    stagger_s: float | None = None,
+    status: str = "complete",
 ) -> Path:
-    """Write run.json, steps.csv, device.csv, processes.csv and host.csv for ``jobs`` under ``root``."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "logs").mkdir(exist_ok=True)
-    step_rows = []
-    workloads = []
-    end = 0.0
-    for i, job in enumerate(jobs):
-        pid = job.pid or 1000 + i
-        steps = job.build()
-        stop = steps[-1][0] if steps else job.start
-        end = max(end, stop)
-        for n, (t, d, warm) in enumerate(steps):
-            copy_s = _value(job.copy_s, t)
-            step_rows.append((t, [job.slot, pid, n, repr(t), repr(d), 64, int(warm), job.copy_bytes,
-                                  "" if copy_s is None else repr(copy_s)]))
-        workloads.append({
-            "process": job.slot, "spec": job.spec, "kind": "builtin", "argv": [], "pid": pid,
-            "start_t": job.start, "stop_t": stop, "exit_status": job.exit_status, "tail": "",
-            "meta": {},
-        })
-        (root / "logs" / f"{job.slot}.out").write_text("")
-    step_rows.sort(key=lambda r: float(r[0]))
-    _csv(root / "steps.csv", STEP_COLUMNS, [r for _, r in step_rows])
+    """Record ``jobs`` into the run directory ``root`` through the Recorder; returns ``root``.
 
-    ticks = np.arange(0.0, end + interval_s, interval_s)
-    device_rows = []
-    if gpu_util is not None:
-        device_rows = [[repr(float(t)), _value(gpu_util, t)] + [""] * (len(DEVICE_COLUMNS) - 2) for t in ticks]
-    _csv(root / "device.csv", DEVICE_COLUMNS, device_rows)
-    process_rows = []
-    for t in ticks:
-        for i, job in enumerate(jobs):
-            if job.steps and job.start <= t <= job.steps[-1][0]:
-                process_rows.append([repr(float(t)), job.slot, job.pid or 1000 + i, _value(job.cpu, t), 100.0, 4, "", ""])
-    _csv(root / "processes.csv", PROCESS_COLUMNS, process_rows)
-    _csv(root / "host.csv", HOST_COLUMNS, [[repr(float(t)), 50.0, 1000.0, 8000.0] for t in ticks])
+    ``status="recording"`` leaves run.json as a monitor killed mid-capture does (never finalised).
 
-    meta = {
-        "schema": 1, "label": label, "mode": "shared" if len(jobs) == 2 else "exclusive", "status": status,
-        "started_at": "2026-01-01T00:00:00Z", "t0_monotonic_ns": 1, "duration_s": end, "interval_ms": 100,
-        "device": device, "host": {"hostname": hostname, "cpus": 2, "mem_total_mib": 8000},
-        "gpu": gpu, "nvml": {"available": gpu is not None, "reason": ""},
-        "versions": {"python": "3.11", "gpumon": "0.1.0", "torch": None, "driver": None},
-        "stagger_s": max(j.start for j in jobs) - min(j.start for j in jobs),
-        "workloads": workloads,
-    }
-    (root / "run.json").write_text(json.dumps(meta, indent=2))
+    Device rows come from ``device_row(t, jobs running)`` (DeviceSample fields), else
+    ``gpu_util`` alone; processes and host rows every ``interval_s``.
+    """
+    (root / "logs").mkdir(parents=True, exist_ok=True)
+    pids = {job.slot: job.pid or 1000 + i for i, job in enumerate(jobs)}
+    for job in jobs:
+        job.build()
+    end = max(job.end for job in jobs)
+    meta = initial_meta(
+        label=label,
+        mode="shared" if len(jobs) == 2 else "exclusive",
+        clock_t0_ns=1_000_000_000,
+        started_at="2026-11-22T11:40:00.000Z",
+        interval_ms=round(interval_s * 1000),
+        device=device,
+        stagger_s=stagger_s if stagger_s is not None else max(j.start for j in jobs) - min(j.start for j in jobs),
+        host={"hostname": hostname, "cpus": 2, "mem_total_mib": 24000},
+        gpu=gpu,
+        nvml={"available": gpu is not None, "reason": "" if gpu else "unavailable: libnvidia-ml.so.1 not found"},
+        versions={"python": "3.11.7", "gpumon": "0.1.0", "torch": None, "driver": (gpu or {}).get("driver")},
+        workloads=[{"process": j.slot, "spec": j.spec, "kind": "builtin", "argv": []} for j in jobs],
+    )
+    events = [e for job in jobs for e in _job_events(job, pids[job.slot])]
+    for t in (float(x) for x in np.arange(0.0, end + interval_s / 2, interval_s)):
+        t = round(t, 6)
+        running = [j for j in jobs if j.start <= t <= j.end]
+        if device_row is not None or gpu_util is not None:
+            fields = device_row(t, len(running)) if device_row is not None else {"gpu_util": _value(gpu_util, t)}
+            events.append((t, 4, DeviceSample(**{"t": t, **{k: v for k, v in fields.items() if k in DEVICE_COLUMNS}})))
+        for j in running:
+            events.append((t, 5, ProcessSample(t, j.slot, pids[j.slot], _value(j.cpu, t), j.rss_mib, 4,
+                                               j.gpu_mem_mib, j.gpu_sm_util)))
+        events.append((t, 6, HostSample(t, _value(host_cpu, t), 4600.0, 24000.0)))
+    recorder = Recorder(root, meta)
+    for _, _, item in sorted(events, key=lambda e: (e[0], e[1])):
+        recorder.handle(item)
+    recorder.close(end)
+    if status != "complete":
+        write_json_atomic(root / "run.json", {**recorder.meta, "status": status, "duration_s": None})
     return root
 
 
-def _csv(path: Path, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    lines = [",".join(columns)] + [",".join("" if v is None else str(v) for v in row) for row in rows]
-    path.write_text("\n".join(lines) + "\n")
+# --- scenarios shared by the TUI, baseline and headless tests -----------------------------------
+
+
+def wave(t: float, low: float, high: float, period: float = 7.0) -> float:
+    return round(low + (high - low) * (0.5 + 0.5 * math.sin(2 * math.pi * t / period)), 3)
+
+
+def simulated_device(t: float, busy: int) -> dict[str, Any]:
+    """A GPU that gets busier and hotter with each co-resident job."""
+    return {
+        "gpu_util": wave(t, 35, 60) + 30 * (busy > 1), "mem_util": wave(t, 10, 30), "mem_used_mib": 6000 + 9000 * busy,
+        "mem_total_mib": 40960, "pcie_rx_bps": wave(t, 2e9, 6e9) * busy, "pcie_tx_bps": wave(t, 1e8, 3e8),
+        "power_w": wave(t, 90, 180) + 60 * busy, "temp_c": 55 + 5 * busy, "sm_clock_mhz": 1410,
+        "sm_active_pct": wave(t, 20, 45) * busy, "sm_occupancy_pct": wave(t, 5, 15) * busy,
+        "dram_bw_pct": wave(t, 10, 30) * busy, "tensor_active_pct": wave(t, 0, 20) * busy,
+    }
+
+
+def paced_job(slot: str, spec: str, start: float, stop: float, alone: float, shared: float, shared_from: float,
+              gpu: bool = False, **kw: Any) -> Job:
+    """A job stepping at ``alone`` it/s until ``shared_from``, ``shared`` it/s after it, five 0.2 s warm-up steps."""
+    phases = ((shared_from, 1 / alone), (stop, 1 / shared)) if shared_from > start else ((stop, 1 / shared),)
+    return Job(slot, spec, phases, start=start, stop=stop, warmup=5, warmup_s=0.2, delay=0.6, rss_mib=700.0,
+               gpu_mem_mib=2100.0 if gpu else NAN, gpu_sm_util=45.0 if gpu else NAN, **kw)
+
+
+def staggered_pair(root: Path, *, gpu: bool = False, crash_b: bool = False) -> Path:
+    """A alone for 10 s, then A and B together until 60 s (B crashes at 40 s with ``crash_b``)."""
+    where = "cuda" if gpu else "cpu"
+    a = paced_job("A", "fcn:preset=tiny", 0.0, 60.0, alone=40.0, shared=28.0, shared_from=10.0, gpu=gpu,
+                  copy_bytes=200_704, copy_s=200_704 / 12e9, cpu=98.5,
+                  log=(f"gpumon.workloads: training fcn (preset tiny, batch 64) on {where}",))
+    b_log: tuple[str, ...] = (f"gpumon.workloads: training gemm (preset tiny, batch 256) on {where}",)
+    if crash_b:
+        b_log += ("Traceback (most recent call last):", '  File "train.py", line 12, in <module>',
+                  "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    b = paced_job("B", "gemm:preset=tiny", 10.0, 40.0 if crash_b else 60.0, alone=25.0, shared=19.0,
+                  shared_from=0.0, gpu=gpu, exit_status=1 if crash_b else 0, batch=256, cpu=98.5, log=b_log)
+    return write_run(root, (a, b), gpu=SIMULATED_GPU if gpu else None, device="cuda" if gpu else "cpu",
+                     device_row=simulated_device if gpu else None, host_cpu=lambda t: wave(t, 40, 95),
+                     label="fcn-gemm", interval_s=0.5, stagger_s=10.0)
+
+
+def exclusive(root: Path, slot: str = "A", rate: float = 40.0, spec: str = "fcn:preset=tiny") -> Path:
+    """One job alone for 20 s at ``rate`` steps per second."""
+    job = paced_job(slot, spec, 0.0, 20.0, alone=rate, shared=rate, shared_from=0.0, cpu=98.5)
+    return write_run(root, (job,), label=f"{spec.split(':')[0]}-alone", host_cpu=lambda t: wave(t, 40, 95),
+                     interval_s=0.5)

@@ -86,7 +86,7 @@ def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], lis
 
     A run is a directory, a run name in the runs directory, or ``last``.
     """
-    from gpumon.cli import resolve_run, runs_dir_or_default
+    from gpumon.core.runstore import resolve_run, runs_dir_or_default
 
     runs_dir = runs_dir_or_default(None)
     assign: dict[str, str] = {}
@@ -107,7 +107,8 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.report:
         require("matplotlib", "--report")
     from gpumon.analysis.compare import compare
-    from gpumon.analysis.text import render_tables, use_color
+    from gpumon.analysis.text import render_tables
+    from gpumon.color import use_color
     from gpumon.core.trace import load_run
 
     exclusive_paths, shared_paths, assign = parse_runs(args.exclusive, args.shared)

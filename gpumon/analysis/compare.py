@@ -17,9 +17,11 @@ from gpumon.analysis import distributions as dist
 from gpumon.analysis import rates, slowdown
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
+from gpumon.core.rates import verdict
 from gpumon.core.trace import Run, load_run
 from gpumon.errors import UsageError
 from gpumon.extras import installed
+from gpumon.workloads.spec import parse_workload_spec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -134,14 +136,13 @@ def _num(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
 
 
-def spec_key(spec: str) -> tuple[str, frozenset[tuple[str, str]]]:
-    """A workload spec ``name:k=v,k=v`` as (name, options), so option order does not matter."""
-    name, _, options = spec.strip().partition(":")
-    pairs = set()
-    for item in filter(None, (o.strip() for o in options.split(","))):
-        key, _, value = item.partition("=")
-        pairs.add((key.strip(), value.strip()))
-    return name.strip(), frozenset(pairs)
+def spec_key(spec: str) -> str:
+    """A built-in spec's canonical text (``gpumon.workloads.spec``'s grammar: option order and spacing do not
+    matter); anything else (a command, "?") as written."""
+    try:
+        return parse_workload_spec(spec).text
+    except UsageError:
+        return spec.strip()
 
 
 class _RunData:
@@ -291,7 +292,7 @@ def compare(
         if b.samples:
             exclusive_rate[slot] = same or slowdown.combine(b.samples, rng, n_boot)
     if len(exclusive_rate) == len(SLOTS):
-        stp = slowdown.stp([exclusive_rate[s] for s in SLOTS], shared_rate)
+        stp = slowdown.stp_estimate([exclusive_rate[s] for s in SLOTS], shared_rate)
     else:
         stp = Estimate(math.nan)
 
@@ -326,7 +327,7 @@ def compare(
     warnings += _warnings(exclusive_data, shared_data, windows, workloads)
     return Comparison(
         workloads=tuple(workloads),
-        pair=PairResult(stp=stp, verdict=slowdown.verdict(stp), windows=tuple(windows), share=share),
+        pair=PairResult(stp=stp, verdict=verdict(stp.low, stp.high), windows=tuple(windows), share=share),
         warnings=tuple(warnings),
         notes=tuple(notes),
         exclusive_runs=tuple(str(d.run.path) for d in exclusive_data),
@@ -355,7 +356,7 @@ def _overlaps(
     samples: list[RateSample] = []
     for data, mapping in zip(shared, mappings):
         curves = [data.curve(mapping[s]) for s in SLOTS]
-        window = rates.overlap_window(*curves)
+        window = rates.overlap(*curves)
         if window is None:
             raise UsageError(f"{data.run.path}: the two workloads never ran together after warm-up (no overlap)")
         windows.append(Segment(str(data.run.path), "A+B", "overlap", window.start, window.end,

@@ -1,8 +1,9 @@
-"""Iteration rates from step events: warm-up exclusion, cumulative-steps curves, windows.
+"""Cumulative-steps curves from steps.csv (pandas/numpy), for the rates defined in ``gpumon.core.rates``.
 
 A job's progress is its cumulative step count against time. Rates are read off
 that curve by linear interpolation at the edges of a window, so a window need
-not start or end on one of the job's steps.
+not start or end on one of the job's steps; the rate itself is always
+``gpumon.core.rates.slope`` (vectorised here only for the bootstrap bins).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from gpumon.core import rates as defs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,10 +57,9 @@ class Curve:
         return np.interp(t, self.t, self.n)
 
     def rate(self, window: Window) -> float:
-        """Iterations/s inside ``window``: interpolated steps at its edges over its duration."""
-        if window.duration <= 0:
-            return math.nan
-        return float(self.at(window.end) - self.at(window.start)) / window.duration
+        """Iterations/s inside ``window``: the slope between the curve's interpolated points at its edges."""
+        start = defs.Point(window.start, float(self.at(window.start)))
+        return defs.slope(start, defs.Point(window.end, float(self.at(window.end))))
 
     def steps_in(self, window: Window) -> int:
         """Whole steps completed inside ``window`` (0 for an empty or inverted one)."""
@@ -88,16 +90,10 @@ def curve(steps: "pd.DataFrame", process: str) -> Curve | None:
     return Curve(rows["t"].to_numpy(dtype=float), rows["step"].to_numpy(dtype=float))
 
 
-def exclusive_rate(c: Curve) -> float:
-    """(n_last - n_first) / (t_last - t_first) over the post-warm-up steps."""
-    return c.rate(c.span())
-
-
-def overlap_window(a: Curve, b: Curve) -> Window | None:
-    """From the later first post-warm-up step to the earlier last step (None if they never meet)."""
-    start = max(a.first_t, b.first_t)
-    end = min(a.last_t, b.last_t)
-    return Window(start, end) if end > start else None
+def overlap(a: Curve, b: Curve) -> Window | None:
+    """The pair's ``gpumon.core.rates.overlap_window`` (None if they never ran together after warm-up)."""
+    window = defs.overlap_window((a.first_t, b.first_t), (a.last_t, b.last_t))
+    return Window(*window) if window is not None else None
 
 
 def solo_windows(job: Curve, other_start: float, other_end: float) -> list[Window]:

@@ -1,4 +1,4 @@
-"""Slowdown r = x/s, system throughput STP = sum of 1/r, their 95 % intervals and the verdict.
+"""95 % intervals of slowdown r and STP (both defined in ``gpumon.core.rates``, with the verdict).
 
 Intervals come from bootstrap replicates of every rate:
 
@@ -22,13 +22,12 @@ from typing import Sequence
 import numpy as np
 
 from gpumon.analysis.rates import Curve, Window
+from gpumon.core import rates as defs
 
 CONFIDENCE = 0.95
 N_BOOT = 2000
 MIN_BINS = 8
 MAX_BINS = 400
-PAYS, LOSES, CANNOT_TELL = "pays", "loses", "cannot tell"
-ROUNDING = 1e-9
 
 
 @dataclass(frozen=True)
@@ -129,31 +128,17 @@ def interval(value: float, replicates: np.ndarray | None) -> Estimate:
 
 
 def ratio(x: RateSample, s: RateSample, job: int) -> tuple[float, np.ndarray | None]:
-    """r = x/s of the shared sample's ``job``: the value and its replicates (None unless both sides have some)."""
-    value = float(x.points[0] / s.points[job])
+    """``defs.slowdown`` of the shared sample's ``job``: the value and its replicates (None unless both sides have some)."""
+    value = defs.slowdown(float(x.points[0]), float(s.points[job]))
     if x.replicates is None or s.replicates is None:
         return value, None
     with np.errstate(divide="ignore", invalid="ignore"):
-        return value, x.replicates[:, 0] / s.replicates[:, job]
+        return value, x.replicates[:, 0] / s.replicates[:, job]  # defs.slowdown, vectorised
 
 
-def stp(baselines: Sequence[RateSample], s: RateSample) -> Estimate:
-    """STP = sum over jobs of s_j / x_j (= 1/r_j), with its interval."""
-    value = 0.0
-    replicates: np.ndarray | None = np.zeros(len(s.replicates)) if s.replicates is not None else None
-    for j, x in enumerate(baselines):
-        r, r_reps = ratio(x, s, j)
-        value += 1 / r
-        replicates = None if replicates is None or r_reps is None else replicates + 1 / r_reps
-    return interval(value, replicates)
-
-
-def verdict(stp_estimate: Estimate) -> str:
-    """Sharing pays when the whole STP interval is above 1, loses when below (beyond rounding); else cannot tell."""
-    if not stp_estimate.has_interval:
-        return CANNOT_TELL
-    if stp_estimate.low > 1 + ROUNDING:
-        return PAYS
-    if stp_estimate.high < 1 - ROUNDING:
-        return LOSES
-    return CANNOT_TELL
+def stp_estimate(baselines: Sequence[RateSample], s: RateSample) -> Estimate:
+    """``defs.stp`` of the jobs' slowdowns, with its interval (the same sum over every replicate)."""
+    ratios = [ratio(x, s, j) for j, x in enumerate(baselines)]
+    reps = [r_reps for _, r_reps in ratios]
+    replicates = None if any(r is None for r in reps) else defs.stp(reps)  # type: ignore[arg-type]
+    return interval(defs.stp(r for r, _ in ratios), replicates)

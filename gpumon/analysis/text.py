@@ -1,19 +1,18 @@
 """Plain-text rendering of a comparison: tables for the CLI and the TUI, plotext histograms.
 
-No ANSI codes unless asked for (``color=True``); ``use_color()`` says whether a
-stream should get them (a tty, and ``NO_COLOR`` unset or empty).
+No ANSI codes unless asked for (``color=True``; ``gpumon.color.use_color`` says
+whether a stream should get them).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import sys
 import threading
-from typing import IO, TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from gpumon.analysis.distributions import CAUTION, display_scale, histogram_counts
-from gpumon.analysis.slowdown import CANNOT_TELL, LOSES, PAYS, Estimate
+from gpumon.analysis.slowdown import Estimate
+from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,12 +26,6 @@ VERDICT_TEXT = {
     LOSES: "sharing loses (the whole interval is below 1)",
     CANNOT_TELL: "cannot tell (the interval straddles 1)",
 }
-
-
-def use_color(stream: IO[str] | None = None) -> bool:
-    """ANSI colour only for a terminal, and never when NO_COLOR is set (https://no-color.org)."""
-    stream = stream if stream is not None else sys.stdout
-    return bool(stream.isatty()) and not os.environ.get("NO_COLOR")
 
 
 def _paint(text: str, style: str, color: bool) -> str:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from gpumon.core.bus import Bus
-from gpumon.core.interference import interference
 from gpumon.core.live import LiveStats
 from gpumon.core.model import DeviceSample, StepEvent, WorkloadState
+from gpumon.core.rates import VERDICTS, interference
 from gpumon.errors import UsageError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -41,7 +41,6 @@ DEVICE_GAUGES = (
     ("gpumon_gpu_dram_bandwidth_ratio", "dram_bw_pct", 0.01, "DRAM bandwidth used over its peak (GPM)"),
     ("gpumon_gpu_tensor_active_ratio", "tensor_active_pct", 0.01, "fraction of cycles the tensor cores were busy (GPM)"),
 )
-VERDICTS = ("pays", "breaks_even", "loses")
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -128,21 +127,21 @@ class RunMetrics:
             "wall": GaugeMetricFamily("gpumon_job_copy_throughput_bytes_per_second", "bytes copied per second of wall time", labels=JOB_LABELS),
             "slowdown": GaugeMetricFamily("gpumon_job_slowdown_ratio", "exclusive rate over the rate while sharing (2 = half speed)", labels=JOB_LABELS),
         }
-        shared_rates = {}
+        shared_slots = []
         for slot, (spec, steps, copy_bytes) in jobs.items():
             labels = [*base, slot, spec]
             families["steps"].add_metric(labels, steps)
             families["copy"].add_metric(labels, copy_bytes)
             if slot not in running:
                 continue
+            shared_slots.append(slot)
             f = self.live.figures(slot, now)
-            shared_rates[slot] = f.iter_per_s
             for key, value in (("rate", f.iter_per_s), ("samples", f.samples_per_s),
                                ("bandwidth", f.copy_bandwidth), ("wall", f.copy_bytes_per_s)):
                 if not math.isnan(value):
                     families[key].add_metric(labels, value)
-        if self.exclusive and len(shared_rates) > 1:
-            result = interference(self.exclusive, shared_rates)
+        if self.exclusive and len(shared_slots) > 1:
+            result = interference(self.exclusive, self.live.shared_rates(shared_slots))
             for slot, r in result.slowdown.items():
                 if not math.isnan(r):
                     families["slowdown"].add_metric([*base, slot, jobs[slot][0]], r)
@@ -151,9 +150,8 @@ class RunMetrics:
                 stp.add_metric(base, result.stp)
                 yield stp
                 verdict = GaugeMetricFamily("gpumon_pair_verdict", "1 for the current verdict on sharing", labels=(*DEVICE_LABELS, "verdict"))
-                current = "breaks_even" if round(result.stp, 2) == 1 else "pays" if result.stp > 1 else "loses"
                 for v in VERDICTS:
-                    verdict.add_metric([*base, v], 1.0 if v == current else 0.0)
+                    verdict.add_metric([*base, v], 1.0 if v == result.verdict else 0.0)
                 yield verdict
         yield from families.values()
 

@@ -26,7 +26,7 @@ from gpumon.core.recorder import CaptureError, Recorder, create_run_dir, initial
 from gpumon.core.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
-from gpumon.core.trace import default_runs_dir
+from gpumon.core.runstore import default_runs_dir
 from gpumon.errors import UsageError
 
 # What happens to the workloads when the capture fails (disk full, directory removed...).

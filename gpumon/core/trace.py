@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from gpumon.core.model import DEVICE_COLUMNS, GPM_COLUMNS, HOST_COLUMNS, PROCESS_COLUMNS, STEP_COLUMNS
 from gpumon.core.mps import share_of
+from gpumon.core.rates import exclusive_rate
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:
@@ -38,14 +39,6 @@ OLDER_HEADERS: dict[str, tuple[str, ...]] = {
 
 class TraceError(UsageError):
     """A run directory that is missing, unreadable or corrupt."""
-
-
-def default_runs_dir() -> Path:
-    """``$GPUMON_RUNS``, else ``$XDG_DATA_HOME/gpumon/runs``, else ``~/.local/share/gpumon/runs``."""
-    if os.environ.get("GPUMON_RUNS"):
-        return Path(os.environ["GPUMON_RUNS"]).expanduser()
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "gpumon" / "runs"
 
 
 def complete_text(path: Path) -> str:
@@ -181,21 +174,36 @@ class RunSummary:
     rates: dict[str, float]
 
 
-def summarize(run: Run) -> RunSummary:
-    """Mean post-warm-up iterations/s per process, computed without pandas."""
-    first: dict[str, tuple[float, int]] = {}
-    last: dict[str, tuple[float, int]] = {}
+def exclusive_rates(run: Run) -> dict[str, float]:
+    """Each process's ``exclusive_rate`` over its post-warm-up steps, read without pandas."""
+    points: dict[str, list[tuple[float, int]]] = {}
     for r in run.rows("steps"):
-        if r["warmup"] == "1":
+        if r["warmup"] == "1" or not r["t"] or not r["step"]:
             continue
-        key = r["process"]
-        point = (float(r["t"]), int(r["step"]))
-        first.setdefault(key, point)
-        last[key] = point
-    rates = {}
-    for key, (t0, s0) in first.items():
-        t1, s1 = last[key]
-        rates[key] = (s1 - s0) / (t1 - t0) if t1 > t0 else math.nan
+        try:
+            points.setdefault(r["process"], []).append((float(r["t"]), int(r["step"])))
+        except ValueError:
+            raise TraceError(f"{run.path / 'steps.csv'}: corrupt row {r}") from None
+    out = {}
+    for key, pairs in points.items():
+        pairs.sort(key=lambda p: p[0])
+        out[key] = exclusive_rate([p[0] for p in pairs], [p[1] for p in pairs])
+    return out
+
+
+def baseline_rate(slot: str, path: str | os.PathLike[str]) -> float:
+    """The exclusive rate of ``slot`` in a recorded run (its only job's rate if it ran one job), for ``--baseline``."""
+    run = load_run(path)
+    known = {k: v for k, v in exclusive_rates(run).items() if not math.isnan(v)}
+    if slot in known:
+        return known[slot]
+    if len(known) == 1:
+        return next(iter(known.values()))
+    raise UsageError(f"baseline run {run.path.name} has no post-warm-up rate for {slot}")
+
+
+def summarize(run: Run) -> RunSummary:
+    """What ``gpumon runs`` shows: metadata and each process's exclusive rate (post-warm-up slope)."""
     specs = " + ".join(f"{w.get('process', '?')}={w.get('spec', '?')}" for w in run.workloads)
     return RunSummary(
         name=run.path.name,
@@ -205,7 +213,7 @@ def summarize(run: Run) -> RunSummary:
         status=str(run.meta.get("status", "?")),
         workloads=specs,
         duration_s=float(run.meta.get("duration_s") or math.nan),
-        rates=rates,
+        rates=exclusive_rates(run),
     )
 
 

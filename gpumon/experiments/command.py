@@ -96,7 +96,7 @@ def list_specs() -> int:
 
 def run_experiment(args: argparse.Namespace) -> int:
     from gpumon.core.interpreter import ENV_PYTHON, choose, require_workload_python
-    from gpumon.core.plan import check_device
+    from gpumon.plan import check_device
     from gpumon.experiments.cells import check_all_presets, expand
     from gpumon.experiments.device import cuda_status, resolve_device
     from gpumon.experiments.spec import choose_preset, device_kind, find_spec, load_spec, with_overrides

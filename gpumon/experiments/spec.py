@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from gpumon.core.mps import SHARE_SYNTAX, parse_share
 from gpumon.errors import UsageError
-from gpumon.workloads.settings import DEVICE_PATTERN
+from gpumon.workloads.spec import DEVICE_PATTERN
 
 ANALYSES: dict[str, str] = {
     "pairwise": "every workload alone, then every pair co-resident: slowdown matrix and STP",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpumon.core.model import STEP_COLUMNS
+from gpumon.core.rates import overlap_window
 
 PROCESS, T, WARMUP = (STEP_COLUMNS.index(c) for c in ("process", "t", "warmup"))
 
@@ -54,5 +54,5 @@ class StepsTail:
         """Seconds in which all ``slots`` ran past warm-up together (0 before they all started)."""
         if not self.started(slots):
             return 0.0
-        span = min(self.last[s] for s in slots) - max(self.first[s] for s in slots)
-        return max(0.0, span) if math.isfinite(span) else 0.0
+        window = overlap_window([self.first[s] for s in slots], [self.last[s] for s in slots])
+        return window[1] - window[0] if window is not None else 0.0

@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
 from gpumon.core.launcher import LaunchRequest
-from gpumon.core.plan import RunPlan
+from gpumon.plan import RunPlan
 from gpumon.errors import UsageError
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ

@@ -10,17 +10,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from gpumon.core.interference import baseline_rate
 from gpumon.core.launcher import LaunchRequest, Workload
-from gpumon.core.plan import RunPlan
+from gpumon.core.outcome import exit_code
+from gpumon.plan import RunPlan, short_name
 from gpumon.core.session import Session
-from gpumon.core.trace import export, load_run
+from gpumon.core.trace import baseline_rate, export, load_run
 from gpumon.errors import UsageError
 from gpumon.tui.model import LiveModel
-
-
-def short_name(request: LaunchRequest) -> str:
-    return "cmd" if request.kind == "cmd" else request.spec.split(":", 1)[0]
 
 
 class Controller:
@@ -131,4 +127,4 @@ class Controller:
 
     def exit_code(self) -> int:
         """1 when a workload failed on its own or the capture failed, else 0 (as ``gpumon run --headless``)."""
-        return 1 if self.session.launcher.failed() or self.session.capture_error is not None else 0
+        return exit_code(self.session)

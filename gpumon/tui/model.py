@@ -13,6 +13,8 @@ from typing import Any
 
 from gpumon.core.launcher import SLOTS
 from gpumon.core.live import LiveStats
+from gpumon.core.rates import Point, exclusive_rate, interference
+from gpumon.core.sources.pcie import link_capacity_bps
 from gpumon.core.model import (
     DeviceSample,
     HostSample,
@@ -24,7 +26,6 @@ from gpumon.core.model import (
     WorkloadMeta,
     WorkloadState,
 )
-from gpumon.core.interference import interference
 from gpumon.tui.series import BinnedSeries, nice_ceiling
 from gpumon.tui.view import DeviceView, Series, View, WorkloadView
 
@@ -34,9 +35,8 @@ HISTORY_BINS = 240
 LOG_LINES = 200
 NOTICES = 20
 MIN_EXCLUSIVE_STEPS = 10
-MIN_EXCLUSIVE_BUSY_S = 1.0
+MIN_EXCLUSIVE_S = 1.0
 DEFAULT_LINK_BPS = 15.75e9
-PCIE_LANE_BPS = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
 ACTIVE_STATES = ("starting", "running")
 DEVICE_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "pcie_rx_bps", "pcie_tx_bps", "power_w", "temp_c")
 
@@ -45,9 +45,8 @@ def link_bps(gpu: dict[str, Any] | None) -> float:
     """Theoretical one-way PCIe bandwidth of the GPU's current link (gen3 x16 if unknown)."""
     gen = (gpu or {}).get("pcie_gen")
     width = (gpu or {}).get("pcie_width")
-    if isinstance(gen, int) and isinstance(width, int) and gen in PCIE_LANE_BPS and width > 0:
-        return PCIE_LANE_BPS[gen] * width
-    return DEFAULT_LINK_BPS
+    known = isinstance(gen, int) and isinstance(width, int) and width > 0
+    return (link_capacity_bps(gen, width) if known else None) or DEFAULT_LINK_BPS
 
 
 @dataclass
@@ -61,8 +60,9 @@ class _Slot:
     state: WorkloadState | None = None
     start_t: float = NAN
     last_step: StepEvent | None = None
-    exclusive_steps: int = 0
-    exclusive_busy: float = 0.0
+    exclusive_first: Point | None = None
+    exclusive_last: Point | None = None
+    exclusive_over: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -138,9 +138,14 @@ class LiveModel:
         slot.last_step = step
         slot.iter_rate.add(step.t, 1.0, step.iter_s)
         slot.sample_rate.add(step.t, step.samples, step.iter_s)
-        if not step.warmup and not any(s.active for name, s in self._slots.items() if name != step.process):
-            slot.exclusive_steps += 1
-            slot.exclusive_busy += step.iter_s
+        if step.warmup or slot.exclusive_over:
+            return
+        if any(s.active for name, s in self._slots.items() if name != step.process):
+            slot.exclusive_over = slot.exclusive_first is not None
+            return
+        point = Point(step.t, step.step)
+        slot.exclusive_first = slot.exclusive_first or point
+        slot.exclusive_last = point
 
     def _on_device(self, sample: DeviceSample) -> None:
         self.device = sample
@@ -171,12 +176,12 @@ class LiveModel:
         """The snapshot one refresh draws; ``width`` bins of history per graph."""
         n = min(width, self.history)
         workloads = tuple(self._workload_view(name, slot, now, n) for name, slot in self._slots.items())
-        shared = {
-            w.slot: w.figures.iter_per_s
-            for w in workloads
-            if w.state == "running" and w.figures is not None and w.figures.iter_per_s > 0
-        }
         running = [w for w in workloads if w.active]
+        shared = {
+            slot: rate
+            for slot, rate in self.stats.shared_rates(w.slot for w in running).items()
+            if rate > 0
+        }
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
         return View(
             t=now,
@@ -190,8 +195,14 @@ class LiveModel:
     def _exclusive(self, name: str, slot: _Slot) -> tuple[float, str]:
         if name in self.baselines:
             return self.baselines[name]
-        if slot.exclusive_steps >= MIN_EXCLUSIVE_STEPS and slot.exclusive_busy >= MIN_EXCLUSIVE_BUSY_S:
-            return slot.exclusive_steps / slot.exclusive_busy, "exclusive phase"
+        first, last = slot.exclusive_first, slot.exclusive_last
+        if (
+            first is not None
+            and last is not None
+            and last.n - first.n >= MIN_EXCLUSIVE_STEPS
+            and last.t - first.t >= MIN_EXCLUSIVE_S
+        ):
+            return exclusive_rate((first.t, last.t), (first.n, last.n)), "exclusive phase"
         return NAN, ""
 
     def _workload_view(self, name: str, slot: _Slot, now: float, n: int) -> WorkloadView:

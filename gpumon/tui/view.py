@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from gpumon.core.live import LiveFigures
 from gpumon.core.model import DeviceSample, HostSample
-from gpumon.core.interference import Interference
+from gpumon.core.rates import Interference
 
 
 

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gpumon.core.probe import DEFAULT_WARMUP_STEPS, ENV_WARMUP
 from gpumon.errors import UsageError
-from gpumon.workloads.spec import PRESETS, WORKLOADS_WITHOUT_INPUT, WorkloadSpec
+from gpumon.workloads.spec import DEVICE_PATTERN, PRESETS, WORKLOADS_WITHOUT_INPUT, WorkloadSpec
 
 ENV_DEFAULT_THREADS = "GPUMON_DEFAULT_THREADS"
 DEFAULT_WORKERS = 2
-DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 @dataclass(frozen=True)

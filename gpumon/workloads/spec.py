@@ -7,6 +7,7 @@ must never import torch (nor numpy).
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -22,6 +23,7 @@ WORKLOADS: dict[str, str] = {
     "gemm": "compute-bound: a stack of N x N matmuls on device-resident data, no copies",
 }
 
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")  # match with fullmatch
 PRESET_NAMES = ("tiny", "paper")
 
 PRESETS: dict[str, dict[str, dict[str, int | float]]] = {

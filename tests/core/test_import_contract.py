@@ -1,4 +1,5 @@
-"""Import contract: gpumon/core never imports Textual or torch; the CLI's light paths never import torch."""
+"""Import contract: gpumon/core never imports Textual, torch or the workloads package; nothing below the CLI
+imports the CLI; the CLI's light paths never import torch; rates and verdicts are defined once."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gpumon
 import gpumon.core
 
+PACKAGE = Path(gpumon.__file__).parent
 CORE = Path(gpumon.core.__file__).parent
 FORBIDDEN = ("textual", "torch")
 # Child-side code may import torch lazily, inside these functions only (never at import time).
@@ -76,7 +79,7 @@ ANALYSIS_ONLY = ("scipy", "matplotlib", "pyarrow", "torch")
 FIRST_FRAME = """
 import asyncio, json, sys, tempfile
 from pathlib import Path
-from gpumon.core.plan import make_plan
+from gpumon.plan import make_plan
 from gpumon.core.session import SessionConfig
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
@@ -100,3 +103,111 @@ def test_the_monitors_first_frame_waits_for_no_analysis_library():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def _modules_imported(path: Path) -> set[str]:
+    """Every absolute module name ``path`` imports (``from a.b import c`` counts as a.b and a.b.c), at any depth."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _importers(files: list[Path], target: str) -> list[str]:
+    hits = []
+    for f in files:
+        if any(name == target or name.startswith(target + ".") for name in _modules_imported(f)):
+            hits.append(str(f.relative_to(PACKAGE)))
+    return sorted(hits)
+
+
+def test_the_core_never_imports_the_workloads_package():
+    """The parent is torch-free by construction: the core cannot reach the harness or the models."""
+    assert _importers(sorted(CORE.rglob("*.py")), "gpumon.workloads") == []
+
+
+def test_only_the_entry_point_imports_the_cli():
+    """No circle: analysis, experiments, the TUI and the core never import gpumon.cli."""
+    files = [f for f in sorted(PACKAGE.rglob("*.py")) if f.name != "__main__.py" and f != PACKAGE / "cli.py"]
+    assert len(files) > 50
+    assert _importers(files, "gpumon.cli") == []
+
+
+# Each of these is defined in gpumon/core/rates.py and nowhere else in the package.
+RATE_DEFINITIONS = {
+    "slope", "exclusive_rate", "shared_rate", "live_rate", "overlap_window", "slowdown", "stp", "verdict",
+    "interference", "Interference", "OverlapRates",
+}
+
+
+def test_rates_slowdown_stp_and_the_verdict_are_defined_once():
+    rates = CORE / "rates.py"
+    defined: dict[str, list[str]] = {}
+    for f in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in RATE_DEFINITIONS:
+                defined.setdefault(node.name, []).append(str(f.relative_to(PACKAGE)))
+            if isinstance(node, ast.Assign) and f != rates:
+                for target in node.targets:
+                    if isinstance(target, ast.Tuple) and {getattr(e, "id", "") for e in target.elts} & {"PAYS", "LOSES"}:
+                        defined.setdefault("verdict words", []).append(str(f.relative_to(PACKAGE)))
+    assert defined.pop("verdict words", []) == []
+    assert defined == {name: ["core/rates.py"] for name in defined}
+    assert set(defined) == RATE_DEFINITIONS - {"shared_rate"}
+
+
+def _busy_time_names(tree: ast.AST) -> set[str]:
+    """Names holding a sum of step durations: ``x = sum(... iter_s ...)``, ``x = ...["iter_s"].sum()``, ``x += s.iter_s``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and _sums_durations(node.value):
+            names.update(ast.unparse(t) for t in node.targets)
+        elif isinstance(node, ast.AugAssign) and "iter_s" in ast.unparse(node.value):
+            names.add(ast.unparse(node.target))
+    return names
+
+
+def _sums_durations(expr: ast.AST) -> bool:
+    text = ast.unparse(expr)
+    return "iter_s" in text and ("sum(" in text or ".sum()" in text)
+
+
+def test_no_rate_divides_by_busy_time():
+    """Iterations per second is wall-clock everywhere: nothing divides by a sum of step durations (iter_s)."""
+    offenders = []
+    for f in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
+        busy = _busy_time_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+                right = ast.unparse(node.right)
+                if _sums_durations(node.right) or any(right == name or right.startswith(name + " ") for name in busy):
+                    offenders.append(f"{f.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}")
+    assert offenders == []
+
+
+def test_the_busy_time_check_catches_what_it_forbids(tmp_path):
+    """The check above fails on the live rate and the TUI's exclusive phase as they were before core/rates.py."""
+    old = """
+busy = sum(s.iter_s for s in steps)
+rate = len(steps) / busy if busy > 0 else 0.0
+slot.exclusive_busy += step.iter_s
+x = slot.exclusive_steps / slot.exclusive_busy
+"""
+    tree = ast.parse(old)
+    busy = _busy_time_names(tree)
+    divs = [ast.unparse(n.right) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)]
+    assert busy == {"busy", "slot.exclusive_busy"} and all(d in busy for d in divs)
+
+
+def test_every_front_end_calls_the_one_definition():
+    """The live line, the TUI, runs/--baseline, compare, its intervals and experiments import gpumon.core.rates."""
+    for module in ("core/live.py", "tui/model.py", "core/trace.py", "analysis/rates.py", "analysis/slowdown.py",
+                   "analysis/compare.py", "headless.py", "experiments/steady.py", "core/metrics.py"):
+        assert "gpumon.core.rates" in _modules_imported(PACKAGE / module), module

@@ -12,7 +12,7 @@ import pytest
 
 from gpumon.core.launcher import LaunchRequest
 from gpumon.core.model import HostSample, Notice
-from gpumon.core.plan import make_plan
+from gpumon.plan import make_plan
 from gpumon.core.session import Session, SessionConfig
 from gpumon.core.trace import load_run
 from gpumon.errors import UsageError

@@ -218,7 +218,7 @@ def test_corrupt_run_is_exit_2(tmp_path):
 
 
 def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
-    from tests.tui.synthetic import exclusive
+    from tests.tracegen import exclusive
 
     base_a = exclusive(tmp_path / "base-a", "A", rate=500.0, spec="lstm")
     base_b = exclusive(tmp_path / "base-b", "A", rate=250.0, spec="gemm")
@@ -228,17 +228,16 @@ def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    status = {(s["t"], s["process"]): s for s in lines if "process" in s}
     checked = 0
     for entry in (s for s in lines if "slowdown" in s):
         for slot, baseline in (("A", 500.0), ("B", 250.0)):
-            live = status[(entry["t"], slot)]["iter_per_s"]
-            if live and entry["slowdown"][slot]:
-                assert entry["slowdown"][slot] == pytest.approx(baseline / live, rel=0.01)
+            shared = entry["shared_rate"][slot]
+            if shared and entry["slowdown"][slot]:
+                assert entry["slowdown"][slot] == pytest.approx(baseline / shared, rel=0.01)
                 checked += 1
         if all(entry["slowdown"].values()):
             assert entry["stp"] == pytest.approx(sum(1 / r for r in entry["slowdown"].values()))
-            assert entry["verdict"].startswith("sharing ")
+            assert entry["verdict"] in ("pays", "loses", "cannot tell")
     assert checked, result.stdout
 
 

@@ -14,7 +14,7 @@ from typing import Awaitable, Callable
 import pytest
 
 from gpumon.core.launcher import LaunchRequest
-from gpumon.core.plan import RunPlan, make_plan
+from gpumon.plan import RunPlan, make_plan
 from gpumon.core.session import SessionConfig
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from gpumon.cli import parse_baselines
 from gpumon.errors import UsageError
-from gpumon.core.interference import baseline_rate
-from tests.tui.synthetic import exclusive, staggered_pair
+from gpumon.core.trace import baseline_rate
+from tests.tracegen import exclusive, staggered_pair
 
 
 def test_baseline_rate_of_an_exclusive_run(tmp_path):

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from gpumon.core.model import DeviceSample, LogLine, SourceStatus, StepEvent, WorkloadState
-from gpumon.core.interference import interference, slowdown, verdict
+from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS, interference, slowdown, stp, verdict
 from gpumon.tui.model import LiveModel, link_bps
 from gpumon.tui.pump import RefreshPump
 from gpumon.tui.series import BinnedSeries, nice_ceiling
@@ -55,35 +55,49 @@ def test_slowdown_stp_and_verdict():
     assert slowdown(40, 20) == 2 and math.isnan(slowdown(math.nan, 20)) and math.isnan(slowdown(40, 0))
     pays = interference({"A": 40, "B": 20}, {"A": 30, "B": 15})
     assert pays.slowdown == {"A": pytest.approx(4 / 3), "B": pytest.approx(4 / 3)}
-    assert pays.stp == pytest.approx(1.5) and pays.verdict == "sharing pays: STP 1.50"
+    assert pays.stp == pytest.approx(1.5) and pays.verdict == PAYS and pays.text == "sharing pays: STP 1.50"
+    assert pays.shared == {"A": 30, "B": 15}
     loses = interference({"A": 40, "B": 20}, {"A": 10, "B": 5})
-    assert loses.verdict == "sharing loses: STP 0.50"
+    assert loses.verdict == LOSES and loses.text == "sharing loses: STP 0.50"
+    even = interference({"A": 40, "B": 20}, {"A": 20.02, "B": 10})
+    assert even.verdict == CANNOT_TELL and even.text == "cannot tell: STP 1.00"
     missing = interference({"A": 40}, {"A": 30, "B": 15})
-    assert math.isnan(missing.stp) and missing.verdict == "STP needs the exclusive rate of B"
-    assert verdict(math.nan) == "" and verdict(1.001) == "sharing breaks even: STP 1.00"
+    assert math.isnan(missing.stp) and missing.verdict == "" and missing.text == "STP needs the exclusive rate of B"
+    assert stp([2.0, 4.0]) == pytest.approx(0.75)
+    assert verdict(math.nan, math.nan) == CANNOT_TELL and verdict(1.1, 1.2) == PAYS and verdict(0.8, 0.9) == LOSES
+
+
+def _events(process, t0, t1, rate, warmup=0, first=0):
+    """Steps ``first``, ``first + 1``, ... at ``rate`` from ``t0`` to ``t1``."""
+    out, n, t = [], first, t0
+    while t < t1:
+        t = round(t + 1 / rate, 6)
+        out.append(StepEvent(process, 1, n, t, 1 / rate, samples=8.0, warmup=n < warmup))
+        n += 1
+    return out
 
 
 def _steps(model, process, t0, t1, rate, warmup=0):
-    n, t = 0, t0
-    while t < t1:
-        t = round(t + 1 / rate, 6)
-        model.handle(StepEvent(process, 1, n, t, 1 / rate, samples=8.0, warmup=n < warmup))
-        n += 1
+    """Feed one job's steps; returns the next step number."""
+    events = _events(process, t0, t1, rate, warmup)
+    for e in events:
+        model.handle(e)
+    return len(events)
 
 
 def test_model_measures_the_exclusive_phase_and_the_slowdown():
     model = LiveModel()
     model.handle(WorkloadState("A", "starting", 0.0))
     model.handle(WorkloadState("A", "running", 0.0, pid=1))
-    _steps(model, "A", 0.0, 10.0, 40, warmup=5)
+    a_next = _steps(model, "A", 0.0, 10.0, 40, warmup=5)
     model.handle(WorkloadState("B", "starting", 10.0))
     model.handle(WorkloadState("B", "running", 10.0, pid=2))
     view = model.view(10.0)
     assert view.workload("A").exclusive_rate == pytest.approx(40)
     assert view.workload("A").exclusive_source == "exclusive phase"
     assert view.workload("B").state == "starting"
-    _steps(model, "A", 10.0, 20.0, 20)
-    _steps(model, "B", 10.0, 20.0, 10)
+    for e in sorted(_events("A", 10.0, 20.0, 20, first=a_next) + _events("B", 10.0, 20.0, 10), key=lambda e: e.t):
+        model.handle(e)
     view = model.view(20.0)
     assert view.workload("A").exclusive_rate == pytest.approx(40)
     assert view.interference is not None
@@ -93,7 +107,7 @@ def test_model_measures_the_exclusive_phase_and_the_slowdown():
     view = model.view(20.0)
     assert view.workload("B").exclusive_source == "baseline run-b"
     assert view.interference.stp == pytest.approx(0.5 + 1 / 3, rel=0.05)
-    assert view.interference.verdict.startswith("sharing loses: STP 0.8")
+    assert view.interference.text.startswith("sharing loses: STP 0.8")
 
 
 def test_model_states_logs_and_relaunch_reset():

@@ -11,7 +11,7 @@ from gpumon.core.bus import Bus
 from gpumon.core.model import DeviceSample, HostSample, LogLine, ProcessSample, SourceStatus, StepEvent, WorkloadState
 from gpumon.core.sources.replay import AS_FAST_AS_POSSIBLE, ReplaySource, replay_all
 from gpumon.core.trace import TraceError
-from tests.tui.synthetic import staggered_pair
+from tests.tracegen import staggered_pair
 
 
 def _collect(bus: Bus) -> list[object]:

@@ -8,7 +8,7 @@ from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.screens.runs import MARK, RunsScreen
 from gpumon.tui.widgets.output import ChildOutput
 from tests.tui.conftest import run_async, wait_until
-from tests.tui.synthetic import exclusive, staggered_pair
+from tests.tracegen import exclusive, staggered_pair
 
 
 def _runs(root):

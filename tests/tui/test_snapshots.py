@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,10 +10,9 @@ from gpumon.tui.app import GpumonApp, replay_app
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.screens.runs import RunsScreen
 from tests.tui.conftest import wait_until
-from tests.tui.synthetic import exclusive, staggered_pair
+from tests.tracegen import exclusive, staggered_pair
 
 SIZES = [(80, 24), (120, 40)]
-RUNS_DIR = Path("/tmp/gpumon-snapshot-runs")
 
 
 def _replay(root: Path, t: float) -> GpumonApp:
@@ -52,21 +50,20 @@ def test_help(snap_compare, tmp_path, size):
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_runs(snap_compare, size):
-    shutil.rmtree(RUNS_DIR, ignore_errors=True)
-    exclusive(RUNS_DIR / "20261122-113000-fcn-alone", "A", 40.0)
-    exclusive(RUNS_DIR / "20261122-113100-gemm-alone", "A", 25.0, "gemm:preset=tiny")
-    staggered_pair(RUNS_DIR / "20261122-114000-fcn-gemm")
-    app = _replay(RUNS_DIR / "20261122-114000-fcn-gemm", 1.0)
+def test_runs(snap_compare, tmp_path, monkeypatch, size):
+    """The runs screen over a runs directory in this test's own tmp dir (named relatively, so the title is stable)."""
+    monkeypatch.chdir(tmp_path)
+    runs = Path("runs")
+    exclusive(runs / "20261122-113000-fcn-alone", "A", 40.0)
+    exclusive(runs / "20261122-113100-gemm-alone", "A", 25.0, "gemm:preset=tiny")
+    staggered_pair(runs / "20261122-114000-fcn-gemm")
+    app = _replay(runs / "20261122-114000-fcn-gemm", 1.0)
 
     async def open_runs(pilot) -> None:
         await _first_frame(pilot)
-        screen = RunsScreen(RUNS_DIR)
+        screen = RunsScreen(runs)
         await pilot.app.push_screen(screen)
         await wait_until(pilot, lambda: len(screen.summaries) == 3, what="the runs")
         await pilot.press("m", "down", "m")
 
-    try:
-        assert snap_compare(app, terminal_size=size, run_before=open_runs)
-    finally:
-        shutil.rmtree(RUNS_DIR, ignore_errors=True)
+    assert snap_compare(app, terminal_size=size, run_before=open_runs)

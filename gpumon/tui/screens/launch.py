@@ -10,7 +10,7 @@ from textual.widgets import Button, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from gpumon.core.launcher import LaunchRequest
-from gpumon.core.plan import builtin_request, check_device
+from gpumon.plan import builtin_request, check_device
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import WORKLOADS
 

@@ -6,6 +6,7 @@ import math
 
 from rich.text import Text
 
+from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS
 from gpumon.core.units import DASH
 from gpumon.core import units as fmt
 from gpumon.tui.view import View
@@ -27,17 +28,17 @@ def interference_text(view: View) -> Text:
         return text
     for slot, r in result.slowdown.items():
         w = view.workload(slot)
-        shared = w.figures.iter_per_s if w.figures is not None else math.nan
+        shared = result.shared.get(slot, math.nan)
         text.append(f"{slot} ", style="bold")
         if math.isnan(r):
             text.append(f"r {DASH}  ", style="dim")
             continue
         text.append(f"r {r:.2f}", style="bold")
         text.append(f" ({fmt.num(w.exclusive_rate)}→{fmt.num(shared)} it/s)  ", style="dim")
-    if result.verdict:
-        style = "bold green" if result.stp > 1 else ("bold red" if not math.isnan(result.stp) else "dim")
+    if result.text:
+        style = {PAYS: "bold green", LOSES: "bold red", CANNOT_TELL: "bold yellow"}.get(result.verdict, "dim")
         text.append("│ ", style="dim")
-        text.append(result.verdict, style=style)
+        text.append(result.text, style=style)
     return text
 
 

@@ -1,8 +1,12 @@
-"""A validated plan for ``gpumon run``: which workloads, on which device, for how long."""
+"""A validated plan for ``gpumon run``: which workloads, on which device, for how long.
+
+It sits above ``gpumon.core`` because it turns built-in workload specs into
+commands (``gpumon.workloads.spec``, torch-free); the core never imports the
+workloads package.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from gpumon.core.interpreter import require_workload_python
@@ -10,9 +14,8 @@ from gpumon.core.launcher import LaunchRequest
 from gpumon.core.mps import check_share
 from gpumon.core.session import SessionConfig
 from gpumon.errors import UsageError
-from gpumon.workloads.spec import parse_workload_spec, to_argv
+from gpumon.workloads.spec import DEVICE_PATTERN, parse_workload_spec, to_argv
 
-DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 MAX_WORKLOADS = 2
 
 
@@ -27,7 +30,7 @@ class RunPlan:
 
 
 def check_device(device: str) -> str:
-    if not DEVICE_PATTERN.match(device):
+    if not DEVICE_PATTERN.fullmatch(device):
         raise UsageError(f"bad --device {device!r} (choose auto, cpu, cuda or cuda:N)")
     return device
 
@@ -66,11 +69,10 @@ def make_plan(
     requests = [builtin_request(w, session.device, session.python) for w in workloads]
     requests += [LaunchRequest.command(c) for c in commands]
     if not label:
-        label = "-".join(_short_name(r) for r in requests) or "idle"
+        label = "-".join(short_name(r) for r in requests) or "idle"
     return RunPlan(session, tuple(requests), label, duration_s, stagger_s)
 
 
-def _short_name(request: LaunchRequest) -> str:
-    if request.kind == "cmd":
-        return "cmd"
-    return request.spec.split(":", 1)[0]
+def short_name(request: LaunchRequest) -> str:
+    """A request's name in a run label: the built-in workload's name, or ``cmd``."""
+    return "cmd" if request.kind == "cmd" else request.spec.split(":", 1)[0]

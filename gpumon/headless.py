@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import queue
-import signal
 import sys
 import threading
+from pathlib import Path
 from typing import TextIO
 
 from gpumon.core.interference import Interference, baseline_rate, interference
@@ -16,9 +16,9 @@ from gpumon.core.plan import RunPlan
 from gpumon.core.session import Session
 from gpumon.core.units import bytes_per_s, fmt_rate, json_number, pct
 from gpumon.errors import UsageError
+from gpumon.stopsignals import StopGuard
 
 STATUS_PERIOD_S = 1.0
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def status_line(t: float, spec: str, state: str, f: LiveFigures) -> str:
@@ -76,6 +76,8 @@ class HeadlessRun:
         self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.signal_received: int | None = None
+        self._shutdown_lock = threading.Lock()
+        self._final: tuple[Path | None] | None = None
         self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
 
     def _on_event(self, item: object) -> None:
@@ -84,12 +86,30 @@ class HeadlessRun:
             if isinstance(item, WorkloadState) and item.state in ("exited", "stopped", "failed"):
                 self.wake.set()
 
-    def _on_signal(self, signum: int, frame: object) -> None:
+    def _on_signal(self, signum: int) -> None:
         self.signal_received = signum
         self.wake.set()
 
+    def _shutdown(self) -> Path | None:
+        """Stop the workloads and finish the capture, once (the main thread or the stop guard's)."""
+        with self._shutdown_lock:
+            if self._final is None:
+                self._final = (self.session.shutdown(),)
+            return self._final[0]
+
+    def _finish(self) -> int:
+        self._shutdown()
+        return self._exit_code()
+
     def run(self) -> int:
-        previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
+        guard = StopGuard(self._on_signal, self._finish).install()
+        try:
+            return self._run()
+        finally:
+            guard.done()
+            guard.restore()
+
+    def _run(self) -> int:
         self.session.bus.subscribe(self.live.handle)
         self.session.bus.subscribe(self._on_event)
         path = None
@@ -102,10 +122,8 @@ class HeadlessRun:
             self._say(f"gpumon: capturing to {path}")
             self._run_workloads()
         finally:
-            final = self.session.shutdown()
+            final = self._shutdown()
             self._print_events()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
         if final is not None:
             self._say(f"gpumon: run saved to {final}")
             if self.as_json:

@@ -99,8 +99,11 @@ class Run:
         return text
 
     def rows(self, table: str) -> Iterator[dict[str, str]]:
-        """Rows as dicts of strings, with the csv module (no pandas)."""
-        yield from csv.DictReader(io.StringIO(self.table_text(table)))
+        """Rows as dicts of strings, with the csv module (no pandas); rows of the wrong width are skipped."""
+        width = len(TABLES[table])
+        for row in csv.reader(io.StringIO(self.table_text(table))):
+            if len(row) == width and row != list(TABLES[table]):
+                yield dict(zip(TABLES[table], row))
 
     def frame(self, table: str) -> "pd.DataFrame":
         """A table as a pandas DataFrame with the documented columns."""
@@ -150,7 +153,45 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         raise TraceError(f"{meta_path}: not a gpumon run of schema {SCHEMA_VERSION}")
     if not isinstance(meta.get("workloads"), list):
         raise TraceError(f"{meta_path}: corrupt (no workloads list)")
+    problem = meta_problem(meta)
+    if problem:
+        raise TraceError(f"{meta_path}: corrupt ({problem})")
     return Run(root, meta)
+
+
+# What the readers take from run.json, by type (a key may be absent; null is allowed where listed).
+_NUMBER = (int, float)
+META_TYPES: dict[str, tuple[type, ...]] = {
+    "label": (str,), "mode": (str,), "status": (str,), "started_at": (str,), "device": (str, type(None)),
+    "duration_s": (*_NUMBER, type(None)), "interval_ms": (*_NUMBER, type(None)),
+    "stagger_s": (*_NUMBER, type(None)), "t0_monotonic_ns": (int, type(None)),
+    "host": (dict, type(None)), "gpu": (dict, type(None)), "nvml": (dict, type(None)),
+    "versions": (dict, type(None)),
+}
+WORKLOAD_TYPES: dict[str, tuple[type, ...]] = {
+    "process": (str,), "spec": (str,), "kind": (str,), "state": (str,), "tail": (str, type(None)),
+    "argv": (list,), "pid": (int, type(None)), "exit_status": (int, type(None)),
+    "start_t": (*_NUMBER, type(None)), "stop_t": (*_NUMBER, type(None)), "meta": (dict, type(None)),
+}
+
+
+def meta_problem(meta: dict[str, Any]) -> str | None:
+    """What is wrong with run.json's fields, in a few words, or None."""
+    for where, fields, types in [("", meta, META_TYPES)] + [
+        (f"workloads[{i}].", w, WORKLOAD_TYPES) for i, w in enumerate(meta["workloads"])
+    ]:
+        if not isinstance(fields, dict):
+            return f"{where.rstrip('.')} is not an object"
+        for key, allowed in types.items():
+            value = fields.get(key)
+            if key in fields and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
+                return f"{where}{key} is {json.dumps(value)[:40]}"
+            if isinstance(value, float) and not math.isfinite(value):
+                return f"{where}{key} is not finite"
+    processes = [w["process"] for w in meta["workloads"] if "process" in w]
+    if len(set(processes)) != len(processes):
+        return "two workloads with the same process"
+    return None
 
 
 def list_runs(runs_dir: Path) -> list[Run]:
@@ -189,7 +230,12 @@ def summarize(run: Run) -> RunSummary:
         if r["warmup"] == "1":
             continue
         key = r["process"]
-        point = (float(r["t"]), int(r["step"]))
+        try:
+            point = (float(r["t"]), int(r["step"]))
+        except ValueError:  # a damaged row: the valid ones still give the rate
+            continue
+        if not math.isfinite(point[0]):
+            continue
         first.setdefault(key, point)
         last[key] = point
     rates = {}

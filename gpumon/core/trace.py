@@ -106,13 +106,21 @@ class Run:
                 yield dict(zip(TABLES[table], row))
 
     def frame(self, table: str) -> "pd.DataFrame":
-        """A table as a pandas DataFrame with the documented columns."""
+        """A table as a pandas DataFrame with the documented columns (steps through its cache)."""
         import pandas as pd
 
+        if table == "steps":
+            cached = read_steps_cache(self.path)
+            if cached is not None:
+                return cached
         try:
-            return pd.read_csv(io.StringIO(self.table_text(table)))
+            # bytes, not StringIO: pandas' C parser reads them at twice the speed
+            frame = pd.read_csv(io.BytesIO(self.table_text(table).encode("utf-8")))
         except (ValueError, pd.errors.ParserError) as exc:
             raise TraceError(f"{self.path / (table + '.csv')}: corrupt ({str(exc).splitlines()[0]})") from None
+        if table == "steps" and self.meta.get("status") != "recording":
+            write_steps_cache(self.path, frame)
+        return frame
 
     def steps(self) -> "pd.DataFrame":
         return self.frame("steps")
@@ -133,6 +141,56 @@ def _widen(text: str, added: list[str]) -> str:
     lines = text.split("\n")
     header = ",".join([lines[0], *added])
     return "\n".join([header, *(line + pad if line else line for line in lines[1:])])
+
+
+# steps.parquet: a copy of a finished run's steps.csv as parsed, written by its first reader and
+# used while steps.csv keeps the size and mtime it was made from (an hour of two jobs is ~1.4 M
+# rows: 0.09 s of CPU from Parquet against 0.5 s from CSV). Anything wrong with it: CSV again.
+STEPS_CACHE = "steps.parquet"
+_CACHE_KEY = b"gpumon_steps_csv"
+
+
+def _csv_key(run_dir: Path) -> bytes | None:
+    try:
+        st = (run_dir / "steps.csv").stat()
+    except OSError:
+        return None
+    return f"{st.st_size}:{st.st_mtime_ns}".encode()
+
+
+def read_steps_cache(run_dir: Path) -> "pd.DataFrame | None":
+    """The cached steps of ``run_dir`` if the cache matches steps.csv, else None."""
+    path = run_dir / STEPS_CACHE
+    key = _csv_key(run_dir)
+    if key is None or not path.is_file():
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        if (table.schema.metadata or {}).get(_CACHE_KEY) != key or table.column_names != list(STEP_COLUMNS):
+            return None
+        return table.to_pandas()
+    except Exception:  # noqa: BLE001 - a damaged or foreign cache is ignored, steps.csv is the record
+        return None
+
+
+def write_steps_cache(run_dir: Path, frame: "pd.DataFrame") -> None:
+    """Best effort (a read-only run directory stays as it is)."""
+    key = _csv_key(run_dir)
+    if key is None:
+        return
+    tmp = run_dir / (STEPS_CACHE + ".tmp")
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), _CACHE_KEY: key})
+        pq.write_table(table, tmp)
+        os.replace(tmp, run_dir / STEPS_CACHE)
+    except Exception:  # noqa: BLE001 - no cache is only slower
+        tmp.unlink(missing_ok=True)
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -136,10 +138,15 @@ def capture(root: Path, minutes: float, window_min: float, rate: float) -> None:
     readers(root)
 
 
-def timed(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+def timed(cmd: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Wall seconds, CPU seconds (user + system) of the command, and its result."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True)
-    return time.perf_counter() - began, done
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done
 
 
 def readers(root: Path) -> None:
@@ -156,20 +163,30 @@ def readers(root: Path) -> None:
             rows = sum(1 for _ in f) - 1
         print(f"{name}: {rows:,} step rows, status {meta.get('status')}, duration {meta.get('duration_s')} s", flush=True)
     shared = runs["shared-AB"]
+    for run in runs.values():  # the first compare parses CSV and writes the steps cache
+        (run / "steps.parquet").unlink(missing_ok=True)
+    compare = gpumon + ["compare", "--exclusive", str(runs["alone-A"]), "--exclusive", str(runs["alone-B"]),
+                        "--shared", str(shared)]
     with tempfile.TemporaryDirectory() as out:
         cases = [
             ("gpumon runs (the shared capture's dir)", gpumon + ["runs", str(shared.parent)]),
             ("gpumon export --csv (shared capture)", gpumon + ["export", str(shared), "--csv", out]),
-            ("gpumon compare (A alone, B alone, shared)",
-             gpumon + ["compare", "--exclusive", str(runs["alone-A"]), "--exclusive", str(runs["alone-B"]),
-                       "--shared", str(shared)]),
+            ("gpumon compare, first (CSV parsed, steps.parquet written)", compare),
+            ("gpumon compare, again (steps.parquet read)", compare),
+            ("python -c 'import pandas, scipy.stats, pyarrow' (compare's imports alone)",
+             [sys.executable, "-c", "import pandas, scipy.stats, pyarrow.parquet"]),
         ]
+        print(f"load average before timing: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
         for title, cmd in cases:
-            seconds, done = timed(cmd)
+            wall, cpu, done = timed(cmd)
             verdict = "ok" if done.returncode == 0 else f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
-            print(f"{title}: {seconds:.2f} s ({verdict})", flush=True)
-            if cmd[3] == "compare" and done.returncode == 0:
-                print("  " + "\n  ".join(done.stdout.strip().splitlines()[:8]), flush=True)
+            print(f"{title}: {wall:.2f} s wall, {cpu:.2f} s CPU ({verdict})", flush=True)
+        print("  " + "\n  ".join(done_lines(compare)), flush=True)
+
+
+def done_lines(cmd: list[str]) -> list[str]:
+    """The first lines of what compare prints (rates, slowdowns, STP)."""
+    return subprocess.run(cmd, capture_output=True, text=True).stdout.strip().splitlines()[:8]
 
 
 def main() -> None:

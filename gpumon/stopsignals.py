@@ -5,8 +5,9 @@ loop). That thread can be stuck writing to a terminal or pipe that stopped readi
 writer thread blocks on a full pty and the event loop then blocks on the writer's full queue;
 a headless status line blocks in ``print``. So the handler here is a plain ``signal.signal``
 handler (it runs on the main thread even while that thread waits in a blocking call), which
-nudges the front end and starts one thread that finishes the capture itself and, if the front
-end has not finished ``grace_s`` later, ends the process with ``os._exit``.
+nudges the front end and starts one thread: if the front end has not finished ``grace_s`` later,
+that thread finishes the capture itself (or waits for the shutdown under way) and, ``grace_s``
+after that, ends the process with ``os._exit``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class StopGuard:
         self.nudge(signum)
 
     def _last_resort(self) -> None:
+        """Leave the front end ``grace_s`` to finish on its own; then finish the capture here (or wait
+        for the shutdown under way) and give it ``grace_s`` more before ending the process."""
+        if self._done.wait(self.grace_s):
+            return
         try:
             code = self.finish()
         except Exception:  # noqa: BLE001 - the front end reports its own failure; this thread only ends the process

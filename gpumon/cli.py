@@ -62,7 +62,8 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         help="your own training command, run without a shell; iteration rate comes from the auto-probe "
         "(torch optimizer steps) or from gpumon.probe calls in the script",
     )
-    p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N")
+    p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N; a GPU this machine lacks "
+        "(NVML, /proc/driver/nvidia, CUDA_VISIBLE_DEVICES) is refused before anything starts")
     p.add_argument("--stagger", type=finite_number, default=0.0, metavar="S", help="start the second job S seconds after the first")
     p.add_argument("--duration", type=finite_number, default=None, metavar="S", help="stop everything S seconds after the first start")
     p.add_argument("--label", default=None, help="name of the capture (default: the workload names)")
@@ -108,7 +109,12 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         help="serve the live numbers for Prometheus at http://HOST:PORT/metrics while the run lasts "
         "(host 127.0.0.1 unless you name one; port 0 picks a free one)",
     )
-    p.add_argument("--headless", action="store_true", help="no TUI: one status line per second per workload")
+    p.add_argument(
+        "--headless",
+        action="store_true",
+        help="no TUI: one status line per second per workload (the default when stdout or stderr is not a "
+        "terminal, e.g. redirected to a file or a pipe; a one-line notice on stderr says so)",
+    )
     p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects")
     p.set_defaults(handler=cmd_run)
 
@@ -184,11 +190,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if args.baseline:
         plan = dataclasses.replace(plan, baselines=parse_baselines(args.baseline, config.runs_dir))
-    if args.headless:
+    not_terminal = None if args.headless else output_not_terminal()
+    if args.headless or not_terminal:
         from gpumon.headless import run_headless
 
+        if not_terminal:
+            print(NOT_A_TERMINAL.format(not_terminal), file=sys.stderr, flush=True)
         return run_headless(plan, args.json)
     return run_tui(plan)
+
+
+NOT_A_TERMINAL = "gpumon: {} is not a terminal: running headless (status lines instead of the live monitor)"
+
+
+def output_not_terminal() -> str | None:
+    """"stdout", "stderr" or both when not a terminal, else None.
+
+    The live monitor needs both: Textual draws on stderr, and a redirected stdout must get text,
+    not escape codes. Without them ``gpumon run`` runs headless.
+    """
+    names = []
+    for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr)):
+        try:
+            if not os.isatty(stream.fileno()):
+                names.append(name)
+        except (AttributeError, OSError, ValueError):
+            names.append(name)
+    return " and ".join(names) or None
 
 
 def parse_baselines(items: list[str], runs_dir: Path) -> tuple[tuple[str, str], ...]:
@@ -271,6 +299,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     from gpumon.plan import make_plan
     from gpumon.core.session import SessionConfig
 
+    not_terminal = output_not_terminal()
+    if not_terminal:
+        raise UsageError(
+            f"the live monitor needs a terminal ({not_terminal} is not one); without one: gpumon run WORKLOAD --headless"
+        )
     plan = make_plan([], [], session=SessionConfig(), label=None, duration_s=None, stagger_s=0.0)
     return run_tui(plan)
 

@@ -7,6 +7,7 @@ import queue
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Callable, TextIO
 
 from gpumon.core.launcher import SLOTS, LaunchRequest, exit_text
@@ -19,9 +20,9 @@ from gpumon.core.trace import baseline_rate
 from gpumon.core.units import bytes_per_s, fmt_rate, json_number, pct
 from gpumon.errors import UsageError
 from gpumon.plan import RunPlan
+from gpumon.stopsignals import StopGuard
 
 STATUS_PERIOD_S = 1.0
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def one_line(text: str, width: int = 60) -> str:
@@ -87,6 +88,8 @@ class HeadlessRun:
         self.wake = threading.Event()
         self.signal_received: int | None = None
         self.not_started: dict[str, str] = {}
+        self._shutdown_lock = threading.Lock()
+        self._final: tuple[Path | None] | None = None
         self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
 
     def _on_event(self, item: object) -> None:
@@ -95,12 +98,30 @@ class HeadlessRun:
             if isinstance(item, Notice) or (isinstance(item, WorkloadState) and item.state in ("exited", "stopped", "failed")):
                 self.wake.set()
 
-    def _on_signal(self, signum: int, frame: object) -> None:
+    def _on_signal(self, signum: int) -> None:
         self.signal_received = signum
         self.wake.set()
 
+    def _shutdown(self) -> Path | None:
+        """Stop the workloads and finish the capture, once (the main thread or the stop guard's)."""
+        with self._shutdown_lock:
+            if self._final is None:
+                self._final = (self.session.shutdown(),)
+            return self._final[0]
+
+    def _finish(self) -> int:
+        self._shutdown()
+        return self._exit_code()
+
     def run(self) -> int:
-        previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
+        guard = StopGuard(self._on_signal, self._finish).install()
+        try:
+            return self._run()
+        finally:
+            guard.done()
+            guard.restore()
+
+    def _run(self) -> int:
         self.session.bus.subscribe(self.live.handle)
         self.session.bus.subscribe(self._on_event)
         path = None
@@ -113,10 +134,8 @@ class HeadlessRun:
             self._say(f"gpumon: capturing to {path}")
             self._run_workloads()
         finally:
-            final = self.session.shutdown()
+            final = self._shutdown()
             self._print_events()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
         failure = self._failure_line()
         if failure:
             self._say(failure)

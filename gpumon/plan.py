@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpumon.core.devices import check_device_present
 from gpumon.core.interpreter import require_workload_python
 from gpumon.core.launcher import LaunchRequest
 from gpumon.core.mps import check_share
@@ -29,9 +30,11 @@ class RunPlan:
     baselines: tuple[tuple[str, str], ...] = ()
 
 
-def check_device(device: str) -> str:
+def check_device(device: str, use_nvml: bool = True) -> str:
+    """A well-formed device that this machine has (cuda:N checked without torch: core/devices.py)."""
     if not DEVICE_PATTERN.fullmatch(device):
         raise UsageError(f"bad --device {device!r} (choose auto, cpu, cuda or cuda:N)")
+    check_device_present(device, use_nvml)
     return device
 
 
@@ -52,7 +55,7 @@ def make_plan(
     stagger_s: float,
 ) -> RunPlan:
     """Check every input before anything starts; raises UsageError with one clear line."""
-    check_device(session.device)
+    check_device(session.device, session.nvml)
     if len(workloads) + len(commands) > MAX_WORKLOADS:
         raise UsageError(
             f"at most {MAX_WORKLOADS} workloads share the GPU; got {len(workloads) + len(commands)}"

@@ -152,6 +152,7 @@ class _RunData:
         self.run = run
         self.name = run.path.name
         self.steps = _numeric(run.steps(), run.path / "steps.csv", NUMERIC_STEP_COLUMNS)
+        self._post_warmup: dict[str, pd.DataFrame] = {}
         self._device: pd.DataFrame | None = None
         self._processes: pd.DataFrame | None = None
 
@@ -176,8 +177,14 @@ class _RunData:
             found.setdefault(str(slot), {"process": str(slot), "spec": "?"})
         return dict(sorted(found.items()))
 
+    def post_warmup(self, slot: str) -> "pd.DataFrame":
+        """The slot's post-warm-up steps, selected and sorted once (an hour is ~700 k rows a job)."""
+        if slot not in self._post_warmup:
+            self._post_warmup[slot] = rates.post_warmup(self.steps, slot)
+        return self._post_warmup[slot]
+
     def curve(self, slot: str) -> Curve:
-        c = rates.curve(self.steps, slot)
+        c = rates.curve(self.post_warmup(slot), slot)
         if c is None:
             raise UsageError(f"{self.run.path}: workload {slot} has fewer than two steps after warm-up")
         return c
@@ -477,7 +484,7 @@ def _metric_values(data: _RunData, slot: str, window: Window, metric: str) -> np
         return frame[(frame["t"] >= window.start) & (frame["t"] <= window.end)]
 
     if metric in (dist.COPY_BANDWIDTH.key, dist.COPY_RATE.key):
-        rows = inside(rates.post_warmup(data.steps, slot))
+        rows = inside(data.post_warmup(slot))
         if metric == dist.COPY_BANDWIDTH.key:
             rows = rows[(rows["copy_bytes"] > 0) & (rows["copy_s"] > 0)]
             return (rows["copy_bytes"] / rows["copy_s"]).to_numpy(dtype=float)

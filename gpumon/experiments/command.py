@@ -135,6 +135,7 @@ def run_experiment(args: argparse.Namespace) -> int:
         print(f"{spec.name} needs CUDA and this run would be on {device} ({why}): nothing was run, no numbers are reported.")
         print(f"On a GPU box: gpumon experiment {spec.path.stem} --device cuda")
         return 0
+    check_device(device)
     if device.startswith("cuda") and not cuda_status().available:
         raise UsageError(f"--device {device}: CUDA is not available here ({cuda_status().reason}); use --device cpu")
     return execute(spec, preset, settings, device, cells, out, args)

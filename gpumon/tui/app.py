@@ -3,7 +3,9 @@
 ``run_app(plan)`` is what ``gpumon`` and ``gpumon run`` call. The session is
 started on a worker thread (NVML), the plan's workloads are launched from the
 main thread (PDEATHSIG follows the forking thread), and quitting stops the
-children and finishes the capture before the app exits.
+children and finishes the capture before the app exits. SIGTERM, SIGINT and
+SIGHUP quit the same way, and end the process even when the terminal stopped
+reading (gpumon/stopsignals.py).
 """
 
 from __future__ import annotations
@@ -11,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import sys
-import threading
 
 from textual.app import App
 from textual.binding import Binding
@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState
 from gpumon.core.launcher import LaunchRequest
 from gpumon.plan import RunPlan
 from gpumon.errors import UsageError
+from gpumon.stopsignals import StopGuard
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.tui.screens.live import LiveMonitorScreen
@@ -31,8 +32,6 @@ from gpumon.tui.screens.replay import ReplayScreen
 log = logging.getLogger(__name__)
 
 REFRESH_ENV = "GPUMON_REFRESH_HZ"
-QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-TEARDOWN_GRACE_S = 5.0
 
 
 def refresh_hz_from_env(default: float = DEFAULT_HZ) -> float:
@@ -63,7 +62,6 @@ class GpumonApp(App[int]):
         *,
         replay: ReplayScreen | None = None,
         refresh_hz: float = DEFAULT_HZ,
-        handle_signals: bool = False,
     ) -> None:
         super().__init__()
         if (controller is None) == (replay is None):
@@ -71,10 +69,11 @@ class GpumonApp(App[int]):
         self.controller = controller
         self.replay = replay
         self.refresh_hz = refresh_hz
-        self.handle_signals = handle_signals
         self.monitor: LiveMonitorScreen | None = None
         self.quitting = False
+        self.stop_signalled = False
         self.session_ready = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def on_mount(self) -> None:
         if self.replay is not None:
@@ -83,10 +82,7 @@ class GpumonApp(App[int]):
         assert self.controller is not None
         self.monitor = LiveMonitorScreen(self.controller, self.refresh_hz)
         self.push_screen(self.monitor)
-        if self.handle_signals:
-            loop = asyncio.get_running_loop()
-            for signum in QUIT_SIGNALS:
-                loop.add_signal_handler(signum, lambda: self.call_later(self.action_quit))
+        self._loop = asyncio.get_running_loop()
         self.run_worker(self._start_session, thread=True, group="session", exit_on_error=False)
 
     def on_unmount(self) -> None:
@@ -109,7 +105,7 @@ class GpumonApp(App[int]):
         assert self.controller is not None and self.monitor is not None
         plan = self.controller.plan
         requests = plan.requests
-        if not requests or self.quitting:
+        if not requests or self.quitting or self.stop_signalled:
             return
         self.monitor.launch("A", requests[0])
         if len(requests) > 1:
@@ -121,8 +117,15 @@ class GpumonApp(App[int]):
             self.set_timer(plan.duration_s, self.action_quit)
 
     def _launch_later(self, slot: str, request: LaunchRequest) -> None:
-        if not self.quitting and self.monitor is not None:
+        if not self.quitting and not self.stop_signalled and self.monitor is not None:
             self.monitor.launch(slot, request)
+
+    def stop_from_signal(self, signum: int) -> None:
+        """From a signal handler: launch nothing more, and quit through the event loop when it runs."""
+        self.stop_signalled = True
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.call_later, self.action_quit)
 
     async def action_quit(self) -> None:
         """Stop the children and finish the capture on a worker, then exit."""
@@ -140,17 +143,7 @@ class GpumonApp(App[int]):
         try:
             self.controller.shutdown()
         finally:
-            code = self.controller.exit_code()
-            if self.handle_signals:
-                self._exit_if_teardown_hangs(code)
-            self.call_from_thread(self.exit, code)
-
-    @staticmethod
-    def _exit_if_teardown_hangs(code: int) -> None:
-        """The capture is final: if Textual cannot restore a terminal that is gone (SSH drop), exit anyway."""
-        timer = threading.Timer(TEARDOWN_GRACE_S, os._exit, args=(code,))
-        timer.daemon = True
-        timer.start()
+            self.call_from_thread(self.exit, self.controller.exit_code())
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Every worker failure becomes one visible message (and a log record)."""
@@ -169,7 +162,13 @@ def run_app(plan: RunPlan, refresh_hz: float | None = None) -> int:
     """Open the live monitor on ``plan``; returns the exit status (1 if a workload failed)."""
     hz = refresh_hz if refresh_hz is not None else refresh_hz_from_env()
     controller = Controller(plan)
-    app = GpumonApp(controller, refresh_hz=hz, handle_signals=True)
+    app = GpumonApp(controller, refresh_hz=hz)
+
+    def finish() -> int:
+        controller.shutdown()
+        return controller.exit_code()
+
+    guard = StopGuard(app.stop_from_signal, finish).install()
     try:
         result = app.run()
     finally:
@@ -181,6 +180,8 @@ def run_app(plan: RunPlan, refresh_hz: float | None = None) -> int:
         print(f"gpumon: run saved to {final}" + (" (truncated)" if error is not None else ""), file=sys.stderr)
     elif error is not None and not error.finalised:
         print(f"gpumon: could not finalise {error.path / 'run.json'}: {error.finalise_error}", file=sys.stderr)
+    guard.done()
+    guard.restore()
     return result if isinstance(result, int) else controller.exit_code()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -14,6 +15,7 @@ from gpumon.tui.widgets.graph import graph_rows
 
 LABEL_WIDTH = 10
 VALUE_WIDTH = 11
+EMPTY = Series((), 1.0)
 
 
 def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
@@ -67,31 +69,37 @@ class MetricRow(Widget):
         self.label_width = label_width
         self.value_width = value_width
         self._value = ""
-        self._series = Series((), 1.0)
+        self._series = EMPTY
+        self._shape = (0, 1)
         self._rows: tuple[tuple[int, int], list[str]] = ((-1, -1), [])
         self._strips: list[Strip] | None = None
         self._styles: tuple[Style, Style, Style, Style] | None = None
 
     def _graph(self) -> list[str]:
-        width = max(0, self.size.width - self.label_width - self.value_width - 1)
-        shape = (width, max(1, self.size.height))
+        width = max(0, self._shape[0] - self.label_width - self.value_width - 1)
+        shape = (width, max(1, self._shape[1]))
         if self._rows[0] != shape:
             self._rows = (shape, graph_rows(self._series.values, self._series.top, *shape))
         return self._rows[1]
 
     def show(self, value: str, series: Series | None = None) -> None:
         """Set the value and the history; repaints only if either looks different."""
+        series = series if series is not None else EMPTY
+        if value == self._value and series == self._series:
+            return
         before = (self._value, self._rows)
         self._value = value
-        self._series = series if series is not None else Series((), 1.0)
+        self._series = series
         self._rows = ((-1, -1), [])
         self._graph()
         if (self._value, self._rows) != before:
             self._strips = None
             self.refresh()
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
+        self._shape = (event.size.width, event.size.height)
         self._strips = None
+        self.refresh()
 
     def notify_style_update(self) -> None:
         """CSS or theme changed: rebuild the cached styles and rows."""
@@ -110,6 +118,7 @@ class MetricRow(Widget):
         return self._strips[y] if y < len(self._strips) else Strip.blank(self.size.width, self.rich_style)
 
     def _build_strips(self) -> list[Strip]:
+        self._shape = (self.size.width, self.size.height)
         rows = self._graph()
         if self._styles is None:
             base = self.rich_style
@@ -134,5 +143,5 @@ class MetricRow(Widget):
             else:
                 segments = [Segment(" " * head, base)]
             segments += [Segment(" ", base), Segment(row, graph_style)]
-            strips.append(Strip(segments).adjust_cell_length(self.size.width, base))
+            strips.append(Strip(segments).adjust_cell_length(self._shape[0], base))
         return strips

@@ -6,6 +6,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -83,18 +84,31 @@ class MetricRow(Widget):
         return self._rows[1]
 
     def show(self, value: str, series: Series | None = None) -> None:
-        """Set the value and the history; repaints only if either looks different."""
+        """Set the value and the history; repaints only the lines that look different."""
         series = series if series is not None else EMPTY
         if value == self._value and series == self._series:
             return
-        before = (self._value, self._rows)
+        value_before, scale_before, (shape_before, rows_before) = self._value, self._scale(), self._rows
         self._value = value
         self._series = series
         self._rows = ((-1, -1), [])
-        self._graph()
-        if (self._value, self._rows) != before:
+        rows = self._graph()
+        shape = self._rows[0]
+        if shape != shape_before:
+            changed = list(range(len(rows)))
+        else:
+            changed = [y for y, (old, new) in enumerate(zip(rows_before, rows)) if old != new]
+            if value != value_before and 0 not in changed:
+                changed.append(0)
+            if self._scale() != scale_before and len(rows) > 1 and 1 not in changed:
+                changed.append(1)
+        if changed:
             self._strips = None
-            self.refresh()
+            width = self._shape[0]
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
+
+    def _scale(self) -> str:
+        return f"0–{num(self._series.top)} {self._series.unit}".strip()
 
     def on_resize(self, event: events.Resize) -> None:
         self._shape = (event.size.width, event.size.height)
@@ -138,7 +152,7 @@ class MetricRow(Widget):
                     Segment(self._value[: self.value_width].rjust(self.value_width), value_style),
                 ]
             elif i == 1:
-                scale = f"0–{num(self._series.top)} {self._series.unit}".strip()
+                scale = self._scale()
                 segments = [Segment(scale[:head].rjust(head), label_style)]
             else:
                 segments = [Segment(" " * head, base)]

@@ -144,6 +144,7 @@ class MetricRow(Widget):
             )
         base, label_style, value_style, graph_style = self._styles
         head = self.label_width + self.value_width
+        width = self._shape[0]
         strips = []
         for i, row in enumerate(rows):
             if i == 0:
@@ -157,5 +158,8 @@ class MetricRow(Widget):
             else:
                 segments = [Segment(" " * head, base)]
             segments += [Segment(" ", base), Segment(row, graph_style)]
-            strips.append(Strip(segments).adjust_cell_length(self._shape[0], base))
+            # Every character here is one cell wide (block elements, ASCII, "°", "–"): the length is
+            # known, and measuring it (rich's cell_len on non-ASCII text) was most of a frame's cost.
+            strip = Strip(segments, cell_length=head + 1 + len(row))
+            strips.append(strip if strip.cell_length == width else strip.adjust_cell_length(width, base))
         return strips

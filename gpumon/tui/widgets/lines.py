@@ -28,7 +28,11 @@ def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
 
 
 class TextLine(Widget):
-    """A line (or a few) of styled text; ``show`` repaints only on change."""
+    """One line of styled text, cut with an ellipsis to the width; ``show`` repaints only on change.
+
+    Drawn through Textual's line API from segments built once per change (rich Text rendered
+    straight to segments), not re-parsed into Content on every repaint.
+    """
 
     DEFAULT_CSS = """
     TextLine { height: 1; }
@@ -37,20 +41,40 @@ class TextLine(Widget):
     def __init__(self, text: str | Text = "", **kwargs) -> None:
         super().__init__(**kwargs)
         self._text = text if isinstance(text, Text) else Text(text)
+        self._strip: Strip | None = None
 
     def show(self, text: str | Text) -> None:
         text = text if isinstance(text, Text) else Text(text)
         if text == self._text:
             return
         self._text = text
+        self._strip = None
         self.refresh()
 
     @property
     def plain(self) -> str:
         return self._text.plain
 
-    def render(self) -> Text:
-        return self._text
+    def on_resize(self) -> None:
+        self._strip = None
+
+    def notify_style_update(self) -> None:
+        self._strip = None
+        super().notify_style_update()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y > 0:
+            return Strip.blank(width, self.rich_style)
+        if self._strip is None or self._strip.cell_length != width:
+            text = self._text.copy()
+            text.no_wrap = True
+            text.truncate(width, overflow="ellipsis", pad=True)
+            console = self.app.console
+            base = self.rich_style + console.get_style(text.style) if text.style else self.rich_style
+            segments = Segment.apply_style(text.render(console, end=""), base)  # Text.render drops its own style without spans
+            self._strip = Strip(segments).adjust_cell_length(width, self.rich_style)
+        return self._strip
 
 
 class MetricRow(Widget):

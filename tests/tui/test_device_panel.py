@@ -11,7 +11,7 @@ from gpumon.tui.app import replay_app
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.widgets.lines import TextLine
 from tests.tui.conftest import run_async, wait_until
-from tests.tui.synthetic import staggered_pair
+from tests.tracegen import staggered_pair
 
 GPM = {"sm_active_pct": 95.7, "sm_occupancy_pct": 14.1, "dram_bw_pct": 23.9, "tensor_active_pct": 92.9}
 LINK_BPS = 63.0e9  # Gen5 x16: 16 x 3.938 GB/s

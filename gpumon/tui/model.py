@@ -42,11 +42,20 @@ DEVICE_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "pcie_rx_bps", "pcie_tx
 
 
 def link_bps(gpu: dict[str, Any] | None) -> float:
-    """Theoretical one-way PCIe bandwidth of the GPU's current link (gen3 x16 if unknown)."""
-    gen = (gpu or {}).get("pcie_gen")
-    width = (gpu or {}).get("pcie_width")
-    known = isinstance(gen, int) and isinstance(width, int) and width > 0
-    return (link_capacity_bps(gen, width) if known else None) or DEFAULT_LINK_BPS
+    """The PCIe link's one-way capacity in bytes/s: run.json's ``pcie_max_bps``, else its gen x width; NaN if unknown."""
+    gpu = gpu or {}
+    capacity = gpu.get("pcie_max_bps")
+    if isinstance(capacity, (int, float)) and capacity > 0:
+        return float(capacity)
+    gen, width = gpu.get("pcie_gen"), gpu.get("pcie_width")
+    capacity = link_capacity_bps(gen, width) if isinstance(gen, int) and isinstance(width, int) else None
+    return NAN if capacity is None else capacity
+
+
+def gpm_fields(gpu: dict[str, Any] | None) -> tuple[str, ...]:
+    """The DeviceSample fields GPM reports on this GPU (run.json ``gpm_metrics``; none in older runs)."""
+    names = (gpu or {}).get("gpm_metrics")
+    return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
 
 
 @dataclass
@@ -237,18 +246,25 @@ class LiveModel:
             sample = self.device
             total = sample.mem_total_mib if sample is not None and sample.mem_total_mib > 0 else NAN
             link = link_bps(self.gpu)
+            top_link = link if link > 0 else DEFAULT_LINK_BPS
             tops = {
                 "gpu_util": 100.0,
                 "mem_util": 100.0,
                 "mem_used_mib": total if not math.isnan(total) else nice_ceiling(self._device_series["mem_used_mib"].peak),
-                "pcie_rx_bps": link,
-                "pcie_tx_bps": link,
+                "pcie_rx_bps": top_link,
+                "pcie_tx_bps": top_link,
                 "power_w": nice_ceiling(max(100.0, self._device_series["power_w"].peak)),
                 "temp_c": 100.0,
             }
             for name, series in self._device_series.items():
                 graphs[name] = Series(series.values(now, n), tops[name])
             name = str((self.gpu or {}).get("name") or "GPU")
+            link_pct = (
+                (100 * sample.pcie_rx_bps / link, 100 * sample.pcie_tx_bps / link) if sample is not None else (NAN, NAN)
+            )
+            return DeviceView(
+                True, self.nvml.reason, name, sample, self.host, graphs, gpm_fields(self.gpu), *link_pct
+            )
         else:
             host = self.host
             graphs["cpu_pct"] = Series(self._host_cpu.values(now, n), 100.0, "%")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpumon.core.live import LiveFigures
 from gpumon.core.model import DeviceSample, HostSample
 from gpumon.core.rates import Interference
 
+NAN = math.nan
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,11 @@ class Series:
 
 @dataclass(frozen=True)
 class DeviceView:
-    """The device panel: NVML figures, or the host's CPU and memory when NVML is unavailable."""
+    """The device panel: NVML figures, or the host's CPU and memory when NVML is unavailable.
+
+    ``gpm`` names the DeviceSample fields Hopper's GPM reports (empty without GPM); ``link_*_pct``
+    is PCIe RX/TX as a percentage of the link's capacity (NaN when unknown).
+    """
 
     nvml_available: bool
     reason: str
@@ -29,6 +35,9 @@ class DeviceView:
     sample: DeviceSample | None
     host: HostSample | None
     graphs: dict[str, Series]
+    gpm: tuple[str, ...] = ()
+    link_rx_pct: float = NAN
+    link_tx_pct: float = NAN
 
 
 @dataclass(frozen=True)

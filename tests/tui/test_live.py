@@ -16,7 +16,7 @@ from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_un
 
 
 def _steps_shown(app: GpumonApp, slot: str) -> int:
-    details = app.monitor.query_one(f"#panel-{slot}").query_one(".details", TextLine).plain
+    details = app.monitor.query_one(f"#panel-{slot}").query_one(".details-steps", TextLine).plain
     lines = [line for line in details.splitlines() if line.startswith("steps")]
     return int(lines[0].split()[1].replace(",", "")) if lines else 0
 

@@ -137,8 +137,20 @@ def test_model_device_view_switches_with_nvml():
     assert device.nvml_available and device.name == "Simulated GPU"
     assert device.graphs["gpu_util"].values[-1] == 50.0 and device.graphs["gpu_util"].top == 100.0
     assert device.graphs["mem_used_mib"].top == 4096.0
-    assert device.graphs["pcie_rx_bps"].top == pytest.approx(link_bps(model.gpu))
-    assert link_bps(None) == pytest.approx(15.75e9)
+    assert device.graphs["pcie_rx_bps"].top == pytest.approx(link_bps(model.gpu)) == pytest.approx(16 * 1.969e9)
+    assert device.link_rx_pct == pytest.approx(100 * 1e9 / (16 * 1.969e9))
+
+
+def test_link_capacity_prefers_run_json_max_and_is_unknown_without_a_link():
+    assert link_bps({"pcie_max_bps": 63e9, "pcie_gen": 1, "pcie_width": 16}) == 63e9
+    assert link_bps({"pcie_gen": 5, "pcie_width": 16}) == pytest.approx(16 * 3.938e9)
+    assert math.isnan(link_bps(None)) and math.isnan(link_bps({"pcie_gen": None}))
+    model = LiveModel()
+    model.handle(SourceStatus("nvml", True))
+    model.handle(DeviceSample(0.5, pcie_rx_bps=1e9))
+    device = model.view(0.9).device
+    assert math.isnan(device.link_rx_pct), "no link known: no percentage made up"
+    assert device.graphs["pcie_rx_bps"].top == pytest.approx(15.75e9), "the graph still gets a scale"
 
 
 def test_pump_merges_ticks_until_the_ui_has_drawn():

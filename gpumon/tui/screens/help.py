@@ -13,16 +13,28 @@ from textual.widgets import Label, Static
 MEANINGS: tuple[tuple[str, str], ...] = (
     ("Device panel", "NVML figures of the selected GPU. Every graph has a fixed scale: percentages 0-100 %, "
      "memory 0-total, PCIe 0-the link's theoretical bandwidth, temperature 0-100 °C; one column per second."),
-    ("GPU util", "percent of the last sample period in which a kernel ran on the GPU (NVML)."),
+    ("GPU util", "percent of the last sample period in which a kernel ran on the GPU (NVML). It reads 100 % "
+     "whenever any kernel runs, even one that keeps a single SM busy, so it cannot tell a full GPU from a "
+     "busy one: SM active and occupancy can."),
     ("Mem util", "percent of the period in which device memory was read or written (NVML)."),
     ("PCIe RX / TX", "host-to-device (RX) and device-to-host (TX) bytes per second on the PCIe link."),
+    ("SM active", "percent of the SMs that were busy over the last sample period, averaged (Hopper's GPM "
+     "counters). GPU util reads 100 % for a kernel on one SM and for a GEMM alike; SM active tells them apart."),
+    ("occupancy", "warps resident on the SMs as a percent of the most they can hold (GPM): how full the busy "
+     "SMs are. High SM active with low occupancy: every SM works, but with room to spare."),
+    ("DRAM bw", "device-memory bandwidth used, percent of its peak (GPM)."),
+    ("tensor", "tensor-core activity, percent (GPM; read every few seconds, it is costly); shown when it fits."),
+    ("link RX / TX", "PCIe bytes per second as a percent of the link's capacity (its maximum generation x "
+     "width): the link's utilisation."),
+    ("n/a (no GPM)", "GPM needs a Hopper or newer GPU (not under MIG); runs recorded before it lack these columns."),
     ("No NVML", "the panel shows the host's CPU (mean and per core) and memory, and one line saying why "
      "NVML is unavailable."),
     ("iter/s", "training steps per second over the last 2 s (step count / time inside the steps); exact, "
      "from each step's monotonic timestamp. The graph's top is the highest rate seen, rounded up."),
     ("samples/s", "samples per second over the same window (when the workload reports samples)."),
-    ("copy", "copy bandwidth: bytes / time of the copy itself (can show link contention) · "
-     "copy bytes/s: bytes / wall time of the steps."),
+    ("copy", "per-copy bandwidth: bytes / time of the copy itself · copy bytes/s: bytes / wall time of the "
+     "steps. Per-copy bandwidth includes time-slice waits under sharing (a copy that waited for the other "
+     "job's turn looks slow), so it is not the link's speed; link % is the link's utilisation."),
     ("GPU mem · SM", "device memory and SM utilisation of the workload's processes (NVML, per process)."),
     ("CPU · RSS", "CPU of the process tree (100 % = one core) and its resident memory."),
     ("state", "starting (before the first step), warm-up (the first steps, excluded from rates), running, "

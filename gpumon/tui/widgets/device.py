@@ -22,6 +22,46 @@ GPU_ROWS = (
     ("temp_c", "Temp"),
 )
 PERCENT_CORES_MAX = 8
+# Hopper's GPM figures on one line under the graphs: (DeviceSample field, label).
+GPM_FIGURES = (
+    ("sm_active_pct", "SM active"),
+    ("sm_occupancy_pct", "occupancy"),
+    ("dram_bw_pct", "DRAM bw"),
+    ("tensor_active_pct", "tensor"),
+)
+NO_GPM = "n/a (no GPM)"
+TENSOR = "tensor_active_pct"
+
+
+def _figure(text: Text, label: str, value: str) -> None:
+    if text:
+        text.append("  ")
+    text.append(label + " ", style="dim")
+    text.append(value, style="bold")
+
+
+def gpm_text(view: DeviceView, width: int) -> Text:
+    """``SM active 96%  occupancy 14%  DRAM bw 24%  tensor 93%  link RX 12%  TX 1%`` within ``width``.
+
+    Without GPM (older GPUs, older runs) the GPM figures read ``n/a (no GPM)``; tensor activity
+    is left out where GPM lacks it or the line would not fit; link % needs the link's capacity.
+    """
+    link = Text()
+    _figure(link, "link RX", fmt.pct(view.link_rx_pct))
+    _figure(link, "TX", fmt.pct(view.link_tx_pct))
+    text = Text()
+    if not view.gpm:
+        _figure(text, "SM active · occupancy · DRAM bw", NO_GPM)
+    for with_tensor in (True, False) if view.gpm else ():
+        text = Text()
+        for field, label in GPM_FIGURES:
+            if field != TENSOR or (with_tensor and TENSOR in view.gpm):
+                _figure(text, label, fmt.pct(getattr(view.sample, field) if view.sample else None))
+        if len(text) + 2 + len(link) <= width:
+            break
+    text.append("  ")
+    text.append_text(link)
+    return text
 
 
 def cores_text(per_core: tuple[float, ...], width: int) -> str:
@@ -43,6 +83,7 @@ class DevicePanel(Vertical):
             for key, label in GPU_ROWS:
                 yield MetricRow(label, id=f"dev-{key}")
             yield MetricRow("SM clock", id="dev-sm_clock_mhz")
+        yield TextLine(id="gpm")
         with Grid(id="host-metrics", classes="metric-grid"):
             yield MetricRow("Host CPU", id="host-cpu")
             yield MetricRow("Host mem", id="host-mem")
@@ -53,6 +94,7 @@ class DevicePanel(Vertical):
         self._rows = {key: self.query_one(f"#dev-{key}", MetricRow) for key, _ in GPU_ROWS}
         self._sm_clock = self.query_one("#dev-sm_clock_mhz", MetricRow)
         self._reason = self.query_one("#nvml-reason", TextLine)
+        self._gpm = self.query_one("#gpm", TextLine)
         self._host_cpu = self.query_one("#host-cpu", MetricRow)
         self._host_mem = self.query_one("#host-mem", MetricRow)
         self._cores = self.query_one("#host-cores", TextLine)
@@ -81,6 +123,7 @@ class DevicePanel(Vertical):
         for key, row in self._rows.items():
             row.show(values[key], g.get(key))
         self._sm_clock.show(fmt.plain(s.sm_clock_mhz if s else None, "MHz"))
+        self._gpm.show(gpm_text(view, self._gpm.size.width))
 
     def _show_host(self, view: DeviceView) -> None:
         set_titles(self, "host (no GPU figures)")

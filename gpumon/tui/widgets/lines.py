@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -14,6 +16,7 @@ from gpumon.tui.widgets.graph import graph_rows
 
 LABEL_WIDTH = 10
 VALUE_WIDTH = 11
+EMPTY = Series((), 1.0)
 
 
 def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
@@ -25,7 +28,11 @@ def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
 
 
 class TextLine(Widget):
-    """A line (or a few) of styled text; ``show`` repaints only on change."""
+    """One line of styled text, cut with an ellipsis to the width; ``show`` repaints only on change.
+
+    Drawn through Textual's line API from segments built once per change (rich Text rendered
+    straight to segments), not re-parsed into Content on every repaint.
+    """
 
     DEFAULT_CSS = """
     TextLine { height: 1; }
@@ -34,20 +41,40 @@ class TextLine(Widget):
     def __init__(self, text: str | Text = "", **kwargs) -> None:
         super().__init__(**kwargs)
         self._text = text if isinstance(text, Text) else Text(text)
+        self._strip: Strip | None = None
 
     def show(self, text: str | Text) -> None:
         text = text if isinstance(text, Text) else Text(text)
         if text == self._text:
             return
         self._text = text
+        self._strip = None
         self.refresh()
 
     @property
     def plain(self) -> str:
         return self._text.plain
 
-    def render(self) -> Text:
-        return self._text
+    def on_resize(self) -> None:
+        self._strip = None
+
+    def notify_style_update(self) -> None:
+        self._strip = None
+        super().notify_style_update()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y > 0:
+            return Strip.blank(width, self.rich_style)
+        if self._strip is None or self._strip.cell_length != width:
+            text = self._text.copy()
+            text.no_wrap = True
+            text.truncate(width, overflow="ellipsis", pad=True)
+            console = self.app.console
+            base = self.rich_style + console.get_style(text.style) if text.style else self.rich_style
+            segments = Segment.apply_style(text.render(console, end=""), base)  # Text.render drops its own style without spans
+            self._strip = Strip(segments).adjust_cell_length(width, self.rich_style)
+        return self._strip
 
 
 class MetricRow(Widget):
@@ -67,31 +94,50 @@ class MetricRow(Widget):
         self.label_width = label_width
         self.value_width = value_width
         self._value = ""
-        self._series = Series((), 1.0)
+        self._series = EMPTY
+        self._shape = (0, 1)
         self._rows: tuple[tuple[int, int], list[str]] = ((-1, -1), [])
         self._strips: list[Strip] | None = None
         self._styles: tuple[Style, Style, Style, Style] | None = None
 
     def _graph(self) -> list[str]:
-        width = max(0, self.size.width - self.label_width - self.value_width - 1)
-        shape = (width, max(1, self.size.height))
+        width = max(0, self._shape[0] - self.label_width - self.value_width - 1)
+        shape = (width, max(1, self._shape[1]))
         if self._rows[0] != shape:
             self._rows = (shape, graph_rows(self._series.values, self._series.top, *shape))
         return self._rows[1]
 
     def show(self, value: str, series: Series | None = None) -> None:
-        """Set the value and the history; repaints only if either looks different."""
-        before = (self._value, self._rows)
+        """Set the value and the history; repaints only the lines that look different."""
+        series = series if series is not None else EMPTY
+        if value == self._value and series == self._series:
+            return
+        value_before, scale_before, (shape_before, rows_before) = self._value, self._scale(), self._rows
         self._value = value
-        self._series = series if series is not None else Series((), 1.0)
+        self._series = series
         self._rows = ((-1, -1), [])
-        self._graph()
-        if (self._value, self._rows) != before:
+        rows = self._graph()
+        shape = self._rows[0]
+        if shape != shape_before:
+            changed = list(range(len(rows)))
+        else:
+            changed = [y for y, (old, new) in enumerate(zip(rows_before, rows)) if old != new]
+            if value != value_before and 0 not in changed:
+                changed.append(0)
+            if self._scale() != scale_before and len(rows) > 1 and 1 not in changed:
+                changed.append(1)
+        if changed:
             self._strips = None
-            self.refresh()
+            width = self._shape[0]
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
 
-    def on_resize(self) -> None:
+    def _scale(self) -> str:
+        return f"0–{num(self._series.top)} {self._series.unit}".strip()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._shape = (event.size.width, event.size.height)
         self._strips = None
+        self.refresh()
 
     def notify_style_update(self) -> None:
         """CSS or theme changed: rebuild the cached styles and rows."""
@@ -110,6 +156,7 @@ class MetricRow(Widget):
         return self._strips[y] if y < len(self._strips) else Strip.blank(self.size.width, self.rich_style)
 
     def _build_strips(self) -> list[Strip]:
+        self._shape = (self.size.width, self.size.height)
         rows = self._graph()
         if self._styles is None:
             base = self.rich_style
@@ -121,6 +168,7 @@ class MetricRow(Widget):
             )
         base, label_style, value_style, graph_style = self._styles
         head = self.label_width + self.value_width
+        width = self._shape[0]
         strips = []
         for i, row in enumerate(rows):
             if i == 0:
@@ -129,10 +177,13 @@ class MetricRow(Widget):
                     Segment(self._value[: self.value_width].rjust(self.value_width), value_style),
                 ]
             elif i == 1:
-                scale = f"0–{num(self._series.top)} {self._series.unit}".strip()
+                scale = self._scale()
                 segments = [Segment(scale[:head].rjust(head), label_style)]
             else:
                 segments = [Segment(" " * head, base)]
             segments += [Segment(" ", base), Segment(row, graph_style)]
-            strips.append(Strip(segments).adjust_cell_length(self.size.width, base))
+            # Every character here is one cell wide (block elements, ASCII, "°", "–"): the length is
+            # known, and measuring it (rich's cell_len on non-ASCII text) was most of a frame's cost.
+            strip = Strip(segments, cell_length=head + 1 + len(row))
+            strips.append(strip if strip.cell_length == width else strip.adjust_cell_length(width, base))
         return strips

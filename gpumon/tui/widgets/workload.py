@@ -24,6 +24,7 @@ def _state_class(view: WorkloadView) -> str:
 
 
 DETAIL_LABEL = 8
+DETAIL_LINES = ("copy", "gpu", "cpu", "steps")
 
 
 def _pair(label: str, first: str, second: str) -> Text:
@@ -46,7 +47,8 @@ class WorkloadPanel(Vertical):
         yield TextLine(f"empty: press {self.launch_key} to launch a workload into slot {self.slot}", classes="hint")
         yield MetricRow("iter/s", classes="rate")
         yield MetricRow("samples/s", classes="samples")
-        yield TextLine(classes="details")
+        for line in DETAIL_LINES:
+            yield TextLine(classes=f"details details-{line}")
 
     def on_mount(self) -> None:
         self.border_title = f"{self.slot} · empty"
@@ -54,7 +56,7 @@ class WorkloadPanel(Vertical):
         self.add_class("-empty")
         self._rate = self.query_one(".rate", MetricRow)
         self._samples = self.query_one(".samples", MetricRow)
-        self._details = self.query_one(".details", TextLine)
+        self._details = [self.query_one(f".details-{line}", TextLine) for line in DETAIL_LINES]
 
     def show(self, view: WorkloadView) -> None:
         state_class = _state_class(view)
@@ -68,21 +70,18 @@ class WorkloadPanel(Vertical):
         live = f if view.active else None
         self._rate.show(fmt.num(live.iter_per_s if live else None), view.iter_rate)
         self._samples.show(fmt.num(live.samples_per_s if live else None), view.sample_rate)
-        details = _pair(
+        copy = _pair(
             "copy",
             fmt.bytes_per_s(f.copy_bandwidth if f else None),
             f"{fmt.bytes_per_s(f.copy_bytes_per_s if f else None)} wall",
         )
-        details.append("\n")
-        details.append_text(
-            _pair("GPU mem", fmt.used_total(f.gpu_mem_mib if f else None, None), f"SM {fmt.pct(f.gpu_sm_util if f else None)}")
-        )
-        details.append("\n")
-        details.append_text(_pair("CPU", fmt.pct(f.cpu_pct if f else None), f"RSS {fmt.used_total(f.rss_mib if f else None, None)}"))
-        details.append("\nsteps".ljust(DETAIL_LABEL + 1), style="dim")
-        details.append(f"{f.steps if f else 0:,}")
-        details.append(" · ", style="dim")
-        details.append(fmt.seconds(view.elapsed_s))
+        gpu = _pair("GPU mem", fmt.used_total(f.gpu_mem_mib if f else None, None), f"SM {fmt.pct(f.gpu_sm_util if f else None)}")
+        cpu = _pair("CPU", fmt.pct(f.cpu_pct if f else None), f"RSS {fmt.used_total(f.rss_mib if f else None, None)}")
+        steps = Text("steps".ljust(DETAIL_LABEL), style="dim")
+        steps.append(f"{f.steps if f else 0:,}")
+        steps.append(" · ", style="dim")
+        steps.append(fmt.seconds(view.elapsed_s))
         if view.pid is not None:
-            details.append(f" · pid {view.pid}", style="dim")
-        self._details.show(details)
+            steps.append(f" · pid {view.pid}", style="dim")
+        for line, text in zip(self._details, (copy, gpu, cpu, steps)):
+            line.show(text)

@@ -1,0 +1,178 @@
+"""What watching costs: gpumon's TUI and --headless against nvitop, each in a real pseudo-terminal.
+
+    python benchmarks/observer_cost.py                       # this box: CPU jobs, fake NVML with H100 costs
+    python benchmarks/observer_cost.py --device cuda --nvml real   # a GPU box: resnet50 + vgg19, real driver
+
+Two workloads train the whole time while each monitor runs, one after the other, in its own
+pty (120x40 unless --cols/--rows), for --seconds after --warmup:
+
+- ``gpumon run A B`` (the TUI; it launches and watches the two jobs itself, step events included)
+- ``gpumon run A B --headless`` (status lines)
+- ``nvitop --interval 0.25`` and ``nvitop`` (default 2 s), watching the same two jobs started here
+
+For each it prints the monitor's own CPU as % of one core (children excluded), its RSS and the
+bytes per second it wrote to the terminal, then the ratios TUI ÷ nvitop@0.25 s (target ≤ 0.5)
+and headless ÷ nvitop@0.25 s, all from this one run. Nothing is asserted.
+
+``--nvml fake`` (the default with ``--device cpu``) builds tests/fakenvml and points gpumon AND
+nvitop at it (``LD_LIBRARY_PATH``) with ``FAKENVML_COSTS=h100``, so both pay the H100's measured
+per-call CPU costs; its scenario is an H100 on a Gen5 x16 link with the two jobs as its compute
+processes. ``--nvml real`` loads the system's libnvidia-ml (needs nvitop: ``pip install
+'gpumon[bench]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from pty_monitor import PtyCost, run_in_pty  # noqa: E402
+
+CTRL_C = b"\x03"
+TARGET_TUI_RATIO = 0.5
+H100_SCENARIO = """\
+driver 580.159.04
+cuda_driver 13000
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-bench-h100 mem_total_mib=81559 gpu_util=100 mem_util=52 mem_used_mib=11378 power_w=517 temp_c=49 sm_clock_mhz=1980 pcie_rx_bps=8.7e8 pcie_tx_bps=2.4e8 pcie_gen=5 pcie_width=16
+"""
+
+
+@dataclass(frozen=True)
+class Monitor:
+    """One observer: how to start it, how to quit it, whether it launches the jobs itself."""
+
+    name: str
+    argv: list[str]
+    quit_keys: bytes
+    launches_jobs: bool
+
+
+def workload_argv(spec: str, device: str) -> list[str]:
+    """``fcn:preset=tiny`` as a harness command line (what gpumon itself would start)."""
+    name, _, options = spec.partition(":")
+    argv = [sys.executable, "-m", "gpumon.workloads", name, "--device", device]
+    for option in filter(None, options.split(",")):
+        argv += ["--opt", option]
+    return argv
+
+
+def monitors(jobs: list[str], device: str, runs: str, nvml: bool) -> list[Monitor]:
+    gpumon = [sys.executable, "-m", "gpumon", "run", *jobs, "--device", device, "--out", runs]
+    if not nvml:
+        gpumon.append("--no-nvml")
+    nvitop = shutil.which("nvitop") or str(Path(sys.executable).with_name("nvitop"))
+    return [
+        Monitor("gpumon TUI", gpumon, b"q", True),
+        Monitor("gpumon --headless", [*gpumon, "--headless"], CTRL_C, True),
+        Monitor("nvitop --interval 0.25", [nvitop, "--interval", "0.25"], b"q", False),
+        Monitor("nvitop (default 2 s)", [nvitop], b"q", False),
+    ]
+
+
+class FakeDriver:
+    """The fake libnvidia-ml with the H100's per-call costs; one scenario file per monitor."""
+
+    def __init__(self, work: Path) -> None:
+        from tests.fakenvml import build as fake
+
+        self.fake = fake
+        self.lib_dir = fake.build(work / "fakenvml")
+        self.work = work
+
+    def environment(self, base: dict[str, str], job_pids: list[int] | None) -> dict[str, str]:
+        """gpumon's jobs are its children (``children_of=self``); nvitop's are named by PID."""
+        procs = [f"proc pid={pid} mem_mib=4276 sm_util=40 mem_util=10 type=compute" for pid in job_pids or []]
+        if job_pids is None:
+            procs = ["proc children_of=self mem_mib=4276 sm_util=40 mem_util=10 type=compute"]
+        scenario = self.fake.write_scenario(self.work / f"scenario-{len(procs)}-{os.getpid()}.txt", H100_SCENARIO + "\n".join(procs))
+        env = self.fake.environment(self.lib_dir, scenario, base=base)
+        env["FAKENVML_COSTS"] = "h100"
+        return env
+
+
+def start_jobs(jobs: list[str], device: str, env: dict[str, str]) -> list[subprocess.Popen]:
+    return [
+        subprocess.Popen(workload_argv(spec, device), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        for spec in jobs
+    ]
+
+
+def stop_jobs(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def measure(monitor: Monitor, args: argparse.Namespace, fake: FakeDriver | None, runs: str) -> PtyCost:
+    base = {**os.environ, "GPUMON_RUNS": runs}
+    jobs: list[subprocess.Popen] = []
+    try:
+        if not monitor.launches_jobs:
+            jobs = start_jobs(args.jobs, args.device, base)
+        env = fake.environment(base, None if monitor.launches_jobs else [p.pid for p in jobs]) if fake else base
+        return run_in_pty(monitor.argv, env, args.warmup, args.seconds, monitor.quit_keys, args.cols, args.rows)
+    finally:
+        stop_jobs(jobs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", help="where the two jobs train: cpu (default) or cuda")
+    parser.add_argument("--nvml", choices=("fake", "real", "off"), help="fake (default on cpu), real (default on cuda), or off")
+    parser.add_argument("--jobs", nargs=2, metavar="SPEC", help="the two workloads (default fcn gemm on cpu, resnet50 vgg19 on cuda)")
+    parser.add_argument("--warmup", type=float, default=15.0, help="seconds before measuring (default 15)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="seconds measured per monitor (default 30)")
+    parser.add_argument("--cols", type=int, default=120)
+    parser.add_argument("--rows", type=int, default=40)
+    parser.add_argument("--only", action="append", help="measure only monitors whose name contains this (repeatable)")
+    args = parser.parse_args()
+    cuda = args.device.startswith("cuda")
+    args.nvml = args.nvml or ("real" if cuda else "fake")
+    args.jobs = args.jobs or (["resnet50", "vgg19"] if cuda else ["fcn", "gemm"])
+
+    print(
+        f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.2f} at start; jobs {' + '.join(args.jobs)} "
+        f"on {args.device}; NVML {args.nvml}{' (tests/fakenvml, FAKENVML_COSTS=h100)' if args.nvml == 'fake' else ''}; "
+        f"pty {args.cols}x{args.rows}, {args.warmup:g} s warm-up, {args.seconds:g} s measured each"
+    )
+    results: dict[str, PtyCost] = {}
+    with tempfile.TemporaryDirectory(prefix="gpumon-observer-") as work:
+        fake = FakeDriver(Path(work)) if args.nvml == "fake" else None
+        runs = str(Path(work) / "runs")
+        for monitor in monitors(args.jobs, args.device, runs, args.nvml != "off"):
+            if args.only and not any(part in monitor.name for part in args.only):
+                continue
+            cost = measure(monitor, args, fake, runs)
+            results[monitor.name] = cost
+            print(
+                f"  {monitor.name:24} CPU {cost.cpu_pct:5.2f} % of one core   RSS {cost.rss_mib:4.0f} MiB   "
+                f"terminal {cost.bytes_per_s / 1024:6.1f} KiB/s   exit {cost.exit_status}",
+                flush=True,
+            )
+    fast = results.get("nvitop --interval 0.25")
+    if fast is not None and fast.cpu_pct > 0:
+        for name, label in (("gpumon TUI", "TUI"), ("gpumon --headless", "headless")):
+            if name in results:
+                ratio = results[name].cpu_pct / fast.cpu_pct
+                target = f" (target <= {TARGET_TUI_RATIO})" if label == "TUI" else ""
+                print(f"  {label} ÷ nvitop@0.25 s = {ratio:.2f}{target}")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,7 @@ report and the TUI's Compare screen.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,9 @@ from gpumon.analysis import rates, slowdown
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.core.rates import verdict
+from gpumon.analysis.why import attribute_jobs
+from gpumon.core.attribution import Attribution
+from gpumon.core.evidence import mixed_devices
 from gpumon.core.trace import Run, load_run
 from gpumon.errors import UsageError
 from gpumon.extras import installed
@@ -72,9 +76,12 @@ class WorkloadResult:
     exclusive: tuple[Segment, ...]
     shared: tuple[Segment, ...]
     distributions: tuple[dist.DistributionTest, ...]
+    why: Attribution | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        why = self.why.to_dict() if self.why is not None else {"cause": None, "shares": {}, "evidence": ""}
         return {
+            **why,
             "spec": self.spec,
             "exclusive_rate": _num(self.exclusive_rate),
             "shared_rate": _num(self.shared_rate),
@@ -275,6 +282,15 @@ def compare(
     """
     if not shared:
         raise UsageError("no shared run given (--shared RUN)")
+    problem = mixed_devices([*exclusive, *shared])
+    if problem:
+        raise UsageError(problem)
+    for run in exclusive:
+        if run.mode == "shared":
+            raise UsageError(f"{run.path}: a shared run (mode shared in run.json) given as --exclusive; give it with --shared")
+    for run in shared:
+        if run.mode == "exclusive":
+            raise UsageError(f"{run.path}: an exclusive run (mode exclusive in run.json) given as --shared; give it with --exclusive")
     rng = np.random.default_rng(seed)
     warnings: list[str] = []
     notes: list[str] = []
@@ -331,6 +347,9 @@ def compare(
             distributions=tests,
         ))
 
+    causes = attribute_jobs([*exclusive, *shared], [
+        (w.slot, w.spec, w.exclusive_rate, w.shared_rate, w.exclusive, w.shared) for w in workloads])
+    workloads = [dataclasses.replace(w, why=causes.get(w.slot)) for w in workloads]
     warnings += _warnings(exclusive_data, shared_data, windows, workloads)
     return Comparison(
         workloads=tuple(workloads),

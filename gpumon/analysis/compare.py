@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from gpumon.analysis import distributions as dist
-from gpumon.analysis import rates, slowdown
+from gpumon.analysis import rates, slowdown, spread
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.core.rates import verdict
@@ -119,6 +119,7 @@ class Comparison:
     exclusive_runs: tuple[str, ...]
     shared_runs: tuple[str, ...]
     confidence: float = slowdown.CONFIDENCE
+    interval_basis: dict[str, str] = field(default_factory=dict)
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -129,6 +130,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {
             "confidence": self.confidence,
+            "interval_basis": dict(self.interval_basis),
             "exclusive_runs": list(self.exclusive_runs),
             "shared_runs": list(self.shared_runs),
             "workloads": {w.slot: w.to_dict() for w in self.workloads},
@@ -308,6 +310,10 @@ def compare(
         warnings += phase_warnings
 
     shared_rate = slowdown.combine(shared_samples, rng, n_boot)
+    basis = {"shared": spread.basis(shared_samples),
+             **{f"exclusive {slot}": spread.basis(b.samples) for slot, b in baselines.items() if b.samples}}
+    if spread.WITHIN in basis.values():
+        notes.append(spread.WITHIN_NOTE)
     exclusive_rate: dict[str, RateSample] = {}
     for slot, b in baselines.items():
         # the same job twice: both slots share one baseline and so one set of replicates
@@ -358,6 +364,7 @@ def compare(
         notes=tuple(notes),
         exclusive_runs=tuple(str(d.run.path) for d in exclusive_data),
         shared_runs=tuple(str(d.run.path) for d in shared_data),
+        interval_basis=basis,
         samples=samples,
     )
 

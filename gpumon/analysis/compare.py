@@ -289,10 +289,10 @@ def compare(
         raise UsageError(problem)
     for run in exclusive:
         if run.mode == "shared":
-            raise UsageError(f"{run.path}: a shared run (mode shared in run.json) given as --exclusive; give it with --shared")
+            raise UsageError(f"{run.path}: not an exclusive run (mode shared in run.json); give it with --shared")
     for run in shared:
         if run.mode == "exclusive":
-            raise UsageError(f"{run.path}: an exclusive run (mode exclusive in run.json) given as --shared; give it with --exclusive")
+            raise UsageError(f"{run.path}: not a shared run (mode exclusive in run.json); give it with --exclusive")
     rng = np.random.default_rng(seed)
     warnings: list[str] = []
     notes: list[str] = []

@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING, Sequence
 
 from gpumon.core import evidence
-from gpumon.core.attribution import Attribution, Job, Side, attribute_pair
+from gpumon.core.attribution import SHARE_KEYS, Attribution, Job, Side, attribute_pair
 from gpumon.core.trace import Run
 
 if TYPE_CHECKING:
@@ -41,3 +41,11 @@ def attribute_jobs(
             h2d_bps = evidence.copy_bandwidth(x)
     box = evidence.box_of(list(runs), h2d_bps)
     return attribute_pair(built[0], built[1] if len(built) > 1 else None, box)
+
+
+def cause_columns(why: Attribution | None) -> dict[str, object]:
+    """A job's cause as table columns (report and experiment CSVs): cause, one share per cause, evidence."""
+    shares = why.shares if why is not None else {}
+    return {"cause": why.cause if why is not None else "",
+            **{f"{k}_share": shares.get(k, NAN) for k in SHARE_KEYS},
+            "evidence": why.evidence if why is not None else ""}

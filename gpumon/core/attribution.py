@@ -10,7 +10,7 @@ it is split as follows (docs/compare.md, "Why it slowed down"):
   job's CPU fell: at the same CPU work per step, a CPU that fell from c_x to c_s
   explains ``step_x * (c_x / c_s - 1)``. A CPU that falls while cores are free
   is a symptom of waiting, not a cause.
-* **link**: the growth of the job's host-to-device copy time per step, in the
+* **link** (CUDA only): the growth of the job's host-to-device copy time per step, in the
   measure that the link was busy (traffic / capacity: none below 30 %, all from
   70 %). A copy that grows while the link is idle was waiting for the GPU.
 * **GPU**: the rest, when the GPU was busy while they shared (NVML utilisation
@@ -111,6 +111,7 @@ class Attribution:
     extra_s: float
     phrase: str
     evidence: str
+    link_busy: tuple[float, float] = (NAN, NAN)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -119,7 +120,12 @@ class Attribution:
             "shares": {k: (None if math.isnan(v) else round(v, 4)) for k, v in self.shares.items()},
             "extra_s_per_step": None if math.isnan(self.extra_s) else self.extra_s,
             "evidence": self.evidence,
+            "link_busy": {"exclusive": _json(self.link_busy[0]), "shared": _json(self.link_busy[1])},
         }
+
+
+def _json(x: float) -> float | None:
+    return None if math.isnan(x) else round(x, 4)
 
 
 def _known(x: float) -> bool:
@@ -152,6 +158,14 @@ def _gbps(bps: float) -> str:
     return f"{bps / 1e9:.1f} GB/s" if bps >= 1e8 or bps == 0 else f"{bps / 1e6:.0f} MB/s"
 
 
+def link_busy(box: Box, own: Side, other: Side | None) -> float:
+    """Share of the link's capacity in use (NaN when the traffic or the capacity is unknown, or no GPU)."""
+    if not box.gpu:
+        return NAN
+    traffic, _ = link_traffic(box, own, other)
+    return traffic / box.link.capacity_bps if _known(traffic) and _known(box.link.capacity_bps) else NAN
+
+
 def cpu_contended(job: Job, other: Job | None, box: Box) -> bool:
     """Whether the pair wanted more CPU than the job's cores give, or the host's cores were saturated."""
     if _known(job.shared.host_cpu_pct) and job.shared.host_cpu_pct >= HOST_SATURATED_PCT:
@@ -170,12 +184,13 @@ def cpu_contended(job: Job, other: Job | None, box: Box) -> bool:
 def attribute(job: Job, other: Job | None, box: Box) -> Attribution:
     """Split ``job``'s extra time per step into GPU, link, CPU and unexplained, with one line of evidence."""
     x, s = job.exclusive, job.shared
+    busy = (link_busy(box, x, None), link_busy(box, s, other.shared if other else None))
     if not (_known(x.step_s) and _known(s.step_s) and x.step_s > 0 and s.step_s > 0):
-        return Attribution(job.name, UNKNOWN, {}, NAN, "cannot tell: no rate alone and shared", "")
+        return Attribution(job.name, UNKNOWN, {}, NAN, "cannot tell: no rate alone and shared", "", busy)
     extra = s.step_s - x.step_s
     evidence = _evidence(job, other, box)
     if extra < NEGLIGIBLE * x.step_s:
-        return Attribution(job.name, NONE, {}, extra, "nothing to explain", evidence)
+        return Attribution(job.name, NONE, {}, extra, "nothing to explain", evidence, busy)
     left = extra
     cpu = 0.0
     if _known(x.cpu_pct) and _known(s.cpu_pct) and s.cpu_pct > 0 and s.cpu_pct < CPU_FELL * x.cpu_pct:
@@ -183,16 +198,14 @@ def attribute(job: Job, other: Job | None, box: Box) -> Attribution:
             cpu = min(left, x.step_s * (x.cpu_pct / s.cpu_pct - 1))
     left -= cpu
     link = 0.0
-    traffic, _ = link_traffic(box, s, other.shared if other else None)
-    if _known(x.copy_s) and _known(s.copy_s) and _known(traffic) and _known(box.link.capacity_bps):
-        busy = traffic / box.link.capacity_bps
-        weight = min(1.0, max(0.0, (busy - LINK_IDLE) / (LINK_BUSY - LINK_IDLE)))
+    if _known(x.copy_s) and _known(s.copy_s) and _known(busy[1]):
+        weight = min(1.0, max(0.0, (busy[1] - LINK_IDLE) / (LINK_BUSY - LINK_IDLE)))
         link = min(left, max(0.0, s.copy_s - x.copy_s)) * weight
     left -= link
     gpu = left if _gpu_busy(x, s, box) else 0.0
     shares = {GPU: gpu / extra, LINK: link / extra, CPU: cpu / extra, UNEXPLAINED: (left - gpu) / extra}
     cause, phrase = _cause(shares, box)
-    return Attribution(job.name, cause, shares, extra, phrase, evidence)
+    return Attribution(job.name, cause, shares, extra, phrase, evidence, busy)
 
 
 def _gpu_busy(x: Side, s: Side, box: Box) -> bool:
@@ -220,12 +233,12 @@ def _evidence(job: Job, other: Job | None, box: Box) -> str:
     parts = []
     if box.gpu and not box.nvml:
         parts.append("no NVML data")
-    traffic, source = link_traffic(box, s, other.shared if other else None)
+    traffic, source = link_traffic(box, s, other.shared if other else None) if box.gpu else (NAN, "")
     if _known(traffic) and _known(box.link.capacity_bps):
         parts.append(f"link busy {traffic / box.link.capacity_bps:.0%} of its {_gbps(box.link.capacity_bps)} ({source})")
     elif _known(traffic):
         parts.append(f"link carried {_gbps(traffic)} (capacity unknown)")
-    if _known(x.copy_s) and _known(s.copy_s) and (x.copy_s > 0 or s.copy_s > 0):
+    if box.gpu and _known(x.copy_s) and _known(s.copy_s) and (x.copy_s > 0 or s.copy_s > 0):
         parts.append(f"copies {_ms(x.copy_s)} -> {_ms(s.copy_s)} a step")
     if box.gpu and box.nvml and _known(s.gpu_util):
         parts.append(f"GPU util {s.gpu_util:.0f} % shared vs {_pct(x.gpu_util)} alone")

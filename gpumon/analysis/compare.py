@@ -128,7 +128,10 @@ class Comparison:
         return next(w for w in self.workloads if w.slot == slot)
 
     def to_dict(self) -> dict[str, Any]:
+        from gpumon.analysis.text import verdict_sentence
+
         return {
+            "summary": verdict_sentence(self),
             "confidence": self.confidence,
             "interval_basis": dict(self.interval_basis),
             "exclusive_runs": list(self.exclusive_runs),

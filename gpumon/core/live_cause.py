@@ -17,7 +17,8 @@ from typing import Any, Mapping
 
 from gpumon.core import evidence
 from gpumon.core.attribution import UNKNOWN, Attribution, Box, Job, Side, attribute_pair, link_capacity
-from gpumon.core.model import DeviceSample, HostSample
+from gpumon.core.live import LiveFigures
+from gpumon.core.model import DeviceSample, HostSample, SourceStatus, WorkloadMeta
 from gpumon.core.trace import load_run
 
 NAN = math.nan
@@ -122,3 +123,44 @@ def live_causes(
                                       f"cannot tell: baseline {baseline.run} ran on {baseline.device}, "
                                       f"this run on {box.device}", "")
     return found
+
+
+class LiveCauses:
+    """What the live line needs for each job's cause: baselines' evidence, device means, who runs where.
+
+    Subscribe ``handle`` to the bus; call ``causes`` at each refresh once both jobs have a shared rate.
+    """
+
+    def __init__(self, baselines: Mapping[str, Baseline], window_s: float = WINDOW_S) -> None:
+        self.baselines = dict(baselines)
+        self.window = DeviceWindow(window_s)
+        self._meta: dict[str, dict[str, Any]] = {}
+        self._nvml = False
+
+    def set_baseline(self, slot: str, baseline: Baseline) -> None:
+        self.baselines[slot] = baseline
+
+    def handle(self, item: object) -> None:
+        if isinstance(item, WorkloadMeta):
+            self._meta[item.process] = dict(item.info)
+        elif isinstance(item, SourceStatus) and item.name == "nvml":
+            self._nvml = item.available
+        else:
+            self.window.handle(item)
+
+    def device(self) -> str:
+        """The device the jobs said they train on (``?`` before any said)."""
+        found = [str(m.get("device")) for m in self._meta.values() if m.get("device")]
+        return found[0] if found else "?"
+
+    def causes(self, shared_rates: Mapping[str, float], figures: Mapping[str, LiveFigures],
+               gpu: Mapping[str, Any] | None) -> dict[str, Attribution]:
+        """The cause per job with a baseline and a shared rate; {} until both are known."""
+        if not self.baselines or any(not (r > 0) for r in shared_rates.values()):
+            return {}
+        means = self.window.means()
+        shared = {slot: shared_side(rate, figures[slot].copy_bytes_per_s, figures[slot].copy_bandwidth,
+                                    figures[slot].cpu_pct, means)
+                  for slot, rate in shared_rates.items() if slot in figures}
+        cores = {slot: evidence.cores(meta) for slot, meta in self._meta.items()}
+        return live_causes(self.baselines, shared, cores, live_box(self.device(), self._nvml, gpu))

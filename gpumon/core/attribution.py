@@ -204,7 +204,7 @@ def attribute(job: Job, other: Job | None, box: Box) -> Attribution:
     left -= link
     gpu = left if _gpu_busy(x, s, box) else 0.0
     shares = {GPU: gpu / extra, LINK: link / extra, CPU: cpu / extra, UNEXPLAINED: (left - gpu) / extra}
-    cause, phrase = _cause(shares, box)
+    cause, phrase = _cause(shares, box, s.sm_active)
     return Attribution(job.name, cause, shares, extra, phrase, evidence, busy)
 
 
@@ -215,8 +215,13 @@ def _gpu_busy(x: Side, s: Side, box: Box) -> bool:
     return s.gpu_util >= GPU_BUSY_PCT or (_known(x.gpu_util) and s.gpu_util - x.gpu_util >= GPU_RISE_PCT)
 
 
-def _cause(shares: dict[str, float], box: Box) -> tuple[str, str]:
+def _cause(shares: dict[str, float], box: Box, sm_active: float) -> tuple[str, str]:
+    """The main cause and its phrase; GPM's SM activity, where known, says what waiting for the GPU was."""
     main = max(SHARE_KEYS, key=lambda k: shares[k])
+    if main == GPU and shares[GPU] >= MOSTLY and _known(sm_active):
+        if sm_active >= SM_FULL_PCT:
+            return GPU, "mostly waiting for the GPU, which was full"
+        return GPU, "mostly waiting for time slices on a GPU that was not full"
     if main == UNEXPLAINED:
         if box.gpu and not box.nvml:
             return UNKNOWN, NO_NVML

@@ -178,6 +178,8 @@ def test_gpm_tells_time_slices_from_a_full_gpu() -> None:
     assert "not full: time slices" in attribute(slices, None, GPU_BOX).evidence
     assert "(full)" in attribute(full, None, GPU_BOX).evidence
     assert attribute(full, None, GPU_BOX).cause == GPU
+    assert attribute(full, None, GPU_BOX).phrase == "mostly waiting for the GPU, which was full"
+    assert attribute(slices, None, GPU_BOX).phrase == "mostly waiting for time slices on a GPU that was not full"
 
 
 def test_link_share_grows_with_how_busy_the_link_was() -> None:

@@ -314,7 +314,7 @@ def compare(
 
     shared_rate = slowdown.combine(shared_samples, rng, n_boot)
     basis = {"shared": spread.basis(shared_samples),
-             **{f"exclusive {slot}": spread.basis(b.samples) for slot, b in baselines.items() if b.samples}}
+             **{f"exclusive {slot}": spread.basis(_per_run(b)) for slot, b in baselines.items() if b.samples}}
     if spread.WITHIN in basis.values():
         notes.append(spread.WITHIN_NOTE)
     exclusive_rate: dict[str, RateSample] = {}
@@ -322,7 +322,7 @@ def compare(
         # the same job twice: both slots share one baseline and so one set of replicates
         same = next((exclusive_rate[s] for s in exclusive_rate if baselines[s].samples == b.samples), None)
         if b.samples:
-            exclusive_rate[slot] = same or slowdown.combine(b.samples, rng, n_boot)
+            exclusive_rate[slot] = same or slowdown.combine(_per_run(b), rng, n_boot)
     if len(exclusive_rate) == len(SLOTS):
         stp = slowdown.stp_estimate([exclusive_rate[s] for s in SLOTS], shared_rate)
     else:
@@ -401,6 +401,27 @@ def _overlaps(
             segments[slot].append(_segment(data, mapping[slot], "shared", c, window))
         samples.append(slowdown.window_rates(curves, window, rng, n_boot))
     return windows, segments, samples
+
+
+def _per_run(baseline: _Baseline) -> list[RateSample]:
+    """One sample per run: exclusive phases of one run (before and after the other job) merged by duration.
+
+    Between-run intervals need runs, not windows of one run.
+    """
+    groups: dict[str, list[tuple[Segment, RateSample]]] = {}
+    for seg, sample in zip(baseline.segments, baseline.samples):
+        groups.setdefault(seg.run, []).append((seg, sample))
+    merged = []
+    for parts in groups.values():
+        if len(parts) == 1:
+            merged.append(parts[0][1])
+            continue
+        weights = np.array([seg.end - seg.start for seg, _ in parts]) / sum(seg.end - seg.start for seg, _ in parts)
+        points = sum(w * sample.points for w, (_, sample) in zip(weights, parts))
+        reps = [sample.replicates for _, sample in parts]
+        replicates = None if any(r is None for r in reps) else sum(w * r for w, r in zip(weights, reps))
+        merged.append(RateSample(points, replicates))
+    return merged
 
 
 def _phase_messages(baselines: dict[str, _Baseline], specs: dict[str, str]) -> tuple[list[str], list[str]]:

@@ -123,6 +123,9 @@ def main() -> int:
     print(f"\nreference from all {len(runs)} repeats: " +
           ", ".join(f"{k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in truth.items()))
     singles = [[r] for r in runs]
+    for i, single in enumerate(singles):
+        found = intervals(single, seed=i)
+        print(f"repeat {i:2d}: " + ", ".join(f"{k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in found.items()))
     triples = [list(g) for g in itertools.combinations(runs, 3)]
     random.Random(0).shuffle(triples)
     triples = triples[: args.groups]

@@ -95,10 +95,16 @@ class Box:
     link: Link = field(default_factory=Link)
     host_cpus: int = 0
     pcie_method: str | None = None
+    share: str = "timeslice"
 
     @property
     def gpu(self) -> bool:
         return self.device.startswith("cuda")
+
+    @property
+    def mps(self) -> bool:
+        """Under MPS the jobs' kernels share the SMs at once: no time slices to wait for."""
+        return self.share.startswith("mps")
 
 
 @dataclass(frozen=True)
@@ -216,8 +222,10 @@ def _gpu_busy(x: Side, s: Side, box: Box) -> bool:
 
 
 def _cause(shares: dict[str, float], box: Box, sm_active: float) -> tuple[str, str]:
-    """The main cause and its phrase; GPM's SM activity, where known, says what waiting for the GPU was."""
+    """The main cause and its phrase; MPS, or GPM's SM activity where known, says what waiting for the GPU was."""
     main = max(SHARE_KEYS, key=lambda k: shares[k])
+    if main == GPU and shares[GPU] >= MOSTLY and box.mps:
+        return GPU, "mostly competing for the GPU's SMs (MPS)"
     if main == GPU and shares[GPU] >= MOSTLY and _known(sm_active):
         if sm_active >= SM_FULL_PCT:
             return GPU, "mostly waiting for the GPU, which was full"
@@ -248,7 +256,7 @@ def _evidence(job: Job, other: Job | None, box: Box) -> str:
     if box.gpu and box.nvml and _known(s.gpu_util):
         parts.append(f"GPU util {s.gpu_util:.0f} % shared vs {_pct(x.gpu_util)} alone")
     if _known(s.sm_active):
-        full = "full" if s.sm_active >= SM_FULL_PCT else "not full: time slices"
+        full = "full" if s.sm_active >= SM_FULL_PCT else "not full" if box.mps else "not full: time slices"
         parts.append(f"SMs {s.sm_active:.0f} % active shared vs {_pct(x.sm_active)} alone ({full})")
     if _known(x.cpu_pct) and _known(s.cpu_pct):
         if abs(s.cpu_pct - x.cpu_pct) < 0.05 * max(x.cpu_pct, 1):

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Sequence
 
 from gpumon.core.attribution import Box, Side, link_capacity
 from gpumon.core.model import DeviceSample, HostSample
+from gpumon.core.mps import share_of
 from gpumon.core.trace import Run, TraceError
 
 NAN = math.nan
@@ -151,6 +152,7 @@ def box_of(runs: Sequence[Run], h2d_bps: float | None = None) -> Box:
         link=link,
         host_cpus=int(host.get("cpus") or 0),
         pcie_method=gpu.get("pcie_method"),
+        share=next((share_of(r.meta) for r in runs if r.mode == "shared"), "timeslice"),
     )
 
 

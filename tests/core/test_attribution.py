@@ -182,6 +182,14 @@ def test_gpm_tells_time_slices_from_a_full_gpu() -> None:
     assert attribute(slices, None, GPU_BOX).phrase == "mostly waiting for time slices on a GPU that was not full"
 
 
+def test_under_mps_the_gpu_share_is_competing_for_sms_not_time_slices() -> None:
+    job = Job("A", Side(0.01, gpu_util=60, sm_active=40), Side(0.02, gpu_util=100, sm_active=70))
+    mps = Box("cuda:0", True, Link(63e9, "PCIe Gen5 x16"), host_cpus=16, share="mps")
+    why = attribute(job, None, mps)
+    assert why.cause == GPU and why.phrase == "mostly competing for the GPU's SMs (MPS)"
+    assert "time slices" not in why.evidence
+
+
 def test_link_share_grows_with_how_busy_the_link_was() -> None:
     def link_share(other_bytes_per_step: float) -> float:
         a = Job("A", Side(0.002, copy_s=0.001, copy_bytes=50e6, gpu_util=90),

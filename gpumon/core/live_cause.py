@@ -19,6 +19,7 @@ from gpumon.core import evidence
 from gpumon.core.attribution import UNKNOWN, Attribution, Box, Job, Side, attribute_pair, link_capacity
 from gpumon.core.live import LiveFigures
 from gpumon.core.model import DeviceSample, HostSample, SourceStatus, WorkloadMeta
+from gpumon.core.sentence import JobWords, job_words, labels
 from gpumon.core.trace import load_run
 
 NAN = math.nan
@@ -164,3 +165,14 @@ class LiveCauses:
                   for slot, rate in shared_rates.items() if slot in figures}
         cores = {slot: evidence.cores(meta) for slot, meta in self._meta.items()}
         return live_causes(self.baselines, shared, cores, live_box(self.device(), self._nvml, gpu))
+
+
+def cause_words(specs: Mapping[str, str], slowdown: Mapping[str, float], causes: Mapping[str, Attribution]) -> str:
+    """Each job's slowdown and cause in the verdict's words: ``fcn runs 1.7x slower, mostly waiting for the GPU``."""
+    slots = sorted(slowdown)
+    shown = dict(zip(slots, labels([specs.get(s, s).split(":")[0] for s in slots], slots)))
+    words = []
+    for slot in slots:
+        others = [shown[o] for o in slots if o != slot]
+        words.append(job_words(JobWords(shown[slot], others[0] if others else "", slowdown[slot], causes.get(slot))))
+    return "; ".join(words)

@@ -18,8 +18,8 @@ from gpumon.analysis import distributions as dist
 from gpumon.analysis import rates, slowdown, spread
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
+from gpumon.analysis.why import attribute_jobs, nvml_warning
 from gpumon.core.rates import verdict
-from gpumon.analysis.why import attribute_jobs
 from gpumon.core.attribution import Attribution
 from gpumon.core.evidence import mixed_devices
 from gpumon.core.trace import Run, load_run
@@ -360,6 +360,7 @@ def compare(
         (w.slot, w.spec, w.exclusive_rate, w.shared_rate, w.exclusive, w.shared) for w in workloads])
     workloads = [dataclasses.replace(w, why=causes.get(w.slot)) for w in workloads]
     warnings += _warnings(exclusive_data, shared_data, windows, workloads)
+    warnings += [w for w in [nvml_warning([*exclusive, *shared])] if w]
     return Comparison(
         workloads=tuple(workloads),
         pair=PairResult(stp=stp, verdict=verdict(stp.low, stp.high), windows=tuple(windows), share=share),

@@ -49,3 +49,13 @@ def cause_columns(why: Attribution | None) -> dict[str, object]:
     return {"cause": why.cause if why is not None else "",
             **{f"{k}_share": shares.get(k, NAN) for k in SHARE_KEYS},
             "evidence": why.evidence if why is not None else ""}
+
+
+def nvml_warning(runs: Sequence[Run]) -> str:
+    """A warning for CUDA runs recorded without NVML data (their cause cannot be told), else ""."""
+    missing = [r.path.name for r in runs
+               if evidence.device_of(r).startswith("cuda") and not evidence.has_nvml_data(r)]
+    if not missing:
+        return ""
+    return (f"no NVML data in {', '.join(missing)}: GPU utilisation and PCIe traffic are missing, "
+            "so the cause of a slowdown cannot be told (cannot tell: no NVML data)")

@@ -136,6 +136,7 @@ def test_a_gpu_pair_without_nvml_data_says_it_cannot_tell(tmp_path: Path) -> Non
     fcn = c.workload("B").why
     assert fcn.cause == UNKNOWN and fcn.phrase == NO_NVML
     assert "no NVML data" in fcn.evidence
+    assert any(w.startswith("no NVML data in x-gemm, x-fcn, s-gemm+fcn") for w in c.warnings)
 
 
 # -- the rules on hand-made evidence ------------------------------------------------------------

@@ -156,8 +156,9 @@ class LiveCauses:
 
     def causes(self, shared_rates: Mapping[str, float], figures: Mapping[str, LiveFigures],
                gpu: Mapping[str, Any] | None) -> dict[str, Attribution]:
-        """The cause per job with a baseline and a shared rate; {} until both are known."""
-        if not self.baselines or any(not (r > 0) for r in shared_rates.values()):
+        """The cause per job with a baseline and a shared rate ({} without baselines)."""
+        shared_rates = {slot: r for slot, r in shared_rates.items() if r > 0}
+        if not self.baselines or not shared_rates:
             return {}
         means = self.window.means()
         shared = {slot: shared_side(rate, figures[slot].copy_bytes_per_s, figures[slot].copy_bandwidth,
@@ -168,11 +169,16 @@ class LiveCauses:
 
 
 def cause_words(specs: Mapping[str, str], slowdown: Mapping[str, float], causes: Mapping[str, Attribution]) -> str:
-    """Each job's slowdown and cause in the verdict's words: ``fcn runs 1.7x slower, mostly waiting for the GPU``."""
+    """Each job's slowdown and cause in the verdict's words: ``fcn runs 1.7x slower, mostly waiting for the GPU``.
+
+    Jobs without a slowdown yet (no baseline, or no shared rate) are left out.
+    """
     slots = sorted(slowdown)
     shown = dict(zip(slots, labels([specs.get(s, s).split(":")[0] for s in slots], slots)))
     words = []
     for slot in slots:
-        others = [shown[o] for o in slots if o != slot]
-        words.append(job_words(JobWords(shown[slot], others[0] if others else "", slowdown[slot], causes.get(slot))))
+        if math.isnan(slowdown[slot]):
+            continue
+        other = next((shown[o] for o in slots if o != slot), "")
+        words.append(job_words(JobWords(shown[slot], other, slowdown[slot], causes.get(slot))))
     return "; ".join(words)

@@ -55,3 +55,14 @@ def test_a_baseline_from_another_device_cannot_tell() -> None:
     causes = live_causes({"A": baseline}, {"A": side, "B": side}, {}, live_box("cpu", False, None))
     assert causes["A"].cause == UNKNOWN
     assert causes["A"].phrase == "cannot tell: baseline x-fcn ran on cuda:0, this run on cpu"
+
+
+def test_cause_words_leave_out_a_job_without_a_slowdown_yet() -> None:
+    from gpumon.core.attribution import Attribution
+    from gpumon.core.live_cause import cause_words
+
+    why = Attribution("A", GPU, {GPU: 1.0}, 0.01, "mostly waiting for the GPU", "")
+    words = cause_words({"A": "fcn:preset=paper", "B": "gemm"}, {"A": 1.7, "B": float("nan")}, {"A": why})
+    assert words == "fcn runs 1.7× slower, mostly waiting for the GPU"
+    both = cause_words({"A": "fcn", "B": "fcn"}, {"A": 1.1, "B": 1.7}, {"A": why, "B": why})
+    assert both == "fcn A barely notices fcn B (r 1.10); fcn B runs 1.7× slower, mostly waiting for the GPU"

@@ -32,7 +32,6 @@ PHRASES = {
     GPU: "waiting for the GPU",
     LINK: "waiting for the host-to-device link",
     CPU: "short of CPU",
-    UNEXPLAINED: "for reasons the data does not show",
 }
 NEGLIGIBLE = 0.05  # extra time under 5 % of the exclusive step: nothing to explain
 MOSTLY = 0.5
@@ -257,7 +256,8 @@ def _evidence(job: Job, other: Job | None, box: Box) -> str:
         parts.append(f"GPU util {s.gpu_util:.0f} % shared vs {_pct(x.gpu_util)} alone")
     if _known(s.sm_active):
         full = "full" if s.sm_active >= SM_FULL_PCT else "not full" if box.mps else "not full: time slices"
-        parts.append(f"SMs {s.sm_active:.0f} % active shared vs {_pct(x.sm_active)} alone ({full})")
+        occupancy = f", occupancy {s.sm_occupancy:.0f} %" if _known(s.sm_occupancy) else ""
+        parts.append(f"SMs {s.sm_active:.0f} % active shared vs {_pct(x.sm_active)} alone{occupancy} ({full})")
     if _known(x.cpu_pct) and _known(s.cpu_pct):
         if abs(s.cpu_pct - x.cpu_pct) < 0.05 * max(x.cpu_pct, 1):
             cpu = f"CPU {s.cpu_pct:.0f} % both"

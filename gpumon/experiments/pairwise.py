@@ -314,14 +314,19 @@ def stp_by_share(ctx: Context, by_jobs: dict[str, dict[str, Pair]], modes: list[
 
 def verdict_lines(pairs: list[Pair]) -> list[str]:
     """One bullet per compared pair: the verdict in words; then the interval note once when it applies."""
-    from gpumon.analysis.spread import WITHIN_NOTE
     from gpumon.analysis.text import verdict_sentence
 
     done = [p for p in pairs if p.comparison is not None]
-    lines = [f"- **{p.name}**: {verdict_sentence(p.comparison)}" for p in done]
-    if any(WITHIN_NOTE in p.comparison.notes for p in done):
-        lines += ["", WITHIN_NOTE]
-    return lines
+    return [f"- **{p.name}**: {verdict_sentence(p.comparison)}" for p in done] + interval_note(pairs)
+
+
+def interval_note(pairs: list[Pair]) -> list[str]:
+    """The note that single-run intervals cover within-run noise only, once, when a pair has one."""
+    from gpumon.analysis.spread import WITHIN_NOTE
+
+    if any(p.comparison is not None and WITHIN_NOTE in p.comparison.notes for p in pairs):
+        return ["", WITHIN_NOTE]
+    return []
 
 
 def pair_warnings(pairs: list[Pair]) -> list[str]:
@@ -408,6 +413,6 @@ def contention_section(ctx: Context) -> list[str]:
             *distribution_table(pair),
             "",
         ]
-    lines += [COPY_NOTE, "", CAUTION, "", "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
+    lines += [COPY_NOTE, "", CAUTION, *interval_note(pairs), "", "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
               "[stp.csv](stp.csv).", *pair_warnings(pairs)]
     return lines

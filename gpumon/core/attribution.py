@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from gpumon.core.sources.pcie import link_capacity_bps
+
 NAN = math.nan
 GPU, LINK, CPU, UNEXPLAINED = "gpu", "link", "cpu", "unexplained"
 NONE, UNKNOWN = "none", "unknown"
@@ -41,7 +43,6 @@ SM_FULL_PCT = 90.0
 CPU_FELL = 0.95
 CPU_OVERSUBSCRIBED = 1.05
 HOST_SATURATED_PCT = 90.0
-LANE_BPS = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
 NO_NVML = "cannot tell: no NVML data"
 
 
@@ -143,8 +144,9 @@ def link_capacity(pcie_max_bps: float | None, h2d_bps: float | None, gen: int | 
         return Link(float(pcie_max_bps), "NVML max generation x width")
     if h2d_bps and h2d_bps > 0 and math.isfinite(h2d_bps):
         return Link(float(h2d_bps), "h2d alone on this box")
-    if gen in LANE_BPS and width and width > 0:
-        return Link(LANE_BPS[int(gen)] * int(width), f"PCIe Gen{gen} x{width}")
+    capacity = link_capacity_bps(gen, width) if isinstance(gen, int) and isinstance(width, int) else None
+    if capacity:
+        return Link(capacity, f"PCIe Gen{gen} x{width}")
     return Link()
 
 

@@ -94,7 +94,9 @@ def intervals(repeats: list[dict[str, Path]], seed: int) -> dict[str, tuple[floa
     return {k: (e.value, e.low, e.high) for k, e in found.items()}
 
 
-def coverage(groups: list[list[dict[str, Path]]], truth: dict[str, tuple[float, float, float]]) -> dict[str, tuple[int, int, float]]:
+def coverage(
+    groups: list[list[dict[str, Path]]], truth: dict[str, tuple[float, float, float]]
+) -> dict[str, tuple[int, int, float]]:
     """Per quantity: intervals containing the reference, intervals in all, their median relative width."""
     hits = {k: 0 for k in truth}
     totals = {k: 0 for k in truth}
@@ -112,7 +114,7 @@ def coverage(groups: list[list[dict[str, Path]]], truth: dict[str, tuple[float, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="runs directory (captures found there are reused)")
-    parser.add_argument("--repeats", type=int, default=12, help="repeats of the three captures (default 12, at least 10)")
+    parser.add_argument("--repeats", type=int, default=12, help="repeats of the three captures (default 12, >= 10)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds per capture (default 30)")
     parser.add_argument("--groups", type=int, default=60, help="3-repeat groups to draw (default 60)")
     args = parser.parse_args()

@@ -95,7 +95,9 @@ class HeadlessRun:
         self._shutdown_lock = threading.Lock()
         self._final: tuple[Path | None] | None = None
         self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
-        self.causes = LiveCauses({slot: load_baseline(slot, path, self.exclusive[slot]) for slot, path in plan.baselines})
+        self.causes = LiveCauses(
+            {slot: load_baseline(slot, path, self.exclusive[slot]) for slot, path in plan.baselines}
+        )
         self.gpu_info: dict = {}
 
     def _on_event(self, item: object) -> None:

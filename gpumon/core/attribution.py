@@ -139,7 +139,7 @@ def _known(x: float) -> bool:
 
 
 def link_capacity(pcie_max_bps: float | None, h2d_bps: float | None, gen: int | None, width: int | None) -> Link:
-    """The link's capacity: NVML's max generation x width, else an ``h2d`` job's copies alone, else run.json's gen x width."""
+    """The link's capacity: NVML's max generation x width, else an ``h2d`` job's copies alone, else gen x width."""
     if pcie_max_bps and pcie_max_bps > 0:
         return Link(float(pcie_max_bps), "NVML max generation x width")
     if h2d_bps and h2d_bps > 0 and math.isfinite(h2d_bps):
@@ -249,7 +249,8 @@ def _evidence(job: Job, other: Job | None, box: Box) -> str:
         parts.append("no NVML data")
     traffic, source = link_traffic(box, s, other.shared if other else None) if box.gpu else (NAN, "")
     if _known(traffic) and _known(box.link.capacity_bps):
-        parts.append(f"link busy {traffic / box.link.capacity_bps:.0%} of its {_gbps(box.link.capacity_bps)} ({source})")
+        capacity = box.link.capacity_bps
+        parts.append(f"link busy {traffic / capacity:.0%} of its {_gbps(capacity)} ({source})")
     elif _known(traffic):
         parts.append(f"link carried {_gbps(traffic)} (capacity unknown)")
     if box.gpu and _known(x.copy_s) and _known(s.copy_s) and (x.copy_s > 0 or s.copy_s > 0):

@@ -19,9 +19,9 @@ from gpumon.analysis import rates, slowdown, spread
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.analysis.why import attribute_jobs, nvml_warning
-from gpumon.core.rates import verdict
 from gpumon.core.attribution import Attribution
 from gpumon.core.evidence import mixed_devices
+from gpumon.core.rates import verdict
 from gpumon.core.trace import Run, load_run
 from gpumon.errors import UsageError
 from gpumon.extras import installed

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from gpumon.core.attribution import NONE, UNKNOWN, Attribution
+from gpumon.core.rates import LOSES, PAYS
 
 BARELY = 1.2  # a job slowed by less than this "barely notices" the other
 FASTER = 0.95
-PAYS, LOSES = "pays", "loses"
 
 
 @dataclass(frozen=True)

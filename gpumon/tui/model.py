@@ -193,7 +193,7 @@ class LiveModel:
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
         result = interference(exclusive, shared) if len(running) > 1 else None
         figures = {w.slot: w.figures for w in workloads if w.figures is not None}
-        causes = self.causes.causes(shared, figures, self.gpu) if result is not None and len(shared) > 1 else {}
+        causes = self.causes.causes(shared, figures, self.gpu) if result is not None else {}
         return View(
             t=now,
             device=self._device_view(now, n),

@@ -12,6 +12,7 @@ from typing import Callable, TextIO
 
 from gpumon.core.launcher import SLOTS, LaunchRequest, exit_text
 from gpumon.core.live import LiveFigures, LiveStats
+from gpumon.core.live_cause import LiveCauses, cause_words, load_baseline
 from gpumon.core.model import Notice, SourceStatus, WorkloadState
 from gpumon.core.outcome import exit_code
 from gpumon.core.rates import Interference, interference
@@ -19,7 +20,7 @@ from gpumon.core.session import Session
 from gpumon.core.trace import baseline_rate
 from gpumon.core.units import bytes_per_s, fmt_rate, json_number, pct
 from gpumon.errors import UsageError
-from gpumon.plan import RunPlan
+from gpumon.plan import RunPlan, short_name
 from gpumon.stopsignals import StopGuard
 
 STATUS_PERIOD_S = 1.0
@@ -57,12 +58,13 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
     )
 
 
-def interference_line(t: float, result: Interference) -> str:
+def interference_line(t: float, result: Interference, words: str = "") -> str:
     ratios = "  ".join(f"{slot} r {r:.2f}" for slot, r in result.slowdown.items())
-    return f"{t:7.1f}s interference  {ratios}  {result.text}".rstrip()
+    line = f"{t:7.1f}s interference  {ratios}  {result.text}".rstrip()
+    return f"{line}; {words}" if words and result.text else f"{line}  {words}".rstrip()
 
 
-def interference_json(t: float, result: Interference) -> str:
+def interference_json(t: float, result: Interference, words: str = "", causes: dict | None = None) -> str:
     return json.dumps(
         {
             "t": round(t, 3),
@@ -70,6 +72,8 @@ def interference_json(t: float, result: Interference) -> str:
             "slowdown": {slot: json_number(r) for slot, r in result.slowdown.items()},
             "stp": json_number(result.stp),
             "verdict": result.verdict,
+            "words": words,
+            "cause": {slot: why.to_dict() for slot, why in (causes or {}).items()},
         }
     )
 
@@ -91,6 +95,10 @@ class HeadlessRun:
         self._shutdown_lock = threading.Lock()
         self._final: tuple[Path | None] | None = None
         self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
+        self.causes = LiveCauses(
+            {slot: load_baseline(slot, path, self.exclusive[slot]) for slot, path in plan.baselines}
+        )
+        self.gpu_info: dict = {}
 
     def _on_event(self, item: object) -> None:
         if isinstance(item, (WorkloadState, Notice, SourceStatus)):
@@ -124,12 +132,15 @@ class HeadlessRun:
     def _run(self) -> int:
         self.session.bus.subscribe(self.live.handle)
         self.session.bus.subscribe(self._on_event)
+        self.session.bus.subscribe(self.causes.handle)
         path = None
         try:
             self.session.start()
             self.session.set_exclusive_rates(self.exclusive)
             if self.session.metrics is not None:
                 self._say(f"gpumon: metrics at {self.session.metrics.url}")
+            if self.session.nvml is not None and self.session.nvml_status.available:
+                self.gpu_info = self.session.nvml.device_info()
             path = self.session.start_capture(self.plan.label, list(self.plan.requests))
             self._say(f"gpumon: capturing to {path}")
             self._run_workloads()
@@ -234,11 +245,18 @@ class HeadlessRun:
             self._print_interference(now, running)
 
     def _print_interference(self, now: float, slots: list[str]) -> None:
-        """Slowdown and STP against the ``--baseline`` rates over the overlap window so far."""
+        """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far."""
         if self.exclusive:
-            result = interference(self.exclusive, self.live.shared_rates(sorted(slots)))
-            render_interference = interference_json if self.as_json else interference_line
-            self._emit(render_interference(now, result), self.out)
+            shared = self.live.shared_rates(sorted(slots))
+            result = interference(self.exclusive, shared)
+            figures = {p: self.live.figures(p, now) for p in slots}
+            causes = self.causes.causes(shared, figures, self.gpu_info)
+            requests = {p: self.session.launcher.workloads[p].request for p in slots}
+            words = cause_words({p: short_name(r) for p, r in requests.items()}, result.slowdown, causes)
+            if self.as_json:
+                self._emit(interference_json(now, result, words, causes), self.out)
+            else:
+                self._emit(interference_line(now, result, words), self.out)
 
     def _print_events(self) -> None:
         while True:

@@ -26,12 +26,18 @@ definitions:
   slowdown r        x / s: 1 = unaffected, 2 = half speed while sharing
   STP               1/r_A + 1/r_B, the pair's combined throughput in units of one job
                     alone; sharing pays when STP > 1, loses when STP < 1
-  copy bandwidth    bytes / time of the copy itself (shows link contention);
-                    copy bytes/s is bytes / step wall time
-  intervals         95 %: across repeats when a condition has two or more runs,
-                    within one run a moving-block bootstrap over time bins (steps
-                    are autocorrelated); the verdict is "cannot tell" when the STP
-                    interval straddles 1
+  per-copy bandwidth  bytes / CUDA-event time of each copy; while sharing it
+                    includes waiting for a time slice, so it falls even on an idle
+                    link; link busy (PCIe traffic / link capacity) says whether the
+                    link was the limit; copy bytes/s is bytes / step wall time
+  why               each job's extra time per step split into waiting for the GPU,
+                    the host-to-device link, the CPU and unexplained, with the
+                    evidence (docs/compare.md); "cannot tell" when data is missing
+  intervals         95 %: with two or more runs of a condition, from the spread
+                    between the runs (Student t); with one run, a moving-block
+                    bootstrap over time bins that covers within-run noise only
+                    (the output says so); the verdict is "cannot tell" when the
+                    STP interval straddles 1
 
 A RUN is a run directory, a run name in the runs directory, or 'last'.
 Workloads are matched to the shared run's A and B by their spec (name and
@@ -75,8 +81,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     )
     parser.add_argument(
         "--json", action="store_true",
-        help="print the results as JSON for scripts (each workload's 'slowdown', the pair's 'stp', "
-             "each as {estimate, low, high})",
+        help="print the results as JSON for scripts: 'summary' (the verdict in words), each workload's "
+             "'slowdown' ({estimate, low, high}), 'cause', 'shares' and 'evidence', the pair's 'stp'",
     )
     parser.set_defaults(handler=run_compare)
 

@@ -6,6 +6,7 @@ report and the TUI's Compare screen.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,9 +15,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from gpumon.analysis import distributions as dist
-from gpumon.analysis import rates, slowdown
+from gpumon.analysis import rates, slowdown, spread
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
+from gpumon.analysis.why import attribute_jobs, nvml_warning
+from gpumon.core.attribution import Attribution
+from gpumon.core.evidence import mixed_devices
 from gpumon.core.rates import verdict
 from gpumon.core.trace import Run, load_run
 from gpumon.errors import UsageError
@@ -72,9 +76,12 @@ class WorkloadResult:
     exclusive: tuple[Segment, ...]
     shared: tuple[Segment, ...]
     distributions: tuple[dist.DistributionTest, ...]
+    why: Attribution | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        why = self.why.to_dict() if self.why is not None else {"cause": None, "shares": {}, "evidence": ""}
         return {
+            **why,
             "spec": self.spec,
             "exclusive_rate": _num(self.exclusive_rate),
             "shared_rate": _num(self.shared_rate),
@@ -112,6 +119,7 @@ class Comparison:
     exclusive_runs: tuple[str, ...]
     shared_runs: tuple[str, ...]
     confidence: float = slowdown.CONFIDENCE
+    interval_basis: dict[str, str] = field(default_factory=dict)
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -120,8 +128,12 @@ class Comparison:
         return next(w for w in self.workloads if w.slot == slot)
 
     def to_dict(self) -> dict[str, Any]:
+        from gpumon.analysis.text import verdict_sentence
+
         return {
+            "summary": verdict_sentence(self),
             "confidence": self.confidence,
+            "interval_basis": dict(self.interval_basis),
             "exclusive_runs": list(self.exclusive_runs),
             "shared_runs": list(self.shared_runs),
             "workloads": {w.slot: w.to_dict() for w in self.workloads},
@@ -275,6 +287,15 @@ def compare(
     """
     if not shared:
         raise UsageError("no shared run given (--shared RUN)")
+    problem = mixed_devices([*exclusive, *shared])
+    if problem:
+        raise UsageError(problem)
+    for run in exclusive:
+        if run.mode == "shared":
+            raise UsageError(f"{run.path}: not an exclusive run (mode shared in run.json); give it with --shared")
+    for run in shared:
+        if run.mode == "exclusive":
+            raise UsageError(f"{run.path}: not a shared run (mode exclusive in run.json); give it with --exclusive")
     rng = np.random.default_rng(seed)
     warnings: list[str] = []
     notes: list[str] = []
@@ -292,12 +313,16 @@ def compare(
         warnings += phase_warnings
 
     shared_rate = slowdown.combine(shared_samples, rng, n_boot)
+    basis = {"shared": spread.basis(shared_samples),
+             **{f"exclusive {slot}": spread.basis(_per_run(b)) for slot, b in baselines.items() if b.samples}}
+    if spread.WITHIN in basis.values():
+        notes.append(spread.WITHIN_NOTE)
     exclusive_rate: dict[str, RateSample] = {}
     for slot, b in baselines.items():
         # the same job twice: both slots share one baseline and so one set of replicates
         same = next((exclusive_rate[s] for s in exclusive_rate if baselines[s].samples == b.samples), None)
         if b.samples:
-            exclusive_rate[slot] = same or slowdown.combine(b.samples, rng, n_boot)
+            exclusive_rate[slot] = same or slowdown.combine(_per_run(b), rng, n_boot)
     if len(exclusive_rate) == len(SLOTS):
         stp = slowdown.stp_estimate([exclusive_rate[s] for s in SLOTS], shared_rate)
     else:
@@ -331,7 +356,11 @@ def compare(
             distributions=tests,
         ))
 
+    causes = attribute_jobs([*exclusive, *shared], [
+        (w.slot, w.spec, w.exclusive_rate, w.shared_rate, w.exclusive, w.shared) for w in workloads])
+    workloads = [dataclasses.replace(w, why=causes.get(w.slot)) for w in workloads]
     warnings += _warnings(exclusive_data, shared_data, windows, workloads)
+    warnings += [w for w in [nvml_warning([*exclusive, *shared])] if w]
     return Comparison(
         workloads=tuple(workloads),
         pair=PairResult(stp=stp, verdict=verdict(stp.low, stp.high), windows=tuple(windows), share=share),
@@ -339,6 +368,7 @@ def compare(
         notes=tuple(notes),
         exclusive_runs=tuple(str(d.run.path) for d in exclusive_data),
         shared_runs=tuple(str(d.run.path) for d in shared_data),
+        interval_basis=basis,
         samples=samples,
     )
 
@@ -372,6 +402,27 @@ def _overlaps(
             segments[slot].append(_segment(data, mapping[slot], "shared", c, window))
         samples.append(slowdown.window_rates(curves, window, rng, n_boot))
     return windows, segments, samples
+
+
+def _per_run(baseline: _Baseline) -> list[RateSample]:
+    """One sample per run: exclusive phases of one run (before and after the other job) merged by duration.
+
+    Between-run intervals need runs, not windows of one run.
+    """
+    groups: dict[str, list[tuple[Segment, RateSample]]] = {}
+    for seg, sample in zip(baseline.segments, baseline.samples):
+        groups.setdefault(seg.run, []).append((seg, sample))
+    merged = []
+    for parts in groups.values():
+        if len(parts) == 1:
+            merged.append(parts[0][1])
+            continue
+        weights = np.array([seg.end - seg.start for seg, _ in parts]) / sum(seg.end - seg.start for seg, _ in parts)
+        points = sum(w * sample.points for w, (_, sample) in zip(weights, parts))
+        reps = [sample.replicates for _, sample in parts]
+        replicates = None if any(r is None for r in reps) else sum(w * r for w, r in zip(weights, reps))
+        merged.append(RateSample(points, replicates))
+    return merged
 
 
 def _phase_messages(baselines: dict[str, _Baseline], specs: dict[str, str]) -> tuple[list[str], list[str]]:

@@ -36,8 +36,13 @@ class Metric:
     unit: str
 
 
-COPY_BANDWIDTH = Metric("copy_bandwidth", "copy bandwidth", "B/s")
-COPY_RATE = Metric("copy_bytes_per_s", "copy bytes/s", "B/s")
+COPY_BANDWIDTH = Metric("copy_bandwidth", "per-copy bandwidth", "B/s")
+COPY_RATE = Metric("copy_bytes_per_s", "copy bytes/s of wall time", "B/s")
+COPY_NOTE = (
+    "Per-copy bandwidth is bytes ÷ the CUDA-event time of each copy: while sharing, those events include the "
+    "time the job's context waits for its time slice, so it falls even on an idle link. What the link carried "
+    "is the 'link busy' column of the why table (PCIe traffic ÷ the link's capacity)."
+)
 GPU_UTIL = Metric("gpu_util", "GPU util", "%")
 CPU = Metric("cpu_pct", "CPU", "%")
 METRICS = (COPY_BANDWIDTH, COPY_RATE, GPU_UTIL, CPU)

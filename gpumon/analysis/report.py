@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from gpumon.analysis import rates
-from gpumon.analysis.distributions import CAUTION, COPY_BANDWIDTH, CPU, GPU_UTIL, display_scale
-from gpumon.analysis.text import VERDICT_TEXT, distribution_rows, fmt_estimate, rate_rows
+from gpumon.analysis.why import cause_columns
+from gpumon.analysis.distributions import CAUTION, COPY_BANDWIDTH, COPY_NOTE, CPU, GPU_UTIL, display_scale
+from gpumon.analysis.text import (
+    VERDICT_TEXT, distribution_rows, fmt_estimate, rate_rows, verdict_sentence, why_evidence, why_rows,
+)
 from gpumon.core.trace import Run
 from gpumon.errors import UsageError
 
@@ -64,6 +67,7 @@ def tables(comparison: "Comparison", runs: Sequence[Run]) -> dict[str, "pd.DataF
             "normalized_throughput_low": w.normalized_throughput.low,
             "normalized_throughput_high": w.normalized_throughput.high,
             "baseline": w.baseline, "exclusive_windows": len(w.exclusive), "shared_windows": len(w.shared),
+            **cause_columns(w.why),
         }
         for w in comparison.workloads
     ])
@@ -208,9 +212,18 @@ def markdown(comparison: "Comparison") -> str:
               f"(shared under {pair.share}).", ""]
     lines += [f"- overlap window of {w.name}: {w.start:.2f}-{w.end:.2f} s ({w.end - w.start:.1f} s)"
               for w in pair.windows]
+    lines += ["", "## Verdict", "", f"**{verdict_sentence(comparison)}.**"]
+    headers, rows = why_rows(comparison)
+    if rows:
+        lines += ["", "## Why it slowed down", "",
+                  "Each job's extra time per step (shared − exclusive), split into waiting for the GPU (time slices "
+                  "with the other job), the host-to-device link, the CPU, and what no evidence explains. Link busy = "
+                  "PCIe traffic ÷ the link's capacity.", ""]
+        lines += _md_table(headers, rows) + [""] + [f"- evidence {line}" for line in why_evidence(comparison)]
     headers, rows = distribution_rows(comparison)
     if rows:
-        lines += ["", "## Distributions, exclusive vs shared", ""] + _md_table(headers, rows) + ["", CAUTION]
+        lines += ["", "## Distributions, exclusive vs shared", ""] + _md_table(headers, rows)
+        lines += ["", COPY_NOTE, "", CAUTION]
     for title, items in (("Notes", comparison.notes), ("Warnings", comparison.warnings)):
         if items:
             lines += ["", f"## {title}", ""] + [f"- {item}" for item in items]

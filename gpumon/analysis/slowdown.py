@@ -6,9 +6,9 @@ Intervals come from bootstrap replicates of every rate:
   equal time bins (each bin holds the steps every job completed in it, read off
   the cumulative-steps curves), so autocorrelated step times and the coupling of
   two co-resident jobs (the same bins are drawn for both) are kept;
-* across repeats (two or more runs of a condition), the runs are resampled with
-  replacement and each drawn run contributes one of its own block replicates
-  (a two-level bootstrap).
+* across repeats (two or more runs of a condition), from the spread between
+  the runs: a Student t with n - 1 degrees of freedom on log rates
+  (analysis/spread.py), because resampling three runs cannot see beyond them.
 
 The interval is the 2.5th-97.5th percentile of the replicates.
 """
@@ -21,6 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
+from gpumon.analysis import spread
 from gpumon.analysis.rates import Curve, Window
 from gpumon.core import rates as defs
 
@@ -99,20 +100,17 @@ def window_rates(
 
 
 def combine(samples: Sequence[RateSample], rng: np.random.Generator, n_boot: int = N_BOOT) -> RateSample:
-    """The mean over repeats and its replicates: runs resampled, each giving one of its own replicates.
+    """The mean over repeats and its replicates: from the spread between runs (analysis/spread.py).
 
-    A run without replicates contributes its point value to every replicate;
-    a single run without replicates gives none.
+    A single run keeps its own block replicates (within-run noise only), or none.
     """
     points = np.mean([s.points for s in samples], axis=0)
     if len(samples) == 1:
         return RateSample(points, samples[0].replicates)
-    stacked = np.stack(
-        [s.replicates if s.replicates is not None else np.broadcast_to(s.points, (n_boot, len(s.points))) for s in samples]
-    )
-    drawn = rng.integers(0, len(samples), size=(n_boot, len(samples)))
-    replicates = stacked[drawn, np.arange(n_boot)[:, None], :].mean(axis=1)
-    return RateSample(points, replicates)
+    stacked = np.array([s.points for s in samples], dtype=float)
+    if not np.all(np.isfinite(stacked) & (stacked > 0)):
+        return RateSample(points, None)
+    return RateSample(points, spread.between_runs_replicates(stacked, n_boot, rng))
 
 
 def interval(value: float, replicates: np.ndarray | None) -> Estimate:

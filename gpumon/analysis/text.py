@@ -10,9 +10,11 @@ import math
 import threading
 from typing import TYPE_CHECKING, Sequence
 
-from gpumon.analysis.distributions import CAUTION, display_scale, histogram_counts
+from gpumon.analysis.distributions import CAUTION, COPY_NOTE, display_scale, histogram_counts
 from gpumon.analysis.slowdown import Estimate
+from gpumon.core.attribution import SHARE_KEYS
 from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS
+from gpumon.core.sentence import JobWords, labels, sentence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -73,6 +75,37 @@ def rate_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def verdict_sentence(comparison: "Comparison") -> str:
+    """The verdict in the user's words: whether sharing pays, each job's slowdown and its main cause."""
+    names = [w.spec.split(":")[0] for w in comparison.workloads]
+    slots = [w.slot for w in comparison.workloads]
+    shown = labels(names, slots)
+    jobs = [JobWords(shown[i], shown[1 - i] if len(shown) == 2 else "", w.slowdown.value, w.why)
+            for i, w in enumerate(comparison.workloads)]
+    pair = comparison.pair
+    return sentence(pair.verdict, pair.stp.value, fmt_estimate(pair.stp), jobs)
+
+
+def why_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the why table: each job's extra time per step split by cause."""
+    headers = ["workload", "extra ms/step", "GPU", "link", "CPU", "unexplained", "link busy alone → shared", "cause"]
+    rows = []
+    for w in comparison.workloads:
+        why = w.why
+        if why is None:
+            continue
+        share = [f"{why.shares[k]:.0%}" if k in why.shares else "–" for k in SHARE_KEYS]
+        busy = " → ".join("n/a" if math.isnan(b) else f"{b:.0%}" for b in why.link_busy)
+        extra = "n/a" if math.isnan(why.extra_s) else f"{why.extra_s * 1e3:,.2f}"
+        rows.append([f"{w.slot} {w.spec.split(':')[0]}", extra, *share, busy, why.phrase])
+    return headers, rows
+
+
+def why_evidence(comparison: "Comparison") -> list[str]:
+    """One evidence line per job."""
+    return [f"{w.slot}: {w.why.evidence}" for w in comparison.workloads if w.why is not None and w.why.evidence]
+
+
 def distribution_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the distributions table."""
     import numpy as np
@@ -112,11 +145,18 @@ def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
     ]
     for w in pair.windows:
         out.append(f"  overlap window of {w.name}: {w.start:.1f}-{w.end:.1f} s ({w.end - w.start:.1f} s)")
+    out += ["", _paint("Verdict: ", "heading", color) + verdict_sentence(comparison)]
+    headers, rows = why_rows(comparison)
+    if rows:
+        out += ["", "Why: each job's extra time per step (shared - exclusive) split by cause "
+                    "(docs/compare.md, \"Why it slowed down\")"]
+        out += table(headers, rows, [False] + [True] * 6 + [False])
+        out += [f"  {line}" for line in why_evidence(comparison)]
     headers, rows = distribution_rows(comparison)
     if rows:
         out += ["", "Distributions, exclusive vs shared (two-sample KS; chi-square on common bins; effect sizes)"]
         out += table(headers, rows, [False, False] + [True] * 9)
-        out.append(CAUTION)
+        out += [COPY_NOTE, CAUTION]
     if comparison.notes:
         out += ["", "Notes:"] + [f"  - {n}" for n in comparison.notes]
     if comparison.warnings:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpumon.analysis import why
 from gpumon.errors import UsageError
 from gpumon.experiments.cells import Cell, share_label
 from gpumon.experiments.results import (
@@ -143,7 +144,7 @@ def write_csvs(ctx: Context, pairs: list[Pair]) -> None:
                 "slowdown": r.value if r else math.nan, "low": r.low if r else math.nan, "high": r.high if r else math.nan,
                 "exclusive_rate": w.exclusive_rate if w else math.nan, "shared_rate": w.shared_rate if w else math.nan,
                 "shared_runs": runs, "exclusive_runs": ";".join(ctx.link(s.run) for s in w.exclusive) if w else "",
-                "problem": pair.problem,
+                "problem": pair.problem, **why.cause_columns(w.why if w else None),
             })
             for d in (w.distributions if w else ()):
                 distributions.append({"pair": pair.name, "job": job, "partner": partner, "slot": slot, **d.to_dict()})
@@ -239,6 +240,11 @@ def _mode_section(pairs: list[Pair], ctx: Context, title: str, suffix: str) -> l
         "the verdict uses the whole 95 % interval of STP.",
         "",
         *md_table(["pair", "r_A", "r_B", "STP", "r_AB·r_BA vs r_AB+r_BA", "verdict"], pair_rows(pairs)),
+        "",
+        "In words, with each slowed job's main cause (extra time per step split into waiting for the GPU, the "
+        "host-to-device link, the CPU; evidence in each pair's report):",
+        "",
+        *verdict_lines(pairs),
     ]
     if any(p.comparison is not None for p in pairs):
         heatmap(ctx, pairs, f"slowdown_heatmap{suffix}.png")
@@ -306,6 +312,23 @@ def stp_by_share(ctx: Context, by_jobs: dict[str, dict[str, Pair]], modes: list[
     return save(fig, ctx.out / "stp_by_share.png")
 
 
+def verdict_lines(pairs: list[Pair]) -> list[str]:
+    """One bullet per compared pair: the verdict in words; then the interval note once when it applies."""
+    from gpumon.analysis.text import verdict_sentence
+
+    done = [p for p in pairs if p.comparison is not None]
+    return [f"- **{p.name}**: {verdict_sentence(p.comparison)}" for p in done] + interval_note(pairs)
+
+
+def interval_note(pairs: list[Pair]) -> list[str]:
+    """The note that single-run intervals cover within-run noise only, once, when a pair has one."""
+    from gpumon.analysis.spread import WITHIN_NOTE
+
+    if any(p.comparison is not None and WITHIN_NOTE in p.comparison.notes for p in pairs):
+        return ["", WITHIN_NOTE]
+    return []
+
+
 def pair_warnings(pairs: list[Pair]) -> list[str]:
     lines = []
     for pair in pairs:
@@ -347,7 +370,7 @@ def distribution_table(pair: Pair) -> list[str]:
 
 def contention_section(ctx: Context) -> list[str]:
     """Q4: copy bandwidth and utilisation, exclusive vs shared, tests and effect sizes, per pair."""
-    from gpumon.analysis.distributions import CAUTION
+    from gpumon.analysis.distributions import CAUTION, COPY_NOTE
 
     pairs = build_pairs(ctx)
     write_csvs(ctx, pairs)
@@ -355,11 +378,11 @@ def contention_section(ctx: Context) -> list[str]:
     lines = [
         "## Copy-bound or compute-bound (each job alone)",
         "",
-        f"Median over post-warm-up steps: share of the step spent in the host-to-device copy, copy bandwidth "
-        f"(bytes ÷ time of the copy itself), CPU % of the process tree, GPU utilisation. A job is copy-bound when "
+        f"Median over post-warm-up steps: share of the step spent in the host-to-device copy, per-copy bandwidth "
+        f"(bytes ÷ the CUDA-event time of the copy; alone, nothing else waits in it), CPU % of the process tree, GPU utilisation. A job is copy-bound when "
         f"the copy is ≥ {COPY_BOUND_SHARE:.0%} of its step, compute-bound when ≤ {COMPUTE_BOUND_SHARE:.0%}.",
         "",
-        *md_table(["job", "copy share of step", "copy bandwidth (GB/s)", "CPU %", "GPU util %", "kind"], bound_rows(ctx)),
+        *md_table(["job", "copy share of step", "per-copy bandwidth (GB/s)", "CPU %", "GPU util %", "kind"], bound_rows(ctx)),
     ]
     if on_cpu:
         lines += [
@@ -374,16 +397,22 @@ def contention_section(ctx: Context) -> list[str]:
         if c is None:
             lines += [f"No comparison: {pair.problem}", ""]
             continue
+        from gpumon.analysis.text import verdict_sentence, why_evidence
+
         lines += [
+            f"**{verdict_sentence(c)}.**",
+            "",
+            *[f"- evidence {line}" for line in why_evidence(c)],
+            "",
             f"r_A = {fmt_ci(c.workload('A').slowdown)}, r_B = {fmt_ci(c.workload('B').slowdown)}, "
             f"STP = {fmt_ci(c.pair.stp)} ({c.pair.verdict}). "
             f"Full report: [{pair.detail_dir}/report.md]({pair.detail_dir}/report.md) "
-            f"(histograms: [copy bandwidth]({pair.detail_dir}/copy_bandwidth.png), "
+            f"(histograms: [per-copy bandwidth]({pair.detail_dir}/copy_bandwidth.png), "
             f"[utilisation]({pair.detail_dir}/utilisation.png)).",
             "",
             *distribution_table(pair),
             "",
         ]
-    lines += [CAUTION, "", "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
+    lines += [COPY_NOTE, "", CAUTION, *interval_note(pairs), "", "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
               "[stp.csv](stp.csv).", *pair_warnings(pairs)]
     return lines

@@ -151,7 +151,7 @@ def sweep_section(ctx: Context) -> list[str]:
         "intervals (bootstrap within a run, across runs with repeats); samples/s = iterations/s × batch. "
         "Copy bandwidth and CPU % are medians over the run.",
     ]
-    headers = [*keys, "it/s", "ms/iteration", "samples/s", "copy bandwidth (GB/s)", "CPU %", "note", "runs"]
+    headers = [*keys, "it/s", "ms/iteration", "samples/s", "per-copy bandwidth (GB/s)", "CPU %", "note", "runs"]
     for key, job in jobs.items():
         lines += ["", f"### {key}", "", *md_table(headers, sweep_rows(ctx, job, keys))]
         extra = outcome_lines(job, keys)

@@ -13,6 +13,7 @@ from pathlib import Path
 from gpumon.core.launcher import LaunchRequest, Workload
 from gpumon.core.outcome import exit_code
 from gpumon.plan import RunPlan, short_name
+from gpumon.core.live_cause import load_baseline
 from gpumon.core.session import Session
 from gpumon.core.trace import baseline_rate, export, load_run
 from gpumon.errors import UsageError
@@ -61,7 +62,7 @@ class Controller:
                 self.model.gpu = nvml.device_info()
             for slot, path in self.plan.baselines:
                 rate = baseline_rate(slot, path)
-                self.model.set_baseline(slot, rate, f"baseline {Path(path).name}")
+                self.model.set_baseline(slot, rate, f"baseline {Path(path).name}", load_baseline(slot, path, rate))
                 self.session.set_exclusive_rates({slot: rate})
             if self.plan.requests:
                 return self.session.start_capture(self.plan.label, list(self.plan.requests))

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpumon.core.launcher import SLOTS
 from gpumon.core.live import LiveStats
+from gpumon.core.live_cause import Baseline, LiveCauses
 from gpumon.core.rates import Point, exclusive_rate, interference
 from gpumon.core.sources.pcie import link_capacity_bps
 from gpumon.core.model import (
@@ -90,6 +91,7 @@ class LiveModel:
         self.nvml = SourceStatus("nvml", False, "unavailable: not started yet")
         self.gpu: dict[str, Any] | None = None
         self.baselines: dict[str, tuple[float, str]] = {}
+        self.causes = LiveCauses({})
         self.device: DeviceSample | None = None
         self.host: HostSample | None = None
         self.notices: RingBuffer[Notice] = RingBuffer(NOTICES)
@@ -107,15 +109,21 @@ class LiveModel:
         """Name what is (about to be) running in ``slot``."""
         self._slots[slot].spec = spec
 
-    def set_baseline(self, slot: str, rate: float, source: str) -> None:
-        """An exclusive rate from elsewhere (a ``--baseline`` run); it wins over the exclusive phase."""
+    def set_baseline(self, slot: str, rate: float, source: str, evidence: Baseline | None = None) -> None:
+        """An exclusive rate from elsewhere (a ``--baseline`` run); it wins over the exclusive phase.
+
+        ``evidence``: what that run recorded of the job alone, for the cause of its slowdown.
+        """
         self.baselines[slot] = (rate, source)
+        if evidence is not None:
+            self.causes.set_baseline(slot, evidence)
         self.wake.set()
 
     # -- bus side -------------------------------------------------------------
 
     def handle(self, item: object) -> None:
         """Bus subscriber: file the item, then wake the refresh thread."""
+        self.causes.handle(item)
         if isinstance(item, StepEvent):
             self._on_step(item)
         elif isinstance(item, DeviceSample):
@@ -192,11 +200,15 @@ class LiveModel:
             if rate > 0
         }
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
+        result = interference(exclusive, shared) if len(running) > 1 else None
+        figures = {w.slot: w.figures for w in workloads if w.figures is not None}
+        causes = self.causes.causes(shared, figures, self.gpu) if result is not None else {}
         return View(
             t=now,
             device=self._device_view(now, n),
             workloads=workloads,
-            interference=interference(exclusive, shared) if len(running) > 1 else None,
+            interference=result,
+            causes=causes,
             notices=tuple(n.text if not n.process else f"{n.process}: {n.text}" for n in self.notices.snapshot()),
             notice_total=self.notice_total,
         )

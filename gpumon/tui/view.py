@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from gpumon.core.attribution import Attribution
 from gpumon.core.live import LiveFigures
 from gpumon.core.model import DeviceSample, HostSample
 from gpumon.core.rates import Interference
@@ -77,6 +78,7 @@ class View:
     interference: Interference | None
     notices: tuple[str, ...]
     notice_total: int = 0
+    causes: dict[str, Attribution] = field(default_factory=dict)
 
     def new_notices(self, seen: int) -> tuple[str, ...]:
         """The notices after the first ``seen`` (as many as are still kept)."""

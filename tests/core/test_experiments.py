@@ -417,6 +417,9 @@ def test_pairwise_report_fills_the_matrix_and_traces_every_value(tmp_path):
     matrix = pd.read_csv(out / "slowdown_matrix.csv")
     assert matrix["slowdown"].round(2).tolist() == [2.0, 2.0]
     assert matrix["shared_runs"].tolist() == ["runs/s-fcn+gemm-r1"] * 2
+    assert "- **fcn+gemm**: cannot tell whether sharing pays" in text or "- **fcn+gemm**: sharing" in text
+    assert "fcn runs 2.0× slower" in text and "Intervals cover the noise within one run only" in text
+    assert {"cause", "gpu_share", "link_share", "cpu_share", "unexplained_share", "evidence"} <= set(matrix.columns)
 
 
 def test_sweep_report_shows_failed_points_and_rates(tmp_path):

@@ -6,7 +6,9 @@ import math
 
 from rich.text import Text
 
+from gpumon.core.attribution import NONE
 from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS
+from gpumon.core.sentence import BARELY
 from gpumon.core.units import DASH
 from gpumon.core import units as fmt
 from gpumon.tui.view import View
@@ -14,7 +16,10 @@ from gpumon.tui.widgets.lines import TextLine
 
 
 def interference_text(view: View) -> Text:
-    """``A r 1.42 (812→571 it/s)  B r 1.18 … │ sharing pays: STP 1.55``, or what is missing."""
+    """``A r 1.42 (812→571 it/s) mostly waiting for the GPU  B r 1.18 … │ sharing pays: STP 1.55``, or what is missing.
+
+    The cause shows beside r once the job's baseline came with its evidence (``--baseline`` runs).
+    """
     text = Text("sharing ", style="dim")
     result = view.interference
     if result is None:
@@ -35,6 +40,9 @@ def interference_text(view: View) -> Text:
             continue
         text.append(f"r {r:.2f}", style="bold")
         text.append(f" ({fmt.num(w.exclusive_rate)}→{fmt.num(shared)} it/s)  ", style="dim")
+        why = view.causes.get(slot)
+        if why is not None and why.cause != NONE and r >= BARELY:
+            text.append(f"{why.phrase}  ", style="yellow")
     if result.text:
         style = {PAYS: "bold green", LOSES: "bold red", CANNOT_TELL: "bold yellow"}.get(result.verdict, "dim")
         text.append("│ ", style="dim")

@@ -1,0 +1,184 @@
+"""Evidence for the slowdown attribution (gpumon/core/attribution.py), from run directories or live records.
+
+No pandas: the live interference line reads its baselines' evidence here too.
+Step times come from the callers (the one definition of rates), never from here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from gpumon.core.attribution import Box, Side, link_capacity
+from gpumon.core.model import DeviceSample, HostSample
+from gpumon.core.mps import share_of
+from gpumon.core.trace import Run, TraceError
+
+NAN = math.nan
+DEVICE_FIELDS = {"gpu_util": "gpu_util", "pcie_rx_bps": "pcie_rx_bps", "sm_active": "sm_active_pct",
+                 "sm_occupancy": "sm_occupancy_pct"}
+
+
+@dataclass(frozen=True)
+class Window:
+    """Where one job's side was measured: a run, the job's slot there, and the interval in run time."""
+
+    run: Run
+    slot: str
+    start: float
+    end: float
+
+
+def _float(text: str | None) -> float:
+    try:
+        return float(text) if text not in (None, "") else NAN
+    except ValueError:
+        return NAN
+
+
+def _mean(values: Iterable[float]) -> float:
+    known = [v for v in values if not math.isnan(v)]
+    return sum(known) / len(known) if known else NAN
+
+
+def _rows(run: Run, table: str) -> list[dict[str, str]]:
+    """A table's rows, or none when the run lacks it or it is unreadable."""
+    try:
+        return list(run.rows(table))
+    except TraceError:
+        return []
+
+
+def _inside(rows: Iterable[dict[str, str]], start: float, end: float) -> list[dict[str, str]]:
+    return [r for r in rows if start <= _float(r.get("t")) <= end]
+
+
+def run_side(w: Window, step_s: float) -> Side:
+    """What was measured for ``w.slot`` inside ``[w.start, w.end]`` of ``w.run``; ``step_s`` from the caller."""
+    steps = [r for r in _inside(_rows(w.run, "steps"), w.start, w.end)
+             if r.get("process") == w.slot and r.get("warmup") != "1"]
+    copy_s = copy_bytes = NAN
+    if steps:
+        copy_s = sum(v for v in (_float(r.get("copy_s")) for r in steps) if not math.isnan(v)) / len(steps)
+        copy_bytes = sum(v for v in (_float(r.get("copy_bytes")) for r in steps) if not math.isnan(v)) / len(steps)
+    device = _inside(_rows(w.run, "device"), w.start, w.end)
+    processes = [r for r in _inside(_rows(w.run, "processes"), w.start, w.end) if r.get("process") == w.slot]
+    host = _inside(_rows(w.run, "host"), w.start, w.end)
+    return Side(
+        step_s=step_s,
+        copy_s=copy_s,
+        copy_bytes=copy_bytes,
+        cpu_pct=_mean(_float(r.get("cpu_pct")) for r in processes),
+        host_cpu_pct=_mean(_float(r.get("cpu_pct")) for r in host),
+        **{name: _mean(_float(r.get(column)) for r in device) for name, column in DEVICE_FIELDS.items()},
+    )
+
+
+def merge(sides: Sequence[tuple[Side, float]], step_s: float) -> Side:
+    """Sides of repeats as one, each field weighted by its window's duration (unknown fields skipped)."""
+    def weighted(name: str) -> float:
+        pairs = [(getattr(s, name), w) for s, w in sides if not math.isnan(getattr(s, name)) and w > 0]
+        total = sum(w for _, w in pairs)
+        return sum(v * w for v, w in pairs) / total if total else NAN
+
+    names = [f for f in Side.__dataclass_fields__ if f != "step_s"]
+    return Side(step_s=step_s, **{name: weighted(name) for name in names})
+
+
+def cores(workload: dict[str, Any]) -> frozenset[int]:
+    """The CPUs a workload could run on, from its meta in run.json or its probe (empty: unknown)."""
+    meta = workload.get("meta") if isinstance(workload.get("meta"), dict) else workload
+    affinity = meta.get("affinity") if isinstance(meta, dict) else None
+    if isinstance(affinity, list) and all(isinstance(c, int) for c in affinity):
+        return frozenset(affinity)
+    return frozenset()
+
+
+def workload_cores(run: Run, slot: str) -> frozenset[int]:
+    for w in run.workloads:
+        if isinstance(w, dict) and w.get("process") == slot:
+            return cores(w)
+    return frozenset()
+
+
+def has_nvml_data(run: Run) -> bool:
+    """run.json says NVML was available and device.csv holds at least one GPU utilisation reading."""
+    nvml = run.meta.get("nvml")
+    if not (isinstance(nvml, dict) and nvml.get("available")):
+        return False
+    return any(not math.isnan(_float(r.get("gpu_util"))) for r in _rows(run, "device"))
+
+
+def device_of(run: Run) -> str:
+    """``cpu`` or ``cuda[:N]``: what the workloads said they trained on, else run.json's device ("?" if neither)."""
+    for w in run.workloads:
+        meta = w.get("meta") if isinstance(w, dict) else None
+        if isinstance(meta, dict) and meta.get("device") not in (None, "", "auto"):
+            return str(meta["device"])
+    return str(run.meta.get("device") or "?")
+
+
+def device_identity(run: Run) -> tuple[str, str]:
+    """What must match between runs compared: the kind (``cpu``, ``cuda``) and the GPU's name ("" unknown)."""
+    device = device_of(run)
+    kind = device.split(":")[0]
+    gpu = run.meta.get("gpu") if isinstance(run.meta.get("gpu"), dict) else {}
+    return kind, str(gpu.get("name") or "") if kind == "cuda" else ""
+
+
+def mixed_devices(runs: Sequence[Run]) -> str:
+    """A one-line complaint when ``runs`` come from different kinds of device or GPU models, else ""."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for run in runs:
+        found.setdefault(device_identity(run), []).append(run.path.name)
+    kinds = {kind for kind, _ in found if kind != "?"}
+    names = {name for _, name in found if name}
+    if len(kinds) < 2 and len(names) < 2:
+        return ""
+    listing = "; ".join(f"{(kind + ' ' + name).strip()} ({', '.join(v)})" for (kind, name), v in found.items())
+    return f"runs come from different devices, so their rates cannot be compared: {listing}"
+
+
+def box_of(runs: Sequence[Run], h2d_bps: float | None = None) -> Box:
+    """The machine of ``runs`` (assumed one: callers check): device, NVML data in every run, link capacity."""
+    first = runs[0].meta
+    gpu = first.get("gpu") if isinstance(first.get("gpu"), dict) else {}
+    host = first.get("host") if isinstance(first.get("host"), dict) else {}
+    link = link_capacity(gpu.get("pcie_max_bps"), h2d_bps, gpu.get("pcie_gen"), gpu.get("pcie_width"))
+    return Box(
+        device=device_of(runs[0]),
+        nvml=all(has_nvml_data(r) for r in runs),
+        link=link,
+        host_cpus=int(host.get("cpus") or 0),
+        pcie_method=gpu.get("pcie_method"),
+        share=next((share_of(r.meta) for r in runs if r.mode == "shared"), "timeslice"),
+    )
+
+
+def copy_bandwidth(side: Side) -> float:
+    """Bytes over the CUDA-event time of the copies (includes time-slice waits under sharing)."""
+    if side.copy_s > 0 and not math.isnan(side.copy_bytes):
+        return side.copy_bytes / side.copy_s
+    return NAN
+
+
+def live_side(
+    step_s: float,
+    copy_bytes_per_step: float,
+    copy_s_per_step: float,
+    cpu_pct: float,
+    device: DeviceSample | None,
+    host: HostSample | None,
+) -> Side:
+    """A job's shared side right now, from the live figures and the last device and host samples."""
+    return Side(
+        step_s=step_s,
+        copy_s=copy_s_per_step,
+        copy_bytes=copy_bytes_per_step,
+        cpu_pct=cpu_pct,
+        host_cpu_pct=host.cpu_pct if host is not None else NAN,
+        **{name: float(getattr(device, column, NAN)) if device is not None else NAN
+           for name, column in DEVICE_FIELDS.items()},
+    )
+

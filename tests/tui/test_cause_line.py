@@ -1,0 +1,41 @@
+"""The TUI's interference line shows each job's cause beside r once a --baseline run gave its evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpumon.core.live_cause import load_baseline
+from gpumon.core.model import DeviceSample, SourceStatus, StepEvent, WorkloadMeta, WorkloadState
+from gpumon.core.trace import load_run, summarize
+from gpumon.tui.model import LiveModel
+from gpumon.tui.widgets.interference import interference_text
+
+H100 = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
+
+
+def test_fcn_beside_fcn_shows_waiting_for_the_gpu_live() -> None:
+    """The H100 fcn baseline, and two jobs running at 60 % of its rate on a GPU 99 % busy."""
+    rate = summarize(load_run(H100 / "x-fcn")).rates["A"]
+    model = LiveModel()
+    model.gpu = {"name": "NVIDIA H100 80GB HBM3", "pcie_gen": 5, "pcie_width": 16}
+    for slot in "AB":
+        model.set_baseline(slot, rate, "baseline x-fcn", load_baseline(slot, H100 / "x-fcn", rate))
+        model.set_spec(slot, "fcn:preset=paper")
+    model.handle(SourceStatus("nvml", True))
+    for pid, slot in enumerate("AB", start=1):
+        model.handle(WorkloadState(slot, "starting", 0.0))
+        model.handle(WorkloadState(slot, "running", 0.0, pid=pid))
+        model.handle(WorkloadMeta(slot, pid, {"device": "cuda:0", "affinity": list(range(16))}))
+    shared = 0.6 * rate
+    for n in range(int(10 * shared)):
+        t = round((n + 1) / shared, 6)
+        for pid, slot in enumerate("AB", start=1):
+            model.handle(StepEvent(slot, pid, n, t, 1 / shared, samples=64.0, warmup=n < 5,
+                                   copy_bytes=201216, copy_s=0.0008))
+        if n % 30 == 0:
+            model.handle(DeviceSample(t, gpu_util=99.0, pcie_rx_bps=0.2e9))
+    view = model.view(10.0)
+    assert view.interference is not None and view.causes["A"].cause == "gpu"
+    text = interference_text(view).plain
+    assert text.count("mostly waiting for the GPU") == 2, text
+    assert text.index("A r 1.6") < text.index("mostly waiting for the GPU") < text.index("B r 1.6")

@@ -16,9 +16,10 @@ from gpumon.tui.widgets.lines import TextLine
 
 
 def interference_text(view: View) -> Text:
-    """``A r 1.42 (812→571 it/s) mostly waiting for the GPU  B r 1.18 … │ sharing pays: STP 1.55``, or what is missing.
+    """``sharing pays: STP 1.55 │ A r 1.42 (812→571 it/s) mostly waiting for the GPU  B r 1.18 …``, or what is missing.
 
-    The cause shows beside r once the job's baseline came with its evidence (``--baseline`` runs).
+    The verdict comes first, so a narrow terminal cuts the detail, not the answer. The cause shows
+    beside r once the job's baseline came with its evidence (``--baseline`` runs).
     """
     text = Text("sharing ", style="dim")
     result = view.interference
@@ -31,6 +32,10 @@ def interference_text(view: View) -> Text:
     if all(math.isnan(r) for r in result.slowdown.values()):
         text.append("no exclusive rates yet: use --baseline A=RUN or --stagger S", style="dim")
         return text
+    if result.text:
+        style = {PAYS: "bold green", LOSES: "bold red", CANNOT_TELL: "bold yellow"}.get(result.verdict, "dim")
+        text = Text(result.text, style=style)
+        text.append(" │ ", style="dim")
     for slot, r in result.slowdown.items():
         w = view.workload(slot)
         shared = result.shared.get(slot, math.nan)
@@ -43,10 +48,6 @@ def interference_text(view: View) -> Text:
         why = view.causes.get(slot)
         if why is not None and why.cause != NONE and r >= BARELY:
             text.append(f"{why.phrase}  ", style="yellow")
-    if result.text:
-        style = {PAYS: "bold green", LOSES: "bold red", CANNOT_TELL: "bold yellow"}.get(result.verdict, "dim")
-        text.append("│ ", style="dim")
-        text.append(result.text, style=style)
     return text
 
 

@@ -1,6 +1,8 @@
 """Evidence for the slowdown attribution (gpumon/core/attribution.py), from run directories or live records.
 
-No pandas: the live interference line reads its baselines' evidence here too.
+The small tables (device, processes, host) are read with the csv module; the steps table, the one
+that grows to millions of rows in an hour, through ``Run.steps()`` (pandas and its steps.parquet
+cache), imported only when evidence is asked for: the live line's first frame never waits for it.
 Step times come from the callers (the one definition of rates), never from here.
 """
 
@@ -54,14 +56,21 @@ def _inside(rows: Iterable[dict[str, str]], start: float, end: float) -> list[di
     return [r for r in rows if start <= _float(r.get("t")) <= end]
 
 
+def _step_means(w: Window) -> tuple[float, float]:
+    """Mean copy seconds and copy bytes per post-warm-up step of ``w.slot`` in the window (NaN: none)."""
+    try:
+        steps = w.run.steps()
+    except TraceError:
+        return NAN, NAN
+    inside = steps[(steps["process"] == w.slot) & (steps["warmup"] != 1) & steps["t"].between(w.start, w.end)]
+    if inside.empty:
+        return NAN, NAN
+    return float(inside["copy_s"].sum()) / len(inside), float(inside["copy_bytes"].sum()) / len(inside)
+
+
 def run_side(w: Window, step_s: float) -> Side:
     """What was measured for ``w.slot`` inside ``[w.start, w.end]`` of ``w.run``; ``step_s`` from the caller."""
-    steps = [r for r in _inside(_rows(w.run, "steps"), w.start, w.end)
-             if r.get("process") == w.slot and r.get("warmup") != "1"]
-    copy_s = copy_bytes = NAN
-    if steps:
-        copy_s = sum(v for v in (_float(r.get("copy_s")) for r in steps) if not math.isnan(v)) / len(steps)
-        copy_bytes = sum(v for v in (_float(r.get("copy_bytes")) for r in steps) if not math.isnan(v)) / len(steps)
+    copy_s, copy_bytes = _step_means(w)
     device = _inside(_rows(w.run, "device"), w.start, w.end)
     processes = [r for r in _inside(_rows(w.run, "processes"), w.start, w.end) if r.get("process") == w.slot]
     host = _inside(_rows(w.run, "host"), w.start, w.end)

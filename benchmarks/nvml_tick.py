@@ -4,7 +4,7 @@
 
 Prints, measured in this run:
   1. the fake's CPU per call with FAKENVML_COSTS=h100 beside the H100's measured medians (the
-     table below, copied from ../shared/h100/driver/nvml-call-costs.txt and gpm.txt), both
+     table below, copied from tests/fakenvml/h100/nvml-call-costs.txt and gpm.txt), both
      through pynvml, as thread CPU time;
   2. the tick-cost table: the real Sampler at the default settings (100 ms interval, two
      workloads) for S seconds, every NVML call it made -> calls/s -> µs/call -> % of one core,
@@ -33,7 +33,7 @@ SCENARIO = ROOT / "tests" / "fakenvml" / "scenarios" / "gen5_58GBps.txt"
 NO_GPM = "fail nvmlGpmQueryDeviceSupport NOT_SUPPORTED"
 
 # Median thread CPU µs per call on one H100 80GB HBM3, driver 580.159.04, through pynvml, with two
-# jobs training (../shared/h100/driver/nvml-call-costs.txt) or a copy job running (gpm.txt).
+# jobs training (tests/fakenvml/h100/nvml-call-costs.txt) or a copy job running (gpm.txt).
 H100_US = {
     "GetUtilizationRates": 1.254,
     "GetMemoryInfo": 5.79,
@@ -212,7 +212,7 @@ def main() -> None:
           f" {args.seconds:.0f} s each")
     gpm = print_budget("GPM on (H100, Gen5 x16 at 58 GB/s)", on)
     counters = print_budget("GPM off (same link, 32-bit counters)", off)
-    before = 3.68  # ../shared/h100/driver/nvml-call-costs.txt: gpumon 9ea01fb at ~10 Hz on the H100
+    before = 3.68  # tests/fakenvml/h100/nvml-call-costs.txt: gpumon 9ea01fb at ~10 Hz on the H100
     print(f"   NVML % of one core: GPM on {gpm:.2f}, GPM off {counters:.2f}; gpumon 9ea01fb on the H100: {before:.2f}")
 
 

@@ -22,7 +22,7 @@ from gpumon.verify import LiveEvidence, RunEvidence, evidence_from_run, judge, j
 
 H100 = Path(__file__).parents[1] / "data" / "h100"
 H2D = H100 / "20261123-032413-x-h2d"
-# From the untrimmed H100 capture (/work/shared/h100/runs/20261123-032413-x-h2d, 19.8 s of steps):
+# From the untrimmed H100 capture (the shared H100 data, run 20261123-032413-x-h2d, 19.8 s of steps; trimmed copy in tests/data/h100/):
 UNTRIMMED_PROBE_BPS = 47.66e9  # bytes the job copied ÷ wall time
 UNTRIMMED_NVML_BPS = 8.46e9  # what gpumon's device.csv said (the 32-bit counters aliased)
 DMON_RX_BPS = 52.0e9  # nvidia-smi dmon rxpci over the same seconds (MB/s × 1e6, mean of 20 s)

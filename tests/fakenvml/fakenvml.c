@@ -8,7 +8,7 @@
  * seconds) so that a test can step time deterministically.
  *
  * FAKENVML_COSTS=h100 makes every call burn the thread CPU time the same call
- * cost on a real H100 (median of ../shared/h100/driver/nvml-call-costs.txt and
+ * cost on a real H100 (median of tests/fakenvml/h100/nvml-call-costs.txt and
  * gpm.txt, copied into COSTS below): a busy loop on CLOCK_THREAD_CPUTIME_ID, not
  * a sleep, so a monitor's CPU use on the fake is what it would be on the H100.
  *
@@ -521,7 +521,7 @@ static int entries(const struct device *d, struct entry *out) {
 /* ---- H100 per-call CPU cost (FAKENVML_COSTS=h100) ----------------------- */
 
 /* Median thread CPU µs per call on one H100 80GB HBM3, driver 580.159.04, two jobs training
- * (../shared/h100/driver/nvml-call-costs.txt; GPM calls from gpm.txt), measured through pynvml.
+ * (tests/fakenvml/h100/nvml-call-costs.txt; GPM calls from gpm.txt), measured through pynvml.
  * pynvml makes two C calls (size query, then fill) for the compute process list and the
  * process utilisation when there is something to return, so each C call here costs half of
  * the measured figure; the graphics list was empty there (one C call). Calls not measured

@@ -1,6 +1,6 @@
 """Hopper's GPU performance monitoring (GPM) through pynvml: one sample per tick, metrics between two.
 
-Costs measured on the H100 (../shared/h100/driver/gpm.txt, copied into docs/nvml.md):
+Costs measured on the H100 (tests/fakenvml/h100/gpm.txt, also in docs/nvml.md):
 ``nvmlGpmSampleGet`` 53 µs idle, 400 µs busy; ``nvmlGpmMetricsGet`` for PCIe RX/TX, SM
 activity, occupancy and DRAM bandwidth 7-10 µs, but 1,756 µs for a set holding graphics (1)
 or tensor (5) activity. So graphics activity is never read (NVML's gpu_util says the same),

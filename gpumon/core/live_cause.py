@@ -40,10 +40,11 @@ def load_baseline(slot: str, path: str | Path, rate: float) -> Baseline:
     run = load_run(path)
     slots = sorted({str(w.get("process")) for w in run.workloads if isinstance(w, dict)})
     own = slot if slot in slots else (slots[0] if len(slots) == 1 else slot)
-    times = [float(r["t"]) for r in run.rows("steps") if r.get("process") == own and r.get("warmup") == "0"]
-    start, end = (min(times), max(times)) if times else (NAN, NAN)
+    steps = run.steps()  # pandas and its cache: run_side reads the same table
+    times = steps.loc[(steps["process"] == own) & (steps["warmup"] != 1), "t"]
     step_s = 1 / rate if rate > 0 else NAN
-    side = evidence.run_side(evidence.Window(run, own, start, end), step_s) if times else Side(step_s)
+    window = evidence.Window(run, own, float(times.min()), float(times.max())) if len(times) else None
+    side = evidence.run_side(window, step_s) if window is not None else Side(step_s)
     return Baseline(side, evidence.device_of(run), run.path.name)
 
 

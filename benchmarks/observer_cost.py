@@ -8,6 +8,7 @@ pty (120x40 unless --cols/--rows), for --seconds after --warmup:
 
 - ``gpumon run A B`` (the TUI; it launches and watches the two jobs itself, step events included)
 - ``gpumon run A B --headless`` (status lines)
+- both again with ``--interval 250``: NVML read at nvitop@0.25 s's own rate, for a like-for-like row
 - ``nvitop --interval 0.25`` and ``nvitop`` (default 2 s), watching the same two jobs started here
 
 For each it prints the monitor's own CPU as % of one core (children excluded), its RSS and the
@@ -42,7 +43,7 @@ TARGET_TUI_RATIO = 0.5
 H100_SCENARIO = """\
 driver 580.159.04
 cuda_driver 13000
-device name="NVIDIA H100 80GB HBM3" uuid=GPU-bench-h100 mem_total_mib=81559 gpu_util=100 mem_util=52 mem_used_mib=11378 power_w=517 temp_c=49 sm_clock_mhz=1980 pcie_rx_bps=8.7e8 pcie_tx_bps=2.4e8 pcie_gen=5 pcie_width=16
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-bench-h100 mem_total_mib=81559 gpu_util=100 mem_util=52 mem_used_mib=11378 power_w=517 temp_c=49 sm_clock_mhz=1980 pcie_rx_bps=8.7e8 pcie_tx_bps=2.4e8 pcie_gen=5 pcie_width=16 pcie_counter_bits=32 pcie_counter_step_ms=20 gpm=1 sm_active_pct=62 sm_occupancy_pct=14 dram_bw_pct=24 tensor_active_pct=40
 """
 
 
@@ -73,6 +74,8 @@ def monitors(jobs: list[str], device: str, runs: str, nvml: bool) -> list[Monito
     return [
         Monitor("gpumon TUI", gpumon, b"q", True),
         Monitor("gpumon --headless", [*gpumon, "--headless"], CTRL_C, True),
+        Monitor("gpumon TUI --interval 250", [*gpumon, "--interval", "250"], b"q", True),
+        Monitor("gpumon --headless --interval 250", [*gpumon, "--headless", "--interval", "250"], CTRL_C, True),
         Monitor("nvitop --interval 0.25", [nvitop, "--interval", "0.25"], b"q", False),
         Monitor("nvitop (default 2 s)", [nvitop], b"q", False),
     ]
@@ -166,7 +169,12 @@ def main() -> None:
             )
     fast = results.get("nvitop --interval 0.25")
     if fast is not None and fast.cpu_pct > 0:
-        for name, label in (("gpumon TUI", "TUI"), ("gpumon --headless", "headless")):
+        for name, label in (
+            ("gpumon TUI", "TUI"),
+            ("gpumon --headless", "headless"),
+            ("gpumon TUI --interval 250", "TUI at nvitop's 4 Hz"),
+            ("gpumon --headless --interval 250", "headless at 4 Hz"),
+        ):
             if name in results:
                 ratio = results[name].cpu_pct / fast.cpu_pct
                 target = f" (target <= {TARGET_TUI_RATIO})" if label == "TUI" else ""

@@ -1,4 +1,10 @@
-"""The probe listener: one thread reads every child's probe pipe and output pipe and publishes events."""
+"""The probe listener: one thread reads every child's probe pipe and output pipe and publishes events.
+
+It wakes at most every ``GATHER_S``: each probe flushes its batch every 100 ms on its own
+phase, so waking per batch would cost one thread wake-up per child per flush; gathering
+whatever every pipe holds once per period halves that with two children (a wake-up on a
+busy host costs ~0.3 ms of CPU whatever it does) for at most ``GATHER_S`` more latency.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import math
 import os
 import selectors
 import threading
+import time
 from dataclasses import dataclass, field
 
 from gpumon.core.bus import Bus
@@ -19,6 +26,7 @@ log = logging.getLogger(__name__)
 
 READ_SIZE = 65536
 MAX_LINE = 1 << 20
+GATHER_S = 0.1
 
 
 @dataclass
@@ -42,8 +50,9 @@ class Listener(threading.Thread):
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._pending: list[tuple[int, _Stream]] = []
         self._lock = threading.Lock()
-        self._stopping = False
+        self._stopping = threading.Event()
         self._warned: set[object] = set()
+        self.wakeups = 0
 
     def watch(self, fd: int, process: str, kind: str) -> threading.Event:
         """Read ``fd`` (``kind`` "probe" or "output") until EOF; the event is set at EOF."""
@@ -54,7 +63,7 @@ class Listener(threading.Thread):
         return stream.closed
 
     def stop(self) -> None:
-        self._stopping = True
+        self._stopping.set()
         self._wake()
 
     def _wake(self) -> None:
@@ -64,13 +73,18 @@ class Listener(threading.Thread):
             pass
 
     def run(self) -> None:
-        while not self._stopping:
-            for key, _ in self._selector.select():
+        while not self._stopping.is_set():
+            ready = self._selector.select()
+            woke = time.monotonic()
+            self.wakeups += 1
+            for key, _ in ready:
                 if key.data is None:
                     os.read(self._wake_r, 4096)
                     self._register_pending()
                 else:
-                    self._read(key.fd, key.data)
+                    while self._read(key.fd, key.data):
+                        pass
+            self._stopping.wait(GATHER_S - (time.monotonic() - woke))
         self._drain_all()
 
     def _register_pending(self) -> None:

@@ -35,7 +35,7 @@ from gpumon.errors import UsageError
 
 log = logging.getLogger(__name__)
 
-FLUSH_INTERVAL_S = 0.5
+FLUSH_INTERVAL_S = 1.0
 # Records waiting for the writer thread; beyond this the disk is not keeping up and the capture stops
 # (about 20 s of a fast pair at 5,000 steps/s; a few tens of MB at most).
 QUEUE_MAX = 100_000

@@ -80,3 +80,41 @@ def test_a_failing_subscriber_does_not_stop_the_others():
     unsubscribe()
     bus.publish(2)
     assert seen == [1]
+
+
+def test_batches_from_every_child_are_gathered_into_one_wake_up_per_period():
+    """Two probes flushing every 5 ms on their own phases wake the listener at most every GATHER_S."""
+    import threading
+    import time
+
+    from gpumon.core.listener import GATHER_S
+
+    listener, events, clock = start()
+    pipes = [os.pipe() for _ in range(2)]
+    closed = [listener.watch(r, name, "probe") for (r, _), name in zip(pipes, "AB")]
+    seconds, period = 1.0, 0.005
+    batches = int(seconds / period)
+
+    def probe(fd: int, phase: float) -> None:
+        time.sleep(phase)
+        for step in range(batches):
+            row = [step, time.monotonic_ns(), 1_000_000, None, 0, 0, None]
+            os.write(fd, (json.dumps({"v": 1, "pid": fd, "type": "steps", "rows": [row]}) + "\n").encode())
+            time.sleep(period)
+        os.close(fd)
+
+    writers = [threading.Thread(target=probe, args=(w, i * period / 2)) for i, (_, w) in enumerate(pipes)]
+    began = time.monotonic()
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert all(c.wait(10) for c in closed)
+    elapsed = time.monotonic() - began
+    listener.stop()
+    listener.join(5)
+
+    steps = [i for i in drain(events) if isinstance(i, StepEvent)]
+    assert len(steps) == 2 * batches  # nothing lost by waiting
+    # one wake-up per period, plus the one that registers the pipes and the ones that see them close
+    assert listener.wakeups <= elapsed / GATHER_S + 4, (listener.wakeups, elapsed)

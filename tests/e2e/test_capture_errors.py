@@ -17,9 +17,9 @@ from tests.e2e.test_run_headless import stepping
 from tests.helpers import GPUMON, wait_for
 
 
-def _start(tmp_path, *extra: str) -> tuple[subprocess.Popen, object]:
+def _start(tmp_path, *extra: str, job: tuple[str, ...] = ("fcn",)) -> tuple[subprocess.Popen, object]:
     proc = subprocess.Popen(
-        [*GPUMON, "run", "fcn", "--headless", "--json", "--device", "cpu", "--no-nvml", "--out", str(tmp_path), *extra],
+        [*GPUMON, "run", *job, "--headless", "--json", "--device", "cpu", "--no-nvml", "--out", str(tmp_path), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -49,7 +49,9 @@ def test_a_run_directory_removed_mid_run_stops_the_job_and_exits_1(tmp_path):
 
 
 def test_on_capture_error_continue_keeps_the_job_running_unrecorded(tmp_path):
-    proc, run_dir = _start(tmp_path, "--duration", "25", "--on-capture-error", "continue")
+    # a job that steps at once (no torch import), so --duration leaves time after the failure on any machine
+    stepper = ("--cmd", shlex.join([sys.executable, "-c", SLOW_STEPPER]))
+    proc, run_dir = _start(tmp_path, "--duration", "25", "--on-capture-error", "continue", job=stepper)
     shutil.rmtree(run_dir)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
@@ -60,6 +62,16 @@ def test_on_capture_error_continue_keeps_the_job_running_unrecorded(tmp_path):
     later = [s for s in status if s["t"] > failed_at + 2 and s["steps"] > 0]
     assert later and later[-1]["steps"] > status[0]["steps"], "status lines show the job kept training"
 
+
+SLOW_STEPPER = textwrap.dedent(
+    """
+    import time
+    from gpumon import probe
+    while True:
+        time.sleep(0.02)
+        probe.step(samples=8)
+    """
+)
 
 FAST_STEPPER = textwrap.dedent(
     """

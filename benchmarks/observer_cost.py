@@ -12,7 +12,7 @@ pty (120x40 unless --cols/--rows), for --seconds after --warmup:
 - ``nvitop --interval 0.25`` and ``nvitop`` (default 2 s), watching the same two jobs started here
 
 For each it prints the monitor's own CPU as % of one core (children excluded), its RSS and the
-bytes per second it wrote to the terminal, then the ratios TUI ÷ nvitop@0.25 s (target ≤ 0.5)
+bytes per second it wrote to the terminal (for gpumon also each thread's CPU and wake-ups), then the ratios TUI ÷ nvitop@0.25 s (target ≤ 0.5)
 and headless ÷ nvitop@0.25 s, all from this one run. Nothing is asserted.
 
 ``--nvml fake`` (the default with ``--device cpu``) builds tests/fakenvml and points gpumon AND
@@ -167,6 +167,11 @@ def main() -> None:
                 f"terminal {cost.bytes_per_s / 1024:6.1f} KiB/s   exit {cost.exit_status}",
                 flush=True,
             )
+            if monitor.launches_jobs:  # where gpumon's CPU goes, thread by thread
+                for thread in cost.threads:
+                    if thread.cpu_pct >= 0.005:
+                        print(f"      {thread.name:22} {thread.cpu_pct:5.2f} %  {thread.wakeups_per_s:5.1f} wake-ups/s  "
+                              f"{thread.us_per_wakeup:6.0f} µs each", flush=True)
     fast = results.get("nvitop --interval 0.25")
     if fast is not None and fast.cpu_pct > 0:
         for name, label in (

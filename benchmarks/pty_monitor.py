@@ -3,7 +3,9 @@
 The program gets a pty of a fixed size (as in a terminal window); everything it writes is
 read and counted (a terminal that is not read would block it). CPU is the program's own
 user + system time from ``/proc/PID/stat`` (its children are not counted), over a window
-that starts after a warm-up. Used by ``observer_cost.py``; adapted from the ptycost script
+that starts after a warm-up. Each thread's share comes from ``/proc/PID/task/TID/schedstat``
+(nanoseconds on the CPU) with its voluntary context switches (wake-ups), named by ``py-spy
+dump`` where py-spy can attach. Used by ``observer_cost.py``; adapted from the ptycost script
 used on the H100.
 """
 
@@ -12,15 +14,31 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import select
+import shutil
 import signal
 import struct
+import subprocess
 import termios
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 QUIT_WAIT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ThreadCost:
+    """One thread over the measured window: % of one core, wake-ups a second, CPU per wake-up."""
+
+    name: str
+    cpu_pct: float
+    wakeups_per_s: float
+
+    @property
+    def us_per_wakeup(self) -> float:
+        return 1e4 * self.cpu_pct / self.wakeups_per_s if self.wakeups_per_s > 0 else float("nan")
 
 
 @dataclass(frozen=True)
@@ -33,6 +51,40 @@ class PtyCost:
     bytes_per_s: float
     exit_status: int | str
     last_output: str
+    threads: tuple[ThreadCost, ...] = field(default=())
+
+
+def thread_times(pid: int) -> dict[int, tuple[float, int]]:
+    """TID -> (seconds on the CPU, voluntary context switches) for every thread of ``pid``."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                switches = int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", f.read(), re.M).group(1))
+        except (OSError, AttributeError):
+            continue  # the thread ended meanwhile
+        out[int(tid)] = (ns / 1e9, switches)
+    return out
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """TID -> Python thread name, from ``py-spy dump`` (empty where py-spy is missing or cannot attach)."""
+    spy = shutil.which("py-spy")
+    if spy is None:
+        return {}
+    dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30).stdout
+    return {int(tid, 0): name for tid, name in re.findall(r'Thread (\S+) \(\w+\): "([^"]+)"', dump)}
+
+
+def thread_costs(before: dict[int, tuple[float, int]], after: dict[int, tuple[float, int]],
+                 names: dict[int, str], seconds: float) -> tuple[ThreadCost, ...]:
+    costs = []
+    for tid, (cpu, switches) in after.items():
+        cpu0, switches0 = before.get(tid, (0.0, 0))
+        costs.append(ThreadCost(names.get(tid, f"thread {tid}"), 100 * (cpu - cpu0) / seconds, (switches - switches0) / seconds))
+    return tuple(sorted(costs, key=lambda c: -c.cpu_pct))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -83,13 +135,17 @@ class PtyProgram:
             self.received += len(data)
             self.tail = (self.tail + data)[-4096:]
 
-    def measure(self, warmup_s: float, seconds: float) -> tuple[float, float, float, int]:
-        """(CPU %, RSS MiB, seconds measured, bytes written) over ``seconds`` after ``warmup_s``."""
+    def measure(self, warmup_s: float, seconds: float) -> tuple[float, float, float, int, tuple[ThreadCost, ...]]:
+        """(CPU %, RSS MiB, seconds measured, bytes written, per thread) over ``seconds`` after ``warmup_s``."""
         self.drain(time.monotonic() + warmup_s)
-        cpu0, wall0, bytes0 = cpu_seconds(self.pid), time.monotonic(), self.received
+        names = thread_names(self.pid)
+        self.drain(time.monotonic() + 1.0)  # let the dump's pause pass before measuring
+        threads0, cpu0, wall0, bytes0 = thread_times(self.pid), cpu_seconds(self.pid), time.monotonic(), self.received
         self.drain(wall0 + seconds)
-        cpu1, wall1 = cpu_seconds(self.pid), time.monotonic()
-        return 100 * (cpu1 - cpu0) / (wall1 - wall0), rss_mib(self.pid), wall1 - wall0, self.received - bytes0
+        threads1, cpu1, wall1 = thread_times(self.pid), cpu_seconds(self.pid), time.monotonic()
+        measured = wall1 - wall0
+        threads = thread_costs(threads0, threads1, names, measured)
+        return 100 * (cpu1 - cpu0) / measured, rss_mib(self.pid), measured, self.received - bytes0, threads
 
     def quit(self, keys: bytes) -> int | str:
         """Type ``keys`` (``q``, or ``\\x03`` for Ctrl-C) and wait for the exit; SIGKILL after 30 s."""
@@ -115,11 +171,12 @@ def run_in_pty(
 ) -> PtyCost:
     """Start ``argv`` in a pty, measure it for ``seconds`` after ``warmup_s``, then quit it."""
     program = PtyProgram(argv, env, cols, rows)
+    threads: tuple[ThreadCost, ...] = ()
     try:
-        cpu, rss, measured, written = program.measure(warmup_s, seconds)
+        cpu, rss, measured, written, threads = program.measure(warmup_s, seconds)
     except FileNotFoundError:  # it exited during the warm-up
         cpu = rss = measured = float("nan")
         written = 0
     status = program.quit(quit_keys)
     tail = program.tail.decode("utf-8", "replace")
-    return PtyCost(cpu, rss, measured, written / measured if measured == measured else 0.0, status, tail)
+    return PtyCost(cpu, rss, measured, written / measured if measured == measured else 0.0, status, tail, threads)

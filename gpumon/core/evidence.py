@@ -47,7 +47,7 @@ def _mean(values: Iterable[float]) -> float:
 def _rows(run: Run, table: str) -> list[dict[str, str]]:
     """A table's rows, or none when the run lacks it or it is unreadable."""
     try:
-        return list(run.rows(table))
+        return run.records(table)
     except TraceError:
         return []
 
@@ -59,10 +59,10 @@ def _inside(rows: Iterable[dict[str, str]], start: float, end: float) -> list[di
 def _step_means(w: Window) -> tuple[float, float]:
     """Mean copy seconds and copy bytes per post-warm-up step of ``w.slot`` in the window (NaN: none)."""
     try:
-        steps = w.run.steps()
+        steps = w.run.job_steps(w.slot)
     except TraceError:
         return NAN, NAN
-    inside = steps[(steps["process"] == w.slot) & (steps["warmup"] != 1) & steps["t"].between(w.start, w.end)]
+    inside = steps.loc[(steps["warmup"] != 1) & steps["t"].between(w.start, w.end), ["copy_s", "copy_bytes"]]
     if inside.empty:
         return NAN, NAN
     return float(inside["copy_s"].sum()) / len(inside), float(inside["copy_bytes"].sum()) / len(inside)

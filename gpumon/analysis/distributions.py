@@ -7,8 +7,15 @@ judge by.
 
 from __future__ import annotations
 
+import json
 import math
+import pickle
+import subprocess
+import sys
+import threading
+import weakref
 from dataclasses import asdict, dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -80,50 +87,160 @@ def common_bins(pooled: np.ndarray) -> np.ndarray:
     return edges if len(edges) >= 3 else np.histogram_bin_edges(pooled, bins=bins)
 
 
-def chi_square(exclusive: np.ndarray, shared: np.ndarray) -> tuple[float, float, int]:
-    """Chi-square test of homogeneity on common bins: (statistic, p-value, degrees of freedom)."""
-    from scipy.stats import chi2_contingency
-
+def contingency(exclusive: np.ndarray, shared: np.ndarray) -> np.ndarray | None:
+    """Counts of both samples on common bins, empty bins dropped (None: fewer than two bins, no chi-square)."""
     edges = common_bins(np.concatenate([exclusive, shared]))
     if len(edges) < 3:
-        return math.nan, math.nan, 0
+        return None
     table = np.array([np.histogram(exclusive, edges)[0], np.histogram(shared, edges)[0]])
     table = table[:, table.sum(axis=0) > 0]
-    if table.shape[1] < 2:
-        return math.nan, math.nan, 0
-    result = chi2_contingency(table)
-    return float(result.statistic), float(result.pvalue), int(result.dof)
+    return table if table.shape[1] >= 2 else None
 
 
-def compare_samples(metric: Metric, exclusive: np.ndarray, shared: np.ndarray) -> DistributionTest | None:
-    """Tests and effect sizes of one metric (None when a side has fewer than MIN_SAMPLES values)."""
-    from scipy.stats import ks_2samp, wasserstein_distance
+@dataclass(frozen=True, eq=False)
+class Samples:
+    """One metric's finite samples on both sides and their contingency table: what the scipy tests take."""
 
+    metric: Metric
+    exclusive: np.ndarray
+    shared: np.ndarray
+    table: np.ndarray | None
+
+
+def samples_of(metric: Metric, exclusive: np.ndarray, shared: np.ndarray) -> Samples | None:
+    """The finite values of both sides (None when a side has fewer than MIN_SAMPLES)."""
     exclusive = exclusive[np.isfinite(exclusive)]
     shared = shared[np.isfinite(shared)]
     if len(exclusive) < MIN_SAMPLES or len(shared) < MIN_SAMPLES:
         return None
-    med_x = float(np.median(exclusive))
-    med_s = float(np.median(shared))
-    ks = ks_2samp(exclusive, shared)
-    chi2, chi2_p, dof = chi_square(exclusive, shared)
+    return Samples(metric, exclusive, shared, contingency(exclusive, shared))
+
+
+Stats = tuple[float, float, float, float, float, int]
+
+
+def scipy_stats(batch: Sequence[Samples]) -> list[Stats]:
+    """KS statistic and p-value, Wasserstein distance, chi-square statistic, p-value and dof of each."""
+    from scipy.stats import chi2_contingency, ks_2samp, wasserstein_distance
+
+    out: list[Stats] = []
+    for s in batch:
+        ks = ks_2samp(s.exclusive, s.shared)
+        chi2 = chi2_contingency(s.table) if s.table is not None else None
+        out.append((float(ks.statistic), float(ks.pvalue), float(wasserstein_distance(s.exclusive, s.shared)),
+                    float(chi2.statistic) if chi2 is not None else math.nan,
+                    float(chi2.pvalue) if chi2 is not None else math.nan,
+                    int(chi2.dof) if chi2 is not None else 0))
+    return out
+
+
+def result_of(s: Samples, stats: Stats) -> DistributionTest:
+    """The DistributionTest of ``s`` from its ``scipy_stats``."""
+    ks_d, ks_p, wasserstein, chi2, chi2_p, dof = stats
+    med_x = float(np.median(s.exclusive))
+    med_s = float(np.median(s.shared))
     return DistributionTest(
-        metric=metric.key,
-        label=metric.label,
-        unit=metric.unit,
-        n_exclusive=len(exclusive),
-        n_shared=len(shared),
+        metric=s.metric.key,
+        label=s.metric.label,
+        unit=s.metric.unit,
+        n_exclusive=len(s.exclusive),
+        n_shared=len(s.shared),
         median_exclusive=med_x,
         median_shared=med_s,
         median_shift=med_s - med_x,
         relative_shift=(med_s - med_x) / abs(med_x) if med_x else math.nan,
-        wasserstein=float(wasserstein_distance(exclusive, shared)),
-        ks_statistic=float(ks.statistic),
-        ks_pvalue=float(ks.pvalue),
+        wasserstein=wasserstein,
+        ks_statistic=ks_d,
+        ks_pvalue=ks_p,
         chi2=chi2,
         chi2_pvalue=chi2_p,
         chi2_dof=dof,
     )
+
+
+def compare_samples(metric: Metric, exclusive: np.ndarray, shared: np.ndarray) -> DistributionTest | None:
+    """Tests and effect sizes of one metric (None when a side has fewer than MIN_SAMPLES values)."""
+    s = samples_of(metric, exclusive, shared)
+    return result_of(s, scipy_stats([s])[0]) if s is not None else None
+
+
+# The helper process: ``python -c _HELPER <sys.path as JSON>`` imports scipy.stats, reads a pickled batch of
+# Samples from stdin and writes their scipy_stats, pickled, to stdout.
+_HELPER = ("import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+           "from gpumon.analysis.distributions import _serve; _serve()")
+
+
+def _serve() -> None:
+    import scipy.stats  # noqa: F401 - first: the parent sends its samples only once it has read the runs
+
+    batch = pickle.load(sys.stdin.buffer)
+    pickle.dump(scipy_stats(batch), sys.stdout.buffer)
+
+
+class Tests:
+    """The scipy tests of one comparison, in a helper process when ``helper``.
+
+    Importing scipy.stats takes about a second (scipy 1.17 parses its docstrings at import), as long as
+    reading an hour-long capture; a thread cannot overlap them (both hold the GIL), a process started
+    before the runs are read imports it on another core (worth it where scipy.stats is not imported yet
+    and the runs are big). ``run`` hands it the batch, ``results`` waits for its answer. If the helper
+    cannot start or fails, the tests run here, with the same code.
+    """
+
+    def __init__(self, helper: bool) -> None:
+        self._batch: list[Samples] = []
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._talk: threading.Thread | None = None
+        self._answer: bytes | None = None
+        if helper:
+            try:
+                self._proc = subprocess.Popen([sys.executable, "-c", _HELPER, json.dumps(sys.path)],
+                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            except OSError:
+                self._proc = None
+            else:
+                weakref.finalize(self, _stop, self._proc)
+
+    def run(self, batch: Sequence[Samples]) -> None:
+        """Start the tests of ``batch`` (in the helper while this process goes on)."""
+        self._batch = list(batch)
+        proc = self._proc
+        if proc is None:
+            return
+        payload = pickle.dumps(self._batch)
+
+        def talk() -> None:
+            try:
+                self._answer, _ = proc.communicate(payload)
+            except OSError:
+                self._answer = None
+
+        self._talk = threading.Thread(target=talk, name="gpumon-tests", daemon=True)
+        self._talk.start()
+
+    def results(self) -> list[DistributionTest]:
+        """The tests of the batch, in its order."""
+        stats: list[Stats] | None = None
+        if self._talk is not None and self._proc is not None:
+            self._talk.join()
+            if self._proc.returncode == 0 and self._answer:
+                try:
+                    stats = pickle.loads(self._answer)
+                except Exception:  # noqa: BLE001 - a garbled answer: the tests run here
+                    stats = None
+        if stats is None or len(stats) != len(self._batch):
+            stats = scipy_stats(self._batch)
+        return [result_of(s, st) for s, st in zip(self._batch, stats)]
+
+
+def _stop(proc: "subprocess.Popen[bytes]") -> None:
+    """End a helper that was never given its batch (the comparison failed first)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            pipe.close()
 
 
 def histogram_counts(

@@ -126,8 +126,8 @@ class Run:
                 write_steps_cache(self.path, frame)
         return frame
 
-    def _once(self, name: str, path: Path, read: Callable[[], _T]) -> _T:
-        """``read()``, kept while ``path`` keeps its size and mtime (a recording run's is read every time)."""
+    def cached(self, name: str, path: Path, read: Callable[[], _T]) -> _T:
+        """``read()``, kept under ``name`` while ``path`` keeps its size and mtime (a recording run: read every time)."""
         key = None if self.meta.get("status") == "recording" else _file_key(path)
         held = self._memo.get(name)
         if key is not None and held is not None and held[0] == key:
@@ -139,7 +139,7 @@ class Run:
 
     def steps(self) -> "pd.DataFrame":
         """The steps table; a finished run's is read once and shared while steps.csv is unchanged (do not modify it)."""
-        return self._once("steps", self.path / "steps.csv", lambda: self.frame("steps"))
+        return self.cached("steps", self.path / "steps.csv", lambda: self.frame("steps"))
 
     def jobs(self) -> "dict[Any, pd.DataFrame]":
         """The steps table split by process (rows in file order; rows without a process left out), split once."""
@@ -157,7 +157,7 @@ class Run:
 
     def records(self, table: str) -> list[dict[str, str]]:
         """``rows(table)`` as a list; a finished run's is read once while the file is unchanged (do not modify it)."""
-        return self._once(f"records:{table}", self.path / f"{table}.csv", lambda: list(self.rows(table)))
+        return self.cached(f"records:{table}", self.path / f"{table}.csv", lambda: list(self.rows(table)))
 
     def device(self) -> "pd.DataFrame":
         return self.frame("device")

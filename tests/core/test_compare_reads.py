@@ -77,6 +77,14 @@ def _check_against_reference(xa: Path, xb: Path, ab: Path) -> None:
         copy_s, copy_bytes = evidence._step_means(evidence.Window(load_run(ab), slot, start, end))
         assert copy_s == pytest.approx(rows["copy_s"].sum() / len(rows), rel=1e-12)
         assert copy_bytes == pytest.approx(rows["copy_bytes"].sum() / len(rows), rel=1e-12)
+        # and its CPU means over the sampled rows in the window
+        side = evidence.run_side(evidence.Window(load_run(ab), slot, start, end), 1.0)
+        procs = pd.read_csv(ab / "processes.csv")
+        procs = procs[(procs["process"] == slot) & procs["t"].between(start, end)]
+        host = pd.read_csv(ab / "host.csv")
+        assert len(procs) > 10
+        assert side.cpu_pct == pytest.approx(procs["cpu_pct"].mean(), rel=1e-12)
+        assert side.host_cpu_pct == pytest.approx(host.loc[host["t"].between(start, end), "cpu_pct"].mean(), rel=1e-12)
 
 
 def test_compare_equals_a_reference_computed_directly(tmp_path: Path) -> None:

@@ -192,11 +192,12 @@ class Tests:
         self._proc: subprocess.Popen[bytes] | None = None
         self._talk: threading.Thread | None = None
         self._answer: bytes | None = None
-        if helper:
+        self._said = b""
+        if helper and sys.executable:
             try:
                 self._proc = subprocess.Popen([sys.executable, "-c", _HELPER, json.dumps(sys.path)],
-                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            except OSError:
+                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            except (OSError, ValueError):
                 self._proc = None
             else:
                 weakref.finalize(self, _stop, self._proc)
@@ -211,7 +212,7 @@ class Tests:
 
         def talk() -> None:
             try:
-                self._answer, _ = proc.communicate(payload)
+                self._answer, self._said = proc.communicate(payload)
             except OSError:
                 self._answer = None
 
@@ -224,6 +225,8 @@ class Tests:
         if self._talk is not None and self._proc is not None:
             self._talk.join()
             if self._proc.returncode == 0 and self._answer:
+                if self._said:  # scipy's warnings, through this process's stderr (which a front end may capture)
+                    sys.stderr.write(self._said.decode("utf-8", "replace"))
                 try:
                     stats = pickle.loads(self._answer)
                 except Exception:  # noqa: BLE001 - a garbled answer: the tests run here
@@ -238,7 +241,7 @@ def _stop(proc: "subprocess.Popen[bytes]") -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-    for pipe in (proc.stdin, proc.stdout):
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()
 

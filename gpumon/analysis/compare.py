@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from gpumon.analysis import distributions as dist
-from gpumon.analysis import rates, slowdown, spread
+from gpumon.analysis import rates, slowdown, spread, stats_helper
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.analysis.why import attribute_jobs, nvml_warning
@@ -25,7 +24,6 @@ from gpumon.core.evidence import mixed_devices
 from gpumon.core.rates import verdict
 from gpumon.core.trace import Run, load_run
 from gpumon.errors import UsageError
-from gpumon.extras import installed
 from gpumon.workloads.spec import parse_workload_spec
 
 if TYPE_CHECKING:
@@ -34,8 +32,6 @@ if TYPE_CHECKING:
 SLOTS = ("A", "B")
 MIN_OVERLAP_S = 5.0
 MIN_STEPS = 20
-# Steps to read above which the scipy import runs in a helper process beside the reading (~5 min of two jobs).
-HELPER_BYTES = 8 << 20
 NUMERIC_STEP_COLUMNS = ("pid", "step", "t", "iter_s", "samples", "warmup", "copy_bytes", "copy_s")
 EXCLUSIVE_RUNS = "exclusive runs"
 EXCLUSIVE_PHASE = "exclusive phase of the shared run"
@@ -287,6 +283,7 @@ def compare(
     *,
     seed: int = 0,
     n_boot: int = slowdown.N_BOOT,
+    tests: stats_helper.Tests | None = None,
 ) -> Comparison:
     """Compare exclusive and shared runs of a pair of workloads (repeats allowed on both sides).
 
@@ -294,6 +291,8 @@ def compare(
     it is the baseline of; other exclusive runs are matched by workload spec.
     With no exclusive runs, baselines come from the shared runs' exclusive
     phases (a job alone before the other started or after it stopped).
+    ``tests``: where the distribution tests run (``gpumon compare`` starts its helper
+    before importing the analysis); by default one is made here when scipy is installed.
     """
     if not shared:
         raise UsageError("no shared run given (--shared RUN)")
@@ -310,9 +309,8 @@ def compare(
     warnings: list[str] = []
     notes: list[str] = []
     share = _share_mode(shared)
-    # the distribution tests' scipy import, in a helper process while big runs are read
-    helper = "scipy.stats" not in sys.modules and _steps_bytes([*exclusive, *shared]) >= HELPER_BYTES
-    tests = dist.Tests(helper) if installed("scipy") else None
+    if tests is None:  # scipy.stats imported in a helper process while big runs are read
+        tests = stats_helper.for_runs([r.path for r in [*exclusive, *shared]])
     shared_data = [_RunData(r) for r in shared]
     exclusive_data = [_RunData(r) for r in exclusive]
     specs, mappings = _shared_slots(shared_data)
@@ -389,17 +387,6 @@ def compare(
         interval_basis=basis,
         samples=samples,
     )
-
-
-def _steps_bytes(runs: Sequence[Run]) -> int:
-    """The size of the runs' steps.csv files, what reading them costs."""
-    total = 0
-    for run in runs:
-        try:
-            total += (run.path / "steps.csv").stat().st_size
-        except OSError:
-            pass
-    return total
 
 
 def _share_mode(shared: Sequence[Run]) -> str:

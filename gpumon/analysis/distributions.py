@@ -7,13 +7,7 @@ judge by.
 
 from __future__ import annotations
 
-import json
 import math
-import pickle
-import subprocess
-import sys
-import threading
-import weakref
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -162,88 +156,6 @@ def compare_samples(metric: Metric, exclusive: np.ndarray, shared: np.ndarray) -
     """Tests and effect sizes of one metric (None when a side has fewer than MIN_SAMPLES values)."""
     s = samples_of(metric, exclusive, shared)
     return result_of(s, scipy_stats([s])[0]) if s is not None else None
-
-
-# The helper process: ``python -c _HELPER <sys.path as JSON>`` imports scipy.stats, reads a pickled batch of
-# Samples from stdin and writes their scipy_stats, pickled, to stdout.
-_HELPER = ("import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
-           "from gpumon.analysis.distributions import _serve; _serve()")
-
-
-def _serve() -> None:
-    import scipy.stats  # noqa: F401 - first: the parent sends its samples only once it has read the runs
-
-    batch = pickle.load(sys.stdin.buffer)
-    pickle.dump(scipy_stats(batch), sys.stdout.buffer)
-
-
-class Tests:
-    """The scipy tests of one comparison, in a helper process when ``helper``.
-
-    Importing scipy.stats takes about a second (scipy 1.17 parses its docstrings at import), as long as
-    reading an hour-long capture; a thread cannot overlap them (both hold the GIL), a process started
-    before the runs are read imports it on another core (worth it where scipy.stats is not imported yet
-    and the runs are big). ``run`` hands it the batch, ``results`` waits for its answer. If the helper
-    cannot start or fails, the tests run here, with the same code.
-    """
-
-    def __init__(self, helper: bool) -> None:
-        self._batch: list[Samples] = []
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._talk: threading.Thread | None = None
-        self._answer: bytes | None = None
-        self._said = b""
-        if helper and sys.executable:
-            try:
-                self._proc = subprocess.Popen([sys.executable, "-c", _HELPER, json.dumps(sys.path)],
-                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            except (OSError, ValueError):
-                self._proc = None
-            else:
-                weakref.finalize(self, _stop, self._proc)
-
-    def run(self, batch: Sequence[Samples]) -> None:
-        """Start the tests of ``batch`` (in the helper while this process goes on)."""
-        self._batch = list(batch)
-        proc = self._proc
-        if proc is None:
-            return
-        payload = pickle.dumps(self._batch)
-
-        def talk() -> None:
-            try:
-                self._answer, self._said = proc.communicate(payload)
-            except OSError:
-                self._answer = None
-
-        self._talk = threading.Thread(target=talk, name="gpumon-tests", daemon=True)
-        self._talk.start()
-
-    def results(self) -> list[DistributionTest]:
-        """The tests of the batch, in its order."""
-        stats: list[Stats] | None = None
-        if self._talk is not None and self._proc is not None:
-            self._talk.join()
-            if self._proc.returncode == 0 and self._answer:
-                if self._said:  # scipy's warnings, through this process's stderr (which a front end may capture)
-                    sys.stderr.write(self._said.decode("utf-8", "replace"))
-                try:
-                    stats = pickle.loads(self._answer)
-                except Exception:  # noqa: BLE001 - a garbled answer: the tests run here
-                    stats = None
-        if stats is None or len(stats) != len(self._batch):
-            stats = scipy_stats(self._batch)
-        return [result_of(s, st) for s, st in zip(self._batch, stats)]
-
-
-def _stop(proc: "subprocess.Popen[bytes]") -> None:
-    """End a helper that was never given its batch (the comparison failed first)."""
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        if pipe is not None:
-            pipe.close()
 
 
 def histogram_counts(

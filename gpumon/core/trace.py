@@ -101,10 +101,11 @@ class Run:
 
     def rows(self, table: str) -> Iterator[dict[str, str]]:
         """Rows as dicts of strings, with the csv module (no pandas); rows of the wrong width are skipped."""
-        width = len(TABLES[table])
+        columns = TABLES[table]
+        header, width = list(columns), len(columns)
         for row in csv.reader(io.StringIO(self.table_text(table))):
-            if len(row) == width and row != list(TABLES[table]):
-                yield dict(zip(TABLES[table], row))
+            if len(row) == width and row != header:
+                yield dict(zip(columns, row))
 
     def frame(self, table: str) -> "pd.DataFrame":
         """A table as a pandas DataFrame with the documented columns (steps through its cache)."""

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from gpumon.analysis import distributions as dist
+from gpumon.analysis import stats_helper
 from gpumon.analysis.compare import compare
 from gpumon.core import evidence
 from gpumon.core import trace
@@ -193,16 +194,24 @@ def test_the_helper_process_gives_the_tests_computed_here() -> None:
     batch = [dist.samples_of(dist.CPU, rng.normal(50, 5, 300), rng.normal(45, 5, 200)),
              dist.samples_of(dist.GPU_UTIL, rng.integers(0, 3, 40).astype(float), rng.integers(0, 3, 30).astype(float))]
     here = [dist.result_of(s, st) for s, st in zip(batch, dist.scipy_stats(batch))]
-    tests = dist.Tests(helper=True)
+    tests = stats_helper.Tests(helper=True)
     tests.run(batch)
     assert tests.results() == here
     assert tests._proc is not None and tests._proc.returncode == 0, "the helper answered"
 
 
 def test_a_failing_helper_leaves_the_tests_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dist, "_HELPER", "import sys; sys.exit(3)")
+    monkeypatch.setattr(stats_helper, "_HELPER", "import sys; sys.exit(3)")
     rng = np.random.default_rng(1)
     batch = [dist.samples_of(dist.CPU, rng.normal(50, 5, 100), rng.normal(45, 5, 100))]
-    tests = dist.Tests(helper=True)
+    tests = stats_helper.Tests(helper=True)
     tests.run(batch)
     assert tests.results() == [dist.compare_samples(dist.CPU, batch[0].exclusive, batch[0].shared)]
+
+
+def test_compare_with_the_helper_equals_compare_without(tmp_path: Path) -> None:
+    xa, xb, ab = _runs(tmp_path)
+    here = compare([load_run(xa), load_run(xb)], [load_run(ab)])
+    helped = compare([load_run(xa), load_run(xb)], [load_run(ab)], tests=stats_helper.Tests(helper=True))
+    assert helped.to_dict() == here.to_dict()
+    assert [w.distributions for w in helped.workloads] == [w.distributions for w in here.workloads]

@@ -11,6 +11,7 @@ module imports neither numpy nor scipy, so ``gpumon compare`` can start the help
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -39,6 +40,11 @@ def serve() -> None:
 
     batch = pickle.load(sys.stdin.buffer)
     pickle.dump(scipy_stats(batch), sys.stdout.buffer)
+    sys.stdout.buffer.flush()
+    sys.stderr.flush()
+    # the answer is out: skip the interpreter's teardown (~0.2 s with scipy loaded), which the parent,
+    # waiting for the end of the pipe and the exit, would otherwise wait for
+    os._exit(0)
 
 
 def for_runs(run_dirs: Sequence[Path]) -> Tests | None:

@@ -2,7 +2,8 @@
 
 Only complete lines are read: a trailing line without its newline (what a kill
 can leave) is dropped. pandas is imported only by the functions that return
-DataFrames, so listing runs stays light.
+DataFrames, so listing runs stays light (a big run's rates come from its steps cache, read
+with pyarrow alone).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ class Run:
         return frame
 
     def cached(self, name: str, path: Path, read: Callable[[], _T]) -> _T:
-        """``read()``, kept under ``name`` while ``path`` keeps its size and mtime (a recording run: read every time)."""
+        """``read()``, kept under ``name`` while ``path`` keeps its size and mtime (a recording run: every time)."""
         key = None if self.meta.get("status") == "recording" else _file_key(path)
         held = self._memo.get(name)
         if key is not None and held is not None and held[0] == key:
@@ -348,13 +349,25 @@ class RunSummary:
     rates: dict[str, float]
 
 
+# steps.csv from which exclusive_rates reads columns (~80 k rows: about 0.3 s row by row, what
+# importing pandas or pyarrow costs).
+COLUMNS_BYTES = 4 << 20
+
+
 def exclusive_rates(run: Run) -> dict[str, float]:
     """Each process's ``exclusive_rate`` over its post-warm-up steps: from its first to its last by time.
 
-    Only those two steps matter: the job names, times, step numbers and warm-up flags are read as columns
-    (from the Parquet cache with pyarrow alone, else through ``Run.steps()``, which writes it) and each job's
-    two ends found with numpy; a table that does not read as numbers is read row by row instead.
+    A small steps.csv is read row by row with the csv module. In a big one only those two steps matter:
+    the job names, times, step numbers and warm-up flags are read as columns (from the Parquet cache with
+    pyarrow alone, else through ``Run.steps()``, which writes it) and each job's two ends found with numpy;
+    a table that does not read as numbers is read row by row instead.
     """
+    try:
+        big = (run.path / "steps.csv").stat().st_size >= COLUMNS_BYTES
+    except OSError:
+        big = False
+    if not big:  # no numpy, pyarrow or pandas to import: listing small runs stays light
+        return _exclusive_rates_by_row(run)
     import numpy as np
 
     try:

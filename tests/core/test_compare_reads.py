@@ -147,6 +147,20 @@ def test_a_cache_of_the_older_layout_is_rebuilt(tmp_path: Path) -> None:
     assert exclusive_rates(load_run(run_dir)) == _exclusive_rates_by_row(load_run(run_dir))
 
 
+@pytest.fixture(autouse=True)
+def _columns_for_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These small runs' rates through the columns path, as an hour-long capture's."""
+    monkeypatch.setattr(trace, "COLUMNS_BYTES", 0)
+
+
+def test_a_small_run_is_read_row_by_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trace, "COLUMNS_BYTES", 1 << 30)
+    monkeypatch.setattr(trace, "_rate_columns", None)  # not called
+    run_dir = _rates_run(tmp_path)
+    assert list(exclusive_rates(load_run(run_dir)).items()) == list(_exclusive_rates_by_row(load_run(run_dir)).items())
+    assert not (run_dir / STEPS_CACHE).exists()
+
+
 def _rates_run(tmp_path: Path) -> Path:
     run_dir = write_run(tmp_path / "r", [Job("A", FCN, phases=((20, 0.1),), warmup=3, noise=0.3, seed=1),
                                          Job("B", LSTM, phases=((20, 0.07),), warmup=2, pid=7, seed=2)])

@@ -149,8 +149,8 @@ def timed(cmd: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
     return wall, cpu, done
 
 
-def readers(root: Path) -> None:
-    """Time ``runs``, ``export --csv`` and ``compare`` on the captures under ``root``."""
+def readers(root: Path, repeats: int = 3) -> None:
+    """Time ``runs``, ``export --csv`` and ``compare`` on the captures under ``root``, ``repeats`` times each."""
     gpumon = [sys.executable, "-m", "gpumon"]
     runs = {name: next((p for p in (root / name).iterdir() if (p / "run.json").is_file()), None) for name in CAPTURES}
     missing = [name for name, run in runs.items() if run is None]
@@ -163,24 +163,39 @@ def readers(root: Path) -> None:
             rows = sum(1 for _ in f) - 1
         print(f"{name}: {rows:,} step rows, status {meta.get('status')}, duration {meta.get('duration_s')} s", flush=True)
     shared = runs["shared-AB"]
-    for run in runs.values():  # the first compare parses CSV and writes the steps cache
-        (run / "steps.parquet").unlink(missing_ok=True)
+
+    def no_cache() -> None:  # what a first reader finds: steps.csv only
+        for run in runs.values():
+            (run / "steps.parquet").unlink(missing_ok=True)
+
     compare = gpumon + ["compare", "--exclusive", str(runs["alone-A"]), "--exclusive", str(runs["alone-B"]),
                         "--shared", str(shared)]
     with tempfile.TemporaryDirectory() as out:
-        cases = [
-            ("gpumon runs (the shared capture's dir)", gpumon + ["runs", str(shared.parent)]),
-            ("gpumon export --csv (shared capture)", gpumon + ["export", str(shared), "--csv", out]),
-            ("gpumon compare, first (CSV parsed, steps.parquet written)", compare),
-            ("gpumon compare, again (steps.parquet read)", compare),
+        cases = [  # (title, command, remove the steps caches before each timing)
+            ("gpumon runs, first (no steps.parquet: pandas reads steps.csv and writes it)",
+             gpumon + ["runs", str(shared.parent)], True),
+            ("gpumon runs, again (steps.parquet's columns, pyarrow alone)",
+             gpumon + ["runs", str(shared.parent)], False),
+            ("gpumon export --csv (shared capture)", gpumon + ["export", str(shared), "--csv", out], False),
+            ("gpumon compare, first (CSV parsed, steps.parquet written)", compare, True),
+            ("gpumon compare, again (steps.parquet read)", compare, False),
             ("python -c 'import pandas, scipy.stats, pyarrow' (compare's imports alone)",
-             [sys.executable, "-c", "import pandas, scipy.stats, pyarrow.parquet"]),
+             [sys.executable, "-c", "import pandas, scipy.stats, pyarrow.parquet"], False),
         ]
+        timed(compare)  # warm-up: the interpreter's and the libraries' files in the page cache
         print(f"load average before timing: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
-        for title, cmd in cases:
-            wall, cpu, done = timed(cmd)
-            verdict = "ok" if done.returncode == 0 else f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
-            print(f"{title}: {wall:.2f} s wall, {cpu:.2f} s CPU ({verdict})", flush=True)
+        for title, cmd, fresh in cases:
+            figures = []
+            for _ in range(repeats):
+                if fresh:
+                    no_cache()
+                wall, cpu, done = timed(cmd)
+                if done.returncode != 0:
+                    figures.append(f"exit {done.returncode}: {done.stderr.strip()[-300:]}")
+                    break
+                figures.append(f"{wall:.2f} s wall {cpu:.2f} s CPU")
+            print(f"{title}: {'; '.join(figures)}", flush=True)
+        print(f"load average after timing: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
         print("  " + "\n  ".join(done_lines(compare)), flush=True)
 
 
@@ -197,12 +212,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where the captures go (default: a new /tmp dir, kept)")
     parser.add_argument("--readers-only", type=Path, default=None, metavar="DIR",
                         help="only time runs/export/compare on the captures a previous run left in DIR")
+    parser.add_argument("--repeats", type=int, default=3, help="timings of each reader command (default 3)")
     parser.add_argument("--job", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.job is not None:
         job(args.rate)
     elif args.readers_only is not None:
-        readers(args.readers_only)
+        readers(args.readers_only, args.repeats)
     else:
         root = args.out or Path(tempfile.mkdtemp(prefix="gpumon-long-"))
         capture(root, args.minutes, args.window, args.rate)

@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+from gpumon.analysis import stats_helper
 from gpumon.errors import UsageError
 from gpumon.extras import require
 
@@ -112,15 +113,17 @@ def run_compare(args: argparse.Namespace) -> int:
         raise UsageError("compare needs at least one --shared RUN (see gpumon compare --help)")
     if args.report:
         require("matplotlib", "--report")
+    exclusive_paths, shared_paths, assign = parse_runs(args.exclusive, args.shared)
+    # first thing: a helper's scipy import runs while the analysis is imported and the runs are read
+    tests = stats_helper.for_runs([*exclusive_paths, *shared_paths])
     from gpumon.analysis.compare import compare
     from gpumon.analysis.text import render_tables
     from gpumon.color import use_color
     from gpumon.core.trace import load_run
 
-    exclusive_paths, shared_paths, assign = parse_runs(args.exclusive, args.shared)
     exclusive = [load_run(p) for p in exclusive_paths]
     shared = [load_run(p) for p in shared_paths]
-    comparison = compare(exclusive, shared, assign)
+    comparison = compare(exclusive, shared, assign, tests=tests)
     written = []
     if args.report:
         from gpumon.analysis.report import write_report

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from gpumon.analysis import distributions as dist
-from gpumon.analysis import rates, slowdown, spread
+from gpumon.analysis import rates, slowdown, spread, stats_helper
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.analysis.why import attribute_jobs, nvml_warning
@@ -24,7 +24,6 @@ from gpumon.core.evidence import mixed_devices
 from gpumon.core.rates import verdict
 from gpumon.core.trace import Run, load_run
 from gpumon.errors import UsageError
-from gpumon.extras import installed
 from gpumon.workloads.spec import parse_workload_spec
 
 if TYPE_CHECKING:
@@ -164,6 +163,7 @@ class _RunData:
         self.run = run
         self.name = run.path.name
         self.steps = _numeric(run.steps(), run.path / "steps.csv", NUMERIC_STEP_COLUMNS)
+        self._job: dict[str, pd.DataFrame] = {}
         self._post_warmup: dict[str, pd.DataFrame] = {}
         self._device: pd.DataFrame | None = None
         self._processes: pd.DataFrame | None = None
@@ -185,18 +185,24 @@ class _RunData:
     def workloads(self) -> dict[str, dict[str, Any]]:
         """Workloads by slot: from run.json, else the processes seen in steps.csv."""
         found = {str(w.get("process")): w for w in self.run.workloads if isinstance(w, dict) and w.get("process")}
-        for slot in self.steps["process"].dropna().unique():
+        for slot in self.run.jobs():
             found.setdefault(str(slot), {"process": str(slot), "spec": "?"})
         return dict(sorted(found.items()))
 
+    def job(self, slot: str) -> "pd.DataFrame":
+        """The slot's steps with a time and a step number, sorted by time, selected once (~700 k rows an hour)."""
+        if slot not in self._job:
+            self._job[slot] = rates.timed(self.run.job_steps(slot))
+        return self._job[slot]
+
     def post_warmup(self, slot: str) -> "pd.DataFrame":
-        """The slot's post-warm-up steps, selected and sorted once (an hour is ~700 k rows a job)."""
+        """The slot's post-warm-up steps, sorted by time."""
         if slot not in self._post_warmup:
-            self._post_warmup[slot] = rates.post_warmup(self.steps, slot)
+            self._post_warmup[slot] = rates.without_warmup(self.job(slot))
         return self._post_warmup[slot]
 
     def curve(self, slot: str) -> Curve:
-        c = rates.curve(self.post_warmup(slot), slot)
+        c = rates.curve_of(self.post_warmup(slot))
         if c is None:
             raise UsageError(f"{self.run.path}: workload {slot} has fewer than two steps after warm-up")
         return c
@@ -204,7 +210,7 @@ class _RunData:
     def span(self, slot: str) -> tuple[float, float]:
         """When the slot's process ran: run.json start_t/stop_t, else its first step start and last step end."""
         meta = self.workloads().get(slot, {})
-        rows = rates.job_steps(self.steps, slot)
+        rows = self.job(slot)
         first = float((rows["t"] - rows["iter_s"].fillna(0)).min()) if len(rows) else math.inf
         last = float(rows["t"].max()) if len(rows) else -math.inf
         start = meta.get("start_t")
@@ -277,6 +283,7 @@ def compare(
     *,
     seed: int = 0,
     n_boot: int = slowdown.N_BOOT,
+    tests: stats_helper.Tests | None = None,
 ) -> Comparison:
     """Compare exclusive and shared runs of a pair of workloads (repeats allowed on both sides).
 
@@ -284,6 +291,8 @@ def compare(
     it is the baseline of; other exclusive runs are matched by workload spec.
     With no exclusive runs, baselines come from the shared runs' exclusive
     phases (a job alone before the other started or after it stopped).
+    ``tests``: where the distribution tests run (``gpumon compare`` starts its helper
+    before importing the analysis); by default one is made here when scipy is installed.
     """
     if not shared:
         raise UsageError("no shared run given (--shared RUN)")
@@ -300,6 +309,8 @@ def compare(
     warnings: list[str] = []
     notes: list[str] = []
     share = _share_mode(shared)
+    if tests is None:  # scipy.stats imported in a helper process while big runs are read
+        tests = stats_helper.for_runs([r.path for r in [*exclusive, *shared]])
     shared_data = [_RunData(r) for r in shared]
     exclusive_data = [_RunData(r) for r in exclusive]
     specs, mappings = _shared_slots(shared_data)
@@ -329,13 +340,15 @@ def compare(
         stp = Estimate(math.nan)
 
     all_data = {str(d.run.path): d for d in [*exclusive_data, *shared_data]}
-    with_tests = installed("scipy")
-    if not with_tests:
+    if tests is None:
         notes.append(dist.TESTS_NEED)
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    batches = {slot: _distributions(all_data, slot, baselines[slot].segments, shared_segments[slot], samples)
+               for slot in SLOTS} if tests is not None else {}
+    if tests is not None:
+        tests.run([s for slot in SLOTS for s in batches[slot]])
     workloads = []
     for j, slot in enumerate(SLOTS):
-        tests = _distributions(all_data, slot, baselines[slot].segments, shared_segments[slot], samples) if with_tests else ()
         x = exclusive_rate.get(slot)
         if x is not None:
             value, replicates = slowdown.ratio(x, shared_rate, j)
@@ -353,12 +366,15 @@ def compare(
             baseline=EXCLUSIVE_RUNS if exclusive_data else EXCLUSIVE_PHASE,
             exclusive=tuple(baselines[slot].segments),
             shared=tuple(shared_segments[slot]),
-            distributions=tests,
+            distributions=(),
         ))
 
     causes = attribute_jobs([*exclusive, *shared], [
         (w.slot, w.spec, w.exclusive_rate, w.shared_rate, w.exclusive, w.shared) for w in workloads])
-    workloads = [dataclasses.replace(w, why=causes.get(w.slot)) for w in workloads]
+    results = iter(tests.results() if tests is not None else [])
+    workloads = [dataclasses.replace(w, why=causes.get(w.slot),
+                                     distributions=tuple(next(results) for _ in batches.get(w.slot, ())))
+                 for w in workloads]
     warnings += _warnings(exclusive_data, shared_data, windows, workloads)
     warnings += [w for w in [nvml_warning([*exclusive, *shared])] if w]
     return Comparison(
@@ -447,19 +463,19 @@ def _distributions(
     exclusive: Sequence[Segment],
     shared: Sequence[Segment],
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]],
-) -> tuple[dist.DistributionTest, ...]:
-    """Tests of every metric with samples on both sides; the samples go into ``samples``."""
-    tests = []
+) -> list[dist.Samples]:
+    """What to test: every metric with samples on both sides; the samples go into ``samples``."""
+    batch = []
     for metric in dist.METRICS:
         xs = _pooled(data, exclusive, metric.key)
         ss = _pooled(data, shared, metric.key)
         if metric in (dist.COPY_BANDWIDTH, dist.COPY_RATE) and not (np.any(xs > 0) or np.any(ss > 0)):
             continue
-        test = dist.compare_samples(metric, xs, ss)
-        if test is not None:
-            tests.append(test)
-            samples[(slot, metric.key)] = (xs[np.isfinite(xs)], ss[np.isfinite(ss)])
-    return tuple(tests)
+        found = dist.samples_of(metric, xs, ss)
+        if found is not None:
+            batch.append(found)
+            samples[(slot, metric.key)] = (found.exclusive, found.shared)
+    return batch
 
 
 def _exclusive_baselines(
@@ -535,7 +551,7 @@ def _metric_values(data: _RunData, slot: str, window: Window, metric: str) -> np
         return frame[(frame["t"] >= window.start) & (frame["t"] <= window.end)]
 
     if metric in (dist.COPY_BANDWIDTH.key, dist.COPY_RATE.key):
-        rows = inside(data.post_warmup(slot))
+        rows = rates.inside(data.post_warmup(slot), window)
         if metric == dist.COPY_BANDWIDTH.key:
             rows = rows[(rows["copy_bytes"] > 0) & (rows["copy_s"] > 0)]
             return (rows["copy_bytes"] / rows["copy_s"]).to_numpy(dtype=float)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -80,50 +81,81 @@ def common_bins(pooled: np.ndarray) -> np.ndarray:
     return edges if len(edges) >= 3 else np.histogram_bin_edges(pooled, bins=bins)
 
 
-def chi_square(exclusive: np.ndarray, shared: np.ndarray) -> tuple[float, float, int]:
-    """Chi-square test of homogeneity on common bins: (statistic, p-value, degrees of freedom)."""
-    from scipy.stats import chi2_contingency
-
+def contingency(exclusive: np.ndarray, shared: np.ndarray) -> np.ndarray | None:
+    """Counts of both samples on common bins, empty bins dropped (None: fewer than two bins, no chi-square)."""
     edges = common_bins(np.concatenate([exclusive, shared]))
     if len(edges) < 3:
-        return math.nan, math.nan, 0
+        return None
     table = np.array([np.histogram(exclusive, edges)[0], np.histogram(shared, edges)[0]])
     table = table[:, table.sum(axis=0) > 0]
-    if table.shape[1] < 2:
-        return math.nan, math.nan, 0
-    result = chi2_contingency(table)
-    return float(result.statistic), float(result.pvalue), int(result.dof)
+    return table if table.shape[1] >= 2 else None
 
 
-def compare_samples(metric: Metric, exclusive: np.ndarray, shared: np.ndarray) -> DistributionTest | None:
-    """Tests and effect sizes of one metric (None when a side has fewer than MIN_SAMPLES values)."""
-    from scipy.stats import ks_2samp, wasserstein_distance
+@dataclass(frozen=True, eq=False)
+class Samples:
+    """One metric's finite samples on both sides and their contingency table: what the scipy tests take."""
 
+    metric: Metric
+    exclusive: np.ndarray
+    shared: np.ndarray
+    table: np.ndarray | None
+
+
+def samples_of(metric: Metric, exclusive: np.ndarray, shared: np.ndarray) -> Samples | None:
+    """The finite values of both sides (None when a side has fewer than MIN_SAMPLES)."""
     exclusive = exclusive[np.isfinite(exclusive)]
     shared = shared[np.isfinite(shared)]
     if len(exclusive) < MIN_SAMPLES or len(shared) < MIN_SAMPLES:
         return None
-    med_x = float(np.median(exclusive))
-    med_s = float(np.median(shared))
-    ks = ks_2samp(exclusive, shared)
-    chi2, chi2_p, dof = chi_square(exclusive, shared)
+    return Samples(metric, exclusive, shared, contingency(exclusive, shared))
+
+
+Stats = tuple[float, float, float, float, float, int]
+
+
+def scipy_stats(batch: Sequence[Samples]) -> list[Stats]:
+    """KS statistic and p-value, Wasserstein distance, chi-square statistic, p-value and dof of each."""
+    from scipy.stats import chi2_contingency, ks_2samp, wasserstein_distance
+
+    out: list[Stats] = []
+    for s in batch:
+        ks = ks_2samp(s.exclusive, s.shared)
+        chi2 = chi2_contingency(s.table) if s.table is not None else None
+        out.append((float(ks.statistic), float(ks.pvalue), float(wasserstein_distance(s.exclusive, s.shared)),
+                    float(chi2.statistic) if chi2 is not None else math.nan,
+                    float(chi2.pvalue) if chi2 is not None else math.nan,
+                    int(chi2.dof) if chi2 is not None else 0))
+    return out
+
+
+def result_of(s: Samples, stats: Stats) -> DistributionTest:
+    """The DistributionTest of ``s`` from its ``scipy_stats``."""
+    ks_d, ks_p, wasserstein, chi2, chi2_p, dof = stats
+    med_x = float(np.median(s.exclusive))
+    med_s = float(np.median(s.shared))
     return DistributionTest(
-        metric=metric.key,
-        label=metric.label,
-        unit=metric.unit,
-        n_exclusive=len(exclusive),
-        n_shared=len(shared),
+        metric=s.metric.key,
+        label=s.metric.label,
+        unit=s.metric.unit,
+        n_exclusive=len(s.exclusive),
+        n_shared=len(s.shared),
         median_exclusive=med_x,
         median_shared=med_s,
         median_shift=med_s - med_x,
         relative_shift=(med_s - med_x) / abs(med_x) if med_x else math.nan,
-        wasserstein=float(wasserstein_distance(exclusive, shared)),
-        ks_statistic=float(ks.statistic),
-        ks_pvalue=float(ks.pvalue),
+        wasserstein=wasserstein,
+        ks_statistic=ks_d,
+        ks_pvalue=ks_p,
         chi2=chi2,
         chi2_pvalue=chi2_p,
         chi2_dof=dof,
     )
+
+
+def compare_samples(metric: Metric, exclusive: np.ndarray, shared: np.ndarray) -> DistributionTest | None:
+    """Tests and effect sizes of one metric (None when a side has fewer than MIN_SAMPLES values)."""
+    s = samples_of(metric, exclusive, shared)
+    return result_of(s, scipy_stats([s])[0]) if s is not None else None
 
 
 def histogram_counts(

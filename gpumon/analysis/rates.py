@@ -72,19 +72,48 @@ class Curve:
 
 def job_steps(steps: "pd.DataFrame", process: str) -> "pd.DataFrame":
     """One job's rows with a valid time and step number, sorted by time."""
-    rows = steps[(steps["process"] == process) & steps["t"].notna() & steps["step"].notna()]
-    return rows.sort_values("t", kind="stable")
+    return timed(steps[steps["process"] == process])
+
+
+def timed(rows: "pd.DataFrame") -> "pd.DataFrame":
+    """One job's ``rows`` with a valid time and step number, sorted by time (``rows`` itself when they already are)."""
+    rows = where(rows, rows["t"].notna() & rows["step"].notna())
+    return rows if rows["t"].is_monotonic_increasing else rows.sort_values("t", kind="stable")
+
+
+def without_warmup(rows: "pd.DataFrame") -> "pd.DataFrame":
+    """``rows`` without the warm-up steps."""
+    return where(rows, rows["warmup"].fillna(0).astype(int) == 0)
+
+
+def where(rows: "pd.DataFrame", keep: "pd.Series") -> "pd.DataFrame":
+    """``rows[keep]``, as a slice (no copy) when the kept rows are consecutive, as warm-up steps leave them."""
+    at = np.flatnonzero(keep.to_numpy(dtype=bool))
+    if len(at) == len(rows):
+        return rows
+    if len(at) and at[-1] - at[0] + 1 == len(at):
+        return rows.iloc[at[0]:at[-1] + 1]
+    return rows[keep]
 
 
 def post_warmup(steps: "pd.DataFrame", process: str) -> "pd.DataFrame":
     """One job's steps without its warm-up steps."""
-    rows = job_steps(steps, process)
-    return rows[rows["warmup"].fillna(0).astype(int) == 0]
+    return without_warmup(job_steps(steps, process))
+
+
+def inside(rows: "pd.DataFrame", window: Window) -> "pd.DataFrame":
+    """The rows of ``timed`` steps whose time is inside ``window`` (a slice: they are sorted by time)."""
+    t = rows["t"]
+    return rows.iloc[int(t.searchsorted(window.start, side="left")):int(t.searchsorted(window.end, side="right"))]
 
 
 def curve(steps: "pd.DataFrame", process: str) -> Curve | None:
     """The post-warm-up cumulative-steps curve of one job (None with fewer than two steps)."""
-    rows = post_warmup(steps, process)
+    return curve_of(post_warmup(steps, process))
+
+
+def curve_of(rows: "pd.DataFrame") -> Curve | None:
+    """The cumulative-steps curve of one job's post-warm-up steps (None with fewer than two)."""
     if len(rows) < 2:
         return None
     return Curve(rows["t"].to_numpy(dtype=float), rows["step"].to_numpy(dtype=float))

@@ -47,22 +47,36 @@ def _mean(values: Iterable[float]) -> float:
 def _rows(run: Run, table: str) -> list[dict[str, str]]:
     """A table's rows, or none when the run lacks it or it is unreadable."""
     try:
-        return list(run.rows(table))
+        return run.records(table)
     except TraceError:
         return []
 
 
-def _inside(rows: Iterable[dict[str, str]], start: float, end: float) -> list[dict[str, str]]:
-    return [r for r in rows if start <= _float(r.get("t")) <= end]
+def _column(run: Run, table: str, column: str) -> list[Any]:
+    """One column of a small table, numbers as floats (``process`` as text), read once per finished run."""
+    def read() -> list[Any]:
+        rows = _rows(run, table)
+        return [r.get(column) for r in rows] if column == "process" else [_float(r.get(column)) for r in rows]
+
+    return run.cached(f"evidence:{table}:{column}", run.path / f"{table}.csv", read)
+
+
+def _window_mean(w: Window, table: str, column: str, slot: str | None = None) -> float:
+    """The mean of ``column`` over the rows of ``table`` inside ``w`` (of ``slot`` only, if given)."""
+    t, values = _column(w.run, table, "t"), _column(w.run, table, column)
+    if slot is None:
+        return _mean(v for tv, v in zip(t, values) if w.start <= tv <= w.end)
+    process = _column(w.run, table, "process")
+    return _mean(v for tv, p, v in zip(t, process, values) if p == slot and w.start <= tv <= w.end)
 
 
 def _step_means(w: Window) -> tuple[float, float]:
     """Mean copy seconds and copy bytes per post-warm-up step of ``w.slot`` in the window (NaN: none)."""
     try:
-        steps = w.run.steps()
+        steps = w.run.job_steps(w.slot)
     except TraceError:
         return NAN, NAN
-    inside = steps[(steps["process"] == w.slot) & (steps["warmup"] != 1) & steps["t"].between(w.start, w.end)]
+    inside = steps.loc[(steps["warmup"] != 1) & steps["t"].between(w.start, w.end), ["copy_s", "copy_bytes"]]
     if inside.empty:
         return NAN, NAN
     return float(inside["copy_s"].sum()) / len(inside), float(inside["copy_bytes"].sum()) / len(inside)
@@ -71,16 +85,13 @@ def _step_means(w: Window) -> tuple[float, float]:
 def run_side(w: Window, step_s: float) -> Side:
     """What was measured for ``w.slot`` inside ``[w.start, w.end]`` of ``w.run``; ``step_s`` from the caller."""
     copy_s, copy_bytes = _step_means(w)
-    device = _inside(_rows(w.run, "device"), w.start, w.end)
-    processes = [r for r in _inside(_rows(w.run, "processes"), w.start, w.end) if r.get("process") == w.slot]
-    host = _inside(_rows(w.run, "host"), w.start, w.end)
     return Side(
         step_s=step_s,
         copy_s=copy_s,
         copy_bytes=copy_bytes,
-        cpu_pct=_mean(_float(r.get("cpu_pct")) for r in processes),
-        host_cpu_pct=_mean(_float(r.get("cpu_pct")) for r in host),
-        **{name: _mean(_float(r.get(column)) for r in device) for name, column in DEVICE_FIELDS.items()},
+        cpu_pct=_window_mean(w, "processes", "cpu_pct", w.slot),
+        host_cpu_pct=_window_mean(w, "host", "cpu_pct"),
+        **{name: _window_mean(w, "device", column) for name, column in DEVICE_FIELDS.items()},
     )
 
 

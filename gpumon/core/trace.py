@@ -2,7 +2,8 @@
 
 Only complete lines are read: a trailing line without its newline (what a kill
 can leave) is dropped. pandas is imported only by the functions that return
-DataFrames, so listing runs stays light.
+DataFrames, so listing runs stays light (a big run's rates come from its steps cache, read
+with pyarrow alone).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import io
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from gpumon.core.model import DEVICE_COLUMNS, GPM_COLUMNS, HOST_COLUMNS, PROCESS_COLUMNS, STEP_COLUMNS
 from gpumon.core.mps import share_of
@@ -22,8 +23,11 @@ from gpumon.core.rates import exclusive_rate
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
+    import pyarrow as pa
 
+_T = TypeVar("_T")
 SCHEMA_VERSION = 1
 TABLES: dict[str, tuple[str, ...]] = {
     "steps": STEP_COLUMNS,
@@ -56,10 +60,15 @@ def complete_text(path: Path) -> str:
 
 @dataclass(frozen=True)
 class Run:
-    """One run directory: its metadata and lazy access to its tables."""
+    """One run directory: its metadata and lazy access to its tables.
+
+    The steps of a finished run are read once per ``Run`` (``steps()``, ``job_steps()``): compare, its evidence
+    and the rates all ask for them, and an hour of two jobs is ~1.4 M rows.
+    """
 
     path: Path
     meta: dict[str, Any]
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -93,10 +102,11 @@ class Run:
 
     def rows(self, table: str) -> Iterator[dict[str, str]]:
         """Rows as dicts of strings, with the csv module (no pandas); rows of the wrong width are skipped."""
-        width = len(TABLES[table])
+        columns = TABLES[table]
+        header, width = list(columns), len(columns)
         for row in csv.reader(io.StringIO(self.table_text(table))):
-            if len(row) == width and row != list(TABLES[table]):
-                yield dict(zip(TABLES[table], row))
+            if len(row) == width and row != header:
+                yield dict(zip(columns, row))
 
     def frame(self, table: str) -> "pd.DataFrame":
         """A table as a pandas DataFrame with the documented columns (steps through its cache)."""
@@ -111,12 +121,45 @@ class Run:
             frame = pd.read_csv(io.BytesIO(self.table_text(table).encode("utf-8")))
         except (ValueError, pd.errors.ParserError) as exc:
             raise TraceError(f"{self.path / (table + '.csv')}: corrupt ({str(exc).splitlines()[0]})") from None
-        if table == "steps" and self.meta.get("status") != "recording":
-            write_steps_cache(self.path, frame)
+        if table == "steps":
+            # a few job names over millions of rows: categorical, as the cache stores them (dictionary-encoded)
+            frame["process"] = frame["process"].astype("category")
+            if self.meta.get("status") != "recording":
+                write_steps_cache(self.path, frame)
         return frame
 
+    def cached(self, name: str, path: Path, read: Callable[[], _T]) -> _T:
+        """``read()``, kept under ``name`` while ``path`` keeps its size and mtime (a recording run: every time)."""
+        key = None if self.meta.get("status") == "recording" else _file_key(path)
+        held = self._memo.get(name)
+        if key is not None and held is not None and held[0] == key:
+            return held[1]
+        value = read()
+        if key is not None:
+            self._memo[name] = (key, value)
+        return value
+
     def steps(self) -> "pd.DataFrame":
-        return self.frame("steps")
+        """The steps table; a finished run's is read once and shared while steps.csv is unchanged (do not modify it)."""
+        return self.cached("steps", self.path / "steps.csv", lambda: self.frame("steps"))
+
+    def jobs(self) -> "dict[Any, pd.DataFrame]":
+        """The steps table split by process (rows in file order; rows without a process left out), split once."""
+        steps = self.steps()
+        held = self._memo.get("jobs")
+        if held is None or held[0] is not steps:
+            held = (steps, _split_by_process(steps))
+            self._memo["jobs"] = held
+        return held[1]
+
+    def job_steps(self, process: str) -> "pd.DataFrame":
+        """``process``'s rows of the steps table, in file order (none: an empty frame)."""
+        jobs = self.jobs()
+        return jobs[process] if process in jobs else self.steps().iloc[0:0]
+
+    def records(self, table: str) -> list[dict[str, str]]:
+        """``rows(table)`` as a list; a finished run's is read once while the file is unchanged (do not modify it)."""
+        return self.cached(f"records:{table}", self.path / f"{table}.csv", lambda: list(self.rows(table)))
 
     def device(self) -> "pd.DataFrame":
         return self.frame("device")
@@ -126,6 +169,24 @@ class Run:
 
     def host(self) -> "pd.DataFrame":
         return self.frame("host")
+
+
+def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
+    """Each process's rows of ``steps`` in file order (the whole frame, uncopied, when it holds one process)."""
+    import numpy as np
+
+    process = steps["process"]
+    if process.dtype != "category":
+        process = process.astype("category")
+    codes = process.cat.codes.to_numpy()
+    out = {}
+    for code, name in enumerate(process.cat.categories):
+        rows = np.flatnonzero(codes == code)
+        if len(rows) == len(steps):
+            out[name] = steps
+        elif len(rows):
+            out[name] = steps.take(rows)
+    return out
 
 
 def _widen(text: str, added: list[str]) -> str:
@@ -139,20 +200,33 @@ def _widen(text: str, added: list[str]) -> str:
 # steps.parquet: a copy of a finished run's steps.csv as parsed, written by its first reader and
 # used while steps.csv keeps the size and mtime it was made from (an hour of two jobs is ~1.4 M
 # rows: 0.09 s of CPU from Parquet against 0.5 s from CSV). Anything wrong with it: CSV again.
+# Layout 2: process dictionary-encoded (a pandas categorical); a cache without it is rebuilt.
 STEPS_CACHE = "steps.parquet"
 _CACHE_KEY = b"gpumon_steps_csv"
+_LAYOUT_KEY, _LAYOUT = b"gpumon_steps_layout", b"2"
 
 
-def _csv_key(run_dir: Path) -> bytes | None:
+def _file_key(path: Path) -> bytes | None:
+    """The size and mtime of ``path`` (None: unreadable), what a cache of it is valid for."""
     try:
-        st = (run_dir / "steps.csv").stat()
+        st = path.stat()
     except OSError:
         return None
     return f"{st.st_size}:{st.st_mtime_ns}".encode()
 
 
+def _csv_key(run_dir: Path) -> bytes | None:
+    return _file_key(run_dir / "steps.csv")
+
+
 def read_steps_cache(run_dir: Path) -> "pd.DataFrame | None":
     """The cached steps of ``run_dir`` if the cache matches steps.csv, else None."""
+    table = _cached_steps(run_dir)
+    return table.to_pandas() if table is not None else None
+
+
+def _cached_steps(run_dir: Path, columns: Sequence[str] | None = None) -> "pa.Table | None":
+    """The cache's ``columns`` (all: None) as a pyarrow Table if it matches steps.csv, else None (no pandas)."""
     path = run_dir / STEPS_CACHE
     key = _csv_key(run_dir)
     if key is None or not path.is_file():
@@ -160,10 +234,12 @@ def read_steps_cache(run_dir: Path) -> "pd.DataFrame | None":
     try:
         import pyarrow.parquet as pq
 
-        table = pq.read_table(path)
-        if (table.schema.metadata or {}).get(_CACHE_KEY) != key or table.column_names != list(STEP_COLUMNS):
+        cache = pq.ParquetFile(path, read_dictionary=["process"])
+        meta = cache.schema_arrow.metadata or {}
+        names = cache.schema_arrow.names
+        if (meta.get(_CACHE_KEY), meta.get(_LAYOUT_KEY), names) != (key, _LAYOUT, list(STEP_COLUMNS)):
             return None
-        return table.to_pandas()
+        return cache.read(columns=list(columns) if columns is not None else None)
     except Exception:  # noqa: BLE001 - a damaged or foreign cache is ignored, steps.csv is the record
         return None
 
@@ -179,7 +255,7 @@ def write_steps_cache(run_dir: Path, frame: "pd.DataFrame") -> None:
         import pyarrow.parquet as pq
 
         table = pa.Table.from_pandas(frame, preserve_index=False)
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), _CACHE_KEY: key})
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), _CACHE_KEY: key, _LAYOUT_KEY: _LAYOUT})
         pq.write_table(table, tmp)
         os.replace(tmp, run_dir / STEPS_CACHE)
     except Exception:  # noqa: BLE001 - no cache is only slower
@@ -273,8 +349,97 @@ class RunSummary:
     rates: dict[str, float]
 
 
+# steps.csv from which exclusive_rates reads columns (~80 k rows: about 0.3 s row by row, what
+# importing pandas or pyarrow costs).
+COLUMNS_BYTES = 4 << 20
+
+
 def exclusive_rates(run: Run) -> dict[str, float]:
-    """Each process's ``exclusive_rate`` over its post-warm-up steps, read without pandas."""
+    """Each process's ``exclusive_rate`` over its post-warm-up steps: from its first to its last by time.
+
+    A small steps.csv is read row by row with the csv module. In a big one only those two steps matter:
+    the job names, times, step numbers and warm-up flags are read as columns (from the Parquet cache with
+    pyarrow alone, else through ``Run.steps()``, which writes it) and each job's two ends found with numpy;
+    a table that does not read as numbers is read row by row instead.
+    """
+    try:
+        big = (run.path / "steps.csv").stat().st_size >= COLUMNS_BYTES
+    except OSError:
+        big = False
+    if not big:  # no numpy, pyarrow or pandas to import: listing small runs stays light
+        return _exclusive_rates_by_row(run)
+    import numpy as np
+
+    try:
+        columns = _rate_columns(run)
+    except TraceError:
+        columns = None
+    if columns is None:
+        return _exclusive_rates_by_row(run)
+    codes, names, t, n, warmup = columns
+    counted = np.isfinite(t) & np.isfinite(n) & (n == np.floor(n)) & (warmup != 1)
+    ends: list[tuple[int, str, list[float], list[float]]] = []
+    for code, process in enumerate(names):
+        at = np.flatnonzero(counted & (codes == code))
+        if not len(at):
+            continue
+        ts = t[at]
+        first = at[int(np.argmin(ts))]  # the first of equal times, as a stable sort leaves them
+        last = at[len(ts) - 1 - int(np.argmax(ts[::-1]))]  # the last of equal times
+        chosen = [first] if len(at) == 1 else [first, last]
+        ends.append((int(at[0]), str(process), [float(t[i]) for i in chosen], [float(n[i]) for i in chosen]))
+    # in the order of each job's first counted step in steps.csv, as reading it row by row gives them
+    return {process: exclusive_rate(ts, ns) for _, process, ts, ns in sorted(ends)}
+
+
+def _rate_columns(run: Run) -> "tuple[np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray] | None":
+    """Each step row's job (a code into the names), time, step number and warm-up flag, as floats.
+
+    None where reading row by row would differ: a column that is not numbers, or a short row (the recorder
+    fills ``warmup`` and ``copy_bytes`` in every row; pandas pads a short one with NaN, the csv module skips it).
+    """
+    import numpy as np
+
+    wanted = ("t", "step", "warmup", "copy_bytes")
+    table = _cached_steps(run.path, ("process", *wanted))
+    if table is not None:
+        process = table.column("process").unify_dictionaries().combine_chunks()
+        codes = _numpy(process.indices)  # a row without a job: NaN, no code
+        names = process.dictionary.to_pylist()
+        numbers = [_numpy(table.column(c)) for c in wanted]
+    else:
+        steps = run.steps()
+        process = steps["process"].astype("category")
+        codes, names = process.cat.codes.to_numpy(), list(process.cat.categories)
+        numbers = [steps[c].to_numpy() for c in wanted]
+    if not all(c.dtype.kind in "biuf" for c in numbers):
+        return None
+    t, n, warmup, copy_bytes = (c.astype(float) for c in numbers)
+    if np.isnan(warmup).any() or np.isnan(copy_bytes).any():
+        return None
+    return codes, names, t, n, warmup
+
+
+def _numpy(column: "pa.Array | pa.ChunkedArray") -> "np.ndarray":
+    """A numeric pyarrow column as a numpy array (nulls: NaN). pyarrow's own conversion imports pandas (half a
+    second of ``gpumon runs``), so chunks without nulls are read from their buffers."""
+    import numpy as np
+    import pyarrow as pa
+
+    parts = []
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        kind = "f" if pa.types.is_floating(chunk.type) else "i" if pa.types.is_signed_integer(chunk.type) else ""
+        if chunk.null_count or not kind:
+            parts.append(chunk.to_numpy(zero_copy_only=False))
+            continue
+        dtype = np.dtype(f"{kind}{chunk.type.bit_width // 8}")
+        data = chunk.buffers()[1]
+        parts.append(np.frombuffer(data, dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize))
+    return np.concatenate(parts) if parts else np.array([], dtype=float)
+
+
+def _exclusive_rates_by_row(run: Run) -> dict[str, float]:
+    """``exclusive_rates`` with the csv module, row by row: a damaged row is skipped, the valid ones still count."""
     points: dict[str, list[tuple[float, int]]] = {}
     for r in run.rows("steps"):
         if r["warmup"] == "1" or not r["t"] or not r["step"]:
@@ -332,6 +497,9 @@ def export(run: Run, out_dir: Path, fmt: str = "csv") -> list[Path]:
         if fmt == "csv":
             target.write_text(run.table_text(table), encoding="utf-8")
         else:
-            run.frame(table).to_parquet(target, index=False)
+            frame = run.frame(table)
+            if table == "steps":  # the job names as read from steps.csv, not the reader's categorical
+                frame = frame.astype({"process": frame["process"].cat.categories.dtype})
+            frame.to_parquet(target, index=False)
         written.append(target)
     return written

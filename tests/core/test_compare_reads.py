@@ -1,0 +1,231 @@
+"""compare reads each run's steps once and selects each job once: its figures must equal ones computed
+directly from steps.csv with plain pandas masks, whatever the row order; `gpumon runs` reads only the
+columns it needs and must agree with reading steps.csv row by row."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpumon.analysis import distributions as dist
+from gpumon.analysis import stats_helper
+from gpumon.analysis.compare import compare
+from gpumon.core import evidence
+from gpumon.core import trace
+from gpumon.core.rates import exclusive_rate, slope, Point
+from gpumon.core.trace import STEPS_CACHE, Run, _exclusive_rates_by_row, exclusive_rates, load_run
+from tests.tracegen import Job, write_run
+
+FCN = "fcn:preset=tiny"
+LSTM = "lstm:preset=tiny"
+
+
+def _copying(slot: str, spec: str, phases, **kw) -> Job:
+    return Job(slot, spec, phases=phases, warmup=4, warmup_s=0.6, noise=0.2, copy_bytes=1 << 20,
+               copy_s=lambda t: 0.001 + 0.0005 * (t % 3), cpu=lambda t: 50 + (t * 7) % 40, **kw)
+
+
+def _runs(root: Path) -> tuple[Path, Path, Path]:
+    xa = write_run(root / "xa", [_copying("A", FCN, ((20, 0.1),), seed=1)], label="xa")
+    xb = write_run(root / "xb", [_copying("B", LSTM, ((20, 0.05),), seed=2)], label="xb")
+    ab = write_run(root / "ab", [_copying("A", FCN, ((30, 0.2),), seed=3),
+                                 _copying("B", LSTM, ((30, 0.1),), seed=4, pid=7)], label="ab")
+    return xa, xb, ab
+
+
+def _shuffle_rows(run_dir: Path, seed: int = 5) -> None:
+    """steps.csv with its rows in another order (warm-up rows no longer first, times not sorted)."""
+    header, *rows = (run_dir / "steps.csv").read_text().splitlines(keepends=True)
+    order = np.random.default_rng(seed).permutation(len(rows))
+    (run_dir / "steps.csv").write_text(header + "".join(rows[i] for i in order))
+    (run_dir / STEPS_CACHE).unlink(missing_ok=True)
+
+
+def _post_warmup(run_dir: Path, slot: str) -> pd.DataFrame:
+    """The reference selection: boolean masks over the whole table, then a stable sort by time."""
+    steps = pd.read_csv(run_dir / "steps.csv")
+    rows = steps[(steps["process"] == slot) & steps["t"].notna() & steps["step"].notna()]
+    rows = rows.sort_values("t", kind="stable")
+    return rows[rows["warmup"].fillna(0).astype(int) == 0]
+
+
+def _check_against_reference(xa: Path, xb: Path, ab: Path) -> None:
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
+    for slot, alone in (("A", xa), ("B", xb)):
+        w = c.workload(slot)
+        ref = _post_warmup(alone, slot)
+        assert w.exclusive_rate == pytest.approx(exclusive_rate(ref["t"].tolist(), ref["step"].tolist()), rel=1e-12)
+        shared = {s: _post_warmup(ab, s) for s in ("A", "B")}
+        start = max(float(r["t"].iloc[0]) for r in shared.values())
+        end = min(float(r["t"].iloc[-1]) for r in shared.values())
+        mine = shared[slot]
+        at = np.interp([start, end], mine["t"], mine["step"])
+        assert w.shared_rate == pytest.approx(slope(Point(start, at[0]), Point(end, at[1])), rel=1e-12)
+        assert (w.shared[0].start, w.shared[0].end) == pytest.approx((start, end), rel=1e-15)
+        # per-copy bandwidth in the shared window: every post-warm-up step inside it
+        inside = mine[(mine["t"] >= start) & (mine["t"] <= end)]
+        inside = inside[(inside["copy_bytes"] > 0) & (inside["copy_s"] > 0)]
+        test = next(d for d in w.distributions if d.metric == dist.COPY_BANDWIDTH.key)
+        assert test.n_shared == len(inside)
+        assert test.median_shared == pytest.approx(float(np.median(inside["copy_bytes"] / inside["copy_s"])), rel=1e-12)
+        # the evidence's copy seconds per step, over the rows of the job in the window
+        steps = pd.read_csv(ab / "steps.csv")
+        rows = steps[(steps["process"] == slot) & (steps["warmup"] != 1) & steps["t"].between(start, end)]
+        copy_s, copy_bytes = evidence._step_means(evidence.Window(load_run(ab), slot, start, end))
+        assert copy_s == pytest.approx(rows["copy_s"].sum() / len(rows), rel=1e-12)
+        assert copy_bytes == pytest.approx(rows["copy_bytes"].sum() / len(rows), rel=1e-12)
+        # and its CPU means over the sampled rows in the window
+        side = evidence.run_side(evidence.Window(load_run(ab), slot, start, end), 1.0)
+        procs = pd.read_csv(ab / "processes.csv")
+        procs = procs[(procs["process"] == slot) & procs["t"].between(start, end)]
+        host = pd.read_csv(ab / "host.csv")
+        assert len(procs) > 10
+        assert side.cpu_pct == pytest.approx(procs["cpu_pct"].mean(), rel=1e-12)
+        assert side.host_cpu_pct == pytest.approx(host.loc[host["t"].between(start, end), "cpu_pct"].mean(), rel=1e-12)
+
+
+def test_compare_equals_a_reference_computed_directly(tmp_path: Path) -> None:
+    _check_against_reference(*_runs(tmp_path))
+
+
+def test_rows_out_of_order_give_the_same_answers(tmp_path: Path) -> None:
+    xa, xb, ab = _runs(tmp_path)
+    before = compare([load_run(xa), load_run(xb)], [load_run(ab)])
+    for run_dir in (xa, ab):
+        _shuffle_rows(run_dir)
+    _check_against_reference(xa, xb, ab)
+    after = compare([load_run(xa), load_run(xb)], [load_run(ab)])
+    for slot in ("A", "B"):
+        b, a = before.workload(slot), after.workload(slot)
+        assert (a.exclusive_rate, a.shared_rate) == pytest.approx((b.exclusive_rate, b.shared_rate), rel=1e-12)
+        assert [(d.metric, d.n_exclusive, d.n_shared) for d in a.distributions] == \
+            [(d.metric, d.n_exclusive, d.n_shared) for d in b.distributions]
+    assert after.pair.stp.value == pytest.approx(before.pair.stp.value, rel=1e-12)
+
+
+def test_each_run_reads_its_steps_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    xa, xb, ab = _runs(tmp_path)
+    reads: list[Path] = []
+    frame = Run.frame
+
+    def counting(self: Run, table: str) -> pd.DataFrame:
+        if table == "steps":
+            reads.append(self.path)
+        return frame(self, table)
+
+    monkeypatch.setattr(Run, "frame", counting)
+    compare([load_run(xa), load_run(xb)], [load_run(ab)])
+    assert sorted(reads) == sorted([xa, xb, ab])
+
+
+def test_the_memoised_steps_follow_a_changed_csv(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path / "r", [Job(slot="A", phases=((5.0, 0.1),))]))
+    first = run.steps()
+    assert run.steps() is first and run.job_steps("A") is first, "one job: its rows are the table itself"
+    with open(run.path / "steps.csv", "a") as f:
+        f.write("B,9,0,99.0,0.1,64,0,0,\n")
+    assert len(run.steps()) == len(first) + 1
+    assert len(run.job_steps("B")) == 1 and len(run.job_steps("A")) == len(first)
+    assert run.job_steps("C").empty
+
+
+def test_a_cache_of_the_older_layout_is_rebuilt(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run_dir = write_run(tmp_path / "r", [Job(slot="A", phases=((5.0, 0.1),)), Job(slot="B", pid=7)])
+    frame = pd.read_csv(run_dir / "steps.csv")
+    old = pa.Table.from_pandas(frame, preserve_index=False)  # job names as plain strings, no layout key
+    pq.write_table(old.replace_schema_metadata({trace._CACHE_KEY: trace._csv_key(run_dir)}), run_dir / STEPS_CACHE)
+    steps = load_run(run_dir).steps()
+    assert steps["process"].dtype == "category"
+    assert pq.read_schema(run_dir / STEPS_CACHE).metadata[trace._LAYOUT_KEY] == trace._LAYOUT
+    assert exclusive_rates(load_run(run_dir)) == _exclusive_rates_by_row(load_run(run_dir))
+
+
+@pytest.fixture(autouse=True)
+def _columns_for_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These small runs' rates through the columns path, as an hour-long capture's."""
+    monkeypatch.setattr(trace, "COLUMNS_BYTES", 0)
+
+
+def test_a_small_run_is_read_row_by_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trace, "COLUMNS_BYTES", 1 << 30)
+    monkeypatch.setattr(trace, "_rate_columns", None)  # not called
+    run_dir = _rates_run(tmp_path)
+    assert list(exclusive_rates(load_run(run_dir)).items()) == list(_exclusive_rates_by_row(load_run(run_dir)).items())
+    assert not (run_dir / STEPS_CACHE).exists()
+
+
+def _rates_run(tmp_path: Path) -> Path:
+    run_dir = write_run(tmp_path / "r", [Job("A", FCN, phases=((20, 0.1),), warmup=3, noise=0.3, seed=1),
+                                         Job("B", LSTM, phases=((20, 0.07),), warmup=2, pid=7, seed=2)])
+    _shuffle_rows(run_dir)
+    with open(run_dir / "steps.csv", "a") as f:  # a tie with the last step of B, a row without a step
+        last_b = _post_warmup(run_dir, "B").iloc[-1]
+        f.write(f"B,7,{int(last_b['step']) + 1},{float(last_b['t'])!r},0.1,64,0,0,\n")
+        f.write("A,1,,25.0,0.1,64,0,0,\n")
+    return run_dir
+
+
+def test_runs_rates_agree_with_reading_row_by_row(tmp_path: Path) -> None:
+    run_dir = _rates_run(tmp_path)
+    by_row = _exclusive_rates_by_row(load_run(run_dir))
+    assert set(by_row) == {"A", "B"}
+    assert trace._rate_columns(load_run(run_dir)) is not None, "the table reads as numbers"
+    uncached = exclusive_rates(load_run(run_dir))  # through Run.steps(), which writes the cache
+    assert (run_dir / STEPS_CACHE).is_file()
+    cached = exclusive_rates(load_run(run_dir))  # the cache's columns, with pyarrow alone
+    assert list(uncached.items()) == list(by_row.items()) == list(cached.items())
+
+
+def test_runs_rates_without_parquet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyarrow.parquet missing (the light install): no cache, the table read by pandas."""
+    run_dir = _rates_run(tmp_path)
+    by_row = _exclusive_rates_by_row(load_run(run_dir))
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    assert list(exclusive_rates(load_run(run_dir)).items()) == list(by_row.items())
+    assert not (run_dir / STEPS_CACHE).exists()
+
+
+@pytest.mark.parametrize("row", ["A,1,999,not-a-time,0.1,64,0,0,", "A,1,999,99.0,0.1", "A,1,999,99.0,0.1,64,0,0,,7"])
+def test_runs_rates_of_a_damaged_table_are_read_row_by_row(tmp_path: Path, row: str) -> None:
+    """Text in a number, a short row (pandas would pad it), a long one (pandas refuses the table)."""
+    run_dir = _rates_run(tmp_path)
+    with open(run_dir / "steps.csv", "a") as f:
+        f.write(row + "\n")
+    run = load_run(run_dir)
+    assert list(exclusive_rates(run).items()) == list(_exclusive_rates_by_row(run).items())
+    assert exclusive_rates(run)["A"] == exclusive_rates(load_run(_rates_run(tmp_path / "clean")))["A"]
+
+
+def test_the_helper_process_gives_the_tests_computed_here() -> None:
+    rng = np.random.default_rng(0)
+    batch = [dist.samples_of(dist.CPU, rng.normal(50, 5, 300), rng.normal(45, 5, 200)),
+             dist.samples_of(dist.GPU_UTIL, rng.integers(0, 3, 40).astype(float), rng.integers(0, 3, 30).astype(float))]
+    here = [dist.result_of(s, st) for s, st in zip(batch, dist.scipy_stats(batch))]
+    tests = stats_helper.Tests(helper=True)
+    tests.run(batch)
+    assert tests.results() == here
+    assert tests._proc is not None and tests._proc.returncode == 0, "the helper answered"
+
+
+def test_a_failing_helper_leaves_the_tests_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stats_helper, "_HELPER", "import sys; sys.exit(3)")
+    rng = np.random.default_rng(1)
+    batch = [dist.samples_of(dist.CPU, rng.normal(50, 5, 100), rng.normal(45, 5, 100))]
+    tests = stats_helper.Tests(helper=True)
+    tests.run(batch)
+    assert tests.results() == [dist.compare_samples(dist.CPU, batch[0].exclusive, batch[0].shared)]
+
+
+def test_compare_with_the_helper_equals_compare_without(tmp_path: Path) -> None:
+    xa, xb, ab = _runs(tmp_path)
+    here = compare([load_run(xa), load_run(xb)], [load_run(ab)])
+    helped = compare([load_run(xa), load_run(xb)], [load_run(ab)], tests=stats_helper.Tests(helper=True))
+    assert helped.to_dict() == here.to_dict()
+    assert [w.distributions for w in helped.workloads] == [w.distributions for w in here.workloads]

@@ -10,6 +10,7 @@ module imports neither numpy nor scipy, so ``gpumon compare`` can start the help
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pickle
@@ -20,6 +21,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from gpumon.core.lifeline import die_with_parent
 from gpumon.extras import installed
 
 if TYPE_CHECKING:
@@ -77,7 +79,8 @@ class Tests:
         if helper and sys.executable:
             try:
                 self._proc = subprocess.Popen([sys.executable, "-c", _HELPER, json.dumps(sys.path)],
-                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              preexec_fn=functools.partial(die_with_parent, os.getpid()))
             except (OSError, ValueError):
                 self._proc = None
             else:

@@ -229,3 +229,40 @@ def test_compare_with_the_helper_equals_compare_without(tmp_path: Path) -> None:
     helped = compare([load_run(xa), load_run(xb)], [load_run(ab)], tests=stats_helper.Tests(helper=True))
     assert helped.to_dict() == here.to_dict()
     assert [w.distributions for w in helped.workloads] == [w.distributions for w in here.workloads]
+
+
+PARENT_OF_A_HELPER = """
+import subprocess, sys
+from gpumon.analysis import stats_helper
+tests = stats_helper.Tests(helper=True)
+# a process that keeps the helper's stdin open after this one is gone: the helper can only end with its parent
+keeper = subprocess.Popen(["sleep", "600"], pass_fds=[tests._proc.stdin.fileno()])
+print(tests._proc.pid, keeper.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_helper_dies_with_compare_even_after_kill_9() -> None:
+    import os
+    import signal
+    import subprocess
+
+    import psutil
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_OF_A_HELPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    helper_pid, keeper_pid = map(int, parent.stdout.readline().split())
+    helper = psutil.Process(helper_pid)
+    try:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(30)
+        _, alive = psutil.wait_procs([helper], timeout=60)
+        assert not alive, "the scipy helper outlived compare"
+    finally:
+        for pid in (helper_pid, keeper_pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        parent.stdin.close()
+        parent.stdout.close()

@@ -17,7 +17,9 @@ from gpumon.core.trace import baseline_rate
 from tests.helpers import gpumon, only_run
 
 A = "fcn:preset=tiny,steps=400"
-B = "gemm:preset=tiny,steps=250"
+# B outlasts the start-up skew of the two children (A imports torch ~1 s later on a busy box: with 250 steps
+# B once ended before A left its warm-up, and the pair never overlapped)
+B = "gemm:preset=tiny,steps=1000"
 STATUS_PERIOD_S = 1.0  # as gpumon.headless
 
 

@@ -192,7 +192,7 @@ class _RunData:
     def job(self, slot: str) -> "pd.DataFrame":
         """The slot's steps with a time and a step number, sorted by time, selected once (~700 k rows an hour)."""
         if slot not in self._job:
-            self._job[slot] = rates.timed(self.run.job_steps(slot))
+            self._job[slot] = rates.job_steps(self.run, slot)
         return self._job[slot]
 
     def post_warmup(self, slot: str) -> "pd.DataFrame":

@@ -19,6 +19,8 @@ from gpumon.core import rates as defs
 if TYPE_CHECKING:
     import pandas as pd
 
+    from gpumon.core.trace import Run
+
 MIN_SEGMENT_STEPS = 3
 
 
@@ -70,9 +72,9 @@ class Curve:
         return Window(self.first_t, self.last_t)
 
 
-def job_steps(steps: "pd.DataFrame", process: str) -> "pd.DataFrame":
-    """One job's rows with a valid time and step number, sorted by time."""
-    return timed(steps[steps["process"] == process])
+def job_steps(run: "Run", process: str) -> "pd.DataFrame":
+    """One job's rows with a valid time and step number, sorted by time (from the run's split by job)."""
+    return timed(run.job_steps(process))
 
 
 def timed(rows: "pd.DataFrame") -> "pd.DataFrame":
@@ -96,9 +98,9 @@ def where(rows: "pd.DataFrame", keep: "pd.Series") -> "pd.DataFrame":
     return rows[keep]
 
 
-def post_warmup(steps: "pd.DataFrame", process: str) -> "pd.DataFrame":
+def post_warmup(run: "Run", process: str) -> "pd.DataFrame":
     """One job's steps without its warm-up steps."""
-    return without_warmup(job_steps(steps, process))
+    return without_warmup(job_steps(run, process))
 
 
 def inside(rows: "pd.DataFrame", window: Window) -> "pd.DataFrame":
@@ -107,9 +109,9 @@ def inside(rows: "pd.DataFrame", window: Window) -> "pd.DataFrame":
     return rows.iloc[int(t.searchsorted(window.start, side="left")):int(t.searchsorted(window.end, side="right"))]
 
 
-def curve(steps: "pd.DataFrame", process: str) -> Curve | None:
+def curve(run: "Run", process: str) -> Curve | None:
     """The post-warm-up cumulative-steps curve of one job (None with fewer than two steps)."""
-    return curve_of(post_warmup(steps, process))
+    return curve_of(post_warmup(run, process))
 
 
 def curve_of(rows: "pd.DataFrame") -> Curve | None:

@@ -98,15 +98,13 @@ def rate_over_time(comparison: "Comparison", runs: Sequence[Run], bins: int = 60
     import pandas as pd
 
     by_path = {str(r.path): r for r in runs}
-    steps: dict[str, pd.DataFrame] = {}
     rows = []
     for w in comparison.workloads:
         for seg in (*w.exclusive, *w.shared):
             run = by_path.get(seg.run)
             if run is None:
                 continue
-            frame = steps.setdefault(seg.run, run.steps())
-            c = rates.curve(frame, seg.slot)
+            c = rates.curve(run, seg.slot)  # the run keeps its steps split by job
             if c is None:
                 continue
             condition = "shared" if seg.role == "shared" else "exclusive"

@@ -116,7 +116,7 @@ def exclusive_estimate(runs: Sequence[Run], slot: str = "A", seed: int = 0) -> "
     rng = np.random.default_rng(seed)
     samples = []
     for run in runs:
-        c = rates.curve(run.steps(), slot)
+        c = rates.curve(run, slot)
         if c is not None:
             samples.append(slowdown.window_rates([c], c.span(), rng))
     if not samples:
@@ -159,11 +159,11 @@ def median_metric(runs: Sequence[Run], slot: str, metric: str) -> float:
     values: list[np.ndarray] = []
     for run in runs:
         if metric == "copy_bandwidth":
-            rows = rates.post_warmup(run.steps(), slot)
+            rows = rates.post_warmup(run, slot)
             rows = rows[(rows["copy_bytes"] > 0) & (rows["copy_s"] > 0)]
             values.append((rows["copy_bytes"] / rows["copy_s"]).to_numpy(dtype=float))
         elif metric == "copy_share":
-            rows = rates.post_warmup(run.steps(), slot)
+            rows = rates.post_warmup(run, slot)
             rows = rows[rows["iter_s"] > 0]
             values.append((rows["copy_s"].fillna(0) / rows["iter_s"]).to_numpy(dtype=float))
         elif metric == "cpu_pct":

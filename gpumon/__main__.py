@@ -1,3 +1,3 @@
-from gpumon.cli import main
+from gpumon.cli import console
 
-raise SystemExit(main())
+console()

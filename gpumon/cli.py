@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
     from gpumon.analysis.command import register as register_compare
-    from gpumon.doctor import register as register_doctor
+    from gpumon.doctor_command import register as register_doctor
     from gpumon.experiments.command import register as register_experiment
 
     return [add_run_parser, add_runs_parser, add_export_parser, register_compare, register_doctor, register_experiment]
@@ -309,12 +309,13 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     return run_tui(plan)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
+    """Run one gpumon command; ``quick_exit`` (the ``gpumon`` program, not a caller in Python): see ``console``."""
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", cmd_monitor)
     try:
-        return int(handler(args) or 0)
+        status = int(handler(args) or 0)
     except UsageError as exc:
         print(f"gpumon: error: {exc}", file=sys.stderr)
         return 2
@@ -322,3 +323,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    if quick_exit and status == 0 and getattr(args, "quick_exit", False):
+        _exit_now(status)
+    return status
+
+
+def console() -> None:
+    """The ``gpumon`` program.
+
+    A read-only command that succeeded (``compare``: its handler sets ``quick_exit``) ends without the
+    interpreter's teardown: with pandas, pyarrow and an hour of steps loaded that is 0.15 s of a
+    2-second budget, spent freeing what the exit frees anyway. Its output is flushed first; nothing it
+    started is left (the scipy helper has answered and exited).
+    """
+    raise SystemExit(main(quick_exit=True))
+
+
+def _exit_now(status: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away: the output is theirs to lose
+            pass
+    os._exit(status)

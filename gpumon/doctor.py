@@ -55,41 +55,6 @@ class Check:
     notes: list[str] = field(default_factory=list)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `doctor` subcommand."""
-    parser = subparsers.add_parser(
-        "doctor",
-        help="check NVML/driver, torch and CUDA, py-spy, ptrace and the runs directory",
-        description=(
-            "Check whether gpumon can do its job here: NVML and the driver (which GPU metrics "
-            "are supported), torch and whether CUDA is usable (checked in a child process), "
-            "py-spy and ptrace permission, and the runs directory. Exit status 0 when gpumon "
-            "can run (a CPU-only machine can, with a warning), 1 with the reason otherwise. "
-            "--verify also runs the built-in `h2d` job for a few seconds and checks NVML's numbers "
-            "against it (docs/verify.md)."
-        ),
-    )
-    parser.add_argument(
-        "--verify", action="store_true",
-        help="run `h2d` for a few seconds and check PCIe RX, the job's PID and memory, utilisation "
-        "and the monitor's own CPU against it (on a CPU-only machine: says what it cannot check)",
-    )
-    parser.add_argument(
-        "--device", default="auto", metavar="DEVICE",
-        help="with --verify: where the job runs (auto, cuda, cuda:N; cpu only tests gpumon's pipeline)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument(
-        "--gpu", type=int, metavar="INDEX", default=None,
-        help="NVML index of the GPU to check (default: the first of CUDA_VISIBLE_DEVICES, else 0)",
-    )
-    parser.add_argument(
-        "--python", metavar="PATH", default=None,
-        help="the Python the built-in workloads would use (default: $GPUMON_PYTHON, else gpumon's own)",
-    )
-    parser.set_defaults(handler=run_doctor)
-
-
 def run_doctor(args: argparse.Namespace) -> int:
     """Run every check, print the report, return 0 if gpumon can work here, else 1."""
     if getattr(args, "verify", False):  # a Namespace built by hand (tests) may lack the --verify flags

@@ -85,7 +85,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="print the results as JSON for scripts: 'summary' (the verdict in words), each workload's "
              "'slowdown' ({estimate, low, high}), 'cause', 'shares' and 'evidence', the pair's 'stp'",
     )
-    parser.set_defaults(handler=run_compare)
+    parser.set_defaults(handler=run_compare, quick_exit=True)
 
 
 def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], list[Path], dict[str, str]]:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from gpumon.core.attribution import Box, Side, link_capacity
 from gpumon.core.model import DeviceSample, HostSample
 from gpumon.core.mps import share_of
 from gpumon.core.trace import Run, TraceError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 NAN = math.nan
 DEVICE_FIELDS = {"gpu_util": "gpu_util", "pcie_rx_bps": "pcie_rx_bps", "sm_active": "sm_active_pct",
@@ -39,47 +42,51 @@ def _float(text: str | None) -> float:
         return NAN
 
 
-def _mean(values: Iterable[float]) -> float:
-    known = [v for v in values if not math.isnan(v)]
-    return sum(known) / len(known) if known else NAN
+def _column(run: Run, table: str, column: str) -> "np.ndarray":
+    """One column of a small table, numbers as floats (NaN: empty or not a number; ``process`` as text),
+    read once per finished run; none when the run lacks the table or it is unreadable."""
+    def read() -> "np.ndarray":
+        import numpy as np
 
-
-def _rows(run: Run, table: str) -> list[dict[str, str]]:
-    """A table's rows, or none when the run lacks it or it is unreadable."""
-    try:
-        return run.records(table)
-    except TraceError:
-        return []
-
-
-def _column(run: Run, table: str, column: str) -> list[Any]:
-    """One column of a small table, numbers as floats (``process`` as text), read once per finished run."""
-    def read() -> list[Any]:
-        rows = _rows(run, table)
-        return [r.get(column) for r in rows] if column == "process" else [_float(r.get(column)) for r in rows]
+        try:
+            values = run.columns(table)[column]
+        except TraceError:
+            values = []
+        if column == "process":
+            return np.array(values, dtype=object)
+        try:
+            return np.array(values, dtype=float)  # numpy parses the texts at once; an empty cell stops it
+        except ValueError:
+            return np.array([_float(v) for v in values], dtype=float)
 
     return run.cached(f"evidence:{table}:{column}", run.path / f"{table}.csv", read)
 
 
 def _window_mean(w: Window, table: str, column: str, slot: str | None = None) -> float:
-    """The mean of ``column`` over the rows of ``table`` inside ``w`` (of ``slot`` only, if given)."""
+    """The mean of the known values of ``column`` over the rows of ``table`` inside ``w`` (of ``slot`` only, if given)."""
+    import numpy as np
+
     t, values = _column(w.run, table, "t"), _column(w.run, table, column)
-    if slot is None:
-        return _mean(v for tv, v in zip(t, values) if w.start <= tv <= w.end)
-    process = _column(w.run, table, "process")
-    return _mean(v for tv, p, v in zip(t, process, values) if p == slot and w.start <= tv <= w.end)
+    keep = (t >= w.start) & (t <= w.end) & ~np.isnan(values)
+    if slot is not None:
+        keep &= _column(w.run, table, "process") == slot
+    return float(values[keep].mean()) if keep.any() else NAN
 
 
 def _step_means(w: Window) -> tuple[float, float]:
     """Mean copy seconds and copy bytes per post-warm-up step of ``w.slot`` in the window (NaN: none)."""
+    import numpy as np
+
     try:
         steps = w.run.job_steps(w.slot)
     except TraceError:
         return NAN, NAN
-    inside = steps.loc[(steps["warmup"] != 1) & steps["t"].between(w.start, w.end), ["copy_s", "copy_bytes"]]
-    if inside.empty:
+    t = steps["t"].to_numpy(dtype=float)
+    inside = np.flatnonzero((steps["warmup"].to_numpy() != 1) & (t >= w.start) & (t <= w.end))
+    if not len(inside):
         return NAN, NAN
-    return float(inside["copy_s"].sum()) / len(inside), float(inside["copy_bytes"].sum()) / len(inside)
+    copy_s, copy_bytes = (np.nansum(steps[c].to_numpy(dtype=float)[inside]) for c in ("copy_s", "copy_bytes"))
+    return float(copy_s) / len(inside), float(copy_bytes) / len(inside)
 
 
 def run_side(w: Window, step_s: float) -> Side:
@@ -127,7 +134,9 @@ def has_nvml_data(run: Run) -> bool:
     nvml = run.meta.get("nvml")
     if not (isinstance(nvml, dict) and nvml.get("available")):
         return False
-    return any(not math.isnan(_float(r.get("gpu_util"))) for r in _rows(run, "device"))
+    import numpy as np
+
+    return bool((~np.isnan(_column(run, "device", "gpu_util"))).any())
 
 
 def device_of(run: Run) -> str:

@@ -103,10 +103,16 @@ class Run:
     def rows(self, table: str) -> Iterator[dict[str, str]]:
         """Rows as dicts of strings, with the csv module (no pandas); rows of the wrong width are skipped."""
         columns = TABLES[table]
-        header, width = list(columns), len(columns)
+        for row in self._lists(table):
+            yield dict(zip(columns, row))
+
+    def _lists(self, table: str) -> Iterator[list[str]]:
+        """The rows of ``table`` as lists of strings (the header and rows of the wrong width left out)."""
+        header = list(TABLES[table])
+        width = len(header)
         for row in csv.reader(io.StringIO(self.table_text(table))):
             if len(row) == width and row != header:
-                yield dict(zip(columns, row))
+                yield row
 
     def frame(self, table: str) -> "pd.DataFrame":
         """A table as a pandas DataFrame with the documented columns (steps through its cache)."""
@@ -157,9 +163,13 @@ class Run:
         jobs = self.jobs()
         return jobs[process] if process in jobs else self.steps().iloc[0:0]
 
-    def records(self, table: str) -> list[dict[str, str]]:
-        """``rows(table)`` as a list; a finished run's is read once while the file is unchanged (do not modify it)."""
-        return self.cached(f"records:{table}", self.path / f"{table}.csv", lambda: list(self.rows(table)))
+    def columns(self, table: str) -> dict[str, list[str]]:
+        """``rows(table)`` as columns of strings; a finished run's is read once while the file is unchanged."""
+        def read() -> dict[str, list[str]]:
+            rows = list(self._lists(table))
+            return {name: [row[i] for row in rows] for i, name in enumerate(TABLES[table])}
+
+        return self.cached(f"columns:{table}", self.path / f"{table}.csv", read)
 
     def device(self) -> "pd.DataFrame":
         return self.frame("device")
@@ -172,8 +182,13 @@ class Run:
 
 
 def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
-    """Each process's rows of ``steps`` in file order (the whole frame, uncopied, when it holds one process)."""
+    """Each process's rows of ``steps`` in file order (the whole frame, uncopied, when it holds one process).
+
+    Taken column by column into a frame of one block per column: 2.5 times faster than ``DataFrame.take``,
+    which goes through 2-D blocks (0.08 s against 0.2 s for the 1.4 M rows of an hour of two jobs).
+    """
     import numpy as np
+    import pandas as pd
 
     process = steps["process"]
     if process.dtype != "category":
@@ -185,7 +200,8 @@ def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
         if len(rows) == len(steps):
             out[name] = steps
         elif len(rows):
-            out[name] = steps.take(rows)
+            columns = {column: steps[column].array.take(rows) for column in steps.columns}
+            out[name] = pd.DataFrame(columns, index=steps.index[rows], copy=False)
     return out
 
 
@@ -222,7 +238,8 @@ def _csv_key(run_dir: Path) -> bytes | None:
 def read_steps_cache(run_dir: Path) -> "pd.DataFrame | None":
     """The cached steps of ``run_dir`` if the cache matches steps.csv, else None."""
     table = _cached_steps(run_dir)
-    return table.to_pandas() if table is not None else None
+    # a block per column: no consolidating copy, and the split by job takes columns one by one
+    return table.to_pandas(split_blocks=True) if table is not None else None
 
 
 def _cached_steps(run_dir: Path, columns: Sequence[str] | None = None) -> "pa.Table | None":
@@ -256,7 +273,9 @@ def write_steps_cache(run_dir: Path, frame: "pd.DataFrame") -> None:
 
         table = pa.Table.from_pandas(frame, preserve_index=False)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), _CACHE_KEY: key, _LAYOUT_KEY: _LAYOUT})
-        pq.write_table(table, tmp)
+        # uncompressed: a third faster to read than Snappy (0.09 s against 0.13 s for an hour of two jobs, on
+        # 2 cores) for 30 MiB against 24; the CSV beside it is 70
+        pq.write_table(table, tmp, compression="none")
         os.replace(tmp, run_dir / STEPS_CACHE)
     except Exception:  # noqa: BLE001 - no cache is only slower
         tmp.unlink(missing_ok=True)

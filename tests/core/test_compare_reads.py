@@ -92,6 +92,27 @@ def test_compare_equals_a_reference_computed_directly(tmp_path: Path) -> None:
     _check_against_reference(*_runs(tmp_path))
 
 
+def test_the_evidence_means_skip_empty_and_garbled_cells(tmp_path: Path) -> None:
+    """A sampled table's cells are read as numbers at once; an empty or garbled cell is unknown, not a zero."""
+    _, _, ab = _runs(tmp_path)
+    header, *rows = (ab / "processes.csv").read_text().splitlines(keepends=True)
+    cpu = header.strip().split(",").index("cpu_pct")
+
+    def damaged(i: int, row: str) -> str:
+        cells = row.rstrip("\n").split(",")
+        cells[cpu] = "" if i % 7 == 0 else ("n/a" if i % 11 == 0 else cells[cpu])
+        return ",".join(cells) + "\n"
+
+    (ab / "processes.csv").write_text(header + "".join(damaged(i, r) for i, r in enumerate(rows)))
+    procs = pd.read_csv(ab / "processes.csv")
+    procs["cpu_pct"] = pd.to_numeric(procs["cpu_pct"], errors="coerce")
+    assert procs["cpu_pct"].isna().sum() > 5
+    start, end = 5.0, 25.0
+    side = evidence.run_side(evidence.Window(load_run(ab), "A", start, end), 1.0)
+    inside = procs[(procs["process"] == "A") & procs["t"].between(start, end)]
+    assert side.cpu_pct == pytest.approx(inside["cpu_pct"].mean(), rel=1e-12)
+
+
 def test_rows_out_of_order_give_the_same_answers(tmp_path: Path) -> None:
     xa, xb, ab = _runs(tmp_path)
     before = compare([load_run(xa), load_run(xb)], [load_run(ab)])

@@ -71,6 +71,15 @@ def test_cli_and_run_help_never_import_torch():
     assert _loaded_after(code)["torch"] is False
 
 
+def test_building_the_parser_leaves_doctor_and_nvml_unimported():
+    """Every command parses its arguments first: `gpumon compare` must not pay for doctor's NVML imports."""
+    code = ("import json, sys\nfrom gpumon.cli import build_parser\nbuild_parser().parse_args(['compare', '--shared', 'x'])\n"
+            "print(json.dumps(sorted(m for m in ('gpumon.doctor', 'pynvml', 'gpumon.core.sources.nvml') if m in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
 def test_the_monitor_app_never_imports_torch():
     assert _loaded_after("import gpumon.tui.app")["torch"] is False
 

@@ -100,3 +100,35 @@ def test_bad_input_is_one_line_and_exit_2(runs: dict[str, Path], tmp_path: Path,
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpumon: error: ") and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+TEARDOWN_WITNESS = """
+import atexit, sys
+atexit.register(lambda: print("teardown ran", flush=True))
+sys.argv[1:] = {argv!r}
+from gpumon.cli import console
+console()
+"""
+
+
+@pytest.mark.parametrize(("argv", "tears_down"), [("compare", False), ("compare-bad", True), ("runs", True)])
+def test_only_a_successful_compare_skips_the_interpreters_teardown(
+    runs: dict[str, Path], tmp_path: Path, argv: str, tears_down: bool
+) -> None:
+    """compare's output is flushed and its exit skips the teardown (atexit included); other commands, and a
+    compare that failed, end as usual."""
+    import subprocess
+    import sys
+
+    if argv == "compare":
+        command = args(runs, "--json")
+    elif argv == "compare-bad":
+        command = ["compare", "--exclusive", str(tmp_path / "nope"), "--shared", str(runs["ab"])]
+    else:
+        command = ["runs", str(runs["xa"].parent)]
+    code = TEARDOWN_WITNESS.format(argv=command)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == (2 if argv == "compare-bad" else 0), result.stderr
+    assert ("teardown ran" in result.stdout) is tears_down
+    if argv == "compare":
+        assert json.loads(result.stdout)["pair"]["stp"]["estimate"] == pytest.approx(1.0)

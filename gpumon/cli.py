@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from gpumon import __version__
+from gpumon import __version__, stopsignals
 from gpumon.argtypes import finite_number, whole_number
 from gpumon.errors import UsageError
 from gpumon.extras import require
@@ -311,6 +311,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     """Run one gpumon command; ``quick_exit`` (the ``gpumon`` program, not a caller in Python): see ``console``."""
+    stopsignals.unblock()
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", cmd_monitor)

@@ -21,6 +21,13 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_S = 5.0
 
 
+def unblock() -> None:
+    """Let the stop signals in. A blocked signal mask is inherited through fork and exec, and some parents
+    block them (a Ray worker blocks SIGINT): gpumon, and through it its workloads, would be deaf to them, and
+    a stopped Ray cell would run on until killed. Call it first thing, before any thread or child starts."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 class StopGuard:
     """Install with ``install()``; the front end calls ``done()`` once it has finished on its own."""
 

@@ -114,6 +114,7 @@ def test_ray_matches_sequential_pins_cores_and_survives_a_killed_cell(spec: Path
     spans = []
     for record in final.values():
         meta = json.loads((ray_out / record["run"] / "run.json").read_text())
+        assert meta["status"] == "complete", record  # stopped when measured, not killed after the grace
         (core,) = meta["host"]["cpu_affinity"]
         started = datetime.fromisoformat(meta["started_at"].replace("Z", "+00:00")).timestamp()
         t = pd.read_csv(ray_out / record["run"] / "steps.csv")["t"]

@@ -116,12 +116,18 @@ def test_unmodified_script_gets_rate_from_auto_probe(tmp_path):
     assert run.workloads[0]["kind"] == "cmd" and run.workloads[0]["exit_status"] == 0
 
 
-def _start_capture(tmp_path, *extra: str) -> tuple[subprocess.Popen, object]:
+def _block_stop_signals() -> None:
+    """What a Ray worker does to the processes it starts: they inherit its mask, with SIGINT blocked."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+
+
+def _start_capture(tmp_path, *extra: str, blocked: bool = False) -> tuple[subprocess.Popen, object]:
     proc = subprocess.Popen(
         [*GPUMON, "run", "fcn", "lstm", "--headless", "--device", "cpu", "--out", str(tmp_path), "--no-nvml", *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_block_stop_signals if blocked else None,
     )
     run_dir = wait_for(lambda: next(iter(tmp_path.glob("*/run.json")), None), what="run directory").parent
     wait_for(lambda: stepping(run_dir) == {"A", "B"}, timeout=60, what="steps of both workloads recorded")
@@ -156,9 +162,11 @@ def test_kill_9_of_the_monitor_leaves_no_orphans_and_a_readable_trace(tmp_path):
     assert not run.processes().empty
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
-def test_signals_stop_children_and_finalise(tmp_path, signum):
-    proc, run_dir = _start_capture(tmp_path)
+@pytest.mark.parametrize(("signum", "blocked"), [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGHUP, False),
+                                               (signal.SIGINT, True)])
+def test_signals_stop_children_and_finalise(tmp_path, signum, blocked):
+    """Also when the parent started gpumon with the stop signals blocked (a Ray worker blocks SIGINT)."""
+    proc, run_dir = _start_capture(tmp_path, blocked=blocked)
     children = _children(run_dir)
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)

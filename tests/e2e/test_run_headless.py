@@ -169,7 +169,12 @@ def test_signals_stop_children_and_finalise(tmp_path, signum, blocked):
     proc, run_dir = _start_capture(tmp_path, blocked=blocked)
     children = _children(run_dir)
     proc.send_signal(signum)
-    _, err = proc.communicate(timeout=30)
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # deaf to the signal: the test fails, and leaves nothing training (children die with it)
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 128 + signum, err
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert not alive

@@ -17,10 +17,11 @@ import os
 import signal
 import tarfile
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from gpumon.errors import UsageError
 from gpumon.experiments.cells import Cell
@@ -29,6 +30,11 @@ from gpumon.experiments.manifest import FAILED, INTERRUPTED, CellRecord, Manifes
 POLL_S = 0.5
 CORE_LOCKS = Path(tempfile.gettempdir()) / "gpumon-ray-cores"
 OBJECT_STORE_BYTES = 128 * 1024 * 1024  # cells return small archives; Ray's default would take 30 % of RAM
+CORE_WAIT_S = 30.0
+# Ray 2.59 turned token authentication on for clusters it starts; a driver joining one by address
+# sends the token only in token mode (Ray 2.60; 2.61 makes it the default everywhere).
+AUTH_HINT = ("if it uses token authentication, which Ray 2.59+ turns on for the clusters `ray start` makes, "
+             "run with RAY_AUTH_MODE=token and its token in RAY_AUTH_TOKEN or ~/.ray/auth_token")
 
 
 def require_ray() -> ModuleType:
@@ -40,18 +46,26 @@ def require_ray() -> ModuleType:
     return ray
 
 
-def claim_core() -> tuple[int, int]:
-    """A core of this node no other gpumon worker holds: (core, lock fd kept open for the worker's life)."""
+def claim_core(wait_s: float = CORE_WAIT_S) -> tuple[int, int]:
+    """A core of this node no other gpumon worker holds: (core, lock fd kept open for the worker's life).
+
+    On a long-lived cluster the workers of the sweep before may still be exiting (``ray.kill`` does not
+    wait), holding their cores for a moment: wait up to ``wait_s`` for one to be released.
+    """
     CORE_LOCKS.mkdir(parents=True, exist_ok=True)
-    for core in sorted(os.sched_getaffinity(0)):
-        fd = os.open(CORE_LOCKS / f"core-{core}.lock", os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return core, fd
-    raise RuntimeError("every core of this node is held by another gpumon worker")
+    deadline = time.monotonic() + wait_s
+    while True:
+        for core in sorted(os.sched_getaffinity(0)):
+            fd = os.open(CORE_LOCKS / f"core-{core}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            return core, fd
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"every core of this node was held by another gpumon worker for {wait_s:g} s")
+        time.sleep(0.2)
 
 
 class _Quiet:
@@ -122,12 +136,13 @@ class RayPool:
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         if self.address:
             kwargs["address"] = self.address
-        else:
+        else:  # "local": a new cluster even where `ray start` made one or RAY_ADDRESS names one (ray.init() joins those)
+            kwargs["address"] = "local"
             kwargs["object_store_memory"] = OBJECT_STORE_BYTES
         try:
             ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UsageError(f"--ray: cannot reach a Ray cluster at {self.address or 'a new local cluster'}: {exc}") from None
+            raise UsageError(connect_error(self.address, exc, os.environ)) from None
         self._started_cluster = not self.address
         resources = ray.cluster_resources()
         count = int(resources.get("GPU", 0) if self.on_gpu else resources.get("CPU", 0))
@@ -182,6 +197,15 @@ class RayPool:
             self.ray.kill(worker)
         self.workers = []
         self.ray.shutdown()
+
+
+def connect_error(address: str | None, exc: Exception, env: Mapping[str, str]) -> str:
+    """The one line for a cluster that could not be reached, with the token hint where it may be the cause."""
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    line = f"--ray: cannot reach a Ray cluster at {address or 'a new local cluster'}: {reason}"
+    if address and env.get("RAY_AUTH_MODE", "").lower() != "token":
+        line += f"; {AUTH_HINT}"
+    return line
 
 
 def describe(pool: RayPool) -> str:

@@ -1,19 +1,25 @@
-"""``gpumon experiment --ray``: cells fanned out on a real local Ray cluster, one per pinned core.
+"""``gpumon experiment --ray``: cells fanned out on a real Ray cluster, one per pinned core.
 
 The same spec runs sequentially and on Ray; the cells, statuses and result tables must agree
 (numbers within noise), every Ray cell must have run on a core of its own, a cell whose
 ``gpumon run`` is killed is recorded failed while the sweep goes on, and an interrupted sweep
-resumes.
+resumes. The first Ray sweep starts its own local cluster (``--ray``); the others join one that
+``ray start --head`` made on loopback (``--ray ADDRESS``), with a token, as Ray 2.59+ clusters want.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import signal
+import socket
 import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 import psutil
@@ -49,9 +55,9 @@ def cells(out: Path) -> dict[str, dict]:
         return {}  # mid-write
 
 
-def experiment(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
+def experiment(spec: Path, out: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen([*GPUMON, "experiment", str(spec), "--device", "cpu", "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
 
 
 def cell_process(label: str) -> psutil.Process | None:
@@ -75,13 +81,47 @@ def rates(out: Path) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """A Ray cluster on loopback as ``ray start --head`` makes one: its address and the environment a driver
+    needs to join it (token authentication with a token of this test's own, not ~/.ray's)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    log = tmp_path_factory.mktemp("cluster") / "head.log"
+    with open(log, "w") as out:
+        head = subprocess.Popen(
+            [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--node-ip-address=127.0.0.1",
+             f"--port={port}", "--include-dashboard=false", "--disable-usage-stats", "--block"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **env},
+        )
+    try:
+        wait_for(lambda: head.poll() is not None or "will now block" in log.read_text(), timeout=180,
+                 what="the Ray head started")
+        assert head.poll() is None, log.read_text()[-3000:]
+        yield f"127.0.0.1:{port}", env
+    finally:
+        # `ray start --block` drains the node and stops what it started (~3 s); SIGTERM to its whole group
+        # would stop the GCS first and leave it waiting 30 s for it
+        head.terminate()
+        try:
+            head.wait(60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(head.pid, signal.SIGKILL)  # anything of the group left behind
+            head.wait()
+
+
+@pytest.fixture(scope="module")
 def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("spec") / "four.toml"
     path.write_text(SPEC)
     return path
 
 
-def test_ray_matches_sequential_pins_cores_and_survives_a_killed_cell(spec: Path, tmp_path: Path) -> None:
+def test_ray_matches_sequential_pins_cores_and_survives_a_killed_cell(
+    spec: Path, tmp_path: Path, cluster: tuple[str, dict[str, str]]
+) -> None:
     sequential = gpumon("experiment", str(spec), "--device", "cpu", "--out", str(tmp_path / "seq"), timeout=900)
     assert sequential.returncode == 0, sequential.stderr
 
@@ -103,8 +143,9 @@ def test_ray_matches_sequential_pins_cores_and_survives_a_killed_cell(spec: Path
     assert "gpumon run ended with status -9" in first["x-fcn-batch32-r1"]["reason"]
     assert all(c["status"] == "ok" for i, c in first.items() if i != "x-fcn-batch32-r1")
 
-    again = gpumon("experiment", str(spec), "--device", "cpu", "--out", str(ray_out), "--ray", "--retry-failed",
-                   timeout=600)
+    address, env = cluster  # the failed cell again, on a cluster that was there before the sweep
+    again = gpumon("experiment", str(spec), "--device", "cpu", "--out", str(ray_out), "--ray", address,
+                   "--retry-failed", timeout=600, env=env)
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("done earlier") == 3
     final, seq = cells(ray_out), cells(tmp_path / "seq")
@@ -132,9 +173,10 @@ def test_ray_matches_sequential_pins_cores_and_survives_a_killed_cell(spec: Path
                               if line.startswith("| x-")])
 
 
-def test_an_interrupted_ray_sweep_resumes(spec: Path, tmp_path: Path) -> None:
+def test_an_interrupted_ray_sweep_resumes(spec: Path, tmp_path: Path, cluster: tuple[str, dict[str, str]]) -> None:
+    address, env = cluster
     out = tmp_path / "ray"
-    driver = experiment(spec, out, "--ray")
+    driver = experiment(spec, out, "--ray", address, env=env)
     try:
         wait_for(lambda: any(c["status"] == "ok" for c in cells(out).values()), timeout=300, interval=0.2,
                  what="a first cell done")
@@ -147,7 +189,8 @@ def test_an_interrupted_ray_sweep_resumes(spec: Path, tmp_path: Path) -> None:
     assert "interrupted; run the same command again to resume" in stderr
     done = {i for i, c in cells(out).items() if c["status"] == "ok"}
     assert done and len(done) < 4
-    resumed = gpumon("experiment", str(spec), "--device", "cpu", "--out", str(out), "--ray", timeout=600)
+    resumed = gpumon("experiment", str(spec), "--device", "cpu", "--out", str(out), "--ray", address, timeout=600,
+                     env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stderr.count("done earlier") == len(done)
     assert all(c["status"] == "ok" for c in cells(out).values()) and len(cells(out)) == 4

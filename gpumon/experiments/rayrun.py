@@ -15,6 +15,7 @@ import fcntl
 import io
 import os
 import signal
+import socket
 import tarfile
 import tempfile
 import time
@@ -31,6 +32,7 @@ POLL_S = 0.5
 CORE_LOCKS = Path(tempfile.gettempdir()) / "gpumon-ray-cores"
 OBJECT_STORE_BYTES = 128 * 1024 * 1024  # cells return small archives; Ray's default would take 30 % of RAM
 CORE_WAIT_S = 30.0
+PROBE_S = 5.0  # for the head's port to take a connection before Ray is asked to join it
 # Ray 2.59 turned token authentication on for clusters it starts; a driver joining one by address
 # sends the token only in token mode (Ray 2.60; 2.61 makes it the default everywhere).
 AUTH_HINT = ("if it uses token authentication, which Ray 2.59+ turns on for the clusters `ray start` makes, "
@@ -135,6 +137,9 @@ class RayPool:
         ray = self.ray
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         if self.address:
+            problem = unreachable(self.address)
+            if problem:  # Ray would retry a dead address for minutes
+                raise UsageError(f"--ray: nothing answers at {self.address}: {problem} (is `ray start --head` running there?)")
             kwargs["address"] = self.address
         else:  # "local": a new cluster even where `ray start` made one or RAY_ADDRESS names one (ray.init() joins those)
             kwargs["address"] = "local"
@@ -197,6 +202,19 @@ class RayPool:
             self.ray.kill(worker)
         self.workers = []
         self.ray.shutdown()
+
+
+def unreachable(address: str, timeout_s: float = PROBE_S) -> str | None:
+    """Why nothing takes a TCP connection at a ``host:port`` address (None: something does, or the address has
+    another form, ``ray://...`` or ``auto``, for Ray to resolve)."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not host or not port.isdigit() or "://" in address:
+        return None
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc) or type(exc).__name__
 
 
 def connect_error(address: str | None, exc: Exception, env: Mapping[str, str]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -68,3 +69,15 @@ def test_an_unreachable_address_hints_at_token_authentication() -> None:
     # in token mode already, or starting a local cluster: no hint
     assert "RAY_AUTH_MODE" not in rayrun.connect_error("10.0.0.1:6379", exc, {"RAY_AUTH_MODE": "token"})
     assert "RAY_AUTH_MODE" not in rayrun.connect_error(None, RuntimeError("no space"), {})
+
+
+def test_a_dead_address_is_found_before_ray_is_asked() -> None:
+    """Ray retries an address where nothing listens for minutes; a TCP probe says so at once."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert rayrun.unreachable(f"127.0.0.1:{port}") is None
+    # the port is closed now: refused
+    assert "refused" in (rayrun.unreachable(f"127.0.0.1:{port}") or "").lower()
+    assert rayrun.unreachable("auto") is None and rayrun.unreachable("ray://head:10001") is None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from gpumon import __version__, stopsignals
 from gpumon.argtypes import finite_number, whole_number
+from gpumon.core import lifeline
 from gpumon.errors import UsageError
 from gpumon.extras import require
 
@@ -325,7 +326,7 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     except BrokenPipeError:
         return 0
     if quick_exit and status == 0 and getattr(args, "quick_exit", False):
-        _exit_now(status)
+        lifeline.exit_now(status)
     return status
 
 
@@ -338,12 +339,3 @@ def console() -> None:
     started is left (the scipy helper has answered and exited).
     """
     raise SystemExit(main(quick_exit=True))
-
-
-def _exit_now(status: int) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader that went away: the output is theirs to lose
-            pass
-    os._exit(status)

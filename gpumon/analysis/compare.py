@@ -20,6 +20,7 @@ from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.analysis.why import attribute_jobs, nvml_warning
 from gpumon.core.attribution import Attribution
+from gpumon.core import evidence
 from gpumon.core.evidence import mixed_devices
 from gpumon.core.rates import verdict
 from gpumon.core.trace import Run, load_run
@@ -165,22 +166,6 @@ class _RunData:
         self.steps = _numeric(run.steps(), run.path / "steps.csv", NUMERIC_STEP_COLUMNS)
         self._job: dict[str, pd.DataFrame] = {}
         self._post_warmup: dict[str, pd.DataFrame] = {}
-        self._device: pd.DataFrame | None = None
-        self._processes: pd.DataFrame | None = None
-
-    @property
-    def device(self) -> "pd.DataFrame":
-        if self._device is None:
-            path = self.run.path / "device.csv"
-            self._device = _numeric(self.run.device(), path, ("t", "gpu_util")) if path.exists() else _empty()
-        return self._device
-
-    @property
-    def processes(self) -> "pd.DataFrame":
-        if self._processes is None:
-            path = self.run.path / "processes.csv"
-            self._processes = _numeric(self.run.processes(), path, ("t", "cpu_pct")) if path.exists() else _empty()
-        return self._processes
 
     def workloads(self) -> dict[str, dict[str, Any]]:
         """Workloads by slot: from run.json, else the processes seen in steps.csv."""
@@ -229,12 +214,6 @@ def _numeric(frame: "pd.DataFrame", path: Path, columns: Sequence[str]) -> "pd.D
             except (TypeError, ValueError):
                 raise UsageError(f"{path}: corrupt (non-numeric values in column {column})") from None
     return frame
-
-
-def _empty() -> "pd.DataFrame":
-    import pandas as pd
-
-    return pd.DataFrame({"t": [], "process": []})
 
 
 @dataclass
@@ -547,9 +526,6 @@ def _phase_baselines(
 
 def _metric_values(data: _RunData, slot: str, window: Window, metric: str) -> np.ndarray:
     """One metric's samples of one job inside ``window`` (post-warm-up steps, or sampled rows)."""
-    def inside(frame: "pd.DataFrame") -> "pd.DataFrame":
-        return frame[(frame["t"] >= window.start) & (frame["t"] <= window.end)]
-
     if metric in (dist.COPY_BANDWIDTH.key, dist.COPY_RATE.key):
         rows = rates.inside(data.post_warmup(slot), window)
         if metric == dist.COPY_BANDWIDTH.key:
@@ -558,13 +534,8 @@ def _metric_values(data: _RunData, slot: str, window: Window, metric: str) -> np
         rows = rows[rows["iter_s"] > 0]
         return (rows["copy_bytes"].fillna(0) / rows["iter_s"]).to_numpy(dtype=float)
     if metric == dist.GPU_UTIL.key:
-        frame = data.device
-        return inside(frame)["gpu_util"].to_numpy(dtype=float) if "gpu_util" in frame else np.array([])
-    frame = data.processes
-    if "cpu_pct" not in frame:
-        return np.array([])
-    rows = inside(frame[frame["process"] == slot])
-    return rows["cpu_pct"].to_numpy(dtype=float)
+        return evidence.window_values(data.run, "device", "gpu_util", window.start, window.end)
+    return evidence.window_values(data.run, "processes", "cpu_pct", window.start, window.end, slot)
 
 
 def _pooled(data: dict[str, _RunData], segments: Sequence[Segment], metric: str) -> np.ndarray:

@@ -62,15 +62,22 @@ def _column(run: Run, table: str, column: str) -> "np.ndarray":
     return run.cached(f"evidence:{table}:{column}", run.path / f"{table}.csv", read)
 
 
-def _window_mean(w: Window, table: str, column: str, slot: str | None = None) -> float:
-    """The mean of the known values of ``column`` over the rows of ``table`` inside ``w`` (of ``slot`` only, if given)."""
+def window_values(run: Run, table: str, column: str, start: float, end: float, slot: str | None = None) -> "np.ndarray":
+    """The known values of ``column`` in the rows of a sampled ``table`` timed inside ``[start, end]`` (of ``slot``
+    only, if given); none when the run lacks the table. What compare's distributions and the means here share."""
     import numpy as np
 
-    t, values = _column(w.run, table, "t"), _column(w.run, table, column)
-    keep = (t >= w.start) & (t <= w.end) & ~np.isnan(values)
+    t, values = _column(run, table, "t"), _column(run, table, column)
+    keep = (t >= start) & (t <= end) & ~np.isnan(values)
     if slot is not None:
-        keep &= _column(w.run, table, "process") == slot
-    return float(values[keep].mean()) if keep.any() else NAN
+        keep &= _column(run, table, "process") == slot
+    return values[keep]
+
+
+def _window_mean(w: Window, table: str, column: str, slot: str | None = None) -> float:
+    """The mean of the known values of ``column`` over the rows of ``table`` inside ``w`` (of ``slot`` only, if given)."""
+    values = window_values(w.run, table, column, w.start, w.end, slot)
+    return float(values.mean()) if len(values) else NAN
 
 
 def _step_means(w: Window) -> tuple[float, float]:

@@ -1,4 +1,5 @@
-"""Tie a child process's life to its parent's (Linux PR_SET_PDEATHSIG), even across ``kill -9``."""
+"""A process's end: a child's tied to its parent's (Linux PR_SET_PDEATHSIG), even across ``kill -9``; and an
+exit that skips the interpreter's teardown once the work is out."""
 
 from __future__ import annotations
 
@@ -21,3 +22,15 @@ def die_with_parent(parent_pid: int, signum: int = signal.SIGKILL) -> None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def exit_now(status: int) -> None:
+    """Flush stdout and stderr, then end the process without the interpreter's teardown (no atexit, no
+    finalisers): for a process whose answer is out and whose only work left is freeing memory (~0.2 s with
+    pandas or scipy loaded). A reader that went away loses what was not flushed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)

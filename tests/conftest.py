@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
+
+# Rendezvous files of every test (probes, live runs) go to a private directory of this test session,
+# never to the user's own $XDG_RUNTIME_DIR/gpumon; subprocesses inherit it.
+os.environ["GPUMON_RUNTIME_DIR"] = os.path.join(tempfile.mkdtemp(prefix="gpumon-test-rt-"), "gpumon")
 
 # In a child: the test process imports neither torch nor the real libnvidia-ml.
 GPU_PROBE = """

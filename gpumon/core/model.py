@@ -31,6 +31,8 @@ DEVICE_COLUMNS = (
 GPM_COLUMNS = DEVICE_COLUMNS[-4:]
 PROCESS_COLUMNS = ("t", "process", "pid", "cpu_pct", "rss_mib", "threads", "gpu_mem_mib", "gpu_sm_util")
 HOST_COLUMNS = ("t", "cpu_pct", "mem_used_mib", "mem_total_mib")
+# gpu_others.csv: the GPU processes that were not our jobs, one row per process per process tick.
+OTHER_COLUMNS = ("t", "pid", "user", "command", "gpu_mem_mib", "sm_pct")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +114,38 @@ class GpuProcessMetrics:
     pid: int
     gpu_mem_mib: float = NAN
     gpu_sm_util: float = NAN
+
+
+@dataclass(frozen=True, slots=True)
+class OtherGpuProcess:
+    """A process on the watched GPU that is not one of our jobs: NVML's view plus what /proc shows.
+
+    ``user`` and ``command`` are None and the host fields NaN where /proc cannot see the PID
+    (another PID namespace): listed with what is known, never guessed.
+    """
+
+    t: float
+    pid: int
+    gpu_mem_mib: float = NAN
+    sm_pct: float = NAN
+    user: str | None = None
+    command: str | None = None
+    cpu_pct: float = NAN
+    rss_mib: float = NAN
+    elapsed_s: float = NAN
+
+    @property
+    def visible(self) -> bool:
+        """Whether /proc showed this PID (False: a PID namespace hides it)."""
+        return self.command is not None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuOthers:
+    """Every GPU process that is not one of our jobs at one process tick (empty: the GPU is ours alone)."""
+
+    t: float
+    processes: tuple[OtherGpuProcess, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

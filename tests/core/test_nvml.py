@@ -308,7 +308,7 @@ def test_process_metrics_attributed_to_our_pids_only(
         {DEVICE} gpu_util=100
         proc pid={a} mem_mib=512 sm_util=40
         proc pid={b} mem_mib=256 sm_util=150 type=graphics
-        proc pid={foreign} mem_mib=1024 sm_util=90
+        proc pid={foreign} mem_mib=1024 sm_util=50
     """
     out = run_child(tmp_path, libs["full"], scenario, f"""
 import time
@@ -323,12 +323,16 @@ clock(0.25)
 s.process_metrics([{a}])
 s.process_metrics([{a}])
 seen.append(fake("fakenvml_last_utilization_timestamp"))
+every = s.gpu_process_metrics()
 emit(first={{str(k): dataclasses.asdict(v) for k, v in first.items()}},
      held={{str(k): v.gpu_sm_util for k, v in held.items()}},
      seen=seen, init=fake("fakenvml_init_timestamp", ctypes.c_longlong), opened=opened_us,
-     all=sorted(s.all_gpu_pids()))
+     all=sorted(s.all_gpu_pids()), every={{str(k): dataclasses.asdict(v) for k, v in every.items()}})
 """)
     first = out["first"]
+    # Every process on the device, the foreign one included, with its memory and SM share.
+    assert set(out["every"]) == {str(a), str(b), str(foreign)}
+    assert out["every"][str(foreign)] == {"pid": foreign, "gpu_mem_mib": 1024.0, "gpu_sm_util": 50.0}
     assert set(first) == {str(a), str(b)}  # the foreign PID and 999999 (not on the GPU) are left out
     assert first[str(a)] == {"pid": a, "gpu_mem_mib": 512.0, "gpu_sm_util": 40.0}
     assert first[str(b)]["gpu_mem_mib"] == 256.0 and math.isnan(first[str(b)]["gpu_sm_util"])  # 150 % ignored
@@ -761,6 +765,34 @@ emit(got={{str(k): v.gpu_sm_util for k, v in got.items()}})
     got = out["got"]
     assert got[str(a)] + got[str(b)] == pytest.approx(100.0)
     assert got[str(a)] == pytest.approx(99 * 100 / 132) and got[str(b)] == pytest.approx(33 * 100 / 132)
+
+
+@needs_cc
+def test_clamp_counts_every_process_on_the_device(
+    libs: dict[str, Path], tmp_path: Path, sleepers: list[subprocess.Popen]
+) -> None:
+    a, _, foreign = (p.pid for p in sleepers)
+    scenario = f"""
+        {DEVICE} gpu_util=100
+        proc pid={a} mem_mib=100 sm_util=60
+        proc pid={foreign} mem_mib=2048 sm_util=90
+    """
+    out = run_child(tmp_path, libs["full"], scenario, f"""
+s = NvmlSource()
+s.open()
+for i in range(10):
+    clock(i / 10)
+    s.sample(i / 10)
+clock(1.0)
+every = s.gpu_process_metrics(1.0)
+ours = s.process_metrics([{a}], 1.0)
+emit(every={{str(k): v.gpu_sm_util for k, v in every.items()}}, ours={{str(k): v.gpu_sm_util for k, v in ours.items()}})
+""")
+    every = out["every"]
+    # 60 + 90 = 150 > 100 + tolerance: all listed shares are scaled together, ours and the other's.
+    assert every[str(a)] + every[str(foreign)] == pytest.approx(100.0)
+    assert every[str(foreign)] == pytest.approx(90 * 100 / 150)
+    assert out["ours"] == {str(a): pytest.approx(60 * 100 / 150)}
 
 
 def test_clamp_rule() -> None:

@@ -55,8 +55,8 @@ INIT_REASONS = {
 # Per-process utilisation is a buffer of driver samples: read it this often (run-time seconds),
 # with the last-seen timestamp, and nothing is lost (it costs ~2,300 µs per call on the H100).
 PROCESS_UTIL_PERIOD_S = 1.0
-# Our processes' SM shares at one instant may exceed the device's GPU util by this much (points)
-# before they are scaled down to it (NVML's per-process and device samples are taken apart).
+# The SM shares of every process on the device (ours and the others) at one instant may exceed
+# the device's GPU util by this much (points) before they are all scaled down to it (NVML's per-process and device samples are taken apart).
 SM_SUM_TOLERANCE_PCT = 5.0
 # Device GPU-util readings kept for that comparison (the ticks since the last per-process read).
 DEVICE_UTIL_KEPT = 600
@@ -526,25 +526,25 @@ class NvmlSource:
                     found[p.pid] = max(found[p.pid], mib)
         return found
 
-    def _update_sm_util(self, ours: set[int], running: dict[int, float]) -> None:
-        """Every utilisation sample since the last one seen: each of our PIDs' mean, clamped to the device."""
+    def _update_sm_util(self, running: dict[int, float]) -> None:
+        """Every utilisation sample since the last one seen: each PID's mean, all clamped together to the device."""
         samples = self._q(
             "process_utilization", self._nv.nvmlDeviceGetProcessUtilization, self._handle, self._util_last_seen_us
         )
         if samples is NA:
             no_new = self._q.last_error == NOT_FOUND
             if not (no_new and time.time_ns() // 1000 - self._util_last_seen_us < 2 * PROCESS_UTIL_PERIOD_S * 1e6):
-                # Nothing new for two periods: no process of ours was on the SMs (or the call failed).
-                self._sm_util = {pid: 0.0 for pid in ours & running.keys()} if no_new else {}
+                # Nothing new for two periods: no process was on the SMs (or the call failed).
+                self._sm_util = {pid: 0.0 for pid in running} if no_new else {}
             return
         per_pid: dict[int, list[float]] = {}
         for s in samples:
             self._util_last_seen_us = max(self._util_last_seen_us, s.timeStamp)
-            if s.pid in ours:  # above 100 %: an invalid sample (NaN unless the PID has valid ones)
-                per_pid.setdefault(s.pid, []).extend([float(s.smUtil)] if s.smUtil <= 100 else [])
+            # above 100 %: an invalid sample (NaN unless the PID has valid ones)
+            per_pid.setdefault(s.pid, []).extend([float(s.smUtil)] if s.smUtil <= 100 else [])
         means = {pid: sum(v) / len(v) if v else NAN for pid, v in per_pid.items()}
         # A process the driver took no sample of was not on the SMs in that window (0 %, nvitop's convention).
-        means.update({pid: 0.0 for pid in ours & running.keys() if pid not in means})
+        means.update({pid: 0.0 for pid in running if pid not in means})
         device = list(self._device_util)
         self._device_util.clear()
         if not device:
@@ -552,29 +552,35 @@ class NvmlSource:
             device = [] if util is NA else [float(util.gpu)]
         self._sm_util = clamp_to_device(means, sum(device) / len(device) if device else NAN)
 
-    def process_metrics(self, pids: Iterable[int], t: float | None = None) -> dict[int, GpuProcessMetrics]:
-        """GPU memory and SM use of those of ``pids`` that NVML knows; other PIDs are ignored.
+    def gpu_process_metrics(self, t: float | None = None) -> dict[int, GpuProcessMetrics]:
+        """GPU memory and SM use of every process NVML lists (or took a utilisation sample of).
 
-        SM use is read at most every PROCESS_UTIL_PERIOD_S of run time ``t`` (always when t is None).
+        SM use is read at most every PROCESS_UTIL_PERIOD_S of run time ``t`` (always when t is None),
+        for every PID at once, and clamped over all of them (docs/nvml.md).
         """
-        ours = set(pids)
         with self._lock:
-            if self._handle is None or not ours or not self.status.available:
+            if self._handle is None or not self.status.available:
                 return {}
             running = self._running()
             util_known = "process_utilization" not in self._q.unsupported
             # 0.9: the sampler's 0.5 s process ticks drift by milliseconds; a read is due every second tick.
             if util_known and (t is None or t - self._util_read_t >= 0.9 * PROCESS_UTIL_PERIOD_S):
                 self._util_read_t = -math.inf if t is None else t
-                self._update_sm_util(ours, running)
+                self._update_sm_util(running)
             if self._q.lost:
                 return {}
-            result = {}
-            for pid in ours:
-                sm = self._sm_util.get(pid, NAN)
-                if pid in running or not math.isnan(sm):
-                    result[pid] = GpuProcessMetrics(pid, running.get(pid, NAN), sm)
-            return result
+            sampled = {pid for pid, sm in self._sm_util.items() if not math.isnan(sm)}
+            return {
+                pid: GpuProcessMetrics(pid, running.get(pid, NAN), self._sm_util.get(pid, NAN))
+                for pid in running.keys() | sampled
+            }
+
+    def process_metrics(self, pids: Iterable[int], t: float | None = None) -> dict[int, GpuProcessMetrics]:
+        """GPU memory and SM use of those of ``pids`` that NVML knows; other PIDs are ignored."""
+        ours = set(pids)
+        if not ours:
+            return {}
+        return {pid: m for pid, m in self.gpu_process_metrics(t).items() if pid in ours}
 
     def all_gpu_pids(self) -> set[int]:
         """Every PID NVML lists on the device (compute and graphics)."""

@@ -71,7 +71,8 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label", default=None, help="name of the capture (default: the workload names)")
     p.add_argument("--out", type=Path, default=None, metavar="RUNS_DIR", help="where captures go (default: see below)")
     p.add_argument("--interval", type=whole_number, default=100, metavar="MS", help="sampling interval in ms (default 100)")
-    p.add_argument("--gpu", type=whole_number, default=None, metavar="INDEX", help="GPU to sample with NVML (default 0)")
+    p.add_argument("--gpu", default=None, metavar="INDEX|UUID", help="GPU to sample with NVML: an index or a "
+        "GPU-... UUID (default: the first of CUDA_VISIBLE_DEVICES, else 0); one NVML does not list is refused before anything starts")
     p.add_argument("--warmup", type=whole_number, default=None, metavar="N", help="steps marked warm-up (default 5)")
     p.add_argument("--no-nvml", action="store_true", help="do not load NVML")
     p.add_argument(
@@ -132,7 +133,8 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
         help="write a run's tables as plain CSV (or Parquet)",
-        description="Write steps.csv, device.csv, processes.csv and host.csv of a run, complete rows only. "
+        description="Write steps.csv, device.csv, processes.csv, host.csv and gpu_others.csv (the other GPU processes; "
+        "runs recorded before it have none) of a run, complete rows only. "
         "RUN is a run directory, a run name in the runs directory, or 'last'.",
     )
     p.add_argument("run", metavar="RUN")
@@ -166,6 +168,7 @@ def _registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from gpumon.core.devices import check_gpu_present, parse_gpu
     from gpumon.core.metrics import parse_address
     from gpumon.core.mps import parse_share
     from gpumon.core.runstore import runs_dir_or_default
@@ -174,12 +177,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.json and not args.headless:
         raise UsageError("--json goes with --headless")
+    gpu = parse_gpu(args.gpu) if args.gpu is not None else None
+    if gpu is not None and not args.no_nvml:
+        check_gpu_present(gpu)
     config = SessionConfig(
         share=parse_share(args.share),
         metrics=parse_address(args.metrics) if args.metrics is not None else None,
         device=args.device,
         interval_ms=args.interval,
-        gpu_index=args.gpu,
+        gpu_index=gpu,
         runs_dir=runs_dir_or_default(args.out),
         warmup=args.warmup,
         stagger_s=args.stagger,

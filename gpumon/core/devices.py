@@ -92,3 +92,39 @@ def check_device_present(device: str, use_nvml: bool = True, env: Mapping[str, s
         f"device {device} is not here: {visible} GPU(s) visible, cuda:0 to cuda:{visible - 1} "
         f"(found by {found.source}{mask})"
     )
+
+
+def parse_gpu(text: str) -> int | str:
+    """``--gpu``: an NVML index (``0``) or a UUID (``GPU-…``, ``MIG-…``); anything else is a UsageError."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    if text.startswith(UUID_PREFIXES):
+        return text
+    raise UsageError(f"--gpu {text!r}: expected a GPU index (0, 1, ...) or a UUID (GPU-..., as nvidia-smi -L lists)")
+
+
+def check_gpu_present(gpu: int | str) -> None:
+    """Raise UsageError (one line) when NVML answers and has no GPU ``gpu``; nothing when NVML does not load."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no library, no driver: the sampler says "NVML unavailable"
+        return
+    try:
+        count = int(pynvml.nvmlDeviceGetCount())
+        listing = f"{count} GPU(s) found by NVML" + (f": 0 to {count - 1}" if count else "")
+        if isinstance(gpu, int):
+            if gpu < count:
+                return
+            raise UsageError(f"--gpu {gpu}: this machine has no GPU {gpu} ({listing})")
+        try:
+            pynvml.nvmlDeviceGetHandleByUUID(gpu)
+        except pynvml.NVMLError:
+            raise UsageError(f"--gpu {gpu}: no GPU with that UUID here ({listing}; nvidia-smi -L lists them)") from None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - shutting down a library that answered: nothing to report
+            pass

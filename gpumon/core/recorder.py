@@ -19,9 +19,11 @@ from typing import IO, Any, Callable
 from gpumon.core.model import (
     DEVICE_COLUMNS,
     HOST_COLUMNS,
+    OTHER_COLUMNS,
     PROCESS_COLUMNS,
     STEP_COLUMNS,
     DeviceSample,
+    GpuOthers,
     HostSample,
     LogLine,
     ProcessSample,
@@ -48,6 +50,8 @@ TABLES = (
     (ProcessSample, "processes", PROCESS_COLUMNS),
     (HostSample, "host", HOST_COLUMNS),
 )
+# The GPU processes that were not our jobs: a GpuOthers record gives one row per process (docs/trace.md).
+OTHERS_TABLE = "gpu_others"
 
 
 def _cell(value: Any) -> Any:
@@ -158,7 +162,7 @@ class Recorder:
         self._started = time.monotonic()
         try:
             (path / RESERVE_FILE).write_bytes(bytes(RESERVE_BYTES))
-            for _, table, columns in TABLES:
+            for table, columns in (*((t, c) for _, t, c in TABLES), (OTHERS_TABLE, OTHER_COLUMNS)):
                 f = open(path / f"{table}.csv", "w", encoding="utf-8", newline="")
                 self._files[table] = f
                 self._writers[table] = csv.writer(f, lineterminator="\n")
@@ -222,7 +226,10 @@ class Recorder:
             if type(item) is cls:
                 self._writers[table].writerow([_cell(v) for v in row(item, columns)])
                 return
-        if isinstance(item, LogLine):
+        if isinstance(item, GpuOthers):
+            for other in item.processes:
+                self._writers[OTHERS_TABLE].writerow([_cell(v) for v in row(other, OTHER_COLUMNS)])
+        elif isinstance(item, LogLine):
             self._log(item.process).write(item.text + "\n")
         elif isinstance(item, WorkloadState):
             self._on_state(item)

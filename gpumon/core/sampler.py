@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
-from gpumon.core.model import Notice
+from gpumon.core.model import GpuOthers, Notice
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
 
@@ -101,9 +101,13 @@ class Sampler(threading.Thread):
         if self.ticks % self.process_every == 0:
             trees = {process: self.host.tree_pids(pid) for process, pid in self.workload_pids().items()}
             all_pids = [p for pids in trees.values() for p in pids]
-            gpu_procs = nvml.process_metrics(all_pids, t) if nvml_up and nvml is not None else {}
+            every = nvml.gpu_process_metrics(t) if nvml_up and nvml is not None else {}
+            ours = set(all_pids)
+            gpu_procs = {pid: m for pid, m in every.items() if pid in ours}
             if nvml_up:
-                self._check_foreign(all_pids)
+                self._check_foreign(all_pids, every.keys())
+                others = {pid: m for pid, m in every.items() if pid not in ours}
+                self.bus.publish(GpuOthers(t, self.host.sample_others(t, others)))
             self.bus.publish(self.host.sample_host(t))
             for sample in self.host.sample_processes(t, trees, gpu_procs):
                 self.bus.publish(sample)
@@ -111,13 +115,13 @@ class Sampler(threading.Thread):
             self._nvml_was_available = False
             self.bus.publish(nvml.status)
 
-    def _check_foreign(self, our_pids: list[int]) -> None:
+    def _check_foreign(self, our_pids: list[int], gpu_pids: Iterable[int]) -> None:
         """Warn once when, after a grace period, NVML lists processes but never ours (PID namespace)."""
         if self._foreign_warned or not self.expect_gpu_processes or not our_pids or self.nvml is None:
             return
         if self.ticks * self.interval_s < NAMESPACE_GRACE_S:
             return
-        hint = pid_namespace_hint(our_pids, self.nvml.all_gpu_pids())
+        hint = pid_namespace_hint(our_pids, gpu_pids)
         if hint:
             self._foreign_warned = True
             self.bus.publish(Notice(self.clock.now(), hint))

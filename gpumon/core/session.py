@@ -37,7 +37,7 @@ CAPTURE_ERROR_POLICIES = ("stop", "continue")
 class SessionConfig:
     device: str = "auto"
     interval_ms: int = 100
-    gpu_index: int | None = None
+    gpu_index: int | str | None = None  # an NVML index or a GPU-/MIG- UUID
     runs_dir: Path = field(default_factory=default_runs_dir)
     warmup: int | None = None
     stagger_s: float = 0.0

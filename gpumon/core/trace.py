@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
-from gpumon.core.model import DEVICE_COLUMNS, GPM_COLUMNS, HOST_COLUMNS, PROCESS_COLUMNS, STEP_COLUMNS
+from gpumon.core.model import (
+    DEVICE_COLUMNS,
+    GPM_COLUMNS,
+    HOST_COLUMNS,
+    OTHER_COLUMNS,
+    PROCESS_COLUMNS,
+    STEP_COLUMNS,
+)
 from gpumon.core.mps import share_of
 from gpumon.core.rates import exclusive_rate
 from gpumon.errors import UsageError
@@ -34,6 +41,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "device": DEVICE_COLUMNS,
     "processes": PROCESS_COLUMNS,
     "host": HOST_COLUMNS,
+    "gpu_others": OTHER_COLUMNS,  # absent from runs recorded before it: Run.others() is then empty
 }
 # Headers of runs recorded before columns were added: read as the current layout, new columns empty.
 OLDER_HEADERS: dict[str, tuple[str, ...]] = {
@@ -179,6 +187,14 @@ class Run:
 
     def host(self) -> "pd.DataFrame":
         return self.frame("host")
+
+    def others(self) -> "pd.DataFrame":
+        """The GPU processes that were not our jobs (gpu_others.csv); empty for runs recorded before it."""
+        import pandas as pd
+
+        if not (self.path / "gpu_others.csv").exists():
+            return pd.DataFrame({c: pd.Series(dtype=object) for c in OTHER_COLUMNS})
+        return self.frame("gpu_others")
 
 
 def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":

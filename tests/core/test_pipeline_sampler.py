@@ -31,6 +31,9 @@ class FakeHost:
     def sample_processes(self, t, trees, gpu_procs):
         return [ProcessSample(t, slot, pids[0], 50.0, 10.0, len(pids)) for slot, pids in sorted(trees.items())]
 
+    def sample_others(self, t, gpu):
+        return ()
+
 
 class FakeNvml:
     """Same interface as NvmlSource; goes away after ``lose_after`` samples when set."""
@@ -55,11 +58,8 @@ class FakeNvml:
     def poll_pcie(self, t: float) -> None:
         self.polls += 1
 
-    def process_metrics(self, pids, t=None):
+    def gpu_process_metrics(self, t=None):
         return {}
-
-    def all_gpu_pids(self):
-        return []
 
 
 class Collect:

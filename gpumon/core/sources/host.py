@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from typing import Mapping
 
 import psutil
 
-from gpumon.core.model import GpuProcessMetrics, HostSample, ProcessSample, SourceStatus
+from gpumon.core.model import GpuProcessMetrics, HostSample, OtherGpuProcess, ProcessSample, SourceStatus
 
 MIB = 1024 * 1024
 PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
@@ -46,6 +47,7 @@ class HostSource:
 
     def __init__(self) -> None:
         self._procs: dict[int, psutil.Process] = {}
+        self._others: dict[int, psutil.Process | None] = {}
         psutil.cpu_percent(percpu=True)
 
     def open(self) -> SourceStatus:
@@ -121,6 +123,21 @@ class HostSource:
             del self._procs[pid]
         return samples
 
+    def sample_others(self, t: float, gpu: Mapping[int, GpuProcessMetrics]) -> tuple[OtherGpuProcess, ...]:
+        """The GPU processes in ``gpu`` (not our jobs) with what /proc shows of them, most GPU memory first.
+
+        A PID /proc cannot see (another PID namespace) keeps its NVML figures and unknown host fields.
+        """
+        known = {pid: self._others.get(pid) for pid in gpu}
+        for pid in gpu.keys() - self._others.keys():
+            try:
+                known[pid] = psutil.Process(pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                known[pid] = None
+        self._others = known
+        found = [_other(t, metrics, known[pid]) for pid, metrics in gpu.items()]
+        return tuple(sorted(found, key=lambda o: (-_or_zero(o.gpu_mem_mib), o.pid)))
+
     def _process(self, pid: int) -> psutil.Process | None:
         proc = self._procs.get(pid)
         if proc is None:
@@ -130,3 +147,29 @@ class HostSource:
                 return None
             self._procs[pid] = proc
         return proc
+
+
+def _or_zero(value: float) -> float:
+    return 0.0 if math.isnan(value) else value
+
+
+def _other(t: float, gpu: GpuProcessMetrics, proc: psutil.Process | None) -> OtherGpuProcess:
+    """One other GPU process; host fields only where /proc shows the PID."""
+    bare = OtherGpuProcess(t, gpu.pid, gpu.gpu_mem_mib, gpu.gpu_sm_util)
+    if proc is None:
+        return bare
+    try:
+        with proc.oneshot():
+            command = proc.name()
+            cpu = proc.cpu_percent()
+            rss = proc.memory_info().rss / MIB
+            started = proc.create_time()
+            try:
+                user = proc.username()
+            except (KeyError, psutil.AccessDenied):  # a UID with no passwd entry (a container's)
+                user = str(proc.uids().real)
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return bare
+    return OtherGpuProcess(
+        t, gpu.pid, gpu.gpu_mem_mib, gpu.gpu_sm_util, user, command, cpu, rss, max(0.0, time.time() - started)
+    )

@@ -184,7 +184,7 @@ def _number(value: Any, scale: float = 1.0) -> float:
     return NAN if value is NA else value * scale
 
 
-def _resolve_gpu(requested: int | None) -> int | str:
+def _resolve_gpu(requested: int | str | None) -> int | str:
     """The NVML index to watch, or a UUID: the request, else CUDA_VISIBLE_DEVICES' first entry, else 0."""
     if requested is not None:
         return requested
@@ -218,7 +218,7 @@ class NvmlSource:
 
     name = "nvml"
 
-    def __init__(self, gpu_index: int | None = None) -> None:
+    def __init__(self, gpu_index: int | str | None = None) -> None:
         self._requested = gpu_index
         self._lock = threading.Lock()
         self._nv: ModuleType | None = None
@@ -563,8 +563,10 @@ class NvmlSource:
                 return {}
             running = self._running()
             util_known = "process_utilization" not in self._q.unsupported
-            # 0.9: the sampler's 0.5 s process ticks drift by milliseconds; a read is due every second tick.
-            if util_known and (t is None or t - self._util_read_t >= 0.9 * PROCESS_UTIL_PERIOD_S):
+            # 0.9: the sampler's 0.5 s process ticks drift by milliseconds; a read is due every second tick,
+            # and at once when a process appears that the last read did not cover (its share is not known yet).
+            newcomer = bool(running.keys() - self._sm_util.keys())
+            if util_known and (t is None or newcomer or t - self._util_read_t >= 0.9 * PROCESS_UTIL_PERIOD_S):
                 self._util_read_t = -math.inf if t is None else t
                 self._update_sm_util(running)
             if self._q.lost:

@@ -1,0 +1,80 @@
+"""A shared GPU: a real process gpumon did not start, listed by the fake NVML, is recorded as another GPU process."""
+
+from __future__ import annotations
+
+import getpass
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpumon.core.trace import load_run
+from tests.fakenvml import build as fake
+from tests.helpers import gpumon, only_run
+
+needs_cc = pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
+# Someone else's job: it steps forever until the test ends it (gpumon never signals it).
+STEPPER = "import time\nwhile True:\n    sum(range(2000))\n    time.sleep(0.01)\n"
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.fixture()
+def stepper():
+    proc = subprocess.Popen([sys.executable, "-c", STEPPER])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def scenario(foreign: int) -> str:
+    return f"""
+        driver 550.54.15
+        device name="NVIDIA Fake H100" uuid=GPU-shared mem_total_mib=81559 gpu_util=100 mem_used_mib=9000
+        proc children_of=self mem_mib=321 sm_util=40
+        proc pid={foreign} mem_mib=2048 sm_util=30
+    """
+
+
+@needs_cc
+def test_capture_records_the_other_gpu_process(tmp_path: Path, stepper: subprocess.Popen) -> None:
+    lib = fake.build(tmp_path / "lib")
+    env = fake.environment(lib, fake.write_scenario(tmp_path / "scenario.txt", scenario(stepper.pid)))
+    runs = tmp_path / "runs"
+    result = gpumon("run", "fcn", "--headless", "--duration", "3", "--device", "cpu", "--out", str(runs), env=env)
+    assert result.returncode == 0, result.stderr
+    run = load_run(only_run(runs))
+    others = run.others()
+    assert len(others) >= 3 and set(others["pid"]) == {stepper.pid}  # the job's own PIDs are not "others"
+    assert set(others["user"]) == {getpass.getuser()}
+    assert set(others["command"]) == {psutil.Process(stepper.pid).name()}
+    assert (others["gpu_mem_mib"] == 2048).all()
+    assert (others["sm_pct"].dropna() == 30).all() and others["sm_pct"].notna().any()
+    procs = run.processes()
+    assert (procs[procs.process == "A"]["gpu_sm_util"] == 40).all()  # 40 + 30 <= 100: nothing clamped
+    assert stepper.poll() is None  # gpumon left it running
+
+    exported = gpumon("export", str(run.path), "--csv", str(tmp_path / "csv"))
+    assert exported.returncode == 0, exported.stderr
+    assert (tmp_path / "csv" / "gpu_others.csv").read_text() == (run.path / "gpu_others.csv").read_text()
+
+
+def test_a_run_recorded_before_gpu_others_still_reads() -> None:
+    run = load_run(DATA / "cpu_same_core" / "x-fcn")
+    assert not (run.path / "gpu_others.csv").exists()
+    assert run.others().empty and list(run.others().columns) == ["t", "pid", "user", "command", "gpu_mem_mib", "sm_pct"]
+
+
+@needs_cc
+@pytest.mark.parametrize("gpu", ["99", "GPU-not-here"])
+def test_a_gpu_the_box_lacks_is_refused_before_anything_starts(tmp_path: Path, gpu: str) -> None:
+    lib = fake.build(tmp_path / "lib")
+    env = fake.environment(lib, fake.write_scenario(tmp_path / "scenario.txt", scenario(999999)))
+    runs = tmp_path / "runs"
+    result = gpumon("run", "gemm", "--headless", "--duration", "2", "--device", "cpu", "--gpu", gpu,
+                    "--out", str(runs), env=env)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"gpumon: error: --gpu {gpu}"), result.stderr
+    assert "1 GPU(s) found by NVML" in result.stderr
+    assert not runs.exists()

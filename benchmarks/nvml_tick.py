@@ -1,6 +1,6 @@
 """What NVML costs gpumon's monitor, on the fake libnvidia-ml with the H100's per-call CPU costs.
 
-    python benchmarks/nvml_tick.py [--seconds S] [--calls N]
+    python benchmarks/nvml_tick.py [--seconds S] [--calls N] [--foreign 0,2,10 [--before DIR]]
 
 Prints, measured in this run:
   1. the fake's CPU per call with FAKENVML_COSTS=h100 beside the H100's measured medians (the
@@ -10,6 +10,9 @@ Prints, measured in this run:
      workloads) for S seconds, every NVML call it made -> calls/s -> µs/call -> % of one core,
      with GPM on (an H100 on a saturated Gen5 link) and GPM off (the same link read through its
      wrapping 32-bit counters), and the whole monitor process's CPU beside it.
+  3. with --foreign: the same GPM-on monitor with 0, 2, 10... other processes on the GPU (real
+     sleepers the fake lists, with memory and SM samples), for this checkout and, with --before
+     DIR, for another gpumon tree (e.g. `git archive <commit> | tar -x -C DIR`), in this one run.
 The measured code runs in a child whose LD_LIBRARY_PATH points at the fake (pynvml loads the
 library by name). Asserts nothing.
 """
@@ -149,10 +152,10 @@ print(json.dumps({"info": info, "spent": spent, "wall": wall, "cpu": cpu, "ticks
 """
 
 
-def run_child(code: str, lib: Path, scenario: Path, *argv: str) -> dict:
+def run_child(code: str, lib: Path, scenario: Path, *argv: str, tree: Path = ROOT) -> dict:
     env = fake.environment(lib, scenario)
     env["FAKENVML_COSTS"] = "h100"
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{done.stderr}")
@@ -183,11 +186,48 @@ def print_budget(title: str, r: dict) -> float:
     return total
 
 
+def nvml_share(r: dict) -> float:
+    """% of one core spent in NVML calls over the run."""
+    return sum(ns for _, ns in r["spent"].values()) / 1e9 / r["wall"] * 100
+
+
+def foreign_costs(lib: Path, base: str, procs: str, pids: tuple[int, int], counts: list[int], seconds: float,
+                  trees: dict[str, Path], tmp: Path) -> None:
+    """Section 3: the GPM-on monitor with N other GPU processes, for each gpumon tree, in this run."""
+    print(f"3. the same monitor (GPM on) with other processes on the GPU, {seconds:.0f} s each")
+    print(f"   {'others':>6} " + " ".join(f"{name + ' NVML %':>16} {name + ' proc %':>16}" for name in trees))
+    rows: dict[int, dict[str, dict]] = {}
+    for n in counts:
+        sleepers = [subprocess.Popen(["sleep", str(len(trees) * seconds + 300)]) for _ in range(n)]
+        try:
+            extra = "".join(f"proc pid={p.pid} mem_mib={512 * (i + 1)} sm_util={1 + i % 5}\n"
+                            for i, p in enumerate(sleepers))
+            scenario = fake.write_scenario(tmp / f"others_{n}.txt", base + procs + extra)
+            rows[n] = {name: run_child(MONITOR, lib, scenario, str(seconds), *map(str, pids), tree=tree)
+                       for name, tree in trees.items()}
+        finally:
+            for p in sleepers:
+                p.kill()
+                p.wait()
+        cells = " ".join(f"{nvml_share(r):16.3f} {r['cpu'] / r['wall'] * 100:16.3f}" for r in rows[n].values())
+        print(f"   {n:6d} {cells}")
+    if len(trees) == 2:
+        before, after = trees
+        print(f"   ratio {after}/{before} of NVML % of one core: "
+              + ", ".join(f"{n} others {nvml_share(r[after]) / nvml_share(r[before]):.2f}" for n, r in rows.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each monitoring run (default 20)")
     parser.add_argument("--calls", type=int, default=200, help="calls timed per NVML function (default 200)")
+    parser.add_argument("--foreign", default=None, metavar="N,N,...",
+                        help="also measure with this many other GPU processes (e.g. 0,2,10)")
+    parser.add_argument("--before", type=Path, default=None, metavar="DIR",
+                        help="with --foreign: a second gpumon tree to measure the same way (the code before a change)")
     args = parser.parse_args()
+    counts = [int(n) for n in args.foreign.split(",")] if args.foreign else []
+    trees = {"before": args.before, "after": ROOT} if args.before else {"this": ROOT}
     with tempfile.TemporaryDirectory() as tmp:
         lib = fake.build(Path(tmp))
         sleepers = [subprocess.Popen(["sleep", str(2 * args.seconds + 300)]) for _ in range(2)]
@@ -201,6 +241,11 @@ def main() -> None:
             costs = run_child(PER_CALL, lib, gpm_on, str(args.calls))
             on = run_child(MONITOR, lib, gpm_on, str(args.seconds), str(a), str(b))
             off = run_child(MONITOR, lib, gpm_off, str(args.seconds), str(a), str(b))
+            header = (f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, fake libnvidia-ml with H100"
+                      f" costs; load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+            if counts:
+                print(header)
+                foreign_costs(lib, base, procs, (a, b), counts, args.seconds, trees, Path(tmp))
         finally:
             for p in sleepers:
                 p.kill()

@@ -22,6 +22,7 @@ from gpumon.analysis.why import attribute_jobs, nvml_warning
 from gpumon.core.attribution import Attribution
 from gpumon.core import evidence
 from gpumon.core.evidence import mixed_devices
+from gpumon.core.others import Disturbance, disturbances
 from gpumon.core.rates import verdict
 from gpumon.core.trace import Run, load_run
 from gpumon.errors import UsageError
@@ -119,6 +120,7 @@ class Comparison:
     exclusive_runs: tuple[str, ...]
     shared_runs: tuple[str, ...]
     confidence: float = slowdown.CONFIDENCE
+    disturbed_by: tuple[Disturbance, ...] = ()  # other GPU processes in a measured window (core/others.py)
     interval_basis: dict[str, str] = field(default_factory=dict)
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False
@@ -137,7 +139,7 @@ class Comparison:
             "exclusive_runs": list(self.exclusive_runs),
             "shared_runs": list(self.shared_runs),
             "workloads": {w.slot: w.to_dict() for w in self.workloads},
-            "pair": self.pair.to_dict(),
+            "pair": {**self.pair.to_dict(), "disturbed_by": [d.to_dict() for d in self.disturbed_by]},
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             "caution": dist.CAUTION,
@@ -356,6 +358,9 @@ def compare(
                  for w in workloads]
     warnings += _warnings(exclusive_data, shared_data, windows, workloads)
     warnings += [w for w in [nvml_warning([*exclusive, *shared])] if w]
+    disturbed = _disturbances(all_data, workloads)
+    warnings += [f"{Path(d.run).name}: {d.phrase()}: a process that is not one of the jobs, so the "
+                 f"{'pair' if d.role == 'pair' else 'baseline'} is not clean" for d in disturbed]
     return Comparison(
         workloads=tuple(workloads),
         pair=PairResult(stp=stp, verdict=verdict(stp.low, stp.high), windows=tuple(windows), share=share),
@@ -365,7 +370,21 @@ def compare(
         shared_runs=tuple(str(d.run.path) for d in shared_data),
         interval_basis=basis,
         samples=samples,
+        disturbed_by=tuple(disturbed),
     )
+
+
+def _disturbances(runs: dict[str, _RunData], workloads: Sequence[WorkloadResult]) -> list[Disturbance]:
+    """Other GPU processes in each run's measured windows: in a baseline's windows (exclusive runs and
+    exclusive phases) they disturb the baseline, in the shared windows the pair."""
+    windows: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for w in workloads:
+        for seg in (*w.exclusive, *w.shared):
+            role = "baseline" if seg.role.startswith("exclusive") else "pair"
+            windows.setdefault((seg.run, role), []).append((seg.start, seg.end))
+    return [dataclasses.replace(d, role=role)
+            for (path, role), spans in windows.items() if path in runs
+            for d in disturbances(runs[path].run, spans)]
 
 
 def _share_mode(shared: Sequence[Run]) -> str:

@@ -83,7 +83,9 @@ def verdict_sentence(comparison: "Comparison") -> str:
     jobs = [JobWords(shown[i], shown[1 - i] if len(shown) == 2 else "", w.slowdown.value, w.why)
             for i, w in enumerate(comparison.workloads)]
     pair = comparison.pair
-    return sentence(pair.verdict, pair.stp.value, fmt_estimate(pair.stp), jobs)
+    who = list(dict.fromkeys(f"pid {d.pid} ({d.user or 'unknown user'}, {d.command or 'unknown command'})"
+                             for d in comparison.disturbed_by))
+    return sentence(pair.verdict, pair.stp.value, fmt_estimate(pair.stp), jobs, disturbed_by=who)
 
 
 def why_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:

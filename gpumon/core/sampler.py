@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 from typing import Callable, Iterable, Mapping
 
@@ -106,7 +107,9 @@ class Sampler(threading.Thread):
             gpu_procs = {pid: m for pid, m in every.items() if pid in ours}
             if nvml_up:
                 self._check_foreign(all_pids, every.keys())
-                others = {pid: m for pid, m in every.items() if pid not in ours}
+                # gpumon's own descendants too: a job just launched is ours before its slot knows its PID
+                mine = ours | set(self.host.tree_pids(os.getpid())) if every.keys() - ours else ours
+                others = {pid: m for pid, m in every.items() if pid not in mine}
                 self.bus.publish(GpuOthers(t, self.host.sample_others(t, others)))
             self.bus.publish(self.host.sample_host(t))
             for sample in self.host.sample_processes(t, trees, gpu_procs):

@@ -70,6 +70,17 @@ def head(verdict: str, stp: float, stp_text: str, interval: bool = True) -> str:
     return f"cannot tell whether sharing pays: {work}, an interval that straddles 1"
 
 
-def sentence(verdict: str, stp: float, stp_text: str, jobs: Sequence[JobWords], interval: bool = True) -> str:
-    """The whole verdict: the head, then each job, separated by semicolons."""
-    return "; ".join([head(verdict, stp, stp_text, interval), *(job_words(j) for j in jobs)])
+def disturbed_words(who: Sequence[str]) -> str:
+    """``disturbed: pid 4242 (alice, python3) also used the GPU, so this is not a clean measurement``."""
+    return f"disturbed: {' and '.join(who)} also used the GPU, so this is not a clean measurement"
+
+
+def sentence(
+    verdict: str, stp: float, stp_text: str, jobs: Sequence[JobWords], interval: bool = True,
+    disturbed_by: Sequence[str] = (),
+) -> str:
+    """The whole verdict: the head, then each job, then who disturbed it, separated by semicolons."""
+    parts = [head(verdict, stp, stp_text, interval), *(job_words(j) for j in jobs)]
+    if disturbed_by:
+        parts.append(disturbed_words(disturbed_by))
+    return "; ".join(parts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ STEPPER = "import time\nwhile True:\n    sum(range(2000))\n    time.sleep(0.01)\
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def stepper():
     proc = subprocess.Popen([sys.executable, "-c", STEPPER])
     yield proc
@@ -37,27 +38,57 @@ def scenario(foreign: int) -> str:
     """
 
 
-@needs_cc
-def test_capture_records_the_other_gpu_process(tmp_path: Path, stepper: subprocess.Popen) -> None:
-    lib = fake.build(tmp_path / "lib")
-    env = fake.environment(lib, fake.write_scenario(tmp_path / "scenario.txt", scenario(stepper.pid)))
-    runs = tmp_path / "runs"
-    result = gpumon("run", "fcn", "--headless", "--duration", "3", "--device", "cpu", "--out", str(runs), env=env)
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory, stepper: subprocess.Popen) -> Path:
+    """One staggered pair captured while the stepper, which gpumon did not start, uses the (fake) GPU."""
+    if fake.compiler() is None:
+        pytest.skip("no C compiler to build the fake libnvidia-ml")
+    tmp = tmp_path_factory.mktemp("shared_box")
+    lib = fake.build(tmp / "lib")
+    env = fake.environment(lib, fake.write_scenario(tmp / "scenario.txt", scenario(stepper.pid)))
+    runs = tmp / "runs"
+    result = gpumon("run", "fcn", "gemm", "--stagger", "4", "--headless", "--duration", "7", "--device", "cpu",
+                    "--out", str(runs), env=env)
     assert result.returncode == 0, result.stderr
-    run = load_run(only_run(runs))
+    return only_run(runs)
+
+
+def test_capture_records_the_other_gpu_process(capture: Path, stepper: subprocess.Popen, tmp_path: Path) -> None:
+    run = load_run(capture)
     others = run.others()
-    assert len(others) >= 3 and set(others["pid"]) == {stepper.pid}  # the job's own PIDs are not "others"
+    assert len(others) >= 5 and set(others["pid"]) == {stepper.pid}  # the jobs' own PIDs are not "others"
     assert set(others["user"]) == {getpass.getuser()}
     assert set(others["command"]) == {psutil.Process(stepper.pid).name()}
     assert (others["gpu_mem_mib"] == 2048).all()
-    assert (others["sm_pct"].dropna() == 30).all() and others["sm_pct"].notna().any()
+    assert others["sm_pct"].notna().all() and (others["sm_pct"] <= 30).all() and (others["sm_pct"] > 0).all()
     procs = run.processes()
-    assert (procs[procs.process == "A"]["gpu_sm_util"] == 40).all()  # 40 + 30 <= 100: nothing clamped
+    jobs = procs[procs.process.isin(["A", "B"])]["gpu_sm_util"]
+    assert jobs.notna().all() and (jobs <= 40).all()  # 40 + 40 + 30 > 100: all three scaled together
     assert stepper.poll() is None  # gpumon left it running
 
     exported = gpumon("export", str(run.path), "--csv", str(tmp_path / "csv"))
     assert exported.returncode == 0, exported.stderr
     assert (tmp_path / "csv" / "gpu_others.csv").read_text() == (run.path / "gpu_others.csv").read_text()
+
+
+def test_compare_says_the_pair_is_not_clean(capture: Path, stepper: subprocess.Popen) -> None:
+    command = psutil.Process(stepper.pid).name()
+    text = gpumon("compare", "--shared", str(capture))
+    assert text.returncode == 0, text.stderr
+    assert f"pid {stepper.pid} ({getpass.getuser()}, {command}) on the GPU for" in text.stdout
+    assert "so the pair is not clean" in text.stdout
+    assert "so the baseline is not clean" in text.stdout  # A's exclusive phase had it too
+    assert f"disturbed: pid {stepper.pid} ({getpass.getuser()}, {command}) also used the GPU" in text.stdout
+
+    as_json = gpumon("compare", "--shared", str(capture), "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    found = {d["role"]: d for d in data["pair"]["disturbed_by"]}
+    assert set(found) == {"baseline", "pair"}
+    other = found["pair"]
+    assert other["pid"] == stepper.pid and other["command"] == command and other["user"] == getpass.getuser()
+    assert other["gpu_mem_mib"] == 2048 and other["share"] >= 0.9 and other["seconds"] > 0
+    assert "disturbed:" in data["summary"]
 
 
 def test_a_run_recorded_before_gpu_others_still_reads() -> None:

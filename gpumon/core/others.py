@@ -49,6 +49,11 @@ class Disturbance:
                 "gpu_mem_mib": None if math.isnan(self.gpu_mem_mib) else self.gpu_mem_mib}
 
 
+def meaningful(sm_pct: float, gpu_mem_mib: float) -> bool:
+    """Whether one reading of a process is a meaningful use of the GPU (NaN counts as no use)."""
+    return sm_pct >= SM_PCT or gpu_mem_mib >= MEM_MIB
+
+
 def _float(text: str) -> float:
     try:
         return float(text)
@@ -81,7 +86,7 @@ def disturbances(run: Run, windows: Iterable[tuple[float, float]]) -> list[Distu
             entry["sm"].append(sm)
         if not math.isnan(mem):
             entry["mem"] = mem if math.isnan(entry["mem"]) else max(entry["mem"], mem)
-        if sm >= SM_PCT or mem >= MEM_MIB:
+        if meaningful(sm, mem):
             entry["used"].add(t)
     found = []
     for pid, e in seen.items():

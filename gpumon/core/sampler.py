@@ -11,6 +11,7 @@ from typing import Callable, Iterable, Mapping
 from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
 from gpumon.core.model import GpuOthers, Notice
+from gpumon.core.others import meaningful
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
 
@@ -55,6 +56,7 @@ class Sampler(threading.Thread):
         self._nvml_was_available = nvml is not None and nvml.status.available
         self.expect_gpu_processes = expect_gpu_processes
         self._foreign_warned = False
+        self._announced: set[int] = set()
         self._next_poll = 0.0
 
     def stop(self) -> None:
@@ -110,13 +112,29 @@ class Sampler(threading.Thread):
                 # gpumon's own descendants too: a job just launched is ours before its slot knows its PID
                 mine = ours | set(self.host.tree_pids(os.getpid())) if every.keys() - ours else ours
                 others = {pid: m for pid, m in every.items() if pid not in mine}
-                self.bus.publish(GpuOthers(t, self.host.sample_others(t, others)))
+                seen = GpuOthers(t, self.host.sample_others(t, others))
+                self.bus.publish(seen)
+                if ours:
+                    self._announce_others(seen)
             self.bus.publish(self.host.sample_host(t))
             for sample in self.host.sample_processes(t, trees, gpu_procs):
                 self.bus.publish(sample)
         if nvml is not None and self._nvml_was_available and not nvml.status.available:
             self._nvml_was_available = False
             self.bus.publish(nvml.status)
+
+    def _announce_others(self, seen: GpuOthers) -> None:
+        """A Notice, once per process, when one that is not our job uses the GPU while our jobs run."""
+        for other in seen.processes:
+            if other.pid in self._announced or not meaningful(other.sm_pct, other.gpu_mem_mib):
+                continue
+            self._announced.add(other.pid)
+            who = f"pid {other.pid} ({other.user or 'unknown user'}, {other.command or 'unknown command'})"
+            use = ", ".join(
+                [f"SM {other.sm_pct:.0f} %"] * (not math.isnan(other.sm_pct))
+                + [f"{other.gpu_mem_mib / 1024:.1f} GiB"] * (not math.isnan(other.gpu_mem_mib))
+            )
+            self.bus.publish(Notice(seen.t, f"another process is on the GPU: {who}, {use}; this capture is not alone"))
 
     def _check_foreign(self, our_pids: list[int], gpu_pids: Iterable[int]) -> None:
         """Warn once when, after a grace period, NVML lists processes but never ours (PID namespace)."""

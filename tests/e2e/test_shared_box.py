@@ -50,6 +50,7 @@ def capture(tmp_path_factory: pytest.TempPathFactory, stepper: subprocess.Popen)
     result = gpumon("run", "fcn", "gemm", "--stagger", "4", "--headless", "--duration", "7", "--device", "cpu",
                     "--out", str(runs), env=env)
     assert result.returncode == 0, result.stderr
+    (tmp / "stderr.txt").write_text(result.stderr)
     return only_run(runs)
 
 
@@ -65,6 +66,9 @@ def test_capture_records_the_other_gpu_process(capture: Path, stepper: subproces
     jobs = procs[procs.process.isin(["A", "B"])]["gpu_sm_util"]
     assert jobs.notna().all() and (jobs <= 40).all()  # 40 + 40 + 30 > 100: all three scaled together
     assert stepper.poll() is None  # gpumon left it running
+    stderr = (capture.parents[1] / "stderr.txt").read_text()
+    notice = f"gpumon: another process is on the GPU: pid {stepper.pid} ({getpass.getuser()}, "
+    assert stderr.count(notice) == 1, stderr  # said once, live
 
     exported = gpumon("export", str(run.path), "--csv", str(tmp_path / "csv"))
     assert exported.returncode == 0, exported.stderr

@@ -9,6 +9,7 @@ bus would.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,10 @@ import numpy as np
 from gpumon.core.model import (
     DEVICE_COLUMNS,
     DeviceSample,
+    GpuOthers,
     HostSample,
     LogLine,
+    OtherGpuProcess,
     ProcessSample,
     StepEvent,
     WorkloadMeta,
@@ -128,6 +131,7 @@ def write_run(
     interval_s: float = 0.1,
     stagger_s: float | None = None,
     status: str = "complete",
+    others: Sequence[OtherGpuProcess] = (),
 ) -> Path:
     """Record ``jobs`` into the run directory ``root`` through the Recorder; returns ``root``.
 
@@ -166,6 +170,9 @@ def write_run(
             events.append((t, 5, ProcessSample(t, j.slot, pids[j.slot], _value(j.cpu, t), j.rss_mib, 4,
                                                j.gpu_mem_mib, j.gpu_sm_util)))
         events.append((t, 6, HostSample(t, _value(host_cpu, t), 4600.0, 24000.0)))
+        if others:  # someone else's processes on the GPU, at the process cadence (elapsed grows with t)
+            events.append((t, 7, GpuOthers(t, tuple(dataclasses.replace(o, t=t, elapsed_s=o.elapsed_s + t)
+                                                     for o in others))))
     recorder = Recorder(root, meta)
     for _, _, item in sorted(events, key=lambda e: (e[0], e[1])):
         recorder.handle(item)
@@ -201,7 +208,12 @@ def paced_job(slot: str, spec: str, start: float, stop: float, alone: float, sha
                gpu_mem_mib=2100.0 if gpu else NAN, gpu_sm_util=45.0 if gpu else NAN, **kw)
 
 
-def staggered_pair(root: Path, *, gpu: bool = False, crash_b: bool = False) -> Path:
+# A colleague's training job on the same GPU (the shared-box scenario), and one a PID namespace hides.
+COLLEAGUE = OtherGpuProcess(0.0, 31337, 30720.0, 25.0, "alice", "train_llm.py", 99.0, 5120.0, 7200.0)
+HIDDEN = OtherGpuProcess(0.0, 4242, 512.0, 0.0)
+
+
+def staggered_pair(root: Path, *, gpu: bool = False, crash_b: bool = False, others: bool = False) -> Path:
     """A alone for 10 s, then A and B together until 60 s (B crashes at 40 s with ``crash_b``)."""
     where = "cuda" if gpu else "cpu"
     a = paced_job("A", "fcn:preset=tiny", 0.0, 60.0, alone=40.0, shared=28.0, shared_from=10.0, gpu=gpu,
@@ -215,7 +227,7 @@ def staggered_pair(root: Path, *, gpu: bool = False, crash_b: bool = False) -> P
                   shared_from=0.0, gpu=gpu, exit_status=1 if crash_b else 0, batch=256, cpu=98.5, log=b_log)
     return write_run(root, (a, b), gpu=SIMULATED_GPU if gpu else None, device="cuda" if gpu else "cpu",
                      device_row=simulated_device if gpu else None, host_cpu=lambda t: wave(t, 40, 95),
-                     label="fcn-gemm", interval_s=0.5, stagger_s=10.0)
+                     label="fcn-gemm", interval_s=0.5, stagger_s=10.0, others=(COLLEAGUE, HIDDEN) if others else ())
 
 
 def exclusive(root: Path, slot: str = "A", rate: float = 40.0, spec: str = "fcn:preset=tiny") -> Path:

@@ -32,7 +32,7 @@ GPM_COLUMNS = DEVICE_COLUMNS[-4:]
 PROCESS_COLUMNS = ("t", "process", "pid", "cpu_pct", "rss_mib", "threads", "gpu_mem_mib", "gpu_sm_util")
 HOST_COLUMNS = ("t", "cpu_pct", "mem_used_mib", "mem_total_mib")
 # gpu_others.csv: the GPU processes that were not our jobs, one row per process per process tick.
-OTHER_COLUMNS = ("t", "pid", "user", "command", "gpu_mem_mib", "sm_pct")
+OTHER_COLUMNS = ("t", "pid", "user", "command", "gpu_mem_mib", "sm_pct", "cpu_pct", "rss_mib", "elapsed_s")
 
 
 @dataclass(frozen=True, slots=True)

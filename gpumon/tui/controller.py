@@ -17,7 +17,7 @@ from gpumon.core.live_cause import load_baseline
 from gpumon.core.session import Session
 from gpumon.core.trace import baseline_rate, export, load_run
 from gpumon.errors import UsageError
-from gpumon.tui.model import LiveModel
+from gpumon.tui.model import LiveModel, current_user
 
 
 class Controller:
@@ -27,7 +27,7 @@ class Controller:
         self.plan = plan
         self.export_root = export_root
         self.session = session or Session(plan.session)
-        self.model = LiveModel()
+        self.model = LiveModel(jobs_user=current_user())
         self.session.bus.subscribe(self.model.handle)
         self.last_capture: Path | None = None
         self._lock = threading.Lock()

@@ -6,18 +6,21 @@ the immutable snapshot one refresh draws, on the refresh thread. No Textual here
 
 from __future__ import annotations
 
+import getpass
 import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpumon.core.launcher import SLOTS
+from gpumon.core.others import meaningful
 from gpumon.core.live import LiveStats
 from gpumon.core.live_cause import Baseline, LiveCauses
 from gpumon.core.rates import Point, exclusive_rate, interference
 from gpumon.core.sources.pcie import link_capacity_bps
 from gpumon.core.model import (
     DeviceSample,
+    GpuOthers,
     HostSample,
     LogLine,
     Notice,
@@ -28,7 +31,7 @@ from gpumon.core.model import (
     WorkloadState,
 )
 from gpumon.tui.series import BinnedSeries, nice_ceiling
-from gpumon.tui.view import DeviceView, Series, View, WorkloadView
+from gpumon.tui.view import DeviceView, ProcessRow, Series, View, WorkloadView
 
 NAN = math.nan
 BIN_S = 1.0
@@ -39,7 +42,16 @@ MIN_EXCLUSIVE_STEPS = 10
 MIN_EXCLUSIVE_S = 1.0
 DEFAULT_LINK_BPS = 15.75e9
 ACTIVE_STATES = ("starting", "running")
+OTHERS_STALE_S = 3.0  # a list of other GPU processes older than this is no longer shown (NVML went away)
 DEVICE_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "pcie_rx_bps", "pcie_tx_bps", "power_w", "temp_c")
+
+
+def current_user() -> str | None:
+    """Who runs gpumon (and so its jobs); None when the UID has no name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
 
 
 def link_bps(gpu: dict[str, Any] | None) -> float:
@@ -83,7 +95,11 @@ class _Slot:
 class LiveModel:
     """Everything the monitor needs from the bus; ``wake`` is set on every item."""
 
-    def __init__(self, bin_s: float = BIN_S, history: int = HISTORY_BINS, log_lines: int = LOG_LINES) -> None:
+    def __init__(
+        self, bin_s: float = BIN_S, history: int = HISTORY_BINS, log_lines: int = LOG_LINES, jobs_user: str | None = None
+    ) -> None:
+        """``jobs_user``: whose our jobs are in the process table (None: not known, as in a replay)."""
+        self.jobs_user = jobs_user
         self.bin_s = bin_s
         self.history = history
         self.stats = LiveStats()
@@ -96,6 +112,7 @@ class LiveModel:
         self.host: HostSample | None = None
         self.notices: RingBuffer[Notice] = RingBuffer(NOTICES)
         self.notice_total = 0
+        self.others: GpuOthers | None = None
         self._device_series = {name: BinnedSeries(bin_s, history) for name in DEVICE_GRAPHS}
         self._host_cpu = BinnedSeries(bin_s, history)
         self._host_mem = BinnedSeries(bin_s, history)
@@ -143,6 +160,8 @@ class LiveModel:
         elif isinstance(item, Notice):
             self.notices.append(item)
             self.notice_total += 1
+        elif isinstance(item, GpuOthers):
+            self.others = item
         else:
             self.stats.handle(item)
         self.wake.set()
@@ -211,7 +230,24 @@ class LiveModel:
             causes=causes,
             notices=tuple(n.text if not n.process else f"{n.process}: {n.text}" for n in self.notices.snapshot()),
             notice_total=self.notice_total,
+            **self._process_rows(now, workloads),
         )
+
+    def _process_rows(self, now: float, workloads: tuple[WorkloadView, ...]) -> dict[str, Any]:
+        """The process table: our running jobs (A, B), then every other process NVML lists, by GPU memory."""
+        if not self.nvml.available:
+            return {}
+        ours = [
+            ProcessRow(w.slot, w.pid, self.jobs_user, w.figures.gpu_mem_mib, w.figures.gpu_sm_util, w.figures.cpu_pct,
+                       w.figures.rss_mib, w.elapsed_s, w.spec, w.figures.iter_per_s)
+            for w in workloads if w.active and w.pid is not None and w.figures is not None
+        ]
+        seen = self.others
+        others = seen.processes if seen is not None and now - seen.t <= OTHERS_STALE_S else ()
+        rows = ours + [ProcessRow("", o.pid, o.user, o.gpu_mem_mib, o.sm_pct, o.cpu_pct, o.rss_mib, o.elapsed_s,
+                                  o.command) for o in others]
+        busy = sum(1 for o in others if meaningful(o.sm_pct, o.gpu_mem_mib))
+        return {"processes": tuple(rows), "others_on_gpu": busy}
 
     def _exclusive(self, name: str, slot: _Slot) -> tuple[float, str]:
         if name in self.baselines:

@@ -42,6 +42,26 @@ class DeviceView:
 
 
 @dataclass(frozen=True)
+class ProcessRow:
+    """One line of the process table: a GPU process, one of our jobs (``mark`` A/B) or another's (``mark`` "").
+
+    ``user``/``command`` None and the host fields NaN: /proc cannot see it (a PID namespace).
+    ``iter_rate``: its live iterations/s where something measures it (our jobs), else NaN.
+    """
+
+    mark: str
+    pid: int
+    user: str | None
+    gpu_mem_mib: float
+    sm_pct: float
+    cpu_pct: float
+    rss_mib: float
+    elapsed_s: float
+    command: str | None
+    iter_rate: float = NAN
+
+
+@dataclass(frozen=True)
 class WorkloadView:
     """One slot's panel."""
 
@@ -79,6 +99,8 @@ class View:
     notices: tuple[str, ...]
     notice_total: int = 0
     causes: dict[str, Attribution] = field(default_factory=dict)
+    processes: tuple[ProcessRow, ...] = ()  # every process on the GPU: ours first, then the others by GPU memory
+    others_on_gpu: int = 0  # other processes using the GPU meaningfully now (core/others.py's rule)
 
     def new_notices(self, seen: int) -> tuple[str, ...]:
         """The notices after the first ``seen`` (as many as are still kept)."""

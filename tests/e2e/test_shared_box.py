@@ -61,6 +61,7 @@ def test_capture_records_the_other_gpu_process(capture: Path, stepper: subproces
     assert set(others["user"]) == {getpass.getuser()}
     assert set(others["command"]) == {psutil.Process(stepper.pid).name()}
     assert (others["gpu_mem_mib"] == 2048).all()
+    assert (others["rss_mib"] > 1).all() and (others["elapsed_s"] > 0).all() and others["cpu_pct"].notna().all()
     assert others["sm_pct"].notna().all() and (others["sm_pct"] <= 30).all() and (others["sm_pct"] > 0).all()
     procs = run.processes()
     jobs = procs[procs.process.isin(["A", "B"])]["gpu_sm_util"]
@@ -98,7 +99,7 @@ def test_compare_says_the_pair_is_not_clean(capture: Path, stepper: subprocess.P
 def test_a_run_recorded_before_gpu_others_still_reads() -> None:
     run = load_run(DATA / "cpu_same_core" / "x-fcn")
     assert not (run.path / "gpu_others.csv").exists()
-    assert run.others().empty and list(run.others().columns) == ["t", "pid", "user", "command", "gpu_mem_mib", "sm_pct"]
+    assert run.others().empty and list(run.others().columns) == ["t", "pid", "user", "command", "gpu_mem_mib", "sm_pct", "cpu_pct", "rss_mib", "elapsed_s"]
 
 
 @needs_cc

@@ -67,3 +67,10 @@ def test_runs(snap_compare, tmp_path, monkeypatch, size):
         await pilot.press("m", "down", "m")
 
     assert snap_compare(app, terminal_size=size, run_before=open_runs)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_monitor_shared_box(snap_compare, tmp_path, size):
+    """A colleague's job and a process a PID namespace hides share the GPU: the process table and the status mark."""
+    app = _replay(staggered_pair(tmp_path / "run", gpu=True, others=True), 30.0)
+    assert snap_compare(app, terminal_size=size, run_before=_first_frame)

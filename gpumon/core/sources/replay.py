@@ -21,8 +21,10 @@ from typing import Any
 from gpumon.core.bus import Bus
 from gpumon.core.model import (
     DeviceSample,
+    GpuOthers,
     HostSample,
     LogLine,
+    OtherGpuProcess,
     ProcessSample,
     SourceStatus,
     StepEvent,
@@ -65,6 +67,20 @@ def _log_lines(run: Run, process: str) -> list[str]:
         return []
     except OSError as exc:
         raise TraceError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _others(run: Run) -> list[GpuOthers]:
+    """gpu_others.csv as one GpuOthers per process tick that listed any (none for runs recorded before it)."""
+    if not (run.path / "gpu_others.csv").exists():
+        return []
+    by_t: dict[float, list[OtherGpuProcess]] = {}
+    for row in run.rows("gpu_others"):
+        try:
+            fields = {k: (v or None) if k in ("user", "command") else _value(k, v) for k, v in row.items()}
+            by_t.setdefault(fields["t"], []).append(OtherGpuProcess(**fields))
+        except (TypeError, ValueError):
+            raise TraceError(f"{run.path / 'gpu_others.csv'}: corrupt row {row}") from None
+    return [GpuOthers(t, tuple(procs)) for t, procs in by_t.items()]
 
 
 @dataclass(frozen=True)
@@ -148,6 +164,7 @@ class ReplaySource:
             )
             for r in _records(self.run, table, cls)
         ]
+        timed += [_Timed(o.t, 5, o) for o in _others(self.run)]
         end = max((x.t for x in timed), default=0.0)
         duration = self.run.meta.get("duration_s")
         if isinstance(duration, (int, float)):

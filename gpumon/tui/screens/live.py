@@ -64,7 +64,7 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
             text.append(f"✖ {self.controller.session.capture_error.line()}", style="bold red")
         else:
             text.append("○ not capturing (c starts)", style="dim")
-        return self.paused_suffix(text)
+        return self.paused_suffix(self.others_mark(text, view))
 
     # -- launch / stop ----------------------------------------------------------
 

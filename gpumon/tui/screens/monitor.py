@@ -27,6 +27,7 @@ from gpumon.tui.widgets.device import DevicePanel
 from gpumon.tui.widgets.interference import InterferenceLine
 from gpumon.tui.widgets.lines import TextLine
 from gpumon.tui.widgets.output import ChildOutput
+from gpumon.tui.widgets.processes import ProcessTable
 from gpumon.tui.widgets.workload import WorkloadPanel
 
 
@@ -70,6 +71,7 @@ class MonitorScreen(Screen, inherit_bindings=False):
             yield WorkloadPanel("A", "a", id="panel-A")
             yield WorkloadPanel("B", "b", id="panel-B")
         yield InterferenceLine(id="interference")
+        yield ProcessTable(id="processes")
         yield ChildOutput(id="output")
         yield Footer(compact=True)
 
@@ -79,6 +81,7 @@ class MonitorScreen(Screen, inherit_bindings=False):
         self._panels = {p.slot: p for p in self.query(WorkloadPanel)}
         self._interference = self.query_one(InterferenceLine)
         self._output = self.query_one(ChildOutput)
+        self._processes = self.query_one(ProcessTable)
         self.pump = RefreshPump(
             self.feed.model, self.feed.now, lambda view: self.post_message(Refresh(view)), self.refresh_hz
         )
@@ -112,6 +115,7 @@ class MonitorScreen(Screen, inherit_bindings=False):
             for workload in view.workloads:
                 self._panels[workload.slot].show(workload)
             self._interference.show_view(view)
+            self._processes.show(view.processes)
             if self.show_output:
                 self._output.show(view)
         self.frames += 1
@@ -121,7 +125,15 @@ class MonitorScreen(Screen, inherit_bindings=False):
 
     def status_text(self, view: View) -> Text:
         """The top line; subclasses say what is being watched."""
-        return Text(f"gpumon  t {view.t:.1f} s")
+        return self.others_mark(Text(f"gpumon  t {view.t:.1f} s"), view)
+
+    @staticmethod
+    def others_mark(text: Text, view: View) -> Text:
+        """``  ⚠ 1 other process on the GPU`` when something that is not our job uses it now."""
+        if view.others_on_gpu:
+            plural = "es" if view.others_on_gpu > 1 else ""
+            text.append(f"  ⚠ {view.others_on_gpu} other process{plural} on the GPU", style="bold yellow")
+        return text
 
     def paused_suffix(self, text: Text) -> Text:
         if self.paused:

@@ -75,7 +75,7 @@ class ReplayScreen(MonitorScreen, inherit_bindings=False):
         text.append(f"  t {view.t:.1f}/{self.source.end_t:.1f} s  {speed}", style="dim")
         if self.source.finished:
             text.append("  (end)", style="dim")
-        return self.paused_suffix(text)
+        return self.paused_suffix(self.others_mark(text, view))
 
     def action_faster(self) -> None:
         self.source.set_speed(min(MAX_SPEED, self.source.speed * 2))

@@ -114,3 +114,20 @@ def test_a_gpu_the_box_lacks_is_refused_before_anything_starts(tmp_path: Path, g
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"gpumon: error: --gpu {gpu}"), result.stderr
     assert "1 GPU(s) found by NVML" in result.stderr
     assert not runs.exists()
+
+
+def test_monitor_table_lists_it(capture: Path, stepper: subprocess.Popen) -> None:
+    """The process table drawn from that capture: the stepper dimmed among our marked jobs, and the status mark."""
+    from gpumon.tui.screens.replay import open_replay
+    from gpumon.tui.widgets.processes import render_table
+
+    source, feed = open_replay(capture)
+    source.seek(6.0)  # both jobs running, the stepper beside them
+    view = feed.model.view(feed.now())
+    marks = {row.mark: row for row in view.processes}
+    assert set(marks) == {"A", "B", ""} and view.others_on_gpu == 1
+    other = marks[""]
+    assert other.pid == stepper.pid and other.gpu_mem_mib == 2048 and other.command == psutil.Process(stepper.pid).name()
+    text = render_table(view.processes, 120)
+    line = next(span for span in text.split("\n") if str(stepper.pid) in span.plain)
+    assert [s.style for s in line.spans] == ["dim"] and "2.0G" in line.plain and getpass.getuser() in line.plain

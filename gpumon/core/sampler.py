@@ -57,6 +57,7 @@ class Sampler(threading.Thread):
         self.expect_gpu_processes = expect_gpu_processes
         self._foreign_warned = False
         self._announced: set[int] = set()
+        self._ever_ours: set[int] = set()
         self._next_poll = 0.0
 
     def stop(self) -> None:
@@ -109,9 +110,12 @@ class Sampler(threading.Thread):
             gpu_procs = {pid: m for pid, m in every.items() if pid in ours}
             if nvml_up:
                 self._check_foreign(all_pids, every.keys())
-                # gpumon's own descendants too: a job just launched is ours before its slot knows its PID
-                mine = ours | set(self.host.tree_pids(os.getpid())) if every.keys() - ours else ours
-                others = {pid: m for pid, m in every.items() if pid not in mine}
+                # gpumon's own descendants too (a job just launched is ours before its slot knows its PID),
+                # and every PID that was ever ours (a job exiting is still listed by NVML for a moment)
+                self._ever_ours |= ours
+                if every.keys() - self._ever_ours:
+                    self._ever_ours |= set(self.host.tree_pids(os.getpid()))
+                others = {pid: m for pid, m in every.items() if pid not in self._ever_ours}
                 seen = GpuOthers(t, self.host.sample_others(t, others))
                 self.bus.publish(seen)
                 if ours:

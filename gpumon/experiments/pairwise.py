@@ -124,9 +124,15 @@ def pair_rows(pairs: list[Pair]) -> list[list[str]]:
             fmt_ci(c.workload("B").slowdown),
             fmt_ci(c.pair.stp),
             criterion,
-            VERDICT_TEXT[c.pair.verdict],
+            VERDICT_TEXT[c.pair.verdict] + disturbed_mark(c),
         ])
     return rows
+
+
+def disturbed_mark(c: "Comparison") -> str:
+    """`` ⚠ disturbed by pid 4242 (alice, train.py)`` when another GPU process used a measured window (compare's rule)."""
+    who = list(dict.fromkeys(f"pid {d.pid} ({d.user or '?'}, {d.command or '?'})" for d in c.disturbed_by))
+    return f" ⚠ disturbed by {', '.join(who)}" if who else ""
 
 
 def write_csvs(ctx: Context, pairs: list[Pair]) -> None:

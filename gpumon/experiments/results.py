@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from gpumon.analysis.text import fmt
 from gpumon.core.launcher import SLOTS
+from gpumon.core.others import disturbances
 from gpumon.core.trace import Run, TraceError, load_run
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.manifest import OK, CellRecord, Manifest
@@ -198,8 +199,15 @@ def cells_section(ctx: Context) -> list[str]:
             continue
         run = f"[{Path(record.run).name}]({record.run})" if record.run else ""
         detail = record.reason or record.note or ""
+        run_read = ctx.run(cell)
+        duration = run_read.meta.get("duration_s") if run_read is not None else None
+        others = disturbances(run_read, [(0.0, float(duration))]) if isinstance(duration, (int, float)) else []
+        status = record.status
+        if others:  # the whole capture's window: a cell is marked when anything else used the GPU in it
+            status += " ⚠ disturbed"
+            detail = "; ".join(x for x in (detail, "not alone on the GPU: " + "; ".join(d.phrase() for d in others)) if x)
         profiles = ", ".join(f"[{k}]({v})" for k, v in sorted(record.profiles.items()))
-        rows.append([cell.id, record.status, run, "; ".join(x for x in (detail, profiles) if x)])
+        rows.append([cell.id, status, run, "; ".join(x for x in (detail, profiles) if x)])
     return ["## Cells", "", "Every number above comes from these runs (`cells.json` has the commands).", ""] + md_table(
         ["cell", "status", "run directory", "reason / note / profiles"], rows
     )

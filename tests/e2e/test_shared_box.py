@@ -131,3 +131,13 @@ def test_monitor_table_lists_it(capture: Path, stepper: subprocess.Popen) -> Non
     text = render_table(view.processes, 120)
     line = next(span for span in text.split("\n") if str(stepper.pid) in span.plain)
     assert [s.style for s in line.spans] == ["dim"] and "2.0G" in line.plain and getpass.getuser() in line.plain
+
+
+def test_an_experiment_marks_the_pair(capture: Path, stepper: subprocess.Popen) -> None:
+    """The experiments' pair table (as `gpumon experiment` writes it) marks the pair the stepper disturbed."""
+    from gpumon.analysis.compare import compare
+    from gpumon.experiments.pairwise import Pair, pair_rows
+
+    comparison = compare([], [load_run(capture)])
+    (row,) = pair_rows([Pair("fcn", "gemm", [], [], comparison=comparison)])
+    assert f"⚠ disturbed by pid {stepper.pid} ({getpass.getuser()}, {psutil.Process(stepper.pid).name()})" in row[-1]

@@ -35,6 +35,9 @@ OUT = ROOT / "screenshots"
 WORKLOADS = ["fcn:preset=tiny", "gemm:preset=tiny"]
 HISTORY_S = 20.0
 BASELINE_S = 15
+SHARED_BOX_S = 8.0
+# Someone else's job, started outside gpumon: the fake NVML lists its real PID with 12 GiB and SM 30 %.
+FOREIGN = "import time\nwhile True:\n    sum(range(20000))\n    time.sleep(0.02)\n"
 FAKE_SCENARIO = """\
 device name="NVIDIA A100-SXM4-40GB (simulated by fake NVML)" uuid=GPU-SIMULATED mem_total_mib=40960 gpu_util=35 mem_util=12 mem_used_mib=5200 power_w=120 temp_c=48 sm_clock_mhz=1410 pcie_rx_bps=2.5e9 pcie_tx_bps=2e8
 at 4 gpu_util=62 mem_util=25 mem_used_mib=9800 power_w=210 temp_c=55 pcie_rx_bps=7.5e9
@@ -96,6 +99,19 @@ async def shoot_h100() -> None:
     print(f"  from tests/data/h100/{SHARED}, baselines {', '.join(BASELINES.values())}")
 
 
+async def shoot_shared_box(runs_dir: Path) -> None:
+    """The live monitor on the fake GPU while a real process gpumon did not start is listed on it."""
+    config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
+    plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
+    app = GpumonApp(Controller(plan))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: _running_for(app, SHARED_BOX_S), 180, "two workloads beside the other process")
+        await wait_until(pilot, lambda: app.monitor.latest.others_on_gpu > 0, 30, "the other process in the table")
+        save(app, "shared-box", "gpumon on a shared box: CPU box, fake NVML listing a real foreign process")
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_value is not None, 60, "quit")
+
+
 async def shoot(runs_dir: Path, gpu_box: bool, baselines: list[str]) -> None:
     config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
     plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
@@ -141,8 +157,11 @@ def to_png(svg: Path) -> Path | None:
     return png
 
 
-def gpu_box(runs_dir: Path, baselines: list[str]) -> None:
-    """Run the GPU-box shot in a child process that loads the fake libnvidia-ml."""
+def gpu_box(runs_dir: Path, baselines: list[str], shared_box: bool = False) -> None:
+    """Run the GPU-box shot in a child process that loads the fake libnvidia-ml.
+
+    ``shared_box``: the shared-box shot instead, with a real foreign process the fake lists on the GPU.
+    """
     from tests.fakenvml import build as fake
 
     if fake.compiler() is None:
@@ -150,22 +169,41 @@ def gpu_box(runs_dir: Path, baselines: list[str]) -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="gpumon-fakenvml-"))
     lib = fake.build(work / "lib")
-    scenario = fake.write_scenario(work / "scenario.txt", FAKE_SCENARIO)
-    env = fake.environment(lib, scenario)
-    argv = [sys.executable, __file__, "--gpu-box", "--runs", str(runs_dir), *(f"--baseline={b}" for b in baselines)]
-    subprocess.run(argv, env=env, check=True)
+    foreign = subprocess.Popen([sys.executable, "-c", FOREIGN]) if shared_box else None
+    try:
+        extra = f"proc pid={foreign.pid} mem_mib=12288 sm_util=30\n" if foreign is not None else ""
+        scenario = fake.write_scenario(work / "scenario.txt", FAKE_SCENARIO + extra)
+        env = fake.environment(lib, scenario)
+        shot = "--shared-box" if shared_box else "--gpu-box"
+        argv = [sys.executable, __file__, shot, "--runs", str(runs_dir), *(f"--baseline={b}" for b in baselines)]
+        subprocess.run(argv, env=env, check=True)
+    finally:
+        if foreign is not None:
+            foreign.kill()
+            foreign.wait()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--h100-only", action="store_true", help="only the replay of the real H100 capture")
+    parser.add_argument("--shared-box-only", action="store_true",
+                        help="only the shared-box view (fake NVML listing a real process started outside gpumon)")
     parser.add_argument("--gpu-box", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--shared-box", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--baseline", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     if args.gpu_box:
         asyncio.run(shoot(args.runs, gpu_box=True, baselines=args.baseline))
+        return
+    if args.shared_box:
+        asyncio.run(shoot_shared_box(args.runs))
+        return
+    if args.shared_box_only:
+        with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
+            gpu_box(Path(runs) / "shared", [], shared_box=True)
+        to_png(OUT / "shared-box.svg")
         return
     asyncio.run(shoot_h100())
     to_png(OUT / "monitor-h100.svg")
@@ -175,6 +213,7 @@ def main() -> None:
         baselines = capture_baselines(Path(runs) / "baselines")
         asyncio.run(shoot(Path(runs) / "cpu", gpu_box=False, baselines=baselines))
         gpu_box(Path(runs) / "gpu", baselines)
+        gpu_box(Path(runs) / "shared", [], shared_box=True)
     to_png(OUT / "monitor-cpu.svg")
     if (OUT / "gpu-box-simulated.svg").exists():
         to_png(OUT / "gpu-box-simulated.svg")

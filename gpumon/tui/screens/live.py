@@ -56,6 +56,9 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         text.append(f"  t {view.t:7.1f} s  ", style="dim")
         share = self.controller.session.config.share
         text.append(f"{share.describe()}  ", style="bold cyan" if share.mps else "dim")
+        if view.others_on_gpu:  # before the capture path, which is shortened to what is left
+            text.rstrip()
+            self.others_mark(text, view).append("  ")
         path = self.controller.capture_path
         if path is not None:
             text.append("● REC", style="bold red")
@@ -64,7 +67,7 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
             text.append(f"✖ {self.controller.session.capture_error.line()}", style="bold red")
         else:
             text.append("○ not capturing (c starts)", style="dim")
-        return self.paused_suffix(self.others_mark(text, view))
+        return self.paused_suffix(text)
 
     # -- launch / stop ----------------------------------------------------------
 

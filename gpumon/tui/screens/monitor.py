@@ -27,7 +27,10 @@ from gpumon.tui.widgets.device import DevicePanel
 from gpumon.tui.widgets.interference import InterferenceLine
 from gpumon.tui.widgets.lines import TextLine
 from gpumon.tui.widgets.output import ChildOutput
-from gpumon.tui.widgets.processes import ProcessTable
+from gpumon.tui.widgets.processes import MAX_ROWS, ProcessTable
+
+SMALL_HEIGHT = 30  # rows below which the process table replaces the workloads' output
+SMALL_ROWS = 3
 from gpumon.tui.widgets.workload import WorkloadPanel
 
 
@@ -115,7 +118,10 @@ class MonitorScreen(Screen, inherit_bindings=False):
             for workload in view.workloads:
                 self._panels[workload.slot].show(workload)
             self._interference.show_view(view)
-            self._processes.show(view.processes)
+            # a short terminal (80x24) has no room for both: the table takes the output's place
+            small = self.size.height < SMALL_HEIGHT
+            self._output.display = self.show_output and not (view.processes and small)
+            self._processes.show(view.processes, SMALL_ROWS if small else MAX_ROWS)
             if self.show_output:
                 self._output.show(view)
         self.frames += 1

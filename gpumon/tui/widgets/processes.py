@@ -69,26 +69,27 @@ class ProcessTable(Static):
     """Every process on the GPU (hidden when NVML lists none); redrawn only when what it shows changed."""
 
     DEFAULT_CSS = """
-    ProcessTable { height: 1; dock: bottom; margin-bottom: 1; }  /* above the footer, which docks there too */
+    ProcessTable { height: 1; }  /* set to its lines by show() */
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__("", **kwargs)
-        self._shown: tuple[tuple[ProcessRow, ...], int] | None = None
+        self._shown: tuple[tuple[ProcessRow, ...], int, int] | None = None
 
-    def show(self, rows: tuple[ProcessRow, ...]) -> None:
+    def show(self, rows: tuple[ProcessRow, ...], max_rows: int = MAX_ROWS) -> None:
+        """Draw ``rows`` (at most ``max_rows``: ours first, then the others by GPU memory)."""
         self.display = bool(rows)
         width = self.size.width or 80
-        if self._shown == (rows, width):
+        if self._shown == (rows, width, max_rows):
             return
-        self._shown = (rows, width)
-        shown = rows[:MAX_ROWS]
+        self._shown = (rows, width, max_rows)
+        shown = rows[:max_rows]
         if self.styles.height is None or self.styles.height.value != len(shown) + 1:
             self.styles.height = len(shown) + 1  # docked: its height is set, not measured
         self.update(render_table(shown, width) if rows else "")
 
     def on_resize(self) -> None:
         if self._shown is not None:
-            rows, _ = self._shown
+            rows, _, max_rows = self._shown
             self._shown = None
-            self.show(rows)
+            self.show(rows, max_rows)

@@ -118,7 +118,7 @@ def test_no_space_left_stops_the_capture_at_once_and_finalises_it_as_truncated(t
     assert run.meta["duration_s"] == pytest.approx(error.t, abs=1e-3)
     assert len(run.steps()) == 20, "what was written before the failure stays readable"
     assert summarize(run).status == "truncated"
-    assert [p.name for p in export(run, tmp_path / "csv")] == ["steps.csv", "device.csv", "processes.csv", "host.csv"]
+    assert [p.name for p in export(run, tmp_path / "csv")] == ["steps.csv", "device.csv", "processes.csv", "host.csv", "gpu_others.csv"]
     assert not (path / RESERVE_FILE).exists()
 
 

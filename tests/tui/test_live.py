@@ -91,7 +91,7 @@ async def test_capture_on_and_off_writes_a_run_and_exports_csv(runs_dir, tmp_pat
         await _quit(pilot, app)
     assert load_run(second).meta["status"] == "complete"
     assert sum(1 for _ in load_run(second).rows("steps")) > 0
-    assert sorted(p.name for p in out.iterdir()) == ["device.csv", "host.csv", "processes.csv", "steps.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["device.csv", "gpu_others.csv", "host.csv", "processes.csv", "steps.csv"]
 
 
 @run_async

@@ -161,10 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
     from gpumon.analysis.command import register as register_compare
+    from gpumon.analysis.predict_command import register as register_predict
     from gpumon.doctor_command import register as register_doctor
     from gpumon.experiments.command import register as register_experiment
 
-    return [add_run_parser, add_runs_parser, add_export_parser, register_compare, register_doctor, register_experiment]
+    return [add_run_parser, add_runs_parser, add_export_parser, register_compare, register_predict, register_doctor, register_experiment]
 
 
 def cmd_run(args: argparse.Namespace) -> int:

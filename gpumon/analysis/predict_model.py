@@ -75,6 +75,8 @@ def _burst(job: Solo, c: Constants) -> float:
 def timeslice_step(me: Solo, partner: Solo, ready: float, c: Constants = CONSTANTS) -> float:
     """T' = G + n*sigma + (n - 1)*rho*(b' + sigma) + max(H, rho*(b' + sigma)): the GPU parts take turns, the host part
     overlaps one of the partner's turns; ``ready`` (rho) is the chance the partner has GPU work when a turn ends."""
+    if me.gpu_s <= 0:
+        return me.step_s  # no GPU work: no turn to wait for
     n = _turns(me, c)
     wait = ready * (_burst(partner, c) + c.switch_s)
     return me.gpu_s + n * c.switch_s + (n - 1) * wait + max(me.host_s, wait)

@@ -220,3 +220,15 @@ def test_every_front_end_calls_the_one_definition():
     for module in ("core/live.py", "tui/model.py", "core/trace.py", "analysis/rates.py", "analysis/slowdown.py",
                    "analysis/compare.py", "headless.py", "experiments/steady.py", "core/metrics.py"):
         assert "gpumon.core.rates" in _modules_imported(PACKAGE / module), module
+
+
+def test_predict_needs_neither_torch_nor_scipy():
+    """``gpumon predict`` runs on the light install: its whole answer imports neither."""
+    data = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
+    code = ("import contextlib, io, sys\nfrom gpumon.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    main(['predict', '--exclusive', {str(data / 'x-fcn')!r}, '--exclusive', {str(data / 'x-gemm')!r}, "
+            "'--share', 'all', '--json'])\n"
+            "import json\nprint(json.dumps({m: m in sys.modules for m in ('torch', 'scipy')}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"torch": False, "scipy": False}

@@ -1,0 +1,65 @@
+"""``gpumon predict`` end to end on the CPU: real captures of pinned gemm jobs, and bad input from the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import gpumon, only_run
+
+H100 = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
+
+
+def _capture(root: Path, cpus: int) -> Path:
+    out = root / f"cpu{cpus}"
+    done = gpumon("run", f"gemm:cpus={cpus},threads=1", "--headless", "--duration", "4", "--out", str(out),
+                  timeout=180)
+    assert done.returncode == 0, done.stderr
+    return only_run(out)
+
+
+@pytest.fixture(scope="module")
+def pinned(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """One short solo capture of a single-threaded gemm pinned to core 0, one pinned to core 1."""
+    root = tmp_path_factory.mktemp("pinned")
+    return {cpus: _capture(root, cpus) for cpus in (0, 1)}
+
+
+def _slowdowns(*runs: str) -> list[float]:
+    done = gpumon("predict", *[a for r in runs for a in ("--exclusive", r)], "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["share"] == "cpu"
+    return [data["workloads"][s]["slowdown"]["estimate"] for s in ("A", "B")]
+
+
+def test_same_core_halves_both_and_different_cores_do_not_interfere(pinned: dict[int, Path]) -> None:
+    same = _slowdowns(str(pinned[0]))  # one job given: beside a copy of itself, on its own core
+    assert all(abs(r - 2) <= 0.25 for r in same), same
+    apart = _slowdowns(str(pinned[0]), str(pinned[1]))
+    assert all(abs(r - 1) <= 0.25 for r in apart), apart
+
+
+def test_text_names_the_physics(pinned: dict[int, Path]) -> None:
+    done = gpumon("predict", "--exclusive", str(pinned[0]), "--exclusive", str(pinned[1]))
+    assert done.returncode == 0, done.stderr
+    assert "pinned to different cores" in done.stdout and "sharing pays" in done.stdout
+
+
+@pytest.mark.parametrize("runs, message", [
+    (("x-fcn", "s-gemm+fcn"), "not an exclusive run"),
+    ((), "needs --exclusive"),
+])
+def test_bad_input_is_one_line_and_exit_2(runs: tuple[str, ...], message: str) -> None:
+    done = gpumon("predict", *[a for r in runs for a in ("--exclusive", str(H100 / r))])
+    assert done.returncode == 2
+    assert done.stderr.startswith("gpumon: error:") and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_cpu_run_beside_a_cuda_run_is_refused(pinned: dict[int, Path]) -> None:
+    done = gpumon("predict", "--exclusive", str(pinned[0]), "--exclusive", str(H100 / "x-gemm"))
+    assert done.returncode == 2 and "different devices" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -7,6 +7,7 @@ has ``compare --json``'s shape where they overlap (docs/predict.md).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -74,7 +75,8 @@ def _solo(run: Run, slot: str, device_kind: str) -> tuple[float, Solo, bool]:
         return rate, Solo(1 / rate, cpu_share=share, cores=cores), False
     nvml = evidence.has_nvml_data(run)
     busy = side.sm_active if not math.isnan(side.sm_active) else side.gpu_util
-    return rate, Solo(1 / rate, busy=busy / 100 if nvml else math.nan, cores=cores), nvml
+    copy = side.copy_s if not math.isnan(side.copy_s) else 0.0
+    return rate, Solo(1 / rate, busy=busy / 100 if nvml else math.nan, copy_s=copy, cores=cores), nvml
 
 
 def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) -> tuple[tuple[Job, Job], str]:
@@ -111,6 +113,7 @@ def _job(slot: str, members: list[tuple[Run, str, str]], kind: str) -> Job:
     busy = [p.busy for p in profiles if not math.isnan(p.busy)]
     shares = [p.cpu_share for p in profiles if not math.isnan(p.cpu_share)]
     solo = Solo(1 / mean, busy=sum(busy) / len(busy) if busy else math.nan,
+                copy_s=sum(p.copy_s for p in profiles) / len(profiles),
                 cpu_share=sum(shares) / len(shares) if shares else math.nan, cores=profiles[0].cores)
     return Job(slot, members[0][2], tuple(str(run.path) for run, _, _ in members), mean, spread, solo,
                all(n for _, _, n in solos))
@@ -156,7 +159,7 @@ def _prediction(jobs: tuple[Job, Job], mode: str) -> Prediction:
 
 def _busy(job: Job, busy: float) -> Solo:
     s = job.solo
-    return Solo(s.step_s, busy if math.isnan(s.busy) else s.busy, s.cpu_share, s.cores)
+    return dataclasses.replace(s, busy=busy if math.isnan(s.busy) else s.busy)
 
 
 def better(predictions: Sequence[Prediction]) -> str | None:

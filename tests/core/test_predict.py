@@ -70,7 +70,7 @@ def test_h100_captures_predict_with_intervals_and_json_shape():
     assert [p.share for p in preds] == [TIMESLICE, MPS]
     ts = preds[0]
     fcn, gemm = (r.value for r in ts.slowdown)
-    assert fcn > 2 * gemm  # fcn's short kernels wait for gemm's slices (measured 3.04 and 1.45)
+    assert fcn > 2.5 and gemm < 1.7  # fcn's short kernels wait for gemm's slices (measured 3.04 and 1.45)
     assert ts.reason.endswith("time slices") and "short kernels" in ts.reason
     data = ts.to_dict()
     assert set(data["workloads"]["A"]["slowdown"]) == {"estimate", "low", "high"}

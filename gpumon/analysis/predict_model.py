@@ -110,11 +110,13 @@ def predict_pair(a: Solo, b: Solo, mode: str, c: Constants = CONSTANTS) -> PairP
     if mode == CPU:
         steps = (cpu_step(a, b), cpu_step(b, a))
     else:
-        steps = (a.step_s, b.step_s)
+        steps, copying = (a.step_s, b.step_s), (0.0, 0.0)
         for _ in range(ITERATIONS):
-            copying = tuple(min(1.0, j.copy_s / t) for j, t in zip((a, b), steps))  # k: share of the shared step copying
+            # k: the share of its shared step a job copies, its copies stretched by the partner's (1 + k')
+            copying = (min(1.0, a.copy_s * (1 + copying[1]) / steps[0]), min(1.0, b.copy_s * (1 + copying[0]) / steps[1]))
             # rho (time slicing) and a (MPS): the share of its shared step a job has kernels to run
-            kernels = tuple(max(0.0, 1 - (j.host_s + j.copy_s) / t) for j, t in zip((a, b), steps))
+            kernels = tuple(max(0.0, 1 - (j.host_s + j.copy_s * (1 + k)) / t)
+                            for j, t, k in zip((a, b), steps, copying[::-1]))
             step = timeslice_step if mode == TIMESLICE else mps_step
             new = (step(a, b, kernels[1], copying[1], c), step(b, a, kernels[0], copying[0], c))
             if all(abs(n - o) <= 1e-12 * max(o, 1e-12) for n, o in zip(new, steps)):

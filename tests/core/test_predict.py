@@ -112,3 +112,11 @@ def test_without_nvml_the_interval_spans_host_bound_to_gpu_bound(tmp_path: Path)
     assert any("no NVML data for A" in n for n in p.notes)
     assert p.slowdown[0].low < 1.1 and p.slowdown[0].high > 3
     assert p.verdict == "cannot tell" and not math.isnan(p.stp.value)
+
+
+def test_two_copy_bound_jobs_split_the_link():
+    copier = Solo(step_s=1e-3, busy=1.0, copy_s=1e-3)  # all copy, no kernels: no time slice to wait for
+    p = predict_pair(copier, copier, TIMESLICE)
+    assert p.slowdown == pytest.approx((2.0, 2.0), rel=1e-6)
+    beside_host = predict_pair(copier, Solo(step_s=1e-3, busy=0.0), TIMESLICE)
+    assert beside_host.slowdown == pytest.approx((1.0, 1.0))

@@ -73,6 +73,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="run cells in parallel on a Ray cluster, one cell per GPU (per CPU core with --device cpu); "
         "no ADDRESS starts a local cluster on this machine's GPUs or cores (needs pip install 'gpumon[ray]')",
     )
+    p.add_argument("--predict", action="store_true",
+                   help="run the exclusive cells first and write predicted.md (every pair's slowdowns and STP from "
+                   "them alone, docs/predict.md) before any shared cell runs; results.md then puts predicted "
+                   "beside measured per pair, with the error and the MAPE")
     p.add_argument("--dry-run", action="store_true", help="print the cells and their commands; run nothing")
     p.add_argument("--list", action="store_true", help="list the shipped specs")
     p.add_argument("--python", metavar="PATH", default=None,
@@ -178,15 +182,21 @@ def execute(
         pool = RayPool(args.ray or None, on_gpu=device.startswith("cuda"))
         pool.start()
         print(f"gpumon: Ray workers: {describe(pool)}", file=sys.stderr)
+    ctx = Context(spec, settings, preset, device, cells, manifest, predict=args.predict)
     try:
-        signum = Runner(manifest, cuda_status, pyspy, args.retry_failed, pool=pool).run(cells)
+        runner = Runner(manifest, cuda_status, pyspy, args.retry_failed, pool=pool)
+        signum = runner.run([c for c in cells if c.mode == "exclusive"]) if args.predict else None
+        if args.predict and signum is None:
+            from gpumon.experiments.predicted import write_predicted
+
+            print(f"gpumon: predicted from the exclusive cells: {write_predicted(ctx)}", file=sys.stderr)
+        signum = signum if signum is not None else runner.run(cells)
     finally:
         if pool is not None:
             pool.stop()
     if signum is not None:
         print(f"gpumon: interrupted; run the same command again to resume ({out / 'cells.json'})", file=sys.stderr)
         return 128 + signum
-    ctx = Context(spec, settings, preset, device, cells, manifest)
     path = write_results(ctx, pyspy.problem if pyspy is not None else None)
     tally = counts(ctx)
     print(f"{path}  ({', '.join(f'{n} {s}' for s, n in sorted(tally.items()))})")

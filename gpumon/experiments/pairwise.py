@@ -224,8 +224,21 @@ def pairwise_section(ctx: Context) -> list[str]:
         lines += _mode_section([p for p in pairs if p.share == mode], ctx, "" if len(modes) == 1 else f" ({mode})", suffix)
     if len(modes) > 1:
         lines += ["", *share_section(ctx, pairs, modes)]
+    if ctx.predict:
+        lines += ["", *predicted_beside_measured(ctx, pairs)]
     lines += ["", "CSV: [slowdown_matrix.csv](slowdown_matrix.csv), [stp.csv](stp.csv).", *pair_warnings(pairs)]
     return lines
+
+
+def predicted_beside_measured(ctx: Context, pairs: list[Pair]) -> list[str]:
+    """``--predict``: each pair's prediction from its exclusive cells beside its comparison."""
+    from gpumon.experiments.predicted import predict_pairs, predicted_section
+
+    measured = {(p.a, p.b, p.share): p.comparison for p in pairs}
+    items = predict_pairs(ctx)
+    for item in items:
+        item.measured = measured.get((item.a, item.b, item.share))
+    return predicted_section(ctx, items)
 
 
 def _mode_section(pairs: list[Pair], ctx: Context, title: str, suffix: str) -> list[str]:

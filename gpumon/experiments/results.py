@@ -33,6 +33,7 @@ class Context:
     device: str
     cells: list[Cell]
     manifest: Manifest
+    predict: bool = False  # --predict: the pairwise report puts each pair's prediction beside its measurement
     _runs: dict[str, Run | None] = field(default_factory=dict)
 
     @property

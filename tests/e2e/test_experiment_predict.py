@@ -1,0 +1,44 @@
+"""``gpumon experiment --predict`` on the CPU: predicted.md from the exclusive cells, then predicted beside measured."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.helpers import gpumon
+
+SPEC = """\
+[experiment]
+name = "tiny_predict"
+title = "Tiny predicted pair"
+question = "Does the predicted pair match the measured one?"
+analysis = "pairwise"
+
+[run]
+workloads = ["fcn", "gemm"]
+options = { preset = "tiny", threads = 1, cpus = "0" }
+pairs = "distinct"
+seconds = 2
+stagger = 1
+startup = 40
+"""
+
+
+def test_predict_fills_the_pairs_first_then_puts_predicted_beside_measured(tmp_path):
+    spec = tmp_path / "tiny_predict.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "exp"
+    done = gpumon("experiment", str(spec), "--out", str(out), "--device", "cpu", "--predict", timeout=240)
+    assert done.returncode == 0, done.stderr
+    # predicted.md was written after the exclusive cells and before the shared one ran
+    assert done.stderr.index("predicted from the exclusive cells") < done.stderr.index("s-fcn+gemm-r1: running")
+    before = (out / "predicted.md").read_text()
+    assert "| fcn+gemm |" in before and "not run yet" in before and "same cores" in before
+    results = (out / "results.md").read_text()
+    assert "## Predicted from the exclusive runs alone" in results and "MAPE of r" in results
+    table = pd.read_csv(out / "predicted.csv")
+    row = table.iloc[0]
+    for slot in "AB":  # both pinned to core 0: predicted ~2, measured beside it
+        assert abs(row[f"r_{slot}_predicted"] - 2) <= 0.25
+        assert row[f"r_{slot}_error"] == pytest.approx((row[f"r_{slot}_predicted"] - row[f"r_{slot}_measured"]) / row[f"r_{slot}_measured"])
+    assert row["verdict_measured"] in ("pays", "loses", "cannot tell")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from gpumon.analysis import rates
@@ -168,3 +169,22 @@ def better(predictions: Sequence[Prediction]) -> str | None:
         if all(p.stp.low > q.stp.high for q in predictions if q is not p):
             return p.share
     return None
+
+
+def live_line(baselines: Sequence[tuple[str, str]], share: str = TIMESLICE) -> str:
+    """``predicted r A 1.52 B 1.58, STP 0.95`` for the live line from the ``--baseline`` runs of A and B ("" if
+    they do not make a pair the model can read: each is a solo run, from one device)."""
+    from gpumon.core.trace import TraceError, load_run
+
+    paths = dict(baselines)
+    if not {"A", "B"} <= set(paths):
+        return ""
+    same = Path(paths["A"]).resolve() == Path(paths["B"]).resolve()
+    try:
+        runs = [load_run(paths["A"])] + ([] if same else [load_run(paths["B"])])
+        assign = {} if same else {str(runs[0].path): "A", str(runs[1].path): "B"}
+        p = predict(runs, share if share in MODES else TIMESLICE, assign)[0]
+    except (UsageError, TraceError):
+        return ""
+    r = "  ".join(f"{j.slot} r {e.value:.2f}" for j, e in zip(p.jobs, p.slowdown))
+    return f"predicted {r}, STP {p.stp.value:.2f}"

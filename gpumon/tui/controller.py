@@ -64,6 +64,10 @@ class Controller:
                 rate = baseline_rate(slot, path)
                 self.model.set_baseline(slot, rate, f"baseline {Path(path).name}", load_baseline(slot, path, rate))
                 self.session.set_exclusive_rates({slot: rate})
+            if len(self.plan.baselines) > 1:
+                from gpumon.analysis.predict import live_line
+
+                self.model.predicted = live_line(self.plan.baselines, self.session.config.share.kind)
             if self.plan.requests:
                 return self.session.start_capture(self.plan.label, list(self.plan.requests))
             return None

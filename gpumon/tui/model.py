@@ -108,6 +108,7 @@ class LiveModel:
         self.gpu: dict[str, Any] | None = None
         self.baselines: dict[str, tuple[float, str]] = {}
         self.causes = LiveCauses({})
+        self.predicted = ""  # gpumon predict's answer from the two --baseline runs, shown beside the measured
         self.device: DeviceSample | None = None
         self.host: HostSample | None = None
         self.notices: RingBuffer[Notice] = RingBuffer(NOTICES)
@@ -228,6 +229,7 @@ class LiveModel:
             workloads=workloads,
             interference=result,
             causes=causes,
+            predicted=self.predicted,
             notices=tuple(n.text if not n.process else f"{n.process}: {n.text}" for n in self.notices.snapshot()),
             notice_total=self.notice_total,
             **self._process_rows(now, workloads),

@@ -101,6 +101,7 @@ class View:
     causes: dict[str, Attribution] = field(default_factory=dict)
     processes: tuple[ProcessRow, ...] = ()  # every process on the GPU: ours first, then the others by GPU memory
     others_on_gpu: int = 0  # other processes using the GPU meaningfully now (core/others.py's rule)
+    predicted: str = ""  # the prediction from the --baseline runs (gpumon predict), "" without both
 
     def new_notices(self, seen: int) -> tuple[str, ...]:
         """The notices after the first ``seen`` (as many as are still kept)."""

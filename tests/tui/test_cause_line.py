@@ -39,3 +39,25 @@ def test_fcn_beside_fcn_shows_waiting_for_the_gpu_live() -> None:
     text = interference_text(view).plain
     assert text.count("mostly waiting for the GPU") == 2, text
     assert text.index("A r 1.6") < text.index("mostly waiting for the GPU") < text.index("B r 1.6")
+
+
+def test_the_prediction_from_both_baselines_shows_beside_the_measured() -> None:
+    """Two --baseline runs (H100 fcn and gemm) make a pair: the live line ends with gpumon predict's answer."""
+    from gpumon.analysis.predict import live_line
+
+    line = live_line((("A", str(H100 / "x-fcn")), ("B", str(H100 / "x-gemm"))), "timeslice")
+    assert line.startswith("predicted A r ") and "B r 1." in line and ", STP " in line
+    assert live_line((("A", str(H100 / "x-fcn")),)) == ""  # one baseline: no pair to predict
+    rate = summarize(load_run(H100 / "x-fcn")).rates["A"]
+    model = LiveModel()
+    model.predicted = line
+    for slot in "AB":
+        model.set_baseline(slot, rate, "baseline x-fcn")
+        model.handle(WorkloadState(slot, "running", 0.0, pid=1 + (slot == "B")))
+    shared = 0.5 * rate
+    for n in range(int(5 * shared)):
+        t = round((n + 1) / shared, 6)
+        for pid, slot in enumerate("AB", start=1):
+            model.handle(StepEvent(slot, pid, n, t, 1 / shared, samples=64.0, warmup=n < 5))
+    text = interference_text(model.view(5.0)).plain
+    assert "A r 2.0" in text and text.endswith(line) and text.index("A r 2.0") < text.index("predicted")

@@ -48,6 +48,8 @@ def interference_text(view: View) -> Text:
         why = view.causes.get(slot)
         if why is not None and why.cause != NONE and r >= BARELY:
             text.append(f"{why.phrase}  ", style="yellow")
+    if view.predicted:
+        text.append(f"│ {view.predicted}", style="cyan")
     return text
 
 

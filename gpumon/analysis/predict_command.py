@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpumon.analysis.predict import Prediction
+    from gpumon.analysis.slowdown import Estimate
 
 DESCRIPTION = """\
 Predict, before sharing, how two jobs would slow each other on one GPU: each job's
@@ -49,13 +54,13 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.set_defaults(handler=run_predict, quick_exit=True)
 
 
-def _fmt(e: "Estimate") -> str:  # noqa: F821
+def _fmt(e: "Estimate") -> str:
     if math.isnan(e.value):
         return "unknown"
     return f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]"
 
 
-def render(predictions: list, best: str | None) -> list[str]:
+def render(predictions: "list[Prediction]", best: str | None) -> list[str]:
     """The predictions as text, one block per mode."""
     lines = []
     for p in predictions:

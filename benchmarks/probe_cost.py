@@ -1,8 +1,11 @@
-"""Cost of the child-side probe: ns per ``probe.step()`` with and without a monitor, and import time.
+"""Cost of the child-side probe: ns per ``probe.step()`` off, with its rendezvous and nobody attached, and with a
+monitor's pipe; and import time.
 
 Run: ``python benchmarks/probe_cost.py [--calls 200000] [--starts 15]``. Prints figures, asserts nothing.
-Each loop runs in a fresh child process (the probe reads ``GPUMON_PROBE_FD`` once per process);
-"enabled" children write to a pipe that a reader thread here drains and parses, as the monitor does.
+Each loop runs in a fresh child process (the probe reads its environment once per process):
+"off" has no monitor and ``GPUMON_RENDEZVOUS=off``; "rendezvous" has no monitor, so the probe keeps its
+history ring and listens in a private runtime directory made for the run, nobody attaching; "pipe"
+children write to a pipe that a reader thread here drains and parses, as the monitor does.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -75,11 +79,13 @@ def child_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def measure_loops(calls: int, monitored: bool) -> tuple[dict[str, float], Drain | None]:
-    """ns per call of each loop in a fresh child, with or without a draining monitor pipe."""
-    if not monitored:
+def measure_loops(calls: int, mode: str) -> tuple[dict[str, float], Drain | None]:
+    """ns per call of each loop in a fresh child: ``mode`` "off", "rendezvous" (nobody attached) or "pipe"."""
+    if mode != "pipe":
         argv = [sys.executable, "-c", LOOPS, str(calls)]
-        out = subprocess.run(argv, env=child_env(), capture_output=True, text=True, check=True)
+        with tempfile.TemporaryDirectory() as runtime:
+            extra = {"GPUMON_RENDEZVOUS": "off"} if mode == "off" else {"GPUMON_RUNTIME_DIR": f"{runtime}/gpumon"}
+            out = subprocess.run(argv, env=child_env(**extra), capture_output=True, text=True, check=True)
         return json.loads(out.stdout), None
     read_fd, write_fd = os.pipe()
     drain = Drain(read_fd)
@@ -118,9 +124,13 @@ def main() -> None:
 
     python = sys.version.split()[0]
     print(f"probe cost, {args.calls:,} calls per loop, best of 3, python {python}, {os.cpu_count()} CPUs")
-    modes = (("disabled (no GPUMON_PROBE_FD)", False), ("enabled (pipe drained by a reader thread)", True))
-    for label, monitored in modes:
-        figures, drain = measure_loops(args.calls, monitored)
+    modes = (
+        ("off (no monitor, GPUMON_RENDEZVOUS=off)", "off"),
+        ("rendezvous, nobody attached (no monitor: history ring kept, socket listening)", "rendezvous"),
+        ("pipe (launched by a monitor: drained by a reader thread)", "pipe"),
+    )
+    for label, mode in modes:
+        figures, drain = measure_loops(args.calls, mode)
         empty = figures["empty"]
         print(f"\n{label}: probe enabled={figures['enabled']}")
         print(f"  empty loop            {empty:8.1f} ns/iteration")

@@ -36,6 +36,7 @@ examples:
   gpumon run fcn lstm                    live monitor, two built-in jobs sharing the device
   gpumon run fcn gemm --headless --duration 30
   gpumon run fcn --cmd "python train.py" --stagger 10
+  gpumon run gemm --beside 4242 --duration 120   what starting gemm does to your running job (pid 4242)
   gpumon run fcn vgg19 --share mps       the same pair under NVIDIA MPS instead of time slicing
   gpumon runs                            list captures
   gpumon export last --csv out/          plain CSV of the newest capture
@@ -66,7 +67,18 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N; a GPU this machine lacks "
         "(NVML, /proc/driver/nvidia, CUDA_VISIBLE_DEVICES) is refused before anything starts")
-    p.add_argument("--stagger", type=finite_number, default=0.0, metavar="S", help="start the second job S seconds after the first")
+    p.add_argument("--stagger", type=finite_number, default=None, metavar="S", help="start the second job S seconds after the first "
+        "(with --beside: once B's steps alone span S seconds, default 10)")
+    p.add_argument(
+        "--beside",
+        default=None,
+        metavar="PID",
+        help="watch a process of yours that is already running (in tmux, by a scheduler, under 'gpumon wrap') as "
+        "job B: its GPU and host use are recorded like a launched job's, its steps when it runs gpumon's probe "
+        "(else its rate is 'unknown (no probe)'). gpumon never signals it: quitting, Ctrl-C or --duration leave it "
+        "running. Job A starts once B's steps alone span --stagger seconds (from the probe's history when it has "
+        "one), so compare --shared RUN gives B's slowdown from this one run",
+    )
     p.add_argument("--duration", type=finite_number, default=None, metavar="S", help="stop everything S seconds after the first start")
     p.add_argument("--label", default=None, help="name of the capture (default: the workload names)")
     p.add_argument("--out", type=Path, default=None, metavar="RUNS_DIR", help="where captures go (default: see below)")
@@ -169,6 +181,7 @@ def _registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from gpumon.core.beside import DEFAULT_LEAD_S
     from gpumon.core.devices import check_gpu_present, parse_gpu
     from gpumon.core.metrics import parse_address
     from gpumon.core.mps import parse_share
@@ -181,6 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     gpu = parse_gpu(args.gpu) if args.gpu is not None else None
     if gpu is not None and not args.no_nvml:
         check_gpu_present(gpu)
+    stagger = args.stagger if args.stagger is not None else DEFAULT_LEAD_S if args.beside is not None else 0.0
     config = SessionConfig(
         share=parse_share(args.share),
         metrics=parse_address(args.metrics) if args.metrics is not None else None,
@@ -189,13 +203,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         gpu_index=gpu,
         runs_dir=runs_dir_or_default(args.out),
         warmup=args.warmup,
-        stagger_s=args.stagger,
+        stagger_s=stagger,
         nvml=not args.no_nvml,
         python=args.python,
         on_capture_error=args.on_capture_error,
     )
     plan = make_plan(
-        args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=args.stagger
+        args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=stagger,
+        beside=args.beside,
     )
     if args.baseline:
         plan = dataclasses.replace(plan, baselines=parse_baselines(args.baseline, config.runs_dir))

@@ -10,10 +10,12 @@ import threading
 from pathlib import Path
 from typing import Callable, TextIO
 
+from gpumon.core.beside import SLOT as BESIDE_SLOT
+from gpumon.core.beside import SoloHistory
 from gpumon.core.launcher import SLOTS, LaunchRequest, exit_text
 from gpumon.core.live import LiveFigures, LiveStats
 from gpumon.core.live_cause import LiveCauses, cause_words, load_baseline
-from gpumon.core.model import Notice, SourceStatus, WorkloadState
+from gpumon.core.model import ENDED_STATES, Notice, SourceStatus, WorkloadState
 from gpumon.core.outcome import exit_code
 from gpumon.core.rates import Interference, interference
 from gpumon.core.session import Session
@@ -103,7 +105,7 @@ class HeadlessRun:
     def _on_event(self, item: object) -> None:
         if isinstance(item, (WorkloadState, Notice, SourceStatus)):
             self.events.put(item)
-            if isinstance(item, Notice) or (isinstance(item, WorkloadState) and item.state in ("exited", "stopped", "failed")):
+            if isinstance(item, Notice) or (isinstance(item, WorkloadState) and item.state in ENDED_STATES):
                 self.wake.set()
 
     def _on_signal(self, signum: int) -> None:
@@ -141,7 +143,7 @@ class HeadlessRun:
                 self._say(f"gpumon: metrics at {self.session.metrics.url}")
             if self.session.nvml is not None and self.session.nvml_status.available:
                 self.gpu_info = self.session.nvml.device_info()
-            path = self.session.start_capture(self.plan.label, list(self.plan.requests))
+            path = self.session.start_capture(self.plan.label, list(self.plan.jobs))
             self._say(f"gpumon: capturing to {path}")
             self._run_workloads()
         finally:
@@ -158,9 +160,47 @@ class HeadlessRun:
         return self._exit_code()
 
     def _run_workloads(self) -> None:
-        """Each job in its own slot (A, B); B starts at the stagger or not at all."""
+        """Each job in its own slot (A, B); B starts at the stagger or not at all. An attached process (``--beside``)
+        is B from the start, and A starts once enough of B's steps alone are known (``SoloHistory``)."""
         clock = self.session.clock
         start = clock.now()
+        waiting = None
+        if self.plan.beside is not None:
+            waiting = self._attach(start)
+        else:
+            self._launch_staggered(start)
+        end = start + self.plan.duration_s if self.plan.duration_s else None
+        while self.signal_received is None and self._any_running():
+            next_status = clock.now() + STATUS_PERIOD_S
+            if end is not None:
+                next_status = min(next_status, end)
+            self._wait_until(next_status, lambda: not self._any_running() or waiting is not None and waiting())
+            self._print_events()
+            if waiting is not None and waiting():
+                waiting = None
+                if self._start_cancelled():
+                    break
+                self.session.launch(self.plan.requests[0], "A")
+            self._print_status()
+            if end is not None and clock.now() >= end:
+                break
+        if waiting is not None:
+            self._not_started("A", self.plan.requests[0], clock.now())
+
+    def _attach(self, start: float) -> Callable[[], bool] | None:
+        """Watch the ``--beside`` process as B; returns when A may start (None: no A to start)."""
+        assert self.plan.beside is not None
+        history = SoloHistory(BESIDE_SLOT)
+        self.session.bus.subscribe(history.handle)
+        attached = self.session.attach(self.plan.beside, BESIDE_SLOT)
+        how = "reading its probe" if attached.probe is not None else "no probe: its rate is unknown"
+        self._say(f"gpumon: watching pid {attached.pid} as {BESIDE_SLOT} ({how}); gpumon never signals it")
+        if not self.plan.requests:
+            return None
+        clock, lead = self.session.clock, self.plan.stagger_s
+        return lambda: self._start_cancelled() or history.enough(clock.now() - start, lead)
+
+    def _launch_staggered(self, start: float) -> None:
         for i, (slot, request) in enumerate(zip(SLOTS, self.plan.requests)):
             at = start + self.plan.stagger_s * i
             if i and self.plan.stagger_s and not self._wait_until(at, self._start_cancelled):
@@ -170,19 +210,12 @@ class HeadlessRun:
                 self._not_started(slot, request, at)
                 return
             self.session.launch(request, slot)
-        end = start + self.plan.duration_s if self.plan.duration_s else None
-        while self.signal_received is None and self._any_running():
-            next_status = clock.now() + STATUS_PERIOD_S
-            if end is not None:
-                next_status = min(next_status, end)
-            self._wait_until(next_status, lambda: not self._any_running())
-            self._print_events()
-            self._print_status()
-            if end is not None and clock.now() >= end:
-                return
 
     def _any_running(self) -> bool:
-        return any(w.running for w in self.session.launcher.workloads.values())
+        """A job gpumon launched still runs (an attached one keeps the run going only when none was launched)."""
+        workloads = self.session.launcher.workloads.values()
+        owned = [w for w in workloads if w.owned]
+        return any(w.running for w in (owned or workloads))
 
     def _start_cancelled(self) -> bool:
         """A job that has not started yet must not: a signal came, a started job failed, or the capture stopped."""
@@ -196,11 +229,16 @@ class HeadlessRun:
     def _not_started(self, slot: str, request: LaunchRequest, at: float) -> None:
         """Record and say why the job of ``slot`` never started."""
         failed = self.session.launcher.failed()
+        attached = self.session.launcher.workloads.get(BESIDE_SLOT)
         if self.signal_received is not None:
             why = f"stopped by {signal.Signals(self.signal_received).name} before its start"
+        elif attached is not None and not attached.owned and not attached.running:
+            why = f"{BESIDE_SLOT} (pid {attached.pid}) ended at {attached.stop_t or 0:.1f} s, before {slot}'s start"
         elif failed:
             w = failed[0]
             why = f"{w.process} {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s, before {slot}'s start"
+        elif self.session.capture_error is None and self.plan.duration_s:
+            why = f"--duration {self.plan.duration_s:g} ended before its start"
         else:
             why = "the capture stopped before its start"
         if self.plan.stagger_s:
@@ -264,8 +302,8 @@ class HeadlessRun:
                 item = self.events.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(item, WorkloadState) and item.state in ("exited", "stopped", "failed"):
-                self._say(f"gpumon: workload {item.process} {item.state} with status {item.exit_status}")
+            if isinstance(item, WorkloadState) and item.state in ENDED_STATES:
+                self._say(f"gpumon: workload {item.process} {self._ended_words(item)}")
                 if len(self.session.launcher.workloads) > 1:  # the overlap's final figures
                     self._print_interference(item.t, list(self.session.launcher.workloads))
                 if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
@@ -277,6 +315,15 @@ class HeadlessRun:
                 self._say(f"gpumon:{who} {item.text}")
             elif isinstance(item, SourceStatus) and not item.available:
                 self._say(f"gpumon: NVML {item.reason}")
+
+    def _ended_words(self, state: WorkloadState) -> str:
+        """How a job ended; an attached process was never ours to stop, and its status is not ours to know."""
+        workload = self.session.launcher.workloads.get(state.process)
+        if workload is None or workload.owned:
+            return f"{state.state} with status {state.exit_status}"
+        if state.state == "detached":
+            return f"detached: pid {state.pid} still running (gpumon never signals it)"
+        return f"(pid {state.pid}) exited by itself (status unknown: gpumon did not start it)"
 
     def _say(self, text: str) -> None:
         self._emit(text, self.err)
@@ -294,6 +341,6 @@ class HeadlessRun:
 
 
 def run_headless(plan: RunPlan, as_json: bool) -> int:
-    if not plan.requests:
+    if not plan.jobs:
         raise UsageError("--headless needs at least one workload (e.g. gpumon run fcn --headless)")
     return HeadlessRun(plan, as_json).run()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpumon.core.beside import check_target
 from gpumon.core.devices import check_device_present
 from gpumon.core.interpreter import require_workload_python
 from gpumon.core.launcher import LaunchRequest
@@ -28,6 +29,12 @@ class RunPlan:
     duration_s: float | None
     stagger_s: float
     baselines: tuple[tuple[str, str], ...] = ()
+    beside: LaunchRequest | None = None  # --beside PID: job B, a running process watched, not launched
+
+    @property
+    def jobs(self) -> tuple[LaunchRequest, ...]:
+        """Every job of the capture: the ones to launch, and the attached process."""
+        return self.requests + ((self.beside,) if self.beside is not None else ())
 
 
 def check_device(device: str, use_nvml: bool = True) -> str:
@@ -53,10 +60,14 @@ def make_plan(
     label: str | None,
     duration_s: float | None,
     stagger_s: float,
+    beside: str | None = None,
 ) -> RunPlan:
     """Check every input before anything starts; raises UsageError with one clear line."""
+    attached = beside_request(beside) if beside is not None else None
     check_device(session.device, session.nvml)
-    if len(workloads) + len(commands) > MAX_WORKLOADS:
+    if len(workloads) + len(commands) > MAX_WORKLOADS - (attached is not None):
+        if attached is not None:
+            raise UsageError("--beside PID is job B: give at most one workload to launch as A")
         raise UsageError(
             f"at most {MAX_WORKLOADS} workloads share the GPU; got {len(workloads) + len(commands)}"
         )
@@ -72,10 +83,20 @@ def make_plan(
     requests = [builtin_request(w, session.device, session.python) for w in workloads]
     requests += [LaunchRequest.command(c) for c in commands]
     if not label:
-        label = "-".join(short_name(r) for r in requests) or "idle"
-    return RunPlan(session, tuple(requests), label, duration_s, stagger_s)
+        label = "-".join(short_name(r) for r in [*requests, *([attached] if attached else [])]) or "idle"
+    return RunPlan(session, tuple(requests), label, duration_s, stagger_s, beside=attached)
+
+
+def beside_request(pid: str) -> LaunchRequest:
+    """The running process ``--beside`` names, checked (exists, is yours, is not gpumon) before anything starts."""
+    try:
+        return LaunchRequest.attach(check_target(pid))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def short_name(request: LaunchRequest) -> str:
-    """A request's name in a run label: the built-in workload's name, or ``cmd``."""
+    """A request's name in a run label: the built-in workload's name, ``cmd``, or ``pid1234`` (attached)."""
+    if request.beside is not None:
+        return f"pid{request.beside.pid}"
     return "cmd" if request.kind == "cmd" else request.spec.split(":", 1)[0]

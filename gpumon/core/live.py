@@ -11,11 +11,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
-from gpumon.core.model import ProcessSample, StepEvent, WorkloadState
+from gpumon.core.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
 from gpumon.core.rates import OverlapRates, Point, live_rate
 
 WINDOW_S = 2.0
-ENDED = ("exited", "stopped", "failed")
+ENDED = ENDED_STATES
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from gpumon.core.bus import Bus
 from gpumon.core.live import LiveStats
-from gpumon.core.model import DeviceSample, StepEvent, WorkloadState
+from gpumon.core.model import ENDED_STATES, DeviceSample, StepEvent, WorkloadState
 from gpumon.core.rates import VERDICTS, interference
 from gpumon.errors import UsageError
 
@@ -94,7 +94,7 @@ class RunMetrics:
             with self._lock:
                 if item.state == "running":
                     self.running.add(item.process)
-                elif item.state in ("exited", "stopped", "failed"):
+                elif item.state in ENDED_STATES:
                     self.running.discard(item.process)
 
     def name_job(self, slot: str, spec: str) -> None:

@@ -160,7 +160,11 @@ class SourceStatus:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadState:
-    """A workload's lifecycle change: starting, running, exited (with status and stderr tail)."""
+    """A workload's lifecycle change: starting, running, exited (with status and stderr tail).
+
+    An attached process (``--beside``) is "running" with ``attached`` (what run.json records of it) and
+    ends "exited" (by itself, status unknown) or "detached" (gpumon let go of it; it still runs).
+    """
 
     process: str
     state: str
@@ -168,6 +172,11 @@ class WorkloadState:
     pid: int | None = None
     exit_status: int | None = None
     tail: str = ""
+    attached: dict | None = None
+
+
+# The states a workload ends in.
+ENDED_STATES = ("exited", "stopped", "failed", "detached")
 
 
 def row(record: object, columns: tuple[str, ...]) -> tuple:

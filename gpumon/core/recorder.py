@@ -29,6 +29,7 @@ from gpumon.core.model import (
     ProcessSample,
     StepEvent,
     WorkloadMeta,
+    ENDED_STATES,
     WorkloadState,
     row,
 )
@@ -257,7 +258,8 @@ class Recorder:
         entry = self._workload(state.process)
         if state.state == "running":
             entry.update(pid=state.pid, start_t=state.t, stop_t=None, exit_status=None, state="running")
-        elif state.state in ("exited", "stopped", "failed"):
+            entry.update(state.attached or {})
+        elif state.state in ENDED_STATES:
             entry.update(stop_t=state.t, exit_status=state.exit_status, tail=state.tail, state=state.state)
         elif state.state == "not started":
             entry.update(state="not started", reason=state.tail)

@@ -15,6 +15,8 @@ from typing import Any
 import psutil
 
 import gpumon
+from gpumon.core import rendezvous
+from gpumon.core.beside import SLOT as BESIDE_SLOT
 from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
 from gpumon.core.launcher import SLOTS, LaunchRequest, Launcher, Workload
@@ -46,6 +48,12 @@ class SessionConfig:
     metrics: tuple[str, int] | None = None
     python: str | None = None  # interpreter of the built-in workloads; None: $GPUMON_PYTHON, else ours
     on_capture_error: str = "stop"
+
+
+def planned_slots(requests: list[LaunchRequest]) -> list[tuple[str, LaunchRequest]]:
+    """The slot of each planned job: an attached process (``--beside``) is B, the launched ones take A, then B."""
+    free = [slot for slot in SLOTS if slot != BESIDE_SLOT or not any(r.beside for r in requests)]
+    return sorted(((BESIDE_SLOT if r.beside else free.pop(0), r) for r in requests), key=lambda pair: pair[0])
 
 
 def default_threads() -> int:
@@ -108,6 +116,20 @@ class Session:
             self.metrics.metrics.name_job(process, request.spec)
         return self.launcher.start(process, request, default_threads(), self._share_env(process))
 
+    def attach(self, request: LaunchRequest, process: str) -> Workload:
+        """Watch the running process of a ``--beside`` request in slot ``process``, through its probe rendezvous
+        when it has one; gpumon never signals it."""
+        target = request.beside
+        if target is None:
+            raise ValueError("attach needs a --beside request")
+        if self.shutting_down:
+            raise UsageError(f"not attaching {process}: gpumon is shutting down")
+        if not target.alive():
+            raise UsageError(f"--beside {target.pid}: the process has exited")
+        if self.metrics is not None:
+            self.metrics.metrics.name_job(process, request.spec)
+        return self.launcher.attach(process, request, rendezvous.connect(target.pid))
+
     def _share_env(self, slot: str) -> dict[str, str]:
         """The MPS client environment for ``slot`` (gpumon's daemon starts with the first job)."""
         if not self.config.share.mps:
@@ -153,9 +175,12 @@ class Session:
         if self.recorder is not None and not self.recorder.failed:
             return self.recorder.path
         self.stop_capture()
-        runs = planned_workloads or [w.request for w in self.launcher.workloads.values() if w.running]
+        if planned_workloads:
+            runs = planned_slots(planned_workloads)
+        else:
+            runs = [(slot, w.request) for slot, w in sorted(self.launcher.workloads.items()) if w.running]
         path = create_run_dir(self.config.runs_dir, label, time.localtime())
-        workloads = [self._workload_entry(slot, req) for slot, req in zip(("A", "B"), runs)]
+        workloads = [self._workload_entry(slot, req) for slot, req in runs]
         meta = initial_meta(
             label=label,
             mode="shared" if len(runs) > 1 else "exclusive",
@@ -199,8 +224,12 @@ class Session:
     def _workload_entry(self, slot: str, request: LaunchRequest) -> dict[str, Any]:
         entry: dict[str, Any] = {"process": slot, "spec": request.spec, "kind": request.kind, "argv": list(request.argv)}
         running = self.launcher.workloads.get(slot)
+        if request.beside is not None:
+            entry.update(request.beside.to_json())
         if running is not None and running.request == request:
             entry.update(pid=running.pid, start_t=running.start_t, exit_status=running.exit_status)
+            if request.beside is not None:
+                entry.update(probe=running.probe is not None)
             if slot in self.workload_meta:
                 entry["meta"] = self.workload_meta[slot]
         return entry

@@ -1,0 +1,118 @@
+"""``--beside PID``: a process gpumon did not start, watched as job B (never signalled, never owned).
+
+``check_target`` refuses, before anything is created, a PID that does not exist, belongs to
+another user or is gpumon itself. ``SoloHistory`` says when enough of the process's steps alone
+are known for the launched job to start (the probe's history ring usually holds them already).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+
+import psutil
+
+from gpumon.core.model import StepEvent
+
+SLOT = "B"
+# The process is sampled alone (NVML, /proc) at least this long before job A starts, whatever its history.
+MIN_ALONE_S = 2.0
+DEFAULT_LEAD_S = 10.0
+MIN_SOLO_STEPS = 20
+
+
+@dataclass(frozen=True)
+class BesideTarget:
+    """A running process of this user that gpumon watches without owning it."""
+
+    pid: int
+    argv: tuple[str, ...]
+    name: str
+    user: str
+    create_time: float
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.argv) if self.argv else self.name
+
+    @property
+    def spec(self) -> str:
+        """Its name as a job: ``pid 4242: python train.py`` (the program without its directory)."""
+        short = (os.path.basename(self.argv[0]), *self.argv[1:]) if self.argv else (self.name,)
+        return f"pid {self.pid}: {shlex.join(short)}"
+
+    def to_json(self, probe: bool | None = None) -> dict:
+        """What run.json records of it: attached, not owned; ``probe``: whether its steps are read (None: not yet known)."""
+        found = {"pid": self.pid, "user": self.user, "command": self.command, "owned": False, "attached": True}
+        return found if probe is None else {**found, "probe": probe}
+
+    def alive(self) -> bool:
+        """Still the same process (not exited, not a zombie, its PID not reused)."""
+        try:
+            proc = psutil.Process(self.pid)
+            return proc.create_time() == self.create_time and proc.status() != psutil.STATUS_ZOMBIE
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return False
+
+
+def check_target(text: str | int) -> BesideTarget:
+    """The process ``--beside`` names, or ValueError with the one line that says why not."""
+    try:
+        pid = int(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"--beside {text!r} is not a process id") from None
+    if pid <= 0:
+        raise ValueError(f"--beside {pid} is not a process id")
+    if pid == os.getpid():
+        raise ValueError(f"--beside {pid} is gpumon itself")
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                raise psutil.NoSuchProcess(pid)
+            uid = proc.uids().real
+            create_time = proc.create_time()
+            name = proc.name()
+            try:
+                argv = tuple(proc.cmdline())
+            except psutil.AccessDenied:
+                argv = ()
+            try:
+                user = proc.username()
+            except (KeyError, psutil.AccessDenied):
+                user = str(uid)
+    except psutil.NoSuchProcess:
+        raise ValueError(f"--beside {pid}: no such process") from None
+    except psutil.AccessDenied:
+        raise ValueError(f"--beside {pid} belongs to another user (gpumon watches only your own processes)") from None
+    if uid != os.getuid():
+        raise ValueError(f"--beside {pid} belongs to {user}, not to you (gpumon watches only your own processes)")
+    return BesideTarget(pid, argv, name, user, create_time)
+
+
+class SoloHistory:
+    """The steps of the attached process known so far (its history ring, then live): first and last post-warm-up."""
+
+    def __init__(self, process: str = SLOT) -> None:
+        self.process = process
+        self.first: float | None = None
+        self.last: float | None = None
+        self.steps = 0
+
+    def handle(self, item: object) -> None:
+        if isinstance(item, StepEvent) and item.process == self.process and not item.warmup:
+            if self.first is None:
+                self.first = item.t
+            self.last = item.t
+            self.steps += 1
+
+    def span(self) -> float:
+        return 0.0 if self.first is None or self.last is None else self.last - self.first
+
+    def enough(self, alone_s: float, lead_s: float) -> bool:
+        """Job A may start: the process was watched alone ``MIN_ALONE_S`` and its solo steps span ``lead_s``
+        (``MIN_SOLO_STEPS`` at least), or it was watched alone ``lead_s`` (no probe, or too few steps)."""
+        if alone_s < min(MIN_ALONE_S, lead_s):
+            return False
+        return alone_s >= lead_s or (self.span() >= lead_s and self.steps >= MIN_SOLO_STEPS)

@@ -1,0 +1,195 @@
+"""``gpumon run A --beside PID``: a real probed script started outside gpumon becomes job B, is measured from its
+probe's history and live steps, and is never signalled: quitting gpumon, even ``kill -9``, leaves it running."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shlex
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpumon.core import rendezvous
+from gpumon.core.trace import load_run
+from tests.fakenvml import build as fake
+from tests.helpers import GPUMON, gpumon, only_run, wait_for
+
+# A training loop of its own (not started by gpumon): ~100 steps/s, and it logs its own clock every 20 steps.
+STEPPER = textwrap.dedent(
+    """
+    import sys, time
+    from gpumon import probe
+    log = open(sys.argv[1], "a", buffering=1)
+    step = 0
+    while True:
+        sum(range(3000))
+        time.sleep(0.01)
+        probe.step()
+        if step % 20 == 0:
+            log.write(f"{step} {time.monotonic_ns()}\\n")
+        step += 1
+    """
+)
+
+
+def start_stepper(tmp: Path, code: str = STEPPER, **env: str) -> tuple[subprocess.Popen, Path]:
+    own_log = tmp / f"stepper-{len(list(tmp.glob('stepper-*')))}.log"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(own_log)], start_new_session=True,
+                            env={**os.environ, **env})
+    wait_for(lambda: own_log.exists() and own_log.read_text().count("\n") >= 3, what="the stepper's first steps")
+    return proc, own_log
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+
+
+def scenario(pid: int) -> str:
+    return f"""
+        driver 550.54.15
+        device name="NVIDIA Fake H100" uuid=GPU-beside mem_total_mib=81559 gpu_util=100 mem_used_mib=9000
+        proc children_of=self mem_mib=321 sm_util=40
+        proc pid={pid} mem_mib=2048 sm_util=30
+    """
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory):
+    """A probed stepper running for a while, then ``gpumon run fcn --beside PID`` for 8 s (B alone 3 s first)."""
+    if fake.compiler() is None:
+        pytest.skip("no C compiler to build the fake libnvidia-ml")
+    tmp = tmp_path_factory.mktemp("beside")
+    proc, own_log = start_stepper(tmp)
+    try:
+        lib = fake.build(tmp / "lib")
+        env = fake.environment(lib, fake.write_scenario(tmp / "scenario.txt", scenario(proc.pid)))
+        result = gpumon("run", "fcn:preset=tiny", "--beside", str(proc.pid), "--stagger", "3", "--duration", "8",
+                        "--headless", "--device", "cpu", "--out", str(tmp / "runs"), env=env)
+        assert result.returncode == 0, result.stderr
+        alive_after = proc.poll() is None
+        yield only_run(tmp / "runs"), proc, own_log, result.stderr, alive_after
+    finally:
+        stop(proc)
+
+
+def test_the_process_is_job_b_and_is_left_running(capture) -> None:
+    path, proc, _, stderr, alive_after = capture
+    assert alive_after  # --duration ended the run; the attached process was not signalled
+    assert f"gpumon: watching pid {proc.pid} as B (reading its probe); gpumon never signals it" in stderr
+    assert f"gpumon: workload B detached: pid {proc.pid} still running" in stderr
+    run = load_run(path)
+    b = next(w for w in run.workloads if w["process"] == "B")
+    assert b["kind"] == "beside" and b["owned"] is False and b["attached"] is True and b["probe"] is True
+    assert b["pid"] == proc.pid and b["user"] == pwd.getpwuid(os.getuid()).pw_name
+    assert b["argv"] == psutil.Process(proc.pid).cmdline() and b["command"] == shlex.join(b["argv"])
+    assert b["state"] == "detached"
+    assert b["exit_status"] is None and run.meta["mode"] == "shared"
+    procs = run.processes()
+    mine = procs[procs.process == "B"]
+    assert len(mine) >= 8 and (mine.pid == proc.pid).all() and (mine.rss_mib > 1).all()
+    assert (mine.gpu_mem_mib == 2048).all()  # NVML's per-process figures, as for a launched job
+    assert proc.pid not in set(run.others()["pid"])  # job B, not "another process on the GPU"
+
+
+def test_its_steps_are_its_own_clock(capture) -> None:
+    """Every step the script logged itself is in steps.csv at the same instant: the same rate over any window."""
+    path, proc, own_log, _, _ = capture
+    run = load_run(path)
+    steps = run.steps()
+    b = steps[steps.process == "B"].set_index("step")
+    t0 = run.meta["t0_monotonic_ns"]
+    logged = {int(s): int(ns) for s, ns in (line.split() for line in own_log.read_text().splitlines())}
+    seen = {s: ns for s, ns in logged.items() if s in b.index}
+    assert len(seen) >= 20
+    for s, ns in seen.items():
+        assert abs(b.loc[s, "t"] * 1e9 + t0 - ns) < 2e6  # logged just after probe.step(): within 2 ms
+    assert list(b.index) == list(range(b.index[0], b.index[-1] + 1))  # none lost, none twice
+    first, last = min(seen), max(seen)
+    own_rate = (last - first) / ((seen[last] - seen[first]) / 1e9)
+    recorded = (last - first) / (b.loc[last, "t"] - b.loc[first, "t"])
+    assert recorded == pytest.approx(own_rate, rel=0.02)
+    assert b["t"].min() < -1.0  # its history from before gpumon started
+
+
+def test_its_exclusive_rate_comes_from_before_a_started(capture) -> None:
+    path, proc, _, _, _ = capture
+    run = load_run(path)
+    a_start = next(w for w in run.workloads if w["process"] == "A")["start_t"]
+    assert a_start >= 2.0  # B was watched alone first
+    done = gpumon("compare", "--shared", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    b = data["workloads"]["B"]
+    assert b["baseline"] == "exclusive phase of the shared run"
+    (alone,) = b["exclusive"]
+    assert alone["role"] == "exclusive phase" and alone["start"] < 0 and alone["end"] == pytest.approx(a_start, abs=0.5)
+    assert b["slowdown"]["estimate"] > 0 and b["exclusive_rate"] > 10 and b["shared_rate"] > 10
+    assert data["workloads"]["A"]["slowdown"]["estimate"] is None  # A never ran alone
+
+
+def test_kill_9_of_gpumon_leaves_it_running(tmp_path: Path) -> None:
+    proc, own_log = start_stepper(tmp_path)
+    try:
+        runs = tmp_path / "runs"
+        monitor = subprocess.Popen([*GPUMON, "run", "--beside", str(proc.pid), "--headless", "--device", "cpu",
+                                    "--no-nvml", "--out", str(runs)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        wait_for(lambda: runs.exists() and any(runs.iterdir())
+                 and (only_run(runs) / "steps.csv").read_text().count("\n") > 50, what="B's steps recorded")
+        monitor.send_signal(signal.SIGINT)  # Ctrl-C
+        assert monitor.wait(timeout=60) == 128 + signal.SIGINT
+        assert proc.poll() is None
+        assert load_run(only_run(runs)).workloads[0]["state"] == "detached"
+
+        again = subprocess.Popen([*GPUMON, "run", "--beside", str(proc.pid), "--headless", "--device", "cpu",
+                                  "--no-nvml", "--out", str(tmp_path / "runs2")], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        wait_for(lambda: (tmp_path / "runs2").exists() and any((tmp_path / "runs2").iterdir()), what="the capture")
+        again.kill()
+        again.wait()
+        before = own_log.read_text().count("\n")
+        wait_for(lambda: own_log.read_text().count("\n") > before + 3, what="the stepper still stepping")
+        assert proc.poll() is None
+        sock = rendezvous.connect(proc.pid)  # and still ready for the next monitor
+        assert sock is not None
+        sock.close()
+    finally:
+        stop(proc)
+
+
+def as_nobody() -> None:
+    nobody = pwd.getpwnam("nobody")
+    os.setgid(nobody.pw_gid)
+    os.setuid(nobody.pw_uid)
+
+
+def test_bad_pids_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    runs = tmp_path / "runs"
+    cases = [(str(gone.pid), f"--beside {gone.pid}: no such process"), ("abc", "--beside 'abc' is not a process id")]
+    for pid, message in cases:
+        done = gpumon("run", "fcn", "--beside", pid, "--headless", "--out", str(runs))
+        assert (done.returncode, done.stderr) == (2, f"gpumon: error: {message}\n")
+    itself = subprocess.run(["sh", "-c", f'exec {" ".join(GPUMON)} run --beside $$ --headless --out {runs}'],
+                            capture_output=True, text=True, timeout=120, env=os.environ)
+    assert itself.returncode == 2 and itself.stderr.endswith("is gpumon itself\n"), itself.stderr
+    if os.getuid() == 0:
+        other = subprocess.Popen(["sleep", "60"], preexec_fn=as_nobody)
+        try:
+            done = gpumon("run", "--beside", str(other.pid), "--headless", "--out", str(runs))
+            assert done.returncode == 2
+            assert done.stderr == (f"gpumon: error: --beside {other.pid} belongs to nobody, not to you "
+                                   "(gpumon watches only your own processes)\n")
+        finally:
+            other.kill()
+            other.wait()
+    assert not runs.exists()

@@ -176,8 +176,10 @@ def _registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
     from gpumon.analysis.predict_command import register as register_predict
     from gpumon.doctor_command import register as register_doctor
     from gpumon.experiments.command import register as register_experiment
+    from gpumon.wrap import register as register_wrap
 
-    return [add_run_parser, add_runs_parser, add_export_parser, register_compare, register_predict, register_doctor, register_experiment]
+    return [add_run_parser, add_runs_parser, add_export_parser, register_compare, register_predict, register_doctor,
+            register_experiment, register_wrap]
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """gpumon auto-probe: counts optimizer steps of an unmodified PyTorch script.
 
-``gpumon run --cmd`` puts this directory first on PYTHONPATH. When the script
+``gpumon run --cmd`` and ``gpumon wrap`` (``GPUMON_AUTOPROBE=1``: the probe's rendezvous) put this
+directory first on PYTHONPATH. When the script
 imports ``torch.optim``, a global optimizer step post-hook is registered that
 calls ``gpumon.core.probe.step()`` for the first optimizer that steps. Any other
 ``sitecustomize`` later on ``sys.path`` is still run. See docs/probe.md.
@@ -60,6 +61,6 @@ class _OptimizerHookFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-if os.environ.get("GPUMON_PROBE_FD"):
+if os.environ.get("GPUMON_PROBE_FD") or os.environ.get("GPUMON_AUTOPROBE"):
     sys.meta_path.insert(0, _OptimizerHookFinder())
 _run_next_sitecustomize()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from gpumon.core.beside import SLOT as BESIDE_SLOT
-from gpumon.core.beside import SoloHistory
+from gpumon.core.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse, SoloHistory
 from gpumon.core.launcher import SLOTS, LaunchRequest, exit_text
 from gpumon.core.live import LiveFigures, LiveStats
 from gpumon.core.live_cause import LiveCauses, cause_words, load_baseline
@@ -60,6 +60,18 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
     )
 
 
+def blind_line(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str) -> str:
+    """An attached job without a probe: its rate unknown, and its SM % and GPU memory alone and now."""
+    return (f"{t:7.1f}s {f.process} {spec:<24.24} running  rate {UNKNOWN_RATE}  "
+            f"{known.phrase(other or 'the other job')}  cpu {pct(f.cpu_pct)}")
+
+
+def blind_json(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str) -> str:
+    return json.dumps({"t": round(t, 3), "process": f.process, "spec": spec, "state": "running", "steps": None,
+                       "iter_per_s": None, "rate": UNKNOWN_RATE, "known": known.to_dict(),
+                       "cpu_pct": json_number(f.cpu_pct)})
+
+
 def interference_line(t: float, result: Interference, words: str = "") -> str:
     ratios = "  ".join(f"{slot} r {r:.2f}" for slot, r in result.slowdown.items())
     line = f"{t:7.1f}s interference  {ratios}  {result.text}".rstrip()
@@ -101,6 +113,7 @@ class HeadlessRun:
             {slot: load_baseline(slot, path, self.exclusive[slot]) for slot, path in plan.baselines}
         )
         self.gpu_info: dict = {}
+        self.known = LiveKnownUse(BESIDE_SLOT)  # an attached job without a probe: what is known of it
 
     def _on_event(self, item: object) -> None:
         if isinstance(item, (WorkloadState, Notice, SourceStatus)):
@@ -135,6 +148,7 @@ class HeadlessRun:
         self.session.bus.subscribe(self.live.handle)
         self.session.bus.subscribe(self._on_event)
         self.session.bus.subscribe(self.causes.handle)
+        self.session.bus.subscribe(self.known.handle)
         path = None
         try:
             self.session.start()
@@ -275,6 +289,11 @@ class HeadlessRun:
             if not workload.running:
                 continue
             figures = self.live.figures(process, now)
+            if not workload.owned and workload.probe is None:
+                other = next((short_name(w.request) for p, w in self.session.launcher.workloads.items() if p != process), "")
+                render_blind = blind_json if self.as_json else blind_line
+                self._emit(render_blind(now, workload.request.spec, figures, self.known.known(), other), self.out)
+                continue
             state = "starting" if not figures.steps else "warm-up" if figures.warmup else "running"
             render = status_json if self.as_json else status_line
             self._emit(render(now, workload.request.spec, state, figures), self.out)

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from gpumon.analysis import distributions as dist
-from gpumon.analysis import rates, slowdown, spread, stats_helper
+from gpumon.analysis import rates, slowdown, spread, stats_helper, unprobed
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.analysis.why import attribute_jobs, nvml_warning
 from gpumon.core.attribution import Attribution
 from gpumon.core import evidence
+from gpumon.core.beside import UNKNOWN_RATE, KnownUse
 from gpumon.core.evidence import mixed_devices
 from gpumon.core.others import Disturbance, disturbances
 from gpumon.core.rates import verdict
@@ -78,11 +79,14 @@ class WorkloadResult:
     shared: tuple[Segment, ...]
     distributions: tuple[dist.DistributionTest, ...]
     why: Attribution | None = None
+    known: KnownUse | None = None  # a job without a probe: its rate is UNKNOWN_RATE, this is what is known
 
     def to_dict(self) -> dict[str, Any]:
         why = self.why.to_dict() if self.why is not None else {"cause": None, "shares": {}, "evidence": ""}
+        unseen = {"rate": UNKNOWN_RATE, "known": self.known.to_dict()} if self.known is not None else {}
         return {
             **why,
+            **unseen,
             "spec": self.spec,
             "exclusive_rate": _num(self.exclusive_rate),
             "shared_rate": _num(self.shared_rate),
@@ -295,6 +299,9 @@ def compare(
     shared_data = [_RunData(r) for r in shared]
     exclusive_data = [_RunData(r) for r in exclusive]
     specs, mappings = _shared_slots(shared_data)
+    blind = sorted({s for d, m in zip(shared_data, mappings) for s in SLOTS if m[s] == unprobed.blind_slot(d.run)})
+    if blind:
+        return _compare_blind(exclusive_data, shared_data, mappings, specs, blind, share, assign)
     windows, shared_segments, shared_samples = _overlaps(shared_data, mappings, rng, n_boot)
     if exclusive_data:
         baselines = _exclusive_baselines(exclusive_data, specs, dict(assign or {}), rng, n_boot, notes)
@@ -372,6 +379,84 @@ def compare(
         samples=samples,
         disturbed_by=tuple(disturbed),
     )
+
+
+def _compare_blind(
+    exclusive: Sequence[_RunData],
+    shared: Sequence[_RunData],
+    mappings: Sequence[dict[str, str]],
+    specs: dict[str, str],
+    blind: list[str],
+    share: str,
+    assign: dict[str, str] | None,
+) -> Comparison:
+    """A pair where one job ran without a probe (``--beside`` a process that has none): the other job's rates as
+    measured, this one's rate ``unknown (no probe)`` and its slowdown told in what is known (SM %, GPU memory)."""
+    if len(blind) > 1:
+        raise UsageError("neither job has steps (no probe): nothing to compare")
+    unseen = blind[0]
+    seen = next(s for s in SLOTS if s != unseen)
+    windows, segments, known, rates_seen = [], [], [], []
+    for data, mapping in zip(shared, mappings):
+        c = data.curve(mapping[seen])
+        (b_start, b_stop), (a_start, _) = data.span(mapping[unseen]), data.span(mapping[seen])
+        window = Window(max(c.first_t, b_start), min(c.last_t, b_stop))
+        if window.duration <= 0:
+            raise UsageError(f"{data.run.path}: the two workloads never ran together after warm-up (no overlap)")
+        windows.append(Segment(str(data.run.path), "A+B", "overlap", window.start, window.end, c.steps_in(window)))
+        segments.append(_segment(data, mapping[seen], "shared", c, window))
+        rates_seen.append(c.rate(window))
+        known.append(unprobed.known_use(data.run, mapping[unseen], (b_start, min(a_start, b_stop)),
+                                        (window.start, window.end)))
+    alone = _baseline_of(seen, exclusive, shared, mappings, specs, dict(assign or {}))
+    x = float(np.mean([c.rate(w) for c, w in alone])) if alone else math.nan
+    s = float(np.mean(rates_seen))
+    r = x / s if x > 0 and s > 0 else math.nan
+    results = {
+        seen: WorkloadResult(seen, specs[seen], x, s, Estimate(r), Estimate(1 / r if r > 0 else math.nan),
+                             EXCLUSIVE_RUNS if exclusive else EXCLUSIVE_PHASE, (), tuple(segments), ()),
+        unseen: WorkloadResult(unseen, specs[unseen], math.nan, math.nan, Estimate(math.nan), Estimate(math.nan),
+                               UNKNOWN_RATE, (), (), (), known=unprobed.merged(known)),
+    }
+    other = specs[seen].split(":")[0]
+    warnings = [f"{unseen} ({specs[unseen]}) has no probe: its rate is {UNKNOWN_RATE}, so no slowdown for it and "
+                f"no STP; what is known: {results[unseen].known.phrase(other)}"]  # type: ignore[union-attr]
+    if not alone:
+        warnings.append(f"{seen} ({specs[seen]}) never ran alone: no baseline, so no slowdown for it.")
+    warnings += _warnings(exclusive, shared, windows, [results[seen]])
+    return Comparison(
+        workloads=(results["A"], results["B"]),
+        pair=PairResult(stp=Estimate(math.nan), verdict=verdict(math.nan, math.nan), windows=tuple(windows), share=share),
+        warnings=tuple(warnings),
+        notes=("No intervals: one job's steps are unseen, so there is no joint bootstrap of the pair.",),
+        exclusive_runs=tuple(str(d.run.path) for d in exclusive),
+        shared_runs=tuple(str(d.run.path) for d in shared),
+    )
+
+
+def _baseline_of(
+    slot: str,
+    exclusive: Sequence[_RunData],
+    shared: Sequence[_RunData],
+    mappings: Sequence[dict[str, str]],
+    specs: dict[str, str],
+    assign: dict[str, str],
+) -> list[tuple[Curve, Window]]:
+    """Where one job ran alone: its exclusive runs (matched by spec or ``assign``), else its shared runs' solo phases."""
+    found = []
+    for data in exclusive:
+        own_slot, meta = next(iter(data.workloads().items()))
+        target = assign.get(str(data.run.path))
+        if target == slot or (target is None and spec_key(str(meta.get("spec", "?"))) == spec_key(specs[slot])):
+            c = data.curve(own_slot)
+            found.append((c, c.span()))
+    if exclusive:
+        return found
+    for data, mapping in zip(shared, mappings):
+        other = next(s for s in SLOTS if s != slot)
+        c = data.curve(mapping[slot])
+        found += [(c, w) for w in rates.solo_windows(c, *data.span(mapping[other]))]
+    return found
 
 
 def _disturbances(runs: dict[str, _RunData], workloads: Sequence[WorkloadResult]) -> list[Disturbance]:

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Sequence
 from gpumon.analysis.distributions import CAUTION, COPY_NOTE, display_scale, histogram_counts
 from gpumon.analysis.slowdown import Estimate
 from gpumon.core.attribution import SHARE_KEYS
+from gpumon.core.beside import UNKNOWN_RATE
 from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS
 from gpumon.core.sentence import JobWords, labels, sentence
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from gpumon.analysis.compare import Comparison
+    from gpumon.analysis.compare import Comparison, WorkloadResult
 
 _PLOTEXT_LOCK = threading.Lock()
 _COLORS = {PAYS: "32", LOSES: "31", CANNOT_TELL: "33", "warning": "33", "heading": "1"}
@@ -70,9 +71,15 @@ def rate_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
     rows = [
         [w.slot, w.spec, fmt(w.exclusive_rate), fmt(w.shared_rate), fmt_estimate(w.slowdown),
          fmt(w.normalized_throughput.value), w.baseline]
+        if w.known is None else [w.slot, w.spec, UNKNOWN_RATE, UNKNOWN_RATE, UNKNOWN_RATE, "n/a", "no probe"]
         for w in comparison.workloads
     ]
     return headers, rows
+
+
+def known_words(w: "WorkloadResult", other: str) -> str:
+    """A job without a probe, in words: its rate unknown, and what is known of its slowdown."""
+    return f"rate {UNKNOWN_RATE}; what is known: {w.known.phrase(other)}" if w.known is not None else ""
 
 
 def verdict_sentence(comparison: "Comparison") -> str:
@@ -80,7 +87,8 @@ def verdict_sentence(comparison: "Comparison") -> str:
     names = [w.spec.split(":")[0] for w in comparison.workloads]
     slots = [w.slot for w in comparison.workloads]
     shown = labels(names, slots)
-    jobs = [JobWords(shown[i], shown[1 - i] if len(shown) == 2 else "", w.slowdown.value, w.why)
+    jobs = [JobWords(shown[i], shown[1 - i] if len(shown) == 2 else "", w.slowdown.value, w.why,
+                     known_words(w, shown[1 - i] if len(shown) == 2 else ""))
             for i, w in enumerate(comparison.workloads)]
     pair = comparison.pair
     who = list(dict.fromkeys(f"pid {d.pid} ({d.user or 'unknown user'}, {d.command or 'unknown command'})"
@@ -128,6 +136,10 @@ def distribution_rows(comparison: "Comparison") -> tuple[list[str], list[list[st
     return headers, rows
 
 
+def _other_name(comparison: "Comparison", slot: str) -> str:
+    return next((w.spec.split(":")[0] for w in comparison.workloads if w.slot != slot), "")
+
+
 def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
     """The whole comparison as plain-text lines (ANSI colour only with ``color=True``)."""
     n_x, n_s = len(comparison.exclusive_runs), len(comparison.shared_runs)
@@ -139,6 +151,7 @@ def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
     ]
     headers, rows = rate_rows(comparison)
     out += table(headers, rows, [False, False, True, True, True, True, False])
+    out += [f"  {w.slot}: {known_words(w, _other_name(comparison, w.slot))}" for w in comparison.workloads if w.known]
     pair = comparison.pair
     out += [
         "",

@@ -7,19 +7,23 @@ are known for the launched job to start (the probe's history ring usually holds 
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 from dataclasses import dataclass
 
 import psutil
 
-from gpumon.core.model import StepEvent
+from gpumon.core.model import ProcessSample, StepEvent, WorkloadState
 
 SLOT = "B"
 # The process is sampled alone (NVML, /proc) at least this long before job A starts, whatever its history.
 MIN_ALONE_S = 2.0
 DEFAULT_LEAD_S = 10.0
 MIN_SOLO_STEPS = 20
+SPEC_CHARS = 60
+# A job whose steps gpumon cannot see: its rate is this, never a guess (compare, the live line).
+UNKNOWN_RATE = "unknown (no probe)"
 
 
 @dataclass(frozen=True)
@@ -38,9 +42,10 @@ class BesideTarget:
 
     @property
     def spec(self) -> str:
-        """Its name as a job: ``pid 4242: python train.py`` (the program without its directory)."""
+        """Its name as a job, on one line: ``pid 4242: python train.py`` (the program without its directory)."""
         short = (os.path.basename(self.argv[0]), *self.argv[1:]) if self.argv else (self.name,)
-        return f"pid {self.pid}: {shlex.join(short)}"
+        flat = " ".join(shlex.join(short).split())
+        return f"pid {self.pid}: {flat if len(flat) <= SPEC_CHARS else flat[:SPEC_CHARS - 1] + '…'}"
 
     def to_json(self, probe: bool | None = None) -> dict:
         """What run.json records of it: attached, not owned; ``probe``: whether its steps are read (None: not yet known)."""
@@ -116,3 +121,61 @@ class SoloHistory:
         if alone_s < min(MIN_ALONE_S, lead_s):
             return False
         return alone_s >= lead_s or (self.span() >= lead_s and self.steps >= MIN_SOLO_STEPS)
+
+
+@dataclass(frozen=True)
+class KnownUse:
+    """What is known of a job without a probe: its SM % and GPU memory alone and beside the other job (NaN: none)."""
+
+    sm_alone: float
+    sm_shared: float
+    mem_alone_mib: float
+    mem_shared_mib: float
+
+    def phrase(self, other: str) -> str:
+        """``SM 30 % alone → 15 % beside fcn (-50 %), GPU memory 2.0 GiB → 2.0 GiB``; what NVML did not give is left out."""
+        parts = []
+        if not (math.isnan(self.sm_alone) and math.isnan(self.sm_shared)):
+            change = ""
+            if self.sm_alone > 0 and not math.isnan(self.sm_shared):
+                change = f" ({(self.sm_shared / self.sm_alone - 1) * 100:+.0f} %)"
+            parts.append(f"SM {_figure(self.sm_alone, '%')} alone → {_figure(self.sm_shared, '%')} beside {other}{change}")
+        if not (math.isnan(self.mem_alone_mib) and math.isnan(self.mem_shared_mib)):
+            alone, shared = (_figure(v / 1024, "GiB", 1) for v in (self.mem_alone_mib, self.mem_shared_mib))
+            parts.append(f"GPU memory {alone} → {shared}")
+        return ", ".join(parts) or "no GPU figures for it (NVML gave none)"
+
+    def to_dict(self) -> dict:
+        return {k: None if math.isnan(v) else v for k, v in (
+            ("sm_pct_alone", self.sm_alone), ("sm_pct_shared", self.sm_shared),
+            ("gpu_mem_mib_alone", self.mem_alone_mib), ("gpu_mem_mib_shared", self.mem_shared_mib))}
+
+
+def _figure(value: float, unit: str, digits: int = 0) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.{digits}f} {unit}"
+
+
+class LiveKnownUse:
+    """The live counterpart of ``KnownUse`` for the attached job: its SM % and GPU memory before the other job
+    started (mean), and now (the last sample)."""
+
+    def __init__(self, process: str = SLOT) -> None:
+        self.process = process
+        self.other_started = False
+        self._alone: list[tuple[float, float]] = []
+        self._now: tuple[float, float] = (math.nan, math.nan)
+
+    def handle(self, item: object) -> None:
+        if isinstance(item, ProcessSample) and item.process == self.process:
+            self._now = (item.gpu_sm_util, item.gpu_mem_mib)
+            if not self.other_started:
+                self._alone.append(self._now)
+        elif isinstance(item, WorkloadState) and item.process != self.process and item.state == "running":
+            self.other_started = True
+
+    def known(self) -> KnownUse:
+        def mean(i: int) -> float:
+            values = [v[i] for v in self._alone if not math.isnan(v[i])]
+            return sum(values) / len(values) if values else math.nan
+
+        return KnownUse(mean(0), self._now[0], mean(1), self._now[1])

@@ -27,6 +27,7 @@ class JobWords:
     other: str
     r: float
     why: Attribution | None = None
+    known: str = ""  # a job without a probe: "rate unknown (no probe); SM 30 % alone → 15 % beside fcn ..."
 
 
 def labels(names: Sequence[str], slots: Sequence[str]) -> list[str]:
@@ -38,6 +39,8 @@ def labels(names: Sequence[str], slots: Sequence[str]) -> list[str]:
 
 def job_words(job: JobWords) -> str:
     """``fcn runs 2.4x slower, mostly waiting for the GPU``, ``lstm barely notices fcn (r 1.14)`` ..."""
+    if job.known:
+        return f"{job.label}: {job.known}"
     if math.isnan(job.r):
         return f"{job.label}: no exclusive rate, so no slowdown"
     if job.r < FASTER:

@@ -193,3 +193,40 @@ def test_bad_pids_are_refused_before_anything_starts(tmp_path: Path) -> None:
             other.kill()
             other.wait()
     assert not runs.exists()
+
+
+BLIND = "import time\nwhile True:\n    sum(range(3000))\n    time.sleep(0.01)\n"  # a job without gpumon's probe
+
+
+@pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
+def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", BLIND], start_new_session=True)
+    try:
+        lib = fake.build(tmp_path / "lib")
+        text = scenario(proc.pid).replace("sm_util=30", "sm_util=80")  # alone 80 %; beside A (40 %) scaled to 67 %
+        env = fake.environment(lib, fake.write_scenario(tmp_path / "scenario.txt", text))
+        done = gpumon("run", "fcn:preset=tiny", "--beside", str(proc.pid), "--stagger", "2", "--duration", "6",
+                      "--headless", "--device", "cpu", "--out", str(tmp_path / "runs"), env=env)
+        assert done.returncode == 0, done.stderr
+        assert proc.poll() is None
+    finally:
+        stop(proc)
+    assert f"watching pid {proc.pid} as B (no probe: its rate is unknown)" in done.stderr
+    live = [line for line in done.stdout.splitlines() if " B pid " in line]
+    assert live and all("rate unknown (no probe)  SM 80 % alone →" in line for line in live)
+    assert "beside fcn" in live[-1] and "GPU memory 2.0 GiB → 2.0 GiB" in live[-1]
+
+    path = only_run(tmp_path / "runs")
+    assert load_run(path).workloads[1]["probe"] is False
+    text_out = gpumon("compare", "--shared", str(path))
+    assert text_out.returncode == 0, text_out.stderr
+    assert "B: rate unknown (no probe); what is known: SM 80 % alone → 67 % beside fcn (-17 %), " \
+           "GPU memory 2.0 GiB → 2.0 GiB" in text_out.stdout
+    as_json = json.loads(gpumon("compare", "--shared", str(path), "--json").stdout)
+    b = as_json["workloads"]["B"]
+    assert b["rate"] == "unknown (no probe)" and b["slowdown"]["estimate"] is None and b["exclusive_rate"] is None
+    assert b["known"]["sm_pct_alone"] == pytest.approx(80, abs=1) and b["known"]["sm_pct_shared"] == pytest.approx(66.7, abs=1)
+    assert b["known"]["gpu_mem_mib_alone"] == b["known"]["gpu_mem_mib_shared"] == 2048
+    assert as_json["pair"]["stp"]["estimate"] is None and as_json["pair"]["verdict"] == "cannot tell"
+    assert as_json["workloads"]["A"]["shared_rate"] > 0
+    assert "rate unknown (no probe)" in as_json["summary"]

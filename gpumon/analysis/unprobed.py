@@ -1,0 +1,44 @@
+"""A job watched without a probe (``--beside`` a process that has none): which one, and what is known of it.
+
+Its iteration rate is unknown, never guessed; what the run does show is its SM % and GPU memory
+(NVML, processes.csv) alone, before the other job started, and beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from gpumon.core.beside import KnownUse
+from gpumon.core.evidence import window_values
+from gpumon.core.trace import Run
+
+
+def blind_slot(run: Run) -> str | None:
+    """The slot of a job that was attached without a probe (its steps unseen), else None."""
+    for entry in run.workloads:
+        if isinstance(entry, dict) and entry.get("attached") and entry.get("probe") is False:
+            return str(entry.get("process"))
+    return None
+
+
+def known_use(run: Run, slot: str, alone: tuple[float, float], shared: tuple[float, float]) -> KnownUse:
+    """The job's mean SM % and GPU memory over its ``alone`` window and its ``shared`` window (run seconds)."""
+
+    def mean(column: str, window: tuple[float, float]) -> float:
+        values = window_values(run, "processes", column, window[0], window[1], slot)
+        return float(values.mean()) if len(values) else math.nan
+
+    return KnownUse(mean("gpu_sm_util", alone), mean("gpu_sm_util", shared),
+                    mean("gpu_mem_mib", alone), mean("gpu_mem_mib", shared))
+
+
+def merged(known: Sequence[KnownUse]) -> KnownUse:
+    """Several runs' figures as one: the mean of each field over the runs that have it."""
+
+    def mean(values: list[float]) -> float:
+        kept = [v for v in values if not math.isnan(v)]
+        return sum(kept) / len(kept) if kept else math.nan
+
+    return KnownUse(*(mean([getattr(k, f) for k in known])
+                      for f in ("sm_alone", "sm_shared", "mem_alone_mib", "mem_shared_mib")))

@@ -19,6 +19,8 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
+from gpumon.core.beside import SLOT as BESIDE_SLOT
+from gpumon.core.beside import SoloHistory
 from gpumon.core.launcher import LaunchRequest
 from gpumon.plan import RunPlan
 from gpumon.errors import UsageError
@@ -105,7 +107,12 @@ class GpumonApp(App[int]):
         assert self.controller is not None and self.monitor is not None
         plan = self.controller.plan
         requests = plan.requests
-        if not requests or self.quitting or self.stop_signalled:
+        if self.quitting or self.stop_signalled:
+            return
+        if plan.beside is not None:
+            self._attach_then_launch(plan)
+            return
+        if not requests:
             return
         self.monitor.launch("A", requests[0])
         if len(requests) > 1:
@@ -115,6 +122,31 @@ class GpumonApp(App[int]):
                 self.monitor.launch("B", requests[1])
         if plan.duration_s:
             self.set_timer(plan.duration_s, self.action_quit)
+
+    def _attach_then_launch(self, plan: RunPlan) -> None:
+        """``--beside``: watch the process as B, and start A once B's solo steps span the lead (``SoloHistory``)."""
+        assert self.controller is not None and self.monitor is not None and plan.beside is not None
+        session = self.controller.session
+        history = SoloHistory(BESIDE_SLOT)
+        unsubscribe = session.bus.subscribe(history.handle)
+        start = session.clock.now()
+        self.monitor.attach(plan.beside)
+        if plan.duration_s:
+            self.set_timer(plan.duration_s, self.action_quit)
+        if not plan.requests:
+            unsubscribe()
+            return
+
+        def check() -> None:
+            if self.quitting or self.stop_signalled:
+                timer.stop()
+                unsubscribe()
+            elif history.enough(session.clock.now() - start, plan.stagger_s):
+                timer.stop()
+                unsubscribe()
+                self._launch_later("A", plan.requests[0])
+
+        timer = self.set_interval(0.25, check)
 
     def _launch_later(self, slot: str, request: LaunchRequest) -> None:
         if not self.quitting and not self.stop_signalled and self.monitor is not None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from gpumon.core.beside import SLOT as BESIDE_SLOT
 from gpumon.core.launcher import LaunchRequest, Workload
 from gpumon.core.outcome import exit_code
-from gpumon.plan import RunPlan, short_name
+from gpumon.core.probescan import ProbeScanner
+from gpumon.plan import RunPlan, beside_request, short_name
 from gpumon.core.live_cause import load_baseline
 from gpumon.core.session import Session
 from gpumon.core.trace import baseline_rate, export, load_run
@@ -29,6 +31,7 @@ class Controller:
         self.session = session or Session(plan.session)
         self.model = LiveModel(jobs_user=current_user())
         self.session.bus.subscribe(self.model.handle)
+        self.probes = ProbeScanner(self.session.clock)  # this user's probed processes gpumon did not start
         self.last_capture: Path | None = None
         self._lock = threading.Lock()
         self._started = False
@@ -57,6 +60,7 @@ class Controller:
                 return None
             self._started = True
             self.session.start()
+            self.probes.start()
             nvml = self.session.nvml
             if nvml is not None and self.session.nvml_status.available:
                 self.model.gpu = nvml.device_info()
@@ -68,14 +72,28 @@ class Controller:
                 from gpumon.analysis.predict import live_line
 
                 self.model.predicted = live_line(self.plan.baselines, self.session.config.share.kind)
-            if self.plan.requests:
-                return self.session.start_capture(self.plan.label, list(self.plan.requests))
+            if self.plan.jobs:
+                return self.session.start_capture(self.plan.label, list(self.plan.jobs))
             return None
 
     def launch(self, slot: str, request: LaunchRequest) -> Workload:
         """Start ``request`` in ``slot`` (call on the main thread)."""
         self.model.set_spec(slot, request.spec)
         return self.session.launch(request, slot)
+
+    def attach(self, pid: int | str | LaunchRequest) -> Workload:
+        """Watch a running process of this user as job B (never signalled), capturing from before it is attached so
+        that its probe's history is recorded too (blocking: the rendezvous connection)."""
+        request = pid if isinstance(pid, LaunchRequest) else beside_request(str(pid))
+        if self.running(BESIDE_SLOT) is not None:
+            raise UsageError(f"slot {BESIDE_SLOT} is busy; {BESIDE_SLOT} (shift) stops it first")
+        with self._lock:
+            if self._shut_down:
+                raise UsageError("shutting down: nothing can be attached now")
+            if not self.session.capturing:
+                self.session.start_capture(short_name(request), [request])
+        self.model.set_spec(BESIDE_SLOT, request.spec)
+        return self.session.attach(request, BESIDE_SLOT)
 
     def stop(self, slot: str) -> None:
         """Stop the workload in ``slot`` (blocking up to the launcher's timeout)."""
@@ -123,6 +141,7 @@ class Controller:
             self._shutdown_done.wait()
             return self._final
         try:
+            self.probes.stop()
             self._final = self.session.shutdown() if self._started else None
         finally:
             self._shutdown_done.set()

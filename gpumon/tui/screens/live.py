@@ -8,6 +8,7 @@ from rich.text import Text
 from textual import work
 from textual.binding import Binding
 
+from gpumon.core.beside import SLOT as BESIDE_SLOT
 from gpumon.core.launcher import LaunchRequest
 from gpumon.errors import UsageError
 from gpumon.tui.controller import Controller
@@ -15,6 +16,7 @@ from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.core.pyspy import dump_stack
 from gpumon.tui.screens.monitor import VIEW_BINDINGS, Feed, MonitorScreen
 from gpumon.tui.view import View
+from gpumon.tui.widgets.probed import ProbedLine
 
 LAUNCH = Binding.Group("Launch")
 STOP = Binding.Group("Stop")
@@ -44,12 +46,19 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         Binding("S", "stack('B')", "Stack B", group=STACK, tooltip="Python stack of workload B now (shift+s)"),
         *VIEW_BINDINGS,
         Binding("r", "runs", "Runs", tooltip="recorded runs: replay one, mark runs to compare"),
+        Binding("w", "probes", "Watch", show=False,
+                tooltip="your probed processes gpumon did not start: watch one as job B (never signalled)"),
         Binding("q", "app.quit", "Quit", tooltip="stop the workloads, finish the capture and quit"),
     ]
 
     def __init__(self, controller: Controller, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:
         super().__init__(Feed(controller.model, controller.session.clock.now), refresh_hz, **kwargs)
         self.controller = controller
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        b_free = lambda: self.controller.running(BESIDE_SLOT) is None  # noqa: E731
+        self.mount(ProbedLine(self.controller.probes, b_free, id="probed"), before=self.query_one("#output"))
 
     def status_text(self, view: View) -> Text:
         text = Text("gpumon", style="bold")
@@ -104,6 +113,28 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     @work(thread=True, group="stop", exit_on_error=False)
     def _stop(self, slot: str) -> None:
         self.controller.stop(slot)
+
+    # -- attach (--beside from the monitor) -----------------------------------------
+
+    def action_probes(self) -> None:
+        from gpumon.tui.screens.probes import ProbesScreen
+
+        if self.controller.running(BESIDE_SLOT) is not None:
+            self.notify(f"slot {BESIDE_SLOT} is busy; {BESIDE_SLOT} (shift) stops it first", severity="warning")
+            return
+        self.app.push_screen(ProbesScreen(self.controller.probes), self._chosen)
+
+    def _chosen(self, pid: int | None) -> None:
+        if pid is not None:
+            self.attach(pid)
+
+    @work(thread=True, group="attach", exit_on_error=False)
+    def attach(self, pid: "int | LaunchRequest") -> None:
+        """Watch a running process as job B (a capture starts first, so its probe's history is recorded)."""
+        workload = self.controller.attach(pid)
+        how = "its probe's steps" if workload.probe is not None else "no probe: rate unknown"
+        self.app.call_from_thread(self.notify, f"{BESIDE_SLOT}: watching pid {workload.pid} ({how}); never signalled")
+        self.pump_soon()
 
     # -- capture / export ---------------------------------------------------------
 

@@ -1,0 +1,88 @@
+"""The monitor and a probed process it did not start: listed with its live rate, watched as B with a key (or
+--beside), captured with its probe's history, and left running when the monitor quits."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gpumon.core.trace import load_run
+from gpumon.tui.app import GpumonApp
+from gpumon.tui.controller import Controller
+from gpumon.tui.screens.probes import ProbesScreen
+from gpumon.tui.widgets.probed import ProbedLine
+from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
+
+STEPPER = textwrap.dedent(
+    """
+    import time
+    from gpumon import probe
+    probe.step()
+    print("up", flush=True)
+    while True:
+        time.sleep(0.01)
+        probe.step()
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def stepper():
+    """A probed loop started outside gpumon (its own session), as a user's training in tmux would be."""
+    proc = subprocess.Popen([sys.executable, "-c", STEPPER], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def recorded_b(run_dir):
+    run = load_run(run_dir)
+    steps = run.steps()
+    return run, steps[steps.process == "B"]
+
+
+@run_async
+async def test_listed_with_its_rate_then_watched_with_w(stepper, runs_dir):
+    app = GpumonApp(Controller(make_test_plan(runs_dir)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        line = app.screen.query_one(ProbedLine)
+        await wait_until(pilot, lambda: line.display and str(stepper.pid) in line.plain and "it/s" in line.plain,
+                         what="the probed process in the monitor")
+        listed = {p.pid: p for p in app.controller.probes.processes()}
+        await wait_until(pilot, lambda: app.controller.probes.processes()[0].iter_per_s > 10, what="its live rate")
+        assert stepper.pid in listed
+        await pilot.press("w")
+        await wait_until(pilot, lambda: isinstance(app.screen, ProbesScreen) and app.screen.shown, what="the list")
+        assert app.screen.shown == [stepper.pid]
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.controller.running("B"), what="B attached")
+        path = app.controller.capture_path
+        assert path is not None  # watching it captures it, from before it was attached
+        await wait_until(pilot, lambda: not line.display, what="the line hidden while B is taken")
+        await wait_until(pilot, lambda: len(recorded_b(path)[1]) > 50, what="B's steps recorded")
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
+    assert stepper.poll() is None  # q left it running
+    run, b = recorded_b(path)
+    entry = run.workloads[0]
+    assert entry["process"] == "B" and entry["owned"] is False and entry["state"] == "detached" and entry["probe"]
+    assert b["t"].min() < 0  # its history from before the capture
+
+
+@run_async
+async def test_beside_in_the_monitor(stepper, runs_dir):
+    plan = make_test_plan(runs_dir, [probe_command()], beside=str(stepper.pid))
+    app = GpumonApp(Controller(plan))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.controller.running("A") and app.controller.running("B"), what="A beside B")
+        path = app.controller.capture_path
+        await wait_until(pilot, lambda: len(recorded_b(path)[1]) > 20, what="B's steps recorded")
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
+    assert stepper.poll() is None
+    run = load_run(path)
+    assert [(w["process"], w["state"]) for w in run.workloads] == [("A", "stopped"), ("B", "detached")]

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumon.core.beside import UNKNOWN_RATE
 from gpumon.core.launcher import SLOTS
 from gpumon.core.others import meaningful
 from gpumon.core.live import LiveStats
@@ -328,6 +329,10 @@ def _state_label(state: WorkloadState | None, last_step: StepEvent | None) -> tu
     """The panel's state word and whether it is good news."""
     if state is None:
         return "empty", True
+    if state.state == "running" and state.attached is not None:  # --beside: not ours, never signalled
+        return ("watched, not ours" if state.attached.get("probe") else f"watched, rate {UNKNOWN_RATE}"), True
+    if state.state == "detached":
+        return "detached (still running)", True
     if state.state == "starting" or (state.state == "running" and last_step is None):
         return "starting", True
     if state.state == "running":

@@ -64,6 +64,8 @@ async def test_listed_with_its_rate_then_watched_with_w(stepper, runs_dir):
         assert path is not None  # watching it captures it, from before it was attached
         await wait_until(pilot, lambda: not line.display, what="the line hidden while B is taken")
         await wait_until(pilot, lambda: len(recorded_b(path)[1]) > 50, what="B's steps recorded")
+        panel = app.controller.model.view(app.controller.clock_now).workload("B")
+        assert panel.state == "watched, not ours" and panel.pid == stepper.pid
         await pilot.press("q")
         await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
     assert stepper.poll() is None  # q left it running

@@ -230,3 +230,18 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
     assert as_json["pair"]["stp"]["estimate"] is None and as_json["pair"]["verdict"] == "cannot tell"
     assert as_json["workloads"]["A"]["shared_rate"] > 0
     assert "rate unknown (no probe)" in as_json["summary"]
+
+
+def test_a_process_that_ends_while_watched(tmp_path: Path) -> None:
+    """It ends by itself: recorded as exited (status unknown: not gpumon's child), and the run ends with it."""
+    code = STEPPER.replace("while True:", "for _ in range(300):")  # about 3 s of steps, then it exits
+    proc, _ = start_stepper(tmp_path, code)
+    try:
+        done = gpumon("run", "--beside", str(proc.pid), "--headless", "--device", "cpu", "--no-nvml",
+                      "--out", str(tmp_path / "runs"))
+    finally:
+        stop(proc)
+    assert done.returncode == 0, done.stderr
+    assert f"gpumon: workload B (pid {proc.pid}) exited by itself (status unknown: gpumon did not start it)" in done.stderr
+    (entry,) = load_run(only_run(tmp_path / "runs")).workloads
+    assert entry["state"] == "exited" and entry["exit_status"] is None and entry["stop_t"] > entry["start_t"]

@@ -46,7 +46,7 @@ RING_ROWS = 8192
 RENDEZVOUS_SUBDIR = "probes"
 SOCKET_SUFFIX = ".sock"
 BACKLOG = 8
-_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid (SO_PEERCRED, both sides of the rendezvous)
 
 
 class _Sink:
@@ -119,6 +119,10 @@ class _Rendezvous:
             os.replace(temporary, self.path)  # listening before it is visible: a refused connect means stale
         except BaseException:
             self.sock.close()
+            try:
+                temporary.unlink()
+            except OSError:
+                pass
             raise
         self.ring: deque[list[Any]] = deque(maxlen=RING_ROWS)
         self._socket = socket
@@ -136,7 +140,7 @@ class _Rendezvous:
             except OSError:  # closed at exit
                 return
             try:
-                _, uid, _ = _PEERCRED.unpack(conn.getsockopt(self._socket.SOL_SOCKET, self._socket.SO_PEERCRED, _PEERCRED.size))
+                _, uid, _ = PEERCRED.unpack(conn.getsockopt(self._socket.SOL_SOCKET, self._socket.SO_PEERCRED, PEERCRED.size))
                 conn.setblocking(False)
             except OSError:
                 conn.close()

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import os
 import socket
-import struct
 from pathlib import Path
 
 import psutil
 
-from gpumon.core.probe import RENDEZVOUS_SUBDIR, SOCKET_SUFFIX
+from gpumon.core.probe import PEERCRED, RENDEZVOUS_SUBDIR, SOCKET_SUFFIX
 from gpumon.core.userdir import UserDirError, runtime_dir
 
 CONNECT_TIMEOUT_S = 2.0
-_PEERCRED = struct.Struct("3i")
 
 
 def probes_dir() -> Path | None:
@@ -92,7 +90,7 @@ def connect(pid: int, timeout: float = CONNECT_TIMEOUT_S) -> socket.socket | Non
     sock.settimeout(timeout)
     try:
         sock.connect(str(path))
-        peer_pid, uid, _ = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+        peer_pid, uid, _ = PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
     except (FileNotFoundError, NotADirectoryError):
         sock.close()
         return None

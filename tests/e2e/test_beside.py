@@ -152,8 +152,10 @@ def test_kill_9_of_gpumon_leaves_it_running(tmp_path: Path) -> None:
         again = subprocess.Popen([*GPUMON, "run", "--beside", str(proc.pid), "--headless", "--device", "cpu",
                                   "--no-nvml", "--out", str(tmp_path / "runs2")], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
-        wait_for(lambda: (tmp_path / "runs2").exists() and any((tmp_path / "runs2").iterdir()), what="the capture")
-        again.kill()
+        runs2 = tmp_path / "runs2"
+        wait_for(lambda: runs2.exists() and any(runs2.iterdir())
+                 and (only_run(runs2) / "steps.csv").read_text().count("\n") > 50, what="B's steps recorded again")
+        again.kill()  # kill -9: no PDEATHSIG reaches a process gpumon did not start
         again.wait()
         before = own_log.read_text().count("\n")
         wait_for(lambda: own_log.read_text().count("\n") > before + 3, what="the stepper still stepping")

@@ -116,7 +116,7 @@ def test_its_steps_are_its_own_clock(capture) -> None:
     own_rate = (last - first) / ((seen[last] - seen[first]) / 1e9)
     recorded = (last - first) / (b.loc[last, "t"] - b.loc[first, "t"])
     assert recorded == pytest.approx(own_rate, rel=0.02)
-    assert b["t"].min() < -1.0  # its history from before gpumon started
+    assert b["t"].min() < 0  # its history from before gpumon started (how long before depends on the box)
 
 
 def test_its_exclusive_rate_comes_from_before_a_started(capture) -> None:

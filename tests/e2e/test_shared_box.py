@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import shlex
+import textwrap
+
 import psutil
 import pytest
 
@@ -19,6 +22,17 @@ needs_cc = pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to 
 # Someone else's job: it steps forever until the test ends it (gpumon never signals it).
 STEPPER = "import time\nwhile True:\n    sum(range(2000))\n    time.sleep(0.01)\n"
 DATA = Path(__file__).resolve().parents[1] / "data"
+# The pair: probe steppers that start in a fraction of a second, so the shared window has steps on any machine
+# (a torch workload started at the stagger on a loaded 2-core box can spend the whole rest of the run warming up).
+JOB = textwrap.dedent(
+    """
+    import time
+    from gpumon import probe
+    while True:
+        time.sleep(0.02)
+        probe.step(samples=8)
+    """
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +61,8 @@ def capture(tmp_path_factory: pytest.TempPathFactory, stepper: subprocess.Popen)
     lib = fake.build(tmp / "lib")
     env = fake.environment(lib, fake.write_scenario(tmp / "scenario.txt", scenario(stepper.pid)))
     runs = tmp / "runs"
-    result = gpumon("run", "fcn", "gemm", "--stagger", "4", "--headless", "--duration", "7", "--device", "cpu",
+    job = shlex.join([sys.executable, "-c", JOB])
+    result = gpumon("run", "--cmd", job, "--cmd", job, "--stagger", "4", "--headless", "--duration", "7",
                     "--out", str(runs), env=env)
     assert result.returncode == 0, result.stderr
     (tmp / "stderr.txt").write_text(result.stderr)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
 import math
-import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -16,8 +17,10 @@ from gpumon.argtypes import finite_number, whole_number
 from gpumon.core import lifeline
 from gpumon.errors import UsageError
 from gpumon.extras import require
+from gpumon.terminal import output_not_terminal
 
 if TYPE_CHECKING:
+    from gpumon.core.trace import RunSummary
     from gpumon.plan import RunPlan
 
 DESCRIPTION = """\
@@ -130,7 +133,16 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         help="no TUI: one status line per second per workload (the default when stdout or stderr is not a "
         "terminal, e.g. redirected to a file or a pipe; a one-line notice on stderr says so)",
     )
-    p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects")
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="run headless in the background, in a session of its own: the run outlives this terminal (an SSH "
+        "drop, a closed laptop). Prints the run directory and returns once the capture has started; watch it with "
+        "'gpumon attach', stop it with 'gpumon stop'. The jobs still die with their runner (even kill -9)",
+    )
+    p.add_argument("--runner", action="store_true", help=argparse.SUPPRESS)  # the detached runner itself (gpumon/detach.py)
+    p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects; with --detach: "
+                   "one object with the run directory and the runner's PID")
     p.set_defaults(handler=cmd_run)
 
 
@@ -176,10 +188,11 @@ def _registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
     from gpumon.analysis.predict_command import register as register_predict
     from gpumon.doctor_command import register as register_doctor
     from gpumon.experiments.command import register as register_experiment
+    from gpumon.runctl import register as register_runctl
     from gpumon.wrap import register as register_wrap
 
-    return [add_run_parser, add_runs_parser, add_export_parser, register_compare, register_predict, register_doctor,
-            register_experiment, register_wrap]
+    return [add_run_parser, register_runctl, add_runs_parser, add_export_parser, register_compare, register_predict,
+            register_doctor, register_experiment, register_wrap]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -191,8 +204,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gpumon.plan import make_plan
     from gpumon.core.session import SessionConfig
 
-    if args.json and not args.headless:
-        raise UsageError("--json goes with --headless")
+    if args.json and not (args.headless or args.detach):
+        raise UsageError("--json goes with --headless or --detach")
+    if args.runner and not args.detach:
+        raise UsageError("--runner is gpumon's own (the process --detach starts)")
     gpu = parse_gpu(args.gpu) if args.gpu is not None else None
     if gpu is not None and not args.no_nvml:
         check_gpu_present(gpu)
@@ -209,6 +224,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         nvml=not args.no_nvml,
         python=args.python,
         on_capture_error=args.on_capture_error,
+        detached=args.runner,
     )
     plan = make_plan(
         args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=stagger,
@@ -216,6 +232,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if args.baseline:
         plan = dataclasses.replace(plan, baselines=parse_baselines(args.baseline, config.runs_dir))
+    if args.detach:
+        if not plan.jobs:
+            raise UsageError("--detach needs at least one workload (e.g. gpumon run fcn --detach)")
+        if args.runner:
+            from gpumon.headless import run_headless
+
+            return run_headless(plan, args.json, detached=True)
+        from gpumon.detach import start_runner
+
+        return start_runner(args.raw_argv, args.json)
     not_terminal = None if args.headless else output_not_terminal()
     if args.headless or not_terminal:
         from gpumon.headless import run_headless
@@ -227,22 +253,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 NOT_A_TERMINAL = "gpumon: {} is not a terminal: running headless (status lines instead of the live monitor)"
-
-
-def output_not_terminal() -> str | None:
-    """"stdout", "stderr" or both when not a terminal, else None.
-
-    The live monitor needs both: Textual draws on stderr, and a redirected stdout must get text,
-    not escape codes. Without them ``gpumon run`` runs headless.
-    """
-    names = []
-    for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr)):
-        try:
-            if not os.isatty(stream.fileno()):
-                names.append(name)
-        except (AttributeError, OSError, ValueError):
-            names.append(name)
-    return " and ".join(names) or None
 
 
 def parse_baselines(items: list[str], runs_dir: Path) -> tuple[tuple[str, str], ...]:
@@ -269,6 +279,7 @@ def run_tui(plan: "RunPlan") -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from gpumon.core.runner import RUNNING
     from gpumon.core.runstore import runs_dir_or_default
     from gpumon.core.trace import list_runs, summarize
     from gpumon.core.units import fmt_rate, json_number
@@ -289,6 +300,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                         "workloads": s.workloads,
                         "duration_s": json_number(s.duration_s),
                         "iter_per_s": {k: json_number(v) for k, v in s.rates.items()},
+                        "runner": runner_json(s),
                     }
                     for s in summaries
                 ],
@@ -299,12 +311,28 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not summaries:
         print(f"no runs in {runs_dir}")
         return 0
-    print(f"{'RUN':<34} {'MODE':<9} {'SHARE':<10} {'STATUS':<9} {'DURATION':>8}  RATES / WORKLOADS")
+    print(f"{'RUN':<34} {'MODE':<9} {'SHARE':<10} {'STATUS':<11} {'DURATION':>8}  RATES / WORKLOADS")
     for s in summaries:
         rates = "  ".join(f"{k} {fmt_rate(v)}" for k, v in sorted(s.rates.items())) or "no steps"
         duration = "–" if math.isnan(s.duration_s) else f"{s.duration_s:.1f}s"
-        print(f"{s.name:<34.34} {s.mode:<9} {s.share:<10} {s.status:<9} {duration:>8}  {rates}  [{s.workloads}]")
+        runner = ""
+        if s.status == RUNNING and s.runner is not None:
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.runner.started))
+            runner = f"  (runner pid {s.runner.pid} since {since}{', detached' if s.runner.detached else ''})"
+        print(f"{s.name:<34.34} {s.mode:<9} {s.share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}")
     return 0
+
+
+def runner_json(summary: "RunSummary") -> dict | None:
+    """``runs --json``'s runner: who writes (wrote) the run, and since when (ISO 8601, local time with its offset)."""
+    from gpumon.core.runner import RUNNING
+
+    runner = summary.runner
+    if runner is None:
+        return None
+    since = datetime.datetime.fromtimestamp(runner.started).astimezone().isoformat(timespec="seconds")
+    return {"pid": runner.pid, "since": since, "user": runner.user, "host": runner.host, "detached": runner.detached,
+            "alive": summary.status == RUNNING}
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -339,6 +367,7 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     stopsignals.unblock()
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.raw_argv = list(sys.argv[1:] if argv is None else argv)  # what --detach hands its runner
     handler = getattr(args, "handler", cmd_monitor)
     try:
         status = int(handler(args) or 0)

@@ -21,6 +21,7 @@ from gpumon.core.rates import Interference, interference
 from gpumon.core.session import Session
 from gpumon.core.trace import baseline_rate
 from gpumon.core.units import bytes_per_s, fmt_rate, json_number, pct
+from gpumon.detach import CAPTURING, move_output_to_log
 from gpumon.errors import UsageError
 from gpumon.plan import RunPlan, short_name
 from gpumon.stopsignals import StopGuard
@@ -95,9 +96,13 @@ def interference_json(t: float, result: Interference, words: str = "", causes: d
 class HeadlessRun:
     """Runs a plan to completion on the main thread; signals stop it cleanly."""
 
-    def __init__(self, plan: RunPlan, as_json: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
+    def __init__(
+        self, plan: RunPlan, as_json: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr, detached: bool = False
+    ) -> None:
+        """``detached``: this is a detached runner, whose output moves to the run's runner.log once it captures."""
         self.plan = plan
         self.as_json = as_json
+        self.detached = detached
         self.out = out
         self.err = err
         self.session = Session(plan.session)
@@ -157,8 +162,10 @@ class HeadlessRun:
                 self._say(f"gpumon: metrics at {self.session.metrics.url}")
             if self.session.nvml is not None and self.session.nvml_status.available:
                 self.gpu_info = self.session.nvml.device_info()
-            path = self.session.start_capture(self.plan.label, list(self.plan.jobs))
-            self._say(f"gpumon: capturing to {path}")
+            path = self.session.start_capture(self.plan.label, list(self.plan.jobs), self.plan.baselines)
+            if self.detached:
+                move_output_to_log(path)
+            self._say(f"{CAPTURING}{path}")
             self._run_workloads()
         finally:
             final = self._shutdown()
@@ -359,7 +366,7 @@ class HeadlessRun:
         return exit_code(self.session, self.signal_received)
 
 
-def run_headless(plan: RunPlan, as_json: bool) -> int:
+def run_headless(plan: RunPlan, as_json: bool, detached: bool = False) -> int:
     if not plan.jobs:
         raise UsageError("--headless needs at least one workload (e.g. gpumon run fcn --headless)")
-    return HeadlessRun(plan, as_json).run()
+    return HeadlessRun(plan, as_json, detached=detached).run()

@@ -26,6 +26,7 @@ from gpumon.core.model import (
     GpuOthers,
     HostSample,
     LogLine,
+    Notice,
     ProcessSample,
     StepEvent,
     WorkloadMeta,
@@ -53,6 +54,8 @@ TABLES = (
 )
 # The GPU processes that were not our jobs: a GpuOthers record gives one row per process (docs/trace.md).
 OTHERS_TABLE = "gpu_others"
+# Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
+MAX_NOTICES = 100
 
 
 def _cell(value: Any) -> Any:
@@ -234,6 +237,11 @@ class Recorder:
             self._log(item.process).write(item.text + "\n")
         elif isinstance(item, WorkloadState):
             self._on_state(item)
+        elif isinstance(item, Notice):
+            notices = self.meta.setdefault("notices", [])
+            if len(notices) < MAX_NOTICES:
+                notices.append({"t": round(item.t, 3), "process": item.process, "text": item.text})
+                self._meta_dirty = True
         elif isinstance(item, WorkloadMeta):
             entry = self._workload(item.process)
             entry["meta"] = item.info

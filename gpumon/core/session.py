@@ -25,6 +25,7 @@ from gpumon.core.metrics import MetricsServer
 from gpumon.core.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.mps import MpsControl, ShareMode
 from gpumon.core.recorder import CaptureError, Recorder, create_run_dir, initial_meta
+from gpumon.core.runner import RunnerInfo
 from gpumon.core.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
@@ -48,6 +49,7 @@ class SessionConfig:
     metrics: tuple[str, int] | None = None
     python: str | None = None  # interpreter of the built-in workloads; None: $GPUMON_PYTHON, else ours
     on_capture_error: str = "stop"
+    detached: bool = False  # this process is a detached runner (gpumon run --detach): run.json's runner says so
 
 
 def planned_slots(requests: list[LaunchRequest]) -> list[tuple[str, LaunchRequest]]:
@@ -168,8 +170,17 @@ class Session:
         """A capture is open and still writing (a failed one is not capturing)."""
         return self.recorder is not None and not self.recorder.failed
 
-    def start_capture(self, label: str, planned_workloads: list[LaunchRequest] | None = None) -> Path:
-        """Open a new run directory and record everything published from now on."""
+    def start_capture(
+        self,
+        label: str,
+        planned_workloads: list[LaunchRequest] | None = None,
+        baselines: tuple[tuple[str, str], ...] = (),
+    ) -> Path:
+        """Open a new run directory and record everything published from now on.
+
+        ``baselines``: the ``--baseline`` runs (slot, run directory), kept in run.json so that a viewer
+        attached later (``gpumon attach``) shows the same live slowdown.
+        """
         if self.shutting_down:
             raise UsageError("no new capture: gpumon is shutting down")
         if self.recorder is not None and not self.recorder.failed:
@@ -197,6 +208,9 @@ class Session:
         )
         meta["capture_start_t"] = round(self.clock.now(), 6)
         meta["share"] = self.config.share.to_json()
+        meta["runner"] = RunnerInfo.current(self.config.detached).to_json()
+        if baselines:
+            meta["baselines"] = {slot: run for slot, run in baselines}
         self.recorder = Recorder(path, meta, on_error=self._on_capture_error)
         if self.config.share.mps and self.mps is None:
             try:

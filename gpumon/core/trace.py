@@ -27,6 +27,7 @@ from gpumon.core.model import (
 )
 from gpumon.core.mps import share_of
 from gpumon.core.rates import exclusive_rate
+from gpumon.core.runner import RunnerInfo, run_status
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:
@@ -328,7 +329,8 @@ META_TYPES: dict[str, tuple[type, ...]] = {
     "duration_s": (*_NUMBER, type(None)), "interval_ms": (*_NUMBER, type(None)),
     "stagger_s": (*_NUMBER, type(None)), "t0_monotonic_ns": (int, type(None)),
     "host": (dict, type(None)), "gpu": (dict, type(None)), "nvml": (dict, type(None)),
-    "versions": (dict, type(None)),
+    "versions": (dict, type(None)), "runner": (dict, type(None)), "baselines": (dict, type(None)),
+    "notices": (list, type(None)),
 }
 WORKLOAD_TYPES: dict[str, tuple[type, ...]] = {
     "process": (str,), "spec": (str,), "kind": (str,), "state": (str,), "tail": (str, type(None)),
@@ -382,6 +384,7 @@ class RunSummary:
     workloads: str
     duration_s: float
     rates: dict[str, float]
+    runner: RunnerInfo | None = None  # who writes (wrote) it; shown with a running run
 
 
 # steps.csv from which exclusive_rates reads columns (~80 k rows: about 0.3 s row by row, what
@@ -511,10 +514,11 @@ def summarize(run: Run) -> RunSummary:
         label=run.label,
         mode=run.mode,
         share=run.share,
-        status=str(run.meta.get("status", "?")),
+        status=run_status(run.meta),
         workloads=specs,
         duration_s=float(run.meta.get("duration_s") or math.nan),
         rates=exclusive_rates(run),
+        runner=RunnerInfo.from_meta(run.meta),
     )
 
 

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import sys
+from pathlib import Path
 
 from textual.app import App
 from textual.binding import Binding
@@ -27,9 +28,9 @@ from gpumon.errors import UsageError
 from gpumon.stopsignals import StopGuard
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
+from gpumon.tui.screens.attached import AttachedScreen, open_follow
 from gpumon.tui.screens.live import LiveMonitorScreen
 from gpumon.tui.screens.monitor import MonitorScreen
-from gpumon.tui.screens.replay import ReplayScreen
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def refresh_hz_from_env(default: float = DEFAULT_HZ) -> float:
 
 
 class GpumonApp(App[int]):
-    """A live session (``controller``) or a replay (``replay``), shown in the monitor panels."""
+    """A live session (``controller``), or a screen that owns no session (a replay, an attached viewer)."""
 
     CSS_PATH = "gpumon.tcss"
     TITLE = "gpumon"
@@ -62,14 +63,14 @@ class GpumonApp(App[int]):
         self,
         controller: Controller | None = None,
         *,
-        replay: ReplayScreen | None = None,
+        screen: MonitorScreen | None = None,
         refresh_hz: float = DEFAULT_HZ,
     ) -> None:
         super().__init__()
-        if (controller is None) == (replay is None):
-            raise ValueError("give either a controller or a replay screen")
+        if (controller is None) == (screen is None):
+            raise ValueError("give either a controller or a screen")
         self.controller = controller
-        self.replay = replay
+        self.first_screen = screen
         self.refresh_hz = refresh_hz
         self.monitor: LiveMonitorScreen | None = None
         self.quitting = False
@@ -78,13 +79,13 @@ class GpumonApp(App[int]):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def on_mount(self) -> None:
-        if self.replay is not None:
-            self.push_screen(self.replay)
+        self._loop = asyncio.get_running_loop()
+        if self.first_screen is not None:
+            self.push_screen(self.first_screen)
             return
         assert self.controller is not None
         self.monitor = LiveMonitorScreen(self.controller, self.refresh_hz)
         self.push_screen(self.monitor)
-        self._loop = asyncio.get_running_loop()
         self.run_worker(self._start_session, thread=True, group="session", exit_on_error=False)
 
     def on_unmount(self) -> None:
@@ -217,7 +218,25 @@ def run_app(plan: RunPlan, refresh_hz: float | None = None) -> int:
     return result if isinstance(result, int) else controller.exit_code()
 
 
-def replay_app(screen: ReplayScreen, refresh_hz: float = DEFAULT_HZ) -> GpumonApp:
-    """An app that shows one replay (the snapshot tests and screenshots use it)."""
-    return GpumonApp(replay=screen, refresh_hz=refresh_hz)
+def replay_app(screen: MonitorScreen, refresh_hz: float = DEFAULT_HZ) -> GpumonApp:
+    """An app that shows one screen that owns no session: a replay (the snapshot tests and screenshots use it) or
+    an attached viewer."""
+    return GpumonApp(screen=screen, refresh_hz=refresh_hz)
+
+
+def run_viewer(path: Path, refresh_hz: float | None = None) -> int:
+    """``gpumon attach``: the monitor on the run at ``path`` that its runner is writing, until the user quits.
+
+    The viewer owns nothing: quitting, a signal or a closed terminal (SIGHUP) ends the viewer alone.
+    """
+    source, feed = open_follow(path)
+    app = replay_app(AttachedScreen(source, feed, refresh_hz or refresh_hz_from_env()))
+    guard = StopGuard(app.stop_from_signal, lambda: 0).install()
+    try:
+        result = app.run()
+    finally:
+        source.stop()
+        guard.done()
+        guard.restore()
+    return result if isinstance(result, int) else 0
 

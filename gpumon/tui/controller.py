@@ -22,6 +22,20 @@ from gpumon.errors import UsageError
 from gpumon.tui.model import LiveModel, current_user
 
 
+def load_baselines(model: LiveModel, baselines: tuple[tuple[str, str], ...], share: str) -> dict[str, float]:
+    """Give ``model`` the ``--baseline`` runs (slot, run directory): each exclusive rate and its evidence, and, with
+    both, gpumon predict's answer for ``share`` beside the measured; returns the rates (blocking: reads the runs)."""
+    rates = {}
+    for slot, path in baselines:
+        rates[slot] = rate = baseline_rate(slot, path)
+        model.set_baseline(slot, rate, f"baseline {Path(path).name}", load_baseline(slot, path, rate))
+    if len(baselines) > 1:
+        from gpumon.analysis.predict import live_line
+
+        model.predicted = live_line(baselines, share)
+    return rates
+
+
 class Controller:
     """Owns the session, the model fed by its bus, and the capture state."""
 
@@ -64,16 +78,10 @@ class Controller:
             nvml = self.session.nvml
             if nvml is not None and self.session.nvml_status.available:
                 self.model.gpu = nvml.device_info()
-            for slot, path in self.plan.baselines:
-                rate = baseline_rate(slot, path)
-                self.model.set_baseline(slot, rate, f"baseline {Path(path).name}", load_baseline(slot, path, rate))
-                self.session.set_exclusive_rates({slot: rate})
-            if len(self.plan.baselines) > 1:
-                from gpumon.analysis.predict import live_line
-
-                self.model.predicted = live_line(self.plan.baselines, self.session.config.share.kind)
+            rates = load_baselines(self.model, self.plan.baselines, self.session.config.share.kind)
+            self.session.set_exclusive_rates(rates)
             if self.plan.jobs:
-                return self.session.start_capture(self.plan.label, list(self.plan.jobs))
+                return self.session.start_capture(self.plan.label, list(self.plan.jobs), self.plan.baselines)
             return None
 
     def launch(self, slot: str, request: LaunchRequest) -> Workload:

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from gpumon.core.bus import Bus
 from gpumon.core.model import (
@@ -49,14 +49,16 @@ def _value(name: str, text: str) -> Any:
     return float(text) if text else math.nan
 
 
+def record(cls: type, row: dict[str, str], where: Path) -> Any:
+    """One CSV row (column → text) of ``where`` as its record (a StepEvent, DeviceSample…)."""
+    try:
+        return cls(**{k: _value(k, v) for k, v in row.items()})
+    except (TypeError, ValueError):
+        raise TraceError(f"{where}: corrupt row {row}") from None
+
+
 def _records(run: Run, table: str, cls: type) -> list[Any]:
-    out = []
-    for row in run.rows(table):
-        try:
-            out.append(cls(**{k: _value(k, v) for k, v in row.items()}))
-        except (TypeError, ValueError):
-            raise TraceError(f"{run.path / (table + '.csv')}: corrupt row {row}") from None
-    return out
+    return [record(cls, row, run.path / f"{table}.csv") for row in run.rows(table)]
 
 
 def _log_lines(run: Run, process: str) -> list[str]:
@@ -69,18 +71,23 @@ def _log_lines(run: Run, process: str) -> list[str]:
         raise TraceError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _others(run: Run) -> list[GpuOthers]:
-    """gpu_others.csv as one GpuOthers per process tick that listed any (none for runs recorded before it)."""
-    if not (run.path / "gpu_others.csv").exists():
-        return []
+def others_by_tick(rows: Iterable[dict[str, str]], where: Path) -> list[GpuOthers]:
+    """gpu_others.csv rows as one GpuOthers per process tick (the rows of one tick share its ``t``)."""
     by_t: dict[float, list[OtherGpuProcess]] = {}
-    for row in run.rows("gpu_others"):
+    for row in rows:
         try:
             fields = {k: (v or None) if k in ("user", "command") else _value(k, v) for k, v in row.items()}
             by_t.setdefault(fields["t"], []).append(OtherGpuProcess(**fields))
         except (TypeError, ValueError):
-            raise TraceError(f"{run.path / 'gpu_others.csv'}: corrupt row {row}") from None
+            raise TraceError(f"{where}: corrupt row {row}") from None
     return [GpuOthers(t, tuple(procs)) for t, procs in by_t.items()]
+
+
+def _others(run: Run) -> list[GpuOthers]:
+    """gpu_others.csv as one GpuOthers per process tick that listed any (none for runs recorded before it)."""
+    if not (run.path / "gpu_others.csv").exists():
+        return []
+    return others_by_tick(run.rows("gpu_others"), run.path / "gpu_others.csv")
 
 
 @dataclass(frozen=True)
@@ -90,34 +97,40 @@ class _Timed:
     item: object
 
 
+def workload_events(entry: dict[str, Any]) -> list[tuple[float, int, object]]:
+    """What run.json says of one workload as (t, order, record): its start, meta and (once ended) its end."""
+    process = str(entry.get("process", "?"))
+    start = entry.get("start_t")
+    if start is None:
+        return []
+    pid = entry.get("pid")
+    out: list[tuple[float, int, object]] = [
+        (float(start), 0, WorkloadState(process, "starting", float(start))),
+        (float(start), 1, WorkloadState(process, "running", float(start), pid=pid)),
+    ]
+    if isinstance(entry.get("meta"), dict):
+        out.append((float(start), 2, WorkloadMeta(process, pid or 0, entry["meta"])))
+    stop = entry.get("stop_t")
+    if stop is not None:
+        state = entry.get("state") or ("exited" if entry.get("exit_status") is not None else "stopped")
+        ended = WorkloadState(process, state, float(stop), pid=pid, exit_status=entry.get("exit_status"),
+                              tail=entry.get("tail", ""))
+        out.append((float(stop), 4, ended))
+    return out
+
+
 def _workload_records(run: Run, end_t: float) -> list[_Timed]:
     """State changes, meta and (at the end) the logs of each workload in run.json."""
     out: list[_Timed] = []
     for entry in run.workloads:
-        process = str(entry.get("process", "?"))
-        start = entry.get("start_t")
-        if start is None:
+        events = workload_events(entry)
+        if not events:
             continue
-        pid = entry.get("pid")
-        out.append(_Timed(float(start), 0, WorkloadState(process, "starting", float(start))))
-        out.append(_Timed(float(start), 1, WorkloadState(process, "running", float(start), pid=pid)))
-        if isinstance(entry.get("meta"), dict):
-            out.append(_Timed(float(start), 2, WorkloadMeta(process, pid or 0, entry["meta"])))
+        process = str(entry.get("process", "?"))
         stop = entry.get("stop_t")
         stop_t = float(stop) if stop is not None else end_t
-        for line in _log_lines(run, process):
-            out.append(_Timed(stop_t, 3, LogLine(process, stop_t, line)))
-        if stop is not None:
-            state = entry.get("state") or ("exited" if entry.get("exit_status") is not None else "stopped")
-            out.append(
-                _Timed(
-                    stop_t,
-                    4,
-                    WorkloadState(
-                        process, state, stop_t, pid=pid, exit_status=entry.get("exit_status"), tail=entry.get("tail", "")
-                    ),
-                )
-            )
+        out += [_Timed(t, order, item) for t, order, item in events]
+        out += [_Timed(stop_t, 3, LogLine(process, stop_t, line)) for line in _log_lines(run, process)]
     return out
 
 

@@ -45,6 +45,9 @@ MEANINGS: tuple[tuple[str, str], ...] = (
     ("STP", "system throughput 1/r_A + 1/r_B. Sharing pays when STP > 1 (r_AB·r_BA < r_AB + r_BA); "
      "below 1 the jobs would finish sooner one after the other."),
     ("● REC", "a capture is being written to the run directory shown; q finishes it."),
+    ("leave it running", "q stops the jobs this monitor started. To leave a run going when you quit or lose the "
+     "terminal, start it with gpumon run … --detach: gpumon attach watches it (q there leaves it running), "
+     "gpumon stop or x in the viewer ends it."),
 )
 
 

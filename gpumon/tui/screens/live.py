@@ -48,7 +48,8 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         Binding("r", "runs", "Runs", tooltip="recorded runs: replay one, mark runs to compare"),
         Binding("w", "probes", "Watch", show=False,
                 tooltip="your probed processes gpumon did not start: watch one as job B (never signalled)"),
-        Binding("q", "app.quit", "Quit", tooltip="stop the workloads, finish the capture and quit"),
+        Binding("q", "app.quit", "Quit", tooltip="stop the workloads, finish the capture and quit (a run started "
+                "with --detach outlives its terminal instead: gpumon attach)"),
     ]
 
     def __init__(self, controller: Controller, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:

@@ -103,13 +103,21 @@ class RunsScreen(Screen):
         self.set_message(f"{len(self.marked)} marked · c compares them")
 
     def action_open(self) -> None:
+        """A finished run as a replay; one that its runner is still writing, followed live (as gpumon attach)."""
+        from gpumon.core.runner import RUNNING, run_status
+        from gpumon.core.trace import load_run
+        from gpumon.tui.screens.attached import AttachedScreen, open_follow
         from gpumon.tui.screens.replay import ReplayScreen, open_replay
 
         name = self._current()
         if name is None:
             return
+        path = self.runs_dir / name
         try:
-            source, feed = open_replay(self.runs_dir / name)
+            if run_status(load_run(path).meta) == RUNNING:
+                self.app.push_screen(AttachedScreen(*open_follow(path), refresh_hz=self.refresh_hz))
+                return
+            source, feed = open_replay(path)
         except TraceError as exc:
             self.set_message(str(exc))
             return

@@ -1,0 +1,78 @@
+"""``gpumon run --detach``: the headless runner in a session of its own, so the run outlives the terminal.
+
+The terminal's ``gpumon run … --detach`` starts ``gpumon run … --runner`` with ``start_new_session``
+(no controlling terminal: a hang-up, a closed laptop or a dropped SSH connection does not reach it),
+shows the runner's first lines until it has opened its run directory, prints that directory and how
+to attach, and returns. The runner is the same headless run; once its capture is open it moves its
+own output into ``RUN/runner.log`` (which closes the pipe the terminal reads: that EOF is the
+terminal's signal to return). The jobs die with the runner, as they die with any gpumon
+(PDEATHSIG, the MPS guardian's pipe): ``kill -9`` of the runner ends them too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TextIO
+
+RUNNER_FLAG = "--runner"
+RUNNER_LOG = "runner.log"
+CAPTURING = "gpumon: capturing to "  # the line that names the run directory (headless prints it)
+
+
+def start_runner(argv: list[str], as_json: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Start the runner for ``gpumon ARGV`` and return once it captures (0) or has failed (its status)."""
+    read_end, write_end = os.pipe()
+    try:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "gpumon", *argv, RUNNER_FLAG],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=write_end,
+            start_new_session=True,
+        )
+    finally:
+        os.close(write_end)
+    run_dir = None
+    with open(read_end, encoding="utf-8", errors="replace") as pipe:
+        for line in pipe:  # until the runner moves its output to runner.log, or ends
+            line = line.rstrip("\n")
+            if line.startswith(CAPTURING):
+                run_dir = Path(line[len(CAPTURING):])
+            elif line:
+                print(line, file=err, flush=True)
+    status = runner.poll()
+    if run_dir is None or (status is not None and status != 0):
+        return runner.wait() if status is None else status
+    name = run_dir.name
+    if as_json:
+        print(json.dumps({"run": str(run_dir), "runner_pid": runner.pid}), file=out, flush=True)
+    else:
+        print(run_dir, file=out, flush=True)
+    print(
+        f"gpumon: detached: runner pid {runner.pid} records to {run_dir}\n"
+        f"gpumon: watch it with `gpumon attach {name}`, stop it with `gpumon stop {name}`; "
+        f"its log: {run_dir / RUNNER_LOG}",
+        file=err,
+        flush=True,
+    )
+    return 0
+
+
+def move_output_to_log(run_dir: Path) -> None:
+    """In the runner, once the capture is open: stdout and stderr go to ``RUN/runner.log`` from now on.
+
+    The terminal read them through a pipe; replacing both descriptors closes that pipe's last write
+    end here, which tells ``start_runner`` the runner is up.
+    """
+    print(f"{CAPTURING}{run_dir}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    fd = os.open(run_dir / RUNNER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, sys.stdout.fileno())
+        os.dup2(fd, sys.stderr.fileno())
+    finally:
+        os.close(fd)

@@ -1,0 +1,22 @@
+"""Whether gpumon writes to a terminal: the live monitor (run, attach) needs one on stdout and stderr."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def output_not_terminal() -> str | None:
+    """"stdout", "stderr" or both when not a terminal, else None.
+
+    The live monitor needs both: Textual draws on stderr, and a redirected stdout must get text,
+    not escape codes. Without them ``gpumon run`` runs headless.
+    """
+    names = []
+    for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr)):
+        try:
+            if not os.isatty(stream.fileno()):
+                names.append(name)
+        except (AttributeError, OSError, ValueError):
+            names.append(name)
+    return " and ".join(names) or None

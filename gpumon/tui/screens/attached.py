@@ -1,0 +1,155 @@
+"""The attached viewer: the live monitor's panels on a run its runner is writing (``gpumon attach``).
+
+It owns nothing: the data comes from the run directory (``FollowSource``), quitting leaves the run
+running, and the only way it acts on the run is ``x``, which asks first and then stops the runner as
+``gpumon stop`` does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.binding import Binding
+
+from gpumon.core.bus import Bus
+from gpumon.core.pyspy import dump_stack
+from gpumon.core.runner import INTERRUPTED, RunnerInfo, run_status
+from gpumon.core.sources.follow import FollowSource
+from gpumon.core.trace import export
+from gpumon.tui.controller import load_baselines
+from gpumon.tui.model import LiveModel
+from gpumon.tui.pump import DEFAULT_HZ
+from gpumon.tui.screens.live import short_path
+from gpumon.tui.screens.monitor import VIEW_BINDINGS, Feed, MonitorScreen
+from gpumon.tui.view import View
+
+STACK = Binding.Group("Stack")
+
+
+def open_follow(path: Path) -> tuple[FollowSource, Feed]:
+    """A follower of the run at ``path`` on a fresh bus, and the model that shows it (its specs and GPU known)."""
+    source = FollowSource(path, Bus())
+    runner = RunnerInfo.from_meta(source.run.meta)
+    model = LiveModel(jobs_user=runner.user if runner is not None else None)
+    source.bus.subscribe(model.handle)
+    model.gpu = source.gpu
+    for slot, spec in source.specs.items():
+        if slot in ("A", "B"):
+            model.set_spec(slot, spec)
+    return source, Feed(model, source.now)
+
+
+class AttachedScreen(MonitorScreen, inherit_bindings=False):
+    """Follows ``source`` until the run ends, then stays on the final picture."""
+
+    BINDINGS = [
+        Binding("x", "stop_run", "Stop run", tooltip="stop the run (asks first): its jobs stop and the capture is "
+                "finalised, as gpumon stop does"),
+        Binding("s", "stack('A')", "Stack A", group=STACK, tooltip="Python stack of workload A now (py-spy dump)"),
+        Binding("S", "stack('B')", "Stack B", group=STACK, tooltip="Python stack of workload B now (shift+s)"),
+        Binding("e", "export", "CSV", tooltip="export the run as written so far as plain CSV into ./<run>-csv"),
+        *VIEW_BINDINGS,
+        Binding("q", "close", "Quit", tooltip="close this viewer; the run goes on (gpumon attach comes back)"),
+    ]
+
+    def __init__(self, source: FollowSource, feed: Feed, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:
+        super().__init__(feed, refresh_hz, **kwargs)
+        self.source = source
+        self.runner = RunnerInfo.from_meta(source.run.meta)
+        self._said_end = False
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.run_worker(self._load_and_follow, thread=True, group="follow", exit_on_error=False)
+        self.set_interval(1.0, self._check_end)
+
+    def _load_and_follow(self) -> None:
+        baselines = self.source.run.meta.get("baselines") or {}
+        load_baselines(self.feed.model, tuple(sorted(baselines.items())), self.source.run.share)
+        self.source.poll()  # the history so far, at once
+        self.source.start()
+
+    def on_unmount(self) -> None:
+        super().on_unmount()
+        self.source.stop()
+
+    def _check_end(self) -> None:
+        if self.source.ended and not self._said_end:
+            self._said_end = True
+            self.notify(f"the run ended ({self.source.status}): this is its final picture; q quits",
+                        severity="error" if self.source.status == INTERRUPTED else "information", timeout=30)
+            if self.pump is not None:
+                self.pump.poke()
+
+    def status_text(self, view: View) -> Text:
+        text = Text("gpumon attach", style="bold")
+        text.append(f"  t {view.t:7.1f} s  ", style="dim")
+        share = self.source.run.share
+        text.append(f"{share}  ", style="bold cyan" if share != "timeslice" else "dim")
+        if view.others_on_gpu:
+            text.rstrip()
+            self.others_mark(text, view).append("  ")
+        if self.source.ended:
+            text.append(f"■ ended: {self.source.status}", style="bold red" if self.source.status == INTERRUPTED else "bold")
+        else:
+            pid = f"runner pid {self.runner.pid} " if self.runner is not None else ""
+            text.append(f"● {pid}", style="bold green")
+        text.append(" " + short_path(self.source.run.path, max(10, self.size.width - len(text) - 8)))
+        return self.paused_suffix(text)
+
+    def action_close(self) -> None:
+        """Back to the runs list when opened from it; else end the viewer (never the run)."""
+        if len(self.app.screen_stack) > 2:
+            self.dismiss()
+        else:
+            self.app.exit(0)
+
+    # -- stop the run -------------------------------------------------------------
+
+    def action_stop_run(self) -> None:
+        from gpumon.tui.screens.confirm import ConfirmScreen
+
+        if self.source.ended or self.runner is None:
+            self.notify(f"the run is not running ({self.source.status})", severity="warning")
+            return
+        question = f"Stop the run {self.source.run.path.name}?"
+        detail = "Its jobs stop and the capture is finalised, as gpumon stop does.\n(q would close this viewer and leave the run running.)"
+        self.app.push_screen(ConfirmScreen(question, detail), self._confirmed)
+
+    def _confirmed(self, yes: bool | None) -> None:
+        if not yes or self.runner is None:
+            return
+        if self.runner.stop():
+            self.notify("stopping the run: its jobs stop and the capture is finalised…", timeout=15)
+        else:
+            self.notify(f"the run is not running ({run_status(self.source.run.meta)})", severity="warning")
+
+    # -- stack and export -----------------------------------------------------------
+
+    def action_stack(self, slot: str) -> None:
+        from gpumon.tui.screens.stack import StackScreen
+
+        view = self.latest
+        workload = next((w for w in view.workloads if w.slot == slot), None) if view is not None else None
+        if workload is None or not workload.active or workload.pid is None:
+            self.notify(f"nothing runs in slot {slot}", severity="warning")
+            return
+        screen = StackScreen(slot, workload.pid)
+        self.app.push_screen(screen)
+        self._dump(screen, slot, workload.pid)
+
+    @work(thread=True, group="stack", exit_on_error=False)
+    def _dump(self, screen, slot: str, pid: int) -> None:
+        dump = dump_stack(slot, pid)
+        self.app.call_from_thread(screen.show_dump, dump)
+
+    def action_export(self) -> None:
+        self._export()
+
+    @work(thread=True, exclusive=True, group="export", exit_on_error=False)
+    def _export(self) -> None:
+        out = Path.cwd() / f"{self.source.run.path.name}-csv"
+        files = export(self.source.run, out, "csv")
+        self.app.call_from_thread(self.notify, f"exported {len(files)} CSV files to {out}")

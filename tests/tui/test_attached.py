@@ -1,0 +1,103 @@
+"""The attached viewer (``gpumon attach``) driven by Pilot: a run being written, its runner a real process."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpumon.core.recorder import create_run_dir, initial_meta
+from gpumon.core.runner import RunnerInfo
+from gpumon.core.trace import TABLES
+from gpumon.tui.app import replay_app
+from gpumon.tui.screens.attached import AttachedScreen, open_follow
+from gpumon.tui.screens.confirm import ConfirmScreen
+from gpumon.tui.widgets.lines import TextLine
+from tests.tracegen import exclusive
+from tests.tui.conftest import run_async, wait_until
+
+
+@pytest.fixture
+def runner():
+    """A real process standing in for the runner (the viewer must signal it only on x, y)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def _live_run(tmp_path: Path, runner_pid: int) -> Path:
+    """A run mid-capture: run.json "recording" with A running, its runner ``runner_pid``, a baseline for A."""
+    baseline = exclusive(tmp_path / "baseline", "A", rate=40.0, spec="gemm")
+    run_dir = create_run_dir(tmp_path / "runs", "gemm", time.localtime())
+    t0 = time.monotonic_ns() - 5_000_000_000  # the runner started 5 s ago
+    meta = initial_meta(
+        label="gemm", mode="exclusive", clock_t0_ns=t0, started_at="2026-11-25T00:00:00", interval_ms=100, device="cpu",
+        stagger_s=0.0, host={}, gpu=None, nvml={"available": False, "reason": "disabled (--no-nvml)"}, versions={},
+        workloads=[{"process": "A", "spec": "gemm", "kind": "builtin", "argv": [], "pid": runner_pid, "start_t": 0.5,
+                    "state": "running"}],
+    )
+    info = RunnerInfo(runner_pid, psutil.Process(runner_pid).create_time(), 0, "me", RunnerInfo.current().host, True)
+    meta.update(capture_start_t=0.0, runner=info.to_json(), baselines={"A": str(baseline)})
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    for table, columns in TABLES.items():
+        (run_dir / f"{table}.csv").write_text(",".join(columns) + "\n")
+    with open(run_dir / "steps.csv", "a") as f:
+        f.writelines(f"A,{runner_pid},{i},{0.5 + 0.05 * i},0.05,256,{int(i <= 5)},0,\n" for i in range(1, 81))
+    return run_dir
+
+
+def _finish(run_dir: Path) -> None:
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta.update(status="complete", duration_s=4.6)
+    meta["workloads"][0].update(state="stopped", stop_t=4.6, exit_status=-15)
+    (run_dir / "run.json").write_text(json.dumps(meta))
+
+
+@run_async
+async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_picture(tmp_path, runner):
+    run_dir = _live_run(tmp_path, runner.pid)
+    source, feed = open_follow(run_dir)
+    screen = AttachedScreen(source, feed)
+    app = replay_app(screen)
+    async with app.run_test(size=(120, 40)) as pilot:
+        status = lambda: screen.query_one("#status", TextLine).plain  # noqa: E731
+        await wait_until(pilot, lambda: f"runner pid {runner.pid}" in status() and screen.latest is not None
+                         and screen.latest.workloads[0].figures is not None, what="the run followed")
+        assert "gpumon attach" in status()
+        assert feed.model.baselines["A"][0] == pytest.approx(40.0, rel=0.05)  # run.json's --baseline, read back
+
+        await pilot.press("x")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot.press("n")
+        await wait_until(pilot, lambda: app.screen is screen, what="back without stopping")
+        assert runner.poll() is None, "the viewer signalled the runner without a yes"
+
+        await pilot.press("x")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot.press("y")
+        assert runner.wait(10) == -signal.SIGTERM
+
+        _finish(run_dir)  # what the runner writes when it stops
+        await wait_until(pilot, lambda: "ended: complete" in status(), what="the end of the run shown")
+        assert source.ended and source.now() == 4.6
+        await pilot.press("q")
+    assert app.return_value == 0
+
+
+@run_async
+async def test_quitting_the_viewer_never_signals_the_runner(tmp_path, runner):
+    run_dir = _live_run(tmp_path, runner.pid)
+    source, feed = open_follow(run_dir)
+    app = replay_app(AttachedScreen(source, feed))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: source.status == "running" and feed.model.stats.figures("A", 5.0).steps, what="steps")
+        await pilot.press("q")
+    assert runner.poll() is None

@@ -24,6 +24,7 @@ from gpumon.core.model import (
     OTHER_COLUMNS,
     PROCESS_COLUMNS,
     STEP_COLUMNS,
+    SourceStatus,
 )
 from gpumon.core.mps import share_of
 from gpumon.core.rates import exclusive_rate
@@ -95,6 +96,23 @@ class Run:
     @property
     def workloads(self) -> list[dict[str, Any]]:
         return list(self.meta.get("workloads", []))
+
+    @property
+    def gpu(self) -> dict[str, Any] | None:
+        """run.json's ``gpu`` (None without NVML)."""
+        gpu = self.meta.get("gpu")
+        return gpu if isinstance(gpu, dict) else None
+
+    @property
+    def specs(self) -> dict[str, str]:
+        """The spec of each recorded workload by slot."""
+        return {str(w.get("process")): str(w.get("spec", "?")) for w in self.workloads}
+
+    @property
+    def nvml_status(self) -> SourceStatus:
+        """Whether NVML was read during the run, and why not, as the live session published it."""
+        nvml = self.meta.get("nvml") or {}
+        return SourceStatus("nvml", bool(nvml.get("available")), str(nvml.get("reason", "")))
 
     def table_text(self, table: str) -> str:
         path = self.path / f"{table}.csv"

@@ -25,8 +25,8 @@ def test_seek_publishes_everything_up_to_t_in_time_order(tmp_path):
     bus = Bus()
     items = _collect(bus)
     source = ReplaySource(root, bus)
-    assert source.gpu["name"].endswith("(simulated)")
-    assert source.specs == {"A": "fcn:preset=tiny", "B": "gemm:preset=tiny"}
+    assert source.run.gpu["name"].endswith("(simulated)")
+    assert source.run.specs == {"A": "fcn:preset=tiny", "B": "gemm:preset=tiny"}
     source.seek(15.0)
     assert isinstance(items[0], SourceStatus) and items[0].available
     times = [x.t for x in items[1:] if hasattr(x, "t")]

@@ -27,7 +27,6 @@ from gpumon.core.model import (
     LogLine,
     Notice,
     ProcessSample,
-    SourceStatus,
     StepEvent,
 )
 from gpumon.core.runner import RUNNING, run_status
@@ -108,20 +107,6 @@ class FollowSource:
         self._thread: threading.Thread | None = None
 
     @property
-    def nvml_status(self) -> SourceStatus:
-        nvml = self.run.meta.get("nvml") or {}
-        return SourceStatus("nvml", bool(nvml.get("available")), str(nvml.get("reason", "")))
-
-    @property
-    def gpu(self) -> dict[str, Any] | None:
-        gpu = self.run.meta.get("gpu")
-        return gpu if isinstance(gpu, dict) else None
-
-    @property
-    def specs(self) -> dict[str, str]:
-        return {str(w.get("process")): str(w.get("spec", "?")) for w in self.run.workloads}
-
-    @property
     def ended(self) -> bool:
         """The run is over (complete, stopped, truncated or interrupted) and everything it wrote was read."""
         return self._ended.is_set()
@@ -148,7 +133,7 @@ class FollowSource:
             first = self._meta_key is None
             over = self._read_meta()  # before the tables: a run that just ended has written all of them
             if first:
-                self.bus.publish(self.nvml_status)
+                self.bus.publish(self.run.nvml_status)
             timed = sorted(self._meta_events() + self._table_records(final=over), key=lambda e: (e[0], e[1]))
             for _, _, item in timed:
                 self.bus.publish(item)

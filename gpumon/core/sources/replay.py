@@ -26,7 +26,6 @@ from gpumon.core.model import (
     LogLine,
     OtherGpuProcess,
     ProcessSample,
-    SourceStatus,
     StepEvent,
     WorkloadMeta,
     WorkloadState,
@@ -143,8 +142,6 @@ class ReplaySource:
         self.run = load_run(run_path)
         self.bus = bus
         self.speed = speed
-        nvml = self.run.meta.get("nvml") or {}
-        self.nvml_status = SourceStatus("nvml", bool(nvml.get("available")), str(nvml.get("reason", "")))
         self._timeline: list[_Timed] | None = None
         self._next = 0
         self._cursor = -math.inf
@@ -152,16 +149,6 @@ class ReplaySource:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._play_anchor: tuple[float, float] | None = None
-
-    @property
-    def gpu(self) -> dict[str, Any] | None:
-        gpu = self.run.meta.get("gpu")
-        return gpu if isinstance(gpu, dict) else None
-
-    @property
-    def specs(self) -> dict[str, str]:
-        """The spec of each recorded workload by slot."""
-        return {str(w.get("process")): str(w.get("spec", "?")) for w in self.run.workloads}
 
     def load(self) -> None:
         """Read every table (done on first use; call it early on a worker thread for big runs)."""
@@ -184,7 +171,7 @@ class ReplaySource:
             end = max(end, float(self.run.meta.get("capture_start_t", 0.0)) + float(duration))
         timed += _workload_records(self.run, end)
         timed.sort(key=lambda x: (x.t, x.order))
-        self._timeline = [_Timed(-math.inf, 0, self.nvml_status), *timed]
+        self._timeline = [_Timed(-math.inf, 0, self.run.nvml_status), *timed]
 
     @property
     def start_t(self) -> float:

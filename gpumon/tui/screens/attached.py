@@ -14,7 +14,6 @@ from textual import work
 from textual.binding import Binding
 
 from gpumon.core.bus import Bus
-from gpumon.core.pyspy import dump_stack
 from gpumon.core.runner import INTERRUPTED, RunnerInfo, run_status
 from gpumon.core.sources.follow import FollowSource
 from gpumon.core.trace import export
@@ -23,6 +22,7 @@ from gpumon.tui.model import LiveModel
 from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.tui.screens.live import short_path
 from gpumon.tui.screens.monitor import VIEW_BINDINGS, Feed, MonitorScreen
+from gpumon.tui.screens.replay import replay_feed
 from gpumon.tui.view import View
 
 STACK = Binding.Group("Stack")
@@ -32,13 +32,7 @@ def open_follow(path: Path) -> tuple[FollowSource, Feed]:
     """A follower of the run at ``path`` on a fresh bus, and the model that shows it (its specs and GPU known)."""
     source = FollowSource(path, Bus())
     runner = RunnerInfo.from_meta(source.run.meta)
-    model = LiveModel(jobs_user=runner.user if runner is not None else None)
-    source.bus.subscribe(model.handle)
-    model.gpu = source.gpu
-    for slot, spec in source.specs.items():
-        if slot in ("A", "B"):
-            model.set_spec(slot, spec)
-    return source, Feed(model, source.now)
+    return source, replay_feed(source, LiveModel(jobs_user=runner.user if runner is not None else None))
 
 
 class AttachedScreen(MonitorScreen, inherit_bindings=False):
@@ -129,21 +123,14 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
     # -- stack and export -----------------------------------------------------------
 
     def action_stack(self, slot: str) -> None:
-        from gpumon.tui.screens.stack import StackScreen
+        from gpumon.tui.screens.stack import open_stack
 
         view = self.latest
         workload = next((w for w in view.workloads if w.slot == slot), None) if view is not None else None
         if workload is None or not workload.active or workload.pid is None:
             self.notify(f"nothing runs in slot {slot}", severity="warning")
             return
-        screen = StackScreen(slot, workload.pid)
-        self.app.push_screen(screen)
-        self._dump(screen, slot, workload.pid)
-
-    @work(thread=True, group="stack", exit_on_error=False)
-    def _dump(self, screen, slot: str, pid: int) -> None:
-        dump = dump_stack(slot, pid)
-        self.app.call_from_thread(screen.show_dump, dump)
+        open_stack(self, slot, workload.pid)
 
     def action_export(self) -> None:
         self._export()

@@ -13,7 +13,6 @@ from gpumon.core.launcher import LaunchRequest
 from gpumon.errors import UsageError
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
-from gpumon.core.pyspy import dump_stack
 from gpumon.tui.screens.monitor import VIEW_BINDINGS, Feed, MonitorScreen
 from gpumon.tui.view import View
 from gpumon.tui.widgets.probed import ProbedLine
@@ -163,20 +162,13 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     # -- stack ------------------------------------------------------------------
 
     def action_stack(self, slot: str) -> None:
-        from gpumon.tui.screens.stack import StackScreen
+        from gpumon.tui.screens.stack import open_stack
 
         workload = self.controller.running(slot)
         if workload is None:
             self.notify(f"nothing runs in slot {slot}", severity="warning")
             return
-        screen = StackScreen(slot, workload.pid)
-        self.app.push_screen(screen)
-        self._dump(screen, slot, workload.pid)
-
-    @work(thread=True, group="stack", exit_on_error=False)
-    def _dump(self, screen, slot: str, pid: int) -> None:
-        dump = dump_stack(slot, pid)
-        self.app.call_from_thread(screen.show_dump, dump)
+        open_stack(self, slot, workload.pid)
 
     # -- other screens ----------------------------------------------------------
 

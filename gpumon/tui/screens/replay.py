@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.binding import Binding
@@ -14,14 +15,18 @@ from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.tui.screens.monitor import VIEW_BINDINGS, Feed, MonitorScreen
 from gpumon.tui.view import View
 
+if TYPE_CHECKING:
+    from gpumon.core.sources.follow import FollowSource
+
 MAX_SPEED = 64.0
 
 
-def replay_feed(source: ReplaySource, model: LiveModel) -> Feed:
-    """Subscribe ``model`` to the source's bus and give it what run.json knows."""
+def replay_feed(source: "ReplaySource | FollowSource", model: LiveModel) -> Feed:
+    """Subscribe ``model`` to the bus of a source of recorded data (a replay, a followed run) and give it what
+    run.json knows."""
     source.bus.subscribe(model.handle)
-    model.gpu = source.gpu
-    for slot, spec in source.specs.items():
+    model.gpu = source.run.gpu
+    for slot, spec in source.run.specs.items():
         if slot in ("A", "B"):
             model.set_spec(slot, spec)
     return Feed(model, source.now)

@@ -6,10 +6,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, Static
 
-from gpumon.core.pyspy import StackDump
+from gpumon.core.pyspy import StackDump, dump_stack
 
 
 class StackScreen(ModalScreen[None]):
@@ -40,3 +40,16 @@ class StackScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+def open_stack(parent: Screen, slot: str, pid: int) -> StackScreen:
+    """Open the dialog over ``parent`` at once and fill it in from ``py-spy dump`` on a worker thread."""
+    dialog = StackScreen(slot, pid)
+    parent.app.push_screen(dialog)
+
+    def dump() -> None:
+        result = dump_stack(slot, pid)
+        parent.app.call_from_thread(dialog.show_dump, result)
+
+    parent.run_worker(dump, thread=True, group="stack", exit_on_error=False)
+    return dialog

@@ -30,7 +30,7 @@ DEVICE_COLUMNS = (
 # Hopper's GPM columns, added after the first runs were recorded: older device.csv files lack them.
 GPM_COLUMNS = DEVICE_COLUMNS[-4:]
 PROCESS_COLUMNS = ("t", "process", "pid", "cpu_pct", "rss_mib", "threads", "gpu_mem_mib", "gpu_sm_util")
-HOST_COLUMNS = ("t", "cpu_pct", "mem_used_mib", "mem_total_mib")
+HOST_COLUMNS = ("t", "cpu_pct", "mem_used_mib", "mem_total_mib", "per_core")  # per_core: "12.5 97.0" (% each core)
 # gpu_others.csv: the GPU processes that were not our jobs, one row per process per process tick.
 OTHER_COLUMNS = ("t", "pid", "user", "command", "gpu_mem_mib", "sm_pct", "cpu_pct", "rss_mib", "elapsed_s")
 
@@ -98,7 +98,7 @@ class ProcessSample:
 
 @dataclass(frozen=True, slots=True)
 class HostSample:
-    """Whole-host CPU and memory at one tick; ``per_core`` is not written to host.csv."""
+    """Whole-host CPU and memory at one tick; ``per_core``: each core's CPU %, in core order."""
 
     t: float
     cpu_pct: float

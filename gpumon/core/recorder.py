@@ -63,6 +63,8 @@ def _cell(value: Any) -> Any:
         return int(value)
     if isinstance(value, float):
         return "" if math.isnan(value) else repr(value)
+    if isinstance(value, tuple):  # per-core CPU: one cell of space-separated percentages
+        return " ".join(f"{v:.1f}" for v in value)
     return value
 
 

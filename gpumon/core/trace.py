@@ -48,6 +48,7 @@ TABLES: dict[str, tuple[str, ...]] = {
 # Headers of runs recorded before columns were added: read as the current layout, new columns empty.
 OLDER_HEADERS: dict[str, tuple[str, ...]] = {
     "device": tuple(c for c in DEVICE_COLUMNS if c not in GPM_COLUMNS),
+    "host": HOST_COLUMNS[:-1],  # per_core came later
 }
 
 

@@ -76,7 +76,7 @@ def test_a_run_written_by_the_recorder_is_followed_until_it_completes(tmp_path) 
     writer.publish(WorkloadState("A", "running", 0.5, pid=4242))
     for i in range(1, 21):
         writer.publish(StepEvent("A", 4242, i, 0.5 + i * 0.1, 0.1, 32.0, i <= 5))
-    writer.publish(HostSample(1.0, 50.0, 1000.0, 24000.0))
+    writer.publish(HostSample(1.0, 50.0, 1000.0, 24000.0, (75.0, 25.0)))
     writer.publish(LogLine("A", 1.0, "epoch 1"))
     writer.publish(Notice(1.2, "another process uses the GPU"))
     source.start()
@@ -87,6 +87,7 @@ def test_a_run_written_by_the_recorder_is_followed_until_it_completes(tmp_path) 
     assert seen.of(SourceStatus)[0].available is False and seen.of(SourceStatus)[0].reason == "disabled"
     assert [s.step for s in seen.of(StepEvent)] == list(range(1, 21))
     assert seen.items.index(seen.of(WorkloadState)[0]) < seen.items.index(seen.of(StepEvent)[0])  # start before steps
+    assert seen.of(HostSample)[0].per_core == (75.0, 25.0)  # each core's CPU, for the viewer's cores line
     assert seen.of(LogLine)[0].text == "epoch 1" and seen.of(Notice)[0].text == "another process uses the GPU"
     assert source.now() >= 2.5  # the runner's clock, not the last record's
 

@@ -41,6 +41,8 @@ INT_FIELDS = frozenset({"pid", "step", "copy_bytes", "threads"})
 def _value(name: str, text: str) -> Any:
     if name == "process":
         return text
+    if name == "per_core":
+        return tuple(float(v) for v in text.split())
     if name == "warmup":
         return text == "1"
     if name in INT_FIELDS:

@@ -225,3 +225,23 @@ def test_compare_prints_the_share_mode_and_refuses_to_mix_modes(tmp_path: Path) 
     )
     listed = json.loads(gpumon("runs", str(tmp_path), "--json").stdout)
     assert {r["name"]: r["share"] for r in listed} == {"xa": "timeslice", "xb": "timeslice", "sliced": "timeslice", "mps": "mps"}
+
+
+def test_a_detached_runners_daemon_dies_with_the_runner_even_with_kill_9(tmp_path: Path, fake_mps: dict[str, str]) -> None:
+    runs = tmp_path / "runs"
+    done = gpumon("run", "--cmd", job(tmp_path, 100_000), "--cmd", job(tmp_path, 100_000), "--share", "mps",
+                  "--no-nvml", "--out", str(runs), "--detach", "--json", env=fake_mps)
+    assert done.returncode == 0, done.stderr
+    runner = json.loads(done.stdout)["runner_pid"]
+    try:
+        wait_for(lambda: any(line.startswith("MPSENV") for p in runs.glob("*/logs/B.out") for line in p.read_text().splitlines()),
+                 timeout=60, what="job B running as an MPS client")
+        pid = daemon_pid(fake_mps)
+        assert alive(pid)
+        os.kill(runner, signal.SIGKILL)  # the terminal that started it is long gone: the runner is the owner
+        wait_for(lambda: "daemon exited" in log_lines(fake_mps), timeout=30, what="the daemon to quit")
+        wait_for(lambda: not alive(pid), timeout=10, what="the daemon process to end")
+        assert json.loads(gpumon("runs", str(runs), "--json").stdout)[0]["status"] == "interrupted"
+    finally:
+        if alive(runner):
+            os.kill(runner, signal.SIGKILL)

@@ -42,7 +42,7 @@ def find(text: str | None, runs_dir: Path) -> Target:
     """The run ``text`` names (None: this user's newest running run), refused in one line when it is another user's."""
     from gpumon.core.runner import RUNNING, RunnerInfo, run_status, user_name
     from gpumon.core.runstore import resolve_run
-    from gpumon.core.trace import list_runs, load_run
+    from gpumon.core.trace import list_runs, load_live
 
     if text is None:
         mine = [r for r in list_runs(runs_dir) if run_status(r.meta) == RUNNING and owner(r) == os.getuid()]
@@ -50,17 +50,18 @@ def find(text: str | None, runs_dir: Path) -> Target:
             raise UsageError(f"no running run in {runs_dir} (gpumon runs lists them; gpumon run … --detach starts one)")
         run = mine[-1]
     else:
-        run = load_run(resolve_run(text, runs_dir))
+        run = load_live(resolve_run(text, runs_dir))[0]
     uid = owner(run)
     if uid != os.getuid():
         raise UsageError(f"{run.path.name} belongs to user {user_name(uid)}: you can attach to and stop your own runs only")
-    return Target(run.path, run_status(run.meta), RunnerInfo.from_meta(run.meta))
+    run, status = load_live(run.path)
+    return Target(run.path, status, RunnerInfo.from_meta(run.meta))
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from gpumon.core.runner import RECORDING, RUNNING, run_status
+    from gpumon.core.runner import RECORDING, RUNNING
     from gpumon.core.runstore import runs_dir_or_default
-    from gpumon.core.trace import load_run
+    from gpumon.core.trace import load_live
 
     target = find(args.run, runs_dir_or_default(args.runs_dir))
     name = target.path.name
@@ -76,7 +77,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
           file=sys.stderr, flush=True)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
-        status = run_status(load_run(target.path).meta)
+        status = load_live(target.path)[1]
         if status != RUNNING:
             break
         time.sleep(0.1)

@@ -28,7 +28,7 @@ from gpumon.core.model import (
 )
 from gpumon.core.mps import share_of
 from gpumon.core.rates import exclusive_rate
-from gpumon.core.runner import RunnerInfo, run_status
+from gpumon.core.runner import INTERRUPTED, RunnerInfo, run_status
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:
@@ -339,6 +339,20 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     if problem:
         raise TraceError(f"{meta_path}: corrupt ({problem})")
     return Run(root, meta)
+
+
+def load_live(path: str | os.PathLike[str]) -> tuple[Run, str]:
+    """A run and its status now (``running``, ``interrupted``, ``complete``…, ``core/runner.py``).
+
+    A run that reads ``interrupted`` is read once more: its runner may have finalised run.json and
+    exited between the first read and the check that it is gone, and the second read sees the final file.
+    """
+    run = load_run(path)
+    status = run_status(run.meta)
+    if status == INTERRUPTED:
+        run = load_run(path)
+        status = run_status(run.meta)
+    return run, status
 
 
 # What the readers take from run.json, by type (a key may be absent; null is allowed where listed).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -23,10 +22,19 @@ from tests.tracegen import exclusive
 from tests.tui.conftest import run_async, wait_until
 
 
+RUNNER = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: print("SIGTERM", flush=True))  # a runner finalises before it exits
+print("up", flush=True)
+time.sleep(120)
+"""
+
+
 @pytest.fixture
 def runner():
-    """A real process standing in for the runner (the viewer must signal it only on x, y)."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    """A real process standing in for the runner (the viewer must signal it only on x, y): prints what it gets."""
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "up\n"
     yield proc
     if proc.poll() is None:
         proc.kill()
@@ -83,7 +91,7 @@ async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_pi
         await pilot.press("x")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
         await pilot.press("y")
-        assert runner.wait(10) == -signal.SIGTERM
+        assert runner.stdout.readline() == "SIGTERM\n"
 
         _finish(run_dir)  # what the runner writes when it stops
         await wait_until(pilot, lambda: "ended: complete" in status(), what="the end of the run shown")

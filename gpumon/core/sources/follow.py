@@ -29,9 +29,9 @@ from gpumon.core.model import (
     ProcessSample,
     StepEvent,
 )
-from gpumon.core.runner import RUNNING, run_status
+from gpumon.core.runner import INTERRUPTED, RUNNING, run_status
 from gpumon.core.sources.replay import others_by_tick, record, workload_events
-from gpumon.core.trace import TABLES, Run, TraceError, load_run
+from gpumon.core.trace import TABLES, Run, TraceError, load_live, load_run
 
 POLL_S = 0.25
 RECORD_TABLES: tuple[tuple[str, type], ...] = (
@@ -89,10 +89,9 @@ class FollowSource:
     """Publishes a run that is being written onto ``bus``: everything so far, then what comes, until it ends."""
 
     def __init__(self, run_path: str | os.PathLike[str], bus: Bus, poll_s: float = POLL_S) -> None:
-        self.run: Run = load_run(run_path)
+        self.run, self.status = load_live(run_path)
         self.bus = bus
         self.poll_s = poll_s
-        self.status = run_status(self.run.meta)
         self._tables = {name: TableTail(self.run.path / f"{name}.csv", TABLES[name]) for name, _ in RECORD_TABLES}
         self._others = TableTail(self.run.path / "gpu_others.csv", TABLES["gpu_others"])
         self._others_held: list[dict[str, str]] = []  # the newest tick's rows: more of them may still come
@@ -182,6 +181,8 @@ class FollowSource:
             self.run = load_run(self.run.path)
             self._meta_key = key
         self.status = run_status(self.run.meta)
+        if self.status == INTERRUPTED:  # or it finalised run.json and exited since it was read: read it again
+            self.run, self.status = load_live(self.run.path)
         return self.status != RUNNING
 
     def _meta_events(self) -> list[tuple[float, int, Any]]:

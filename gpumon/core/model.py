@@ -149,6 +149,32 @@ class GpuOthers:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuSummary:
+    """One GPU of a box with several, at one overview tick.
+
+    ``sample`` is the jobs' GPU's DeviceSample of that tick (``jobs``), or, for another GPU, its
+    utilisation, memory, power, temperature and SM clock read at the overview cadence (PCIe and GPM
+    NaN: they are read on the jobs' GPU only); None once that GPU is lost. ``processes``: how many
+    PIDs NVML lists on it (None when the list cannot be read).
+    """
+
+    index: int
+    name: str | None
+    uuid: str | None
+    sample: DeviceSample | None
+    processes: int | None
+    jobs: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GpuOverview:
+    """Every GPU NVML lists, at one process tick; published only where there is more than one."""
+
+    t: float
+    gpus: tuple[GpuSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SourceStatus:
     """Whether a source can deliver data, and if not, why (one line for the user)."""
 

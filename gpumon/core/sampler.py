@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Mapping
 
 from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
-from gpumon.core.model import GpuOthers, Notice
+from gpumon.core.model import GpuOthers, GpuOverview, Notice
 from gpumon.core.others import meaningful
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
@@ -42,7 +42,9 @@ class Sampler(threading.Thread):
         interval_s: float,
         workload_pids: Callable[[], Mapping[str, int]],
         expect_gpu_processes: bool = False,
+        overview: bool = False,
     ) -> None:
+        """``overview``: on a box with several GPUs, publish a GpuOverview of them all every process tick (the TUI's)."""
         super().__init__(name="gpumon-sampler", daemon=True)
         self.bus = bus
         self.clock = clock
@@ -55,6 +57,7 @@ class Sampler(threading.Thread):
         self._stop_event = threading.Event()
         self._nvml_was_available = nvml is not None and nvml.status.available
         self.expect_gpu_processes = expect_gpu_processes
+        self.overview = overview
         self._foreign_warned = False
         self._announced: set[int] = set()
         self._ever_ours: set[int] = set()
@@ -98,6 +101,7 @@ class Sampler(threading.Thread):
         t = self.clock.now()
         nvml = self.nvml
         nvml_up = nvml is not None and nvml.status.available
+        device = None
         if nvml_up:
             device = nvml.sample(t)
             if device is not None:
@@ -120,6 +124,10 @@ class Sampler(threading.Thread):
                 self.bus.publish(seen)
                 if ours:
                     self._announce_others(seen)
+                if self.overview and nvml is not None:  # every GPU's cheap figures, at this cadence only
+                    gpus = nvml.overview(t, device, len(every))
+                    if gpus:
+                        self.bus.publish(GpuOverview(t, gpus))
             self.bus.publish(self.host.sample_host(t))
             for sample in self.host.sample_processes(t, trees, gpu_procs):
                 self.bus.publish(sample)

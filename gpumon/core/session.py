@@ -50,6 +50,7 @@ class SessionConfig:
     python: str | None = None  # interpreter of the built-in workloads; None: $GPUMON_PYTHON, else ours
     on_capture_error: str = "stop"
     detached: bool = False  # this process is a detached runner (gpumon run --detach): run.json's runner says so
+    gpu_overview: bool = False  # sample every GPU of the box for the overview lines (the TUI's; not recorded)
 
 
 def planned_slots(requests: list[LaunchRequest]) -> list[tuple[str, LaunchRequest]]:
@@ -105,6 +106,7 @@ class Session:
             self.config.interval_ms / 1000,
             self.launcher.pids,
             expect_gpu_processes=self.config.device != "cpu",
+            overview=self.config.gpu_overview,
         )
         self.sampler.start()
 

@@ -7,6 +7,7 @@ PDEATHSIG when the thread that forked a child exits.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -42,7 +43,8 @@ class Controller:
     def __init__(self, plan: RunPlan, session: Session | None = None, export_root: Path | None = None) -> None:
         self.plan = plan
         self.export_root = export_root
-        self.session = session or Session(plan.session)
+        # the monitor shows every GPU of the box (overview lines); a headless run does not read them
+        self.session = session or Session(dataclasses.replace(plan.session, gpu_overview=True))
         self.model = LiveModel(jobs_user=current_user())
         self.session.bus.subscribe(self.model.handle)
         self.probes = ProbeScanner(self.session.clock)  # this user's probed processes gpumon did not start

@@ -296,6 +296,129 @@ emit(missing=missing.open().reason, second=(second.open().available, second.devi
     assert out["by_env"] == [True, 1]
 
 
+# -- the box's other GPUs (the overview) ------------------------------------------------------
+
+# The calls the overview may make on a GPU that is not the jobs' (µs each on the H100, or ~80 µs for the
+# lists): never PCIe (fields 263 µs, throughput 815 µs), GPM (400 µs) or per-process utilisation (2,311 µs).
+CHEAP_CALLS = {
+    "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperatureV1", "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetComputeRunningProcesses",
+    "nvmlDeviceGetGraphicsRunningProcesses",
+}
+COUNT_CALLS = """
+import collections, functools
+calls = collections.Counter()
+index = pynvml.nvmlDeviceGetIndex
+def counted(name, fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if args and isinstance(args[0], pynvml.c_nvmlDevice_t):  # a call on a device: on which one
+            calls[(name, index(args[0]))] += 1
+        return fn(*args, **kwargs)
+    return call
+for name in dir(pynvml):
+    if name.startswith(("nvmlDevice", "nvmlGpm")) and callable(getattr(pynvml, name)):
+        setattr(pynvml, name, counted(name, getattr(pynvml, name)))
+"""
+
+
+def four_gpus(lost_at: str = "") -> str:
+    return "\n".join(
+        f'device name="GPU number {k}" uuid=GPU-box-{k} gpu_util={20 * k} mem_util={k} mem_used_mib={1000 * k} '
+        f"mem_total_mib=81559 power_w={100 + k} temp_c={30 + k} sm_clock_mhz={1000 + k} pcie_rx_bps=9e9 gpm=1"
+        + (f"\nlost_at {lost_at}" if k == 3 and lost_at else "") + f"\nproc pid={4000 + k} mem_mib=64"
+        + f"\nproc pid={4100 + k} mem_mib=64" * (k == 2)
+        for k in range(4)
+    )
+
+
+@needs_cc
+def test_overview_reads_every_gpu_with_cheap_calls_only(libs: dict[str, Path], tmp_path: Path) -> None:
+    out = run_child(tmp_path, libs["full"], four_gpus(), COUNT_CALLS + """
+s = NvmlSource(1)
+s.open()
+clock(0.4)
+s.sample(0.4)
+clock(0.5)
+sample = s.sample(0.5)  # GPM's PCIe: the mean since the last sample
+calls.clear()
+gpus = s.overview(0.5, sample, 7)
+emit(gpus=[dataclasses.asdict(g) for g in gpus], calls=[[n, i, c] for (n, i), c in calls.items()])
+""")
+    gpus = out["gpus"]
+    assert [g["index"] for g in gpus] == [0, 1, 2, 3] and [g["jobs"] for g in gpus] == [False, True, False, False]
+    assert [g["uuid"] for g in gpus] == [f"GPU-box-{k}" for k in range(4)]
+    assert gpus[1]["processes"] == 7  # the jobs' GPU: what this tick read, not re-read
+    assert gpus[1]["sample"]["pcie_rx_bps"] == pytest.approx(9e9)
+    for k in (0, 2, 3):
+        sample = gpus[k]["sample"]
+        assert gpus[k]["processes"] == (2 if k == 2 else 1) and gpus[k]["name"] == f"GPU number {k}"
+        assert (sample["gpu_util"], sample["mem_util"], sample["mem_used_mib"], sample["power_w"], sample["temp_c"],
+                sample["sm_clock_mhz"]) == (20 * k, k, 1000 * k, 100 + k, 30 + k, 1000 + k)
+        assert math.isnan(sample["pcie_rx_bps"]) and math.isnan(sample["sm_active_pct"])  # jobs' GPU only
+    made = {(name.removesuffix("_v3").removesuffix("_v2"), index) for name, index, _ in out["calls"]}
+    assert {index for _, index in made} == {0, 2, 3}  # nothing on the jobs' GPU: this tick read it already
+    assert {name for name, _ in made} <= CHEAP_CALLS, made
+
+
+@needs_cc
+def test_overview_survives_a_lost_gpu_and_is_empty_with_one(libs: dict[str, Path], tmp_path: Path) -> None:
+    out = run_child(tmp_path, libs["full"], four_gpus(lost_at="1.0"), """
+s = NvmlSource(0)
+s.open()
+before = s.overview(0.5, s.sample(0.5), 1)
+clock(1.5)
+after = s.overview(1.5, s.sample(1.5), 1)
+emit(before=[g.sample is not None for g in before], after=[g.sample is not None for g in after],
+     processes=[g.processes for g in after], available=s.status.available, sample=s.sample(2.0) is not None)
+""")
+    assert out["before"] == [True] * 4
+    assert out["after"] == [True, True, True, False] and out["processes"] == [1, 1, 2, None]
+    assert out["available"] and out["sample"]  # another GPU lost: the jobs' GPU is still read
+    one = run_child(tmp_path, libs["full"], DEVICE, """
+s = NvmlSource()
+s.open()
+emit(gpus=len(s.overview(0.5, s.sample(0.5), 0)))
+""")
+    assert one["gpus"] == 0
+
+
+@needs_cc
+def test_sampler_publishes_the_overview_at_the_process_cadence_only(libs: dict[str, Path], tmp_path: Path) -> None:
+    out = run_child(tmp_path, libs["full"], four_gpus(), """
+from gpumon.core.bus import Bus
+from gpumon.core.clock import RunClock
+from gpumon.core.model import DeviceSample, GpuOverview, HostSample
+from gpumon.core.sampler import Sampler
+from gpumon.core.sources.host import HostSource
+counts = {}
+for overview in (True, False):
+    s = NvmlSource(2)
+    s.open()
+    bus, seen = Bus(), []
+    bus.subscribe(seen.append)
+    sampler = Sampler(bus, RunClock.start(), HostSource(), s, 0.1, lambda: {}, overview=overview)
+    for tick in range(12):
+        sampler.ticks = tick
+        sampler.tick()
+    counts[str(overview)] = {kind.__name__: sum(isinstance(x, kind) for x in seen)
+                             for kind in (DeviceSample, GpuOverview, HostSample)}
+    if overview:
+        at = max(i for i, x in enumerate(seen) if isinstance(x, GpuOverview))
+        last = seen[at]
+        device = [x for x in seen[:at] if isinstance(x, DeviceSample)][-1]
+        jobs = [g for g in last.gpus if g.jobs]
+        same = len(jobs) == 1 and jobs[0].index == 2 and jobs[0].sample is device
+    s.close()
+emit(counts=counts, same=same)
+""")
+    # 12 ticks at 100 ms: a device sample each, the host and the overview on ticks 0, 5 and 10
+    assert out["counts"]["True"] == {"DeviceSample": 12, "GpuOverview": 3, "HostSample": 3}
+    assert out["counts"]["False"] == {"DeviceSample": 12, "GpuOverview": 0, "HostSample": 3}  # headless: not read
+    assert out["same"]  # the jobs' GPU in the overview is that tick's device sample
+
+
 # -- per-process metrics ----------------------------------------------------------------------
 
 

@@ -100,7 +100,7 @@ static const double METRIC_DEFAULTS[N_METRICS] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 
 #define MAX_UTIL_INSTANTS 64   /* the driver's per-process sample buffer, in sampling periods */
 #define THROUGHPUT_WINDOW_S 0.02
 
-#define MAX_DEVICES 4
+#define MAX_DEVICES 8  /* an 8-GPU box (DGX, HGX) */
 #define MAX_SEGMENTS 64
 #define MAX_PROCS 64
 #define MAX_FAULTS 64

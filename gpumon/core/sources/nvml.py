@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
-from gpumon.core.model import GPM_COLUMNS, NAN, DeviceSample, GpuProcessMetrics, SourceStatus
+from gpumon.core.model import GPM_COLUMNS, NAN, DeviceSample, GpuProcessMetrics, GpuSummary, SourceStatus
 from gpumon.core.sources.gpm import Gpm
 from gpumon.core.sources.pcie import (
     COUNTER_BITS,
@@ -93,6 +93,7 @@ class _Query:
     """The one tolerant way to call NVML: errors become ``NA``, never exceptions."""
 
     nv: ModuleType
+    where: str = ""  # "GPU 2: " for another GPU of the box (the overview's), in the log lines
     unsupported: dict[str, str] = field(default_factory=dict)
     lost: str | None = None
     last_error: int | None = None
@@ -110,7 +111,7 @@ class _Query:
                 return variants[index](*args)
             except self.nv.NVMLError as err:
                 if err.value == FUNCTION_NOT_FOUND and index + 1 < len(variants):
-                    LOG.info("nvml: %s: %s missing, using an older version", key, variants[index].__name__)
+                    LOG.info("nvml: %s%s: %s missing, using an older version", self.where, key, variants[index].__name__)
                     index += 1
                     self._variant[key] = index
                     continue
@@ -124,13 +125,13 @@ class _Query:
         if code in LOST_REASONS:
             if self.lost is None:
                 self.lost = LOST_REASONS[code]
-                LOG.warning("nvml: %s during %s; NVML metrics stop", self.lost, key)
+                LOG.warning("nvml: %s%s during %s; its NVML metrics stop", self.where, self.lost, key)
         elif code in UNSUPPORTED_CODES:
             self.unsupported[key] = self.text(code)
-            LOG.info("nvml: %s not available: %s", key, self.unsupported[key])
+            LOG.info("nvml: %s%s not available: %s", self.where, key, self.unsupported[key])
         elif code != NOT_FOUND and (key, code) not in self._logged:
             self._logged.add((key, code))
-            LOG.info("nvml: %s failed: %s", key, self.text(code))
+            LOG.info("nvml: %s%s failed: %s", self.where, key, self.text(code))
         return NA
 
     def text(self, code: int | None) -> str:
@@ -213,6 +214,35 @@ def pid_namespace_hint(
     )
 
 
+@dataclass
+class _Peer:
+    """Another GPU of the box, read for the overview only, through its own query (its errors stay its own)."""
+
+    index: int
+    handle: Any
+    q: _Query
+    name: str | None
+    uuid: str | None
+
+
+def _listed(q: _Query, fns: dict[str, tuple[Callable, ...]], handle: Any) -> dict[int, float] | None:
+    """PID → used GPU memory (MiB, NaN if N/A) over the compute and graphics lists; None when neither answers."""
+    found: dict[int, float] = {}
+    answered = False
+    for kind, key in (("Compute", "compute_processes"), ("Graphics", "graphics_processes")):
+        procs = q(key, fns[kind], handle)
+        if procs is NA:
+            continue
+        answered = True
+        for p in procs:
+            mib = _mib(p.usedGpuMemory)
+            if math.isnan(found.get(p.pid, NAN)):
+                found[p.pid] = mib
+            elif not math.isnan(mib):
+                found[p.pid] = max(found[p.pid], mib)
+    return found if answered else None
+
+
 class NvmlSource:
     """One GPU's device metrics and our processes' GPU use, via NVML (thread-safe: one lock)."""
 
@@ -241,6 +271,7 @@ class NvmlSource:
         self._process_fns: dict[str, tuple[Callable, ...]] = {}
         self._memory_fns: tuple[Callable, ...] = ()
         self._temperature_fns: tuple[Callable, ...] = ()
+        self._peers: list[_Peer] = []
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -291,7 +322,25 @@ class NvmlSource:
         self._pcie_method = self._choose_pcie()
         if q.lost:
             return self._unavailable(q.lost)
+        self._peers = self._open_peers(count)
         return SourceStatus(self.name, True, "", {"index": self._info["index"], "driver": self._info["driver"]})
+
+    def _open_peers(self, count: int) -> list[_Peer]:
+        """The box's other GPUs (for the overview), each with its own query; a GPU that does not answer is left out."""
+        ours = self._info["index"]
+        if count < 2 or ours is None:
+            return []
+        nv, peers = self._nv, []
+        for index in range(count):
+            if index == ours:
+                continue
+            q = _Query(nv, where=f"GPU {index}: ")
+            handle = q("handle", nv.nvmlDeviceGetHandleByIndex, index)
+            if handle is NA:
+                continue
+            name, uuid = _text(q("name", nv.nvmlDeviceGetName, handle)), _text(q("uuid", nv.nvmlDeviceGetUUID, handle))
+            peers.append(_Peer(index, handle, q, name, uuid))
+        return peers
 
     def _bind_versions(self, nv: ModuleType) -> None:
         """Newest-first versions of the calls whose symbol depends on the driver's age."""
@@ -338,6 +387,7 @@ class NvmlSource:
                     LOG.debug("nvml: shutdown: %s", err)
             self._initialized = False
             self._handle = None
+            self._peers = []
             self._status = self._unavailable("closed")
 
     # -- device ------------------------------------------------------------
@@ -393,27 +443,57 @@ class NvmlSource:
         with self._lock:
             if self._handle is None or not self.status.available:
                 return None
-            q, nv, h = self._q, self._nv, self._handle
-            util = q("utilization", nv.nvmlDeviceGetUtilizationRates, h)
-            memory = q("memory", self._memory_fns, h)
+            cheap = self._cheap_fields(self._q, self._handle)
             gpm = self._gpm.read(t) if self._gpm is not None else {}
             rx, tx = self._pcie(t, gpm)
-            if util is not NA:
-                self._device_util.append(float(util.gpu))
+            if not math.isnan(cheap["gpu_util"]):
+                self._device_util.append(cheap["gpu_util"])
             sample = DeviceSample(
-                t=t,
-                gpu_util=NAN if util is NA else float(util.gpu),
-                mem_util=NAN if util is NA else float(util.memory),
-                mem_used_mib=NAN if memory is NA else memory.used / MIB,
-                mem_total_mib=NAN if memory is NA else memory.total / MIB,
-                pcie_rx_bps=rx,
-                pcie_tx_bps=tx,
-                power_w=_number(q("power", nv.nvmlDeviceGetPowerUsage, h), 0.001),
-                temp_c=_number(q("temperature", self._temperature_fns, h, nv.NVML_TEMPERATURE_GPU)),
-                sm_clock_mhz=_number(q("sm_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)),
-                **{f: gpm.get(f, NAN) for f in GPM_COLUMNS},
+                t=t, pcie_rx_bps=rx, pcie_tx_bps=tx, **cheap, **{f: gpm.get(f, NAN) for f in GPM_COLUMNS}
             )
-            return None if q.lost else sample
+            return None if self._q.lost else sample
+
+    def _cheap_fields(self, q: _Query, h: Any) -> dict[str, float]:
+        """Utilisation, memory, power, temperature, SM clock of device ``h`` (1-6 µs a call on the H100); NaN if N/A."""
+        nv = self._nv
+        util = q("utilization", nv.nvmlDeviceGetUtilizationRates, h)
+        memory = q("memory", self._memory_fns, h)
+        return {
+            "gpu_util": NAN if util is NA else float(util.gpu),
+            "mem_util": NAN if util is NA else float(util.memory),
+            "mem_used_mib": NAN if memory is NA else memory.used / MIB,
+            "mem_total_mib": NAN if memory is NA else memory.total / MIB,
+            "power_w": _number(q("power", nv.nvmlDeviceGetPowerUsage, h), 0.001),
+            "temp_c": _number(q("temperature", self._temperature_fns, h, nv.NVML_TEMPERATURE_GPU)),
+            "sm_clock_mhz": _number(q("sm_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)),
+        }
+
+    # -- the box's other GPUs ------------------------------------------------
+
+    def overview(self, t: float, sample: DeviceSample | None, processes: int | None) -> tuple[GpuSummary, ...]:
+        """Every GPU of a box with several, by index; () with one.
+
+        The jobs' GPU is ``sample`` and ``processes`` (what this tick already read, nothing re-read); each
+        other GPU is read now with the µs-cheap calls and its two process lists (~80 µs on the H100),
+        never PCIe, GPM or per-process utilisation. Call it at the process cadence, not every tick.
+        """
+        with self._lock:
+            if not self._peers or self._handle is None or not self.status.available:
+                return ()
+            info = self._info
+            ours = GpuSummary(info["index"], info["name"], info["uuid"], sample, processes, jobs=True)
+            found = [ours, *(self._peer_summary(peer, t) for peer in self._peers)]
+        return tuple(sorted(found, key=lambda summary: summary.index))
+
+    def _peer_summary(self, peer: _Peer, t: float) -> GpuSummary:
+        if peer.q.lost:
+            return GpuSummary(peer.index, peer.name, peer.uuid, None, None)
+        cheap = self._cheap_fields(peer.q, peer.handle)
+        listed = _listed(peer.q, self._process_fns, peer.handle)
+        if peer.q.lost:
+            return GpuSummary(peer.index, peer.name, peer.uuid, None, None)
+        count = None if listed is None else len(listed)
+        return GpuSummary(peer.index, peer.name, peer.uuid, DeviceSample(t=t, **cheap), count)
 
     # -- PCIe --------------------------------------------------------------
 
@@ -512,19 +592,8 @@ class NvmlSource:
     # -- processes ---------------------------------------------------------
 
     def _running(self) -> dict[int, float]:
-        """PID → used GPU memory (MiB, NaN if N/A) over the compute and graphics lists."""
-        found: dict[int, float] = {}
-        for kind, key in (("Compute", "compute_processes"), ("Graphics", "graphics_processes")):
-            procs = self._q(key, self._process_fns[kind], self._handle)
-            if procs is NA:
-                continue
-            for p in procs:
-                mib = _mib(p.usedGpuMemory)
-                if math.isnan(found.get(p.pid, NAN)):
-                    found[p.pid] = mib
-                elif not math.isnan(mib):
-                    found[p.pid] = max(found[p.pid], mib)
-        return found
+        """PID → used GPU memory (MiB, NaN if N/A) over the compute and graphics lists of the jobs' GPU."""
+        return _listed(self._q, self._process_fns, self._handle) or {}
 
     def _update_sm_util(self, running: dict[int, float]) -> None:
         """Every utilisation sample since the last one seen: each PID's mean, all clamped together to the device."""

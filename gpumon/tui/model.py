@@ -6,6 +6,7 @@ the immutable snapshot one refresh draws, on the refresh thread. No Textual here
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import math
 import threading
@@ -22,6 +23,8 @@ from gpumon.core.sources.pcie import link_capacity_bps
 from gpumon.core.model import (
     DeviceSample,
     GpuOthers,
+    GpuOverview,
+    GpuSummary,
     HostSample,
     LogLine,
     Notice,
@@ -45,6 +48,8 @@ DEFAULT_LINK_BPS = 15.75e9
 ACTIVE_STATES = ("starting", "running")
 OTHERS_STALE_S = 3.0  # a list of other GPU processes older than this is no longer shown (NVML went away)
 DEVICE_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "pcie_rx_bps", "pcie_tx_bps", "power_w", "temp_c")
+# What the overview reads of a GPU that is not the jobs' (no PCIe: it is read on the jobs' GPU only).
+PEER_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "power_w", "temp_c")
 
 
 def current_user() -> str | None:
@@ -115,6 +120,9 @@ class LiveModel:
         self.notices: RingBuffer[Notice] = RingBuffer(NOTICES)
         self.notice_total = 0
         self.others: GpuOthers | None = None
+        self.overview: GpuOverview | None = None  # every GPU of a box with several (the sampler's, every 0.5 s)
+        self.shown_gpu: int | None = None  # the GPU index the device panel shows; None: the jobs' GPU
+        self._peer_series: dict[int, dict[str, BinnedSeries]] = {}
         self._device_series = {name: BinnedSeries(bin_s, history) for name in DEVICE_GRAPHS}
         self._host_cpu = BinnedSeries(bin_s, history)
         self._host_mem = BinnedSeries(bin_s, history)
@@ -164,6 +172,8 @@ class LiveModel:
             self.notice_total += 1
         elif isinstance(item, GpuOthers):
             self.others = item
+        elif isinstance(item, GpuOverview):
+            self._on_overview(item)
         else:
             self.stats.handle(item)
         self.wake.set()
@@ -189,6 +199,31 @@ class LiveModel:
         self.device = sample
         for name, series in self._device_series.items():
             series.add(sample.t, getattr(sample, name))
+
+    def _on_overview(self, overview: GpuOverview) -> None:
+        """Keep the latest overview, and the history of the GPUs that are not the jobs' (theirs is the device's)."""
+        self.overview = overview
+        for gpu in overview.gpus:
+            if gpu.jobs or gpu.sample is None:
+                continue
+            series = self._peer_series.get(gpu.index)
+            if series is None:
+                series = self._peer_series[gpu.index] = {
+                    name: BinnedSeries(self.bin_s, self.history) for name in PEER_GRAPHS
+                }
+            for name, history in series.items():
+                history.add(gpu.sample.t, getattr(gpu.sample, name))
+
+    def next_gpu(self) -> int | None:
+        """Show the next GPU of the box in the device panel (after the last, the first); its index, None with one GPU."""
+        gpus = self.overview.gpus if self.overview is not None else ()
+        if len(gpus) < 2:
+            return None
+        indices = [gpu.index for gpu in gpus]
+        current = self.shown_gpu if self.shown_gpu in indices else next(g.index for g in gpus if g.jobs)
+        self.shown_gpu = indices[(indices.index(current) + 1) % len(indices)]
+        self.wake.set()
+        return self.shown_gpu
 
     def _on_host(self, sample: HostSample) -> None:
         self.host = sample
@@ -224,17 +259,37 @@ class LiveModel:
         result = interference(exclusive, shared) if len(running) > 1 else None
         figures = {w.slot: w.figures for w in workloads if w.figures is not None}
         causes = self.causes.causes(shared, figures, self.gpu) if result is not None else {}
+        gpus = self._gpus(now)
+        jobs = next((g for g in gpus if g.jobs), None)
+        shown = next((g for g in gpus if g.index == self.shown_gpu and not g.jobs), None)
+        rows = self._process_rows(now, workloads)
+        if shown is not None:  # the table lists the jobs' GPU's processes: not shown under another GPU's panel
+            rows["processes"] = ()
         return View(
             t=now,
-            device=self._device_view(now, n),
+            device=self._device_view(now, n, jobs) if shown is None else self._peer_view(shown, jobs, now, n),
             workloads=workloads,
             interference=result,
             causes=causes,
             predicted=self.predicted,
             notices=tuple(n.text if not n.process else f"{n.process}: {n.text}" for n in self.notices.snapshot()),
             notice_total=self.notice_total,
-            **self._process_rows(now, workloads),
+            gpus=gpus,
+            shown_gpu=(shown or jobs).index if jobs is not None else None,
+            **rows,
         )
+
+    def _gpus(self, now: float) -> tuple[GpuSummary, ...]:
+        """The overview lines: every GPU of a box with several, while NVML answers (none with one GPU).
+
+        The jobs' GPU's line shows the newest device sample, the device panel's (the overview's is up to 0.5 s older).
+        """
+        overview = self.overview
+        if overview is None or now - overview.t > OTHERS_STALE_S or not any(g.jobs for g in overview.gpus):
+            return ()
+        device = self.device
+        newer = device is not None and all(device.t > g.sample.t for g in overview.gpus if g.jobs and g.sample)
+        return tuple(dataclasses.replace(g, sample=device) if g.jobs and newer else g for g in overview.gpus)
 
     def _process_rows(self, now: float, workloads: tuple[WorkloadView, ...]) -> dict[str, Any]:
         """The process table: our running jobs (A, B), then every other process NVML lists, by GPU memory."""
@@ -291,25 +346,47 @@ class LiveModel:
             log=tuple(slot.log.snapshot()),
         )
 
-    def _device_view(self, now: float, n: int) -> DeviceView:
+    @staticmethod
+    def _graphs(
+        series: dict[str, BinnedSeries], sample: DeviceSample | None, top_link: float, now: float, n: int
+    ) -> dict[str, Series]:
+        """A GPU's graphs on their fixed scales: percentages and temperature 0-100, memory 0-total, PCIe 0-link."""
+        total = sample.mem_total_mib if sample is not None and sample.mem_total_mib > 0 else NAN
+        tops = {
+            "gpu_util": 100.0,
+            "mem_util": 100.0,
+            "mem_used_mib": total if not math.isnan(total) else nice_ceiling(series["mem_used_mib"].peak),
+            "pcie_rx_bps": top_link,
+            "pcie_tx_bps": top_link,
+            "power_w": nice_ceiling(max(100.0, series["power_w"].peak)),
+            "temp_c": 100.0,
+        }
+        return {name: Series(history.values(now, n), tops[name]) for name, history in series.items()}
+
+    def _peer_view(self, gpu: GpuSummary, jobs: GpuSummary | None, now: float, n: int) -> DeviceView:
+        """The device panel of a GPU that is not the jobs': the overview's readings of it, every 0.5 s."""
+        series = self._peer_series.get(gpu.index)
+        graphs = self._graphs(series, gpu.sample, NAN, now, n) if series is not None else {}
+        count = gpu.processes
+        listed = "processes: unknown" if count is None else f"{count} process{'es' if count != 1 else ''}"
+        where = f"jobs' GPU {jobs.index}" if jobs is not None else "jobs' GPU"
+        note = (
+            f"{listed} · read every 0.5 s; PCIe, GPM, per-process: {where} only"
+            if gpu.sample is not None else "lost: NVML no longer answers for this GPU"
+        )
+        title = f"GPU {gpu.index} · {gpu.name or 'GPU'} · not the jobs' GPU"
+        return DeviceView(True, "", title, gpu.sample, self.host, graphs, note=note)
+
+    def _device_view(self, now: float, n: int, jobs: GpuSummary | None = None) -> DeviceView:
+        """The jobs' GPU (``jobs``: its overview line, on a box with several), else the host without NVML."""
         graphs: dict[str, Series] = {}
         if self.nvml.available:
             sample = self.device
-            total = sample.mem_total_mib if sample is not None and sample.mem_total_mib > 0 else NAN
             link = link_bps(self.gpu)
-            top_link = link if link > 0 else DEFAULT_LINK_BPS
-            tops = {
-                "gpu_util": 100.0,
-                "mem_util": 100.0,
-                "mem_used_mib": total if not math.isnan(total) else nice_ceiling(self._device_series["mem_used_mib"].peak),
-                "pcie_rx_bps": top_link,
-                "pcie_tx_bps": top_link,
-                "power_w": nice_ceiling(max(100.0, self._device_series["power_w"].peak)),
-                "temp_c": 100.0,
-            }
-            for name, series in self._device_series.items():
-                graphs[name] = Series(series.values(now, n), tops[name])
+            graphs = self._graphs(self._device_series, sample, link if link > 0 else DEFAULT_LINK_BPS, now, n)
             name = str((self.gpu or {}).get("name") or "GPU")
+            if jobs is not None:
+                name = f"GPU {jobs.index} · {name} · the jobs' GPU"
             link_pct = (
                 (100 * sample.pcie_rx_bps / link, 100 * sample.pcie_tx_bps / link) if sample is not None else (NAN, NAN)
             )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gpumon.core.attribution import Attribution
 from gpumon.core.live import LiveFigures
-from gpumon.core.model import DeviceSample, HostSample
+from gpumon.core.model import DeviceSample, GpuSummary, HostSample
 from gpumon.core.rates import Interference
 
 NAN = math.nan
@@ -27,7 +27,8 @@ class DeviceView:
     """The device panel: NVML figures, or the host's CPU and memory when NVML is unavailable.
 
     ``gpm`` names the DeviceSample fields Hopper's GPM reports (empty without GPM); ``link_*_pct``
-    is PCIe RX/TX as a percentage of the link's capacity (NaN when unknown).
+    is PCIe RX/TX as a percentage of the link's capacity (NaN when unknown). ``note``: a GPU that is
+    not the jobs' says, instead of the GPM figures, what is and is not read of it.
     """
 
     nvml_available: bool
@@ -39,6 +40,7 @@ class DeviceView:
     gpm: tuple[str, ...] = ()
     link_rx_pct: float = NAN
     link_tx_pct: float = NAN
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,8 @@ class View:
     processes: tuple[ProcessRow, ...] = ()  # every process on the GPU: ours first, then the others by GPU memory
     others_on_gpu: int = 0  # other processes using the GPU meaningfully now (core/others.py's rule)
     predicted: str = ""  # the prediction from the --baseline runs (gpumon predict), "" without both
+    gpus: tuple[GpuSummary, ...] = ()  # one overview line per GPU of a box with several; () with one
+    shown_gpu: int | None = None  # the index of the GPU in the device panel (with several GPUs)
 
     def new_notices(self, seen: int) -> tuple[str, ...]:
         """The notices after the first ``seen`` (as many as are still kept)."""

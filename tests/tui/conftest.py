@@ -74,3 +74,29 @@ def runs_dir(tmp_path: Path) -> Path:
     path = tmp_path / "runs"
     path.mkdir()
     return path
+
+
+# A box with four GPUs: the jobs' GPU 0 (from the replayed device samples) and three others as the sampler
+# reads them every 0.5 s (util, memory, power, temperature, clock, process count; no PCIe or GPM).
+OTHER_GPUS = (
+    (1, dict(gpu_util=0.0, mem_util=0.0, mem_used_mib=512.0, power_w=62.0, temp_c=31.0, sm_clock_mhz=210.0), 0),
+    (2, dict(gpu_util=100.0, mem_util=71.0, mem_used_mib=38_000.0, power_w=385.0, temp_c=74.0, sm_clock_mhz=1410.0), 2),
+    (3, dict(gpu_util=35.0, mem_util=12.0, mem_used_mib=12_300.0, power_w=171.0, temp_c=52.0, sm_clock_mhz=1410.0), 1),
+)
+
+
+def feed_four_gpus(model, until: float, jobs_processes: int = 2) -> None:
+    """Publish to ``model`` the GpuOverview records a 4-GPU box's sampler makes every 0.5 s up to ``until``."""
+    from gpumon.core.model import DeviceSample, GpuOverview, GpuSummary
+
+    gpu = model.gpu or {}
+    name = gpu.get("name")
+    for i in range(int(until * 2) + 1):
+        t = i / 2
+        jobs = GpuSummary(0, name, gpu.get("uuid"), model.device, jobs_processes, jobs=True)
+        others = tuple(
+            GpuSummary(index, name, f"GPU-{index:08d}-0000-0000-0000-000000000000",
+                       DeviceSample(t, mem_total_mib=40960.0, **figures), processes)
+            for index, figures, processes in OTHER_GPUS
+        )
+        model.handle(GpuOverview(t, (jobs, *others)))

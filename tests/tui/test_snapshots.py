@@ -9,7 +9,7 @@ import pytest
 from gpumon.tui.app import GpumonApp, replay_app
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.screens.runs import RunsScreen
-from tests.tui.conftest import wait_until
+from tests.tui.conftest import feed_four_gpus, wait_until
 from tests.tracegen import exclusive, staggered_pair
 
 SIZES = [(80, 24), (120, 40)]
@@ -74,3 +74,31 @@ def test_monitor_shared_box(snap_compare, tmp_path, size):
     """A colleague's job and a process a PID namespace hides share the GPU: the process table and the status mark."""
     app = _replay(staggered_pair(tmp_path / "run", gpu=True, others=True), 30.0)
     assert snap_compare(app, terminal_size=size, run_before=_first_frame)
+
+
+def _four_gpus(root: Path, t: float) -> GpumonApp:
+    source, feed = open_replay(root)
+    source.seek(t)
+    feed_four_gpus(feed.model, t)
+    return replay_app(ReplayScreen(source, feed, play=False))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_monitor_four_gpus(snap_compare, tmp_path, size):
+    """A box with four GPUs: one overview line each above the jobs' GPU's panel (the replayed run, plus the overview
+    records the sampler publishes on such a box: they are shown live, not recorded), g offered in the footer."""
+    app = _four_gpus(staggered_pair(tmp_path / "run", gpu=True), 30.0)
+    assert snap_compare(app, terminal_size=size, run_before=_first_frame)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_monitor_four_gpus_another_shown(snap_compare, tmp_path, size):
+    """g twice: GPU 2's panel (the overview's readings of it, its note instead of GPM, no process table)."""
+    app = _four_gpus(staggered_pair(tmp_path / "run", gpu=True), 30.0)
+
+    async def press_g(pilot) -> None:
+        await _first_frame(pilot)
+        await pilot.press("g", "g")
+        await wait_until(pilot, lambda: "GPU 2" in str(pilot.app.screen.query_one("#device").border_title), what="GPU 2")
+
+    assert snap_compare(app, terminal_size=size, run_before=press_g)

@@ -51,6 +51,16 @@ MEANINGS: tuple[tuple[str, str], ...] = (
 )
 
 
+# Said only on a box with several GPUs (the overview lines are not there with one).
+GPU_MEANINGS: tuple[tuple[str, str], ...] = (
+    ("GPU lines", "one line per GPU of the box: index, name, GPU util, memory used/total, power and how many "
+     "processes NVML lists on it; jobs marks the GPU the jobs use (--gpu picks it; the capture records it), ▸ the "
+     "one in the device panel (g shows the next). Another GPU's line and panel are read every 0.5 s with NVML's "
+     "cheap calls (util, memory, power, temperature, clock, process lists): no PCIe, GPM or per-process figures, "
+     "and the process table lists the jobs' GPU only."),
+)
+
+
 def keys_table(keys: list[tuple[str, str]]) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
@@ -60,11 +70,11 @@ def keys_table(keys: list[tuple[str, str]]) -> Table:
     return table
 
 
-def meanings_table() -> Table:
+def meanings_table(extra: tuple[tuple[str, str], ...] = ()) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
-    for name, text in MEANINGS:
+    for name, text in (*extra, *MEANINGS):
         table.add_row(name, text)
     return table
 
@@ -74,9 +84,11 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
-    def __init__(self, keys: list[tuple[str, str]]) -> None:
+    def __init__(self, keys: list[tuple[str, str]], extra: tuple[tuple[str, str], ...] = ()) -> None:
+        """``extra``: definitions said before the usual ones (the GPU lines on a box with several GPUs)."""
         super().__init__()
         self.keys = keys
+        self.extra = extra
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-dialog", classes="dialog"):
@@ -85,7 +97,7 @@ class HelpScreen(ModalScreen[None]):
                 yield Static(Text("Keys", style="bold underline"))
                 yield Static(keys_table(self.keys))
                 yield Static(Text("\nWhat the numbers mean", style="bold underline"))
-                yield Static(meanings_table())
+                yield Static(meanings_table(self.extra))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -24,6 +24,7 @@ from gpumon.tui.model import LiveModel
 from gpumon.tui.pump import DEFAULT_HZ, RefreshPump
 from gpumon.tui.view import View
 from gpumon.tui.widgets.device import DevicePanel
+from gpumon.tui.widgets.gpus import GpuLines
 from gpumon.tui.widgets.interference import InterferenceLine
 from gpumon.tui.widgets.lines import TextLine
 from gpumon.tui.widgets.output import ChildOutput
@@ -43,6 +44,8 @@ class Feed:
 
 
 VIEW_BINDINGS = [
+    Binding("g", "next_gpu", "GPU", tooltip="show the next GPU in the device panel (a box with several GPUs; "
+            "the line marked jobs is the jobs' GPU, the one captured)"),
     Binding("o", "toggle_output", "Output", tooltip="show or hide the last lines of each workload's output"),
     Binding("p", "toggle_pause", "Pause", tooltip="freeze the display (data keeps being collected and captured)"),
     Binding("space", "toggle_pause", "Pause", show=False, tooltip="freeze the display (data keeps being collected and captured)"),
@@ -65,10 +68,12 @@ class MonitorScreen(Screen, inherit_bindings=False):
         self.latest: View | None = None
         self.frames = 0
         self._notices_seen = 0
+        self._several_gpus = False
         self.pump: RefreshPump | None = None
 
     def compose(self) -> ComposeResult:
         yield TextLine(id="status")
+        yield GpuLines(id="gpus")
         yield DevicePanel(id="device")
         with Horizontal(id="workloads"):
             yield WorkloadPanel("A", "a", id="panel-A")
@@ -80,6 +85,7 @@ class MonitorScreen(Screen, inherit_bindings=False):
 
     def on_mount(self) -> None:
         self._status = self.query_one("#status", TextLine)
+        self._gpus = self.query_one(GpuLines)
         self._device = self.query_one(DevicePanel)
         self._panels = {p.slot: p for p in self.query(WorkloadPanel)}
         self._interference = self.query_one(InterferenceLine)
@@ -114,12 +120,16 @@ class MonitorScreen(Screen, inherit_bindings=False):
         """Update every visible widget from ``view`` in one batch."""
         with self.app.batch_update():
             self._status.show(self.status_text(view))
+            self._gpus.show(view.gpus, view.shown_gpu)
             self._device.show(view.device)
             for workload in view.workloads:
                 self._panels[workload.slot].show(workload)
             self._interference.show_view(view)
             # a short terminal (80x24) has no room for both: the table takes the output's place
             small = self.size.height < SMALL_HEIGHT
+            # nor for the GPU lines as well: the device panel loses its border (the ▸ line names its GPU) and
+            # the rate graphs their scale row
+            self.set_class(bool(view.gpus) and small, "-gpus-short")
             self._output.display = self.show_output and not (view.processes and small)
             self._processes.show(view.processes, SMALL_ROWS if small else MAX_ROWS)
             if self.show_output:
@@ -128,6 +138,19 @@ class MonitorScreen(Screen, inherit_bindings=False):
         for text in view.new_notices(self._notices_seen):
             self.notify(text, severity="warning")
         self._notices_seen = view.notice_total
+        if bool(view.gpus) != self._several_gpus:  # g (next GPU) is offered only where there is another GPU
+            self._several_gpus = bool(view.gpus)
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Hide ``g`` (footer, help) on a box with one GPU."""
+        return self._several_gpus if action == "next_gpu" else True
+
+    def action_next_gpu(self) -> None:
+        """Show the next GPU in the device panel (drawn with the next refresh)."""
+        shown = self.feed.model.next_gpu()
+        if shown is not None and self.pump is not None:
+            self.pump.poke()
 
     def status_text(self, view: View) -> Text:
         """The top line; subclasses say what is being watched."""
@@ -165,9 +188,9 @@ class MonitorScreen(Screen, inherit_bindings=False):
         self.paused = not self.paused
 
     def action_help(self) -> None:
-        from gpumon.tui.screens.help import HelpScreen
+        from gpumon.tui.screens.help import GPU_MEANINGS, HelpScreen
 
-        self.app.push_screen(HelpScreen(self.active_bindings_help()))
+        self.app.push_screen(HelpScreen(self.active_bindings_help(), GPU_MEANINGS if self._several_gpus else ()))
 
     def active_bindings_help(self) -> list[tuple[str, str]]:
         """(key, description) of every binding of this screen and the app, for the help screen."""

@@ -123,7 +123,7 @@ class DevicePanel(Vertical):
         for key, row in self._rows.items():
             row.show(values[key], g.get(key))
         self._sm_clock.show(fmt.plain(s.sm_clock_mhz if s else None, "MHz"))
-        self._gpm.show(gpm_text(view, self._gpm.size.width))
+        self._gpm.show(Text(view.note, style="italic") if view.note else gpm_text(view, self._gpm.size.width))
 
     def _show_host(self, view: DeviceView) -> None:
         set_titles(self, "host (no GPU figures)")

@@ -1,6 +1,6 @@
 """What NVML costs gpumon's monitor, on the fake libnvidia-ml with the H100's per-call CPU costs.
 
-    python benchmarks/nvml_tick.py [--seconds S] [--calls N] [--foreign 0,2,10 [--before DIR]]
+    python benchmarks/nvml_tick.py [--seconds S] [--calls N] [--foreign 0,2,10] [--gpus 1,4] [--before DIR]
 
 Prints, measured in this run:
   1. the fake's CPU per call with FAKENVML_COSTS=h100 beside the H100's measured medians (the
@@ -13,6 +13,9 @@ Prints, measured in this run:
   3. with --foreign: the same GPM-on monitor with 0, 2, 10... other processes on the GPU (real
      sleepers the fake lists, with memory and SM samples), for this checkout and, with --before
      DIR, for another gpumon tree (e.g. `git archive <commit> | tar -x -C DIR`), in this one run.
+  4. with --gpus: the monitor as the TUI runs it (the overview of every GPU on) on a box of 1, 4...
+     fake H100s, the jobs on GPU 0 and two other processes on each other GPU, for this checkout
+     and, with --before DIR, the other tree (one that has no overview reads GPU 0 only), in this run.
 The measured code runs in a child whose LD_LIBRARY_PATH points at the fake (pynvml loads the
 library by name). Asserts nothing.
 """
@@ -137,29 +140,40 @@ from gpumon.core.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
 
+import gpumon, inspect, os
 source = NvmlSource()
 assert source.open().available
 info = source.device_info()
 spent.clear()
-sampler = Sampler(Bus(), RunClock.start(), HostSource(), source, 0.1, lambda: {"A": pids[0], "B": pids[1]})
+# GPUMON_OVERVIEW=1: the TUI's sampler, which reads every GPU of the box (a tree without it reads GPU 0 only)
+tui = os.environ.get("GPUMON_OVERVIEW") == "1" and "overview" in inspect.signature(Sampler).parameters
+sampler = Sampler(Bus(), RunClock.start(), HostSource(), source, 0.1, lambda: {"A": pids[0], "B": pids[1]},
+                  **({"overview": True} if tui else {}))
 cpu0, wall0 = time.process_time(), time.monotonic()
 sampler.start()
 time.sleep(seconds)
 sampler.stop()
 sampler.join()
 cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
-print(json.dumps({"info": info, "spent": spent, "wall": wall, "cpu": cpu, "ticks": sampler.ticks}))
+print(json.dumps({"info": info, "spent": spent, "wall": wall, "cpu": cpu, "ticks": sampler.ticks,
+                  "gpumon": gpumon.__file__}))
 """
 
 
-def run_child(code: str, lib: Path, scenario: Path, *argv: str, tree: Path = ROOT) -> dict:
+def run_child(code: str, lib: Path, scenario: Path, *argv: str, tree: Path = ROOT, overview: bool = False) -> dict:
     env = fake.environment(lib, scenario)
     env["FAKENVML_COSTS"] = "h100"
+    env["GPUMON_OVERVIEW"] = "1" if overview else "0"
     env["PYTHONPATH"] = os.pathsep.join([str(tree), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True)
+    # cwd=tree: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH, so a child run
+    # from another checkout would import that checkout's gpumon, not ``tree``'s
+    done = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True, cwd=tree)
     if done.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if "gpumon" in result and not Path(result["gpumon"]).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"benchmark child imported {result['gpumon']}, not the gpumon of {tree}")
+    return result
 
 
 def print_per_call(costs: dict[str, float]) -> None:
@@ -217,16 +231,54 @@ def foreign_costs(lib: Path, base: str, procs: str, pids: tuple[int, int], count
               + ", ".join(f"{n} others {nvml_share(r[after]) / nvml_share(r[before]):.2f}" for n, r in rows.items()))
 
 
+def gpu_costs(lib: Path, base: str, procs: str, pids: tuple[int, int], counts: list[int], seconds: float,
+              trees: dict[str, Path], tmp: Path) -> None:
+    """Section 4: the TUI's monitor (overview on, GPM on) on a box of N GPUs, for each gpumon tree, in this run."""
+    print(f"4. the TUI's monitor (overview of every GPU on, GPM on) on a box of N GPUs, {seconds:.0f} s each;"
+          " two other processes on each GPU that is not the jobs'")
+    print(f"   {'GPUs':>6} " + " ".join(f"{name + ' NVML %':>16} {name + ' proc %':>16}" for name in trees))
+    device = next(line for line in base.splitlines() if line.startswith("device "))
+    rows: dict[int, dict[str, dict]] = {}
+    for n in counts:
+        sleepers = [subprocess.Popen(["sleep", str(len(trees) * seconds + 300)]) for _ in range(2 * (n - 1))]
+        try:
+            others = "".join(
+                device.replace("uuid=GPU-fake5h100-", f"uuid=GPU-fake5h10{k}-") + "\n"
+                + "".join(f"proc pid={p.pid} mem_mib=4096 sm_util=30\n" for p in sleepers[2 * (k - 1): 2 * k])
+                for k in range(1, n)
+            )
+            scenario = fake.write_scenario(tmp / f"gpus_{n}.txt", base + procs + others)
+            rows[n] = {name: run_child(MONITOR, lib, scenario, str(seconds), *map(str, pids), tree=tree, overview=True)
+                       for name, tree in trees.items()}
+        finally:
+            for p in sleepers:
+                p.kill()
+                p.wait()
+        cells = " ".join(f"{nvml_share(r):16.3f} {r['cpu'] / r['wall'] * 100:16.3f}" for r in rows[n].values())
+        print(f"   {n:6d} {cells}")
+    after = list(trees)[-1]
+    if len(trees) == 2:
+        before = list(trees)[0]
+        print(f"   ratio {after}/{before} of NVML % of one core: "
+              + ", ".join(f"{n} GPUs {nvml_share(r[after]) / nvml_share(r[before]):.2f}" for n, r in rows.items()))
+    most = max(rows)
+    print_budget(f"{after}, {most} GPUs, every call summed over the GPUs", rows[most][after])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each monitoring run (default 20)")
     parser.add_argument("--calls", type=int, default=200, help="calls timed per NVML function (default 200)")
     parser.add_argument("--foreign", default=None, metavar="N,N,...",
                         help="also measure with this many other GPU processes (e.g. 0,2,10)")
+    parser.add_argument("--gpus", default=None, metavar="N,N,...",
+                        help="also measure the TUI's monitor on a box of this many GPUs (e.g. 1,4; at most 8)")
     parser.add_argument("--before", type=Path, default=None, metavar="DIR",
-                        help="with --foreign: a second gpumon tree to measure the same way (the code before a change)")
+                        help="with --foreign or --gpus: a second gpumon tree to measure the same way (the code before"
+                             " a change)")
     args = parser.parse_args()
     counts = [int(n) for n in args.foreign.split(",")] if args.foreign else []
+    gpus = [int(n) for n in args.gpus.split(",")] if args.gpus else []
     trees = {"before": args.before, "after": ROOT} if args.before else {"this": ROOT}
     with tempfile.TemporaryDirectory() as tmp:
         lib = fake.build(Path(tmp))
@@ -243,9 +295,12 @@ def main() -> None:
             off = run_child(MONITOR, lib, gpm_off, str(args.seconds), str(a), str(b))
             header = (f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, fake libnvidia-ml with H100"
                       f" costs; load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
-            if counts:
+            if counts or gpus:
                 print(header)
+            if counts:
                 foreign_costs(lib, base, procs, (a, b), counts, args.seconds, trees, Path(tmp))
+            if gpus:
+                gpu_costs(lib, base, procs, (a, b), gpus, args.seconds, trees, Path(tmp))
         finally:
             for p in sleepers:
                 p.kill()

@@ -45,6 +45,12 @@ at 9 gpu_util=88 mem_util=31 mem_used_mib=15400 power_w=265 temp_c=61 pcie_rx_bp
 at 14 gpu_util=93 mem_util=34 mem_used_mib=15600 power_w=281 temp_c=64 pcie_rx_bps=12.6e9
 proc children_of=self mem_mib=2300 sm_util=44
 """
+# Three more GPUs for the four-GPU shot: one idle, one running the foreign process, one half busy.
+OTHER_GPUS = """\
+device name="NVIDIA A100-SXM4-40GB (simulated by fake NVML)" uuid=GPU-SIMULATED-1 mem_total_mib=40960 gpu_util=0 mem_util=0 mem_used_mib=420 power_w=58 temp_c=31 sm_clock_mhz=210
+device name="NVIDIA A100-SXM4-40GB (simulated by fake NVML)" uuid=GPU-SIMULATED-2 mem_total_mib=40960 gpu_util=100 mem_util=64 mem_used_mib=31800 power_w=372 temp_c=71 sm_clock_mhz=1410
+{foreign}device name="NVIDIA A100-SXM4-40GB (simulated by fake NVML)" uuid=GPU-SIMULATED-3 mem_total_mib=40960 gpu_util=41 mem_util=15 mem_used_mib=9100 power_w=186 temp_c=53 sm_clock_mhz=1410
+"""
 
 
 async def wait_until(pilot, condition, timeout: float, what: str) -> None:
@@ -112,6 +118,19 @@ async def shoot_shared_box(runs_dir: Path) -> None:
         await wait_until(pilot, lambda: app.return_value is not None, 60, "quit")
 
 
+async def shoot_four_gpus(runs_dir: Path) -> None:
+    """The live monitor on a fake box of four GPUs, the jobs on GPU 0, a real foreign process on GPU 2."""
+    config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
+    plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
+    app = GpumonApp(Controller(plan))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: _running_for(app, SHARED_BOX_S), 180, "two workloads with history")
+        await wait_until(pilot, lambda: len(app.monitor.latest.gpus) == 4, 30, "four GPU lines")
+        save(app, "four-gpus", "gpumon on a box of four GPUs: CPU box, fake NVML with 4 GPUs")
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_value is not None, 60, "quit")
+
+
 async def shoot(runs_dir: Path, gpu_box: bool, baselines: list[str]) -> None:
     config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
     plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
@@ -157,10 +176,11 @@ def to_png(svg: Path) -> Path | None:
     return png
 
 
-def gpu_box(runs_dir: Path, baselines: list[str], shared_box: bool = False) -> None:
+def gpu_box(runs_dir: Path, baselines: list[str], shared_box: bool = False, four_gpus: bool = False) -> None:
     """Run the GPU-box shot in a child process that loads the fake libnvidia-ml.
 
-    ``shared_box``: the shared-box shot instead, with a real foreign process the fake lists on the GPU.
+    ``shared_box``: the shared-box shot instead, with a real foreign process the fake lists on the GPU;
+    ``four_gpus``: the four-GPU shot, that process on GPU 2.
     """
     from tests.fakenvml import build as fake
 
@@ -169,12 +189,13 @@ def gpu_box(runs_dir: Path, baselines: list[str], shared_box: bool = False) -> N
         return
     work = Path(tempfile.mkdtemp(prefix="gpumon-fakenvml-"))
     lib = fake.build(work / "lib")
-    foreign = subprocess.Popen([sys.executable, "-c", FOREIGN]) if shared_box else None
+    foreign = subprocess.Popen([sys.executable, "-c", FOREIGN]) if shared_box or four_gpus else None
     try:
         extra = f"proc pid={foreign.pid} mem_mib=12288 sm_util=30\n" if foreign is not None else ""
-        scenario = fake.write_scenario(work / "scenario.txt", FAKE_SCENARIO + extra)
+        text = FAKE_SCENARIO + OTHER_GPUS.format(foreign=extra) if four_gpus else FAKE_SCENARIO + extra
+        scenario = fake.write_scenario(work / "scenario.txt", text)
         env = fake.environment(lib, scenario)
-        shot = "--shared-box" if shared_box else "--gpu-box"
+        shot = "--four-gpus" if four_gpus else "--shared-box" if shared_box else "--gpu-box"
         argv = [sys.executable, __file__, shot, "--runs", str(runs_dir), *(f"--baseline={b}" for b in baselines)]
         subprocess.run(argv, env=env, check=True)
     finally:
@@ -188,7 +209,10 @@ def main() -> None:
     parser.add_argument("--h100-only", action="store_true", help="only the replay of the real H100 capture")
     parser.add_argument("--shared-box-only", action="store_true",
                         help="only the shared-box view (fake NVML listing a real process started outside gpumon)")
+    parser.add_argument("--four-gpus-only", action="store_true",
+                        help="only the four-GPU view (fake NVML with 4 GPUs: one line per GPU above the device panel)")
     parser.add_argument("--gpu-box", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--four-gpus", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--shared-box", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--baseline", action="append", default=[], help=argparse.SUPPRESS)
@@ -199,6 +223,13 @@ def main() -> None:
         return
     if args.shared_box:
         asyncio.run(shoot_shared_box(args.runs))
+        return
+    if args.four_gpus:
+        asyncio.run(shoot_four_gpus(args.runs))
+        return
+    if args.four_gpus_only:
+        with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
+            gpu_box(Path(runs) / "four", [], four_gpus=True)
         return
     if args.shared_box_only:
         with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
@@ -214,6 +245,7 @@ def main() -> None:
         asyncio.run(shoot(Path(runs) / "cpu", gpu_box=False, baselines=baselines))
         gpu_box(Path(runs) / "gpu", baselines)
         gpu_box(Path(runs) / "shared", [], shared_box=True)
+        gpu_box(Path(runs) / "four", [], four_gpus=True)
     to_png(OUT / "monitor-cpu.svg")
     if (OUT / "gpu-box-simulated.svg").exists():
         to_png(OUT / "gpu-box-simulated.svg")

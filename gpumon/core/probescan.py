@@ -44,18 +44,18 @@ class ProbeScanner(threading.Thread):
         self.listener = Listener(self.bus, clock)
         self._followed: dict[int, tuple[str, threading.Event]] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._stop_event = threading.Event()
 
     def run(self) -> None:
         self.listener.start()
-        while not self._stop.is_set():
+        while not self._stop_event.is_set():
             self.scan()
             self.processes()  # keeps each one's window of steps short even when nobody looks
-            self._stop.wait(SCAN_S)
+            self._stop_event.wait(SCAN_S)
         self.listener.stop()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stop_event.set()
 
     def scan(self) -> None:
         """Follow every probe not followed yet; forget the ones whose connection closed."""

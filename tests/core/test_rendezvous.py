@@ -215,3 +215,24 @@ def test_another_user_cannot_read_or_attach(stepper: subprocess.Popen, runtime: 
     probes = runtime / "probes"
     found = attempts_as_nobody([("list", runtime.parent), ("list", probes), ("connect", probes / f"{stepper.pid}.sock")])
     assert found == ["readable", "denied", "denied"]  # its parent is open to all, the runtime directory is not
+
+
+FORK_WHILE_SCANNING = """
+import os, time
+from gpumon.core.clock import RunClock
+from gpumon.core.probescan import ProbeScanner
+scanner = ProbeScanner(RunClock.start())
+scanner.start()
+time.sleep(0.1)
+pid = os.fork()  # what launching a job from the monitor does while the scanner runs
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+scanner.stop()
+"""
+
+
+def test_forking_while_the_probe_scanner_runs_is_quiet() -> None:
+    """The scanner's stop event must not shadow Thread._stop, which Python calls in a forked child."""
+    done = subprocess.run([sys.executable, "-c", FORK_WHILE_SCANNING], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -1,8 +1,10 @@
 """Evidence for the slowdown attribution (gpumon/core/attribution.py), from run directories or live records.
 
-The small tables (device, processes, host) are read with the csv module; the steps table, the one
-that grows to millions of rows in an hour, through ``Run.steps()`` (pandas and its steps.parquet
-cache), imported only when evidence is asked for: the live line's first frame never waits for it.
+The small tables (device, processes, host) are parsed by pyarrow's CSV reader where it reads them as
+the csv module does (``trace.csv_columns``), else with the csv module; the steps table, the one
+that grows to millions of rows in an hour, as columns (``Run.step_columns``: its steps.parquet cache
+with pyarrow alone, else pandas), imported only when evidence is asked for: the live line's first
+frame never waits for it.
 Step times come from the callers (the one definition of rates), never from here.
 """
 
@@ -15,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 from gpumon.core.attribution import Box, Side, link_capacity
 from gpumon.core.model import DeviceSample, HostSample
 from gpumon.core.mps import share_of
-from gpumon.core.trace import Run, TraceError
+from gpumon.core.trace import TABLES, Run, TraceError, csv_columns
 
 if TYPE_CHECKING:
     import numpy as np
 
 NAN = math.nan
+TEXT_COLUMNS = ("per_core",)  # host.csv: each core's CPU %, space-separated in one cell
 DEVICE_FIELDS = {"gpu_util": "gpu_util", "pcie_rx_bps": "pcie_rx_bps", "sm_active": "sm_active_pct",
                  "sm_occupancy": "sm_occupancy_pct"}
 
@@ -42,12 +45,34 @@ def _float(text: str | None) -> float:
         return NAN
 
 
+def _parsed(run: Run, table: str) -> "dict[str, np.ndarray] | None":
+    """The columns of a small table at once (``trace.csv_columns``, pyarrow), ``process`` as text as the csv module
+    gives it, those of numbers as floats (not ``TEXT_COLUMNS``); None where the csv module reads it instead (a row
+    of the wrong width, which it skips; text in a number, which it reads as NaN)."""
+    import numpy as np
+
+    wanted = [c for c in TABLES[table] if c not in TEXT_COLUMNS]
+    try:
+        parsed = csv_columns(run.table_bytes(table), wanted, jobs_as_pandas=False)
+    except TraceError:
+        return None
+    if parsed is None:
+        return None
+    codes, names, columns = parsed
+    if "process" in wanted:
+        columns["process"] = np.array(names, dtype=object)[codes.astype(int)]
+    return columns
+
+
 def _column(run: Run, table: str, column: str) -> "np.ndarray":
     """One column of a small table, numbers as floats (NaN: empty or not a number; ``process`` as text),
     read once per finished run; none when the run lacks the table or it is unreadable."""
     def read() -> "np.ndarray":
         import numpy as np
 
+        whole = run.cached(f"evidence:{table}", run.path / f"{table}.csv", lambda: _parsed(run, table))
+        if whole is not None and column in whole:
+            return whole[column]
         try:
             values = run.columns(table)[column]
         except TraceError:
@@ -85,15 +110,18 @@ def _step_means(w: Window) -> tuple[float, float]:
     import numpy as np
 
     try:
-        steps = w.run.job_steps(w.slot)
+        codes, names, (t, warmup, *copies) = w.run.step_columns(("t", "warmup", "copy_s", "copy_bytes"), whole=False)
     except TraceError:
         return NAN, NAN
-    t = steps["t"].to_numpy(dtype=float)
-    inside = np.flatnonzero((steps["warmup"].to_numpy() != 1) & (t >= w.start) & (t <= w.end))
-    if not len(inside):
+    if w.slot not in names:
         return NAN, NAN
-    copy_s, copy_bytes = (np.nansum(steps[c].to_numpy(dtype=float)[inside]) for c in ("copy_s", "copy_bytes"))
-    return float(copy_s) / len(inside), float(copy_bytes) / len(inside)
+    t = t.astype(float)
+    inside = (codes == names.index(w.slot)) & (warmup != 1) & (t >= w.start) & (t <= w.end)
+    count = int(np.count_nonzero(inside))
+    if not count:
+        return NAN, NAN
+    copy_s, copy_bytes = (float(np.nansum(c[inside].astype(float))) / count for c in copies)
+    return copy_s, copy_bytes
 
 
 def run_side(w: Window, step_s: float) -> Side:

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 SCHEMA_VERSION = 1
+# the steps columns that rates (exclusive_ends) and evidence (copies per step) read
+READ_STEP_COLUMNS = ("t", "step", "warmup", "copy_bytes", "copy_s")
 TABLES: dict[str, tuple[str, ...]] = {
     "steps": STEP_COLUMNS,
     "device": DEVICE_COLUMNS,
@@ -128,6 +130,20 @@ class Run:
             raise TraceError(f"{path}: corrupt header (expected {','.join(expected)})")
         return text
 
+    def table_bytes(self, table: str) -> bytes:
+        """``table_text`` as UTF-8 bytes, without decoding a table already in the current layout (pandas parses
+        bytes; decoding and encoding the 33 MB of an hour's steps.csv again took ~0.1 s)."""
+        path = self.path / f"{table}.csv"
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return self.table_text(table).encode("utf-8")  # its error: missing or unreadable
+        end = data.rfind(b"\n")
+        header = data[: data.find(b"\n")] if end >= 0 else b""
+        if header != ",".join(TABLES[table]).encode() or not data[: end + 1].isascii():
+            return self.table_text(table).encode("utf-8")  # an older layout, or text to check as UTF-8
+        return data[: end + 1]
+
     def rows(self, table: str) -> Iterator[dict[str, str]]:
         """Rows as dicts of strings, with the csv module (no pandas); rows of the wrong width are skipped."""
         columns = TABLES[table]
@@ -144,23 +160,27 @@ class Run:
 
     def frame(self, table: str) -> "pd.DataFrame":
         """A table as a pandas DataFrame with the documented columns (steps through its cache)."""
-        import pandas as pd
-
         if table == "steps":
             cached = read_steps_cache(self.path)
             if cached is not None:
                 return cached
-        try:
-            # bytes, not StringIO: pandas' C parser reads them at twice the speed
-            frame = pd.read_csv(io.BytesIO(self.table_text(table).encode("utf-8")))
-        except (ValueError, pd.errors.ParserError) as exc:
-            raise TraceError(f"{self.path / (table + '.csv')}: corrupt ({str(exc).splitlines()[0]})") from None
+        frame = self._frame_of(table)
         if table == "steps":
             # a few job names over millions of rows: categorical, as the cache stores them (dictionary-encoded)
             frame["process"] = frame["process"].astype("category")
             if self.meta.get("status") != "recording":
                 write_steps_cache(self.path, frame)
         return frame
+
+    def _frame_of(self, table: str, columns: Sequence[str] | None = None) -> "pd.DataFrame":
+        """``table``'s CSV parsed by pandas (only ``columns``, if given)."""
+        import pandas as pd
+
+        try:
+            # bytes, not StringIO: pandas' C parser reads them at twice the speed
+            return pd.read_csv(io.BytesIO(self.table_bytes(table)), usecols=list(columns) if columns else None)
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise TraceError(f"{self.path / (table + '.csv')}: corrupt ({str(exc).splitlines()[0]})") from None
 
     def cached(self, name: str, path: Path, read: Callable[[], _T]) -> _T:
         """``read()``, kept under ``name`` while ``path`` keeps its size and mtime (a recording run: every time)."""
@@ -190,6 +210,38 @@ class Run:
         """``process``'s rows of the steps table, in file order (none: an empty frame)."""
         jobs = self.jobs()
         return jobs[process] if process in jobs else self.steps().iloc[0:0]
+
+    def step_columns(self, wanted: Sequence[str], whole: bool = True
+                     ) -> "tuple[np.ndarray, list[Any], list[np.ndarray]]":
+        """Each step row's job (a code into the returned job names) and the ``wanted`` columns as numpy arrays (nulls:
+        NaN), in file order: from the steps already read, else from the Parquet cache with pyarrow alone (no pandas
+        frame), else through ``steps()``, which writes the cache; ``whole=False``: else only the columns rates and
+        evidence read (``READ_STEP_COLUMNS``) are parsed from steps.csv (``_read_steps``, no pandas where pyarrow
+        reads them), and no cache is written: what a reader that needs them once pays (``gpumon predict``)."""
+        light = set(wanted) <= set(READ_STEP_COLUMNS) and ("read_steps" in self._memo or not whole)
+        if "steps" not in self._memo and "read_steps" not in self._memo:
+            table = _cached_steps(self.path, ("process", *wanted))
+            if table is not None:
+                process = table.column("process").unify_dictionaries().combine_chunks()
+                names = process.dictionary.to_pylist()
+                return _numpy(process.indices), names, [_numpy(table.column(c)) for c in wanted]
+        if light and "steps" not in self._memo:
+            codes, names, columns = self.cached("read_steps", self.path / "steps.csv", self._read_steps)
+            return codes, names, [columns[c] for c in wanted]
+        steps = self.steps()
+        process = steps["process"].astype("category")
+        return process.cat.codes.to_numpy(), list(process.cat.categories), [steps[c].to_numpy() for c in wanted]
+
+    def _read_steps(self) -> "tuple[np.ndarray, list[Any], dict[str, np.ndarray]]":
+        """The job codes and names and ``READ_STEP_COLUMNS`` of steps.csv: by pyarrow where it reads them as pandas
+        would, else by pandas (those columns only)."""
+        parsed = csv_columns(self.table_bytes("steps"), ("process", *READ_STEP_COLUMNS), jobs_as_pandas=True)
+        if parsed is not None:
+            return parsed
+        steps = self._frame_of("steps", ("process", *READ_STEP_COLUMNS))
+        process = steps["process"].astype("category")
+        columns = {c: steps[c].to_numpy() for c in READ_STEP_COLUMNS}
+        return process.cat.codes.to_numpy(), list(process.cat.categories), columns
 
     def columns(self, table: str) -> dict[str, list[str]]:
         """``rows(table)`` as columns of strings; a finished run's is read once while the file is unchanged."""
@@ -426,27 +478,34 @@ COLUMNS_BYTES = 4 << 20
 
 
 def exclusive_rates(run: Run) -> dict[str, float]:
-    """Each process's ``exclusive_rate`` over its post-warm-up steps: from its first to its last by time.
+    """Each process's ``exclusive_rate`` over its post-warm-up steps: from its first to its last by time."""
+    return {process: exclusive_rate(ts, ns) for process, (ts, ns) in exclusive_ends(run).items()}
+
+
+def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float], list[float]]]:
+    """Each process's first and last post-warm-up step by time, as (times, step numbers) (one step: itself alone),
+    in the order of each job's first counted step in steps.csv.
 
     A small steps.csv is read row by row with the csv module. In a big one only those two steps matter:
-    the job names, times, step numbers and warm-up flags are read as columns (from the Parquet cache with
-    pyarrow alone, else through ``Run.steps()``, which writes it) and each job's two ends found with numpy;
-    a table that does not read as numbers is read row by row instead.
+    the job names, times, step numbers and warm-up flags are read as columns (``Run.step_columns``: from the
+    Parquet cache with pyarrow alone, else through ``Run.steps()``, which writes it) and each job's two ends found
+    with numpy; a table that does not read as numbers is read row by row instead. ``whole``: as
+    ``Run.step_columns``'s (False: no cache written, only the columns read parsed).
     """
     try:
         big = (run.path / "steps.csv").stat().st_size >= COLUMNS_BYTES
     except OSError:
         big = False
     if not big:  # no numpy, pyarrow or pandas to import: listing small runs stays light
-        return _exclusive_rates_by_row(run)
+        return _exclusive_ends_by_row(run)
     import numpy as np
 
     try:
-        columns = _rate_columns(run)
+        columns = _rate_columns(run, whole)
     except TraceError:
         columns = None
     if columns is None:
-        return _exclusive_rates_by_row(run)
+        return _exclusive_ends_by_row(run)
     codes, names, t, n, warmup = columns
     counted = np.isfinite(t) & np.isfinite(n) & (n == np.floor(n)) & (warmup != 1)
     ends: list[tuple[int, str, list[float], list[float]]] = []
@@ -460,10 +519,11 @@ def exclusive_rates(run: Run) -> dict[str, float]:
         chosen = [first] if len(at) == 1 else [first, last]
         ends.append((int(at[0]), str(process), [float(t[i]) for i in chosen], [float(n[i]) for i in chosen]))
     # in the order of each job's first counted step in steps.csv, as reading it row by row gives them
-    return {process: exclusive_rate(ts, ns) for _, process, ts, ns in sorted(ends)}
+    return {process: (ts, ns) for _, process, ts, ns in sorted(ends)}
 
 
-def _rate_columns(run: Run) -> "tuple[np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray] | None":
+def _rate_columns(run: Run, whole: bool = True
+                  ) -> "tuple[np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray] | None":
     """Each step row's job (a code into the names), time, step number and warm-up flag, as floats.
 
     None where reading row by row would differ: a column that is not numbers, or a short row (the recorder
@@ -471,18 +531,7 @@ def _rate_columns(run: Run) -> "tuple[np.ndarray, list[Any], np.ndarray, np.ndar
     """
     import numpy as np
 
-    wanted = ("t", "step", "warmup", "copy_bytes")
-    table = _cached_steps(run.path, ("process", *wanted))
-    if table is not None:
-        process = table.column("process").unify_dictionaries().combine_chunks()
-        codes = _numpy(process.indices)  # a row without a job: NaN, no code
-        names = process.dictionary.to_pylist()
-        numbers = [_numpy(table.column(c)) for c in wanted]
-    else:
-        steps = run.steps()
-        process = steps["process"].astype("category")
-        codes, names = process.cat.codes.to_numpy(), list(process.cat.categories)
-        numbers = [steps[c].to_numpy() for c in wanted]
+    codes, names, numbers = run.step_columns(("t", "step", "warmup", "copy_bytes"), whole)
     if not all(c.dtype.kind in "biuf" for c in numbers):
         return None
     t, n, warmup, copy_bytes = (c.astype(float) for c in numbers)
@@ -493,24 +542,60 @@ def _rate_columns(run: Run) -> "tuple[np.ndarray, list[Any], np.ndarray, np.ndar
 
 def _numpy(column: "pa.Array | pa.ChunkedArray") -> "np.ndarray":
     """A numeric pyarrow column as a numpy array (nulls: NaN). pyarrow's own conversion imports pandas (half a
-    second of ``gpumon runs``), so chunks without nulls are read from their buffers."""
+    second of ``gpumon runs``), so numbers are read from their buffers, nulls from the validity bitmap."""
     import numpy as np
     import pyarrow as pa
 
     parts = []
     for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
         kind = "f" if pa.types.is_floating(chunk.type) else "i" if pa.types.is_signed_integer(chunk.type) else ""
-        if chunk.null_count or not kind:
+        if not kind:
             parts.append(chunk.to_numpy(zero_copy_only=False))
             continue
         dtype = np.dtype(f"{kind}{chunk.type.bit_width // 8}")
-        data = chunk.buffers()[1]
-        parts.append(np.frombuffer(data, dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize))
+        validity, data = chunk.buffers()[:2]
+        values = np.frombuffer(data, dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize)
+        if chunk.null_count:
+            bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+            values = np.where(bits[chunk.offset:chunk.offset + len(chunk)].astype(bool), values, np.nan)
+        parts.append(values)
     return np.concatenate(parts) if parts else np.array([], dtype=float)
 
 
-def _exclusive_rates_by_row(run: Run) -> dict[str, float]:
-    """``exclusive_rates`` with the csv module, row by row: a damaged row is skipped, the valid ones still count."""
+def csv_columns(data: bytes, wanted: Sequence[str], jobs_as_pandas: bool
+                ) -> "tuple[np.ndarray, list[Any], dict[str, np.ndarray]] | None":
+    """``wanted`` columns of a table's CSV bytes (``Run.table_bytes``), parsed at once by pyarrow's reader: each row's
+    job (if ``process`` is wanted: a code into the job names, in no particular order; NaN: none) and the other
+    columns as floats (missing: NaN). An hour of device.csv (36,000 rows) takes ~3 ms against ~50 ms with the csv
+    module, and an hour of steps.csv needs no pandas. ``jobs_as_pandas``: a job name pandas reads as missing is
+    one (pyarrow's null strings are pandas' less "<NA>" and "None", left to pandas); else names are kept as
+    written, as the csv module keeps them. None where those readers must read it: no pyarrow (the light install),
+    a row of the wrong width, text where a number goes (the header repeated inside the table, say), an empty
+    file."""
+    import numpy as np
+
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+    except ImportError:
+        return None
+    types = {n: pa.dictionary(pa.int32(), pa.string()) if n == "process" else pa.float64() for n in wanted}
+    try:
+        parsed = pacsv.read_csv(pa.BufferReader(data), convert_options=pacsv.ConvertOptions(
+            include_columns=list(wanted), column_types=types, strings_can_be_null=jobs_as_pandas))
+    except (pa.ArrowInvalid, ValueError):
+        return None
+    codes, job_names = np.array([]), []
+    if "process" in wanted:
+        jobs = parsed.column("process").unify_dictionaries().combine_chunks()
+        codes, job_names = _numpy(jobs.indices), jobs.dictionary.to_pylist()
+        if jobs_as_pandas and {"<NA>", "None"} & set(job_names):
+            return None
+    return codes, job_names, {n: _numpy(parsed.column(n)) for n in wanted if n != "process"}
+
+
+def _exclusive_ends_by_row(run: Run) -> dict[str, tuple[list[float], list[float]]]:
+    """``exclusive_ends`` with the csv module, row by row: a damaged row is skipped, the valid ones still count."""
     points: dict[str, list[tuple[float, int]]] = {}
     for r in run.rows("steps"):
         if r["warmup"] == "1" or not r["t"] or not r["step"]:
@@ -524,7 +609,8 @@ def _exclusive_rates_by_row(run: Run) -> dict[str, float]:
     out = {}
     for key, pairs in points.items():
         pairs.sort(key=lambda p: p[0])
-        out[key] = exclusive_rate([p[0] for p in pairs], [p[1] for p in pairs])
+        chosen = pairs[:1] if len(pairs) == 1 else [pairs[0], pairs[-1]]
+        out[key] = ([float(p[0]) for p in chosen], [float(p[1]) for p in chosen])
     return out
 
 

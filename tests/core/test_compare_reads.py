@@ -17,7 +17,7 @@ from gpumon.analysis.compare import compare
 from gpumon.core import evidence
 from gpumon.core import trace
 from gpumon.core.rates import exclusive_rate, slope, Point
-from gpumon.core.trace import STEPS_CACHE, Run, _exclusive_rates_by_row, exclusive_rates, load_run
+from gpumon.core.trace import STEPS_CACHE, Run, _exclusive_ends_by_row, exclusive_ends, exclusive_rates, load_run
 from tests.tracegen import Job, write_run
 
 FCN = "fcn:preset=tiny"
@@ -165,7 +165,7 @@ def test_a_cache_of_the_older_layout_is_rebuilt(tmp_path: Path) -> None:
     steps = load_run(run_dir).steps()
     assert steps["process"].dtype == "category"
     assert pq.read_schema(run_dir / STEPS_CACHE).metadata[trace._LAYOUT_KEY] == trace._LAYOUT
-    assert exclusive_rates(load_run(run_dir)) == _exclusive_rates_by_row(load_run(run_dir))
+    assert exclusive_ends(load_run(run_dir)) == _exclusive_ends_by_row(load_run(run_dir))
 
 
 @pytest.fixture(autouse=True)
@@ -178,7 +178,7 @@ def test_a_small_run_is_read_row_by_row(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(trace, "COLUMNS_BYTES", 1 << 30)
     monkeypatch.setattr(trace, "_rate_columns", None)  # not called
     run_dir = _rates_run(tmp_path)
-    assert list(exclusive_rates(load_run(run_dir)).items()) == list(_exclusive_rates_by_row(load_run(run_dir)).items())
+    assert list(exclusive_ends(load_run(run_dir)).items()) == list(_exclusive_ends_by_row(load_run(run_dir)).items())
     assert not (run_dir / STEPS_CACHE).exists()
 
 
@@ -195,21 +195,21 @@ def _rates_run(tmp_path: Path) -> Path:
 
 def test_runs_rates_agree_with_reading_row_by_row(tmp_path: Path) -> None:
     run_dir = _rates_run(tmp_path)
-    by_row = _exclusive_rates_by_row(load_run(run_dir))
+    by_row = _exclusive_ends_by_row(load_run(run_dir))
     assert set(by_row) == {"A", "B"}
     assert trace._rate_columns(load_run(run_dir)) is not None, "the table reads as numbers"
-    uncached = exclusive_rates(load_run(run_dir))  # through Run.steps(), which writes the cache
+    uncached = exclusive_ends(load_run(run_dir))  # through Run.steps(), which writes the cache
     assert (run_dir / STEPS_CACHE).is_file()
-    cached = exclusive_rates(load_run(run_dir))  # the cache's columns, with pyarrow alone
+    cached = exclusive_ends(load_run(run_dir))  # the cache's columns, with pyarrow alone
     assert list(uncached.items()) == list(by_row.items()) == list(cached.items())
 
 
 def test_runs_rates_without_parquet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pyarrow.parquet missing (the light install): no cache, the table read by pandas."""
     run_dir = _rates_run(tmp_path)
-    by_row = _exclusive_rates_by_row(load_run(run_dir))
+    by_row = _exclusive_ends_by_row(load_run(run_dir))
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
-    assert list(exclusive_rates(load_run(run_dir)).items()) == list(by_row.items())
+    assert list(exclusive_ends(load_run(run_dir)).items()) == list(by_row.items())
     assert not (run_dir / STEPS_CACHE).exists()
 
 
@@ -220,8 +220,65 @@ def test_runs_rates_of_a_damaged_table_are_read_row_by_row(tmp_path: Path, row: 
     with open(run_dir / "steps.csv", "a") as f:
         f.write(row + "\n")
     run = load_run(run_dir)
-    assert list(exclusive_rates(run).items()) == list(_exclusive_rates_by_row(run).items())
+    assert list(exclusive_ends(run).items()) == list(_exclusive_ends_by_row(run).items())
     assert exclusive_rates(run)["A"] == exclusive_rates(load_run(_rates_run(tmp_path / "clean")))["A"]
+
+
+def _jobs_and_columns(parsed) -> tuple[list, list[list[str]]]:
+    """``Run.step_columns``'s answer as each row's job name (None: none) and the columns as floats' texts."""
+    codes, names, columns = parsed
+    jobs = [names[int(c)] if c == c and c >= 0 else None for c in codes]
+    return jobs, [[repr(float(x)) if isinstance(x, (int, float, np.number)) else repr(x) for x in c] for c in columns]
+
+
+@pytest.mark.parametrize("row", [None, "A,1,999,not-a-time,0.1,64,0,0,", "A,1,999,99.0,0.1",
+                                 '"A",1,999,99.0,0.1,64,0,0,', ",1,999,99.0,0.1,64,0,0,",
+                                 "None,1,999,99.0,0.1,64,0,0,"])
+def test_a_light_read_of_the_steps_gives_what_pandas_gives(tmp_path: Path, row: str | None) -> None:
+    """``whole=False`` (predict): pyarrow's reader where it reads as pandas does, else pandas; no cache written."""
+    run_dir = _rates_run(tmp_path)  # rows shuffled, a tie, a row without a step
+    if row is not None:  # text in a number, a short row, quotes, a row without a job, a job pandas reads as missing
+        with open(run_dir / "steps.csv", "a") as f:
+            f.write(row + "\n")
+    direct = trace.csv_columns(load_run(run_dir).table_bytes("steps"), ("process", "t"), jobs_as_pandas=True)
+    agrees = row is None or row[0] in ',"'  # no row added, a row without a job, a quoted job name
+    assert (direct is not None) == agrees, "pyarrow reads it only where pandas would read the same"
+    light = load_run(run_dir).step_columns(trace.READ_STEP_COLUMNS, whole=False)
+    assert not (run_dir / STEPS_CACHE).exists()
+    full = load_run(run_dir).step_columns(trace.READ_STEP_COLUMNS)
+    (light_jobs, light_columns), (full_jobs, full_columns) = _jobs_and_columns(light), _jobs_and_columns(full)
+    assert light_jobs == full_jobs and light_columns == full_columns
+
+
+def test_the_small_tables_read_by_pyarrow_equal_the_csv_modules(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _, _, ab = _runs(tmp_path)
+    with open(ab / "processes.csv", "a") as f:  # a job name the csv module keeps as written
+        f.write("99.0,NA,3,12.5,100.0,4,,\n")
+    tables = {t: list(trace.TABLES[t]) for t in ("device", "processes", "host")}
+    fast = {t: {c: evidence._column(load_run(ab), t, c) for c in columns} for t, columns in tables.items()}
+    assert evidence._parsed(load_run(ab), "processes") is not None
+    monkeypatch.setattr(evidence, "csv_columns", lambda *a, **k: None)  # the csv module alone
+    slow = {t: {c: evidence._column(load_run(ab), t, c) for c in columns} for t, columns in tables.items()}
+    for t, columns in tables.items():
+        for c in columns:
+            a, b = fast[t][c], slow[t][c]
+            same = list(a) == list(b) if a.dtype == object else np.array_equal(a, b, equal_nan=True)
+            assert same, (t, c)
+
+
+def test_table_bytes_are_the_table_text(tmp_path: Path) -> None:
+    _, _, ab = _runs(tmp_path)
+    with open(ab / "steps.csv", "a") as f:
+        f.write("A,1,9")  # torn: no newline
+    device = (ab / "device.csv").read_text().splitlines()
+    header = device[0].split(",")
+    older = [c for c in header if c not in trace.GPM_COLUMNS]  # recorded before the GPM columns
+    rows = [",".join(r.split(",")[:len(older)]) for r in device[1:]]
+    (ab / "device.csv").write_text("\n".join([",".join(older), *rows]) + "\n")
+    run = load_run(ab)
+    for table in ("steps", "device", "processes", "host"):
+        assert run.table_bytes(table) == run.table_text(table).encode("utf-8"), table
 
 
 def test_the_helper_process_gives_the_tests_computed_here() -> None:

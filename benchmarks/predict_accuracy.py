@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gpumon.analysis.predict import read_jobs  # noqa: E402
+from gpumon.analysis.predict import intervals, read_jobs  # noqa: E402
 from gpumon.analysis.predict_model import CONSTANTS, MPS, TIMESLICE, Constants, Solo, predict_pair  # noqa: E402
 from gpumon.core.rates import stp, verdict  # noqa: E402
 from gpumon.core.trace import load_run  # noqa: E402
@@ -36,7 +36,7 @@ EXPERIMENTS = {"q4": TIMESLICE, "exp": TIMESLICE, "expmps": MPS}
 GRID = {
     TIMESLICE: [{"slice_s": t * 1e-3, "switch_s": s * 1e-3} for t in (1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 8)
                 for s in (0, 0.1, 0.2, 0.3, 0.4, 0.6)],
-    MPS: [{"mps_contention": a / 100} for a in range(30, 101, 5)],
+    MPS: [{"sm_fill": g / 100} for g in range(50, 101, 2)],
 }
 
 
@@ -90,13 +90,14 @@ def fit(train: list[Pair], mode: str) -> Constants:
 
 
 def naive(pair: Pair) -> dict[str, tuple[float, float]]:
-    if pair.mode == MPS:
-        return {"r = 1": (1.0, 1.0)}
     a, b = pair.solos
-    return {"r = 2": (2.0, 2.0), "r = 1 + partner util": (1 + b.busy, 1 + a.busy)}
+    partner = {"r = 1 + partner util": (1 + b.busy, 1 + a.busy)}
+    return {"r = 1": (1.0, 1.0), **partner} if pair.mode == MPS else {"r = 2": (2.0, 2.0), **partner}
 
 
 def score(pairs: list[Pair], scheme: str) -> list[dict]:
+    """Each pair predicted with constants fitted on the others (LOPO) or on those sharing no workload (LOWO), with the
+    intervals and verdict ``gpumon predict`` prints (its ``intervals``, the shipped errors E)."""
     rows = []
     for p in pairs:
         same_mode = [q for q in pairs if q.mode == p.mode and q is not p]
@@ -104,14 +105,19 @@ def score(pairs: list[Pair], scheme: str) -> list[dict]:
             same_mode = [q for q in same_mode if not set(q.names) & set(p.names)]
         c = fit(same_mode, p.mode)
         pred = predict_pair(*p.solos, p.mode, c)
-        err = CONSTANTS.relative_error(p.mode)
-        lows = [r * (1 - err) for r in pred.slowdown]
-        highs = [r * (1 + err) for r in pred.slowdown]
-        rows.append({"pair": p, "pred": pred.slowdown, "stp": pred.stp,
-                     "covered": [lo <= m <= hi for lo, hi, m in zip(lows, highs, p.measured)],
-                     "verdict": verdict(stp(highs), stp(lows)), "point": verdict(pred.stp, pred.stp),
+        r, pair = intervals([pred], p.mode)
+        rows.append({"pair": p, "pred": pred.slowdown, "stp": pred.stp, "constants": c,
+                     "covered": [e.low <= m <= e.high for e, m in zip(r, p.measured)],
+                     "stp_covered": pair.low <= stp(p.measured) <= pair.high,
+                     "verdict": verdict(pair.low, pair.high), "point": verdict(pred.stp, pred.stp),
                      "naive": naive(p)})
     return rows
+
+
+def e95(errors: list[float]) -> float:
+    """The smallest E that at least 95 % of the relative errors fall within."""
+    ranked = sorted(errors)
+    return ranked[max(0, math.ceil(0.95 * len(ranked)) - 1)]
 
 
 def summary(rows: list[dict], mode: str, scheme: str) -> list[str]:
@@ -124,15 +130,27 @@ def summary(rows: list[dict], mode: str, scheme: str) -> list[str]:
            f"{mape([r['stp'] for r in rows], meas_stp):.1f} | "
            f"{sum(r['point'] == t for r, t in zip(clear, truth))}/{len(clear)} point, "
            f"{sum(r['verdict'] == t for r, t in zip(clear, truth))}/{len(clear)} interval | "
-           f"{sum(c for r in rows for c in r['covered'])}/{len(meas)} |"]
+           f"{sum(c for r in rows for c in r['covered'])}/{len(meas)} | "
+           f"{sum(r['stp_covered'] for r in rows)}/{len(rows)} |"]
     for name in rows[0]["naive"]:
         pred = [x for r in rows for x in r["naive"][name]]
         stps = [stp(r["naive"][name]) for r in rows]
         ok = sum(verdict(s, s) == t for s, t, m in zip(stps, [verdict(s, s) for s in meas_stp], meas_stp)
                  if not 0.9 <= m <= 1.1)
         out.append(f"| {scheme} | {mode} | naive {name} | {mape(pred, meas):.1f} | {mape(stps, meas_stp):.1f} | "
-                   f"{ok}/{len(clear)} point | |")
+                   f"{ok}/{len(clear)} point | | |")
     return out
+
+
+def errors(rows: list[dict], mode: str) -> str:
+    """The leave-out errors |measured / predicted - 1| of r and STP behind the shipped E (the printed intervals)."""
+    rows = [r for r in rows if r["pair"].mode == mode]
+    r_err = [abs(m / x - 1) for r in rows for m, x in zip(r["pair"].measured, r["pred"])]
+    s_err = [abs(stp(r["pair"].measured) / r["stp"] - 1) for r in rows]
+    fmt = lambda xs: ", ".join(f"{100 * x:.1f}" for x in sorted(xs, reverse=True))  # noqa: E731
+    return (f"{mode}: E_r (95 %) {100 * e95(r_err):.1f} % (shipped {100 * CONSTANTS.r_error(mode):.0f} %), "
+            f"E_STP (95 %) {100 * e95(s_err):.1f} % (shipped {100 * CONSTANTS.stp_error(mode):.0f} %); "
+            f"r errors % {fmt(r_err)}; STP errors % {fmt(s_err)}")
 
 
 def main() -> int:
@@ -144,20 +162,32 @@ def main() -> int:
             with tarfile.open(args.data / name) as tar:
                 tar.extractall(tmp, filter="data")
         pairs = load(Path(tmp))
-    print("| scheme | mode | predictor | MAPE r % | MAPE STP % | verdict (measured STP outside [0.9, 1.1]) "
-          "| measured r inside interval |")
-    print("|---|---|---|---|---|---|---|")
+    for mode in (TIMESLICE, MPS):
+        best = fit([p for p in pairs if p.mode == mode], mode)
+        print(f"{mode}: fitted on every pair: " + ", ".join(f"{k} {getattr(best, k):g}" for k in GRID[mode][0]))
+    print("\n| scheme | mode | predictor | MAPE r % | MAPE STP % | verdict (measured STP outside [0.9, 1.1]) "
+          "| measured r inside interval | measured STP inside interval |")
+    print("|---|---|---|---|---|---|---|---|")
     results = {scheme: score(pairs, scheme) for scheme in ("LOPO", "LOWO")}
     for scheme, rows in results.items():
         for mode in (TIMESLICE, MPS):
             print("\n".join(summary(rows, mode, scheme)))
-    print("\nLOWO per pair:\n")
-    print("| pair | mode | measured r A, B | predicted r A, B | measured STP | predicted STP | verdict predicted |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results["LOWO"]:
-        p = r["pair"]
-        print(f"| {p.label} | {p.mode} | {p.measured[0]:.2f}, {p.measured[1]:.2f} | {r['pred'][0]:.2f}, "
-              f"{r['pred'][1]:.2f} | {stp(p.measured):.2f} | {r['stp']:.2f} | {r['verdict']} |")
+    print("\nLOWO leave-out errors:")
+    for mode in (TIMESLICE, MPS):
+        print(errors(results["LOWO"], mode))
+    pooled = [abs(stp(r["pair"].measured) / r["stp"] - 1) for r in results["LOWO"]]
+    print(f"both modes: E_STP (95 %) {100 * e95(pooled):.1f} % over {len(pooled)} pairs")
+    print("\nPer pair (predicted: LOPO / LOWO; verdict: what predict prints with the LOWO prediction):\n")
+    print("| pair | mode | measured r A, B | predicted r A, B (LOPO) | predicted r A, B (LOWO) | measured STP "
+          "| predicted STP (LOPO / LOWO) | verdict measured | verdict predicted |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for lopo, lowo in zip(results["LOPO"], results["LOWO"]):
+        p = lopo["pair"]
+        measured = stp(p.measured)
+        truth = verdict(measured, measured) if not 0.9 <= measured <= 1.1 else "(near 1)"
+        print(f"| {p.label} | {p.mode} | {p.measured[0]:.2f}, {p.measured[1]:.2f} | {lopo['pred'][0]:.2f}, "
+              f"{lopo['pred'][1]:.2f} | {lowo['pred'][0]:.2f}, {lowo['pred'][1]:.2f} | {measured:.2f} | "
+              f"{lopo['stp']:.2f} / {lowo['stp']:.2f} | {truth} | {lowo['verdict']} |")
     return 0
 
 

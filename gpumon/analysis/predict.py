@@ -1,7 +1,8 @@
 """``predict(exclusive)``: a pair's slowdowns and STP from each job's solo runs, before it ever shares.
 
-Solo evidence comes through ``gpumon.core.evidence`` (step time from ``analysis.rates``'s curve, NVML
-utilisation or GPM SM activity, CPU and pinned cores); the physics is ``predict_model``'s. The JSON
+Solo evidence comes through ``gpumon.core.evidence`` and ``core.trace`` (the exclusive rate, as ``gpumon runs``
+and compare define it, from the steps cache without pandas where there is one; NVML utilisation, GPM SM
+activity, copies, CPU and pinned cores); the physics is ``predict_model``'s. The JSON
 has ``compare --json``'s shape where they overlap (docs/predict.md).
 """
 
@@ -11,16 +12,15 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
-from gpumon.analysis import rates
 from gpumon.analysis.compare import SLOTS, spec_key
-from gpumon.analysis.predict_model import CONSTANTS, CPU, MPS, TIMESLICE, Solo, predict_pair, reason
+from gpumon.analysis.predict_model import CONSTANTS, CPU, MPS, TIMESLICE, PairPrediction, Solo, predict_pair, reason
 from gpumon.analysis.slowdown import Estimate
 from gpumon.core import evidence
 from gpumon.core.evidence import Window, mixed_devices, run_side
-from gpumon.core.rates import stp, verdict
-from gpumon.core.trace import Run
+from gpumon.core.rates import exclusive_rate, verdict
+from gpumon.core.trace import Run, exclusive_ends
 from gpumon.errors import UsageError
 
 MODES = (TIMESLICE, MPS)
@@ -62,22 +62,26 @@ class Prediction:
         }
 
 
-def _solo(run: Run, slot: str, device_kind: str) -> tuple[float, Solo, bool]:
-    """The exclusive rate and the solo profile of ``slot`` in ``run`` (post-warm-up window)."""
-    curve = rates.curve(run, slot)
-    if curve is None or curve.last_t <= curve.first_t:
+Member = tuple[Run, str, str, dict[str, tuple[list[float], list[float]]]]  # a solo run, its slot, spec and step ends
+
+
+def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool]:
+    """The exclusive rate and the solo profile of the member's job (post-warm-up window)."""
+    run, slot, _, ends = member
+    times, steps = ends.get(slot, ([], []))
+    if len(times) < 2 or times[-1] <= times[0]:
         raise UsageError(f"{run.path}: workload {slot} is too short to have steps after its warm-up")
-    window = curve.span()
-    rate = curve.rate(window)
-    side = run_side(Window(run, slot, window.start, window.end), 1 / rate)
+    rate = exclusive_rate(times, steps)
+    side = run_side(Window(run, slot, times[0], times[-1]), 1 / rate)
     cores = evidence.workload_cores(run, slot)
     if device_kind == "cpu":
         share = side.cpu_pct / 100 / len(cores) if cores and not math.isnan(side.cpu_pct) else math.nan
         return rate, Solo(1 / rate, cpu_share=share, cores=cores), False
     nvml = evidence.has_nvml_data(run)
-    busy = side.sm_active if not math.isnan(side.sm_active) else side.gpu_util
+    busy = side.gpu_util / 100 if nvml else math.nan
+    fill = side.sm_active / side.gpu_util if nvml and side.gpu_util > 0 else math.nan  # NaN: no GPM columns
     copy = side.copy_s if not math.isnan(side.copy_s) else 0.0
-    return rate, Solo(1 / rate, busy=busy / 100 if nvml else math.nan, copy_s=copy, cores=cores), nvml
+    return rate, Solo(1 / rate, busy=busy, fill=fill, copy_s=copy, cores=cores), nvml
 
 
 def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) -> tuple[tuple[Job, Job], str]:
@@ -87,15 +91,16 @@ def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) ->
     problem = mixed_devices(exclusive)
     if problem:
         raise UsageError(problem)
-    groups: dict[str, list[tuple[Run, str, str]]] = {}
+    groups: dict[str, list[Member]] = {}
     for run in exclusive:
-        if run.mode == "shared" or len(run.jobs()) > 1:
+        ends = exclusive_ends(run, whole=False)  # each job's first and last post-warm-up step, read once
+        named = [w for w in run.workloads if isinstance(w, dict) and w.get("process")]
+        if run.mode == "shared" or len(ends) > 1 or len(named) > 1:
             raise UsageError(f"{run.path}: not an exclusive run (two workloads shared the device); predict reads solo runs")
-        slot = str(next(iter(run.jobs()), ""))
-        meta = next((w for w in run.workloads if isinstance(w, dict) and w.get("process") == slot), {})
-        spec = str(meta.get("spec", "?"))
+        slot = str(named[0]["process"]) if named else next(iter(ends), "")
+        spec = str(named[0].get("spec", "?")) if named else "?"
         key = (assign or {}).get(str(run.path)) or spec_key(spec)
-        groups.setdefault(key, []).append((run, slot, spec))
+        groups.setdefault(key, []).append((run, slot, spec, ends))
     if len(groups) > 2:
         raise UsageError(f"predict takes the runs of two jobs; these are of {len(groups)}: {', '.join(groups)}")
     kind = evidence.device_identity(exclusive[0])[0]
@@ -105,23 +110,23 @@ def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) ->
     return (jobs[0], jobs[1]), kind
 
 
-def _job(slot: str, members: list[tuple[Run, str, str]], kind: str) -> Job:
-    solos = [_solo(run, own, kind) for run, own, _ in members]
+def _job(slot: str, members: list[Member], kind: str) -> Job:
+    solos = [_solo(member, kind) for member in members]
     rates_ = [r for r, _, _ in solos]
     mean = sum(rates_) / len(rates_)
     spread = (math.sqrt(sum((r - mean) ** 2 for r in rates_) / (len(rates_) - 1)) / mean) if len(rates_) > 1 else 0.0
     profiles = [s for _, s, _ in solos]
-    busy = [p.busy for p in profiles if not math.isnan(p.busy)]
-    shares = [p.cpu_share for p in profiles if not math.isnan(p.cpu_share)]
-    solo = Solo(1 / mean, busy=sum(busy) / len(busy) if busy else math.nan,
+    solo = Solo(1 / mean, busy=_mean(p.busy for p in profiles), fill=_mean(p.fill for p in profiles),
                 copy_s=sum(p.copy_s for p in profiles) / len(profiles),
-                cpu_share=sum(shares) / len(shares) if shares else math.nan, cores=profiles[0].cores)
-    return Job(slot, members[0][2], tuple(str(run.path) for run, _, _ in members), mean, spread, solo,
+                cpu_share=_mean(p.cpu_share for p in profiles), cores=profiles[0].cores)
+    return Job(slot, members[0][2], tuple(str(member[0].path) for member in members), mean, spread, solo,
                all(n for _, _, n in solos))
 
 
-def _interval(value: float, rel: float) -> Estimate:
-    return Estimate(value, value * (1 - rel), value * (1 + rel))
+def _mean(values: Iterable[float]) -> float:
+    """The mean of the known values (NaN: none known)."""
+    known = [v for v in values if not math.isnan(v)]
+    return sum(known) / len(known) if known else math.nan
 
 
 def predict(exclusive: Sequence[Run], share: str = TIMESLICE, assign: dict[str, str] | None = None) -> list[Prediction]:
@@ -135,27 +140,34 @@ def predict(exclusive: Sequence[Run], share: str = TIMESLICE, assign: dict[str, 
     return [_prediction(jobs, m) for m in modes]
 
 
+def intervals(points: Sequence[PairPrediction], mode: str, spreads: Sequence[float] = (0.0, 0.0)
+              ) -> tuple[tuple[Estimate, Estimate], Estimate]:
+    """Each job's r and the pair's STP with their 95 % intervals, from the point predictions ``points`` (the first is
+    the estimate; the others, if any, span what the evidence leaves open) and the jobs' solo spreads: r * (1 +- e),
+    e = sqrt(E_r^2 + s^2), and STP * (1 +- sqrt(E_STP^2 + s_STP^2)), s_STP the spreads weighted by each job's 1/r."""
+    c = CONSTANTS
+    value = points[0]
+    rel = [math.hypot(c.r_error(mode), s) for s in spreads]
+    r = tuple(Estimate(value.slowdown[i], min(p.slowdown[i] for p in points) * (1 - rel[i]),
+                       max(p.slowdown[i] for p in points) * (1 + rel[i])) for i in range(2))
+    weights = [1 / x / value.stp for x in value.slowdown] if value.stp > 0 else [0.0, 0.0]
+    rel_stp = math.hypot(c.stp_error(mode), math.hypot(*(w * s for w, s in zip(weights, spreads))))
+    pair = Estimate(value.stp, min(p.stp for p in points) * (1 - rel_stp), max(p.stp for p in points) * (1 + rel_stp))
+    return (r[0], r[1]), pair
+
+
 def _prediction(jobs: tuple[Job, Job], mode: str) -> Prediction:
     a, b = (j.solo for j in jobs)
     notes: list[str] = []
-    err = CONSTANTS.relative_error(mode)
-    rel = [math.sqrt(err ** 2 + j.spread ** 2) for j in jobs]
+    points = [predict_pair(a, b, mode)]
     if mode != CPU and not all(j.nvml for j in jobs):
         lacking = ", ".join(j.slot for j in jobs if not j.nvml)
         notes.append(f"no NVML data for {lacking}: the GPU-busy share is unknown, so the interval spans a job "
                      "all on the host (busy 0) to one all on the GPU (busy 1)")
-        ends = [predict_pair(*(_busy(j, x) for j in jobs), mode) for x in (0.0, 1.0)]
-        mid = [predict_pair(*(_busy(j, 0.5) for j in jobs), mode)]
-        r = [Estimate(mid[0].slowdown[i], min(e.slowdown[i] for e in ends) * (1 - rel[i]),
-                      max(e.slowdown[i] for e in ends) * (1 + rel[i])) for i in range(2)]
-    else:
-        point = predict_pair(a, b, mode)
-        r = [_interval(point.slowdown[i], rel[i]) for i in range(2)]
-    value = stp([e.value for e in r])
-    low, high = stp([e.high for e in r]), stp([e.low for e in r])
+        points = [predict_pair(*(_busy(j, x) for j in jobs), mode) for x in (0.5, 0.0, 1.0)]
+    r, pair = intervals(points, mode, [j.spread for j in jobs])
     names = (jobs[0].spec, jobs[1].spec)
-    return Prediction(mode, jobs, (r[0], r[1]), Estimate(value, low, high), verdict(low, high),
-                      reason(a, b, mode, names), tuple(notes))
+    return Prediction(mode, jobs, r, pair, verdict(pair.low, pair.high), reason(a, b, mode, names), tuple(notes))
 
 
 def _busy(job: Job, busy: float) -> Solo:

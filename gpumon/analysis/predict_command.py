@@ -16,17 +16,18 @@ Predict, before sharing, how two jobs would slow each other on one GPU: each job
 slowdown r, the pair's combined throughput (STP = 1/r_A + 1/r_B), whether sharing
 would pay, and why in words, from each job's exclusive (solo) runs alone.
 
-model (docs/predict.md): each solo step splits into GPU-busy time (GPM SM activity,
-else NVML utilisation, times the step) and host time. Time slicing lets the GPU
-parts take turns in slices (a short-kernel job waits for a GPU-bound partner's whole
-slice) while host parts overlap; MPS runs kernels of both at once, slowed by the
-partner's SM activity. On the CPU it predicts pinned cores: the same core is shared
-in turns, different cores do not interfere.
+model (docs/predict.md): each solo step splits into GPU-busy time (NVML utilisation
+times the step), copy time and host time. Time slicing lets the GPU parts take turns
+in slices (a short-kernel job waits for a GPU-bound partner's whole slice) while host
+parts overlap; MPS runs kernels of both at once, but a running block keeps its SM, so
+a job's kernels progress on the SMs its partner's running kernels leave (GPM SM
+activity where recorded, else estimated from utilisation). On the CPU it predicts
+pinned cores: the same core is shared in turns, different cores do not interfere.
 
-intervals  the model's leave-out error (benchmarks/predict_accuracy.py) combined with
-           the spread of the solo repeats; the verdict is "cannot tell" when the
-           STP interval straddles 1. With --share all, the better mode is named only
-           when its STP interval clears the other's.
+intervals  the model's leave-out error of r and of STP (benchmarks/predict_accuracy.py)
+           combined with the spread of the solo repeats; the verdict is "cannot tell"
+           when the STP interval straddles 1. With --share all, the better mode is
+           named only when its STP interval clears the other's.
 """
 
 EPILOG = """\

@@ -223,12 +223,18 @@ def test_every_front_end_calls_the_one_definition():
 
 
 def test_predict_needs_neither_torch_nor_scipy():
-    """``gpumon predict`` runs on the light install: its whole answer imports neither."""
+    """``gpumon predict`` runs on the light install: its whole answer imports neither; where pyarrow is there
+    (the analysis extra) it reads the tables with it and imports no pandas either (0.4 s of its cold start)."""
+    import importlib.util
+
     data = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
     code = ("import contextlib, io, sys\nfrom gpumon.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
             f"    main(['predict', '--exclusive', {str(data / 'x-fcn')!r}, '--exclusive', {str(data / 'x-gemm')!r}, "
             "'--share', 'all', '--json'])\n"
-            "import json\nprint(json.dumps({m: m in sys.modules for m in ('torch', 'scipy')}))")
+            "import json\nprint(json.dumps({m: m in sys.modules for m in ('torch', 'scipy', 'pandas')}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"torch": False, "scipy": False}
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (loaded["torch"], loaded["scipy"]) == (False, False)
+    if importlib.util.find_spec("pyarrow") is not None:
+        assert loaded["pandas"] is False

@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.analysis.predict import better, predict
-from gpumon.analysis.predict_model import CONSTANTS, CPU, MPS, TIMESLICE, Solo, predict_pair, reason
+from gpumon.analysis.predict import better, intervals, predict, read_jobs
+from gpumon.analysis.predict_model import (
+    CONSTANTS, CPU, MPS, TIMESLICE, PairPrediction, Solo, predict_pair, reason, sm_fill,
+)
 from gpumon.core.trace import load_run
 from gpumon.errors import UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 H100 = DATA / "h100_q4"
+H100_MPS = DATA / "h100_mps"
 CPU_PAIR = DATA / "cpu_same_core"
 TAU, SIGMA = CONSTANTS.slice_s, CONSTANTS.switch_s
 
@@ -47,12 +50,46 @@ def test_short_kernels_wait_for_a_gpu_bound_partners_slice():
     assert reason(short, long, TIMESLICE, ("fcn", "vgg19")) == "fcn's short kernels wait for vgg19's time slices"
 
 
-def test_mps_overlaps_kernels_in_proportion_to_the_partners_activity():
-    job = Solo(step_s=1.0, busy=1.0)
-    p = predict_pair(job, job, MPS)
-    assert p.slowdown[0] == pytest.approx(1 + CONSTANTS.mps_contention)
-    half = Solo(step_s=1.0, busy=0.0)
-    assert predict_pair(job, half, MPS).slowdown == pytest.approx((1.0, 1.0))
+def test_two_gpu_bound_jobs_under_mps_split_the_sms_their_kernels_fill():
+    # H = C = 0: T' = G / (1 - f * G / T')  =>  T' = G * (1 + f), r = 1 + f
+    measured = Solo(step_s=1.0, busy=1.0, fill=0.5)  # GPM: the kernels keep half the SMs active
+    assert predict_pair(measured, measured, MPS).slowdown == pytest.approx((1.5, 1.5), rel=1e-9)
+    blind = Solo(step_s=1.0, busy=1.0)  # no GPM: f = gamma * u
+    assert predict_pair(blind, blind, MPS).slowdown[0] == pytest.approx(1 + CONSTANTS.sm_fill, rel=1e-9)
+    assert sm_fill(Solo(step_s=1.0, busy=0.5)) == pytest.approx(CONSTANTS.sm_fill * 0.5)
+    assert reason(blind, blind, MPS) == "both GPU-bound: under MPS their kernels compete for the SMs"
+
+
+def test_under_mps_short_kernels_wait_for_the_sms_a_gpu_bound_partner_holds():
+    short = Solo(step_s=1e-3, busy=0.5, fill=0.0)  # G = H = 0.5 ms; its kernels hold no SMs the partner wants
+    long = Solo(step_s=1.0, busy=1.0, fill=0.9)  # runs kernels all the time (e = 1) on 90 % of the SMs
+    p = predict_pair(short, long, MPS)
+    # the long job loses nothing (f = 0 beside it); the short one progresses on the 10 % left: T' = H + G / (1 - 0.9)
+    assert p.step_s == pytest.approx((0.5e-3 + 0.5e-3 / 0.1, 1.0), rel=1e-9)
+    assert p.slowdown == pytest.approx((5.5, 1.0), rel=1e-9)
+    assert reason(short, long, MPS, ("fcn", "vgg19")) == (
+        "fcn's kernels wait for the SMs vgg19's kernels hold (no preemption under MPS)")
+    # a partner holding every SM all the time still lets my blocks in as its own end: the guard, not infinity
+    full = Solo(step_s=1.0, busy=1.0, fill=1.0)
+    assert predict_pair(short, full, MPS).step_s[0] == pytest.approx(0.5e-3 + 0.5e-3 / (1 - CONSTANTS.max_held))
+    # no kernels: nothing to wait for under MPS either
+    assert predict_pair(Solo(step_s=1e-3, busy=0.0), long, MPS).slowdown == pytest.approx((1.0, 1.0))
+
+
+def test_intervals_widen_r_by_the_model_error_and_the_solo_spread():
+    point = PairPrediction(MPS, (2.0, 1.0), (2.0, 1.0), 1.5)
+    (ra, rb), pair = intervals([point], MPS, (0.0, 0.1))
+    e_a, e_b = CONSTANTS.r_error(MPS), math.hypot(CONSTANTS.r_error(MPS), 0.1)
+    assert (ra.low, ra.high) == pytest.approx((2 * (1 - e_a), 2 * (1 + e_a)))
+    assert (rb.low, rb.high) == pytest.approx((1 - e_b, 1 + e_b))
+    # STP's own leave-out error, and the spread of B's rate weighted by B's share of the STP (1 of 1.5)
+    e_stp = math.hypot(CONSTANTS.stp_error(MPS), 0.1 / 1.5)
+    assert (pair.value, pair.low, pair.high) == pytest.approx((1.5, 1.5 * (1 - e_stp), 1.5 * (1 + e_stp)))
+    # several points (what the evidence leaves open): the interval spans them all
+    other = PairPrediction(MPS, (3.0, 1.0), (3.0, 1.0), 4 / 3)
+    (ra, _), pair = intervals([point, other], MPS)
+    assert ra.value == 2.0 and ra.high == pytest.approx(3 * (1 + e_a))
+    assert pair.low == pytest.approx(4 / 3 * (1 - CONSTANTS.stp_error(MPS)))
 
 
 def test_pinned_cores_same_core_doubles_different_cores_do_not_interfere():
@@ -120,3 +157,35 @@ def test_two_copy_bound_jobs_split_the_link():
     assert p.slowdown == pytest.approx((2.0, 2.0), rel=1e-6)
     beside_host = predict_pair(copier, Solo(step_s=1e-3, busy=0.0), TIMESLICE)
     assert beside_host.slowdown == pytest.approx((1.0, 1.0))
+
+
+def test_mps_on_the_h100_captures_fcn_waits_for_vgg19s_sms():
+    """Measured under MPS on this H100: fcn r 2.77, vgg19 r 1.23, STP 1.17 (modes.tgz)."""
+    (p,) = predict([load_run(H100_MPS / "x-fcn"), load_run(H100_MPS / "x-vgg19")], MPS)
+    fcn, vgg19 = (r.value for r in p.slowdown)
+    assert fcn > 2.2 and vgg19 < 1.4 and fcn > 1.5 * vgg19
+    assert p.stp.value > 1 and "kernels wait for the SMs" in p.reason
+
+
+def _with_gpm(src: Path, dst: Path, active_share: float) -> Path:
+    """A copy of an H100 capture whose device.csv carries GPM's SM activity: ``active_share`` of its utilisation."""
+    from gpumon.core.model import DEVICE_COLUMNS
+
+    shutil.copytree(src, dst)
+    lines = (dst / "device.csv").read_text().splitlines()
+    old = lines[0].split(",")
+    rows = []
+    for line in lines[1:]:
+        cells = dict(zip(old, line.split(",")))
+        cells["sm_active_pct"] = str(float(cells["gpu_util"]) * active_share)
+        rows.append(",".join(cells.get(c, "") for c in DEVICE_COLUMNS))
+    (dst / "device.csv").write_text("\n".join([",".join(DEVICE_COLUMNS), *rows]) + "\n")
+    return dst
+
+
+def test_gpm_sm_activity_is_the_fill_and_nvml_utilisation_the_busy_share(tmp_path: Path):
+    plain = read_jobs([load_run(H100 / "x-gemm")])[0][0].solo
+    gpm = read_jobs([load_run(_with_gpm(H100 / "x-gemm", tmp_path / "gemm", 0.5))])[0][0].solo
+    assert math.isnan(plain.fill) and gpm.fill == pytest.approx(0.5)
+    assert gpm.busy == pytest.approx(plain.busy)  # time slicing still sees the whole busy time
+    assert sm_fill(gpm) == pytest.approx(0.5) and sm_fill(plain) == pytest.approx(CONSTANTS.sm_fill * plain.busy)

@@ -37,3 +37,20 @@ def only_run(runs_dir: Path) -> Path:
     runs = [p for p in runs_dir.iterdir() if (p / "run.json").exists()]
     assert len(runs) == 1, runs
     return runs[0]
+
+
+def solo_core_share(run_dir: Path, slot: str = "A") -> float:
+    """The share of its one pinned core that ``slot``'s job had alone, read from the capture with pandas: mean
+    ``cpu_pct`` of its process tree (processes.csv) between its first and last post-warm-up steps, / 100.
+
+    On an idle core it is ~1; on a box where other processes also run on that core it is less, and two such
+    jobs on the core then slow each other by r = 1 + the partner's share, not 2 (the scheduler splits the core
+    between both jobs and the others): the physics the pinned-core tests check the predictions against.
+    """
+    import pandas as pd
+
+    steps = pd.read_csv(run_dir / "steps.csv")
+    steps = steps[(steps.process == slot) & (steps.warmup == 0)]
+    rows = pd.read_csv(run_dir / "processes.csv")
+    rows = rows[(rows.process == slot) & rows.t.between(steps.t.min(), steps.t.max())]
+    return float(rows.cpu_pct.mean()) / 100

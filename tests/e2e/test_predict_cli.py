@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import gpumon, only_run
+from tests.helpers import gpumon, only_run, solo_core_share
 
 H100 = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
 
@@ -37,7 +37,9 @@ def _slowdowns(*runs: str) -> list[float]:
 
 def test_same_core_halves_both_and_different_cores_do_not_interfere(pinned: dict[int, Path]) -> None:
     same = _slowdowns(str(pinned[0]))  # one job given: beside a copy of itself, on its own core
-    assert all(abs(r - 2) <= 0.25 for r in same), same
+    # r = 2 on an idle core; 1 + the copy's share where other processes took part of core 0 (a busy box)
+    physics = 1 + solo_core_share(pinned[0])
+    assert all(abs(r - physics) <= 0.1 for r in same), (same, physics)
     apart = _slowdowns(str(pinned[0]), str(pinned[1]))
     assert all(abs(r - 1) <= 0.25 for r in apart), apart
 

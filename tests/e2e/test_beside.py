@@ -142,7 +142,7 @@ def test_kill_9_of_gpumon_leaves_it_running(tmp_path: Path) -> None:
         monitor = subprocess.Popen([*GPUMON, "run", "--beside", str(proc.pid), "--headless", "--device", "cpu",
                                     "--no-nvml", "--out", str(runs)], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
-        wait_for(lambda: runs.exists() and any(runs.iterdir())
+        wait_for(lambda: runs.exists() and any(runs.glob("*/run.json"))
                  and (only_run(runs) / "steps.csv").read_text().count("\n") > 50, what="B's steps recorded")
         monitor.send_signal(signal.SIGINT)  # Ctrl-C
         assert monitor.wait(timeout=60) == 128 + signal.SIGINT

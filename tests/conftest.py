@@ -1,4 +1,5 @@
-"""Suite-wide hooks: tests marked ``gpu`` run only where an NVIDIA GPU and a CUDA torch are usable."""
+"""Suite-wide hooks: tests marked ``gpu`` run only where an NVIDIA GPU and a CUDA torch are usable; ``no_gpu``,
+the one way for a test to say "on a box without a GPU"."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
+
+from tests.helpers import no_gpu_environment
 
 # Rendezvous files of every test (probes, live runs) go to a private directory of this test session,
 # never to the user's own $XDG_RUNTIME_DIR/gpumon; subprocesses inherit it.
@@ -47,3 +51,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def no_gpu(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a box without a GPU for subprocesses, even on a box that has one (every GPU box has
+    libnvidia-ml where the dynamic linker finds it): a test that assumes no GPU runs its subprocesses in this
+    environment, never in its own (tests/helpers.py, no_gpu_environment)."""
+    env = no_gpu_environment(Path(tmp_path_factory.mktemp("no-gpu")))
+    if env is None:
+        pytest.skip("a real libnvidia-ml is installed and there is no C compiler to build the fake that hides it")
+    return env

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from typing import Callable, TypeVar
 T = TypeVar("T")
 
 GPUMON = [sys.executable, "-m", "gpumon"]
+# What a machine without the NVIDIA driver says: pynvml's own failure to load libnvidia-ml.so.1.
+NO_DRIVER_SCENARIO = "fail nvmlInit LIBRARY_NOT_FOUND\n"
 
 
 def gpumon(*args: str, timeout: float = 120, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
@@ -54,3 +57,26 @@ def solo_core_share(run_dir: Path, slot: str = "A") -> float:
     rows = pd.read_csv(run_dir / "processes.csv")
     rows = rows[(rows.process == slot) & rows.t.between(steps.t.min(), steps.t.max())]
     return float(rows.cpu_pct.mean()) / 100
+
+
+def no_gpu_environment(work: Path, base: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The environment of a box without a GPU, for a subprocess, also on a box that has one.
+
+    The fake libnvidia-ml (tests/fakenvml), built into ``work``, comes first on the library path and fails
+    every nvmlInit as a machine without the driver does (LIBRARY_NOT_FOUND), whatever libnvidia-ml the dynamic
+    linker would find; CUDA_VISIBLE_DEVICES="" hides any GPU from CUDA and from gpumon's own device count.
+    None when there is no C compiler to build the fake and a real libnvidia-ml is installed (nothing can
+    hide it then); without either, an empty library directory is a box without a GPU already.
+    """
+    from tests.fakenvml import build as fake
+
+    work.mkdir(parents=True, exist_ok=True)
+    if fake.compiler() is not None:
+        env = fake.environment(fake.build(work), fake.write_scenario(work / "no-driver.txt", NO_DRIVER_SCENARIO), base=base)
+    elif ctypes.util.find_library("nvidia-ml") is None:
+        (work / "empty").mkdir(exist_ok=True)
+        env = fake.environment(work / "empty", base=base)
+    else:
+        return None
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    return env

@@ -531,12 +531,11 @@ def test_pid_namespace_hint() -> None:
 # -- gpumon doctor ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def doctor_runs(libs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess]:
-    """The real `gpumon doctor`: text without NVML, --json with the fake; concurrent (each imports torch)."""
+def doctor_runs(
+    libs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, no_gpu: dict[str, str]
+) -> dict[str, subprocess.CompletedProcess]:
+    """The real `gpumon doctor`: text on a box without a GPU, --json with the fake; concurrent (each imports torch)."""
     tmp = tmp_path_factory.mktemp("doctor")
-    # No NVML even on a GPU box: the fake, found first on LD_LIBRARY_PATH, fails nvmlInit the way a
-    # machine without the library does (pynvml's own load failure: test_no_library_at_all).
-    no_library = fake.write_scenario(tmp / "no_library.txt", "fail nvmlInit LIBRARY_NOT_FOUND")
     trap = fake.write_scenario(tmp / "trap.txt", f"""
         driver 550.54.15
         {DEVICE}
@@ -545,7 +544,7 @@ def doctor_runs(libs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory)
     """)
     base = {**os.environ, "GPUMON_RUNS": str(tmp / "runs")}
     jobs = {
-        "cpu_text": (["doctor"], fake.environment(libs["full"], no_library, base=base)),
+        "cpu_text": (["doctor"], {**no_gpu, "GPUMON_RUNS": base["GPUMON_RUNS"]}),
         "fake_json": (["doctor", "--json"], fake.environment(libs["full"], trap, base=base)),
     }
     procs = {

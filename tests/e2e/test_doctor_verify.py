@@ -1,4 +1,5 @@
-"""`gpumon doctor --verify` as a real CLI: without NVML, and on the fake driver with a real h2d child.
+"""`gpumon doctor --verify` as a real CLI: on a box without a GPU (the ``no_gpu`` fixture), and on the fake
+driver with a real h2d child.
 
 On the fake, the job runs with `--device cpu` (this box has no GPU), so the PCIe and utilisation
 checks cannot agree with it; these tests check the path end to end (a real child through the
@@ -42,14 +43,12 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess]:
+def runs(tmp_path_factory: pytest.TempPathFactory, no_gpu: dict[str, str]) -> dict[str, subprocess.CompletedProcess]:
     """Every case at once (each fake case trains h2d on the CPU for a few seconds)."""
     tmp = tmp_path_factory.mktemp("verify")
-    empty = tmp / "no-nvml"
-    empty.mkdir()
     jobs = {
-        "cpu_text": (["--verify"], fake.environment(empty)),
-        "cpu_json": (["--verify", "--json"], fake.environment(empty)),
+        "cpu_text": (["--verify"], no_gpu),
+        "cpu_json": (["--verify", "--json"], no_gpu),
     }
     if fake.compiler() is not None:
         lib = fake.build(tmp / "lib")

@@ -719,9 +719,11 @@ emit(rows=rows, info=s.device_info(), period=s.pcie_poll_period_s, polls=polls)
 """
 
 
-def _ticks(tmp_path: Path, lib: Path, scenario: str, interval: float, seconds: float, poll: bool = True) -> dict:
+def _ticks(
+    tmp_path: Path, lib: Path, scenario: str, interval: float, seconds: float, poll: bool = True, **env: str
+) -> dict:
     code = f"sys.argv[1:] = {[str(interval), str(seconds), 'poll' if poll else 'no']!r}\n" + TICK_LOOP
-    return run_child(tmp_path, lib, scenario, code)
+    return run_child(tmp_path, lib, scenario, code, **env)
 
 
 @pytest.mark.parametrize("interval", [0.1, 0.25])
@@ -806,6 +808,21 @@ def test_pcie_falls_back_to_the_wrap_safe_counters_without_gpm_pcie(
     assert present >= 0.9 and median == pytest.approx(58e9, rel=0.05)
     if extra.startswith("fail gpm:21"):  # the other GPM metrics still come from GPM
         assert "sm_active_pct" in info["gpm_metrics"] and out["rows"][-1]["sm_active_pct"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("switch", ["1", "0"])
+@needs_cc
+def test_gpumon_no_gpm_forces_the_counter_path_on_a_gpu_with_gpm(libs: dict[str, Path], tmp_path: Path, switch: str) -> None:
+    out = _ticks(tmp_path, libs["full"], scenario_file("gen5_58GBps"), 0.1, 2.0, GPUMON_NO_GPM=switch)
+    info = out["info"]
+    if switch == "0":  # "0" is off, like unset
+        assert info["pcie_method"] == "gpm" and info["gpm_reason"] == ""
+        return
+    assert info["pcie_method"] == "counters" and info["gpm_metrics"] == []
+    assert info["gpm_reason"] == "GPM switched off (GPUMON_NO_GPM=1)"
+    assert all(math.isnan(r["sm_active_pct"]) for r in out["rows"])
+    median, present = _median_and_present([r["pcie_rx_bps"] for r in out["rows"]])
+    assert present >= 0.9 and median == pytest.approx(58e9, rel=0.05)
 
 
 @needs_cc

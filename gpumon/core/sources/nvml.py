@@ -60,6 +60,9 @@ PROCESS_UTIL_PERIOD_S = 1.0
 SM_SUM_TOLERANCE_PCT = 5.0
 # Device GPU-util readings kept for that comparison (the ticks since the last per-process read).
 DEVICE_UTIL_KEPT = 600
+# Set (to anything but "" or "0") to ignore GPM: PCIe bytes from the wrap-safe counters, no GPM columns, as on a
+# GPU without GPM (how benchmarks/gpu_validation.py checks the counter path on a Hopper GPU).
+NO_GPM_ENV = "GPUMON_NO_GPM"
 
 # Which output fields each query key feeds (for device_info()["unsupported"]).
 KEY_FIELDS: dict[str, tuple[str, ...]] = {
@@ -498,7 +501,11 @@ class NvmlSource:
     # -- PCIe --------------------------------------------------------------
 
     def _open_gpm(self) -> None:
-        """Start GPM where the GPU has it and is not split by MIG (device-level samples only)."""
+        """Start GPM where the GPU has it, is not split by MIG (device-level samples only) and GPUMON_NO_GPM is unset."""
+        switch = os.environ.get(NO_GPM_ENV, "")
+        if switch not in ("", "0"):
+            self._gpm_reason = f"GPM switched off ({NO_GPM_ENV}={switch})"
+            return
         nv, h = self._nv, self._handle
         mig = self._q("mig_mode", nv.nvmlDeviceGetMigMode, h)
         if mig is not NA and mig[0] == 1:

@@ -11,6 +11,8 @@ import ctypes.util
 import json
 import math
 import os
+import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -514,6 +516,33 @@ child.wait()
 emit(metrics={str(k): dataclasses.asdict(v) for k, v in metrics.items()}, pid=child.pid)
 """)
     assert out["metrics"] == {str(out["pid"]): {"pid": out["pid"], "gpu_mem_mib": 64.0, "gpu_sm_util": 12.0}}
+
+
+@needs_cc
+def test_args_lists_every_process_so_started_and_under_only_those_descending_from_a_pid(
+    libs: dict[str, Path], tmp_path: Path
+) -> None:
+    """What lets the fake nvidia-smi, nobody's parent, see the same jobs as gpumon (tests/e2e/test_gpu_validation.py)."""
+    code = f"import time; time.sleep(120); tag = {os.getpid()}"
+    ours = subprocess.Popen([sys.executable, "-c", code])
+    orphan_pid = tmp_path / "orphan.pid"  # started by a shell that exits: no longer our descendant
+    subprocess.run(["sh", "-c", f"{shlex.join([sys.executable, '-c', code])} > /dev/null 2>&1 & echo $! > {orphan_pid}"],
+                   check=True, timeout=30)
+    orphan = int(orphan_pid.read_text())
+    try:
+        listed = {}
+        for under in ("", f" under={os.getpid()}"):
+            out = run_child(tmp_path, libs["full"], f"""
+                {DEVICE}
+                proc args="-c {code}"{under} mem_mib=42 sm_util=7
+            """, "s = NvmlSource(); s.open(); emit(pids=sorted(s.all_gpu_pids()))")
+            listed[under] = out["pids"]
+        assert listed[""] == sorted([ours.pid, orphan])
+        assert listed[f" under={os.getpid()}"] == [ours.pid]
+    finally:
+        ours.kill()
+        ours.wait()
+        os.kill(orphan, signal.SIGKILL)
 
 
 # -- PID namespace trap -----------------------------------------------------------------------

@@ -114,6 +114,8 @@ struct segment {
 struct proc {
     int pid;          /* explicit PID, or 0 when children_of is used */
     int children_of;  /* -1: none; 0: the process that loaded this library; else a PID */
+    char args[96];    /* non-empty: every process whose arguments (argv[1:] joined by spaces) begin so */
+    int under;        /* with args: > 0, only descendants of this PID */
     double mem_mib;   /* < 0: N/A (NVML_VALUE_NOT_AVAILABLE) */
     double sm_util[MAX_SM_PATTERN];  /* cycled per sampling instant; [0] < 0: no utilisation samples */
     int n_sm_util;
@@ -346,6 +348,8 @@ static int parse_line(char *line, int lineno) {
         struct proc *p = &d->proc[d->nproc++];
         p->pid = 0;
         p->children_of = -1;
+        p->args[0] = '\0';
+        p->under = 0;
         p->mem_mib = 0;
         p->sm_util[0] = -1;
         p->n_sm_util = 1;
@@ -358,6 +362,8 @@ static int parse_line(char *line, int lineno) {
             const char *k = tok[i], *v = eq + 1;
             if (strcmp(k, "pid") == 0) p->pid = atoi(v);
             else if (strcmp(k, "children_of") == 0) p->children_of = strcmp(v, "self") == 0 ? 0 : atoi(v);
+            else if (strcmp(k, "args") == 0) snprintf(p->args, sizeof p->args, "%s", v);
+            else if (strcmp(k, "under") == 0) p->under = atoi(v);
             else if (strcmp(k, "mem_mib") == 0) p->mem_mib = strcmp(v, "na") == 0 ? -1 : atof(v);
             else if (strcmp(k, "sm_util") == 0) {
                 /* a,b,c: one value per sampling instant, cycled */
@@ -375,7 +381,8 @@ static int parse_line(char *line, int lineno) {
                 else return fail_parse(lineno, "type is compute, graphics or both", v);
             } else return fail_parse(lineno, "unknown proc key", k);
         }
-        if (p->pid <= 0 && p->children_of < 0) return fail_parse(lineno, "proc needs pid= or children_of=", kw);
+        if (p->pid <= 0 && p->children_of < 0 && !p->args[0])
+            return fail_parse(lineno, "proc needs pid=, children_of= or args=", kw);
         return 0;
     }
     return fail_parse(lineno, "unknown line", kw);
@@ -502,11 +509,49 @@ static int children_from_scan(int parent, struct entry *out, int n, const struct
     return n;
 }
 
-/* The device's processes now, with children_of= expanded by reading /proc. */
+static int descends_from(int pid, int ancestor) {
+    for (int depth = 0; depth < 64 && pid > 1; depth++)
+        if ((pid = parent_of(pid)) == ancestor) return 1;
+    return 0;
+}
+
+/* Every process but this one whose arguments after the program (argv[1:] joined by spaces) begin with `text`
+ * ("-m gpumon.workloads": every built-in workload, never a gpumon that names one in its --cmd), and that
+ * descends from p->under when set (a test's own, not those of other tests on the same machine). */
+static int by_args(const char *text, struct entry *out, int n, const struct proc *p) {
+    DIR *dir = opendir("/proc");
+    if (!dir) return n;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        int pid = atoi(e->d_name);
+        if (!isdigit((unsigned char)e->d_name[0]) || pid == getpid()) continue;
+        if (p->under > 0 && !descends_from(pid, p->under)) continue;
+        char path[64], args[4096];
+        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(args, 1, sizeof args - 1, f);
+        fclose(f);
+        args[len] = '\0';
+        size_t program = strlen(args) + 1;  /* argv[0] and its NUL */
+        if (program >= len) continue;
+        for (size_t i = program; i < len; i++)
+            if (args[i] == '\0') args[i] = ' ';
+        if (strncmp(args + program, text, strlen(text)) == 0) n = add_entry(out, n, pid, p);
+    }
+    closedir(dir);
+    return n;
+}
+
+/* The device's processes now, with children_of= and args= expanded by reading /proc. */
 static int entries(const struct device *d, struct entry *out) {
     int n = 0;
     for (int i = 0; i < d->nproc; i++) {
         const struct proc *p = &d->proc[i];
+        if (p->args[0]) {
+            n = by_args(p->args, out, n, p);
+            continue;
+        }
         if (p->children_of < 0) {
             n = add_entry(out, n, p->pid, p);
             continue;

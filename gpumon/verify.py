@@ -75,6 +75,13 @@ class LiveEvidence:
 # -- evidence ---------------------------------------------------------------
 
 
+def busy_span(run: Run, process: str = "A") -> tuple[float, float]:
+    """Run times of a job's first and last post-warm-up steps (NaN, NaN with fewer than two)."""
+    steps = run.steps()
+    post = steps[(steps["process"] == process) & (steps["warmup"].astype(int) == 0)]
+    return (float(post["t"].min()), float(post["t"].max())) if len(post) > 1 else (math.nan, math.nan)
+
+
 def evidence_from_run(run: Run, process: str = "A") -> RunEvidence:
     """Reduce a capture of one `h2d` job to the numbers the checks need."""
     entry = next((w for w in run.workloads if w.get("process") == process), {})
@@ -84,7 +91,7 @@ def evidence_from_run(run: Run, process: str = "A") -> RunEvidence:
     job = steps[steps["process"] == process]
     post = job[job["warmup"].astype(int) == 0]
     nan = math.nan
-    a, b = (post["t"].min(), post["t"].max()) if len(post) > 1 else (nan, nan)
+    a, b = busy_span(run, process)
     busy_s = b - a if len(post) > 1 else 0.0
     if busy_s > 0:
         copied = post.loc[post["t"] > a, "copy_bytes"].sum()

@@ -86,9 +86,9 @@ def share_of(meta: dict[str, Any]) -> str:
     return ShareMode("mps", tuple(threads), bool(share.get("existing_daemon"))).describe()
 
 
-def _pipe_dirs_of_running_daemons() -> list[Path]:
-    """Pipe directories of the MPS control daemons running on this host (the default when unreadable)."""
-    found: list[Path] = []
+def processes_running(program: str) -> dict[int, list[str]]:
+    """PID → argv of every process on this host running ``program`` (``CONTROL``, ``SERVER``)."""
+    found: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -96,10 +96,15 @@ def _pipe_dirs_of_running_daemons() -> list[Path]:
             argv = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0")]
         except OSError:
             continue
-        program = [os.path.basename(a) for a in argv[:2]]  # argv[1] when a script runs under its interpreter
-        if CONTROL in program and ("-d" in argv or "-f" in argv):
-            found.append(_pipe_dir_of(entry))
+        if program in [os.path.basename(a) for a in argv[:2]]:  # argv[1] when a script runs under its interpreter
+            found[int(entry.name)] = argv
     return found
+
+
+def _pipe_dirs_of_running_daemons() -> list[Path]:
+    """Pipe directories of the MPS control daemons running on this host (the default when unreadable)."""
+    daemons = [pid for pid, argv in processes_running(CONTROL).items() if "-d" in argv or "-f" in argv]
+    return [_pipe_dir_of(Path(f"/proc/{pid}")) for pid in daemons]
 
 
 def _pipe_dir_of(proc: Path) -> Path:

@@ -109,7 +109,7 @@ class Preset:
 PRESETS = {
     "full": Preset(busy_s=10, pair=("fcn", "vgg19"), idle_s=3, observer_warmup_s=8, observer_s=12, budget_s=510),
     # The script's own test on a CPU: gemm starts in a second where vgg19 takes several.
-    "short": Preset(busy_s=2, pair=("fcn", "gemm"), idle_s=1, observer_warmup_s=1, observer_s=1, budget_s=400),
+    "short": Preset(busy_s=3, pair=("fcn", "gemm"), idle_s=1, observer_warmup_s=1, observer_s=1, budget_s=400),
 }
 
 
@@ -501,13 +501,17 @@ def pmon_shares(ctx: Context, run: Run, a: float, b: float) -> dict[int, list[fl
     lines = between(witness(ctx, "pmon"), wall(run, a), wall(run, b))
     device = {r["wall"]: r["sm"] for r in witness(ctx, "dmon")}
     seconds: dict[float, dict[int, float]] = {}
+
+    def device_at(second: float) -> float:  # dmon's line of that second, else of the one before or after
+        return next((device[s] for s in (second, second - 1, second + 1) if s in device), math.nan)
+
     for line in lines:
         if isinstance(line.get("pid"), float) and not math.isnan(line["pid"]):
             sm = line.get("sm")
             seconds.setdefault(line["wall"], {})[int(line["pid"])] = sm if isinstance(sm, float) and not math.isnan(sm) else 0.0
     shares: dict[int, list[float]] = {}
     for second, by_pid in seconds.items():
-        for pid, value in clamp_to_device(by_pid, device.get(second, math.nan)).items():
+        for pid, value in clamp_to_device(by_pid, device_at(second)).items():
             shares.setdefault(pid, []).append(value)
     return shares
 

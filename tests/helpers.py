@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ctypes.util
+import functools
 import os
 import subprocess
 import sys
@@ -59,6 +59,17 @@ def solo_core_share(run_dir: Path, slot: str = "A") -> float:
     return float(rows.cpu_pct.mean()) / 100
 
 
+@functools.lru_cache(maxsize=1)
+def nvml_library_installed() -> bool:
+    """Whether the dynamic linker finds a libnvidia-ml.so.1 of its own (without LD_LIBRARY_PATH), as on a GPU box.
+
+    Asked by loading it in a child: ctypes.util.find_library needs the unversioned .so or an ld.so.cache entry,
+    which a library dropped into the linker's directories need not have."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    probe = "import ctypes; ctypes.CDLL('libnvidia-ml.so.1')"
+    return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, timeout=60).returncode == 0
+
+
 def no_gpu_environment(work: Path, base: dict[str, str] | None = None) -> dict[str, str] | None:
     """The environment of a box without a GPU, for a subprocess, also on a box that has one.
 
@@ -73,7 +84,7 @@ def no_gpu_environment(work: Path, base: dict[str, str] | None = None) -> dict[s
     work.mkdir(parents=True, exist_ok=True)
     if fake.compiler() is not None:
         env = fake.environment(fake.build(work), fake.write_scenario(work / "no-driver.txt", NO_DRIVER_SCENARIO), base=base)
-    elif ctypes.util.find_library("nvidia-ml") is None:
+    elif not nvml_library_installed():
         (work / "empty").mkdir(exist_ok=True)
         env = fake.environment(work / "empty", base=base)
     else:

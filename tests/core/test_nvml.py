@@ -7,7 +7,6 @@ whose LD_LIBRARY_PATH points at the fake; most children step the fake's clock th
 
 from __future__ import annotations
 
-import ctypes.util
 import json
 import math
 import os
@@ -22,6 +21,7 @@ import pytest
 from gpumon import doctor
 from gpumon.core.sources.nvml import pid_namespace_hint
 from tests.fakenvml import build as fake
+from tests.helpers import nvml_library_installed
 
 needs_cc = pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
 CHILD_TIMEOUT_S = 60
@@ -265,7 +265,7 @@ emit(status=dataclasses.asdict(status), sample=row(s.sample(0.0)), procs=s.proce
     assert out["sample"] is None and out["procs"] == {} and out["info"] == {}
 
 
-@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="a real libnvidia-ml is installed")
+@pytest.mark.skipif(nvml_library_installed(), reason="the dynamic linker finds a libnvidia-ml of its own here")
 def test_no_library_at_all(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -1061,7 +1061,7 @@ def test_replay_of_a_run_recorded_before_the_gpm_columns(tmp_path: Path) -> None
 # -- on a real GPU (skipped here) ----------------------------------------------------------------
 
 real_gpu = pytest.mark.skipif(
-    ctypes.util.find_library("nvidia-ml") is None, reason="needs a real NVIDIA GPU and driver (no libnvidia-ml here)"
+    not nvml_library_installed(), reason="needs a real NVIDIA GPU and driver (no libnvidia-ml here)"
 )
 
 

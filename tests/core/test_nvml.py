@@ -1009,6 +1009,33 @@ emit(util=cost(util), pcie=cost(lambda: pynvml.nvmlDeviceGetPcieThroughput(h, 1)
 
 
 @needs_cc
+def test_per_process_samples_are_read_even_when_an_instant_lands_between_the_two_calls(
+    libs: dict[str, Path], tmp_path: Path, sleepers: list[subprocess.Popen]
+) -> None:
+    # The real clock, an instant every millisecond and the H100's 1.2 ms a call: each sample count the size query
+    # returns is stale by the time the buffer is filled. pynvml's wrapper raises then; gpumon's reader grows its buffer.
+    code = """
+import time
+from gpumon.core.sources.nvml import _process_utilization
+pynvml.nvmlInit()
+h = pynvml.nvmlDeviceGetHandleByIndex(0)
+ours = _process_utilization(pynvml)
+errors = []
+for _ in range(5):
+    try:
+        pynvml.nvmlDeviceGetProcessUtilization(h, time.time_ns() // 1000 - 2000)
+    except pynvml.NVMLError as err:
+        errors.append(str(err))
+read = [ours(h, time.time_ns() // 1000 - 2000) for _ in range(5)]
+emit(errors=errors, counts=[len(r) for r in read], pids=sorted({s.pid for r in read for s in r}))
+"""
+    scenario = DEVICE.replace("util_period_ms=100", "util_period_ms=1") + f"\nproc pid={sleepers[0].pid} sm_util=50"
+    out = run_child(tmp_path, libs["full"], scenario, code, FAKENVML_COSTS="h100", FAKENVML_CLOCK="")
+    assert out["errors"] == ["Insufficient Size"] * 5  # the race is real on this fake, every time
+    assert all(n >= 1 for n in out["counts"]) and out["pids"] == [sleepers[0].pid]
+
+
+@needs_cc
 def test_unknown_cost_mode_fails_init(libs: dict[str, Path], tmp_path: Path) -> None:
     out = run_child(tmp_path, libs["full"], DEVICE, """
 emit(status=NvmlSource().open().reason)

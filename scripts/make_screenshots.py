@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import json
 import subprocess
 import sys
 import tempfile
@@ -204,6 +205,31 @@ def gpu_box(runs_dir: Path, baselines: list[str], shared_box: bool = False, four
             foreign.wait()
 
 
+async def shoot_attach(runs_dir: Path) -> None:
+    """``gpumon attach`` on a real detached CPU run: the runner in the background, the viewer following its files."""
+    from gpumon.tui.app import replay_app
+    from gpumon.tui.screens.attached import AttachedScreen, open_follow
+
+    gpumon = [sys.executable, "-m", "gpumon"]
+    started = subprocess.run([*gpumon, "run", *WORKLOADS, "--device", "cpu", "--stagger", "5", "--out", str(runs_dir),
+                              "--label", "detached", "--detach", "--json"], capture_output=True, text=True, check=True)
+    run_dir = Path(json.loads(started.stdout)["run"])
+    try:
+        source, feed = open_follow(run_dir)
+        screen = AttachedScreen(source, feed)
+        app = replay_app(screen)
+        async with app.run_test(size=(120, 40)) as pilot:
+            def both_running() -> bool:
+                view = screen.latest
+                return view is not None and all(w.state == "running" and w.elapsed_s >= 8 for w in view.workloads)
+
+            await wait_until(pilot, both_running, 180, "both detached jobs running for 8 s")
+            await pilot.pause(1.5)
+            save(app, "attach", "gpumon attach: a detached CPU run (fcn + gemm, tiny)")
+    finally:
+        subprocess.run([*gpumon, "stop", str(run_dir)], capture_output=True, text=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--h100-only", action="store_true", help="only the replay of the real H100 capture")
@@ -211,6 +237,8 @@ def main() -> None:
                         help="only the shared-box view (fake NVML listing a real process started outside gpumon)")
     parser.add_argument("--four-gpus-only", action="store_true",
                         help="only the four-GPU view (fake NVML with 4 GPUs: one line per GPU above the device panel)")
+    parser.add_argument("--attach-only", action="store_true",
+                        help="only the attached viewer (gpumon attach on a real detached CPU run)")
     parser.add_argument("--gpu-box", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--four-gpus", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--shared-box", action="store_true", help=argparse.SUPPRESS)
@@ -226,6 +254,10 @@ def main() -> None:
         return
     if args.four_gpus:
         asyncio.run(shoot_four_gpus(args.runs))
+        return
+    if args.attach_only:
+        with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
+            asyncio.run(shoot_attach(Path(runs)))
         return
     if args.four_gpus_only:
         with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
@@ -246,6 +278,7 @@ def main() -> None:
         gpu_box(Path(runs) / "gpu", baselines)
         gpu_box(Path(runs) / "shared", [], shared_box=True)
         gpu_box(Path(runs) / "four", [], four_gpus=True)
+        asyncio.run(shoot_attach(Path(runs) / "attach"))
     to_png(OUT / "monitor-cpu.svg")
     if (OUT / "gpu-box-simulated.svg").exists():
         to_png(OUT / "gpu-box-simulated.svg")

@@ -45,7 +45,7 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
         Binding("S", "stack('B')", "Stack B", group=STACK, tooltip="Python stack of workload B now (shift+s)"),
         Binding("e", "export", "CSV", tooltip="export the run as written so far as plain CSV into ./<run>-csv"),
         *VIEW_BINDINGS,
-        Binding("q", "close", "Quit", tooltip="close this viewer; the run goes on (gpumon attach comes back)"),
+        Binding("q", "close", "Leave", tooltip="close this viewer; the run goes on (gpumon attach comes back)"),
     ]
 
     def __init__(self, source: FollowSource, feed: Feed, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:

@@ -7,6 +7,7 @@ import queue
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, TextIO
 
@@ -27,6 +28,8 @@ from gpumon.plan import RunPlan, short_name
 from gpumon.stopsignals import StopGuard
 
 STATUS_PERIOD_S = 1.0
+# Nobody watches a screen here: the probes are read once per status line (steps keep the child's own times).
+LISTEN_S = STATUS_PERIOD_S
 
 
 def one_line(text: str, width: int = 60) -> str:
@@ -105,7 +108,7 @@ class HeadlessRun:
         self.detached = detached
         self.out = out
         self.err = err
-        self.session = Session(plan.session)
+        self.session = Session(replace(plan.session, listen_s=LISTEN_S))
         self.live = LiveStats()
         self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.wake = threading.Event()

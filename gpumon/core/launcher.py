@@ -270,6 +270,7 @@ class Launcher:
         assert workload.popen is not None
         status = workload.popen.wait()
         stop_t = self.clock.now()
+        self.listener.hurry()  # its last steps and the EOF are in the pipes now
         output_closed.wait(OUTPUT_EOF_WAIT_S)
         workload.stop_t = stop_t
         workload.exit_status = status

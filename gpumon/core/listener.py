@@ -1,9 +1,13 @@
 """The probe listener: one thread reads every child's probe pipe and output pipe and publishes events.
 
-It wakes at most every ``GATHER_S``: each probe flushes its batch every 100 ms on its own
-phase, so waking per batch would cost one thread wake-up per child per flush; gathering
-whatever every pipe holds once per period halves that with two children (a wake-up on a
-busy host costs ~0.3 ms of CPU whatever it does) for at most ``GATHER_S`` more latency.
+It wakes at most once per period, chosen by the front end: ``GATHER_S`` (0.1 s) for a screen,
+longer for a runner nobody watches (steps carry the child's own timestamps, so reading them
+later loses nothing). Each probe flushes its batch every 100 ms on its own phase; waking per
+batch would cost a thread wake-up per child per flush, and a wake-up's work runs on cold
+caches on a busy host. A stream that fills its pipe faster than the period allows (a chatty
+child, a fast pair) shortens the wait, down to ``GATHER_S``; each pipe is asked for
+``PIPE_BYTES`` so that a burst of output never blocks its child. ``hurry`` reads at once
+(a child exited: its last steps and EOF are waiting).
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import fcntl
 import os
+import select
 import selectors
 import threading
 import time
@@ -27,23 +33,39 @@ log = logging.getLogger(__name__)
 READ_SIZE = 65536
 MAX_LINE = 1 << 20
 GATHER_S = 0.1
+PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size; asked with F_SETPIPE_SZ, kept as it is where refused
+DEFAULT_PIPE_BYTES = 65536
 
 
 @dataclass
 class _Stream:
     process: str
     kind: str
+    safe_bytes: int = DEFAULT_PIPE_BYTES // 4  # read before the pipe holds more than this
     buffer: bytes = b""
     closed: threading.Event = field(default_factory=threading.Event)
+
+
+def _pipe_bytes(fd: int) -> int:
+    """The pipe's capacity, raised to ``PIPE_BYTES`` where the kernel allows (a socket: the default)."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:
+        pass
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+    except OSError:
+        return DEFAULT_PIPE_BYTES
 
 
 class Listener(threading.Thread):
     """Turns probe JSON lines into StepEvent/WorkloadMeta and output into LogLine, on one thread."""
 
-    def __init__(self, bus: Bus, clock: RunClock) -> None:
+    def __init__(self, bus: Bus, clock: RunClock, period_s: float = GATHER_S) -> None:
         super().__init__(name="gpumon-listener", daemon=True)
         self.bus = bus
         self.clock = clock
+        self.period_s = period_s
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -62,6 +84,10 @@ class Listener(threading.Thread):
         self._wake()
         return stream.closed
 
+    def hurry(self) -> None:
+        """Read every stream now instead of at the end of the period."""
+        self._wake()
+
     def stop(self) -> None:
         self._stopping.set()
         self._wake()
@@ -73,25 +99,39 @@ class Listener(threading.Thread):
             pass
 
     def run(self) -> None:
+        last = time.monotonic()
         while not self._stopping.is_set():
             ready = self._selector.select()
             woke = time.monotonic()
             self.wakeups += 1
+            wait = self.period_s
             for key, _ in ready:
-                if key.data is None:
+                if key.data is None:  # woken: new streams (they may hold data already), hurry or stop
                     os.read(self._wake_r, 4096)
                     self._register_pending()
-                else:
-                    while self._read(key.fd, key.data):
-                        pass
-            self._stopping.wait(GATHER_S - (time.monotonic() - woke))
+                    wait = 0.0
+                    continue
+                got = 0
+                while n := self._read(key.fd, key.data):
+                    got += n
+                if got:  # back before this stream's pipe holds ``safe_bytes`` at the rate it just came
+                    wait = min(wait, (woke - last) * key.data.safe_bytes / got)
+            last = woke
+            if wait:
+                self._nap(max(min(self.period_s, GATHER_S), wait) - (time.monotonic() - woke))
         self._drain_all()
+
+    def _nap(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when woken (a new stream, ``hurry``, ``stop``)."""
+        if seconds > 0:
+            select.select([self._wake_r], [], [], seconds)
 
     def _register_pending(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, []
         for fd, stream in pending:
             os.set_blocking(fd, False)
+            stream.safe_bytes = _pipe_bytes(fd) // 4
             self._selector.register(fd, selectors.EVENT_READ, stream)
 
     def _drain_all(self) -> None:
@@ -104,11 +144,12 @@ class Listener(threading.Thread):
                 if not key.data.closed.is_set():
                     self._close(key.fd, key.data)
 
-    def _read(self, fd: int, stream: _Stream) -> bool:
+    def _read(self, fd: int, stream: _Stream) -> int:
+        """Bytes read from ``fd`` (published as events); 0 when it is empty or closed."""
         try:
             data = os.read(fd, READ_SIZE)
         except BlockingIOError:
-            return False
+            return 0
         except OSError:
             data = b""
         if not data:
@@ -116,13 +157,13 @@ class Listener(threading.Thread):
                 self._lines(stream, [stream.buffer])
                 stream.buffer = b""
             self._close(fd, stream)
-            return False
+            return 0
         *complete, stream.buffer = (stream.buffer + data).split(b"\n")
         if len(stream.buffer) > MAX_LINE:
             complete.append(stream.buffer)
             stream.buffer = b""
         self._lines(stream, complete)
-        return True
+        return len(data)
 
     def _close(self, fd: int, stream: _Stream) -> None:
         self._selector.unregister(fd)

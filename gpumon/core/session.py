@@ -20,7 +20,7 @@ from gpumon.core.beside import SLOT as BESIDE_SLOT
 from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
 from gpumon.core.launcher import SLOTS, LaunchRequest, Launcher, Workload
-from gpumon.core.listener import Listener
+from gpumon.core.listener import GATHER_S, Listener
 from gpumon.core.metrics import MetricsServer
 from gpumon.core.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.mps import MpsControl, ShareMode
@@ -51,6 +51,9 @@ class SessionConfig:
     on_capture_error: str = "stop"
     detached: bool = False  # this process is a detached runner (gpumon run --detach): run.json's runner says so
     gpu_overview: bool = False  # sample every GPU of the box for the overview lines (the TUI's; not recorded)
+    # How often the listener reads the jobs' probes: a screen's step-to-screen latency (GATHER_S); a front end
+    # that only records and prints a line a second reads less often, for less CPU (steps carry their own times).
+    listen_s: float = GATHER_S
 
 
 def planned_slots(requests: list[LaunchRequest]) -> list[tuple[str, LaunchRequest]]:
@@ -71,7 +74,7 @@ class Session:
         self.config = config
         self.bus = Bus()
         self.clock = RunClock.start()
-        self.listener = Listener(self.bus, self.clock)
+        self.listener = Listener(self.bus, self.clock, config.listen_s)
         self.launcher = Launcher(self.bus, self.clock, self.listener, config.warmup)
         self.host = HostSource()
         self.nvml = NvmlSource(config.gpu_index) if config.nvml else None

@@ -10,13 +10,14 @@ from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
 from gpumon.core.listener import Listener
 from gpumon.core.model import LogLine, Notice, StepEvent, WorkloadMeta
+from tests.helpers import wait_for
 
 
-def start() -> tuple[Listener, "queue.SimpleQueue[object]", RunClock]:
+def start(**kw) -> tuple[Listener, "queue.SimpleQueue[object]", RunClock]:
     bus, clock = Bus(), RunClock.start()
     events: queue.SimpleQueue[object] = queue.SimpleQueue()
     bus.subscribe(events.put)
-    listener = Listener(bus, clock)
+    listener = Listener(bus, clock, **kw)
     listener.start()
     return listener, events, clock
 
@@ -118,3 +119,95 @@ def test_batches_from_every_child_are_gathered_into_one_wake_up_per_period():
     assert len(steps) == 2 * batches  # nothing lost by waiting
     # one wake-up per period, plus the one that registers the pipes and the ones that see them close
     assert listener.wakeups <= elapsed / GATHER_S + 4, (listener.wakeups, elapsed)
+
+
+def _write_steps(fd: int, batches: int, rows: int, every_s: float, phase_s: float = 0.0) -> None:
+    """A probe: ``batches`` lines of ``rows`` steps each, one every ``every_s``; then EOF."""
+    import time
+
+    lines = [
+        (json.dumps({"v": 1, "pid": fd, "type": "steps",
+                     "rows": [[b * rows + i, 0, 1_000_000, None, 0, 0, None] for i in range(rows)]}) + "\n").encode()
+        for b in range(batches)
+    ]
+    time.sleep(phase_s)
+    for line in lines:
+        os.write(fd, line)
+        time.sleep(every_s)
+    os.close(fd)
+
+
+def _gather(period_s: float, batches: int, rows: int, every_s: float) -> tuple[Listener, list[StepEvent], float]:
+    """Two probes writing into a listener of ``period_s``: (listener, steps received, seconds it took)."""
+    import threading
+    import time
+
+    listener, events, _ = start(period_s=period_s)
+    pipes = [os.pipe() for _ in range(2)]
+    closed = [listener.watch(r, name, "probe") for (r, _), name in zip(pipes, "AB")]
+    writers = [threading.Thread(target=_write_steps, args=(w, batches, rows, every_s, i * every_s / 2))
+               for i, (_, w) in enumerate(pipes)]
+    began = time.monotonic()
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    listener.hurry()  # what the launcher does when a child exits: read its last steps and EOF now
+    assert all(c.wait(10) for c in closed)
+    elapsed = time.monotonic() - began
+    listener.stop()
+    listener.join(5)
+    return listener, [i for i in drain(events) if isinstance(i, StepEvent)], elapsed
+
+
+def test_the_period_is_the_front_ends_and_a_longer_one_loses_nothing():
+    """A runner nobody watches reads every 0.5 s here (headless: every second): fewer wake-ups, every step."""
+    listener, steps, elapsed = _gather(period_s=0.5, batches=300, rows=1, every_s=0.005)
+    assert len(steps) == 2 * 300
+    for process in "AB":
+        assert [s.step for s in steps if s.process == process] == list(range(300))
+    # one wake-up per period, plus those that register the pipes, hurry and stop
+    assert listener.wakeups <= elapsed / 0.5 + 5, (listener.wakeups, elapsed)
+
+
+def test_a_stream_that_would_fill_its_pipe_within_the_period_is_read_sooner(monkeypatch):
+    """Pipes of Linux's default 64 KiB (a kernel that refuses more) fed ~0.8 MB/s each: read every GATHER_S, not every 2 s."""
+    import gpumon.core.listener as listener_module
+
+    monkeypatch.setattr(listener_module, "PIPE_BYTES", listener_module.DEFAULT_PIPE_BYTES)
+    listener, steps, elapsed = _gather(period_s=2.0, batches=300, rows=100, every_s=0.005)
+    assert len(steps) == 2 * 300 * 100, "every step arrives"
+    assert listener.wakeups >= 2 * (elapsed / 2.0 + 5), (listener.wakeups, elapsed)
+
+
+def test_a_burst_of_output_fits_the_pipe_the_listener_asked_for():
+    """Each pipe is raised to PIPE_BYTES: half a MiB printed at once does not wait for the next read."""
+    import fcntl
+
+    from gpumon.core.listener import PIPE_BYTES
+
+    listener, events, _ = start(period_s=60.0)
+    out_r, out_w = os.pipe()
+    listener.watch(out_r, "A", "output")
+    wait_for(lambda: fcntl.fcntl(out_w, fcntl.F_GETPIPE_SZ) == PIPE_BYTES, what="the pipe raised to PIPE_BYTES")
+    os.set_blocking(out_w, False)
+    burst = b"x" * 1023 + b"\n"
+    assert os.write(out_w, burst * 512) == 512 * 1024, "written at once, never blocked"
+    os.close(out_w)
+    listener.hurry()
+    lines = [events.get(timeout=10) for _ in range(512)]
+    assert all(isinstance(line, LogLine) and line.text == "x" * 1023 for line in lines)
+    listener.stop()
+    listener.join(5)
+
+
+def test_hurry_reads_at_once_instead_of_at_the_end_of_the_period():
+    listener, events, _ = start(period_s=60.0)
+    probe_r, probe_w = os.pipe()
+    listener.watch(probe_r, "A", "probe")
+    os.write(probe_w, (json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [[0, 0, 1, None, 0, 0, None]]}) + "\n").encode())
+    listener.hurry()
+    item = events.get(timeout=10)  # not 60 s
+    assert isinstance(item, StepEvent) and item.step == 0
+    listener.stop()
+    listener.join(5)

@@ -106,6 +106,35 @@ def test_headless_runs_a_pair_to_completion_with_json_status_lines(tmp_path):
     assert {s["process"] for s in lines if "process" in s} <= {"A", "B"}
 
 
+def test_headless_reads_the_probes_once_a_second_records_every_step_and_prints_a_line_a_second(tmp_path):
+    """The runner nobody watches (headless, detached) reads the probes at its own period, not the screen's;
+    two fast steppers (thousands of steps a second) lose no step, and the status lines keep their second."""
+    from statistics import median
+
+    from gpumon.core.listener import GATHER_S
+    from gpumon.headless import LISTEN_S, STATUS_PERIOD_S
+
+    steps = 8000
+    config = SessionConfig(device="cpu", interval_ms=50, runs_dir=tmp_path / "runs", nvml=False)
+    assert Session(config).listener.period_s == GATHER_S, "a screen's session reads at the screen's latency"
+    plan = make_plan([], [_stepper(steps, step_s=0.0003)] * 2, session=config, label="unit", duration_s=None,
+                     stagger_s=0.0)
+    out, err = io.StringIO(), io.StringIO()
+    run = HeadlessRun(plan, as_json=True, out=out, err=err)
+    run.session.host = FakeHost()
+    assert run.session.listener.period_s == LISTEN_S > GATHER_S
+    assert run.run() == 0, err.getvalue()
+    assert "dropped" not in err.getvalue()
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    recorded = load_run(lines[-1]["run"]).steps()
+    for process in "AB":
+        assert list(recorded[recorded.process == process]["step"]) == list(range(steps)), "every step, in order"
+        times = [s["t"] for s in lines if s.get("process") == process]
+        assert len(times) >= 2, out.getvalue()
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert min(gaps) >= STATUS_PERIOD_S - 0.01 and median(gaps) < 1.5 * STATUS_PERIOD_S, gaps
+
+
 def test_headless_exits_1_naming_the_failed_job_and_never_starts_the_staggered_one(tmp_path):
     code, out, err = _headless(tmp_path, [_stepper(5, exit_code=4), "sleep 1"], stagger_s=30.0, duration_s=60.0)
     assert code == 1

@@ -6,13 +6,13 @@ import csv
 import errno
 import json
 import logging
-import math
 import os
-import queue
 import re
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, Callable
 
@@ -32,7 +32,6 @@ from gpumon.core.model import (
     WorkloadMeta,
     ENDED_STATES,
     WorkloadState,
-    row,
 )
 from gpumon.core.trace import SCHEMA_VERSION
 from gpumon.errors import UsageError
@@ -56,16 +55,20 @@ TABLES = (
 OTHERS_TABLE = "gpu_others"
 # Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
 MAX_NOTICES = 100
+# Record type -> (table, its values in column order): one C call per row.
+ROWS = {cls: (table, attrgetter(*columns)) for cls, table, columns in TABLES}
+OTHER_ROW = attrgetter(*OTHER_COLUMNS)
 
 
-def _cell(value: Any) -> Any:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, float):
-        return "" if math.isnan(value) else repr(value)
-    if isinstance(value, tuple):  # per-core CPU: one cell of space-separated percentages
-        return " ".join(f"{v:.1f}" for v in value)
-    return value
+def _cells(values: tuple) -> list:
+    """A row's CSV cells: NaN empty, booleans 0/1, a tuple (per-core CPU) one cell of space-separated
+    percentages; the csv module writes floats by their repr."""
+    return ["" if v != v else int(v) if v is True or v is False else _joined(v) if type(v) is tuple else v
+            for v in values]
+
+
+def _joined(values: tuple) -> str:
+    return " ".join(f"{v:.1f}" for v in values)
 
 
 def safe_label(label: str) -> str:
@@ -158,7 +161,8 @@ class Recorder:
         self.meta.setdefault("workloads", [])
         self.on_error = on_error
         self.error: CaptureError | None = None
-        self._queue: queue.Queue[object] = queue.Queue(queue_max)
+        self._queue: deque[object] = deque()  # appended by the publishers' threads, emptied by the writer's
+        self._queue_max = queue_max
         self._overflow = False
         self._files: dict[str, IO[str]] = {}
         self._writers: dict[str, Any] = {}
@@ -188,10 +192,10 @@ class Recorder:
         """Bus subscriber: only queues (the writer thread does the I/O); drops everything once failed."""
         if self.error is not None or self._overflow:
             return
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
+        if len(self._queue) >= self._queue_max:
             self._overflow = True
+            return
+        self._queue.append(item)
 
     def _run(self) -> None:
         while not self._stop.wait(FLUSH_INTERVAL_S):
@@ -201,7 +205,7 @@ class Recorder:
     def _write_pending(self) -> None:
         if self._overflow:
             raise OSError(
-                errno.ENOBUFS, f"the disk is not keeping up ({self._queue.maxsize} records waiting)", str(self.path)
+                errno.ENOBUFS, f"the disk is not keeping up ({self._queue_max} records waiting)", str(self.path)
             )
         self._drain()
         self._flush()
@@ -220,21 +224,21 @@ class Recorder:
         return True
 
     def _drain(self) -> None:
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            self._write(item)
+        """Write what is queued: each table's rows at once, the other records in order."""
+        rows: dict[str, list[list]] = {}
+        for _ in range(len(self._queue)):
+            item = self._queue.popleft()
+            table = ROWS.get(type(item))
+            if table is not None:
+                rows.setdefault(table[0], []).append(_cells(table[1](item)))
+            else:
+                self._write(item)
+        for table, cells in rows.items():
+            self._writers[table].writerows(cells)
 
     def _write(self, item: object) -> None:
-        for cls, table, columns in TABLES:
-            if type(item) is cls:
-                self._writers[table].writerow([_cell(v) for v in row(item, columns)])
-                return
         if isinstance(item, GpuOthers):
-            for other in item.processes:
-                self._writers[OTHERS_TABLE].writerow([_cell(v) for v in row(other, OTHER_COLUMNS)])
+            self._writers[OTHERS_TABLE].writerows([_cells(OTHER_ROW(other)) for other in item.processes])
         elif isinstance(item, LogLine):
             self._log(item.process).write(item.text + "\n")
         elif isinstance(item, WorkloadState):
@@ -313,11 +317,7 @@ class Recorder:
             self.on_error(self.error)
 
     def _drop_queue(self) -> None:
-        while True:
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                return
+        self._queue.clear()
 
     def _close_files(self) -> None:
         """Close every file; a failed last flush is ignored (the capture is already lost or done)."""

@@ -108,7 +108,7 @@ def test_no_space_left_stops_the_capture_at_once_and_finalises_it_as_truncated(t
 
     for step in _steps("A", 1000, t0=1.0):
         recorder.handle(step)
-    assert recorder._queue.qsize() == 0, "nothing queues once the capture has failed"
+    assert len(recorder._queue) == 0, "nothing queues once the capture has failed"
     assert recorder.close(2.0) == path
     assert errors.seen == [error], "on_error is called once"
 
@@ -146,10 +146,10 @@ def test_the_queue_is_bounded_and_a_writer_that_falls_behind_ends_the_capture(tm
     errors = Errors()
     recorder = Recorder(path, _meta(), on_error=errors, queue_max=10)
     recorder.handle(LogLine("A", 0.0, "blocks the writer"))
-    wait_for(lambda: recorder._queue.qsize() == 0, what="the writer to take the line and block")
+    wait_for(lambda: len(recorder._queue) == 0, what="the writer to take the line and block")
     for step in _steps("A", 1000):
         recorder.handle(step)
-    assert recorder._queue.qsize() == 10, "the queue holds at most queue_max records"
+    assert len(recorder._queue) == 10, "the queue holds at most queue_max records"
     reader = os.open(path / "logs" / "A.out", os.O_RDONLY | os.O_NONBLOCK)
     try:
         assert errors.event.wait(10)

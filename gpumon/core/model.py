@@ -205,11 +205,6 @@ class WorkloadState:
 ENDED_STATES = ("exited", "stopped", "failed", "detached")
 
 
-def row(record: object, columns: tuple[str, ...]) -> tuple:
-    """The values of ``record`` in ``columns`` order (for the recorder)."""
-    return tuple(getattr(record, c) for c in columns)
-
-
 T = TypeVar("T")
 
 

@@ -28,6 +28,7 @@ from gpumon.plan import RunPlan, short_name
 from gpumon.stopsignals import StopGuard
 
 STATUS_PERIOD_S = 1.0
+EVENTS = (WorkloadState, Notice, SourceStatus)  # what the main thread prints besides the status lines
 # Nobody watches a screen here: the probes are read once per status line (steps keep the child's own times).
 LISTEN_S = STATUS_PERIOD_S
 
@@ -124,10 +125,10 @@ class HeadlessRun:
         self.known = LiveKnownUse(BESIDE_SLOT)  # an attached job without a probe: what is known of it
 
     def _on_event(self, item: object) -> None:
-        if isinstance(item, (WorkloadState, Notice, SourceStatus)):
-            self.events.put(item)
-            if isinstance(item, Notice) or (isinstance(item, WorkloadState) and item.state in ENDED_STATES):
-                self.wake.set()
+        """Bus subscriber of ``EVENTS``: queued for the main thread, which prints them."""
+        self.events.put(item)
+        if isinstance(item, Notice) or (isinstance(item, WorkloadState) and item.state in ENDED_STATES):
+            self.wake.set()
 
     def _on_signal(self, signum: int) -> None:
         self.signal_received = signum
@@ -153,10 +154,10 @@ class HeadlessRun:
             guard.restore()
 
     def _run(self) -> int:
-        self.session.bus.subscribe(self.live.handle)
-        self.session.bus.subscribe(self._on_event)
-        self.session.bus.subscribe(self.causes.handle)
-        self.session.bus.subscribe(self.known.handle)
+        self.session.bus.subscribe(self.live.handle, *LiveStats.TAKES)
+        self.session.bus.subscribe(self._on_event, *EVENTS)
+        self.session.bus.subscribe(self.causes.handle, *LiveCauses.TAKES)
+        self.session.bus.subscribe(self.known.handle, *LiveKnownUse.TAKES)
         path = None
         try:
             self.session.start()
@@ -215,7 +216,7 @@ class HeadlessRun:
         """Watch the ``--beside`` process as B; returns when A may start (None: no A to start)."""
         assert self.plan.beside is not None
         history = SoloHistory(BESIDE_SLOT)
-        self.session.bus.subscribe(history.handle)
+        self.session.bus.subscribe(history.handle, *SoloHistory.TAKES)
         attached = self.session.attach(self.plan.beside, BESIDE_SLOT)
         how = "reading its probe" if attached.probe is not None else "no probe: its rate is unknown"
         self._say(f"gpumon: watching pid {attached.pid} as {BESIDE_SLOT} ({how}); gpumon never signals it")

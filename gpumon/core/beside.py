@@ -99,6 +99,8 @@ def check_target(text: str | int) -> BesideTarget:
 class SoloHistory:
     """The steps of the attached process known so far (its history ring, then live): first and last post-warm-up."""
 
+    TAKES = (StepEvent,)  # what ``handle`` reads (Bus.subscribe)
+
     def __init__(self, process: str = SLOT) -> None:
         self.process = process
         self.first: float | None = None
@@ -158,6 +160,8 @@ def _figure(value: float, unit: str, digits: int = 0) -> str:
 class LiveKnownUse:
     """The live counterpart of ``KnownUse`` for the attached job: its SM % and GPU memory before the other job
     started (mean), and now (the last sample)."""
+
+    TAKES = (ProcessSample, WorkloadState)  # what ``handle`` reads (Bus.subscribe)
 
     def __init__(self, process: str = SLOT) -> None:
         self.process = process

@@ -127,7 +127,7 @@ class Launcher:
         self.workloads: dict[str, Workload] = {}
         self._lock = threading.Lock()
         self._reapers: list[threading.Thread] = []
-        bus.subscribe(self._on_event)
+        bus.subscribe(self._on_event, LogLine)
 
     def _on_event(self, item: object) -> None:
         if isinstance(item, LogLine) and item.process in self.workloads:

@@ -42,6 +42,8 @@ def _point(step: StepEvent) -> Point:
 class LiveStats:
     """Keeps the last ``window_s`` of steps per workload (and the step before them); safe to feed from the bus thread."""
 
+    TAKES = (StepEvent, ProcessSample, WorkloadState)  # what ``handle`` reads (Bus.subscribe)
+
     def __init__(self, window_s: float = WINDOW_S) -> None:
         self.window_s = window_s
         self._steps: dict[str, deque[StepEvent]] = {}

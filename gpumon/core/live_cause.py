@@ -133,6 +133,8 @@ class LiveCauses:
     Subscribe ``handle`` to the bus; call ``causes`` at each refresh once both jobs have a shared rate.
     """
 
+    TAKES = (DeviceSample, HostSample, WorkloadMeta, SourceStatus)  # what ``handle`` reads (Bus.subscribe)
+
     def __init__(self, baselines: Mapping[str, Baseline], window_s: float = WINDOW_S) -> None:
         self.baselines = dict(baselines)
         self.window = DeviceWindow(window_s)

@@ -40,7 +40,7 @@ class ProbeScanner(threading.Thread):
         self.clock = clock
         self.bus = Bus()
         self.live = LiveStats()
-        self.bus.subscribe(self.live.handle)
+        self.bus.subscribe(self.live.handle, *LiveStats.TAKES)
         self.listener = Listener(self.bus, clock)
         self._followed: dict[int, tuple[str, threading.Event]] = {}
         self._lock = threading.Lock()

@@ -149,6 +149,8 @@ class Recorder:
     ``on_error`` is called once from the writer thread.
     """
 
+    TAKES = (*ROWS, GpuOthers, LogLine, WorkloadState, WorkloadMeta, Notice)  # what ``handle`` records (Bus.subscribe)
+
     def __init__(
         self,
         path: Path,

@@ -88,7 +88,7 @@ class Session:
         self.capture_error: CaptureError | None = None
         self.shutting_down = False
         self.workload_meta: dict[str, dict[str, Any]] = {}
-        self.bus.subscribe(self._on_event)
+        self.bus.subscribe(self._on_event, WorkloadMeta)
 
     def _on_event(self, item: object) -> None:
         if isinstance(item, WorkloadMeta):
@@ -225,7 +225,7 @@ class Session:
                 self.recorder = None
                 shutil.rmtree(path, ignore_errors=True)  # nothing was recorded: leave nothing behind
                 raise
-        self._unsubscribe_recorder = self.bus.subscribe(self.recorder.handle)
+        self._unsubscribe_recorder = self.bus.subscribe(self.recorder.handle, *Recorder.TAKES)
         return path
 
     def _on_capture_error(self, error: CaptureError) -> None:

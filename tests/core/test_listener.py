@@ -83,6 +83,22 @@ def test_a_failing_subscriber_does_not_stop_the_others():
     assert seen == [1]
 
 
+def test_a_subscriber_gets_only_the_types_it_names():
+    bus = Bus()
+    steps, notices, everything = [], [], []
+    bus.subscribe(steps.append, StepEvent)
+    bus.subscribe(everything.append)
+    step, notice = StepEvent("A", 1, 0, 0.0, 0.1), Notice(0.0, "hello")
+    bus.publish(step)
+    bus.publish(notice)
+    assert steps == [step] and everything == [step, notice]
+    unsubscribe = bus.subscribe(notices.append, Notice)  # after the routes were worked out
+    bus.publish(notice)
+    unsubscribe()
+    bus.publish(notice)
+    assert notices == [notice] and steps == [step] and everything == [step, notice, notice, notice]
+
+
 def test_batches_from_every_child_are_gathered_into_one_wake_up_per_period():
     """Two probes flushing every 5 ms on their own phases wake the listener at most every GATHER_S."""
     import threading

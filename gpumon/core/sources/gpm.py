@@ -45,6 +45,7 @@ class Gpm:
         self.fields: list[str] = []  # DeviceSample fields whose metric works
         self.failed: str | None = None  # why GPM stopped, once it has
         self._tensor = NAN
+        self._requests: dict[tuple[int, ...], Any] = {}  # metric ids -> their request, built once (19 KB of ctypes)
 
     def open(self, t: float) -> str | None:
         """Allocate the samples and find which metrics work; None if usable, else why not."""
@@ -90,15 +91,17 @@ class Gpm:
     def _metrics(self, first: Any, second: Any, ids: list[int]) -> dict[int, tuple[int, float]]:
         """metric id -> (nvmlReturn, value) between two samples."""
         nv = self._nv
-        request = nv.c_nvmlGpmMetricsGet_t()
-        request.version = nv.NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = len(ids)
+        request = self._requests.get(tuple(ids))
+        if request is None:
+            request = self._requests[tuple(ids)] = nv.c_nvmlGpmMetricsGet_t()
+            request.version = nv.NVML_GPM_METRICS_GET_VERSION
+            request.numMetrics = len(ids)
+            for i, metric in enumerate(ids):
+                request.metrics[i].metricId = metric
         request.sample1, request.sample2 = first, second
-        for i, metric in enumerate(ids):
-            request.metrics[i].metricId = metric
         nv.nvmlGpmMetricsGet(request)
-        return {request.metrics[i].metricId: (request.metrics[i].nvmlReturn, request.metrics[i].value)
-                for i in range(len(ids))}
+        results = [request.metrics[i] for i in range(len(ids))]
+        return {m.metricId: (m.nvmlReturn, m.value) for m in results}
 
     def read(self, t: float) -> dict[str, float]:
         """One sample now; each working field's value since the previous sample (NaN where it failed)."""

@@ -1,21 +1,26 @@
-"""What watching costs: gpumon's TUI and --headless against nvitop, each in a real pseudo-terminal.
+"""What watching costs: gpumon's runner, its viewer and its TUI against nvitop, each measured alone.
 
     python benchmarks/observer_cost.py                       # this box: CPU jobs, fake NVML with H100 costs
     python benchmarks/observer_cost.py --device cuda --nvml real   # a GPU box: resnet50 + vgg19, real driver
+    python benchmarks/observer_cost.py --only detached --only 'nvitop --interval' --before /tmp/old   # a before/after
 
-Two workloads train the whole time while each monitor runs, one after the other, in its own
-pty (120x40 unless --cols/--rows), for --seconds after --warmup:
+Two workloads train the whole time while each monitor runs, one after the other, for --seconds
+after --warmup; a terminal program gets its own pty (120x40 unless --cols/--rows):
 
 - ``gpumon run A B`` (the TUI; it launches and watches the two jobs itself, step events included)
-- ``gpumon run A B --headless`` (status lines)
+- ``gpumon run A B --headless`` (status lines; the same runner ``--detach`` starts)
 - both again with ``--interval 250``: NVML read at nvitop@0.25 s's own rate, for a like-for-like row
+- ``gpumon run A B --detach``: its runner alone (no terminal, nobody attached), then with one
+  ``gpumon attach`` in a pty: the viewer, the runner while watched, and the two together
 - ``nvitop --interval 0.25`` and ``nvitop`` (default 2 s), watching the same two jobs started here
 
 For each it prints the monitor's own CPU as % of one core (children excluded), its RSS and the
-bytes per second it wrote to the terminal (for gpumon also each thread's CPU and wake-ups), then
-each gpumon row ÷ nvitop@0.25 s, all from this one run (issue 26's targets: the runner nobody
-watches, ``--headless``, at most 0.5; a screen at most 1.0). Nothing is asserted. ``--before DIR``
-measures each gpumon row from another source tree too, just before this checkout's.
+bytes per second it wrote to the terminal, for gpumon also each thread's CPU and wake-ups and the
+steps per second its capture recorded meanwhile (what the listener and recorder handle), then
+each gpumon row ÷ nvitop@0.25 s, all from this one run. Issue 26's targets: the runner nobody
+watches at most 0.5, one viewer (or the TUI) at most 1.0. Nothing is asserted. ``--before DIR``
+measures each gpumon row from another source tree too (e.g. ``git worktree add DIR main``), just
+before this checkout's.
 
 ``--nvml fake`` (the default with ``--device cpu``) builds tests/fakenvml and points gpumon AND
 nvitop at it (``LD_LIBRARY_PATH``) with ``FAKENVML_COSTS=h100``, so both pay the H100's measured
@@ -27,12 +32,16 @@ processes. ``--nvml real`` loads the system's libnvidia-ml (needs nvitop: ``pip 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -40,11 +49,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.fakenvml
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from pty_monitor import PtyCost, run_in_pty  # noqa: E402
+from pty_monitor import PtyCost, PtyProgram, cost_between, rss_mib, run_in_pty, snapshot, thread_names  # noqa: E402
 
 CTRL_C = b"\x03"
 # Issue 26: the runner nobody watches at most half of nvitop@0.25 s; a screen (one viewer) at most nvitop's cost.
-TARGETS = {"gpumon --headless": 0.5, "gpumon TUI": 1.0}
+RUNNER, VIEWER, WATCHED, BOTH = (
+    "gpumon runner (detached, nobody attached)",
+    "gpumon attach (viewer)",
+    "gpumon runner while attached",
+    "gpumon runner + viewer",
+)
+TARGETS = {"gpumon --headless": 0.5, RUNNER: 0.5, "gpumon TUI": 1.0, VIEWER: 1.0}
 H100_SCENARIO = """\
 driver 580.159.04
 cuda_driver 13000
@@ -61,6 +76,15 @@ class Monitor:
     quit_keys: bytes
     launches_jobs: bool
     tree: str | None = None  # gpumon from this source tree (PYTHONPATH) instead of this checkout
+    detached: bool = False  # argv starts a detached run: its runner, then a viewer, are measured (``measure_detached``)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The rows it gives."""
+        if not self.detached:
+            return (self.name,)
+        suffix = self.name.removeprefix("gpumon --detach")
+        return tuple(f"{row}{suffix}" for row in (RUNNER, VIEWER, WATCHED, BOTH))
 
 
 def workload_argv(spec: str, device: str) -> list[str]:
@@ -83,6 +107,7 @@ def monitors(jobs: list[str], device: str, runs: str, nvml: bool, before: str | 
         Monitor("gpumon --headless", [*gpumon, "--headless"], CTRL_C, True),
         Monitor("gpumon TUI --interval 250", [*gpumon, "--interval", "250"], b"q", True),
         Monitor("gpumon --headless --interval 250", [*gpumon, "--headless", "--interval", "250"], CTRL_C, True),
+        Monitor("gpumon --detach", [*gpumon, "--detach", "--json"], b"q", True, detached=True),
     ]
     measured = []
     for monitor in ours:
@@ -136,17 +161,74 @@ def stop_jobs(procs: list[subprocess.Popen]) -> None:
             proc.wait()
 
 
-def measure(monitor: Monitor, args: argparse.Namespace, fake: FakeDriver | None, runs: str) -> PtyCost:
+def measure(monitor: Monitor, args: argparse.Namespace, fake: FakeDriver | None, runs: str) -> dict[str, PtyCost]:
+    """The monitor's rows, each name to its cost."""
     base = {**os.environ, "GPUMON_RUNS": runs}
-    base["PYTHONPATH"] = monitor.tree or str(ROOT)  # never the installed gpumon, nor the working directory's (-P)
+    tree = monitor.tree or str(ROOT)
+    base["PYTHONPATH"] = tree  # never the installed gpumon, nor the working directory's (-P; cwd too, for --detach)
     jobs: list[subprocess.Popen] = []
     try:
         if not monitor.launches_jobs:
             jobs = start_jobs(args.jobs, args.device, base)
         env = fake.environment(base, None if monitor.launches_jobs else [p.pid for p in jobs]) if fake else base
-        return run_in_pty(monitor.argv, env, args.warmup, args.seconds, monitor.quit_keys, args.cols, args.rows)
+        if monitor.detached:
+            return measure_detached(monitor, args, env, tree)
+        return {monitor.name: run_in_pty(monitor.argv, env, args.warmup, args.seconds, monitor.quit_keys, args.cols,
+                                         args.rows, cwd=tree)}
     finally:
         stop_jobs(jobs)
+
+
+def measure_detached(monitor: Monitor, args: argparse.Namespace, env: dict[str, str], tree: str) -> dict[str, PtyCost]:
+    """A detached run: its runner alone for --seconds after --warmup, then with one ``gpumon attach`` in a pty for as
+    long after the viewer's own warm-up; ``gpumon stop`` ends it."""
+    started = subprocess.run(monitor.argv, env=env, cwd=tree, capture_output=True, text=True, check=True, timeout=120)
+    out = json.loads(started.stdout)
+    run_dir, runner = out["run"], int(out["runner_pid"])
+    names = dict(zip((RUNNER, VIEWER, WATCHED, BOTH), monitor.names))
+    try:
+        time.sleep(args.warmup)
+        runner_threads = thread_names(runner)
+        time.sleep(1.0)
+        before = snapshot(runner)
+        time.sleep(args.seconds)
+        alone = _cost(before, snapshot(runner), runner_threads)
+        viewer = PtyProgram([sys.executable, "-P", "-m", "gpumon", "attach", run_dir], env, args.cols, args.rows, tree)
+        try:
+            viewer.drain(time.monotonic() + args.warmup)
+            viewer_threads = thread_names(viewer.pid)
+            viewer.drain(time.monotonic() + 1.0)
+            runner0, viewer0, bytes0 = snapshot(runner), snapshot(viewer.pid), viewer.received
+            viewer.drain(viewer0.wall + args.seconds)
+            runner1, viewer1 = snapshot(runner), snapshot(viewer.pid)
+            watched = _cost(runner0, runner1, runner_threads)
+            seen = _cost(viewer0, viewer1, viewer_threads, (viewer.received - bytes0) / (viewer1.wall - viewer0.wall))
+        finally:
+            exit_status = viewer.quit(b"q")
+        seen = replace(seen, exit_status=exit_status)
+        both = replace(watched, cpu_pct=watched.cpu_pct + seen.cpu_pct, rss_mib=watched.rss_mib + seen.rss_mib,
+                       bytes_per_s=seen.bytes_per_s, threads=())
+    finally:
+        subprocess.run([sys.executable, "-P", "-m", "gpumon", "stop", run_dir], env=env, cwd=tree, capture_output=True,
+                       timeout=120)
+    return {names[RUNNER]: alone, names[VIEWER]: seen, names[WATCHED]: watched, names[BOTH]: both}
+
+
+def _cost(before, after, thread_names: dict[int, str], bytes_per_s: float = 0.0) -> PtyCost:
+    cpu, seconds, threads = cost_between(before, after, thread_names)
+    return PtyCost(cpu, rss_mib(after.pid), seconds, bytes_per_s, "running", "", threads, (before.wall, after.wall))
+
+
+def steps_per_s(runs: str, window: tuple[float, float]) -> float:
+    """Steps recorded per second in the newest run under ``runs`` between two monotonic times (NaN: none)."""
+    dirs = sorted(Path(runs).glob("*/run.json"), key=lambda p: p.stat().st_mtime)
+    if not dirs or math.isnan(window[0]):
+        return math.nan
+    t0_ns = json.loads(dirs[-1].read_text())["t0_monotonic_ns"]
+    start, end = ((w * 1e9 - t0_ns) / 1e9 for w in window)
+    with open(dirs[-1].parent / "steps.csv", newline="") as f:
+        times = [float(row["t"]) for row in csv.DictReader(f)]
+    return sum(start <= t < end for t in times) / (end - start)
 
 
 def main() -> None:
@@ -177,17 +259,17 @@ def main() -> None:
         fake = FakeDriver(Path(work)) if args.nvml == "fake" else None
         runs = str(Path(work) / "runs")
         for monitor in monitors(args.jobs, args.device, runs, args.nvml != "off", args.before):
-            if args.only and not any(re.search(pattern, monitor.name) for pattern in args.only):
+            if args.only and not any(re.search(pattern, name) for pattern in args.only for name in monitor.names):
                 continue
-            cost = measure(monitor, args, fake, runs)
-            results[monitor.name] = cost
-            print(
-                f"  {monitor.name:33} CPU {cost.cpu_pct:5.2f} % of one core   RSS {cost.rss_mib:4.0f} MiB   "
-                f"terminal {cost.bytes_per_s / 1024:6.1f} KiB/s   exit {cost.exit_status}",
-                flush=True,
-            )
-            if monitor.launches_jobs:  # where gpumon's CPU goes, thread by thread
-                for thread in cost.threads:
+            for name, cost in measure(monitor, args, fake, runs).items():
+                results[name] = cost
+                steps = f"   {steps_per_s(runs, cost.window):5.0f} steps/s" if monitor.launches_jobs else ""
+                print(
+                    f"  {name:42} CPU {cost.cpu_pct:5.2f} % of one core   RSS {cost.rss_mib:4.0f} MiB   "
+                    f"terminal {cost.bytes_per_s / 1024:6.1f} KiB/s   exit {cost.exit_status}{steps}",
+                    flush=True,
+                )
+                for thread in cost.threads if monitor.launches_jobs else ():  # where gpumon's CPU goes, thread by thread
                     if thread.cpu_pct >= 0.005:
                         print(f"      {thread.name:22} {thread.cpu_pct:5.2f} %  {thread.wakeups_per_s:5.1f} wake-ups/s  "
                               f"{thread.us_per_wakeup:6.0f} µs each", flush=True)

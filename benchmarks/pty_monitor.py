@@ -12,6 +12,7 @@ used on the H100.
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import pty
 import re
@@ -52,6 +53,7 @@ class PtyCost:
     exit_status: int | str
     last_output: str
     threads: tuple[ThreadCost, ...] = field(default=())
+    window: tuple[float, float] = (math.nan, math.nan)  # monotonic start and end of what was measured
 
 
 def thread_times(pid: int) -> dict[int, tuple[float, int]]:
@@ -87,6 +89,26 @@ def thread_costs(before: dict[int, tuple[float, int]], after: dict[int, tuple[fl
     return tuple(sorted(costs, key=lambda c: -c.cpu_pct))
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A process's CPU so far, whole and per thread, at a monotonic time."""
+
+    pid: int
+    cpu_s: float
+    threads: dict[int, tuple[float, int]]
+    wall: float
+
+
+def snapshot(pid: int) -> Snapshot:
+    return Snapshot(pid, cpu_seconds(pid), thread_times(pid), time.monotonic())
+
+
+def cost_between(before: Snapshot, after: Snapshot, names: dict[int, str]) -> tuple[float, float, tuple[ThreadCost, ...]]:
+    """(CPU % of one core, seconds, per thread) of one process between two snapshots."""
+    seconds = after.wall - before.wall
+    return 100 * (after.cpu_s - before.cpu_s) / seconds, seconds, thread_costs(before.threads, after.threads, names, seconds)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of ``pid`` itself (children excluded)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -105,11 +127,13 @@ def rss_mib(pid: int) -> float:
 class PtyProgram:
     """``argv`` started under a new pty of ``cols`` x ``rows``; ``drain`` reads what it writes."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cols: int = 120, rows: int = 40) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cols: int = 120, rows: int = 40, cwd: str | None = None) -> None:
         env = {**env, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
         pid, fd = pty.fork()
         if pid == 0:  # the child: exec the program with the pty as its terminal
             try:
+                if cwd is not None:
+                    os.chdir(cwd)
                 os.execvpe(argv[0], argv, env)
             finally:
                 os._exit(127)
@@ -118,6 +142,7 @@ class PtyProgram:
         self.received = 0
         self.tail = b""
         self.open = True
+        self.window = (math.nan, math.nan)  # the monotonic times measured
 
     def drain(self, until: float) -> None:
         """Read the program's output until the monotonic time ``until`` (or until the pty closes)."""
@@ -140,12 +165,11 @@ class PtyProgram:
         self.drain(time.monotonic() + warmup_s)
         names = thread_names(self.pid)
         self.drain(time.monotonic() + 1.0)  # let the dump's pause pass before measuring
-        threads0, cpu0, wall0, bytes0 = thread_times(self.pid), cpu_seconds(self.pid), time.monotonic(), self.received
-        self.drain(wall0 + seconds)
-        threads1, cpu1, wall1 = thread_times(self.pid), cpu_seconds(self.pid), time.monotonic()
-        measured = wall1 - wall0
-        threads = thread_costs(threads0, threads1, names, measured)
-        return 100 * (cpu1 - cpu0) / measured, rss_mib(self.pid), measured, self.received - bytes0, threads
+        before, bytes0 = snapshot(self.pid), self.received
+        self.drain(before.wall + seconds)
+        cpu, measured, threads = cost_between(before, snapshot(self.pid), names)
+        self.window = (before.wall, before.wall + measured)
+        return cpu, rss_mib(self.pid), measured, self.received - bytes0, threads
 
     def quit(self, keys: bytes) -> int | str:
         """Type ``keys`` (``q``, or ``\\x03`` for Ctrl-C) and wait for the exit; SIGKILL after 30 s."""
@@ -167,10 +191,11 @@ class PtyProgram:
 
 
 def run_in_pty(
-    argv: list[str], env: dict[str, str], warmup_s: float, seconds: float, quit_keys: bytes, cols: int = 120, rows: int = 40
+    argv: list[str], env: dict[str, str], warmup_s: float, seconds: float, quit_keys: bytes, cols: int = 120, rows: int = 40,
+    cwd: str | None = None,
 ) -> PtyCost:
     """Start ``argv`` in a pty, measure it for ``seconds`` after ``warmup_s``, then quit it."""
-    program = PtyProgram(argv, env, cols, rows)
+    program = PtyProgram(argv, env, cols, rows, cwd)
     threads: tuple[ThreadCost, ...] = ()
     try:
         cpu, rss, measured, written, threads = program.measure(warmup_s, seconds)
@@ -179,4 +204,5 @@ def run_in_pty(
         written = 0
     status = program.quit(quit_keys)
     tail = program.tail.decode("utf-8", "replace")
-    return PtyCost(cpu, rss, measured, written / measured if measured == measured else 0.0, status, tail, threads)
+    return PtyCost(cpu, rss, measured, written / measured if measured == measured else 0.0, status, tail, threads,
+                   program.window)

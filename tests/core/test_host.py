@@ -66,3 +66,54 @@ def test_host_sample_has_every_core():
     sample = HostSource().sample_host(0.0)
     assert len(sample.per_core) == psutil.cpu_count()
     assert 0 < sample.mem_used_mib < sample.mem_total_mib
+
+
+def test_proc_stat_reads_what_psutil_reads_from_one_file(family, tmp_path):
+    """Memory, threads and CPU time as psutil gives them; a command with spaces and parentheses; a zombie; a gone PID."""
+    root, grandchild = family
+    stat, proc = host.proc_stat(grandchild), psutil.Process(grandchild)
+    assert stat.rss_bytes == pytest.approx(proc.memory_info().rss, abs=2 << 20) and stat.rss_bytes > 64 << 20
+    assert stat.threads == proc.num_threads() and not stat.zombie
+    assert abs(stat.cpu_s - (proc.cpu_times().user + proc.cpu_times().system)) < 0.02
+
+    odd = tmp_path / "a) b (c"
+    odd.symlink_to("/bin/sleep")
+    sleeper = subprocess.Popen([str(odd), "30"])
+    try:
+        wait_for(lambda: psutil.Process(sleeper.pid).name() == odd.name, what="the renamed sleeper")
+        stat = host.proc_stat(sleeper.pid)
+        assert stat is not None and stat.threads == 1
+        assert stat.rss_bytes == pytest.approx(psutil.Process(sleeper.pid).memory_info().rss, abs=2 << 20)
+    finally:
+        sleeper.kill()
+    wait_for(lambda: psutil.Process(sleeper.pid).status() == psutil.STATUS_ZOMBIE, what="a zombie (not yet reaped)")
+    assert host.proc_stat(sleeper.pid).zombie
+    sleeper.wait()
+    assert host.proc_stat(sleeper.pid) is None
+
+
+def test_host_cpu_and_memory_read_from_proc_as_psutil_counts_them():
+    """Each core's busy % over the same half second, and memory, agree with psutil's (one clock tick apart at most)."""
+    import time
+
+    source = HostSource()
+    psutil.cpu_percent(percpu=True)
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:  # one core busy here
+        sum(range(1000))
+    ours = source.sample_host(0.5)
+    theirs = psutil.cpu_percent(percpu=True)
+    assert len(ours.per_core) == len(theirs) == psutil.cpu_count()
+    assert all(abs(a - b) <= 5.0 for a, b in zip(ours.per_core, theirs)), (ours.per_core, theirs)
+    assert max(ours.per_core) > 50
+    mem = psutil.virtual_memory()
+    assert ours.mem_total_mib == mem.total / 2**20
+    assert abs(ours.mem_used_mib - (mem.total - mem.available) / 2**20) < 64
+
+
+def test_busy_pct_counts_as_psutil_does():
+    before = [100, 0, 50, 800, 10, 0, 0, 0, 20, 0]
+    after = [160, 0, 70, 900, 5, 0, 0, 0, 40, 0]  # iowait stepped back: not negative time
+    # busy: user 60 (guest 20 inside it) + system 20 = 80; all: 60 + 20 + idle 100 + iowait 0 = 180 (guest not twice)
+    assert host.busy_pct(before, after) == round(100 * 80 / 180, 1)
+    assert host.busy_pct(before, before) == 0.0

@@ -110,7 +110,7 @@ class HeadlessRun:
         self.out = out
         self.err = err
         self.session = Session(replace(plan.session, listen_s=LISTEN_S))
-        self.live = LiveStats()
+        self.live = LiveStats(shared=bool(plan.baselines))  # the interference line needs --baseline runs
         self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.signal_received: int | None = None
@@ -156,7 +156,8 @@ class HeadlessRun:
     def _run(self) -> int:
         self.session.bus.subscribe(self.live.handle, *LiveStats.TAKES)
         self.session.bus.subscribe(self._on_event, *EVENTS)
-        self.session.bus.subscribe(self.causes.handle, *LiveCauses.TAKES)
+        if self.causes.baselines:  # causes are only said against --baseline runs
+            self.session.bus.subscribe(self.causes.handle, *LiveCauses.TAKES)
         self.session.bus.subscribe(self.known.handle, *LiveKnownUse.TAKES)
         path = None
         try:

@@ -198,21 +198,12 @@ class Listener(threading.Thread):
             self.bus.publish(WorkloadMeta(process, pid, message["info"]))
 
     def _steps(self, process: str, pid: int, message: dict) -> None:
+        at, publish, nan = self.clock.at, self.bus.publish, math.nan  # per step, hundreds a second: positional
         try:
             for step, t_ns, iter_ns, samples, warmup, copy_bytes, copy_ns in message["rows"]:
-                self.bus.publish(
-                    StepEvent(
-                        process=process,
-                        pid=pid,
-                        step=int(step),
-                        t=self.clock.at(int(t_ns)),
-                        iter_s=int(iter_ns) / 1e9,
-                        samples=math.nan if samples is None else float(samples),
-                        warmup=bool(warmup),
-                        copy_bytes=int(copy_bytes),
-                        copy_s=math.nan if copy_ns is None else int(copy_ns) / 1e9,
-                    )
-                )
+                publish(StepEvent(process, pid, int(step), at(int(t_ns)), int(iter_ns) / 1e9,
+                                  nan if samples is None else float(samples), bool(warmup), int(copy_bytes),
+                                  nan if copy_ns is None else int(copy_ns) / 1e9))
         except (KeyError, TypeError, ValueError):
             self._notice_once(("bad", process), process, "ignored a malformed probe message")
             return

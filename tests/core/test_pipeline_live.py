@@ -60,3 +60,25 @@ def test_warm_up_is_reported_while_the_last_step_is_a_warm_up_step():
     live = LiveStats()
     live.handle(StepEvent("A", 1, 0, 0.01, 0.01, warmup=True))
     assert live.figures("A", 0.02).warmup
+
+
+def test_steps_wait_for_the_next_question_and_never_pile_up():
+    """A step costs the publisher an append; figures take them in, in order; with nobody asking, ABSORB_AT at most wait."""
+    from gpumon.core.live import ABSORB_AT
+    from gpumon.core.model import WorkloadState
+
+    live = LiveStats(window_s=2.0)
+    end = _feed(live, "A", 3 * ABSORB_AT + 7, 0.001)
+    assert len(live._pending) < ABSORB_AT, "the publisher took them in itself"
+    assert live.figures("A", end).steps == 3 * ABSORB_AT + 7 and not live._pending
+    for i in range(300):  # together, in time order: A at 50 steps/s, B at 100
+        t = end + (i + 1) * 0.01
+        if i % 2:
+            live.handle(StepEvent("A", 1, 3 * ABSORB_AT + 7 + i // 2, t, 0.02))
+        live.handle(StepEvent("B", 2, i, t, 0.01, warmup=i < 2))
+    live.handle(WorkloadState("B", "exited", end + 3.0, exit_status=0))  # its last steps, still waiting, count
+    _feed(live, "A", 100, 0.001, t0=end + 3.0)  # after B left: not in the overlap
+    rates = live.shared_rates(["A", "B"])
+    assert rates["B"] == pytest.approx(100.0, rel=0.02) and rates["A"] == pytest.approx(50.0, rel=0.05)
+    with pytest.raises(RuntimeError, match="no shared rates"):
+        LiveStats(shared=False).shared_rates(["A"])

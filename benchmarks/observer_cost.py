@@ -38,6 +38,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,7 +60,7 @@ RUNNER, VIEWER, WATCHED, BOTH = (
     "gpumon runner while attached",
     "gpumon runner + viewer",
 )
-TARGETS = {"gpumon --headless": 0.5, RUNNER: 0.5, "gpumon TUI": 1.0, VIEWER: 1.0}
+TARGETS = {"gpumon --headless": 0.5, RUNNER: 0.5, VIEWER: 1.0}
 H100_SCENARIO = """\
 driver 580.159.04
 cuda_driver 13000
@@ -244,6 +245,8 @@ def main() -> None:
                         help="measure only monitors whose name matches this (re.search; repeatable)")
     parser.add_argument("--before", metavar="DIR", help="also measure each gpumon row from this source tree "
                         "(e.g. `git worktree add DIR <commit>`), just before this checkout's, in this one run")
+    parser.add_argument("--rounds", type=int, default=1, help="measure every monitor this many times, round after round "
+                        "(a busy box's load moves between monitors); the ratios are each round's, then their median")
     args = parser.parse_args()
     cuda = args.device.startswith("cuda")
     args.nvml = args.nvml or ("real" if cuda else "fake")
@@ -254,33 +257,57 @@ def main() -> None:
         f"on {args.device}; NVML {args.nvml}{' (tests/fakenvml, FAKENVML_COSTS=h100)' if args.nvml == 'fake' else ''}; "
         f"pty {args.cols}x{args.rows}, {args.warmup:g} s warm-up, {args.seconds:g} s measured each"
     )
-    results: dict[str, PtyCost] = {}
+    rounds: list[dict[str, PtyCost]] = []
     with tempfile.TemporaryDirectory(prefix="gpumon-observer-") as work:
         fake = FakeDriver(Path(work)) if args.nvml == "fake" else None
         runs = str(Path(work) / "runs")
-        for monitor in monitors(args.jobs, args.device, runs, args.nvml != "off", args.before):
-            if args.only and not any(re.search(pattern, name) for pattern in args.only for name in monitor.names):
-                continue
-            for name, cost in measure(monitor, args, fake, runs).items():
-                results[name] = cost
-                steps = f"   {steps_per_s(runs, cost.window):5.0f} steps/s" if monitor.launches_jobs else ""
-                print(
-                    f"  {name:42} CPU {cost.cpu_pct:5.2f} % of one core   RSS {cost.rss_mib:4.0f} MiB   "
-                    f"terminal {cost.bytes_per_s / 1024:6.1f} KiB/s   exit {cost.exit_status}{steps}",
-                    flush=True,
-                )
-                for thread in cost.threads if monitor.launches_jobs else ():  # where gpumon's CPU goes, thread by thread
-                    if thread.cpu_pct >= 0.005:
-                        print(f"      {thread.name:22} {thread.cpu_pct:5.2f} %  {thread.wakeups_per_s:5.1f} wake-ups/s  "
-                              f"{thread.us_per_wakeup:6.0f} µs each", flush=True)
-    fast = results.get("nvitop --interval 0.25")
-    if fast is not None and fast.cpu_pct > 0:
-        for name, cost in results.items():
-            if name.startswith("gpumon"):
-                target = TARGETS.get(name.removesuffix(" (before)"))
-                print(f"  {name} ÷ nvitop@0.25 s = {cost.cpu_pct / fast.cpu_pct:.2f}"
-                      + (f" (target <= {target})" if target is not None else ""))
+        for number in range(1, args.rounds + 1):
+            if args.rounds > 1:
+                print(f"round {number} of {args.rounds} (load average {os.getloadavg()[0]:.2f})", flush=True)
+            rounds.append(measure_round(args, fake, runs))
+    for number, results in enumerate(rounds, 1):
+        if args.rounds > 1:
+            print(f"round {number}:")
+        for name, ratio in ratios(results).items():
+            target = TARGETS.get(name.removesuffix(" (before)"))
+            print(f"  {name} ÷ nvitop@0.25 s = {ratio:.2f}" + (f" (target <= {target})" if target is not None else ""))
+    if args.rounds > 1:
+        print(f"median of {args.rounds} rounds:")
+        for name in ratios(rounds[0]):
+            values = [ratios(results)[name] for results in rounds]
+            cpu = statistics.median(results[name].cpu_pct for results in rounds)
+            print(f"  {name}: CPU {cpu:.2f} % of one core, ÷ nvitop@0.25 s = {statistics.median(values):.2f} "
+                  f"({', '.join(f'{v:.2f}' for v in values)})")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+def measure_round(args: argparse.Namespace, fake: FakeDriver | None, runs: str) -> dict[str, PtyCost]:
+    """Every monitor asked for, once, printed as it is measured."""
+    results: dict[str, PtyCost] = {}
+    for monitor in monitors(args.jobs, args.device, runs, args.nvml != "off", args.before):
+        if args.only and not any(re.search(pattern, name) for pattern in args.only for name in monitor.names):
+            continue
+        for name, cost in measure(monitor, args, fake, runs).items():
+            results[name] = cost
+            steps = f"   {steps_per_s(runs, cost.window):5.0f} steps/s" if monitor.launches_jobs else ""
+            print(
+                f"  {name:42} CPU {cost.cpu_pct:5.2f} % of one core   RSS {cost.rss_mib:4.0f} MiB   "
+                f"terminal {cost.bytes_per_s / 1024:6.1f} KiB/s   exit {cost.exit_status}{steps}",
+                flush=True,
+            )
+            for thread in cost.threads if monitor.launches_jobs else ():  # where gpumon's CPU goes, thread by thread
+                if thread.cpu_pct >= 0.005:
+                    print(f"      {thread.name:22} {thread.cpu_pct:5.2f} %  {thread.wakeups_per_s:5.1f} wake-ups/s  "
+                          f"{thread.us_per_wakeup:6.0f} µs each", flush=True)
+    return results
+
+
+def ratios(results: dict[str, PtyCost]) -> dict[str, float]:
+    """Each gpumon row's CPU ÷ nvitop@0.25 s's, from one round ({} without nvitop@0.25 s)."""
+    fast = results.get("nvitop --interval 0.25")
+    if fast is None or not fast.cpu_pct > 0:
+        return {}
+    return {name: cost.cpu_pct / fast.cpu_pct for name, cost in results.items() if name.startswith("gpumon")}
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import selectors
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
@@ -61,11 +62,14 @@ def _pipe_bytes(fd: int) -> int:
 class Listener(threading.Thread):
     """Turns probe JSON lines into StepEvent/WorkloadMeta and output into LogLine, on one thread."""
 
-    def __init__(self, bus: Bus, clock: RunClock, period_s: float = GATHER_S) -> None:
+    def __init__(self, bus: Bus, clock: RunClock, period_s: float = GATHER_S,
+                 on_gathered: Callable[[], None] | None = None) -> None:
+        """``on_gathered``: called on this thread after each read that published something."""
         super().__init__(name="gpumon-listener", daemon=True)
         self.bus = bus
         self.clock = clock
         self.period_s = period_s
+        self.on_gathered = on_gathered
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -105,6 +109,7 @@ class Listener(threading.Thread):
             woke = time.monotonic()
             self.wakeups += 1
             wait = self.period_s
+            gathered = False
             for key, _ in ready:
                 if key.data is None:  # woken: new streams (they may hold data already), hurry or stop
                     os.read(self._wake_r, 4096)
@@ -116,7 +121,10 @@ class Listener(threading.Thread):
                     got += n
                 if got:  # back before this stream's pipe holds ``safe_bytes`` at the rate it just came
                     wait = min(wait, (woke - last) * key.data.safe_bytes / got)
+                    gathered = True
             last = woke
+            if gathered and self.on_gathered is not None:
+                self.on_gathered()
             if wait:
                 self._nap(max(min(self.period_s, GATHER_S), wait) - (time.monotonic() - woke))
         self._drain_all()

@@ -158,6 +158,7 @@ class Recorder:
         self._files: dict[str, IO[str]] = {}
         self._logs: dict[str, IO[str]] = {}
         self._stop = threading.Event()
+        self._soon = threading.Event()  # write now, not at the end of the interval (``flush_soon``)
         self._meta_dirty = True
         self._started = time.monotonic()
         try:
@@ -186,9 +187,16 @@ class Recorder:
             return
         self._queue.append(item)
 
+    def flush_soon(self) -> None:
+        """Write what is queued now (a runner's listener has just read its steps: a viewer following the files
+        then sees them a second sooner), then every FLUSH_INTERVAL_S again."""
+        self._soon.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(FLUSH_INTERVAL_S):
-            if not self._guarded(self._write_pending):
+        while True:
+            self._soon.wait(FLUSH_INTERVAL_S)
+            self._soon.clear()
+            if self._stop.is_set() or not self._guarded(self._write_pending):
                 return
 
     def _write_pending(self) -> None:
@@ -319,6 +327,7 @@ class Recorder:
     def close(self, duration_s: float) -> Path:
         """Write everything queued, mark the run complete (or keep it truncated), close the files."""
         self._stop.set()
+        self._soon.set()
         self._thread.join()
         if self.error is None:
             self._guarded(lambda: self._complete(duration_s))

@@ -24,7 +24,7 @@ from gpumon.core.listener import GATHER_S, Listener
 from gpumon.core.metrics import MetricsServer
 from gpumon.core.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.mps import MpsControl, ShareMode
-from gpumon.core.recorder import CaptureError, Recorder, create_run_dir, initial_meta
+from gpumon.core.recorder import FLUSH_INTERVAL_S, CaptureError, Recorder, create_run_dir, initial_meta
 from gpumon.core.runner import RunnerInfo
 from gpumon.core.sampler import Sampler
 from gpumon.core.sources.host import HostSource
@@ -74,7 +74,10 @@ class Session:
         self.config = config
         self.bus = Bus()
         self.clock = RunClock.start()
-        self.listener = Listener(self.bus, self.clock, config.listen_s)
+        # A listener that reads no more often than the recorder writes has the capture written right after each read:
+        # what a viewer follows in the files is then no older than the listener's period (not twice that).
+        gathered = self._write_capture_soon if config.listen_s >= FLUSH_INTERVAL_S else None
+        self.listener = Listener(self.bus, self.clock, config.listen_s, gathered)
         self.launcher = Launcher(self.bus, self.clock, self.listener, config.warmup)
         self.host = HostSource()
         self.nvml = NvmlSource(config.gpu_index) if config.nvml else None
@@ -89,6 +92,11 @@ class Session:
         self.shutting_down = False
         self.workload_meta: dict[str, dict[str, Any]] = {}
         self.bus.subscribe(self._on_event, WorkloadMeta)
+
+    def _write_capture_soon(self) -> None:
+        recorder = self.recorder
+        if recorder is not None:
+            recorder.flush_soon()
 
     def _on_event(self, item: object) -> None:
         if isinstance(item, WorkloadMeta):

@@ -227,3 +227,26 @@ def test_hurry_reads_at_once_instead_of_at_the_end_of_the_period():
     assert isinstance(item, StepEvent) and item.step == 0
     listener.stop()
     listener.join(5)
+
+
+def test_on_gathered_follows_each_read_that_published_something():
+    """A runner's session hangs the recorder's flush_soon here (tests/core/test_pipeline_recorder.py)."""
+    import threading
+
+    gathered = threading.Event()
+    listener, events, _ = start(period_s=60.0, on_gathered=gathered.set)
+    probe_r, probe_w = os.pipe()
+    listener.watch(probe_r, "A", "probe")
+    assert not gathered.wait(0.2), "nothing read yet"
+    os.write(probe_w, (json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [[0, 0, 1, None, 0, 0, None]]}) + "\n").encode())
+    listener.hurry()
+    assert gathered.wait(10) and isinstance(events.get(timeout=10), StepEvent)
+    listener.stop()
+    listener.join(5)
+
+
+def test_a_runners_session_writes_its_capture_after_each_read_and_a_screens_does_not():
+    from gpumon.core.session import Session, SessionConfig
+
+    assert Session(SessionConfig(nvml=False, listen_s=1.0)).listener.on_gathered is not None
+    assert Session(SessionConfig(nvml=False)).listener.on_gathered is None

@@ -176,3 +176,17 @@ def test_items_it_does_not_record_are_ignored(tmp_path):
     recorder.close(0.1)
     run = load_run(path)
     assert run.meta["status"] == "complete" and run.steps().empty
+
+
+def test_flush_soon_writes_at_once_instead_of_at_the_end_of_the_interval(tmp_path, monkeypatch):
+    """What a runner's listener asks after each read, so a viewer following the files is not a second later."""
+    import gpumon.core.recorder as recorder_module
+
+    monkeypatch.setattr(recorder_module, "FLUSH_INTERVAL_S", 60.0)
+    path = _run_dir(tmp_path)
+    recorder = Recorder(path, _meta())
+    for step in _steps("A", 3):
+        recorder.handle(step)
+    recorder.flush_soon()
+    wait_for(lambda: len((path / "steps.csv").read_text().splitlines()) == 4, timeout=10, what="the rows, not in 60 s")
+    recorder.close(1.0)

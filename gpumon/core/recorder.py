@@ -1,7 +1,8 @@
-"""Run directory writer: append-only CSV tables written and flushed every second, run.json kept current."""
+"""Run directory writer: append-only CSV tables flushed every half second, run.json kept current."""
 
 from __future__ import annotations
 
+import csv
 import errno
 import json
 import logging
@@ -11,6 +12,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, Callable
 
@@ -24,7 +26,6 @@ from gpumon.core.model import (
     GpuOthers,
     HostSample,
     LogLine,
-    OtherGpuProcess,
     Notice,
     ProcessSample,
     StepEvent,
@@ -32,7 +33,6 @@ from gpumon.core.model import (
     ENDED_STATES,
     WorkloadState,
 )
-from gpumon.core.rowtext import row_text
 from gpumon.core.trace import SCHEMA_VERSION
 from gpumon.errors import UsageError
 
@@ -55,9 +55,20 @@ TABLES = (
 OTHERS_TABLE = "gpu_others"
 # Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
 MAX_NOTICES = 100
-# Record type -> (table, its CSV line): one compiled f-string per table (gpumon.core.rowtext).
-ROWS = {cls: (table, row_text(cls, columns)) for cls, table, columns in TABLES}
-OTHER_ROW = row_text(OtherGpuProcess, OTHER_COLUMNS)
+# Record type -> (table, its values in column order): one C call per row.
+ROWS = {cls: (table, attrgetter(*columns)) for cls, table, columns in TABLES}
+OTHER_ROW = attrgetter(*OTHER_COLUMNS)
+
+
+def _cells(values: tuple) -> list:
+    """A row's CSV cells: NaN empty, booleans 0/1, a tuple (per-core CPU) one cell of space-separated
+    percentages; the csv module writes floats by their repr."""
+    return ["" if v != v else int(v) if v is True or v is False else _joined(v) if type(v) is tuple else v
+            for v in values]
+
+
+def _joined(values: tuple) -> str:
+    return " ".join(f"{v:.1f}" for v in values)
 
 
 def safe_label(label: str) -> str:
@@ -156,6 +167,7 @@ class Recorder:
         self._queue_max = queue_max
         self._overflow = False
         self._files: dict[str, IO[str]] = {}
+        self._writers: dict[str, Any] = {}
         self._logs: dict[str, IO[str]] = {}
         self._stop = threading.Event()
         self._soon = threading.Event()  # write now, not at the end of the interval (``flush_soon``)
@@ -166,7 +178,8 @@ class Recorder:
             for table, columns in (*((t, c) for _, t, c in TABLES), (OTHERS_TABLE, OTHER_COLUMNS)):
                 f = open(path / f"{table}.csv", "w", encoding="utf-8", newline="")
                 self._files[table] = f
-                f.write(",".join(columns) + "\n")
+                self._writers[table] = csv.writer(f, lineterminator="\n")
+                self._writers[table].writerow(columns)
             self._flush()
         except OSError as exc:
             self._close_files()
@@ -221,21 +234,21 @@ class Recorder:
         return True
 
     def _drain(self) -> None:
-        """Write what is queued: each table's lines at once, the other records in order."""
-        lines: dict[str, list[str]] = {}
+        """Write what is queued: each table's rows at once, the other records in order."""
+        rows: dict[str, list[list]] = {}
         for _ in range(len(self._queue)):
             item = self._queue.popleft()
             table = ROWS.get(type(item))
             if table is not None:
-                lines.setdefault(table[0], []).append(table[1](item))
+                rows.setdefault(table[0], []).append(_cells(table[1](item)))
             else:
                 self._write(item)
-        for table, text in lines.items():
-            self._files[table].write("".join(text))
+        for table, cells in rows.items():
+            self._writers[table].writerows(cells)
 
     def _write(self, item: object) -> None:
         if isinstance(item, GpuOthers):
-            self._files[OTHERS_TABLE].write("".join(OTHER_ROW(other) for other in item.processes))
+            self._writers[OTHERS_TABLE].writerows([_cells(OTHER_ROW(other)) for other in item.processes])
         elif isinstance(item, LogLine):
             self._log(item.process).write(item.text + "\n")
         elif isinstance(item, WorkloadState):

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -205,6 +206,23 @@ def nvml_share(r: dict) -> float:
     return sum(ns for _, ns in r["spent"].values()) / 1e9 / r["wall"] * 100
 
 
+def measure_row(n: int, n_sleepers: int, extra: Callable[[list[subprocess.Popen]], str], lib: Path, scenario: str,
+                pids: tuple[int, int], seconds: float, trees: dict[str, Path], path: Path, **kw: bool) -> dict[str, dict]:
+    """Each tree's monitor once on ``scenario`` plus ``extra(sleepers)`` (n_sleepers real processes it may list),
+    printed as the table's row ``n``."""
+    sleepers = [subprocess.Popen(["sleep", str(len(trees) * seconds + 300)]) for _ in range(n_sleepers)]
+    try:
+        written = fake.write_scenario(path, scenario + extra(sleepers))
+        row = {name: run_child(MONITOR, lib, written, str(seconds), *map(str, pids), tree=tree, **kw)
+               for name, tree in trees.items()}
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
+    print(f"   {n:6d} " + " ".join(f"{nvml_share(r):16.3f} {r['cpu'] / r['wall'] * 100:16.3f}" for r in row.values()))
+    return row
+
+
 def foreign_costs(lib: Path, base: str, procs: str, pids: tuple[int, int], counts: list[int], seconds: float,
                   trees: dict[str, Path], tmp: Path) -> None:
     """Section 3: the GPM-on monitor with N other GPU processes, for each gpumon tree, in this run."""
@@ -212,19 +230,11 @@ def foreign_costs(lib: Path, base: str, procs: str, pids: tuple[int, int], count
     print(f"   {'others':>6} " + " ".join(f"{name + ' NVML %':>16} {name + ' proc %':>16}" for name in trees))
     rows: dict[int, dict[str, dict]] = {}
     for n in counts:
-        sleepers = [subprocess.Popen(["sleep", str(len(trees) * seconds + 300)]) for _ in range(n)]
-        try:
-            extra = "".join(f"proc pid={p.pid} mem_mib={512 * (i + 1)} sm_util={1 + i % 5}\n"
-                            for i, p in enumerate(sleepers))
-            scenario = fake.write_scenario(tmp / f"others_{n}.txt", base + procs + extra)
-            rows[n] = {name: run_child(MONITOR, lib, scenario, str(seconds), *map(str, pids), tree=tree)
-                       for name, tree in trees.items()}
-        finally:
-            for p in sleepers:
-                p.kill()
-                p.wait()
-        cells = " ".join(f"{nvml_share(r):16.3f} {r['cpu'] / r['wall'] * 100:16.3f}" for r in rows[n].values())
-        print(f"   {n:6d} {cells}")
+        def others(sleepers: list[subprocess.Popen]) -> str:
+            return "".join(f"proc pid={p.pid} mem_mib={512 * (i + 1)} sm_util={1 + i % 5}\n"
+                           for i, p in enumerate(sleepers))
+
+        rows[n] = measure_row(n, n, others, lib, base + procs, pids, seconds, trees, tmp / f"others_{n}.txt")
     if len(trees) == 2:
         before, after = trees
         print(f"   ratio {after}/{before} of NVML % of one core: "
@@ -240,22 +250,15 @@ def gpu_costs(lib: Path, base: str, procs: str, pids: tuple[int, int], counts: l
     device = next(line for line in base.splitlines() if line.startswith("device "))
     rows: dict[int, dict[str, dict]] = {}
     for n in counts:
-        sleepers = [subprocess.Popen(["sleep", str(len(trees) * seconds + 300)]) for _ in range(2 * (n - 1))]
-        try:
-            others = "".join(
+        def more_gpus(sleepers: list[subprocess.Popen], n: int = n) -> str:
+            return "".join(
                 device.replace("uuid=GPU-fake5h100-", f"uuid=GPU-fake5h10{k}-") + "\n"
                 + "".join(f"proc pid={p.pid} mem_mib=4096 sm_util=30\n" for p in sleepers[2 * (k - 1): 2 * k])
                 for k in range(1, n)
             )
-            scenario = fake.write_scenario(tmp / f"gpus_{n}.txt", base + procs + others)
-            rows[n] = {name: run_child(MONITOR, lib, scenario, str(seconds), *map(str, pids), tree=tree, overview=True)
-                       for name, tree in trees.items()}
-        finally:
-            for p in sleepers:
-                p.kill()
-                p.wait()
-        cells = " ".join(f"{nvml_share(r):16.3f} {r['cpu'] / r['wall'] * 100:16.3f}" for r in rows[n].values())
-        print(f"   {n:6d} {cells}")
+
+        rows[n] = measure_row(n, 2 * (n - 1), more_gpus, lib, base + procs, pids, seconds, trees,
+                              tmp / f"gpus_{n}.txt", overview=True)
     after = list(trees)[-1]
     if len(trees) == 2:
         before = list(trees)[0]

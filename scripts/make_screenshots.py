@@ -106,11 +106,16 @@ async def shoot_h100() -> None:
     print(f"  from tests/data/h100/{SHARED}, baselines {', '.join(BASELINES.values())}")
 
 
-async def shoot_shared_box(runs_dir: Path) -> None:
-    """The live monitor on the fake GPU while a real process gpumon did not start is listed on it."""
+def live_app(runs_dir: Path, baselines: list[str] | None = None) -> GpumonApp:
+    """The live monitor launching WORKLOADS on the CPU, NVML on (the fake, where the environment points at it)."""
     config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
     plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
-    app = GpumonApp(Controller(plan))
+    return GpumonApp(Controller(dataclasses.replace(plan, baselines=parse_baselines(baselines or [], runs_dir))))
+
+
+async def shoot_shared_box(runs_dir: Path) -> None:
+    """The live monitor on the fake GPU while a real process gpumon did not start is listed on it."""
+    app = live_app(runs_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: _running_for(app, SHARED_BOX_S), 180, "two workloads beside the other process")
         await wait_until(pilot, lambda: app.monitor.latest.others_on_gpu > 0, 30, "the other process in the table")
@@ -121,9 +126,7 @@ async def shoot_shared_box(runs_dir: Path) -> None:
 
 async def shoot_four_gpus(runs_dir: Path) -> None:
     """The live monitor on a fake box of four GPUs, the jobs on GPU 0, a real foreign process on GPU 2."""
-    config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
-    plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
-    app = GpumonApp(Controller(plan))
+    app = live_app(runs_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: _running_for(app, SHARED_BOX_S), 180, "two workloads with history")
         await wait_until(pilot, lambda: len(app.monitor.latest.gpus) == 4, 30, "four GPU lines")
@@ -133,10 +136,7 @@ async def shoot_four_gpus(runs_dir: Path) -> None:
 
 
 async def shoot(runs_dir: Path, gpu_box: bool, baselines: list[str]) -> None:
-    config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
-    plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
-    plan = dataclasses.replace(plan, baselines=parse_baselines(baselines, runs_dir))
-    app = GpumonApp(Controller(plan))
+    app = live_app(runs_dir, baselines)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: _running_for(app, HISTORY_S), 180, "two workloads with history")
         if gpu_box:

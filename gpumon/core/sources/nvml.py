@@ -173,11 +173,16 @@ def _v1_running_processes(nv: ModuleType, symbol: str) -> Callable:
 
 
 def _process_utilization(nv: ModuleType) -> Callable:
-    """nvmlDeviceGetProcessUtilization read into a buffer with room to spare, grown and read again while the driver
-    says it is too small: pynvml sizes it exactly and raises when a sampling instant lands between its two calls
-    (1 call in 50 at the H100's call cost, on the fake)."""
+    """nvmlDeviceGetProcessUtilization that survives a sampling instant landing between pynvml's two calls: pynvml
+    sizes its buffer exactly and raises INSUFFICIENT_SIZE then (1 read in 50 at the H100's call costs, on the fake),
+    and the read is made again into a buffer with room to spare, grown while the driver says it is too small."""
 
     def call(handle: Any, last_seen_us: int) -> list[Any]:
+        try:
+            return nv.nvmlDeviceGetProcessUtilization(handle, last_seen_us)
+        except nv.NVMLError as err:
+            if err.value != INSUFFICIENT_SIZE:
+                raise
         fn = nv._nvmlGetFunctionPointer("nvmlDeviceGetProcessUtilization")
         count, since = ctypes.c_uint(0), ctypes.c_ulonglong(last_seen_us)
         ret = fn(handle, None, ctypes.byref(count), since)

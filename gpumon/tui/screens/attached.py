@@ -20,7 +20,6 @@ from gpumon.core.trace import export
 from gpumon.tui.controller import load_baselines
 from gpumon.tui.model import LiveModel
 from gpumon.tui.pump import DEFAULT_HZ
-from gpumon.tui.screens.live import short_path
 from gpumon.tui.screens.monitor import VIEW_BINDINGS, Feed, MonitorScreen
 from gpumon.tui.screens.replay import replay_feed
 from gpumon.tui.view import View
@@ -78,20 +77,14 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
                 self.pump.poke()
 
     def status_text(self, view: View) -> Text:
-        text = Text("gpumon attach", style="bold")
-        text.append(f"  t {view.t:7.1f} s  ", style="dim")
         share = self.source.run.share
-        text.append(f"{share}  ", style="bold cyan" if share != "timeslice" else "dim")
-        if view.others_on_gpu:
-            text.rstrip()
-            self.others_mark(text, view).append("  ")
+        text = self.status_head("gpumon attach", view, share, share != "timeslice")
         if self.source.ended:
             text.append(f"■ ended: {self.source.status}", style="bold red" if self.source.status == INTERRUPTED else "bold")
         else:
             pid = f"runner pid {self.runner.pid} " if self.runner is not None else ""
             text.append(f"● {pid}", style="bold green")
-        text.append(" " + short_path(self.source.run.path, max(10, self.size.width - len(text) - 8)))
-        return self.paused_suffix(text)
+        return self.paused_suffix(self.path_tail(text, self.source.run.path))
 
     def action_close(self) -> None:
         """Back to the runs list when opened from it; else end the viewer (never the run)."""

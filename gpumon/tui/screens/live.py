@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.text import Text
 from textual import work
 from textual.binding import Binding
@@ -20,15 +18,6 @@ from gpumon.tui.widgets.probed import ProbedLine
 LAUNCH = Binding.Group("Launch")
 STOP = Binding.Group("Stop")
 STACK = Binding.Group("Stack")
-
-
-def short_path(path: Path, width: int) -> str:
-    """``~/…/runs/20260101-120000-fcn`` cut from the left to ``width`` characters."""
-    text = str(path)
-    home = str(Path.home())
-    if text.startswith(home + "/"):
-        text = "~" + text[len(home) :]
-    return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
 class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
@@ -61,17 +50,12 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         self.mount(ProbedLine(self.controller.probes, b_free, id="probed"), before=self.query_one("#output"))
 
     def status_text(self, view: View) -> Text:
-        text = Text("gpumon", style="bold")
-        text.append(f"  t {view.t:7.1f} s  ", style="dim")
         share = self.controller.session.config.share
-        text.append(f"{share.describe()}  ", style="bold cyan" if share.mps else "dim")
-        if view.others_on_gpu:  # before the capture path, which is shortened to what is left
-            text.rstrip()
-            self.others_mark(text, view).append("  ")
+        text = self.status_head("gpumon", view, share.describe(), share.mps)
         path = self.controller.capture_path
         if path is not None:
             text.append("● REC", style="bold red")
-            text.append(" " + short_path(path, max(10, self.size.width - len(text) - 8)))
+            self.path_tail(text, path)
         elif self.controller.session.capture_error is not None:
             text.append(f"✖ {self.controller.session.capture_error.line()}", style="bold red")
         else:

@@ -9,6 +9,7 @@ next. Paused, hidden or covered, the screen keeps the latest view and skips draw
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from rich.text import Text
@@ -51,6 +52,15 @@ VIEW_BINDINGS = [
     Binding("space", "toggle_pause", "Pause", show=False, tooltip="freeze the display (data keeps being collected and captured)"),
     Binding("question_mark", "help", "Help", tooltip="this help"),
 ]
+
+
+def short_path(path: Path, width: int) -> str:
+    """``~/…/runs/20260101-120000-fcn`` cut from the left to ``width`` characters."""
+    text = str(path)
+    home = str(Path.home())
+    if text.startswith(home + "/"):
+        text = "~" + text[len(home) :]
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
 class MonitorScreen(Screen, inherit_bindings=False):
@@ -155,6 +165,21 @@ class MonitorScreen(Screen, inherit_bindings=False):
     def status_text(self, view: View) -> Text:
         """The top line; subclasses say what is being watched."""
         return self.others_mark(Text(f"gpumon  t {view.t:.1f} s"), view)
+
+    def status_head(self, title: str, view: View, share: str, mps: bool) -> Text:
+        """``TITLE  t … s  SHARE  `` and the other processes' mark: how the live and attached status lines begin."""
+        text = Text(title, style="bold")
+        text.append(f"  t {view.t:7.1f} s  ", style="dim")
+        text.append(f"{share}  ", style="bold cyan" if mps else "dim")
+        if view.others_on_gpu:  # before the run's path, which is shortened to what is left
+            text.rstrip()
+            self.others_mark(text, view).append("  ")
+        return text
+
+    def path_tail(self, text: Text, path: Path) -> Text:
+        """`` ~/…/runs/NAME``, cut from the left to what is left of the line."""
+        text.append(" " + short_path(path, max(10, self.size.width - len(text) - 8)))
+        return text
 
     @staticmethod
     def others_mark(text: Text, view: View) -> Text:

@@ -171,7 +171,7 @@ def test_without_a_gpu_one_line_and_exit_2(tmp_path: Path, no_gpu: dict[str, str
     assert not (tmp_path / "out").exists()
 
 
-# -- judges on the H100's numbers (../shared/h100: h2d copied 47.7 GB/s, dmon read ~52 GB/s, GPM ~56 GB/s) --------
+# -- judges on the H100's numbers (h2d copied 47.7 GB/s, dmon read ~52 GB/s, GPM ~56 GB/s: tests/fakenvml/h100) -----
 
 
 def test_judges_pass_what_the_h100_measured_and_fail_what_went_wrong_there() -> None:
@@ -211,3 +211,16 @@ def test_witness_files_read_by_wall_time(tmp_path: Path) -> None:
     assert rows[0]["sm"] != rows[0]["sm"]  # '-' reads as NaN
     assert rows[1]["wall"] - rows[0]["wall"] == 1
     assert smi_witness.between(rows, rows[1]["wall"], rows[1]["wall"] + 5) == rows[1:]
+
+
+@needs_cc
+@pytest.mark.parametrize("kind", ["dmon", "pmon"])
+def test_the_fake_nvidia_smi_prints_the_real_tools_columns(kind: str, tmp_path: Path) -> None:
+    real = (ROOT / "tests" / "fakenvml" / "h100" / f"nvidia-smi-{kind}.txt").read_text().splitlines()
+    scenario = fake.write_scenario(tmp_path / "h100.txt", SCENARIO.format(pid=os.getpid()))
+    env = fake.environment(fake.build(tmp_path / "lib"), scenario)
+    done = subprocess.run([sys.executable, str(FAKE_SMI / "nvidia-smi"), kind, "-c", "1", "-o", "T"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    printed = done.stdout.splitlines()
+    assert [line.split() for line in printed[:2]] == [line.split() for line in real[:2]]  # names, then units
+    assert len(printed[2].split()) == len(real[2].split())  # a line with nothing on the GPU: '-' where unknown

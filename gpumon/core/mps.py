@@ -77,13 +77,17 @@ def parse_share(text: str) -> ShareMode:
     return ShareMode("mps", threads=threads)
 
 
-def share_of(meta: dict[str, Any]) -> str:
-    """The share-mode label of a recorded run (runs recorded before share modes: ``timeslice``)."""
+def recorded_share(meta: dict[str, Any]) -> ShareMode:
+    """The share mode run.json recorded (runs recorded before share modes: time slicing)."""
     share = meta.get("share") or {}
     if share.get("mode") != "mps":
-        return "timeslice"
-    threads = share.get("threads") or ()
-    return ShareMode("mps", tuple(threads), bool(share.get("existing_daemon"))).describe()
+        return ShareMode()
+    return ShareMode("mps", tuple(share.get("threads") or ()), bool(share.get("existing_daemon")))
+
+
+def share_of(meta: dict[str, Any]) -> str:
+    """The share-mode label of a recorded run (runs recorded before share modes: ``timeslice``)."""
+    return recorded_share(meta).describe()
 
 
 def processes_running(program: str) -> dict[int, list[str]]:

@@ -72,10 +72,6 @@ class RunnerInfo:
         """The run is written on this machine (a runs directory on a shared file system may hold others')."""
         return self.host == socket.gethostname()
 
-    @property
-    def ours(self) -> bool:
-        return self.uid == os.getuid()
-
     def process(self) -> psutil.Process | None:
         """The runner's process, if it still runs here: this PID with the recorded start time (not a recycled PID)."""
         if not self.here:

@@ -30,7 +30,7 @@ def _info(pid: int) -> RunnerInfo:
 
 def test_this_process_is_alive_and_ours() -> None:
     me = RunnerInfo.current(detached=True)
-    assert me.pid == os.getpid() and me.alive() and me.ours and me.detached
+    assert me.pid == os.getpid() and me.alive() and me.uid == os.getuid() and me.detached
     assert RunnerInfo.from_meta({"runner": me.to_json()}) == me
 
 

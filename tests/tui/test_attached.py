@@ -109,3 +109,22 @@ async def test_quitting_the_viewer_never_signals_the_runner(tmp_path, runner):
         await wait_until(pilot, lambda: source.status == "running" and feed.model.stats.figures("A", 5.0).steps, what="steps")
         await pilot.press("q")
     assert runner.poll() is None
+
+
+@run_async
+async def test_an_mps_run_is_predicted_and_labelled_as_mps(tmp_path, runner, monkeypatch):
+    run_dir = _live_run(tmp_path, runner.pid)
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["share"] = {"mode": "mps", "threads": [30, 70], "existing_daemon": False}
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    asked = []
+    monkeypatch.setattr("gpumon.tui.screens.attached.load_baselines", lambda model, runs, share: asked.append(share))
+    source, feed = open_follow(run_dir)
+    screen = AttachedScreen(source, feed)
+    app = replay_app(screen)
+    async with app.run_test(size=(120, 40)) as pilot:
+        status = lambda: screen.query_one("#status", TextLine).plain  # noqa: E731
+        await wait_until(pilot, lambda: asked and "runner pid" in status(), what="the baselines loaded")
+        assert asked == ["mps"]  # the mode the prediction models, not the label "mps 30/70"
+        assert "mps 30/70" in status()
+        await pilot.press("q")

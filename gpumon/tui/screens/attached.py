@@ -14,6 +14,7 @@ from textual import work
 from textual.binding import Binding
 
 from gpumon.core.bus import Bus
+from gpumon.core.mps import recorded_share
 from gpumon.core.runner import INTERRUPTED, RunnerInfo, run_status
 from gpumon.core.sources.follow import FollowSource
 from gpumon.core.trace import export
@@ -60,7 +61,7 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
 
     def _load_and_follow(self) -> None:
         baselines = self.source.run.meta.get("baselines") or {}
-        load_baselines(self.feed.model, tuple(sorted(baselines.items())), self.source.run.share)
+        load_baselines(self.feed.model, tuple(sorted(baselines.items())), recorded_share(self.source.run.meta).kind)
         self.source.poll()  # the history so far, at once
         self.source.start()
 
@@ -77,8 +78,8 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
                 self.pump.poke()
 
     def status_text(self, view: View) -> Text:
-        share = self.source.run.share
-        text = self.status_head("gpumon attach", view, share, share != "timeslice")
+        share = recorded_share(self.source.run.meta)
+        text = self.status_head("gpumon attach", view, share.describe(), share.mps)
         if self.source.ended:
             text.append(f"■ ended: {self.source.status}", style="bold red" if self.source.status == INTERRUPTED else "bold")
         else:

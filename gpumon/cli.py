@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from gpumon import __version__, stopsignals
 from gpumon.argtypes import finite_number, whole_number
 from gpumon.core import lifeline
+from gpumon.detach import RUNNER_FLAG
 from gpumon.errors import UsageError
 from gpumon.extras import require
 from gpumon.terminal import output_not_terminal
@@ -140,7 +141,7 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         "drop, a closed laptop). Prints the run directory and returns once the capture has started; watch it with "
         "'gpumon attach', stop it with 'gpumon stop'. The jobs still die with their runner (even kill -9)",
     )
-    p.add_argument("--runner", action="store_true", help=argparse.SUPPRESS)  # the detached runner itself (gpumon/detach.py)
+    p.add_argument(RUNNER_FLAG, action="store_true", help=argparse.SUPPRESS)  # the detached runner itself
     p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects; with --detach: "
                    "one object with the run directory and the runner's PID")
     p.set_defaults(handler=cmd_run)

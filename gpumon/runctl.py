@@ -38,9 +38,10 @@ def owner(run: "Run") -> int:
     return runner.uid if runner is not None else run.path.stat().st_uid
 
 
-def find(text: str | None, runs_dir: Path) -> Target:
-    """The run ``text`` names (None: this user's newest running run), refused in one line when it is another user's."""
-    from gpumon.core.runner import RUNNING, RunnerInfo, run_status, user_name
+def find(text: str | None, runs_dir: Path, verb: str) -> Target:
+    """The run ``text`` names (None: this user's newest running run), refused in one line when it is another user's
+    or is written on another host (which ``verb``, attach or stop, must be run on)."""
+    from gpumon.core.runner import RECORDING, RUNNING, RunnerInfo, run_status, user_name
     from gpumon.core.runstore import resolve_run
     from gpumon.core.trace import list_runs, load_live
 
@@ -48,25 +49,25 @@ def find(text: str | None, runs_dir: Path) -> Target:
         mine = [r for r in list_runs(runs_dir) if run_status(r.meta) == RUNNING and owner(r) == os.getuid()]
         if not mine:
             raise UsageError(f"no running run in {runs_dir} (gpumon runs lists them; gpumon run … --detach starts one)")
-        run = mine[-1]
+        run, status = load_live(mine[-1].path)
     else:
-        run = load_live(resolve_run(text, runs_dir))[0]
+        run, status = load_live(resolve_run(text, runs_dir))
     uid = owner(run)
     if uid != os.getuid():
         raise UsageError(f"{run.path.name} belongs to user {user_name(uid)}: you can attach to and stop your own runs only")
-    run, status = load_live(run.path)
-    return Target(run.path, status, RunnerInfo.from_meta(run.meta))
+    runner = RunnerInfo.from_meta(run.meta)
+    if status == RECORDING and runner is not None:
+        raise UsageError(f"{run.path.name} is written on host {runner.host}: {verb} it there")
+    return Target(run.path, status, runner)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from gpumon.core.runner import RECORDING, RUNNING
+    from gpumon.core.runner import RUNNING
     from gpumon.core.runstore import runs_dir_or_default
     from gpumon.core.trace import load_live
 
-    target = find(args.run, runs_dir_or_default(args.runs_dir))
+    target = find(args.run, runs_dir_or_default(args.runs_dir), "stop")
     name = target.path.name
-    if target.status == RECORDING and target.runner is not None:
-        raise UsageError(f"{name} is written on host {target.runner.host}: stop it there")
     if target.status != RUNNING or target.runner is None:
         print(f"gpumon: {name} is not running ({target.status}): nothing to stop", file=sys.stderr)
         return 0
@@ -89,16 +90,15 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from gpumon.core.runner import RECORDING, RUNNING
+    from gpumon.core.runner import RUNNING
     from gpumon.core.runstore import runs_dir_or_default
+    from gpumon.detach import RUNNER_LOG
 
-    target = find(args.run, runs_dir_or_default(args.runs_dir))
+    target = find(args.run, runs_dir_or_default(args.runs_dir), "attach")
     not_terminal = output_not_terminal()
     if not_terminal:
         raise UsageError(f"gpumon attach needs a terminal ({not_terminal} is not one); its log: "
-                         f"{target.path / 'runner.log'}")
-    if target.status == RECORDING and target.runner is not None:
-        raise UsageError(f"{target.path.name} is written on host {target.runner.host}: attach there")
+                         f"{target.path / RUNNER_LOG}")
     if target.status != RUNNING:
         from gpumon.tui.app import replay_app
         from gpumon.tui.screens.replay import ReplayScreen, open_replay

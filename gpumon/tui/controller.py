@@ -18,9 +18,15 @@ from gpumon.core.probescan import ProbeScanner
 from gpumon.plan import RunPlan, beside_request, short_name
 from gpumon.core.live_cause import load_baseline
 from gpumon.core.session import Session
-from gpumon.core.trace import baseline_rate, export, load_run
+from gpumon.core.trace import Run, baseline_rate, export, load_run
 from gpumon.errors import UsageError
 from gpumon.tui.model import LiveModel, current_user
+
+
+def export_csv(run: Run, root: Path | None = None) -> tuple[Path, list[Path]]:
+    """Write ``run`` (as written so far) as plain CSV into ``<root or cwd>/<run>-csv``; that directory and the files."""
+    out = (root or Path.cwd()) / f"{run.path.name}-csv"
+    return out, export(run, out, "csv")
 
 
 def load_baselines(model: LiveModel, baselines: tuple[tuple[str, str], ...], share: str) -> dict[str, float]:
@@ -139,8 +145,7 @@ class Controller:
         path = self.capture_path or self.last_capture
         if path is None:
             raise UsageError("nothing captured yet (press c to start a capture)")
-        out = (self.export_root or Path.cwd()) / f"{path.name}-csv"
-        return out, export(load_run(path), out, "csv")
+        return export_csv(load_run(path), self.export_root)
 
     def shutdown(self) -> Path | None:
         """Stop every workload and finish the capture; safe to call twice, and from two threads (blocking)."""

@@ -195,6 +195,16 @@ def test_attach_and_stop_refuse_what_is_not_theirs_in_one_line(tmp_path):
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
         assert "belongs to user" in refused.stderr
 
+    # our own run, written by a runner on another machine (a runs directory on a shared file system)
+    elsewhere = runs / "20260101-000001-elsewhere"
+    elsewhere.mkdir()
+    meta["runner"].update(uid=os.getuid(), user="me")
+    (elsewhere / "run.json").write_text(json.dumps(meta))
+    for command in ("attach", "stop"):
+        refused = gpumon(command, elsewhere.name, env=env)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert f"is written on host elsewhere: {command} it there" in refused.stderr
+
 
 @needs_tmux
 def test_attach_of_a_finished_run_opens_it_as_a_replay(tmp_path):

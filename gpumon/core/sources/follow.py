@@ -29,7 +29,7 @@ from gpumon.core.model import (
     ProcessSample,
     StepEvent,
 )
-from gpumon.core.runner import INTERRUPTED, RUNNING, run_status
+from gpumon.core.runner import INTERRUPTED, RUNNING, RunnerInfo, run_status
 from gpumon.core.sources.replay import others_by_tick, record, workload_events
 from gpumon.core.trace import TABLES, Run, TraceError, load_live, load_run
 
@@ -90,6 +90,7 @@ class FollowSource:
 
     def __init__(self, run_path: str | os.PathLike[str], bus: Bus, poll_s: float = POLL_S) -> None:
         self.run, self.status = load_live(run_path)
+        self.runner = RunnerInfo.from_meta(self.run.meta)  # who writes it (None for runs recorded before runners)
         self.bus = bus
         self.poll_s = poll_s
         self._tables = {name: TableTail(self.run.path / f"{name}.csv", TABLES[name]) for name, _ in RECORD_TABLES}

@@ -15,24 +15,19 @@ from textual.binding import Binding
 
 from gpumon.core.bus import Bus
 from gpumon.core.mps import recorded_share
-from gpumon.core.runner import INTERRUPTED, RunnerInfo, run_status
+from gpumon.core.runner import INTERRUPTED
 from gpumon.core.sources.follow import FollowSource
-from gpumon.core.trace import export
-from gpumon.tui.controller import load_baselines
+from gpumon.tui.controller import export_csv, load_baselines
 from gpumon.tui.model import LiveModel
 from gpumon.tui.pump import DEFAULT_HZ
-from gpumon.tui.screens.monitor import VIEW_BINDINGS, Feed, MonitorScreen
+from gpumon.tui.screens.monitor import STACK_BINDINGS, VIEW_BINDINGS, Feed, MonitorScreen
 from gpumon.tui.screens.replay import replay_feed
 from gpumon.tui.view import View
-
-STACK = Binding.Group("Stack")
-
 
 def open_follow(path: Path) -> tuple[FollowSource, Feed]:
     """A follower of the run at ``path`` on a fresh bus, and the model that shows it (its specs and GPU known)."""
     source = FollowSource(path, Bus())
-    runner = RunnerInfo.from_meta(source.run.meta)
-    return source, replay_feed(source, LiveModel(jobs_user=runner.user if runner is not None else None))
+    return source, replay_feed(source, LiveModel(jobs_user=source.runner.user if source.runner is not None else None))
 
 
 class AttachedScreen(MonitorScreen, inherit_bindings=False):
@@ -41,8 +36,7 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
     BINDINGS = [
         Binding("x", "stop_run", "Stop run", tooltip="stop the run (asks first): its jobs stop and the capture is "
                 "finalised, as gpumon stop does"),
-        Binding("s", "stack('A')", "Stack A", group=STACK, tooltip="Python stack of workload A now (py-spy dump)"),
-        Binding("S", "stack('B')", "Stack B", group=STACK, tooltip="Python stack of workload B now (shift+s)"),
+        *STACK_BINDINGS,
         Binding("e", "export", "CSV", tooltip="export the run as written so far as plain CSV into ./<run>-csv"),
         *VIEW_BINDINGS,
         Binding("q", "close", "Leave", tooltip="close this viewer; the run goes on (gpumon attach comes back)"),
@@ -51,7 +45,7 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
     def __init__(self, source: FollowSource, feed: Feed, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:
         super().__init__(feed, refresh_hz, **kwargs)
         self.source = source
-        self.runner = RunnerInfo.from_meta(source.run.meta)
+        self.runner = source.runner
         self._said_end = False
 
     def on_mount(self) -> None:
@@ -87,13 +81,6 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
             text.append(f"● {pid}", style="bold green")
         return self.paused_suffix(self.path_tail(text, self.source.run.path))
 
-    def action_close(self) -> None:
-        """Back to the runs list when opened from it; else end the viewer (never the run)."""
-        if len(self.app.screen_stack) > 2:
-            self.dismiss()
-        else:
-            self.app.exit(0)
-
     # -- stop the run -------------------------------------------------------------
 
     def action_stop_run(self) -> None:
@@ -112,7 +99,7 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
         if self.runner.stop():
             self.notify("stopping the run: its jobs stop and the capture is finalised…", timeout=15)
         else:
-            self.notify(f"the run is not running ({run_status(self.source.run.meta)})", severity="warning")
+            self.notify(f"the run is not running ({self.source.status})", severity="warning")
 
     # -- stack and export -----------------------------------------------------------
 
@@ -131,6 +118,5 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def _export(self) -> None:
-        out = Path.cwd() / f"{self.source.run.path.name}-csv"
-        files = export(self.source.run, out, "csv")
+        out, files = export_csv(self.source.run)
         self.app.call_from_thread(self.notify, f"exported {len(files)} CSV files to {out}")

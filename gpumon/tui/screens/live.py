@@ -11,13 +11,12 @@ from gpumon.core.launcher import LaunchRequest
 from gpumon.errors import UsageError
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
-from gpumon.tui.screens.monitor import VIEW_BINDINGS, Feed, MonitorScreen
+from gpumon.tui.screens.monitor import STACK_BINDINGS, VIEW_BINDINGS, Feed, MonitorScreen
 from gpumon.tui.view import View
 from gpumon.tui.widgets.probed import ProbedLine
 
 LAUNCH = Binding.Group("Launch")
 STOP = Binding.Group("Stop")
-STACK = Binding.Group("Stack")
 
 
 class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
@@ -30,8 +29,7 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         Binding("B", "stop('B')", "Stop B", group=STOP, tooltip="stop the workload in slot B (shift+b)"),
         Binding("c", "toggle_capture", "Rec", tooltip="capture on/off: record everything to a new run directory"),
         Binding("e", "export", "CSV", tooltip="export the current (or last) capture as plain CSV into ./<run>-csv"),
-        Binding("s", "stack('A')", "Stack A", group=STACK, tooltip="Python stack of workload A now (py-spy dump)"),
-        Binding("S", "stack('B')", "Stack B", group=STACK, tooltip="Python stack of workload B now (shift+s)"),
+        *STACK_BINDINGS,
         *VIEW_BINDINGS,
         Binding("r", "runs", "Runs", tooltip="recorded runs: replay one, mark runs to compare"),
         Binding("w", "probes", "Watch", show=False,

@@ -52,6 +52,12 @@ VIEW_BINDINGS = [
     Binding("space", "toggle_pause", "Pause", show=False, tooltip="freeze the display (data keeps being collected and captured)"),
     Binding("question_mark", "help", "Help", tooltip="this help"),
 ]
+# py-spy's stack of a running job (``action_stack``): the live monitor's and the attached viewer's
+STACK = Binding.Group("Stack")
+STACK_BINDINGS = [
+    Binding("s", "stack('A')", "Stack A", group=STACK, tooltip="Python stack of workload A now (py-spy dump)"),
+    Binding("S", "stack('B')", "Stack B", group=STACK, tooltip="Python stack of workload B now (shift+s)"),
+]
 
 
 def short_path(path: Path, width: int) -> str:
@@ -165,6 +171,14 @@ class MonitorScreen(Screen, inherit_bindings=False):
     def status_text(self, view: View) -> Text:
         """The top line; subclasses say what is being watched."""
         return self.others_mark(Text(f"gpumon  t {view.t:.1f} s"), view)
+
+    def action_close(self) -> None:
+        """Back to the screen it was opened from (the runs list); else end the app (a replay's, a viewer's: never a
+        run)."""
+        if len(self.app.screen_stack) > 2:
+            self.dismiss()
+        else:
+            self.app.exit(0)
 
     def status_head(self, title: str, view: View, share: str, mps: bool) -> Text:
         """``TITLE  t … s  SHARE  `` and the other processes' mark: how the live and attached status lines begin."""

@@ -90,9 +90,3 @@ class ReplayScreen(MonitorScreen, inherit_bindings=False):
 
     def action_to_end(self) -> None:
         self.source.set_speed(AS_FAST_AS_POSSIBLE)
-
-    def action_close(self) -> None:
-        if len(self.app.screen_stack) > 2:
-            self.dismiss()
-        else:
-            self.app.exit(0)

@@ -59,6 +59,7 @@ from smi_witness import MB_BYTES, Witness, between, read_table  # noqa: E402
 from gpumon import __version__  # noqa: E402
 from gpumon.core.lifeline import die_with_parent  # noqa: E402
 from gpumon.core.mps import CONTROL, SERVER, processes_running  # noqa: E402
+from gpumon.core.rates import overlap_window  # noqa: E402
 from gpumon.core.sources.nvml import NO_GPM_ENV, SM_SUM_TOLERANCE_PCT, NvmlSource, clamp_to_device  # noqa: E402
 from gpumon.core.trace import Run, load_run  # noqa: E402
 from gpumon.core.units import bytes_per_s  # noqa: E402
@@ -478,9 +479,10 @@ def pair_capture(ctx: Context) -> Path:
 def row_per_process_sm(ctx: Context) -> tuple[list[Check], list[str]]:
     run = load_run(pair_capture(ctx))
     spans = [busy_span(run, slot) for slot in "AB"]
-    a, b = max(s[0] for s in spans), min(s[1] for s in spans)
-    if not b > a:
+    window = overlap_window(*zip(*spans))
+    if window is None:
         raise RuntimeError(f"the two jobs never stepped together ({spans})")
+    a, b = window
     pids = {w["process"]: w.get("pid") for w in run.workloads}
     specs = {w["process"]: w["spec"] for w in run.workloads}
     procs = run.processes()

@@ -32,7 +32,6 @@ processes. ``--nvml real`` loads the system's libnvidia-ml (needs nvitop: ``pip 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -50,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.fakenvml
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from gpumon.core.trace import load_run  # noqa: E402
 from pty_monitor import PtyCost, PtyProgram, cost_between, rss_mib, run_in_pty, snapshot, thread_names  # noqa: E402
 
 CTRL_C = b"\x03"
@@ -196,14 +196,8 @@ def measure_detached(monitor: Monitor, args: argparse.Namespace, env: dict[str, 
         alone = _cost(before, snapshot(runner), runner_threads)
         viewer = PtyProgram([sys.executable, "-P", "-m", "gpumon", "attach", run_dir], env, args.cols, args.rows, tree)
         try:
-            viewer.drain(time.monotonic() + args.warmup)
-            viewer_threads = thread_names(viewer.pid)
-            viewer.drain(time.monotonic() + 1.0)
-            runner0, viewer0, bytes0 = snapshot(runner), snapshot(viewer.pid), viewer.received
-            viewer.drain(viewer0.wall + args.seconds)
-            runner1, viewer1 = snapshot(runner), snapshot(viewer.pid)
+            seen, (runner0, runner1) = viewer.measure(args.warmup, args.seconds, also=runner)
             watched = _cost(runner0, runner1, runner_threads)
-            seen = _cost(viewer0, viewer1, viewer_threads, (viewer.received - bytes0) / (viewer1.wall - viewer0.wall))
         finally:
             exit_status = viewer.quit(b"q")
         seen = replace(seen, exit_status=exit_status)
@@ -215,9 +209,9 @@ def measure_detached(monitor: Monitor, args: argparse.Namespace, env: dict[str, 
     return {names[RUNNER]: alone, names[VIEWER]: seen, names[WATCHED]: watched, names[BOTH]: both}
 
 
-def _cost(before, after, thread_names: dict[int, str], bytes_per_s: float = 0.0) -> PtyCost:
+def _cost(before, after, thread_names: dict[int, str]) -> PtyCost:
     cpu, seconds, threads = cost_between(before, after, thread_names)
-    return PtyCost(cpu, rss_mib(after.pid), seconds, bytes_per_s, "running", "", threads, (before.wall, after.wall))
+    return PtyCost(cpu, rss_mib(after.pid), seconds, 0.0, "running", "", threads, (before.wall, after.wall))
 
 
 def steps_per_s(runs: str, window: tuple[float, float]) -> float:
@@ -225,11 +219,9 @@ def steps_per_s(runs: str, window: tuple[float, float]) -> float:
     dirs = sorted(Path(runs).glob("*/run.json"), key=lambda p: p.stat().st_mtime)
     if not dirs or math.isnan(window[0]):
         return math.nan
-    t0_ns = json.loads(dirs[-1].read_text())["t0_monotonic_ns"]
-    start, end = ((w * 1e9 - t0_ns) / 1e9 for w in window)
-    with open(dirs[-1].parent / "steps.csv", newline="") as f:
-        times = [float(row["t"]) for row in csv.DictReader(f)]
-    return sum(start <= t < end for t in times) / (end - start)
+    run = load_run(dirs[-1].parent)
+    start, end = ((w * 1e9 - run.meta["t0_monotonic_ns"]) / 1e9 for w in window)
+    return sum(start <= float(t) < end for t in run.columns("steps")["t"]) / (end - start)
 
 
 def main() -> None:

@@ -106,7 +106,7 @@ def score(pairs: list[Pair], scheme: str) -> list[dict]:
         c = fit(same_mode, p.mode)
         pred = predict_pair(*p.solos, p.mode, c)
         r, pair = intervals([pred], p.mode)
-        rows.append({"pair": p, "pred": pred.slowdown, "stp": pred.stp, "constants": c,
+        rows.append({"pair": p, "pred": pred.slowdown, "stp": pred.stp,
                      "covered": [e.low <= m <= e.high for e, m in zip(r, p.measured)],
                      "stp_covered": pair.low <= stp(p.measured) <= pair.high,
                      "verdict": verdict(pair.low, pair.high), "point": verdict(pred.stp, pred.stp),

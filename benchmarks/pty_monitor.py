@@ -23,7 +23,7 @@ import struct
 import subprocess
 import termios
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 QUIT_WAIT_S = 30.0
@@ -142,7 +142,6 @@ class PtyProgram:
         self.received = 0
         self.tail = b""
         self.open = True
-        self.window = (math.nan, math.nan)  # the monotonic times measured
 
     def drain(self, until: float) -> None:
         """Read the program's output until the monotonic time ``until`` (or until the pty closes)."""
@@ -160,16 +159,21 @@ class PtyProgram:
             self.received += len(data)
             self.tail = (self.tail + data)[-4096:]
 
-    def measure(self, warmup_s: float, seconds: float) -> tuple[float, float, float, int, tuple[ThreadCost, ...]]:
-        """(CPU %, RSS MiB, seconds measured, bytes written, per thread) over ``seconds`` after ``warmup_s``."""
+    def measure(self, warmup_s: float, seconds: float, also: int | None = None) -> tuple[PtyCost, tuple[Snapshot, ...]]:
+        """What it cost over ``seconds`` after ``warmup_s`` (still running), and the snapshots of process ``also``
+        taken at the window's two ends (none without it)."""
         self.drain(time.monotonic() + warmup_s)
         names = thread_names(self.pid)
         self.drain(time.monotonic() + 1.0)  # let the dump's pause pass before measuring
+        other0 = snapshot(also) if also is not None else None
         before, bytes0 = snapshot(self.pid), self.received
         self.drain(before.wall + seconds)
-        cpu, measured, threads = cost_between(before, snapshot(self.pid), names)
-        self.window = (before.wall, before.wall + measured)
-        return cpu, rss_mib(self.pid), measured, self.received - bytes0, threads
+        after = snapshot(self.pid)
+        others = (other0, snapshot(also)) if other0 is not None else ()
+        cpu, measured, threads = cost_between(before, after, names)
+        cost = PtyCost(cpu, rss_mib(self.pid), measured, (self.received - bytes0) / measured, "running", "", threads,
+                       (before.wall, after.wall))
+        return cost, others
 
     def quit(self, keys: bytes) -> int | str:
         """Type ``keys`` (``q``, or ``\\x03`` for Ctrl-C) and wait for the exit; SIGKILL after 30 s."""
@@ -196,13 +200,9 @@ def run_in_pty(
 ) -> PtyCost:
     """Start ``argv`` in a pty, measure it for ``seconds`` after ``warmup_s``, then quit it."""
     program = PtyProgram(argv, env, cols, rows, cwd)
-    threads: tuple[ThreadCost, ...] = ()
     try:
-        cpu, rss, measured, written, threads = program.measure(warmup_s, seconds)
+        cost = program.measure(warmup_s, seconds)[0]
     except FileNotFoundError:  # it exited during the warm-up
-        cpu = rss = measured = float("nan")
-        written = 0
+        cost = PtyCost(math.nan, math.nan, math.nan, 0.0, "", "")
     status = program.quit(quit_keys)
-    tail = program.tail.decode("utf-8", "replace")
-    return PtyCost(cpu, rss, measured, written / measured if measured == measured else 0.0, status, tail, threads,
-                   program.window)
+    return replace(cost, exit_status=status, last_output=program.tail.decode("utf-8", "replace"))

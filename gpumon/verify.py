@@ -22,7 +22,7 @@ from gpumon.color import use_color
 from gpumon.core.model import StepEvent, WorkloadState
 from gpumon.core.session import Session, SessionConfig
 from gpumon.core.sources.nvml import pid_namespace_hint
-from gpumon.core.trace import Run, load_run
+from gpumon.core.trace import Run, exclusive_ends, load_run
 from gpumon.core.units import bytes_per_s
 from gpumon.doctor import FAIL, OK, WARN, Check, check_nvml, check_torch, render_text
 from gpumon.errors import UsageError
@@ -77,9 +77,8 @@ class LiveEvidence:
 
 def busy_span(run: Run, process: str = "A") -> tuple[float, float]:
     """Run times of a job's first and last post-warm-up steps (NaN, NaN with fewer than two)."""
-    steps = run.steps()
-    post = steps[(steps["process"] == process) & (steps["warmup"].astype(int) == 0)]
-    return (float(post["t"].min()), float(post["t"].max())) if len(post) > 1 else (math.nan, math.nan)
+    ends = exclusive_ends(run).get(process)
+    return (ends[0][0], ends[0][-1]) if ends is not None and len(ends[0]) > 1 else (math.nan, math.nan)
 
 
 def evidence_from_run(run: Run, process: str = "A") -> RunEvidence:
@@ -91,7 +90,7 @@ def evidence_from_run(run: Run, process: str = "A") -> RunEvidence:
     job = steps[steps["process"] == process]
     post = job[job["warmup"].astype(int) == 0]
     nan = math.nan
-    a, b = busy_span(run, process)
+    a, b = (post["t"].min(), post["t"].max()) if len(post) > 1 else (nan, nan)
     busy_s = b - a if len(post) > 1 else 0.0
     if busy_s > 0:
         copied = post.loc[post["t"] > a, "copy_bytes"].sum()

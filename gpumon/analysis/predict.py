@@ -98,7 +98,7 @@ def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) ->
         if run.mode == "shared" or len(ends) > 1 or len(named) > 1:
             raise UsageError(f"{run.path}: not an exclusive run (two workloads shared the device); predict reads solo runs")
         slot = str(named[0]["process"]) if named else next(iter(ends), "")
-        spec = str(named[0].get("spec", "?")) if named else "?"
+        spec = run.specs.get(slot, "?")
         key = (assign or {}).get(str(run.path)) or spec_key(spec)
         groups.setdefault(key, []).append((run, slot, spec, ends))
     if len(groups) > 2:

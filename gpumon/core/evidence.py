@@ -187,7 +187,7 @@ def device_identity(run: Run) -> tuple[str, str]:
     """What must match between runs compared: the kind (``cpu``, ``cuda``) and the GPU's name ("" unknown)."""
     device = device_of(run)
     kind = device.split(":")[0]
-    gpu = run.meta.get("gpu") if isinstance(run.meta.get("gpu"), dict) else {}
+    gpu = run.gpu or {}
     return kind, str(gpu.get("name") or "") if kind == "cuda" else ""
 
 

@@ -496,7 +496,9 @@ def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float],
         big = (run.path / "steps.csv").stat().st_size >= COLUMNS_BYTES
     except OSError:
         big = False
-    if not big:  # no numpy, pyarrow or pandas to import: listing small runs stays light
+    # a small run row by row: no numpy, pyarrow or pandas to import, so listing runs stays light; predict (whole=False)
+    # reads the step columns anyway, so its steps are parsed once, for both
+    if not big and whole:
         return _exclusive_ends_by_row(run)
     import numpy as np
 

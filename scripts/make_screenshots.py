@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -113,26 +114,27 @@ def live_app(runs_dir: Path, baselines: list[str] | None = None) -> GpumonApp:
     return GpumonApp(Controller(dataclasses.replace(plan, baselines=parse_baselines(baselines or [], runs_dir))))
 
 
-async def shoot_shared_box(runs_dir: Path) -> None:
-    """The live monitor on the fake GPU while a real process gpumon did not start is listed on it."""
-    app = live_app(runs_dir)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: _running_for(app, SHARED_BOX_S), 180, "two workloads beside the other process")
-        await wait_until(pilot, lambda: app.monitor.latest.others_on_gpu > 0, 30, "the other process in the table")
-        save(app, "shared-box", "gpumon on a shared box: CPU box, fake NVML listing a real foreign process")
-        await pilot.press("q")
-        await wait_until(pilot, lambda: app.return_value is not None, 60, "quit")
-
-
-async def shoot_four_gpus(runs_dir: Path) -> None:
-    """The live monitor on a fake box of four GPUs, the jobs on GPU 0, a real foreign process on GPU 2."""
+async def shoot_live(runs_dir: Path, ready: Callable[[GpumonApp], bool], what: str, name: str, title: str) -> None:
+    """The live monitor on the fake GPU once the two jobs have history and ``ready(app)`` holds (``what``)."""
     app = live_app(runs_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: _running_for(app, SHARED_BOX_S), 180, "two workloads with history")
-        await wait_until(pilot, lambda: len(app.monitor.latest.gpus) == 4, 30, "four GPU lines")
-        save(app, "four-gpus", "gpumon on a box of four GPUs: CPU box, fake NVML with 4 GPUs")
+        await wait_until(pilot, lambda: ready(app), 30, what)
+        save(app, name, title)
         await pilot.press("q")
         await wait_until(pilot, lambda: app.return_value is not None, 60, "quit")
+
+
+async def shoot_shared_box(runs_dir: Path) -> None:
+    """A real process gpumon did not start, listed on the GPU beside the jobs."""
+    await shoot_live(runs_dir, lambda app: app.monitor.latest.others_on_gpu > 0, "the other process in the table",
+                     "shared-box", "gpumon on a shared box: CPU box, fake NVML listing a real foreign process")
+
+
+async def shoot_four_gpus(runs_dir: Path) -> None:
+    """A fake box of four GPUs, the jobs on GPU 0, a real foreign process on GPU 2."""
+    await shoot_live(runs_dir, lambda app: len(app.monitor.latest.gpus) == 4, "four GPU lines",
+                     "four-gpus", "gpumon on a box of four GPUs: CPU box, fake NVML with 4 GPUs")
 
 
 async def shoot(runs_dir: Path, gpu_box: bool, baselines: list[str]) -> None:

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from gpumon.core.rates import slowdown, stp
 
 TIMESLICE, MPS, CPU = "timeslice", "mps", "cpu"
+# Not fitted: how far above 1 two jobs' CPU shares of their common cores may sum and still fit (the jitter of
+# cpu_pct: two single-threaded jobs alone on a 2-core box read 0.50 each, give or take a percent)
+CORE_ROOM = 0.05
 ITERATIONS = 200
 
 
@@ -113,13 +116,25 @@ def mps_step(me: Solo, partner: Solo, executing: float, copying: float = 0.0, c:
     return _off_gpu(me, copying) + me.gpu_s / (1 - held)
 
 
+def _cpu_share(job: Solo) -> float:
+    return min(job.cpu_share, 1.0) if not math.isnan(job.cpu_share) else 1.0
+
+
+def room_for_both(a: Solo, b: Solo) -> bool:
+    """The cores the two may share hold both jobs' CPU use (c + c' <= 1, within ``CORE_ROOM``): unpinned jobs the
+    scheduler puts on cores of their own, or two half-idle jobs on one core; neither then waits for the other."""
+    return _cpu_share(a) + _cpu_share(b) <= 1 + CORE_ROOM
+
+
 def cpu_step(me: Solo, partner: Solo) -> float:
-    """T' = T * (1 + c' * overlap): time-sharing pinned cores; overlap is the share of my cores the partner may use."""
+    """T' = T * (1 + c' * overlap) when the shared cores are oversubscribed (else T): time-sharing cores; overlap is
+    the share of my cores the partner may use."""
     if not me.cores or not partner.cores:
         return math.nan
     overlap = len(me.cores & partner.cores) / len(me.cores)
-    share = partner.cpu_share if not math.isnan(partner.cpu_share) else 1.0
-    return me.step_s * (1 + min(share, 1.0) * overlap)
+    if room_for_both(me, partner):
+        return me.step_s
+    return me.step_s * (1 + _cpu_share(partner) * overlap)
 
 
 def predict_pair(a: Solo, b: Solo, mode: str, c: Constants = CONSTANTS) -> PairPrediction:
@@ -149,9 +164,11 @@ def predict_pair(a: Solo, b: Solo, mode: str, c: Constants = CONSTANTS) -> PairP
 def reason(a: Solo, b: Solo, mode: str, names: tuple[str, str] = ("A", "B")) -> str:
     """The dominant physics in words."""
     if mode == CPU:
-        if a.cores & b.cores:
-            return "both pinned to the same cores: they take turns on them"
-        return "pinned to different cores: neither waits for the other"
+        if not a.cores & b.cores:
+            return "pinned to different cores: neither waits for the other"
+        if room_for_both(a, b):
+            return "their cores have room for both: neither waits for the other"
+        return "both on the same cores, more than they hold: they take turns on them"
     bound = [s.busy >= 0.85 for s in (a, b)]
     if mode == MPS:
         if all(bound):

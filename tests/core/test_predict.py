@@ -101,6 +101,18 @@ def test_pinned_cores_same_core_doubles_different_cores_do_not_interfere():
     assert predict_pair(a, half, CPU).slowdown == pytest.approx((1.5, 2.0))
 
 
+def test_unpinned_single_threaded_jobs_on_two_cores_do_not_wait():
+    # Each alone kept one of the box's two cores busy (cpu 100 %, affinity {0, 1}: share 0.5); measured on the
+    # 2-core VM, fcn beside lstm unpinned: r 1.00 and 1.00, STP 2.00. Four such jobs would not fit.
+    one = Solo(step_s=0.005, cpu_share=0.5, cores=frozenset({0, 1}))
+    other = Solo(step_s=0.002, cpu_share=0.499, cores=frozenset({0, 1}))
+    assert predict_pair(one, other, CPU).slowdown == pytest.approx((1.0, 1.0))
+    assert reason(one, other, CPU) == "their cores have room for both: neither waits for the other"
+    busy = Solo(step_s=0.005, cpu_share=1.0, cores=frozenset({0, 1}))  # two threads busy: the box is full
+    assert predict_pair(busy, busy, CPU).slowdown == pytest.approx((2.0, 2.0))
+    assert "take turns" in reason(busy, busy, CPU)
+
+
 def test_h100_captures_predict_with_intervals_and_json_shape():
     runs = [load_run(H100 / "x-fcn"), load_run(H100 / "x-gemm")]
     preds = predict(runs, "all")

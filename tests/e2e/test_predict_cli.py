@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,10 @@ from tests.helpers import gpumon, only_run, solo_core_share
 H100 = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
 
 
-def _capture(root: Path, cpus: int) -> Path:
+def _capture(root: Path, cpus: int | None) -> Path:
     out = root / f"cpu{cpus}"
-    done = gpumon("run", f"gemm:cpus={cpus},threads=1", "--headless", "--duration", "4", "--out", str(out),
-                  timeout=180)
+    spec = "gemm:threads=1" if cpus is None else f"gemm:cpus={cpus},threads=1"
+    done = gpumon("run", spec, "--headless", "--duration", "4", "--out", str(out), timeout=180)
     assert done.returncode == 0, done.stderr
     return only_run(out)
 
@@ -42,6 +43,14 @@ def test_same_core_halves_both_and_different_cores_do_not_interfere(pinned: dict
     assert all(abs(r - physics) <= 0.1 for r in same), (same, physics)
     apart = _slowdowns(str(pinned[0]), str(pinned[1]))
     assert all(abs(r - 1) <= 0.25 for r in apart), apart
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores: one for each copy")
+def test_unpinned_single_threaded_jobs_fit_on_a_box_of_two_cores_or_more(tmp_path: Path) -> None:
+    unpinned = _capture(tmp_path, None)  # affinity: every core; it keeps one busy
+    assert all(abs(r - 1) <= 0.1 for r in _slowdowns(str(unpinned))), "a copy of it beside it has a core of its own"
+    done = gpumon("predict", "--exclusive", str(unpinned))
+    assert "their cores have room for both" in done.stdout and "pinned" not in done.stdout
 
 
 def test_text_names_the_physics(pinned: dict[int, Path]) -> None:

@@ -135,6 +135,10 @@ for name in dir(nv):
     if (name.startswith("nvmlDevice") or name.startswith("nvmlGpm")) and callable(getattr(nv, name)):
         setattr(nv, name, timed(name[4:], getattr(nv, name)))
 
+# gpumon calls some C functions itself (the per-process utilisation read, in one call where pynvml makes two)
+function_pointer = nv._nvmlGetFunctionPointer
+nv._nvmlGetFunctionPointer = lambda name: function_pointer(name) if depth[0] else timed(name[4:], function_pointer(name))
+
 from gpumon.core.bus import Bus
 from gpumon.core.clock import RunClock
 from gpumon.core.sampler import Sampler

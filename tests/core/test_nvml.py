@@ -1013,7 +1013,8 @@ def test_per_process_samples_are_read_even_when_an_instant_lands_between_the_two
     libs: dict[str, Path], tmp_path: Path, sleepers: list[subprocess.Popen]
 ) -> None:
     # The real clock, an instant every millisecond and the H100's 1.2 ms a call: each sample count the size query
-    # returns is stale by the time the buffer is filled. pynvml's wrapper raises then; gpumon's reader grows its buffer.
+    # returns is stale by the time the buffer is filled. pynvml's wrapper raises then; gpumon's reader makes no size
+    # query, and grows its buffer when the driver says it is too small.
     code = """
 import time
 from gpumon.core.sources.nvml import _process_utilization
@@ -1033,6 +1034,34 @@ emit(errors=errors, counts=[len(r) for r in read], pids=sorted({s.pid for r in r
     out = run_child(tmp_path, libs["full"], scenario, code, FAKENVML_COSTS="h100", FAKENVML_CLOCK="")
     assert out["errors"] == ["Insufficient Size"] * 5  # the race is real on this fake, every time
     assert all(n >= 1 for n in out["counts"]) and out["pids"] == [sleepers[0].pid]
+
+
+@needs_cc
+def test_a_per_process_read_is_one_driver_call_where_pynvml_makes_two(
+    libs: dict[str, Path], tmp_path: Path, sleepers: list[subprocess.Popen]
+) -> None:
+    # At the H100's costs each C call burns half of the 2,311 µs pynvml's two calls cost there (size query + read):
+    # gpumon's reader, which reads into a buffer with room to spare, pays one of them.
+    code = """
+import statistics, time
+from gpumon.core.sources.nvml import _process_utilization
+pynvml.nvmlInit()
+h = pynvml.nvmlDeviceGetHandleByIndex(0)
+ours = _process_utilization(pynvml)
+def cost(read):
+    spent = []
+    for _ in range(7):
+        began = time.thread_time_ns()
+        samples = read(h, time.time_ns() // 1000 - 1_000_000)
+        spent.append((time.thread_time_ns() - began) / 1000)
+    return statistics.median(spent), sorted({s.pid for s in samples})
+(theirs_us, theirs), (ours_us, read) = cost(pynvml.nvmlDeviceGetProcessUtilization), cost(ours)
+emit(theirs_us=theirs_us, ours_us=ours_us, theirs=theirs, ours=read)
+"""
+    scenario = DEVICE + f"\nproc pid={sleepers[0].pid} sm_util=50\nproc pid={sleepers[1].pid} sm_util=30"
+    out = run_child(tmp_path, libs["full"], scenario, code, FAKENVML_COSTS="h100")
+    assert out["ours"] == out["theirs"] == sorted(p.pid for p in sleepers[:2])
+    assert 2310.971 * 0.9 <= out["theirs_us"] and 2310.971 / 2 * 0.9 <= out["ours_us"] <= 2310.971 * 0.75, out
 
 
 @needs_cc

@@ -173,27 +173,25 @@ def _v1_running_processes(nv: ModuleType, symbol: str) -> Callable:
 
 
 def _process_utilization(nv: ModuleType) -> Callable:
-    """nvmlDeviceGetProcessUtilization that survives a sampling instant landing between pynvml's two calls: pynvml
-    sizes its buffer exactly and raises INSUFFICIENT_SIZE then (1 read in 50 at the H100's call costs, on the fake),
-    and the read is made again into a buffer with room to spare, grown while the driver says it is too small."""
+    """nvmlDeviceGetProcessUtilization in one C call, into a buffer with room to spare (grown, and the read made
+    again, while the driver says it is too small). pynvml's wrapper makes two: a size query, then the read, and each
+    costs the driver's full price (~1,150 µs on the H100); it also raises INSUFFICIENT_SIZE when a sampling instant
+    lands between them (1 read in 50 at the H100's call costs, on the fake)."""
+    room = [64]  # samples; the driver keeps about one per process per sampling instant since ``last_seen_us``
 
     def call(handle: Any, last_seen_us: int) -> list[Any]:
-        try:
-            return nv.nvmlDeviceGetProcessUtilization(handle, last_seen_us)
-        except nv.NVMLError as err:
-            if err.value != INSUFFICIENT_SIZE:
-                raise
         fn = nv._nvmlGetFunctionPointer("nvmlDeviceGetProcessUtilization")
-        count, since = ctypes.c_uint(0), ctypes.c_ulonglong(last_seen_us)
-        ret = fn(handle, None, ctypes.byref(count), since)
-        while ret == INSUFFICIENT_SIZE:
-            count.value = count.value * 2 + 16
-            samples = (nv.c_nvmlProcessUtilizationSample_t * count.value)()
+        since = ctypes.c_ulonglong(last_seen_us)
+        while True:
+            count = ctypes.c_uint(room[0])
+            samples = (nv.c_nvmlProcessUtilizationSample_t * room[0])()
             ret = fn(handle, samples, ctypes.byref(count), since)
-            if ret == nv.NVML_SUCCESS:
-                return samples[: count.value]
+            if ret != INSUFFICIENT_SIZE:
+                break
+            room[0] = max(room[0], count.value) * 2
         nv._nvmlCheckReturn(ret)
-        return []
+        room[0] = max(room[0], 2 * count.value)
+        return samples[: count.value]
 
     call.__name__ = "nvmlDeviceGetProcessUtilization"
     return call

@@ -39,10 +39,6 @@ from gpumon.errors import UsageError
 log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 1.0
-# A listener that asks for each write (``flush_soon``: a runner's, once a second) paces the writes; after an asked
-# write the timer waits this much longer than the interval, so that it does not fire just before the listener's next
-# ask (two writes a second instead of one: ~2.4 wake-ups a second in a detached runner, 1.0 with it).
-PACED_SLACK_S = 0.5
 # Records waiting for the writer thread; beyond this the disk is not keeping up and the capture stops
 # (about 20 s of a fast pair at 5,000 steps/s; a few tens of MB at most).
 QUEUE_MAX = 100_000
@@ -206,18 +202,15 @@ class Recorder:
 
     def flush_soon(self) -> None:
         """Write what is queued now (a runner's listener has just read its steps: a viewer following the files
-        then sees them a second sooner); unless asked again, the next write is FLUSH_INTERVAL_S + PACED_SLACK_S
-        later (what arrived meanwhile: device samples, a job's end), then every FLUSH_INTERVAL_S."""
+        then sees them a second sooner), then every FLUSH_INTERVAL_S again."""
         self._soon.set()
 
     def _run(self) -> None:
-        wait = FLUSH_INTERVAL_S
         while True:
-            asked = self._soon.wait(wait)
+            self._soon.wait(FLUSH_INTERVAL_S)
             self._soon.clear()
             if self._stop.is_set() or not self._guarded(self._write_pending):
                 return
-            wait = FLUSH_INTERVAL_S + PACED_SLACK_S if asked else FLUSH_INTERVAL_S
 
     def _write_pending(self) -> None:
         if self._overflow:

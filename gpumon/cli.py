@@ -232,6 +232,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         beside=args.beside,
     )
     if args.baseline:
+        from gpumon.core.runstore import parse_baselines
+
         plan = dataclasses.replace(plan, baselines=parse_baselines(args.baseline, config.runs_dir))
     if args.detach:
         if not plan.jobs:
@@ -254,23 +256,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 NOT_A_TERMINAL = "gpumon: {} is not a terminal: running headless (status lines instead of the live monitor)"
-
-
-def parse_baselines(items: list[str], runs_dir: Path) -> tuple[tuple[str, str], ...]:
-    """``A=RUN`` items as (slot, run directory), each run checked to be readable."""
-    from gpumon.core.runstore import resolve_run
-    from gpumon.core.trace import load_run
-
-    baselines: dict[str, str] = {}
-    for item in items:
-        slot, equals, text = item.partition("=")
-        slot = slot.strip().upper()
-        if not equals or slot not in ("A", "B") or not text.strip():
-            raise UsageError(f"bad --baseline {item!r} (expected A=RUN or B=RUN)")
-        if slot in baselines:
-            raise UsageError(f"--baseline {slot} given twice")
-        baselines[slot] = str(load_run(resolve_run(text.strip(), runs_dir)).path)
-    return tuple(sorted(baselines.items()))
 
 
 def run_tui(plan: "RunPlan") -> int:

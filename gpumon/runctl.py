@@ -91,10 +91,12 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_attach(args: argparse.Namespace) -> int:
     from gpumon.core.runner import RUNNING
-    from gpumon.core.runstore import runs_dir_or_default
+    from gpumon.core.runstore import parse_baselines, runs_dir_or_default
     from gpumon.detach import RUNNER_LOG
 
-    target = find(args.run, runs_dir_or_default(args.runs_dir), "attach")
+    runs_dir = runs_dir_or_default(args.runs_dir)
+    target = find(args.run, runs_dir, "attach")
+    baselines = parse_baselines(args.baseline, runs_dir)
     not_terminal = output_not_terminal()
     if not_terminal:
         raise UsageError(f"gpumon attach needs a terminal ({not_terminal} is not one); its log: "
@@ -104,11 +106,15 @@ def cmd_attach(args: argparse.Namespace) -> int:
         from gpumon.tui.screens.replay import ReplayScreen, open_replay
 
         print(f"gpumon: {target.path.name} is not running ({target.status}): opening it as a replay", file=sys.stderr)
+        if baselines:
+            exclusive = " ".join(f"--exclusive {path}" for _, path in baselines)
+            print(f"gpumon: a replay shows no --baseline; compare it: gpumon compare {exclusive} --shared {target.path}",
+                  file=sys.stderr)
         source, feed = open_replay(target.path)
         return replay_app(ReplayScreen(source, feed)).run() or 0
     from gpumon.tui.app import run_viewer
 
-    return run_viewer(target.path)
+    return run_viewer(target.path, baselines)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -116,13 +122,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "attach",
         help="the live monitor on a run another gpumon is writing (gpumon run … --detach)",
         description="Open the live monitor on a run that its runner is writing: the same panels, graphs, live "
-        "slowdown, STP and verdict (with the run's --baseline) as a run started in this terminal, following "
+        "slowdown, STP and verdict (with the run's --baseline, or this viewer's) as a run started in this terminal, following "
         "the run directory about a second behind the runner. Quitting (q), closing the terminal or killing "
         "the viewer never stops the run; x stops it (after a confirmation). Several viewers may watch one run. "
         "A run that has ended opens as a replay.",
     )
     attach.add_argument("run", nargs="?", metavar="RUN", help=f"{RUN_HELP} (default: your newest running run)")
     attach.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
+    attach.add_argument("--baseline", action="append", default=[], metavar="SLOT=RUN",
+                        help="an exclusive run of job A or B (a run directory, a run name, or 'last') to compare the "
+                        "run with: live slowdown, STP and verdict in this viewer, also when the run was started "
+                        "without one (it replaces the run's own --baseline of that slot here; the run is not changed)")
     attach.set_defaults(handler=cmd_attach)
     stop = sub.add_parser(
         "stop",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpumon.core.trace import TraceError, list_runs
+from gpumon.core.trace import TraceError, list_runs, load_run
+from gpumon.errors import UsageError
 
 
 def default_runs_dir() -> Path:
@@ -32,3 +33,17 @@ def resolve_run(text: str, runs_dir: Path) -> Path:
     if path.exists() or os.sep in text:
         return path
     return runs_dir / text
+
+
+def parse_baselines(items: list[str], runs_dir: Path) -> tuple[tuple[str, str], ...]:
+    """``A=RUN`` items (``--baseline`` of run and attach) as (slot, run directory), each run checked to be readable."""
+    baselines: dict[str, str] = {}
+    for item in items:
+        slot, equals, text = item.partition("=")
+        slot = slot.strip().upper()
+        if not equals or slot not in ("A", "B") or not text.strip():
+            raise UsageError(f"bad --baseline {item!r} (expected A=RUN or B=RUN)")
+        if slot in baselines:
+            raise UsageError(f"--baseline {slot} given twice")
+        baselines[slot] = str(load_run(resolve_run(text.strip(), runs_dir)).path)
+    return tuple(sorted(baselines.items()))

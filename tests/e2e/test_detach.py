@@ -211,6 +211,9 @@ def test_attach_of_a_finished_run_opens_it_as_a_replay(tmp_path):
     env = _env(tmp_path)
     done = gpumon("run", "gemm", "--device", "cpu", "--no-nvml", "--headless", "--duration", "3", env=env)
     assert done.returncode == 0, done.stderr
+    for bad, said in ((["--baseline", "C=last"], "bad --baseline 'C=last'"), (["--baseline", "A=no-such-run"], "no-such-run")):
+        refused = gpumon("attach", "last", *bad, env=env)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and said in refused.stderr, refused.stderr
     pane = Pane(tmp_path, "replay", [sys.executable, "-m", "gpumon", "attach", "last"], env)
     try:
         screen = pane.wait_screen(lambda s: "replay " in s and "A · gemm" in s, 60, "the finished run as a replay")

@@ -128,3 +128,20 @@ async def test_an_mps_run_is_predicted_and_labelled_as_mps(tmp_path, runner, mon
         assert asked == ["mps"]  # the mode the prediction models, not the label "mps 30/70"
         assert "mps 30/70" in status()
         await pilot.press("q")
+
+
+@run_async
+async def test_the_viewers_own_baseline_replaces_the_runs_for_its_slot(tmp_path, runner):
+    """``gpumon attach --baseline A=RUN``: a run started without (or with another) exclusive run is compared here."""
+    run_dir = _live_run(tmp_path, runner.pid)  # its own --baseline for A: 40 it/s
+    mine = exclusive(tmp_path / "mine", "A", rate=80.0, spec="gemm")
+    source, feed = open_follow(run_dir)
+    screen = AttachedScreen(source, feed, baselines=(("A", str(mine)),))
+    app = replay_app(screen)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: "A" in feed.model.baselines, what="the baselines loaded")
+        rate, label = feed.model.baselines["A"]
+        assert rate == pytest.approx(80.0, rel=0.05) and label == f"baseline {mine.name}"
+        await pilot.press("q")
+    assert json.loads((run_dir / "run.json").read_text())["baselines"] == {"A": str(tmp_path / "baseline")}
+

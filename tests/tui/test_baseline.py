@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpumon.cli import parse_baselines
+from gpumon.core.runstore import parse_baselines
 from gpumon.errors import UsageError
 from gpumon.core.trace import baseline_rate
 from tests.tracegen import exclusive, staggered_pair

@@ -42,9 +42,13 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
         Binding("q", "close", "Leave", tooltip="close this viewer; the run goes on (gpumon attach comes back)"),
     ]
 
-    def __init__(self, source: FollowSource, feed: Feed, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:
+    def __init__(self, source: FollowSource, feed: Feed, refresh_hz: float = DEFAULT_HZ,
+                 baselines: tuple[tuple[str, str], ...] = (), **kwargs) -> None:
+        """``baselines``: this viewer's own ``--baseline`` runs (slot, run directory); each replaces the run's own of
+        that slot, here only."""
         super().__init__(feed, refresh_hz, **kwargs)
         self.source = source
+        self.baselines = baselines
         self.runner = source.runner
         self._said_end = False
 
@@ -54,7 +58,7 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
         self.set_interval(1.0, self._check_end)
 
     def _load_and_follow(self) -> None:
-        baselines = self.source.run.meta.get("baselines") or {}
+        baselines = {**(self.source.run.meta.get("baselines") or {}), **dict(self.baselines)}
         load_baselines(self.feed.model, tuple(sorted(baselines.items())), recorded_share(self.source.run.meta).kind)
         self.source.poll()  # the history so far, at once
         self.source.start()

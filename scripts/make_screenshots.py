@@ -27,7 +27,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpumon.cli import parse_baselines  # noqa: E402
+from gpumon.core.runstore import parse_baselines  # noqa: E402
 from gpumon.plan import make_plan  # noqa: E402
 from gpumon.core.session import SessionConfig  # noqa: E402
 from gpumon.tui.app import GpumonApp  # noqa: E402
@@ -207,27 +207,28 @@ def gpu_box(runs_dir: Path, baselines: list[str], shared_box: bool = False, four
             foreign.wait()
 
 
-async def shoot_attach(runs_dir: Path) -> None:
-    """``gpumon attach`` on a real detached CPU run: the runner in the background, the viewer following its files."""
+async def shoot_attach(runs_dir: Path, baselines: list[str]) -> None:
+    """``gpumon attach --baseline A=RUN --baseline B=RUN`` on a real detached CPU run started without baselines: the
+    runner in the background, the viewer following its files and comparing them with its own exclusive runs."""
     from gpumon.tui.app import replay_app
     from gpumon.tui.screens.attached import AttachedScreen, open_follow
 
     gpumon = [sys.executable, "-m", "gpumon"]
-    started = subprocess.run([*gpumon, "run", *WORKLOADS, "--device", "cpu", "--stagger", "5", "--out", str(runs_dir),
+    started = subprocess.run([*gpumon, "run", *WORKLOADS, "--device", "cpu", "--out", str(runs_dir),
                               "--label", "detached", "--detach", "--json"], capture_output=True, text=True, check=True)
     run_dir = Path(json.loads(started.stdout)["run"])
     try:
         source, feed = open_follow(run_dir)
-        screen = AttachedScreen(source, feed)
+        screen = AttachedScreen(source, feed, baselines=tuple(tuple(b.split("=", 1)) for b in baselines))
         app = replay_app(screen)
         async with app.run_test(size=(120, 40)) as pilot:
             def both_running() -> bool:
                 view = screen.latest
-                return view is not None and all(w.state == "running" and w.elapsed_s >= 8 for w in view.workloads)
+                return view is not None and all(w.state == "running" and w.elapsed_s >= 20 for w in view.workloads)
 
-            await wait_until(pilot, both_running, 180, "both detached jobs running for 8 s")
+            await wait_until(pilot, both_running, 180, "both detached jobs running for 20 s")
             await pilot.pause(1.5)
-            save(app, "attach", "gpumon attach: a detached CPU run (fcn + gemm, tiny)")
+            save(app, "attach", "gpumon attach --baseline A=RUN --baseline B=RUN: a detached CPU run (fcn + gemm, tiny)")
     finally:
         subprocess.run([*gpumon, "stop", str(run_dir)], capture_output=True, text=True)
 
@@ -259,7 +260,7 @@ def main() -> None:
         return
     if args.attach_only:
         with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
-            asyncio.run(shoot_attach(Path(runs)))
+            asyncio.run(shoot_attach(Path(runs) / "attach", capture_baselines(Path(runs) / "baselines")))
         return
     if args.four_gpus_only:
         with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
@@ -280,7 +281,7 @@ def main() -> None:
         gpu_box(Path(runs) / "gpu", baselines)
         gpu_box(Path(runs) / "shared", [], shared_box=True)
         gpu_box(Path(runs) / "four", [], four_gpus=True)
-        asyncio.run(shoot_attach(Path(runs) / "attach"))
+        asyncio.run(shoot_attach(Path(runs) / "attach", baselines))
     to_png(OUT / "monitor-cpu.svg")
     if (OUT / "gpu-box-simulated.svg").exists():
         to_png(OUT / "gpu-box-simulated.svg")

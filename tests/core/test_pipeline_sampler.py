@@ -18,8 +18,10 @@ class FakeHost:
     def __init__(self, fail_on_call: int | None = None) -> None:
         self.calls = 0
         self.fail_on_call = fail_on_call
+        self.looks: list[bool] = []  # every_thread of each tree_pids call
 
-    def tree_pids(self, pid: int) -> list[int]:
+    def tree_pids(self, pid: int, every_thread: bool = True) -> list[int]:
+        self.looks.append(every_thread)
         return [pid, pid + 1]
 
     def sample_host(self, t: float) -> HostSample:
@@ -93,6 +95,15 @@ def test_device_every_tick_host_and_processes_every_process_period():
     assert len(items.of(HostSample)) == 3, "ticks 0, 5 and 10"
     procs = items.of(ProcessSample)
     assert [(p.process, p.pid, p.threads) for p in procs] == [("A", 1000, 2)] * 3
+
+
+def test_job_trees_are_read_through_every_thread_once_every_ten_process_ticks():
+    host = FakeHost()
+    sampler, _ = _sampler(host, FakeNvml(), interval_s=0.1)
+    for _ in range(5 * 21):
+        sampler.tick()
+        sampler.ticks += 1
+    assert host.looks == [True] + [False] * 9 + [True] + [False] * 9 + [True]
 
 
 def test_the_thread_ticks_until_stopped_and_stops_promptly():

@@ -122,8 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "attach",
         help="the live monitor on a run another gpumon is writing (gpumon run … --detach)",
         description="Open the live monitor on a run that its runner is writing: the same panels, graphs, live "
-        "slowdown, STP and verdict (with the run's --baseline, or this viewer's) as a run started in this terminal, following "
-        "the run directory about a second behind the runner. Quitting (q), closing the terminal or killing "
+        "slowdown, STP and verdict (with the run's --baseline, or this viewer's) as a run started in this "
+        "terminal, following the run directory about a second behind the runner. Quitting (q), closing the terminal or killing "
         "the viewer never stops the run; x stops it (after a confirmation). Several viewers may watch one run. "
         "A run that has ended opens as a replay.",
     )

@@ -57,14 +57,7 @@ class Check:
 
 def run_doctor(args: argparse.Namespace) -> int:
     """Run every check, print the report, return 0 if gpumon can work here, else 1."""
-    if getattr(args, "verify", False):  # a Namespace built by hand (tests) may lack the --verify flags
-        from gpumon.verify import run_verify
-
-        if getattr(args, "python", None):  # the verify workloads and its torch check use it
-            os.environ[ENV_PYTHON] = choose(args.python).path
-
-        return run_verify(args)
-    if getattr(args, "device", "auto") != "auto":
+    if getattr(args, "device", "auto") != "auto":  # a Namespace built by hand (tests) may lack the --verify flags
         raise UsageError("--device only applies with --verify (gpumon doctor --verify --device cpu)")
     if args.gpu is not None and args.gpu < 0:
         raise UsageError(f"--gpu must be a GPU index (0 or more), not {args.gpu}")

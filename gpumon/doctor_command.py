@@ -41,7 +41,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    """The handler: imports the checks only now, so other subcommands start without them."""
+    """The handler: imports the checks only now, so other subcommands start without them; ``--verify`` is
+    gpumon/verify.py, which builds on the doctor's checks."""
+    if args.verify:
+        import os
+
+        from gpumon.core.interpreter import ENV_PYTHON, choose
+        from gpumon.verify import run_verify
+
+        if args.python:  # the verify workloads and its torch check use it
+            os.environ[ENV_PYTHON] = choose(args.python).path
+        return run_verify(args)
     from gpumon.doctor import run_doctor as run
 
     return run(args)

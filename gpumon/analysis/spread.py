@@ -11,12 +11,9 @@ runs is kept). benchmarks/interval_coverage.py measures what this covers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sized
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from gpumon.analysis.slowdown import RateSample
 
 WITHIN = "within one run"
 WITHIN_NOTE = (
@@ -40,6 +37,6 @@ def between_runs_replicates(points: np.ndarray, n_boot: int, rng: np.random.Gene
     return points.mean(axis=0) * np.exp(normal * scale)
 
 
-def basis(samples: Sequence["RateSample"]) -> str:
-    """What an interval over these samples reflects: one run's noise, or the spread between n runs."""
+def basis(samples: Sized) -> str:
+    """What an interval over these rate samples (one per run) reflects: one run's noise, or the spread between n runs."""
     return WITHIN if len(samples) < 2 else f"between {len(samples)} runs"

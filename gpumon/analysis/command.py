@@ -117,7 +117,7 @@ def run_compare(args: argparse.Namespace) -> int:
     # first thing: a helper's scipy import runs while the analysis is imported and the runs are read
     tests = stats_helper.for_runs([*exclusive_paths, *shared_paths])
     from gpumon.analysis.compare import compare
-    from gpumon.analysis.text import render_tables
+    from gpumon.analysis.text import comparison_json, render_tables
     from gpumon.color import use_color
     from gpumon.core.trace import load_run
 
@@ -130,7 +130,7 @@ def run_compare(args: argparse.Namespace) -> int:
 
         written = write_report(comparison, [*exclusive, *shared], Path(args.report))
     if args.json:
-        data = comparison.to_dict()
+        data = comparison_json(comparison)
         if args.report:
             data["report"] = {"dir": str(Path(args.report)), "files": [p.name for p in written]}
         print(json.dumps(data, indent=2, allow_nan=False))

@@ -16,7 +16,7 @@ import numpy as np
 
 from gpumon.analysis import distributions as dist
 from gpumon.analysis import rates, slowdown, spread, stats_helper, unprobed
-from gpumon.analysis.rates import Curve, Window
+from gpumon.analysis.rates import Curve, Segment, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.analysis.why import attribute_jobs, nvml_warning
 from gpumon.core.attribution import Attribution
@@ -38,30 +38,6 @@ MIN_STEPS = 20
 NUMERIC_STEP_COLUMNS = ("pid", "step", "t", "iter_s", "samples", "warmup", "copy_bytes", "copy_s")
 EXCLUSIVE_RUNS = "exclusive runs"
 EXCLUSIVE_PHASE = "exclusive phase of the shared run"
-
-
-@dataclass(frozen=True)
-class Segment:
-    """Where a rate was measured: a run, the job's slot in that run, the role and the window."""
-
-    run: str
-    slot: str
-    role: str
-    start: float
-    end: float
-    steps: int
-
-    @property
-    def window(self) -> Window:
-        return Window(self.start, self.end)
-
-    @property
-    def name(self) -> str:
-        return Path(self.run).name
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "slot": self.slot, "role": self.role, "start": self.start,
-                "end": self.end, "duration": self.end - self.start, "steps": self.steps}
 
 
 @dataclass(frozen=True)
@@ -134,10 +110,8 @@ class Comparison:
         return next(w for w in self.workloads if w.slot == slot)
 
     def to_dict(self) -> dict[str, Any]:
-        from gpumon.analysis.text import verdict_sentence
-
+        """Everything but the verdict in words (``gpumon.analysis.text.comparison_json`` adds it)."""
         return {
-            "summary": verdict_sentence(self),
             "confidence": self.confidence,
             "interval_basis": dict(self.interval_basis),
             "exclusive_runs": list(self.exclusive_runs),

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -145,3 +146,27 @@ def rate_over_time(c: Curve, window: Window, bins: int = 60) -> tuple[np.ndarray
     counts = np.diff(c.at(edges))
     width = window.duration / bins
     return (edges[:-1] + width / 2) - window.start, counts / width
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Where a rate was measured: a run, the job's slot in that run, the role and the window."""
+
+    run: str
+    slot: str
+    role: str
+    start: float
+    end: float
+    steps: int
+
+    @property
+    def window(self) -> Window:
+        return Window(self.start, self.end)
+
+    @property
+    def name(self) -> str:
+        return Path(self.run).name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "slot": self.slot, "role": self.role, "start": self.start,
+                "end": self.end, "duration": self.end - self.start, "steps": self.steps}

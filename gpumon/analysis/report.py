@@ -11,7 +11,7 @@ from gpumon.analysis import rates
 from gpumon.analysis.why import cause_columns
 from gpumon.analysis.distributions import CAUTION, COPY_BANDWIDTH, COPY_NOTE, CPU, GPU_UTIL, display_scale
 from gpumon.analysis.text import (
-    VERDICT_TEXT, distribution_rows, fmt_estimate, rate_rows, verdict_sentence, why_evidence, why_rows,
+    VERDICT_TEXT, comparison_json, distribution_rows, fmt_estimate, rate_rows, verdict_sentence, why_evidence, why_rows,
 )
 from gpumon.core.trace import Run
 from gpumon.errors import UsageError
@@ -38,7 +38,7 @@ def write_report(comparison: "Comparison", runs: Sequence[Run], out_dir: Path) -
         frame.to_csv(path, index=False)
         written.append(path)
     summary = out_dir / "summary.json"
-    summary.write_text(json.dumps(comparison.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    summary.write_text(json.dumps(comparison_json(comparison), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     written.append(summary)
     figures = {
         "rate_over_time.png": _rate_figure(comparison, frames["rate_over_time"]),

@@ -82,6 +82,11 @@ def known_words(w: "WorkloadResult", other: str) -> str:
     return f"rate {UNKNOWN_RATE}; what is known: {w.known.phrase(other)}" if w.known is not None else ""
 
 
+def comparison_json(comparison: "Comparison") -> dict:
+    """The comparison as ``compare --json`` and a report's summary.json give it: the verdict in words first."""
+    return {"summary": verdict_sentence(comparison), **comparison.to_dict()}
+
+
 def verdict_sentence(comparison: "Comparison") -> str:
     """The verdict in the user's words: whether sharing pays, each job's slowdown and its main cause."""
     names = [w.spec.split(":")[0] for w in comparison.workloads]

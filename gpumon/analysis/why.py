@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
+from gpumon.analysis.rates import Segment
 from gpumon.core import evidence
 from gpumon.core.attribution import SHARE_KEYS, Attribution, Job, Side, attribute_pair
 from gpumon.core.trace import Run
 
-if TYPE_CHECKING:
-    from gpumon.analysis.compare import Segment
-
 NAN = math.nan
 
 
-def _side(runs: dict[str, Run], segments: Sequence["Segment"], rate: float) -> Side:
+def _side(runs: dict[str, Run], segments: Sequence[Segment], rate: float) -> Side:
     """The evidence of one condition, repeats merged by window length; its step is 1 / the compared rate."""
     step_s = 1 / rate if rate > 0 else NAN
     sides = [(evidence.run_side(evidence.Window(runs[s.run], s.slot, s.start, s.end), step_s), s.end - s.start)
@@ -25,7 +23,7 @@ def _side(runs: dict[str, Run], segments: Sequence["Segment"], rate: float) -> S
 
 def attribute_jobs(
     runs: Sequence[Run],
-    jobs: Sequence[tuple[str, str, float, float, Sequence["Segment"], Sequence["Segment"]]],
+    jobs: Sequence[tuple[str, str, float, float, Sequence[Segment], Sequence[Segment]]],
 ) -> dict[str, Attribution]:
     """Attributions by slot; each job is (slot, spec, exclusive rate, shared rate, exclusive and shared segments)."""
     by_path = {str(r.path): r for r in runs}

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TextIO
+from typing import Any, Callable, Protocol, TextIO
 
 from gpumon.core.interpreter import child_path, choose
 from gpumon.core.lifeline import die_with_parent
@@ -27,8 +27,12 @@ from gpumon.experiments.progress import Progress
 from gpumon.experiments.pyspy import PySpy, record_argv
 from gpumon.experiments.steady import StepsTail
 
-if TYPE_CHECKING:
-    from gpumon.experiments.rayrun import RayPool
+class CellPool(Protocol):
+    """Workers that run cells at once (experiments/rayrun.py's RayPool: one per GPU, or pinned core, of a cluster)."""
+
+    def run(self, cells: list[Cell], manifest: Manifest, pyspy: Any, stop_requested: Callable[[], int | None],
+            finished: Callable[[Cell, CellRecord], None]) -> None: ...
+
 
 SLOTS = ("A", "B")
 POLL_S = 0.25
@@ -343,7 +347,7 @@ class Runner:
     retry_failed: bool = False
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     execute: Callable[[Cell, Progress], CellRecord] | None = None
-    pool: "RayPool | None" = None
+    pool: CellPool | None = None
     signal_received: int | None = None
 
     def _on_signal(self, signum: int, frame: object) -> None:

@@ -1,5 +1,6 @@
 """Import contract: gpumon/core never imports Textual, torch or the workloads package; nothing below the CLI
-imports the CLI; the CLI's light paths never import torch; rates and verdicts are defined once."""
+imports the CLI; the CLI's light paths never import torch; rates and verdicts are defined once; no two modules
+import each other."""
 
 from __future__ import annotations
 
@@ -238,3 +239,46 @@ def test_predict_needs_neither_torch_nor_scipy():
     assert (loaded["torch"], loaded["scipy"]) == (False, False)
     if importlib.util.find_spec("pyarrow") is not None:
         assert loaded["pandas"] is False
+
+
+def _imported_modules(path: Path, module: str, modules: set[str]) -> set[str]:
+    """The gpumon modules ``module`` (at ``path``) imports, at any depth of its code, TYPE_CHECKING blocks included."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found |= {name for name in names if name in modules and name not in (module, "gpumon")}
+    return found
+
+
+def test_no_two_modules_import_each_other():
+    """Imports point one way, down the layers: no cycle in the graph of gpumon's modules (functions' and
+    TYPE_CHECKING imports count too: they tie the two modules together all the same)."""
+    paths = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in PACKAGE.rglob("*.py")}
+    graph = {m: _imported_modules(p, m, set(paths)) for m, p in paths.items()}
+    cycles = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for imported in sorted(graph[module]):
+            if state.get(imported) == 1:
+                cycles.append(path[path.index(imported):] + [imported])
+            elif imported not in state:
+                visit(imported, [*path, imported])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "modules that import each other: " + "; ".join(" -> ".join(c) for c in cycles)

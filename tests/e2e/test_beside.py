@@ -153,7 +153,7 @@ def test_kill_9_of_gpumon_leaves_it_running(tmp_path: Path) -> None:
                                   "--no-nvml", "--out", str(tmp_path / "runs2")], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         runs2 = tmp_path / "runs2"
-        wait_for(lambda: runs2.exists() and any(runs2.iterdir())
+        wait_for(lambda: runs2.exists() and any(runs2.glob("*/run.json"))
                  and (only_run(runs2) / "steps.csv").read_text().count("\n") > 50, what="B's steps recorded again")
         again.kill()  # kill -9: no PDEATHSIG reaches a process gpumon did not start
         again.wait()

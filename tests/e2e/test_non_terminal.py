@@ -90,8 +90,10 @@ def test_stdout_to_a_file_runs_headless_with_a_one_line_notice(tmp_path, job):
 
 def test_stdout_to_a_pipe_whose_reader_exits_then_sigterm(tmp_path, job):
     runs = tmp_path / "runs"
+    # block-buffered stdout, as a user's shell gives it (this machine's environment sets PYTHONUNBUFFERED)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.Popen(run_args(runs, job), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, env=env)
     try:
         first = proc.stdout.readline()  # like `| head -1`: one line, then the reader is gone
         proc.stdout.close()

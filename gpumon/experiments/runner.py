@@ -27,6 +27,7 @@ from gpumon.experiments.progress import Progress
 from gpumon.experiments.pyspy import PySpy, record_argv
 from gpumon.experiments.steady import StepsTail
 
+
 class CellPool(Protocol):
     """Workers that run cells at once (experiments/rayrun.py's RayPool: one per GPU, or pinned core, of a cluster)."""
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpumon.core.bus import Bus  # noqa: E402
-from gpumon.core.model import StepEvent  # noqa: E402
+from gpumon.core.records.bus import Bus  # noqa: E402
+from gpumon.core.records.model import StepEvent  # noqa: E402
 from gpumon.core.sources.follow import FollowSource  # noqa: E402
 
 

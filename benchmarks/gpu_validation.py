@@ -57,13 +57,13 @@ import pandas as pd  # noqa: E402
 from smi_witness import MB_BYTES, Witness, between, read_table  # noqa: E402
 
 from gpumon import __version__  # noqa: E402
-from gpumon.core.lifeline import die_with_parent  # noqa: E402
-from gpumon.core.mps import CONTROL, SERVER, processes_running  # noqa: E402
-from gpumon.core.rates import overlap_window  # noqa: E402
+from gpumon.core.jobs.lifeline import die_with_parent  # noqa: E402
+from gpumon.core.jobs.mps import CONTROL, SERVER, processes_running  # noqa: E402
+from gpumon.core.records.rates import overlap_window  # noqa: E402
 from gpumon.core.sources.nvml import NO_GPM_ENV, SM_SUM_TOLERANCE_PCT, NvmlSource, clamp_to_device  # noqa: E402
-from gpumon.core.trace import Run, load_run  # noqa: E402
-from gpumon.core.units import bytes_per_s  # noqa: E402
-from gpumon.verify import RX_TOLERANCE, busy_span, evidence_from_run  # noqa: E402
+from gpumon.core.store.trace import Run, load_run  # noqa: E402
+from gpumon.core.records.units import bytes_per_s  # noqa: E402
+from gpumon.checks.verify import RX_TOLERANCE, busy_span, evidence_from_run  # noqa: E402
 from gpumon.workloads.spec import parse_workload_spec, to_argv  # noqa: E402
 
 PASS, FAIL, SKIP = "pass", "fail", "not checked"

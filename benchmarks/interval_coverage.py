@@ -84,7 +84,7 @@ def record(out: Path, repeats: int, duration: float) -> list[dict[str, Path]]:
 def intervals(repeats: list[dict[str, Path]], seed: int) -> dict[str, tuple[float, float, float]]:
     """(estimate, low, high) of r_A, r_B and STP from these repeats together."""
     from gpumon.analysis.compare import compare
-    from gpumon.core.trace import load_run
+    from gpumon.core.store.trace import load_run
 
     exclusive = [load_run(r[name]) for r in repeats for name in ("x-fcn", "x-gemm")]
     shared = [load_run(r["s-fcn+gemm"]) for r in repeats]

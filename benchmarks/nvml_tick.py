@@ -139,9 +139,9 @@ for name in dir(nv):
 function_pointer = nv._nvmlGetFunctionPointer
 nv._nvmlGetFunctionPointer = lambda name: function_pointer(name) if depth[0] else timed(name[4:], function_pointer(name))
 
-from gpumon.core.bus import Bus
-from gpumon.core.clock import RunClock
-from gpumon.core.sampler import Sampler
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.clock import RunClock
+from gpumon.core.capture.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
 

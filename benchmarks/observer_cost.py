@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.fakenvml
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from gpumon.core.trace import load_run  # noqa: E402
+from gpumon.core.store.trace import load_run  # noqa: E402
 from pty_monitor import PtyCost, PtyProgram, cost_between, rss_mib, run_in_pty, snapshot, thread_names  # noqa: E402
 
 CTRL_C = b"\x03"

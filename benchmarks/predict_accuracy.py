@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from gpumon.analysis.predict import intervals, read_jobs  # noqa: E402
 from gpumon.analysis.predict_model import CONSTANTS, MPS, TIMESLICE, Constants, Solo, predict_pair  # noqa: E402
-from gpumon.core.rates import stp, verdict  # noqa: E402
-from gpumon.core.trace import load_run  # noqa: E402
+from gpumon.core.records.rates import stp, verdict  # noqa: E402
+from gpumon.core.store.trace import load_run  # noqa: E402
 
 ARCHIVES = ("q4_contention.tgz", "modes.tgz")
 EXPERIMENTS = {"q4": TIMESLICE, "exp": TIMESLICE, "expmps": MPS}

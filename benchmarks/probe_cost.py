@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 LOOPS = r"""
 import json, sys, time
-from gpumon.core import probe
+from gpumon.core.probing import probe
 
 def timed(body, calls):
     best = None
@@ -141,9 +141,9 @@ def main() -> None:
             print(f"  rows received {drain.rows:,} of {sent:,} sent, {drain.dropped:,} reported dropped")
 
     bare = start_seconds("pass", args.starts)
-    with_probe = start_seconds("import gpumon.core.probe", args.starts)
+    with_probe = start_seconds("import gpumon.core.probing.probe", args.starts)
     print(f"\nstart-up (median of {args.starts}): python -c pass {bare * 1e3:.1f} ms, "
-          f"python -c 'import gpumon.core.probe' {with_probe * 1e3:.1f} ms (+{(with_probe - bare) * 1e3:.1f} ms)")
+          f"python -c 'import gpumon.core.probing.probe' {with_probe * 1e3:.1f} ms (+{(with_probe - bare) * 1e3:.1f} ms)")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpumon.core.lifeline import die_with_parent  # noqa: E402
+from gpumon.core.jobs.lifeline import die_with_parent  # noqa: E402
 
 MB_BYTES = 1e6
 ARGS = {"dmon": ["-s", "putcm"], "pmon": ["-s", "um"]}

@@ -19,12 +19,12 @@ CASES = {
     "python -c pass": "pass",
     "import gpumon.cli": "import gpumon.cli",
     "gpumon run parser + plan": (
-        "from gpumon.cli import build_parser; from gpumon.plan import make_plan; "
-        "from gpumon.core.session import SessionConfig; "
+        "from gpumon.cli import build_parser; from gpumon.frontends.plan import make_plan; "
+        "from gpumon.core.capture.session import SessionConfig; "
         "make_plan(['fcn', 'lstm'], [], session=SessionConfig(), label=None, duration_s=1, stagger_s=0)"
     ),
     "gpumon session (no NVML)": (
-        "from gpumon.core.session import Session, SessionConfig; s = Session(SessionConfig(nvml=False)); "
+        "from gpumon.core.capture.session import Session, SessionConfig; s = Session(SessionConfig(nvml=False)); "
         "s.start(); s.shutdown()"
     ),
     "import torch (what children pay)": "import torch",

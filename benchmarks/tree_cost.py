@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpumon.core.sampler import FULL_TREE_EVERY, PROCESS_PERIOD_S  # noqa: E402
+from gpumon.core.capture.sampler import FULL_TREE_EVERY, PROCESS_PERIOD_S  # noqa: E402
 from gpumon.core.sources.host import HostSource  # noqa: E402
 
 JOB = """

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psutil
 
-from gpumon.core.trace import list_runs, summarize
+from gpumon.core.store.trace import list_runs, summarize
 
 TMUX = shutil.which("tmux") or "/usr/bin/tmux"
 SOCKET = f"gpumon-bench-{os.getpid()}"
@@ -122,8 +122,8 @@ def watched_rate(workload: str, headless: bool, duration_s: float) -> float:
 
 
 async def step_latency(seconds: float) -> tuple[list[float], int]:
-    from gpumon.plan import make_plan
-    from gpumon.core.session import SessionConfig
+    from gpumon.frontends.plan import make_plan
+    from gpumon.core.capture.session import SessionConfig
     from gpumon.tui.app import GpumonApp
     from gpumon.tui.controller import Controller
     from gpumon.tui.screens.monitor import MonitorScreen

@@ -13,17 +13,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from gpumon import __version__, stopsignals
-from gpumon.argtypes import finite_number, whole_number
-from gpumon.core import lifeline
-from gpumon.detach import RUNNER_FLAG
+from gpumon import __version__
+
+from gpumon.console import stopsignals
+from gpumon.commands.argtypes import finite_number, whole_number
+from gpumon.core.jobs import lifeline
+from gpumon.frontends.detach import RUNNER_FLAG
 from gpumon.errors import UsageError
 from gpumon.extras import require
-from gpumon.terminal import output_not_terminal
+from gpumon.console.terminal import output_not_terminal
 
 if TYPE_CHECKING:
-    from gpumon.core.trace import RunSummary
-    from gpumon.plan import RunPlan
+    from gpumon.core.store.trace import RunSummary
+    from gpumon.frontends.plan import RunPlan
 
 DESCRIPTION = """\
 Watch, capture and compare co-resident training jobs on a shared GPU.
@@ -186,25 +188,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _registrations() -> list[Callable[[argparse._SubParsersAction], None]]:
-    from gpumon.analysis.command import register as register_compare
-    from gpumon.analysis.predict_command import register as register_predict
-    from gpumon.doctor_command import register as register_doctor
-    from gpumon.experiments.command import register as register_experiment
-    from gpumon.runctl import register as register_runctl
-    from gpumon.wrap import register as register_wrap
+    from gpumon.commands.compare import register as register_compare
+    from gpumon.commands.predict import register as register_predict
+    from gpumon.commands.doctor import register as register_doctor
+    from gpumon.commands.experiment import register as register_experiment
+    from gpumon.commands.attach import register as register_runctl
+    from gpumon.commands.wrap import register as register_wrap
 
     return [add_run_parser, register_runctl, add_runs_parser, add_export_parser, register_compare, register_predict,
             register_doctor, register_experiment, register_wrap]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpumon.core.beside import DEFAULT_LEAD_S
-    from gpumon.core.devices import check_gpu_present, parse_gpu
-    from gpumon.core.metrics import parse_address
-    from gpumon.core.mps import parse_share
-    from gpumon.core.runstore import runs_dir_or_default
-    from gpumon.plan import make_plan
-    from gpumon.core.session import SessionConfig
+    from gpumon.core.jobs.beside import DEFAULT_LEAD_S
+    from gpumon.core.jobs.devices import check_gpu_present, parse_gpu
+    from gpumon.core.capture.metrics import parse_address
+    from gpumon.core.jobs.mps import parse_share
+    from gpumon.core.store.runstore import runs_dir_or_default
+    from gpumon.frontends.plan import make_plan
+    from gpumon.core.capture.session import SessionConfig
 
     if args.json and not (args.headless or args.detach):
         raise UsageError("--json goes with --headless or --detach")
@@ -233,22 +235,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         beside=args.beside,
     )
     if args.baseline:
-        from gpumon.core.runstore import parse_baselines
+        from gpumon.core.store.runstore import parse_baselines
 
         plan = dataclasses.replace(plan, baselines=parse_baselines(args.baseline, config.runs_dir))
     if args.detach:
         if not plan.jobs:
             raise UsageError("--detach needs at least one workload (e.g. gpumon run fcn --detach)")
         if args.runner:
-            from gpumon.headless import run_headless
+            from gpumon.frontends.headless import run_headless
 
             return run_headless(plan, args.json, detached=True)
-        from gpumon.detach import start_runner
+        from gpumon.frontends.detach import start_runner
 
         return start_runner(args.raw_argv, args.json)
     not_terminal = None if args.headless else output_not_terminal()
     if args.headless or not_terminal:
-        from gpumon.headless import run_headless
+        from gpumon.frontends.headless import run_headless
 
         if not_terminal:
             print(NOT_A_TERMINAL.format(not_terminal), file=sys.stderr, flush=True)
@@ -266,10 +268,10 @@ def run_tui(plan: "RunPlan") -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from gpumon.core.runner import RUNNING
-    from gpumon.core.runstore import runs_dir_or_default
-    from gpumon.core.trace import list_runs, summarize
-    from gpumon.core.units import fmt_rate, json_number
+    from gpumon.core.store.runner import RUNNING
+    from gpumon.core.store.runstore import runs_dir_or_default
+    from gpumon.core.store.trace import list_runs, summarize
+    from gpumon.core.records.units import fmt_rate, json_number
 
     runs_dir = runs_dir_or_default(args.dir)
     summaries = [summarize(run) for run in list_runs(runs_dir)]
@@ -312,7 +314,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def runner_json(summary: "RunSummary") -> dict | None:
     """``runs --json``'s runner: who writes (wrote) the run, and since when (ISO 8601, local time with its offset)."""
-    from gpumon.core.runner import RUNNING
+    from gpumon.core.store.runner import RUNNING
 
     runner = summary.runner
     if runner is None:
@@ -323,8 +325,8 @@ def runner_json(summary: "RunSummary") -> dict | None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from gpumon.core.runstore import resolve_run, runs_dir_or_default
-    from gpumon.core.trace import export, load_run
+    from gpumon.core.store.runstore import resolve_run, runs_dir_or_default
+    from gpumon.core.store.trace import export, load_run
 
     fmt, out = ("csv", args.csv) if args.csv is not None else ("parquet", args.parquet)
     if fmt == "parquet":
@@ -337,8 +339,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_monitor(args: argparse.Namespace) -> int:
     """``gpumon`` with no command: the live monitor with nothing launched yet."""
-    from gpumon.plan import make_plan
-    from gpumon.core.session import SessionConfig
+    from gpumon.frontends.plan import make_plan
+    from gpumon.core.capture.session import SessionConfig
 
     not_terminal = output_not_terminal()
     if not_terminal:

@@ -27,9 +27,9 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpumon.core.runstore import parse_baselines  # noqa: E402
-from gpumon.plan import make_plan  # noqa: E402
-from gpumon.core.session import SessionConfig  # noqa: E402
+from gpumon.core.store.runstore import parse_baselines  # noqa: E402
+from gpumon.frontends.plan import make_plan  # noqa: E402
+from gpumon.core.capture.session import SessionConfig  # noqa: E402
 from gpumon.tui.app import GpumonApp  # noqa: E402
 from gpumon.tui.controller import Controller  # noqa: E402
 

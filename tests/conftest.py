@@ -22,7 +22,7 @@ os.environ["GPUMON_RUNTIME_DIR"] = os.path.join(tempfile.mkdtemp(prefix="gpumon-
 # In a child: the test process imports neither torch nor the real libnvidia-ml.
 GPU_PROBE = """
 import json
-from gpumon.doctor import OK, check_nvml, check_torch
+from gpumon.checks.doctor import OK, check_nvml, check_torch
 nvml = check_nvml(None)[0]
 torch = check_torch()
 print(json.dumps({"nvml": nvml.name == "gpu", "torch": torch.level == OK,

@@ -3,7 +3,7 @@
 The one generator of synthetic runs for every test: a ``Job`` is a list of
 steps (warm-up, then phases of fixed step time, optionally with noise); the
 run's states, metadata, log lines, steps and samples are handed to
-``gpumon.core.recorder.Recorder`` in time order, exactly as a live session's
+``gpumon.core.store.recorder.Recorder`` in time order, exactly as a live session's
 bus would.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from gpumon.core.model import (
+from gpumon.core.records.model import (
     DEVICE_COLUMNS,
     DeviceSample,
     GpuOthers,
@@ -29,7 +29,7 @@ from gpumon.core.model import (
     WorkloadMeta,
     WorkloadState,
 )
-from gpumon.core.recorder import Recorder, initial_meta, write_json_atomic
+from gpumon.core.store.recorder import Recorder, initial_meta, write_json_atomic
 
 Value = float | Callable[[float], float]
 DeviceRow = Callable[[float, int], dict[str, float]]

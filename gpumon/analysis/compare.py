@@ -19,13 +19,13 @@ from gpumon.analysis import rates, slowdown, spread, stats_helper, unprobed
 from gpumon.analysis.rates import Curve, Segment, Window
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.analysis.why import attribute_jobs, nvml_warning
-from gpumon.core.attribution import Attribution
-from gpumon.core import evidence
-from gpumon.core.beside import UNKNOWN_RATE, KnownUse
-from gpumon.core.evidence import mixed_devices
-from gpumon.core.others import Disturbance, disturbances
-from gpumon.core.rates import verdict
-from gpumon.core.trace import Run, load_run
+from gpumon.core.interference.attribution import Attribution
+from gpumon.core.interference import evidence
+from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse
+from gpumon.core.interference.evidence import mixed_devices
+from gpumon.core.store.others import Disturbance, disturbances
+from gpumon.core.records.rates import verdict
+from gpumon.core.store.trace import Run, load_run
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import parse_workload_spec
 
@@ -100,7 +100,7 @@ class Comparison:
     exclusive_runs: tuple[str, ...]
     shared_runs: tuple[str, ...]
     confidence: float = slowdown.CONFIDENCE
-    disturbed_by: tuple[Disturbance, ...] = ()  # other GPU processes in a measured window (core/others.py)
+    disturbed_by: tuple[Disturbance, ...] = ()  # other GPU processes in a measured window (core/store/others.py)
     interval_basis: dict[str, str] = field(default_factory=dict)
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False

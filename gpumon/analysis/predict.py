@@ -1,6 +1,6 @@
 """``predict(exclusive)``: a pair's slowdowns and STP from each job's solo runs, before it ever shares.
 
-Solo evidence comes through ``gpumon.core.evidence`` and ``core.trace`` (the exclusive rate, as ``gpumon runs``
+Solo evidence comes through ``gpumon.core.interference.evidence`` and ``core.store.trace`` (the exclusive rate, as ``gpumon runs``
 and compare define it, from the steps cache without pandas where there is one; NVML utilisation, GPM SM
 activity, copies, CPU and pinned cores); the physics is ``predict_model``'s. The JSON
 has ``compare --json``'s shape where they overlap (docs/predict.md).
@@ -17,10 +17,10 @@ from typing import Any, Iterable, Sequence
 from gpumon.analysis.compare import SLOTS, spec_key
 from gpumon.analysis.predict_model import CONSTANTS, CPU, MPS, TIMESLICE, PairPrediction, Solo, predict_pair, reason
 from gpumon.analysis.slowdown import Estimate
-from gpumon.core import evidence
-from gpumon.core.evidence import Window, mixed_devices, run_side
-from gpumon.core.rates import exclusive_rate, verdict
-from gpumon.core.trace import Run, exclusive_ends
+from gpumon.core.interference import evidence
+from gpumon.core.interference.evidence import Window, mixed_devices, run_side
+from gpumon.core.records.rates import exclusive_rate, verdict
+from gpumon.core.store.trace import Run, exclusive_ends
 from gpumon.errors import UsageError
 
 MODES = (TIMESLICE, MPS)
@@ -186,7 +186,7 @@ def better(predictions: Sequence[Prediction]) -> str | None:
 def live_line(baselines: Sequence[tuple[str, str]], share: str = TIMESLICE) -> str:
     """``predicted r A 1.52 B 1.58, STP 0.95`` for the live line from the ``--baseline`` runs of A and B ("" if
     they do not make a pair the model can read: each is a solo run, from one device)."""
-    from gpumon.core.trace import TraceError, load_run
+    from gpumon.core.store.trace import TraceError, load_run
 
     paths = dict(baselines)
     if not {"A", "B"} <= set(paths):

@@ -2,7 +2,7 @@
 
 Equations and their physics are in docs/predict.md; the fitted constants are
 ``CONSTANTS``, the one place they live. Rates, r, STP and the verdict are
-``gpumon.core.rates``'s.
+``gpumon.core.records.rates``'s.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gpumon.core.rates import slowdown, stp
+from gpumon.core.records.rates import slowdown, stp
 
 TIMESLICE, MPS, CPU = "timeslice", "mps", "cpu"
 # Not fitted: how far above 1 two jobs' CPU shares of their common cores may sum and still fit (the jitter of

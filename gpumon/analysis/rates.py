@@ -1,9 +1,9 @@
-"""Cumulative-steps curves from steps.csv (pandas/numpy), for the rates defined in ``gpumon.core.rates``.
+"""Cumulative-steps curves from steps.csv (pandas/numpy), for the rates defined in ``gpumon.core.records.rates``.
 
 A job's progress is its cumulative step count against time. Rates are read off
 that curve by linear interpolation at the edges of a window, so a window need
 not start or end on one of the job's steps; the rate itself is always
-``gpumon.core.rates.slope`` (vectorised here only for the bootstrap bins).
+``gpumon.core.records.rates.slope`` (vectorised here only for the bootstrap bins).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpumon.core import rates as defs
+from gpumon.core.records import rates as defs
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from gpumon.core.trace import Run
+    from gpumon.core.store.trace import Run
 
 MIN_SEGMENT_STEPS = 3
 
@@ -123,7 +123,7 @@ def curve_of(rows: "pd.DataFrame") -> Curve | None:
 
 
 def overlap(a: Curve, b: Curve) -> Window | None:
-    """The pair's ``gpumon.core.rates.overlap_window`` (None if they never ran together after warm-up)."""
+    """The pair's ``gpumon.core.records.rates.overlap_window`` (None if they never ran together after warm-up)."""
     window = defs.overlap_window((a.first_t, b.first_t), (a.last_t, b.last_t))
     return Window(*window) if window is not None else None
 

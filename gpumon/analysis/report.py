@@ -13,7 +13,7 @@ from gpumon.analysis.distributions import CAUTION, COPY_BANDWIDTH, COPY_NOTE, CP
 from gpumon.analysis.text import (
     VERDICT_TEXT, comparison_json, distribution_rows, fmt_estimate, rate_rows, verdict_sentence, why_evidence, why_rows,
 )
-from gpumon.core.trace import Run
+from gpumon.core.store.trace import Run
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""95 % intervals of slowdown r and STP (both defined in ``gpumon.core.rates``, with the verdict).
+"""95 % intervals of slowdown r and STP (both defined in ``gpumon.core.records.rates``, with the verdict).
 
 Intervals come from bootstrap replicates of every rate:
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from gpumon.analysis import spread
 from gpumon.analysis.rates import Curve, Window
-from gpumon.core import rates as defs
+from gpumon.core.records import rates as defs
 
 CONFIDENCE = 0.95
 N_BOOT = 2000

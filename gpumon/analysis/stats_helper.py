@@ -21,7 +21,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from gpumon.core.lifeline import die_with_parent, exit_now
+from gpumon.core.jobs.lifeline import die_with_parent, exit_now
 from gpumon.extras import installed
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Plain-text rendering of a comparison: tables for the CLI and the TUI, plotext histograms.
 
-No ANSI codes unless asked for (``color=True``; ``gpumon.color.use_color`` says
+No ANSI codes unless asked for (``color=True``; ``gpumon.console.color.use_color`` says
 whether a stream should get them).
 """
 
@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Sequence
 
 from gpumon.analysis.distributions import CAUTION, COPY_NOTE, display_scale, histogram_counts
 from gpumon.analysis.slowdown import Estimate
-from gpumon.core.attribution import SHARE_KEYS
-from gpumon.core.beside import UNKNOWN_RATE
-from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS
-from gpumon.core.sentence import JobWords, labels, sentence
+from gpumon.core.interference.attribution import SHARE_KEYS
+from gpumon.core.jobs.beside import UNKNOWN_RATE
+from gpumon.core.records.rates import CANNOT_TELL, LOSES, PAYS
+from gpumon.core.interference.sentence import JobWords, labels, sentence
 
 if TYPE_CHECKING:
     import numpy as np

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from gpumon.core.beside import KnownUse
-from gpumon.core.evidence import window_values
-from gpumon.core.trace import Run
+from gpumon.core.jobs.beside import KnownUse
+from gpumon.core.interference.evidence import window_values
+from gpumon.core.store.trace import Run
 
 
 def blind_slot(run: Run) -> str | None:

@@ -1,4 +1,4 @@
-"""Why each job of a compared pair slowed down: evidence from the compared windows, rules from core.attribution."""
+"""Why each job of a compared pair slowed down: evidence from the compared windows, rules from core.interference.attribution."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 from typing import Sequence
 
 from gpumon.analysis.rates import Segment
-from gpumon.core import evidence
-from gpumon.core.attribution import SHARE_KEYS, Attribution, Job, Side, attribute_pair
-from gpumon.core.trace import Run
+from gpumon.core.interference import evidence
+from gpumon.core.interference.attribution import SHARE_KEYS, Attribution, Job, Side, attribute_pair
+from gpumon.core.store.trace import Run
 
 NAN = math.nan
 

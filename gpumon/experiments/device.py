@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpumon.core.interpreter import choose
+from gpumon.core.jobs.interpreter import choose
 
 NVIDIA_NODES = (Path("/dev/nvidiactl"), Path("/proc/driver/nvidia"))
 PROBE_TIMEOUT_S = 120

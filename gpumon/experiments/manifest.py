@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.recorder import write_json_atomic
+from gpumon.core.store.recorder import write_json_atomic
 from gpumon.errors import UsageError
 from gpumon.experiments.cells import Cell
 

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.probe import ENV_WARMUP
-from gpumon.core.recorder import write_json_atomic
+from gpumon.core.probing.probe import ENV_WARMUP
+from gpumon.core.store.recorder import write_json_atomic
 from gpumon.errors import UsageError
 from gpumon.workloads.signals import StopRequest
 from gpumon.workloads.spec import WorkloadSpec, parse_workload_spec
@@ -63,7 +63,7 @@ def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> in
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from gpumon.core import probe
+    from gpumon.core.probing import probe
     from gpumon.workloads.harness import (
         Trainer,
         configure_device,

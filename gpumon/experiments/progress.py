@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from gpumon.color import use_color
+from gpumon.console.color import use_color
 
 BAR_WIDTH = 24
 DEFAULT_EXTRA_S = 8.0

@@ -1,7 +1,7 @@
 """``--profile``: py-spy recordings of the training processes (speedscope JSON), after a permission check.
 
 Finding py-spy and explaining its failures is shared with the live monitor's stack dialog
-(``gpumon.core.pyspy``, which imports no Textual).
+(``gpumon.core.jobs.pyspy``, which imports no Textual).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpumon.core.pyspy import dump_stack, find_py_spy
+from gpumon.core.jobs.pyspy import dump_stack, find_py_spy
 
 PREFLIGHT_TIMEOUT_S = 20.0
 RATE_HZ = 100

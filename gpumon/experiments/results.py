@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from gpumon.analysis.text import fmt
-from gpumon.core.launcher import SLOTS
-from gpumon.core.others import disturbances
-from gpumon.core.trace import Run, TraceError, load_run
+from gpumon.core.jobs.launcher import SLOTS
+from gpumon.core.store.others import disturbances
+from gpumon.core.store.trace import Run, TraceError, load_run
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.manifest import OK, CellRecord, Manifest
 from gpumon.experiments.spec import ExperimentSpec, Settings

@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol, TextIO
 
-from gpumon.core.interpreter import child_path, choose
-from gpumon.core.lifeline import die_with_parent
+from gpumon.core.jobs.interpreter import child_path, choose
+from gpumon.core.jobs.lifeline import die_with_parent
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.device import CudaStatus
 from gpumon.experiments.manifest import FAILED, INTERRUPTED, OK, SKIPPED, CellRecord, Manifest

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpumon.core.model import STEP_COLUMNS
-from gpumon.core.rates import overlap_window
+from gpumon.core.records.model import STEP_COLUMNS
+from gpumon.core.records.rates import overlap_window
 
 PROCESS, T, WARMUP = (STEP_COLUMNS.index(c) for c in ("process", "t", "warmup"))
 

@@ -5,7 +5,7 @@ started on a worker thread (NVML), the plan's workloads are launched from the
 main thread (PDEATHSIG follows the forking thread), and quitting stops the
 children and finishes the capture before the app exits. SIGTERM, SIGINT and
 SIGHUP quit the same way, and end the process even when the terminal stopped
-reading (gpumon/stopsignals.py).
+reading (gpumon/console/stopsignals.py).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
-from gpumon.core.beside import SLOT as BESIDE_SLOT
-from gpumon.core.beside import SoloHistory
-from gpumon.core.launcher import LaunchRequest
-from gpumon.plan import RunPlan
+from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
+from gpumon.core.jobs.beside import SoloHistory
+from gpumon.core.jobs.launcher import LaunchRequest
+from gpumon.frontends.plan import RunPlan
 from gpumon.errors import UsageError
-from gpumon.stopsignals import StopGuard
+from gpumon.console.stopsignals import StopGuard
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.tui.screens.attached import AttachedScreen, open_follow

@@ -11,14 +11,14 @@ import dataclasses
 import threading
 from pathlib import Path
 
-from gpumon.core.beside import SLOT as BESIDE_SLOT
-from gpumon.core.launcher import LaunchRequest, Workload
-from gpumon.core.outcome import exit_code
-from gpumon.core.probescan import ProbeScanner
-from gpumon.plan import RunPlan, beside_request, short_name
-from gpumon.core.live_cause import load_baseline
-from gpumon.core.session import Session
-from gpumon.core.trace import Run, baseline_rate, export, load_run
+from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
+from gpumon.core.jobs.launcher import LaunchRequest, Workload
+from gpumon.core.capture.outcome import exit_code
+from gpumon.core.capture.probescan import ProbeScanner
+from gpumon.frontends.plan import RunPlan, beside_request, short_name
+from gpumon.core.interference.live_cause import load_baseline
+from gpumon.core.capture.session import Session
+from gpumon.core.store.trace import Run, baseline_rate, export, load_run
 from gpumon.errors import UsageError
 from gpumon.tui.model import LiveModel, current_user
 

@@ -13,14 +13,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpumon.core.beside import UNKNOWN_RATE
-from gpumon.core.launcher import SLOTS
-from gpumon.core.others import meaningful
-from gpumon.core.live import LiveStats
-from gpumon.core.live_cause import Baseline, LiveCauses
-from gpumon.core.rates import Point, exclusive_rate, interference
+from gpumon.core.jobs.beside import UNKNOWN_RATE
+from gpumon.core.jobs.launcher import SLOTS
+from gpumon.core.store.others import meaningful
+from gpumon.core.interference.live import LiveStats
+from gpumon.core.interference.live_cause import Baseline, LiveCauses
+from gpumon.core.records.rates import Point, exclusive_rate, interference
 from gpumon.core.sources.pcie import link_capacity_bps
-from gpumon.core.model import (
+from gpumon.core.records.model import (
     DeviceSample,
     GpuOthers,
     GpuOverview,

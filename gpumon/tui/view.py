@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gpumon.core.attribution import Attribution
-from gpumon.core.live import LiveFigures
-from gpumon.core.model import DeviceSample, GpuSummary, HostSample
-from gpumon.core.rates import Interference
+from gpumon.core.interference.attribution import Attribution
+from gpumon.core.interference.live import LiveFigures
+from gpumon.core.records.model import DeviceSample, GpuSummary, HostSample
+from gpumon.core.records.rates import Interference
 
 NAN = math.nan
 
@@ -102,7 +102,7 @@ class View:
     notice_total: int = 0
     causes: dict[str, Attribution] = field(default_factory=dict)
     processes: tuple[ProcessRow, ...] = ()  # every process on the GPU: ours first, then the others by GPU memory
-    others_on_gpu: int = 0  # other processes using the GPU meaningfully now (core/others.py's rule)
+    others_on_gpu: int = 0  # other processes using the GPU meaningfully now (core/store/others.py's rule)
     predicted: str = ""  # the prediction from the --baseline runs (gpumon predict), "" without both
     gpus: tuple[GpuSummary, ...] = ()  # one overview line per GPU of a box with several; () with one
     shown_gpu: int | None = None  # the index of the GPU in the device panel (with several GPUs)

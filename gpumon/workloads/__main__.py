@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from gpumon.core.probe import ENV_WARMUP
+from gpumon.core.probing.probe import ENV_WARMUP
 from gpumon.errors import UsageError
 from gpumon.workloads.signals import StopRequest
 from gpumon.workloads.spec import OPTIONS, WORKLOADS, WorkloadSpec, format_cpus, spec_from_options, split_option

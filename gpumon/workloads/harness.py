@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gpumon.core import probe
+from gpumon.core.probing import probe
 from gpumon.workloads.inputs import BatchSource, DiskSource, HostBatch, SyntheticSource
 from gpumon.workloads.models import Task, build_task
 from gpumon.workloads.settings import Settings

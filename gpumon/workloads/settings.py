@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gpumon.core.probe import DEFAULT_WARMUP_STEPS, ENV_WARMUP
+from gpumon.core.probing.probe import DEFAULT_WARMUP_STEPS, ENV_WARMUP
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import DEVICE_PATTERN, PRESETS, WORKLOADS_WITHOUT_INPUT, WorkloadSpec
 

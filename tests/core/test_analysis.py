@@ -14,8 +14,8 @@ from gpumon.analysis.compare import EXCLUSIVE_PHASE, compare, spec_key, split_ru
 from gpumon.analysis.distributions import CPU, compare_samples
 from gpumon.analysis.slowdown import Estimate, block_bootstrap_means, interval, window_rates
 from gpumon.analysis.text import render_histogram, render_tables
-from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS, exclusive_rate, verdict
-from gpumon.core.trace import load_run
+from gpumon.core.records.rates import CANNOT_TELL, LOSES, PAYS, exclusive_rate, verdict
+from gpumon.core.store.trace import load_run
 from gpumon.errors import UsageError
 from tests.tracegen import Job, write_run
 
@@ -388,7 +388,7 @@ def test_analysis_imports_stay_light() -> None:
     import sys
 
     code = (
-        "import sys, gpumon.analysis.command\n"
+        "import sys, gpumon.commands.compare\n"
         "heavy = [m for m in ('pandas', 'scipy', 'matplotlib', 'numpy') if m in sys.modules]\n"
         "import gpumon.analysis.compare, gpumon.analysis.report, gpumon.analysis.text\n"
         "print(heavy, [m for m in ('textual', 'torch') if m in sys.modules])\n"

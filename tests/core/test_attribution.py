@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from gpumon.analysis.compare import compare
-from gpumon.core.attribution import (
+from gpumon.core.interference.attribution import (
     CPU, GPU, LINK, NO_NVML, NONE, UNEXPLAINED, UNKNOWN, Box, Job, Link, Side, attribute, link_capacity,
 )
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from gpumon.errors import UsageError
 from tests.helpers import gpumon
 

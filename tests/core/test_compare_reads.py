@@ -14,10 +14,10 @@ import pytest
 from gpumon.analysis import distributions as dist
 from gpumon.analysis import stats_helper
 from gpumon.analysis.compare import compare
-from gpumon.core import evidence
-from gpumon.core import trace
-from gpumon.core.rates import exclusive_rate, slope, Point
-from gpumon.core.trace import STEPS_CACHE, Run, _exclusive_ends_by_row, exclusive_ends, exclusive_rates, load_run
+from gpumon.core.interference import evidence
+from gpumon.core.store import trace
+from gpumon.core.records.rates import exclusive_rate, slope, Point
+from gpumon.core.store.trace import STEPS_CACHE, Run, _exclusive_ends_by_row, exclusive_ends, exclusive_rates, load_run
 from tests.tracegen import Job, write_run
 
 FCN = "fcn:preset=tiny"

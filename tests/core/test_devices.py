@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.devices import check_device_present, count_gpus, visible_gpus
+from gpumon.core.jobs.devices import check_device_present, count_gpus, visible_gpus
 from gpumon.errors import UsageError
 from tests.fakenvml import build as fake
 from tests.helpers import GPUMON
@@ -96,7 +96,7 @@ def test_missing_device_is_one_line_exit_2_and_no_run_dir(fake_lib, tmp_path, sc
 
 
 def test_present_devices_pass_the_check(fake_lib, tmp_path):
-    code = ("from gpumon.core.devices import check_device_present as c\n"
+    code = ("from gpumon.core.jobs.devices import check_device_present as c\n"
             "for d in ('cuda', 'cuda:0', 'cuda:1'): c(d)\n"
             "import os; os.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
             "c('cuda:0')\n"  # the one visible device is cuda:0 to CUDA, whatever its NVML index

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import psutil
 
-from gpumon.core.bus import Bus
-from gpumon.core.model import (
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.model import (
     GpuOthers,
     HostSample,
     LogLine,
@@ -21,10 +21,10 @@ from gpumon.core.model import (
     StepEvent,
     WorkloadState,
 )
-from gpumon.core.recorder import Recorder, create_run_dir, initial_meta
-from gpumon.core.runner import INTERRUPTED, RunnerInfo
+from gpumon.core.store.recorder import Recorder, create_run_dir, initial_meta
+from gpumon.core.store.runner import INTERRUPTED, RunnerInfo
 from gpumon.core.sources.follow import FollowSource, Tail
-from gpumon.core.trace import TABLES
+from gpumon.core.store.trace import TABLES
 from tests.helpers import wait_for
 
 

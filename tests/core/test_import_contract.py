@@ -61,7 +61,7 @@ def _loaded_after(code: str) -> dict[str, bool]:
 
 def test_importing_every_core_module_loads_neither_textual_nor_torch():
     names = [m.name for m in pkgutil.walk_packages(gpumon.core.__path__, "gpumon.core.")]
-    assert "gpumon.core.session" in names and "gpumon.core.sources.replay" in names
+    assert "gpumon.core.capture.session" in names and "gpumon.core.sources.replay" in names
     loaded = _loaded_after("import importlib\n" + "".join(f"importlib.import_module({n!r})\n" for n in names))
     assert loaded == {"textual": False, "torch": False}
 
@@ -75,7 +75,7 @@ def test_cli_and_run_help_never_import_torch():
 def test_building_the_parser_leaves_doctor_and_nvml_unimported():
     """Every command parses its arguments first: `gpumon compare` must not pay for doctor's NVML imports."""
     code = ("import json, sys\nfrom gpumon.cli import build_parser\nbuild_parser().parse_args(['compare', '--shared', 'x'])\n"
-            "print(json.dumps(sorted(m for m in ('gpumon.doctor', 'pynvml', 'gpumon.core.sources.nvml') if m in sys.modules)))")
+            "print(json.dumps(sorted(m for m in ('gpumon.checks.doctor', 'pynvml', 'gpumon.core.sources.nvml') if m in sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
@@ -89,8 +89,8 @@ ANALYSIS_ONLY = ("scipy", "matplotlib", "pyarrow", "torch")
 FIRST_FRAME = """
 import asyncio, json, sys, tempfile
 from pathlib import Path
-from gpumon.plan import make_plan
-from gpumon.core.session import SessionConfig
+from gpumon.frontends.plan import make_plan
+from gpumon.core.capture.session import SessionConfig
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
 
@@ -148,7 +148,7 @@ def test_only_the_entry_point_imports_the_cli():
     assert _importers(files, "gpumon.cli") == []
 
 
-# Each of these is defined in gpumon/core/rates.py and nowhere else in the package.
+# Each of these is defined in gpumon/core/records/rates.py and nowhere else in the package.
 RATE_DEFINITIONS = {
     "slope", "exclusive_rate", "shared_rate", "live_rate", "overlap_window", "slowdown", "stp", "verdict",
     "interference", "Interference", "OverlapRates",
@@ -168,7 +168,7 @@ def test_rates_slowdown_stp_and_the_verdict_are_defined_once():
                     if isinstance(target, ast.Tuple) and {getattr(e, "id", "") for e in target.elts} & {"PAYS", "LOSES"}:
                         defined.setdefault("verdict words", []).append(str(f.relative_to(PACKAGE)))
     assert defined.pop("verdict words", []) == []
-    assert defined == {name: ["core/rates.py"] for name in defined}
+    assert defined == {name: ["core/records/rates.py"] for name in defined}
     assert set(defined) == RATE_DEFINITIONS - {"shared_rate"}
 
 
@@ -203,7 +203,7 @@ def test_no_rate_divides_by_busy_time():
 
 
 def test_the_busy_time_check_catches_what_it_forbids(tmp_path):
-    """The check above fails on the live rate and the TUI's exclusive phase as they were before core/rates.py."""
+    """The check above fails on the live rate and the TUI's exclusive phase as they were before core/records/rates.py."""
     old = """
 busy = sum(s.iter_s for s in steps)
 rate = len(steps) / busy if busy > 0 else 0.0
@@ -217,10 +217,10 @@ x = slot.exclusive_steps / slot.exclusive_busy
 
 
 def test_every_front_end_calls_the_one_definition():
-    """The live line, the TUI, runs/--baseline, compare, its intervals and experiments import gpumon.core.rates."""
-    for module in ("core/live.py", "tui/model.py", "core/trace.py", "analysis/rates.py", "analysis/slowdown.py",
-                   "analysis/compare.py", "headless.py", "experiments/steady.py", "core/metrics.py"):
-        assert "gpumon.core.rates" in _modules_imported(PACKAGE / module), module
+    """The live line, the TUI, runs/--baseline, compare, its intervals and experiments import gpumon.core.records.rates."""
+    for module in ("core/interference/live.py", "tui/model.py", "core/store/trace.py", "analysis/rates.py", "analysis/slowdown.py",
+                   "analysis/compare.py", "frontends/headless.py", "experiments/steady.py", "core/capture/metrics.py"):
+        assert "gpumon.core.records.rates" in _modules_imported(PACKAGE / module), module
 
 
 def test_predict_needs_neither_torch_nor_scipy():

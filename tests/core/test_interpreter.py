@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core import interpreter
+from gpumon.core.jobs import interpreter
 from gpumon.errors import UsageError
 from tests.helpers import gpumon
 
@@ -78,7 +78,7 @@ def test_the_childrens_path_holds_the_gpumon_package_and_nothing_else(tmp_path, 
 
 def test_builtin_workloads_start_with_the_chosen_python(tmp_path, monkeypatch):
     """The request's argv names the interpreter; the workload's own check would refuse a bad one first."""
-    from gpumon.plan import builtin_request
+    from gpumon.frontends.plan import builtin_request
 
     monkeypatch.delenv(interpreter.ENV_PYTHON, raising=False)
     request = builtin_request("fcn:steps=3", "cpu", sys.executable)

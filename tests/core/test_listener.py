@@ -6,10 +6,10 @@ import json
 import os
 import queue
 
-from gpumon.core.bus import Bus
-from gpumon.core.clock import RunClock
-from gpumon.core.listener import Listener
-from gpumon.core.model import LogLine, Notice, StepEvent, WorkloadMeta
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.clock import RunClock
+from gpumon.core.probing.listener import Listener
+from gpumon.core.records.model import LogLine, Notice, StepEvent, WorkloadMeta
 from tests.helpers import wait_for
 
 
@@ -104,7 +104,7 @@ def test_batches_from_every_child_are_gathered_into_one_wake_up_per_period():
     import threading
     import time
 
-    from gpumon.core.listener import GATHER_S
+    from gpumon.core.probing.listener import GATHER_S
 
     listener, events, clock = start()
     pipes = [os.pipe() for _ in range(2)]
@@ -188,7 +188,7 @@ def test_the_period_is_the_front_ends_and_a_longer_one_loses_nothing():
 
 def test_a_stream_that_would_fill_its_pipe_within_the_period_is_read_sooner(monkeypatch):
     """Pipes of Linux's default 64 KiB (a kernel that refuses more) fed ~0.8 MB/s each: read every GATHER_S, not every 2 s."""
-    import gpumon.core.listener as listener_module
+    import gpumon.core.probing.listener as listener_module
 
     monkeypatch.setattr(listener_module, "PIPE_BYTES", listener_module.DEFAULT_PIPE_BYTES)
     listener, steps, elapsed = _gather(period_s=2.0, batches=300, rows=100, every_s=0.005)
@@ -200,7 +200,7 @@ def test_a_burst_of_output_fits_the_pipe_the_listener_asked_for():
     """Each pipe is raised to PIPE_BYTES: half a MiB printed at once does not wait for the next read."""
     import fcntl
 
-    from gpumon.core.listener import PIPE_BYTES
+    from gpumon.core.probing.listener import PIPE_BYTES
 
     listener, events, _ = start(period_s=60.0)
     out_r, out_w = os.pipe()
@@ -246,7 +246,7 @@ def test_on_gathered_follows_each_read_that_published_something():
 
 
 def test_a_runners_session_writes_its_capture_after_each_read_and_a_screens_does_not():
-    from gpumon.core.session import Session, SessionConfig
+    from gpumon.core.capture.session import Session, SessionConfig
 
     assert Session(SessionConfig(nvml=False, listen_s=1.0)).listener.on_gathered is not None
     assert Session(SessionConfig(nvml=False)).listener.on_gathered is None

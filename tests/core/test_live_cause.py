@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.attribution import GPU, UNKNOWN
-from gpumon.core.live_cause import DeviceWindow, live_box, live_causes, load_baseline, shared_side
-from gpumon.core.model import DeviceSample, HostSample
-from gpumon.core.trace import load_run, summarize
+from gpumon.core.interference.attribution import GPU, UNKNOWN
+from gpumon.core.interference.live_cause import DeviceWindow, live_box, live_causes, load_baseline, shared_side
+from gpumon.core.records.model import DeviceSample, HostSample
+from gpumon.core.store.trace import load_run, summarize
 
 H100 = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
 GPU_INFO = {"name": "NVIDIA H100 80GB HBM3", "pcie_gen": 5, "pcie_width": 16}
@@ -58,8 +58,8 @@ def test_a_baseline_from_another_device_cannot_tell() -> None:
 
 
 def test_cause_words_leave_out_a_job_without_a_slowdown_yet() -> None:
-    from gpumon.core.attribution import Attribution
-    from gpumon.core.live_cause import cause_words
+    from gpumon.core.interference.attribution import Attribution
+    from gpumon.core.interference.live_cause import cause_words
 
     why = Attribution("A", GPU, {GPU: 1.0}, 0.01, "mostly waiting for the GPU", "")
     words = cause_words({"A": "fcn:preset=paper", "B": "gemm"}, {"A": 1.7, "B": float("nan")}, {"A": why})

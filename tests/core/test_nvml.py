@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon import doctor
+from gpumon.checks import doctor
 from gpumon.core.sources.nvml import pid_namespace_hint
 from tests.fakenvml import build as fake
 from tests.helpers import nvml_library_installed
@@ -389,10 +389,10 @@ emit(gpus=len(s.overview(0.5, s.sample(0.5), 0)))
 @needs_cc
 def test_sampler_publishes_the_overview_at_the_process_cadence_only(libs: dict[str, Path], tmp_path: Path) -> None:
     out = run_child(tmp_path, libs["full"], four_gpus(), """
-from gpumon.core.bus import Bus
-from gpumon.core.clock import RunClock
-from gpumon.core.model import DeviceSample, GpuOverview, HostSample
-from gpumon.core.sampler import Sampler
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.clock import RunClock
+from gpumon.core.records.model import DeviceSample, GpuOverview, HostSample
+from gpumon.core.capture.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 counts = {}
 for overview in (True, False):
@@ -642,7 +642,7 @@ def test_doctor_fails_when_the_runs_directory_cannot_be_created(
 @needs_cc
 def test_doctor_fails_for_a_missing_gpu_index(libs: dict[str, Path], tmp_path: Path) -> None:
     out = run_child(tmp_path, libs["full"], DEVICE, """
-from gpumon import doctor
+from gpumon.checks import doctor
 emit(missing=[dataclasses.asdict(c) for c in doctor.check_nvml(7)],
      default=[dataclasses.asdict(c) for c in doctor.check_nvml(None)])
 """)
@@ -655,7 +655,7 @@ emit(missing=[dataclasses.asdict(c) for c in doctor.check_nvml(7)],
 @needs_cc
 def test_doctor_names_the_pcie_path_and_the_gpm_metrics_that_work(libs: dict[str, Path], tmp_path: Path) -> None:
     out = run_child(tmp_path, libs["full"], scenario_file("gen5_58GBps", "fail gpm:5 NOT_SUPPORTED"), """
-from gpumon import doctor
+from gpumon.checks import doctor
 emit(notes=doctor.check_nvml(None)[0].notes)
 """)
     assert out["notes"][:2] == [
@@ -1076,8 +1076,8 @@ emit(status=NvmlSource().open().reason)
 
 
 def test_runs_recorded_before_the_gpm_columns_still_read_and_export(tmp_path: Path) -> None:
-    from gpumon.core.model import DEVICE_COLUMNS, GPM_COLUMNS
-    from gpumon.core.trace import export, load_run
+    from gpumon.core.records.model import DEVICE_COLUMNS, GPM_COLUMNS
+    from gpumon.core.store.trace import export, load_run
 
     run = tmp_path / "old"
     run.mkdir()
@@ -1093,8 +1093,8 @@ def test_runs_recorded_before_the_gpm_columns_still_read_and_export(tmp_path: Pa
 
 
 def test_replay_of_a_run_recorded_before_the_gpm_columns(tmp_path: Path) -> None:
-    from gpumon.core.bus import Bus
-    from gpumon.core.model import DEVICE_COLUMNS, GPM_COLUMNS, DeviceSample
+    from gpumon.core.records.bus import Bus
+    from gpumon.core.records.model import DEVICE_COLUMNS, GPM_COLUMNS, DeviceSample
     from gpumon.core.sources.replay import ReplaySource
 
     run = tmp_path / "old"

@@ -9,11 +9,11 @@ import sys
 import psutil
 import pytest
 
-from gpumon.core.bus import Bus
-from gpumon.core.clock import RunClock
-from gpumon.core.launcher import LaunchRequest, Launcher, exit_text
-from gpumon.core.listener import Listener
-from gpumon.core.model import StepEvent, WorkloadState
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.clock import RunClock
+from gpumon.core.jobs.launcher import LaunchRequest, Launcher, exit_text
+from gpumon.core.probing.listener import Listener
+from gpumon.core.records.model import StepEvent, WorkloadState
 from gpumon.errors import UsageError
 from tests.core.test_pipeline_sampler import Collect
 from tests.helpers import wait_for

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from gpumon.core.live import LiveStats
-from gpumon.core.model import ProcessSample, StepEvent
+from gpumon.core.interference.live import LiveStats
+from gpumon.core.records.model import ProcessSample, StepEvent
 
 
 def _feed(live: LiveStats, process: str, n: int, period: float, t0: float = 0.0, copy: int = 0) -> float:
@@ -64,8 +64,8 @@ def test_warm_up_is_reported_while_the_last_step_is_a_warm_up_step():
 
 def test_steps_wait_for_the_next_question_and_never_pile_up():
     """A step costs the publisher an append; figures take them in, in order; with nobody asking, ABSORB_AT at most wait."""
-    from gpumon.core.live import ABSORB_AT
-    from gpumon.core.model import WorkloadState
+    from gpumon.core.interference.live import ABSORB_AT
+    from gpumon.core.records.model import WorkloadState
 
     live = LiveStats(window_s=2.0)
     end = _feed(live, "A", 3 * ABSORB_AT + 7, 0.001)

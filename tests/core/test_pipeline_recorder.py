@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.model import DeviceSample, LogLine, Notice, StepEvent, WorkloadState
-from gpumon.core.recorder import RESERVE_FILE, CaptureError, Recorder, create_run_dir
-from gpumon.core.trace import export, load_run, summarize
+from gpumon.core.records.model import DeviceSample, LogLine, Notice, StepEvent, WorkloadState
+from gpumon.core.store.recorder import RESERVE_FILE, CaptureError, Recorder, create_run_dir
+from gpumon.core.store.trace import export, load_run, summarize
 from gpumon.errors import UsageError
 from tests.helpers import wait_for
 
@@ -180,7 +180,7 @@ def test_items_it_does_not_record_are_ignored(tmp_path):
 
 def test_flush_soon_writes_at_once_instead_of_at_the_end_of_the_interval(tmp_path, monkeypatch):
     """What a runner's listener asks after each read, so a viewer following the files is not a second later."""
-    import gpumon.core.recorder as recorder_module
+    import gpumon.core.store.recorder as recorder_module
 
     monkeypatch.setattr(recorder_module, "FLUSH_INTERVAL_S", 60.0)
     path = _run_dir(tmp_path)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import threading
 
-from gpumon.core.bus import Bus
-from gpumon.core.clock import RunClock
-from gpumon.core.model import DeviceSample, HostSample, Notice, ProcessSample, SourceStatus
-from gpumon.core.sampler import Sampler
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.clock import RunClock
+from gpumon.core.records.model import DeviceSample, HostSample, Notice, ProcessSample, SourceStatus
+from gpumon.core.capture.sampler import Sampler
 from tests.helpers import wait_for
 
 

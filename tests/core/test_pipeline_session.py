@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from gpumon.core.launcher import LaunchRequest
-from gpumon.core.model import HostSample, Notice
-from gpumon.plan import make_plan
-from gpumon.core.session import Session, SessionConfig
-from gpumon.core.trace import load_run
+from gpumon.core.jobs.launcher import LaunchRequest
+from gpumon.core.records.model import HostSample, Notice
+from gpumon.frontends.plan import make_plan
+from gpumon.core.capture.session import Session, SessionConfig
+from gpumon.core.store.trace import load_run
 from gpumon.errors import UsageError
-from gpumon.headless import HeadlessRun
+from gpumon.frontends.headless import HeadlessRun
 from tests.core.test_pipeline_sampler import Collect, FakeHost
 from tests.helpers import wait_for
 
@@ -111,8 +111,8 @@ def test_headless_reads_the_probes_once_a_second_records_every_step_and_prints_a
     two fast steppers (thousands of steps a second) lose no step, and the status lines keep their second."""
     from statistics import median
 
-    from gpumon.core.listener import GATHER_S
-    from gpumon.headless import LISTEN_S, STATUS_PERIOD_S
+    from gpumon.core.probing.listener import GATHER_S
+    from gpumon.frontends.headless import LISTEN_S, STATUS_PERIOD_S
 
     steps = 8000
     config = SessionConfig(device="cpu", interval_ms=50, runs_dir=tmp_path / "runs", nvml=False)

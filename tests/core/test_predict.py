@@ -13,7 +13,7 @@ from gpumon.analysis.predict import better, intervals, predict, read_jobs
 from gpumon.analysis.predict_model import (
     CONSTANTS, CPU, MPS, TIMESLICE, PairPrediction, Solo, predict_pair, reason, sm_fill,
 )
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from gpumon.errors import UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -181,7 +181,7 @@ def test_mps_on_the_h100_captures_fcn_waits_for_vgg19s_sms():
 
 def _with_gpm(src: Path, dst: Path, active_share: float) -> Path:
     """A copy of an H100 capture whose device.csv carries GPM's SM activity: ``active_share`` of its utilisation."""
-    from gpumon.core.model import DEVICE_COLUMNS
+    from gpumon.core.records.model import DEVICE_COLUMNS
 
     shutil.copytree(src, dst)
     lines = (dst / "device.csv").read_text().splitlines()

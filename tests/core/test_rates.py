@@ -1,4 +1,4 @@
-"""The one definition of rates, slowdown, STP and the verdict (gpumon.core.rates), and the live figures built on it."""
+"""The one definition of rates, slowdown, STP and the verdict (gpumon.core.records.rates), and the live figures built on it."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from gpumon.core.live import LiveStats
-from gpumon.core.model import StepEvent
-from gpumon.core.rates import OverlapRates, Point, exclusive_rate, live_rate, overlap_window, slope
+from gpumon.core.interference.live import LiveStats
+from gpumon.core.records.model import StepEvent
+from gpumon.core.records.rates import OverlapRates, Point, exclusive_rate, live_rate, overlap_window, slope
 
 
 def test_a_rate_is_a_wall_clock_slope():

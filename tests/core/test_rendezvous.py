@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core import rendezvous
-from gpumon.core.probe import RING_ROWS
+from gpumon.core.probing import rendezvous
+from gpumon.core.probing.probe import RING_ROWS
 from tests.helpers import wait_for
 
 # Steps about 200 times a second until killed; says "ready" once its probe exists.
@@ -219,8 +219,8 @@ def test_another_user_cannot_read_or_attach(stepper: subprocess.Popen, runtime: 
 
 FORK_WHILE_SCANNING = """
 import os, time
-from gpumon.core.clock import RunClock
-from gpumon.core.probescan import ProbeScanner
+from gpumon.core.records.clock import RunClock
+from gpumon.core.capture.probescan import ProbeScanner
 scanner = ProbeScanner(RunClock.start())
 scanner.start()
 time.sleep(0.1)

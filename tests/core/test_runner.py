@@ -11,7 +11,7 @@ from dataclasses import replace
 import psutil
 import pytest
 
-from gpumon.core.runner import INTERRUPTED, RUNNING, RunnerInfo, run_status
+from gpumon.core.store.runner import INTERRUPTED, RUNNING, RunnerInfo, run_status
 
 
 @pytest.fixture

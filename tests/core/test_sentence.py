@@ -1,11 +1,11 @@
-"""The verdict in the user's words (core/sentence.py)."""
+"""The verdict in the user's words (core/interference/sentence.py)."""
 
 from __future__ import annotations
 
 import math
 
-from gpumon.core.attribution import GPU, UNKNOWN, Attribution
-from gpumon.core.sentence import JobWords, labels, sentence
+from gpumon.core.interference.attribution import GPU, UNKNOWN, Attribution
+from gpumon.core.interference.sentence import JobWords, labels, sentence
 
 GPU_WAIT = Attribution("fcn", GPU, {GPU: 0.9}, 0.01, "mostly waiting for the GPU", "")
 

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from gpumon.core.trace import STEPS_CACHE, load_run
+from gpumon.core.store.trace import STEPS_CACHE, load_run
 from tests.tracegen import Job, write_run
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpumon.core.model import DEVICE_COLUMNS, HOST_COLUMNS, PROCESS_COLUMNS, STEP_COLUMNS
-from gpumon.core.trace import TraceError, export, list_runs, load_run, summarize
+from gpumon.core.records.model import DEVICE_COLUMNS, HOST_COLUMNS, PROCESS_COLUMNS, STEP_COLUMNS
+from gpumon.core.store.trace import TraceError, export, list_runs, load_run, summarize
 
 
 def make_run(root: Path, steps_tail: str = "") -> Path:

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from gpumon.core import userdir
+from gpumon.core.probing import userdir
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from gpumon import verify
-from gpumon.core.trace import load_run
-from gpumon.doctor import FAIL, OK, WARN
-from gpumon.verify import LiveEvidence, RunEvidence, evidence_from_run, judge, judge_job_pid, judge_monitor_cpu
+from gpumon.checks import verify
+from gpumon.core.store.trace import load_run
+from gpumon.checks.doctor import FAIL, OK, WARN
+from gpumon.checks.verify import LiveEvidence, RunEvidence, evidence_from_run, judge, judge_job_pid, judge_monitor_cpu
 
 H100 = Path(__file__).parents[1] / "data" / "h100"
 H2D = H100 / "20261123-032413-x-h2d"

@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpumon.core import rendezvous
-from gpumon.core.trace import load_run
+from gpumon.core.probing import rendezvous
+from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
 from tests.helpers import GPUMON, gpumon, only_run, wait_for
 

@@ -12,7 +12,7 @@ import textwrap
 import psutil
 import pytest
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from tests.e2e.test_run_headless import stepping
 from tests.helpers import GPUMON, wait_for
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.verify import NAMES
+from gpumon.checks.verify import NAMES
 from tests.fakenvml import build as fake
 from tests.helpers import GPUMON
 

@@ -8,7 +8,7 @@ import re
 import signal
 import subprocess
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from tests.helpers import GPUMON, gpumon, wait_for
 
 SPEC = """\

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 
 # Building the wheel and installing it (about 200 MB of wheels) is most of the time: 100 s on the 2-core
 # CPU box under load; the module's timeout covers the fixture.

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.bus import Bus
-from gpumon.core.live import LiveStats
-from gpumon.core.model import WorkloadState
-from gpumon.core.rates import Interference, interference
+from gpumon.core.records.bus import Bus
+from gpumon.core.interference.live import LiveStats
+from gpumon.core.records.model import WorkloadState
+from gpumon.core.records.rates import Interference, interference
 from gpumon.core.sources.replay import ReplaySource
-from gpumon.core.trace import baseline_rate
+from gpumon.core.store.trace import baseline_rate
 from tests.helpers import gpumon, only_run
 
 A = "fcn:preset=tiny,steps=400"
 # B outlasts the start-up skew of the two children (A imports torch ~1 s later on a busy box: with 250 steps
 # B once ended before A left its warm-up, and the pair never overlapped)
 B = "gemm:preset=tiny,steps=1000"
-STATUS_PERIOD_S = 1.0  # as gpumon.headless
+STATUS_PERIOD_S = 1.0  # as gpumon.frontends.headless
 
 
 def _capture(out: Path, *specs: str) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
 from tests.helpers import gpumon, only_run
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from tests.helpers import GPUMON, gpumon, only_run, wait_for
 
 PROMETHEUS = shutil.which("prometheus")
@@ -134,8 +134,8 @@ def test_the_endpoint_lives_only_as_long_as_the_run(tmp_path: Path) -> None:
 def test_exposition_uses_dcgm_exporter_labels_units_and_total_counters() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from gpumon.core.metrics import RunMetrics
-    from gpumon.core.model import DeviceSample, StepEvent, WorkloadState
+    from gpumon.core.capture.metrics import RunMetrics
+    from gpumon.core.records.model import DeviceSample, StepEvent, WorkloadState
 
     labels = {"gpu": "0", "UUID": "GPU-1234", "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "box"}
     metrics = RunMetrics(lambda: 10.0, labels, exclusive={"A": 40.0, "B": 20.0})
@@ -165,7 +165,7 @@ def test_exposition_uses_dcgm_exporter_labels_units_and_total_counters() -> None
 def test_the_grafana_dashboard_names_only_metrics_that_exist() -> None:
     import re
 
-    from gpumon.core import metrics
+    from gpumon.core.capture import metrics
 
     dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-gpumon.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", ())]

@@ -12,7 +12,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from tests.helpers import GPUMON, gpumon, only_run, wait_for
 
 

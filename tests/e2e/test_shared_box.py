@@ -14,7 +14,7 @@ import textwrap
 import psutil
 import pytest
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
 from tests.helpers import gpumon, only_run
 

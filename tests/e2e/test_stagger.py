@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from tests.helpers import gpumon, only_run
 
 STAGGER_S = 10

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from gpumon.core import rendezvous
+from gpumon.core.probing import rendezvous
 from tests.helpers import GPUMON, gpumon, wait_for
 
 # No gpumon import: the auto-probe counts optimizer.step() calls.

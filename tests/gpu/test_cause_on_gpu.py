@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.analysis.compare import compare
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from tests.helpers import gpumon
 
 pytestmark = pytest.mark.gpu

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.trace import load_run
-from gpumon.verify import RX_TOLERANCE, evidence_from_run
+from gpumon.core.store.trace import load_run
+from gpumon.checks.verify import RX_TOLERANCE, evidence_from_run
 from tests.helpers import GPUMON, gpumon, only_run
 
 pytestmark = pytest.mark.gpu

@@ -13,9 +13,9 @@ from typing import Awaitable, Callable
 
 import pytest
 
-from gpumon.core.launcher import LaunchRequest
-from gpumon.plan import RunPlan, make_plan
-from gpumon.core.session import SessionConfig
+from gpumon.core.jobs.launcher import LaunchRequest
+from gpumon.frontends.plan import RunPlan, make_plan
+from gpumon.core.capture.session import SessionConfig
 
 
 def run_async(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
@@ -87,7 +87,7 @@ OTHER_GPUS = (
 
 def feed_four_gpus(model, until: float, jobs_processes: int = 2) -> None:
     """Publish to ``model`` the GpuOverview records a 4-GPU box's sampler makes every 0.5 s up to ``until``."""
-    from gpumon.core.model import DeviceSample, GpuOverview, GpuSummary
+    from gpumon.core.records.model import DeviceSample, GpuOverview, GpuSummary
 
     gpu = model.gpu or {}
     name = gpu.get("name")

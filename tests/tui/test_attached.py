@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpumon.core.recorder import create_run_dir, initial_meta
-from gpumon.core.runner import RunnerInfo
-from gpumon.core.trace import TABLES
+from gpumon.core.store.recorder import create_run_dir, initial_meta
+from gpumon.core.store.runner import RunnerInfo
+from gpumon.core.store.trace import TABLES
 from gpumon.tui.app import replay_app
 from gpumon.tui.screens.attached import AttachedScreen, open_follow
 from gpumon.tui.screens.confirm import ConfirmScreen

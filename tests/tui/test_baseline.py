@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpumon.core.runstore import parse_baselines
+from gpumon.core.store.runstore import parse_baselines
 from gpumon.errors import UsageError
-from gpumon.core.trace import baseline_rate
+from gpumon.core.store.trace import baseline_rate
 from tests.tracegen import exclusive, staggered_pair
 
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from gpumon.errors import UsageError
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpumon.core.live_cause import load_baseline
-from gpumon.core.model import DeviceSample, SourceStatus, StepEvent, WorkloadMeta, WorkloadState
-from gpumon.core.trace import load_run, summarize
+from gpumon.core.interference.live_cause import load_baseline
+from gpumon.core.records.model import DeviceSample, SourceStatus, StepEvent, WorkloadMeta, WorkloadState
+from gpumon.core.store.trace import load_run, summarize
 from gpumon.tui.model import LiveModel
 from gpumon.tui.widgets.interference import interference_text
 

@@ -6,7 +6,7 @@ import csv
 import json
 from pathlib import Path
 
-from gpumon.core.model import DEVICE_COLUMNS, GPM_COLUMNS
+from gpumon.core.records.model import DEVICE_COLUMNS, GPM_COLUMNS
 from gpumon.tui.app import replay_app
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.widgets.lines import TextLine

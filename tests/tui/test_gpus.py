@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.model import DeviceSample, GpuOverview, GpuSummary, SourceStatus
-from gpumon.core.trace import load_run
+from gpumon.core.records.model import DeviceSample, GpuOverview, GpuSummary, SourceStatus
+from gpumon.core.store.trace import load_run
 from gpumon.tui.model import OTHERS_STALE_S, LiveModel
 from gpumon.tui.widgets.gpus import render_lines
 from tests.fakenvml import build as fake

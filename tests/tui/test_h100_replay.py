@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.trace import baseline_rate
+from gpumon.core.store.trace import baseline_rate
 from gpumon.tui.app import GpumonApp, replay_app
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from tests.tui.conftest import wait_until

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psutil
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.screens.launch import LaunchScreen

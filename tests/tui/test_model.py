@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from gpumon.core.model import DeviceSample, LogLine, SourceStatus, StepEvent, WorkloadState
-from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS, interference, slowdown, stp, verdict
+from gpumon.core.records.model import DeviceSample, LogLine, SourceStatus, StepEvent, WorkloadState
+from gpumon.core.records.rates import CANNOT_TELL, LOSES, PAYS, interference, slowdown, stp, verdict
 from gpumon.tui.model import LiveModel, link_bps
 from gpumon.tui.pump import RefreshPump
 from gpumon.tui.series import BinnedSeries, nice_ceiling

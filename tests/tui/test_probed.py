@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from gpumon.core.trace import load_run
+from gpumon.core.store.trace import load_run
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.screens.probes import ProbesScreen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from gpumon.core.pyspy import PERMISSION_HINT, dump_stack, explain
+from gpumon.core.jobs.pyspy import PERMISSION_HINT, dump_stack, explain
 
 
 def test_failures_are_explained():

@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from gpumon.core.bus import Bus
-from gpumon.core.model import DeviceSample, HostSample, LogLine, ProcessSample, SourceStatus, StepEvent, WorkloadState
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.model import DeviceSample, HostSample, LogLine, ProcessSample, SourceStatus, StepEvent, WorkloadState
 from gpumon.core.sources.replay import AS_FAST_AS_POSSIBLE, ReplaySource, replay_all
-from gpumon.core.trace import TraceError
+from gpumon.core.store.trace import TraceError
 from tests.tracegen import staggered_pair
 
 

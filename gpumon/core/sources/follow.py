@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.bus import Bus
-from gpumon.core.model import (
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.model import (
     DeviceSample,
     HostSample,
     LogLine,
@@ -29,9 +29,9 @@ from gpumon.core.model import (
     ProcessSample,
     StepEvent,
 )
-from gpumon.core.runner import INTERRUPTED, RUNNING, RunnerInfo, run_status
+from gpumon.core.store.runner import INTERRUPTED, RUNNING, RunnerInfo, run_status
 from gpumon.core.sources.replay import others_by_tick, record, workload_events
-from gpumon.core.trace import TABLES, Run, TraceError, load_live, load_run
+from gpumon.core.store.trace import TABLES, Run, TraceError, load_live, load_run
 
 POLL_S = 0.25
 RECORD_TABLES: tuple[tuple[str, type], ...] = (

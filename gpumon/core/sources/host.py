@@ -9,7 +9,7 @@ from typing import Mapping
 
 import psutil
 
-from gpumon.core.model import GpuProcessMetrics, HostSample, OtherGpuProcess, ProcessSample, SourceStatus
+from gpumon.core.records.model import GpuProcessMetrics, HostSample, OtherGpuProcess, ProcessSample, SourceStatus
 
 MIB = 1024 * 1024
 PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")

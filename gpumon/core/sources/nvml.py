@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
-from gpumon.core.model import GPM_COLUMNS, NAN, DeviceSample, GpuProcessMetrics, GpuSummary, SourceStatus
+from gpumon.core.records.model import GPM_COLUMNS, NAN, DeviceSample, GpuProcessMetrics, GpuSummary, SourceStatus
 from gpumon.core.sources.gpm import Gpm
 from gpumon.core.sources.pcie import (
     COUNTER_BITS,

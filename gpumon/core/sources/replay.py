@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from gpumon.core.bus import Bus
-from gpumon.core.model import (
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.model import (
     DeviceSample,
     GpuOthers,
     HostSample,
@@ -30,7 +30,7 @@ from gpumon.core.model import (
     WorkloadMeta,
     WorkloadState,
 )
-from gpumon.core.trace import Run, TraceError, load_run
+from gpumon.core.store.trace import Run, TraceError, load_run
 
 AS_FAST_AS_POSSIBLE = math.inf
 MIN_WAIT_S = 0.005

@@ -13,9 +13,9 @@ from rich.text import Text
 from textual import work
 from textual.binding import Binding
 
-from gpumon.core.bus import Bus
-from gpumon.core.mps import recorded_share
-from gpumon.core.runner import INTERRUPTED
+from gpumon.core.records.bus import Bus
+from gpumon.core.jobs.mps import recorded_share
+from gpumon.core.store.runner import INTERRUPTED
 from gpumon.core.sources.follow import FollowSource
 from gpumon.tui.controller import export_csv, load_baselines
 from gpumon.tui.model import LiveModel

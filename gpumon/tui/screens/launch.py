@@ -9,8 +9,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
-from gpumon.core.launcher import LaunchRequest
-from gpumon.plan import builtin_request, check_device
+from gpumon.core.jobs.launcher import LaunchRequest
+from gpumon.frontends.plan import builtin_request, check_device
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import WORKLOADS
 

@@ -6,8 +6,8 @@ from rich.text import Text
 from textual import work
 from textual.binding import Binding
 
-from gpumon.core.beside import SLOT as BESIDE_SLOT
-from gpumon.core.launcher import LaunchRequest
+from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
+from gpumon.core.jobs.launcher import LaunchRequest
 from gpumon.errors import UsageError
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ

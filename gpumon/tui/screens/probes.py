@@ -9,8 +9,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
-from gpumon.core.probescan import Probed, ProbeScanner
-from gpumon.core.units import fmt_rate
+from gpumon.core.capture.probescan import Probed, ProbeScanner
+from gpumon.core.records.units import fmt_rate
 
 REFRESH_S = 1.0
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.binding import Binding
 
-from gpumon.core.bus import Bus
+from gpumon.core.records.bus import Bus
 from gpumon.core.sources.replay import AS_FAST_AS_POSSIBLE, ReplaySource
 from gpumon.tui.model import LiveModel
 from gpumon.tui.pump import DEFAULT_HZ

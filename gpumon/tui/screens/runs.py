@@ -11,8 +11,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label
 
-from gpumon.core.trace import RunSummary, TraceError, list_runs, summarize
-from gpumon.core.units import DASH, fmt_rate
+from gpumon.core.store.trace import RunSummary, TraceError, list_runs, summarize
+from gpumon.core.records.units import DASH, fmt_rate
 from gpumon.tui.pump import DEFAULT_HZ
 
 MARK = "●"
@@ -104,8 +104,8 @@ class RunsScreen(Screen):
 
     def action_open(self) -> None:
         """A finished run as a replay; one that its runner is still writing, followed live (as gpumon attach)."""
-        from gpumon.core.runner import RUNNING, run_status
-        from gpumon.core.trace import load_run
+        from gpumon.core.store.runner import RUNNING, run_status
+        from gpumon.core.store.trace import load_run
         from gpumon.tui.screens.attached import AttachedScreen, open_follow
         from gpumon.tui.screens.replay import ReplayScreen, open_replay
 

@@ -9,7 +9,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, Static
 
-from gpumon.core.pyspy import StackDump, dump_stack
+from gpumon.core.jobs.pyspy import StackDump, dump_stack
 
 
 class StackScreen(ModalScreen[None]):

@@ -6,8 +6,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
 
-from gpumon.core.units import DASH
-from gpumon.core import units as fmt
+from gpumon.core.records.units import DASH
+from gpumon.core.records import units as fmt
 from gpumon.tui.view import DeviceView
 from gpumon.tui.widgets.graph import BLOCKS, LEVELS
 from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles

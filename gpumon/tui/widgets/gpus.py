@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from gpumon.core import units as fmt
-from gpumon.core.model import GpuSummary
+from gpumon.core.records import units as fmt
+from gpumon.core.records.model import GpuSummary
 
 SHOWN = "▸"  # the GPU the device panel shows (g moves it)
 VENDOR = "NVIDIA "  # dropped from the names when they do not fit

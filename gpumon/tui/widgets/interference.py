@@ -6,11 +6,11 @@ import math
 
 from rich.text import Text
 
-from gpumon.core.attribution import NONE
-from gpumon.core.rates import CANNOT_TELL, LOSES, PAYS
-from gpumon.core.sentence import BARELY
-from gpumon.core.units import DASH
-from gpumon.core import units as fmt
+from gpumon.core.interference.attribution import NONE
+from gpumon.core.records.rates import CANNOT_TELL, LOSES, PAYS
+from gpumon.core.interference.sentence import BARELY
+from gpumon.core.records.units import DASH
+from gpumon.core.records import units as fmt
 from gpumon.tui.view import View
 from gpumon.tui.widgets.lines import TextLine
 

@@ -10,7 +10,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gpumon.core.units import num
+from gpumon.core.records.units import num
 from gpumon.tui.view import Series
 from gpumon.tui.widgets.graph import graph_rows
 

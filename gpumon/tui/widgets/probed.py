@@ -6,8 +6,8 @@ from typing import Callable
 
 from rich.text import Text
 
-from gpumon.core.probescan import Probed, ProbeScanner
-from gpumon.core.units import fmt_rate
+from gpumon.core.capture.probescan import Probed, ProbeScanner
+from gpumon.core.records.units import fmt_rate
 from gpumon.tui.widgets.lines import TextLine
 
 REFRESH_S = 1.0

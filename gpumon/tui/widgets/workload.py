@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
-from gpumon.core import units as fmt
+from gpumon.core.records import units as fmt
 from gpumon.tui.view import WorkloadView
 from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
 

@@ -1,0 +1,141 @@
+"""The ``gpumon compare`` subcommand: argument parsing and its handler (imports stay light)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from gpumon.analysis import stats_helper
+from gpumon.errors import UsageError
+from gpumon.extras import require
+
+DESCRIPTION = """\
+Compare exclusive and shared runs of a pair of workloads, side by side: each job's
+rate alone and shared, its slowdown, the pair's combined throughput (STP), whether
+sharing paid off, and how copy bandwidth, GPU utilisation and CPU use changed.
+
+definitions:
+  exclusive rate x  a job's steady-state iterations/s alone (warm-up steps excluded)
+  overlap window    from the later of the two jobs' first post-warm-up steps to the
+                    earlier of their last steps (a fixed duration, not a fixed
+                    iteration count, so a job running its tail alone does not count)
+  shared rate s     a job's iterations/s inside the overlap window, from its
+                    cumulative step count interpolated at the window edges
+  slowdown r        x / s: 1 = unaffected, 2 = half speed while sharing
+  STP               1/r_A + 1/r_B, the pair's combined throughput in units of one job
+                    alone; sharing pays when STP > 1, loses when STP < 1
+  per-copy bandwidth  bytes / CUDA-event time of each copy; while sharing it
+                    includes waiting for a time slice, so it falls even on an idle
+                    link; link busy (PCIe traffic / link capacity) says whether the
+                    link was the limit; copy bytes/s is bytes / step wall time
+  why               each job's extra time per step split into waiting for the GPU,
+                    the host-to-device link, the CPU and unexplained, with the
+                    evidence (docs/compare.md); "cannot tell" when data is missing
+  intervals         95 %: with two or more runs of a condition, from the spread
+                    between the runs (Student t); with one run, a moving-block
+                    bootstrap over time bins that covers within-run noise only
+                    (the output says so); the verdict is "cannot tell" when the
+                    STP interval straddles 1
+
+A RUN is a run directory, a run name in the runs directory, or 'last'.
+Workloads are matched to the shared run's A and B by their spec (name and
+options); prefix a run with A= or B= to assign it when specs differ. With no
+--exclusive run, the baselines come from the exclusive phase of a staggered
+shared run (A alone before B started), and the output says so.
+"""
+
+EPILOG = """\
+examples:
+  gpumon compare --exclusive RUN_A --exclusive RUN_B --shared RUN_AB
+  gpumon compare --exclusive A=RUN_1 --exclusive A=RUN_2 --exclusive B=RUN_3 \\
+                 --shared RUN_AB1 --shared RUN_AB2 --report out/
+  gpumon compare --shared STAGGERED_RUN --json
+"""
+
+_ASSIGNED = re.compile(r"^([AB])=(.+)$")
+
+
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Add ``compare`` to the CLI's subcommands, with ``handler=run_compare``."""
+    parser = subparsers.add_parser(
+        "compare",
+        help="compare exclusive and shared runs: slowdown, combined throughput, and why",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--exclusive", metavar="[A=|B=]RUN", action="append", default=[],
+        help="a run of one workload alone (repeat the flag for each workload and for repeats); "
+             "A=RUN or B=RUN assigns it to that shared workload instead of matching by spec",
+    )
+    parser.add_argument(
+        "--shared", metavar="RUN", action="append", default=[],
+        help="a run of both workloads together (repeat the flag for repeats of the same pair); required",
+    )
+    parser.add_argument(
+        "--report", metavar="DIR",
+        help="also write report.md, summary.json, CSVs of the tables and PNG plots into DIR",
+    )
+    parser.add_argument(
+        "--json", action="store_true",
+        help="print the results as JSON for scripts: 'summary' (the verdict in words), each workload's "
+             "'slowdown' ({estimate, low, high}), 'cause', 'shares' and 'evidence', the pair's 'stp'",
+    )
+    parser.set_defaults(handler=run_compare, quick_exit=True)
+
+
+def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], list[Path], dict[str, str]]:
+    """Absolute paths of the exclusive and shared runs, and the A=/B= assignments keyed by path.
+
+    A run is a directory, a run name in the runs directory, or ``last``.
+    """
+    from gpumon.core.store.runstore import resolve_run, runs_dir_or_default
+
+    runs_dir = runs_dir_or_default(None)
+    assign: dict[str, str] = {}
+    exclusive_paths = []
+    for item in exclusive:
+        match = _ASSIGNED.match(item)
+        path = resolve_run(match.group(2) if match else item, runs_dir).resolve()
+        if match:
+            assign[str(path)] = match.group(1)
+        exclusive_paths.append(path)
+    return exclusive_paths, [resolve_run(s, runs_dir).resolve() for s in shared], assign
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """Handler of ``gpumon compare``: prints tables or JSON, optionally writes a report."""
+    if not args.shared:
+        raise UsageError("compare needs at least one --shared RUN (see gpumon compare --help)")
+    if args.report:
+        require("matplotlib", "--report")
+    exclusive_paths, shared_paths, assign = parse_runs(args.exclusive, args.shared)
+    # first thing: a helper's scipy import runs while the analysis is imported and the runs are read
+    tests = stats_helper.for_runs([*exclusive_paths, *shared_paths])
+    from gpumon.analysis.compare import compare
+    from gpumon.analysis.text import comparison_json, render_tables
+    from gpumon.console.color import use_color
+    from gpumon.core.store.trace import load_run
+
+    exclusive = [load_run(p) for p in exclusive_paths]
+    shared = [load_run(p) for p in shared_paths]
+    comparison = compare(exclusive, shared, assign, tests=tests)
+    written = []
+    if args.report:
+        from gpumon.analysis.report import write_report
+
+        written = write_report(comparison, [*exclusive, *shared], Path(args.report))
+    if args.json:
+        data = comparison_json(comparison)
+        if args.report:
+            data["report"] = {"dir": str(Path(args.report)), "files": [p.name for p in written]}
+        print(json.dumps(data, indent=2, allow_nan=False))
+    else:
+        print("\n".join(render_tables(comparison, color=use_color(sys.stdout))))
+        if args.report:
+            print(f"\nReport written to {args.report} ({len(written)} files: report.md, summary.json, CSVs, PNGs)")
+    return 0

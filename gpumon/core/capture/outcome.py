@@ -1,0 +1,15 @@
+"""How a run ended, as gpumon's exit status (the same for ``--headless`` and the TUI)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpumon.core.capture.session import Session
+
+
+def exit_code(session: "Session", signal_received: int | None = None) -> int:
+    """128 + the signal that stopped gpumon; 1 when a workload failed on its own or the capture failed; else 0."""
+    if signal_received is not None:
+        return 128 + signal_received
+    return 1 if session.launcher.failed() or session.capture_error is not None else 0

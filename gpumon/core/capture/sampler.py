@@ -1,0 +1,178 @@
+"""The sampling thread: one job per tick over the host and NVML sources, next tick after the last."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from typing import Callable, Iterable, Mapping
+
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.clock import RunClock
+from gpumon.core.records.model import GpuOthers, GpuOverview, Notice
+from gpumon.core.store.others import meaningful
+from gpumon.core.sources.host import HostSource
+from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
+
+log = logging.getLogger(__name__)
+
+NAMESPACE_GRACE_S = 10.0
+# /proc CPU times tick at 10 ms (USER_HZ 100): a 100 ms window would quantise CPU% to 10 %, and the
+# /proc reads are most of the monitor's own cost. Processes and host are sampled at most this often.
+PROCESS_PERIOD_S = 0.5
+# The sampler sleeps with time.sleep, in slices of at most this: a stop is seen within one slice, and a wake-up
+# costs ~40 µs of CPU instead of Event.wait's ~70 (2-core VM, both cores training: 0.03 % of a core at 10 Hz).
+STOP_SLICE_S = 0.1
+# Every this many process ticks (5 s) the jobs' trees are read through every thread's children file; between, through
+# each process's main thread only (HostSource.tree_pids): 34 files a GPU job instead of one, ~0.3 % of a core.
+FULL_TREE_EVERY = 10
+
+
+class Sampler(threading.Thread):
+    """Publishes a DeviceSample (NVML) every interval, HostSample and ProcessSamples every 0.5 s at most.
+
+    Between ticks it reads NVML's wrapping PCIe counters as often as the link's speed requires
+    (``NvmlSource.pcie_poll_period_s``; never on GPM or 64-bit counters).
+
+    A slow tick is never queued behind: the next one is scheduled from when the
+    last finished, so ticks merge instead of piling up (Dolphie's pattern).
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        clock: RunClock,
+        host: HostSource,
+        nvml: NvmlSource | None,
+        interval_s: float,
+        workload_pids: Callable[[], Mapping[str, int]],
+        expect_gpu_processes: bool = False,
+        overview: bool = False,
+    ) -> None:
+        """``overview``: on a box with several GPUs, publish a GpuOverview of them all every process tick (the TUI's)."""
+        super().__init__(name="gpumon-sampler", daemon=True)
+        self.bus = bus
+        self.clock = clock
+        self.host = host
+        self.nvml = nvml
+        self.interval_s = interval_s
+        self.workload_pids = workload_pids
+        self.ticks = 0
+        self.process_every = max(1, math.ceil(PROCESS_PERIOD_S / interval_s - 1e-9))
+        self._stop_event = threading.Event()
+        self._nvml_was_available = nvml is not None and nvml.status.available
+        self.expect_gpu_processes = expect_gpu_processes
+        self.overview = overview
+        self._foreign_warned = False
+        self._announced: set[int] = set()
+        self._ever_ours: set[int] = set()
+        self._next_poll = 0.0
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            started = self.clock.now()
+            try:
+                self.tick()
+            except Exception:
+                log.exception("sampling tick failed")
+                self.bus.publish(Notice(self.clock.now(), "a sampling tick failed; see the log"))
+            self.ticks += 1
+            self._wait_until(started + self.interval_s)
+
+    def _wait_until(self, next_tick: float) -> None:
+        """Sleep until ``next_tick``, polling NVML's wrapping PCIe counters on their own cadence meanwhile."""
+        while not self._stop_event.is_set():
+            nvml = self.nvml
+            period = nvml.pcie_poll_period_s if nvml is not None and nvml.status.available else None
+            now = self.clock.now()
+            if period is None:
+                self._sleep(next_tick - now)
+                return
+            if self._next_poll < now - period:  # woke late: poll now, then on cadence again
+                self._next_poll = now
+            if self._next_poll >= next_tick:
+                self._sleep(next_tick - now)
+                return
+            if self._sleep(self._next_poll - now):
+                return
+            nvml.poll_pcie(self.clock.now())
+            self._next_poll += period
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep ``seconds`` in slices of at most ``STOP_SLICE_S``; True once stopped."""
+        end = time.monotonic() + seconds
+        while not self._stop_event.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, STOP_SLICE_S))
+        return True
+
+    def tick(self) -> None:
+        """NVML device metrics every tick; processes and host every ``process_every`` ticks."""
+        t = self.clock.now()
+        nvml = self.nvml
+        nvml_up = nvml is not None and nvml.status.available
+        device = None
+        if nvml_up:
+            device = nvml.sample(t)
+            if device is not None:
+                self.bus.publish(device)
+        if self.ticks % self.process_every == 0:
+            every_thread = self.ticks // self.process_every % FULL_TREE_EVERY == 0
+            trees = {process: self.host.tree_pids(pid, every_thread) for process, pid in self.workload_pids().items()}
+            all_pids = [p for pids in trees.values() for p in pids]
+            every = nvml.gpu_process_metrics(t) if nvml_up and nvml is not None else {}
+            ours = set(all_pids)
+            gpu_procs = {pid: m for pid, m in every.items() if pid in ours}
+            if nvml_up:
+                self._check_foreign(all_pids, every.keys())
+                # gpumon's own descendants too (a job just launched is ours before its slot knows its PID),
+                # and every PID that was ever ours (a job exiting is still listed by NVML for a moment)
+                self._ever_ours |= ours
+                if every.keys() - self._ever_ours:
+                    self._ever_ours |= set(self.host.tree_pids(os.getpid()))
+                others = {pid: m for pid, m in every.items() if pid not in self._ever_ours}
+                seen = GpuOthers(t, self.host.sample_others(t, others))
+                self.bus.publish(seen)
+                if ours:
+                    self._announce_others(seen)
+                if self.overview and nvml is not None:  # every GPU's cheap figures, at this cadence only
+                    gpus = nvml.overview(t, device, len(every))
+                    if gpus:
+                        self.bus.publish(GpuOverview(t, gpus))
+            self.bus.publish(self.host.sample_host(t))
+            for sample in self.host.sample_processes(t, trees, gpu_procs):
+                self.bus.publish(sample)
+        if nvml is not None and self._nvml_was_available and not nvml.status.available:
+            self._nvml_was_available = False
+            self.bus.publish(nvml.status)
+
+    def _announce_others(self, seen: GpuOthers) -> None:
+        """A Notice, once per process, when one that is not our job uses the GPU while our jobs run."""
+        for other in seen.processes:
+            if other.pid in self._announced or not meaningful(other.sm_pct, other.gpu_mem_mib):
+                continue
+            self._announced.add(other.pid)
+            who = f"pid {other.pid} ({other.user or 'unknown user'}, {other.command or 'unknown command'})"
+            use = ", ".join(
+                [f"SM {other.sm_pct:.0f} %"] * (not math.isnan(other.sm_pct))
+                + [f"{other.gpu_mem_mib / 1024:.1f} GiB"] * (not math.isnan(other.gpu_mem_mib))
+            )
+            self.bus.publish(Notice(seen.t, f"another process is on the GPU: {who}, {use}; this capture is not alone"))
+
+    def _check_foreign(self, our_pids: list[int], gpu_pids: Iterable[int]) -> None:
+        """Warn once when, after a grace period, NVML lists processes but never ours (PID namespace)."""
+        if self._foreign_warned or not self.expect_gpu_processes or not our_pids or self.nvml is None:
+            return
+        if self.ticks * self.interval_s < NAMESPACE_GRACE_S:
+            return
+        hint = pid_namespace_hint(our_pids, gpu_pids)
+        if hint:
+            self._foreign_warned = True
+            self.bus.publish(Notice(self.clock.now(), hint))

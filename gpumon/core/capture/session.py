@@ -1,0 +1,303 @@
+"""A monitoring session: bus, sources, listener, launcher and (optional) capture, for any front end."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import gpumon
+from gpumon.core.probing import rendezvous
+from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.clock import RunClock
+from gpumon.core.jobs.launcher import SLOTS, LaunchRequest, Launcher, Workload
+from gpumon.core.probing.listener import GATHER_S, Listener
+from gpumon.core.capture.metrics import MetricsServer
+from gpumon.core.records.model import Notice, SourceStatus, WorkloadMeta
+from gpumon.core.jobs.mps import MpsControl, ShareMode
+from gpumon.core.store.recorder import FLUSH_INTERVAL_S, CaptureError, Recorder, create_run_dir, initial_meta
+from gpumon.core.store.runner import RunnerInfo
+from gpumon.core.capture.sampler import Sampler
+from gpumon.core.sources.host import HostSource
+from gpumon.core.sources.nvml import NvmlSource
+from gpumon.core.store.runstore import default_runs_dir
+from gpumon.errors import UsageError
+
+# What happens to the workloads when the capture fails (disk full, directory removed...).
+CAPTURE_ERROR_POLICIES = ("stop", "continue")
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    device: str = "auto"
+    interval_ms: int = 100
+    gpu_index: int | str | None = None  # an NVML index or a GPU-/MIG- UUID
+    runs_dir: Path = field(default_factory=default_runs_dir)
+    warmup: int | None = None
+    stagger_s: float = 0.0
+    nvml: bool = True
+    share: ShareMode = field(default_factory=ShareMode)
+    metrics: tuple[str, int] | None = None
+    python: str | None = None  # interpreter of the built-in workloads; None: $GPUMON_PYTHON, else ours
+    on_capture_error: str = "stop"
+    detached: bool = False  # this process is a detached runner (gpumon run --detach): run.json's runner says so
+    gpu_overview: bool = False  # sample every GPU of the box for the overview lines (the TUI's; not recorded)
+    # How often the listener reads the jobs' probes: a screen's step-to-screen latency (GATHER_S); a front end
+    # that only records and prints a line a second reads less often, for less CPU (steps carry their own times).
+    listen_s: float = GATHER_S
+
+
+def planned_slots(requests: list[LaunchRequest]) -> list[tuple[str, LaunchRequest]]:
+    """The slot of each planned job: an attached process (``--beside``) is B, the launched ones take A, then B."""
+    free = [slot for slot in SLOTS if slot != BESIDE_SLOT or not any(r.beside for r in requests)]
+    return sorted(((BESIDE_SLOT if r.beside else free.pop(0), r) for r in requests), key=lambda pair: pair[0])
+
+
+def default_threads() -> int:
+    """CPU threads per workload: half the cores, alone or shared, so exclusive and shared runs compare."""
+    return max(1, (os.cpu_count() or 1) // len(SLOTS))
+
+
+class Session:
+    """Everything a front end needs: start, launch into slots, capture, shut down."""
+
+    def __init__(self, config: SessionConfig) -> None:
+        self.config = config
+        self.bus = Bus()
+        self.clock = RunClock.start()
+        # A listener that reads no more often than the recorder writes has the capture written right after each read:
+        # what a viewer follows in the files is then no older than the listener's period (not twice that).
+        gathered = self._write_capture_soon if config.listen_s >= FLUSH_INTERVAL_S else None
+        self.listener = Listener(self.bus, self.clock, config.listen_s, gathered)
+        self.launcher = Launcher(self.bus, self.clock, self.listener, config.warmup)
+        self.host = HostSource()
+        self.nvml = NvmlSource(config.gpu_index) if config.nvml else None
+        self.nvml_status = SourceStatus("nvml", False, "unavailable: disabled (--no-nvml)")
+        self.sampler: Sampler | None = None
+        self.mps: MpsControl | None = None
+        # bound here, on the caller's thread, so a taken port is one clear error before anything starts
+        self.metrics = MetricsServer(*config.metrics, self.bus, self.clock.now) if config.metrics else None
+        self.recorder: Recorder | None = None
+        self._unsubscribe_recorder = None
+        self.capture_error: CaptureError | None = None
+        self.shutting_down = False
+        self.workload_meta: dict[str, dict[str, Any]] = {}
+        self.bus.subscribe(self._on_event, WorkloadMeta)
+
+    def _write_capture_soon(self) -> None:
+        recorder = self.recorder
+        if recorder is not None:
+            recorder.flush_soon()
+
+    def _on_event(self, item: object) -> None:
+        if isinstance(item, WorkloadMeta):
+            self.workload_meta[item.process] = item.info
+
+    def start(self) -> None:
+        if self.nvml is not None:
+            self.nvml_status = self.nvml.open()
+        if self.metrics is not None:
+            self.metrics.metrics.labels = self._metric_labels()
+        self.listener.start()
+        self.bus.publish(self.nvml_status)
+        self.sampler = Sampler(
+            self.bus,
+            self.clock,
+            self.host,
+            self.nvml if self.nvml_status.available else None,
+            self.config.interval_ms / 1000,
+            self.launcher.pids,
+            expect_gpu_processes=self.config.device != "cpu",
+            overview=self.config.gpu_overview,
+        )
+        self.sampler.start()
+
+    def launch(self, request: LaunchRequest, process: str) -> Workload:
+        """Start ``request`` in slot ``process`` (a job keeps its slot: no other slot is chosen)."""
+        if self.shutting_down:
+            raise UsageError(f"not starting {process}: gpumon is shutting down")
+        if self.capture_error is not None and self.config.on_capture_error == "stop":
+            raise UsageError(f"not starting {process}: {self.capture_error.line()}")
+        if self.metrics is not None:
+            self.metrics.metrics.name_job(process, request.spec)
+        return self.launcher.start(process, request, default_threads(), self._share_env(process))
+
+    def attach(self, request: LaunchRequest, process: str) -> Workload:
+        """Watch the running process of a ``--beside`` request in slot ``process``, through its probe rendezvous
+        when it has one; gpumon never signals it."""
+        target = request.beside
+        if target is None:
+            raise ValueError("attach needs a --beside request")
+        if self.shutting_down:
+            raise UsageError(f"not attaching {process}: gpumon is shutting down")
+        if not target.alive():
+            raise UsageError(f"--beside {target.pid}: the process has exited")
+        if self.metrics is not None:
+            self.metrics.metrics.name_job(process, request.spec)
+        return self.launcher.attach(process, request, rendezvous.connect(target.pid))
+
+    def _share_env(self, slot: str) -> dict[str, str]:
+        """The MPS client environment for ``slot`` (gpumon's daemon starts with the first job)."""
+        if not self.config.share.mps:
+            return {}
+        if self.mps is None:
+            self._start_mps(None)
+        return self.mps.client_env(SLOTS.index(slot))
+
+    def _start_mps(self, home: Path | None) -> None:
+        mps = MpsControl(self.config.share)
+        mps.start(home)
+        self.mps = mps
+
+    def set_exclusive_rates(self, rates: dict[str, float]) -> None:
+        """Exclusive rates (from --baseline runs) for the live slowdown, STP and verdict metrics."""
+        if self.metrics is not None:
+            self.metrics.metrics.exclusive.update(rates)
+
+    def _metric_labels(self) -> dict[str, str]:
+        """dcgm-exporter's label names and values for this GPU (empty where there is none)."""
+        info = self.nvml.device_info() if self.nvml is not None and self.nvml_status.available else {}
+        index = info.get("index")
+        return {
+            "gpu": "" if index is None else str(index),
+            "UUID": info.get("uuid") or "",
+            "device": "" if index is None else f"nvidia{index}",
+            "modelName": info.get("name") or "",
+            "Hostname": socket.gethostname(),
+        }
+
+    def stop(self, process: str) -> None:
+        self.launcher.stop(process)
+
+    @property
+    def capturing(self) -> bool:
+        """A capture is open and still writing (a failed one is not capturing)."""
+        return self.recorder is not None and not self.recorder.failed
+
+    def start_capture(
+        self,
+        label: str,
+        planned_workloads: list[LaunchRequest] | None = None,
+        baselines: tuple[tuple[str, str], ...] = (),
+    ) -> Path:
+        """Open a new run directory and record everything published from now on.
+
+        ``baselines``: the ``--baseline`` runs (slot, run directory), kept in run.json so that a viewer
+        attached later (``gpumon attach``) shows the same live slowdown.
+        """
+        if self.shutting_down:
+            raise UsageError("no new capture: gpumon is shutting down")
+        if self.recorder is not None and not self.recorder.failed:
+            return self.recorder.path
+        self.stop_capture()
+        if planned_workloads:
+            runs = planned_slots(planned_workloads)
+        else:
+            runs = [(slot, w.request) for slot, w in sorted(self.launcher.workloads.items()) if w.running]
+        path = create_run_dir(self.config.runs_dir, label, time.localtime())
+        workloads = [self._workload_entry(slot, req) for slot, req in runs]
+        meta = initial_meta(
+            label=label,
+            mode="shared" if len(runs) > 1 else "exclusive",
+            clock_t0_ns=self.clock.t0_ns,
+            started_at=self.clock.started_at,
+            interval_ms=self.config.interval_ms,
+            device=self.config.device,
+            stagger_s=self.config.stagger_s,
+            host=self._host_info(),
+            gpu=self.nvml.device_info() if self.nvml is not None and self.nvml_status.available else None,
+            nvml={"available": self.nvml_status.available, "reason": self.nvml_status.reason},
+            versions=self._versions(),
+            workloads=workloads,
+        )
+        meta["capture_start_t"] = round(self.clock.now(), 6)
+        meta["share"] = self.config.share.to_json()
+        meta["runner"] = RunnerInfo.current(self.config.detached).to_json()
+        if baselines:
+            meta["baselines"] = {slot: run for slot, run in baselines}
+        self.recorder = Recorder(path, meta, on_error=self._on_capture_error)
+        if self.config.share.mps and self.mps is None:
+            try:
+                self._start_mps(path)  # its pipe and log directories live in the run directory
+            except UsageError:
+                self.recorder.close(0.0)
+                self.recorder = None
+                shutil.rmtree(path, ignore_errors=True)  # nothing was recorded: leave nothing behind
+                raise
+        self._unsubscribe_recorder = self.bus.subscribe(self.recorder.handle, *Recorder.TAKES)
+        return path
+
+    def _on_capture_error(self, error: CaptureError) -> None:
+        """The recorder's first failed write: say so on the bus, and stop the workloads unless told not to."""
+        if self.capture_error is None:
+            self.capture_error = error
+        now = self.clock.now()
+        self.bus.publish(Notice(now, error.line()))
+        if not error.finalised:
+            self.bus.publish(Notice(now, f"could not finalise {error.path / 'run.json'}: {error.finalise_error}"))
+        if self.config.on_capture_error == "stop":
+            self.bus.publish(Notice(now, "stopping the workloads (--on-capture-error continue keeps them)"))
+            threading.Thread(target=self.launcher.stop_all, name="gpumon-capture-stop", daemon=True).start()
+
+    def _workload_entry(self, slot: str, request: LaunchRequest) -> dict[str, Any]:
+        entry: dict[str, Any] = {"process": slot, "spec": request.spec, "kind": request.kind, "argv": list(request.argv)}
+        running = self.launcher.workloads.get(slot)
+        if request.beside is not None:
+            entry.update(request.beside.to_json())
+        if running is not None and running.request == request:
+            entry.update(pid=running.pid, start_t=running.start_t, exit_status=running.exit_status)
+            if request.beside is not None:
+                entry.update(probe=running.probe is not None)
+            if slot in self.workload_meta:
+                entry["meta"] = self.workload_meta[slot]
+        return entry
+
+    def stop_capture(self) -> Path | None:
+        """Finish the capture (everything queued is written) and return its directory."""
+        if self.recorder is None:
+            return None
+        recorder, self.recorder = self.recorder, None
+        if self._unsubscribe_recorder is not None:
+            self._unsubscribe_recorder()
+        started = recorder.meta.get("capture_start_t", 0.0)
+        return recorder.close(self.clock.now() - started)
+
+    def shutdown(self) -> Path | None:
+        """Stop every workload, wait for their last events, stop sampling, finish the capture."""
+        self.shutting_down = True
+        self.launcher.stop_all()
+        if self.mps is not None:
+            self.mps.stop()
+        if self.sampler is not None:
+            self.sampler.stop()
+            self.sampler.join(2.0)
+        self.listener.stop()
+        self.listener.join(2.0)
+        path = self.stop_capture()
+        if self.metrics is not None:
+            self.metrics.close()
+        if self.nvml is not None:
+            self.nvml.close()
+        return path
+
+    def _host_info(self) -> dict[str, Any]:
+        return {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "cpu_affinity": sorted(os.sched_getaffinity(0)),
+            "mem_total_mib": round(psutil.virtual_memory().total / 2**20),
+        }
+
+    def _versions(self) -> dict[str, Any]:
+        driver = self.nvml.device_info().get("driver") if self.nvml is not None and self.nvml_status.available else None
+        return {"python": platform.python_version(), "gpumon": gpumon.__version__, "torch": None, "driver": driver}

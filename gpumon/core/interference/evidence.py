@@ -1,0 +1,248 @@
+"""Evidence for the slowdown attribution (gpumon/core/interference/attribution.py), from run directories or live records.
+
+The small tables (device, processes, host) are parsed by pyarrow's CSV reader where it reads them as
+the csv module does (``trace.csv_columns``), else with the csv module; the steps table, the one
+that grows to millions of rows in an hour, as columns (``Run.step_columns``: its steps.parquet cache
+with pyarrow alone, else pandas), imported only when evidence is asked for: the live line's first
+frame never waits for it.
+Step times come from the callers (the one definition of rates), never from here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from gpumon.core.interference.attribution import Box, Side, link_capacity
+from gpumon.core.records.model import DeviceSample, HostSample
+from gpumon.core.jobs.mps import share_of
+from gpumon.core.store.trace import TABLES, Run, TraceError, csv_columns
+
+if TYPE_CHECKING:
+    import numpy as np
+
+NAN = math.nan
+TEXT_COLUMNS = ("per_core",)  # host.csv: each core's CPU %, space-separated in one cell
+DEVICE_FIELDS = {"gpu_util": "gpu_util", "pcie_rx_bps": "pcie_rx_bps", "sm_active": "sm_active_pct",
+                 "sm_occupancy": "sm_occupancy_pct"}
+
+
+@dataclass(frozen=True)
+class Window:
+    """Where one job's side was measured: a run, the job's slot there, and the interval in run time."""
+
+    run: Run
+    slot: str
+    start: float
+    end: float
+
+
+def _float(text: str | None) -> float:
+    try:
+        return float(text) if text not in (None, "") else NAN
+    except ValueError:
+        return NAN
+
+
+def _parsed(run: Run, table: str) -> "dict[str, np.ndarray] | None":
+    """The columns of a small table at once (``trace.csv_columns``, pyarrow), ``process`` as text as the csv module
+    gives it, those of numbers as floats (not ``TEXT_COLUMNS``); None where the csv module reads it instead (a row
+    of the wrong width, which it skips; text in a number, which it reads as NaN)."""
+    import numpy as np
+
+    wanted = [c for c in TABLES[table] if c not in TEXT_COLUMNS]
+    try:
+        parsed = csv_columns(run.table_bytes(table), wanted, jobs_as_pandas=False)
+    except TraceError:
+        return None
+    if parsed is None:
+        return None
+    codes, names, columns = parsed
+    if "process" in wanted:
+        columns["process"] = np.array(names, dtype=object)[codes.astype(int)]
+    return columns
+
+
+def _column(run: Run, table: str, column: str) -> "np.ndarray":
+    """One column of a small table, numbers as floats (NaN: empty or not a number; ``process`` as text),
+    read once per finished run; none when the run lacks the table or it is unreadable."""
+    def read() -> "np.ndarray":
+        import numpy as np
+
+        whole = run.cached(f"evidence:{table}", run.path / f"{table}.csv", lambda: _parsed(run, table))
+        if whole is not None and column in whole:
+            return whole[column]
+        try:
+            values = run.columns(table)[column]
+        except TraceError:
+            values = []
+        if column == "process":
+            return np.array(values, dtype=object)
+        try:
+            return np.array(values, dtype=float)  # numpy parses the texts at once; an empty cell stops it
+        except ValueError:
+            return np.array([_float(v) for v in values], dtype=float)
+
+    return run.cached(f"evidence:{table}:{column}", run.path / f"{table}.csv", read)
+
+
+def window_values(run: Run, table: str, column: str, start: float, end: float, slot: str | None = None) -> "np.ndarray":
+    """The known values of ``column`` in the rows of a sampled ``table`` timed inside ``[start, end]`` (of ``slot``
+    only, if given); none when the run lacks the table. What compare's distributions and the means here share."""
+    import numpy as np
+
+    t, values = _column(run, table, "t"), _column(run, table, column)
+    keep = (t >= start) & (t <= end) & ~np.isnan(values)
+    if slot is not None:
+        keep &= _column(run, table, "process") == slot
+    return values[keep]
+
+
+def _window_mean(w: Window, table: str, column: str, slot: str | None = None) -> float:
+    """The mean of the known values of ``column`` over the rows of ``table`` inside ``w`` (of ``slot`` only, if given)."""
+    values = window_values(w.run, table, column, w.start, w.end, slot)
+    return float(values.mean()) if len(values) else NAN
+
+
+def _step_means(w: Window) -> tuple[float, float]:
+    """Mean copy seconds and copy bytes per post-warm-up step of ``w.slot`` in the window (NaN: none)."""
+    import numpy as np
+
+    try:
+        codes, names, (t, warmup, *copies) = w.run.step_columns(("t", "warmup", "copy_s", "copy_bytes"), whole=False)
+    except TraceError:
+        return NAN, NAN
+    if w.slot not in names:
+        return NAN, NAN
+    t = t.astype(float)
+    inside = (codes == names.index(w.slot)) & (warmup != 1) & (t >= w.start) & (t <= w.end)
+    count = int(np.count_nonzero(inside))
+    if not count:
+        return NAN, NAN
+    copy_s, copy_bytes = (float(np.nansum(c[inside].astype(float))) / count for c in copies)
+    return copy_s, copy_bytes
+
+
+def run_side(w: Window, step_s: float) -> Side:
+    """What was measured for ``w.slot`` inside ``[w.start, w.end]`` of ``w.run``; ``step_s`` from the caller."""
+    copy_s, copy_bytes = _step_means(w)
+    return Side(
+        step_s=step_s,
+        copy_s=copy_s,
+        copy_bytes=copy_bytes,
+        cpu_pct=_window_mean(w, "processes", "cpu_pct", w.slot),
+        host_cpu_pct=_window_mean(w, "host", "cpu_pct"),
+        **{name: _window_mean(w, "device", column) for name, column in DEVICE_FIELDS.items()},
+    )
+
+
+def merge(sides: Sequence[tuple[Side, float]], step_s: float) -> Side:
+    """Sides of repeats as one, each field weighted by its window's duration (unknown fields skipped)."""
+    def weighted(name: str) -> float:
+        pairs = [(getattr(s, name), w) for s, w in sides if not math.isnan(getattr(s, name)) and w > 0]
+        total = sum(w for _, w in pairs)
+        return sum(v * w for v, w in pairs) / total if total else NAN
+
+    names = [f for f in Side.__dataclass_fields__ if f != "step_s"]
+    return Side(step_s=step_s, **{name: weighted(name) for name in names})
+
+
+def cores(workload: dict[str, Any]) -> frozenset[int]:
+    """The CPUs a workload could run on, from its meta in run.json or its probe (empty: unknown)."""
+    meta = workload.get("meta") if isinstance(workload.get("meta"), dict) else workload
+    affinity = meta.get("affinity") if isinstance(meta, dict) else None
+    if isinstance(affinity, list) and all(isinstance(c, int) for c in affinity):
+        return frozenset(affinity)
+    return frozenset()
+
+
+def workload_cores(run: Run, slot: str) -> frozenset[int]:
+    for w in run.workloads:
+        if isinstance(w, dict) and w.get("process") == slot:
+            return cores(w)
+    return frozenset()
+
+
+def has_nvml_data(run: Run) -> bool:
+    """run.json says NVML was available and device.csv holds at least one GPU utilisation reading."""
+    nvml = run.meta.get("nvml")
+    if not (isinstance(nvml, dict) and nvml.get("available")):
+        return False
+    import numpy as np
+
+    return bool((~np.isnan(_column(run, "device", "gpu_util"))).any())
+
+
+def device_of(run: Run) -> str:
+    """``cpu`` or ``cuda[:N]``: what the workloads said they trained on, else run.json's device ("?" if neither)."""
+    for w in run.workloads:
+        meta = w.get("meta") if isinstance(w, dict) else None
+        if isinstance(meta, dict) and meta.get("device") not in (None, "", "auto"):
+            return str(meta["device"])
+    return str(run.meta.get("device") or "?")
+
+
+def device_identity(run: Run) -> tuple[str, str]:
+    """What must match between runs compared: the kind (``cpu``, ``cuda``) and the GPU's name ("" unknown)."""
+    device = device_of(run)
+    kind = device.split(":")[0]
+    gpu = run.gpu or {}
+    return kind, str(gpu.get("name") or "") if kind == "cuda" else ""
+
+
+def mixed_devices(runs: Sequence[Run]) -> str:
+    """A one-line complaint when ``runs`` come from different kinds of device or GPU models, else ""."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for run in runs:
+        found.setdefault(device_identity(run), []).append(run.path.name)
+    kinds = {kind for kind, _ in found if kind != "?"}
+    names = {name for _, name in found if name}
+    if len(kinds) < 2 and len(names) < 2:
+        return ""
+    listing = "; ".join(f"{(kind + ' ' + name).strip()} ({', '.join(v)})" for (kind, name), v in found.items())
+    return f"runs come from different devices, so their rates cannot be compared: {listing}"
+
+
+def box_of(runs: Sequence[Run], h2d_bps: float | None = None) -> Box:
+    """The machine of ``runs`` (assumed one: callers check): device, NVML data in every run, link capacity."""
+    first = runs[0].meta
+    gpu = first.get("gpu") if isinstance(first.get("gpu"), dict) else {}
+    host = first.get("host") if isinstance(first.get("host"), dict) else {}
+    link = link_capacity(gpu.get("pcie_max_bps"), h2d_bps, gpu.get("pcie_gen"), gpu.get("pcie_width"))
+    return Box(
+        device=device_of(runs[0]),
+        nvml=all(has_nvml_data(r) for r in runs),
+        link=link,
+        host_cpus=int(host.get("cpus") or 0),
+        pcie_method=gpu.get("pcie_method"),
+        share=next((share_of(r.meta) for r in runs if r.mode == "shared"), "timeslice"),
+    )
+
+
+def copy_bandwidth(side: Side) -> float:
+    """Bytes over the CUDA-event time of the copies (includes time-slice waits under sharing)."""
+    if side.copy_s > 0 and not math.isnan(side.copy_bytes):
+        return side.copy_bytes / side.copy_s
+    return NAN
+
+
+def live_side(
+    step_s: float,
+    copy_bytes_per_step: float,
+    copy_s_per_step: float,
+    cpu_pct: float,
+    device: DeviceSample | None,
+    host: HostSample | None,
+) -> Side:
+    """A job's shared side right now, from the live figures and the last device and host samples."""
+    return Side(
+        step_s=step_s,
+        copy_s=copy_s_per_step,
+        copy_bytes=copy_bytes_per_step,
+        cpu_pct=cpu_pct,
+        host_cpu_pct=host.cpu_pct if host is not None else NAN,
+        **{name: float(getattr(device, column, NAN)) if device is not None else NAN
+           for name, column in DEVICE_FIELDS.items()},
+    )
+

@@ -1,0 +1,139 @@
+"""Live per-workload figures over a sliding window of step events (for status lines and panels).
+
+Rates follow ``gpumon.core.records.rates``: wall-clock slopes, never steps over busy time.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterable
+
+from gpumon.core.records.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
+from gpumon.core.records.rates import OverlapRates, Point, live_rate
+
+WINDOW_S = 2.0
+# Steps are taken in when figures are asked for (a status line, a refresh: once a second), in one pass, or by the
+# publisher itself once this many wait (nobody asks): a step costs the publisher an append, not a lock and a window.
+ABSORB_AT = 4096
+ENDED = ENDED_STATES
+
+
+@dataclass(frozen=True)
+class LiveFigures:
+    """What a workload is doing now; NaN where nothing was measured."""
+
+    process: str
+    steps: int
+    iter_per_s: float
+    samples_per_s: float
+    copy_bandwidth: float
+    copy_bytes_per_s: float
+    cpu_pct: float
+    rss_mib: float
+    gpu_mem_mib: float
+    gpu_sm_util: float
+    warmup: bool
+
+
+def _point(step: StepEvent) -> Point:
+    return Point(step.t, step.step)
+
+
+class LiveStats:
+    """Keeps the last ``window_s`` of steps per workload (and the step before them); safe to feed from the bus thread.
+
+    Steps wait in a queue until figures or shared rates are asked for (``ABSORB_AT``), then are taken in, in order.
+    """
+
+    TAKES = (StepEvent, ProcessSample, WorkloadState)  # what ``handle`` reads (Bus.subscribe)
+
+    def __init__(self, window_s: float = WINDOW_S, shared: bool = True) -> None:
+        """``shared``: keep each job's rate over the overlap (``shared_rates``); a front end that never asks for it
+        (a runner without ``--baseline``) spares that work at every step."""
+        self.window_s = window_s
+        self._steps: dict[str, deque[StepEvent]] = {}
+        self._anchor: dict[str, StepEvent] = {}
+        self._counts: dict[str, int] = {}
+        self._last_sample: dict[str, ProcessSample] = {}
+        self._overlap = OverlapRates() if shared else None
+        self._pending: deque[StepEvent] = deque()  # appended by the publisher, taken in under the lock
+        self._lock = threading.Lock()
+
+    def handle(self, item: object) -> None:
+        if isinstance(item, StepEvent):
+            self._pending.append(item)
+            if len(self._pending) >= ABSORB_AT:
+                with self._lock:
+                    self._absorb()
+        elif isinstance(item, ProcessSample):
+            self._last_sample[item.process] = item
+        elif isinstance(item, WorkloadState) and item.state in ENDED and self._overlap is not None:
+            with self._lock:
+                self._absorb()  # the job's last steps belong to the overlap it leaves
+                self._overlap.close(item.process)
+
+    def _absorb(self) -> None:
+        """Take in the waiting steps, in order (the lock held)."""
+        pending, steps, counts, overlap = self._pending, self._steps, self._counts, self._overlap
+        for _ in range(len(pending)):
+            item = pending.popleft()
+            window = steps.get(item.process)
+            if window is None:
+                window = steps[item.process] = deque()
+            window.append(item)
+            counts[item.process] = item.step + 1
+            if overlap is not None:
+                overlap.add(item.process, _point(item), item.warmup)
+
+    def reset(self, process: str) -> None:
+        """Forget a slot's history (a new workload was launched in it)."""
+        with self._lock:
+            self._absorb()
+            self._steps.pop(process, None)
+            self._anchor.pop(process, None)
+            self._counts.pop(process, None)
+            self._last_sample.pop(process, None)
+            if self._overlap is not None:
+                self._overlap.forget(process)
+
+    def shared_rates(self, processes: Iterable[str]) -> dict[str, float]:
+        """Each job's rate over the overlap window so far (``gpumon.core.records.rates.OverlapRates``)."""
+        if self._overlap is None:
+            raise RuntimeError("this LiveStats keeps no shared rates (shared=False)")
+        with self._lock:
+            self._absorb()
+            return self._overlap.rates(processes)
+
+    def figures(self, process: str, now: float) -> LiveFigures:
+        with self._lock:
+            self._absorb()
+            window = self._steps.setdefault(process, deque())
+            while window and window[0].t < now - self.window_s:
+                self._anchor[process] = window.popleft()
+            steps = list(window)
+            anchor = self._anchor.get(process)
+            count = self._counts.get(process, 0)
+        ends = [_point(steps[0]), _point(steps[-1])] if steps else []  # all live_rate reads of the window
+        rate = live_rate(_point(anchor) if anchor is not None else None, ends, count > 0)
+        counted = steps if anchor is not None else steps[1:]
+        span = steps[-1].t - (anchor if anchor is not None else steps[0]).t if steps else 0.0
+        samples = [s.samples for s in counted if not math.isnan(s.samples)]
+        copy_bytes = sum(s.copy_bytes for s in counted)
+        copy_s = sum(s.copy_s for s in counted if not math.isnan(s.copy_s))
+        sample = self._last_sample.get(process)
+        return LiveFigures(
+            process=process,
+            steps=count,
+            iter_per_s=rate,
+            samples_per_s=sum(samples) / span if span > 0 and samples else math.nan,
+            copy_bandwidth=copy_bytes / copy_s if copy_s > 0 else math.nan,
+            copy_bytes_per_s=copy_bytes / span if span > 0 and copy_s > 0 else math.nan,
+            cpu_pct=sample.cpu_pct if sample else math.nan,
+            rss_mib=sample.rss_mib if sample else math.nan,
+            gpu_mem_mib=sample.gpu_mem_mib if sample else math.nan,
+            gpu_sm_util=sample.gpu_sm_util if sample else math.nan,
+            warmup=bool(steps) and steps[-1].warmup,
+        )

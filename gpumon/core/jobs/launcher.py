@@ -1,0 +1,337 @@
+"""Starts and stops the co-resident workloads (slots A and B), each tied to the monitor's life."""
+
+from __future__ import annotations
+
+import functools
+import os
+import select
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpumon.core.jobs.beside import BesideTarget
+from gpumon.core.records.bus import Bus
+from gpumon.core.records.clock import RunClock
+from gpumon.core.jobs.interpreter import child_path
+from gpumon.core.jobs.lifeline import die_with_parent
+from gpumon.core.probing.listener import Listener
+from gpumon.core.records.model import LogLine, WorkloadState
+from gpumon.core.probing.probe import ENV_FD, ENV_PROCESS, ENV_WARMUP
+from gpumon.errors import UsageError
+
+SLOTS = ("A", "B")
+TAIL_LINES = 20
+OUTPUT_EOF_WAIT_S = 2.0
+ATTACHED_POLL_S = 0.5
+AUTOPROBE_DIR = Path(__file__).parent / "autoprobe"
+
+
+def probe_pythonpath(gpumon_path: str, existing: str, autoprobe: bool) -> str:
+    """PYTHONPATH for a job's interpreter: the auto-probe first (``autoprobe``), then gpumon's package alone
+    (not the directory it is installed in, so none of the monitor's other packages), then ``existing``."""
+    paths = [str(AUTOPROBE_DIR)] if autoprobe else []
+    paths += [gpumon_path, existing]
+    return os.pathsep.join(p for p in paths if p)
+
+
+def exit_text(status: int) -> str:
+    """How a process ended, in words: "exited with status 3" or "was killed by SIGKILL"."""
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"was killed by {name}"
+    return f"exited with status {status}"
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What to start in a slot: a built-in workload or a user command."""
+
+    spec: str
+    kind: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    beside: BesideTarget | None = None  # kind "beside": a running process to watch, not to start
+
+    @classmethod
+    def attach(cls, target: BesideTarget) -> "LaunchRequest":
+        """A process that is already running (``--beside PID``): watched, never started or signalled."""
+        return cls(spec=target.spec, kind="beside", argv=target.argv, beside=target)
+
+    @classmethod
+    def command(cls, text: str) -> "LaunchRequest":
+        """A user command line, run without a shell, with the auto-probe installed."""
+        try:
+            argv = tuple(shlex.split(text))
+        except ValueError as exc:
+            raise UsageError(f"cannot parse command {text!r}: {exc}") from None
+        if not argv:
+            raise UsageError("empty --cmd")
+        if shutil.which(argv[0]) is None:
+            raise UsageError(f"command not found: {argv[0]}")
+        return cls(spec=f"cmd:{text}", kind="cmd", argv=argv)
+
+
+@dataclass
+class Workload:
+    """A running or finished workload in one slot: a child gpumon owns (``popen``), or an attached process."""
+
+    process: str
+    request: LaunchRequest
+    pid: int
+    start_t: float
+    popen: subprocess.Popen | None = None
+    stop_t: float | None = None
+    exit_status: int | None = None
+    stop_requested: bool = False
+    ended: bool = False
+    probe: socket.socket | None = None  # an attached process's rendezvous connection
+    detach: threading.Event = field(default_factory=threading.Event)
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+
+    @property
+    def owned(self) -> bool:
+        """gpumon started it (and stops it); an attached process is never signalled."""
+        return self.popen is not None
+
+    @property
+    def running(self) -> bool:
+        return not self.ended
+
+    @property
+    def failed(self) -> bool:
+        """Ended on its own with a non-zero status (gpumon did not stop it)."""
+        return not self.stop_requested and self.exit_status not in (0, None)
+
+
+class Launcher:
+    """Owns the child processes: own process group each, probe pipe, output pipe, reaper thread.
+
+    Call ``start`` from a long-lived thread (the main thread): Linux delivers
+    PDEATHSIG when the *thread* that forked the child exits.
+    """
+
+    def __init__(self, bus: Bus, clock: RunClock, listener: Listener, warmup: int | None = None) -> None:
+        self.bus = bus
+        self.clock = clock
+        self.listener = listener
+        self.warmup = warmup
+        self.workloads: dict[str, Workload] = {}
+        self._lock = threading.Lock()
+        self._reapers: list[threading.Thread] = []
+        bus.subscribe(self._on_event, LogLine)
+
+    def _on_event(self, item: object) -> None:
+        if isinstance(item, LogLine) and item.process in self.workloads:
+            self.workloads[item.process].tail.append(item.text)
+
+    def failed(self) -> list[Workload]:
+        """Workloads that ended on their own with a non-zero status, by slot."""
+        with self._lock:
+            return [w for _, w in sorted(self.workloads.items()) if w.failed]
+
+    def pids(self) -> dict[str, int]:
+        """PIDs of the running workloads by slot."""
+        with self._lock:
+            return {p: w.pid for p, w in self.workloads.items() if w.running}
+
+    def start(
+        self,
+        process: str,
+        request: LaunchRequest,
+        default_threads: int | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> Workload:
+        """Start ``request`` in slot ``process``; ``extra_env`` is added to the child's environment."""
+        if process not in SLOTS:
+            raise UsageError(f"unknown slot {process!r} (choose from A, B)")
+        with self._lock:
+            if process in self.workloads and self.workloads[process].running:
+                raise UsageError(f"slot {process} is busy")
+        gpumon_path = child_path()
+        probe_r, probe_w = os.pipe()
+        out_r, out_w = os.pipe()
+        env = self._child_env(process, request, probe_w, default_threads, gpumon_path)
+        env.update(extra_env or {})
+        self.bus.publish(WorkloadState(process, "starting", self.clock.now()))
+        try:
+            popen = subprocess.Popen(
+                request.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(probe_w,),
+                start_new_session=True,
+                preexec_fn=functools.partial(die_with_parent, os.getpid()),
+            )
+        except OSError as exc:
+            for fd in (probe_r, probe_w, out_r, out_w):
+                os.close(fd)
+            self.bus.publish(WorkloadState(process, "failed", self.clock.now(), tail=str(exc)))
+            raise UsageError(f"cannot start {request.argv[0]}: {exc.strerror or exc}") from None
+        os.close(probe_w)
+        os.close(out_w)
+        workload = Workload(process, request, popen.pid, self.clock.now(), popen=popen)
+        with self._lock:
+            self.workloads[process] = workload
+        self.listener.watch(probe_r, process, "probe")
+        output_closed = self.listener.watch(out_r, process, "output")
+        self.bus.publish(WorkloadState(process, "running", workload.start_t, pid=popen.pid))
+        reaper = threading.Thread(
+            target=self._reap, args=(workload, output_closed), name=f"gpumon-reap-{process}", daemon=True
+        )
+        reaper.start()
+        self._reapers.append(reaper)
+        return workload
+
+    def attach(self, process: str, request: LaunchRequest, probe: socket.socket | None) -> Workload:
+        """Watch the running process of ``request`` in slot ``process``: its tree is sampled like a child's and
+        its probe connection (None: no rendezvous) read like a child's pipe. It is never signalled."""
+        target = request.beside
+        if target is None:
+            raise ValueError("attach needs a --beside request")
+        if process not in SLOTS:
+            raise UsageError(f"unknown slot {process!r} (choose from A, B)")
+        with self._lock:
+            if process in self.workloads and self.workloads[process].running:
+                raise UsageError(f"slot {process} is busy")
+            workload = Workload(process, request, target.pid, self.clock.now(), probe=probe)
+            self.workloads[process] = workload
+        if probe is not None:
+            self.listener.watch(os.dup(probe.fileno()), process, "probe")
+        self.bus.publish(
+            WorkloadState(process, "running", workload.start_t, pid=target.pid, attached=target.to_json(probe is not None))
+        )
+        watcher = threading.Thread(target=self._watch_attached, args=(workload,), name=f"gpumon-watch-{process}", daemon=True)
+        watcher.start()
+        self._reapers.append(watcher)
+        return workload
+
+    def _watch_attached(self, workload: Workload) -> None:
+        """Until the attached process ends (a pidfd when the kernel has them, else /proc) or gpumon detaches."""
+        target = workload.request.beside
+        assert target is not None
+        try:
+            pidfd: int | None = os.pidfd_open(workload.pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        try:
+            while not workload.detach.is_set() and target.alive():
+                if pidfd is not None:
+                    if select.select([pidfd], [], [], ATTACHED_POLL_S)[0]:
+                        break
+                else:
+                    workload.detach.wait(ATTACHED_POLL_S)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+        self._let_go(workload, "detached" if workload.detach.is_set() else "exited")
+
+    def _let_go(self, workload: Workload, state: str) -> None:
+        """Stop reading an attached process and say how it left: "exited" by itself, or "detached" (still running)."""
+        with self._lock:
+            if workload.ended:
+                return
+            workload.ended = True
+        if workload.probe is not None:
+            try:
+                workload.probe.shutdown(socket.SHUT_RDWR)  # the listener reads EOF and closes its copy
+            except OSError:
+                pass
+            workload.probe.close()
+        workload.stop_t = self.clock.now()
+        self.bus.publish(WorkloadState(workload.process, state, workload.stop_t, pid=workload.pid))
+
+    def _child_env(
+        self, process: str, request: LaunchRequest, probe_fd: int, default_threads: int | None, gpumon_path: str
+    ) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(request.env)
+        env[ENV_FD] = str(probe_fd)
+        env[ENV_PROCESS] = process
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.warmup is not None:
+            env[ENV_WARMUP] = str(self.warmup)
+        if default_threads is not None:
+            env["GPUMON_DEFAULT_THREADS"] = str(default_threads)
+        env["PYTHONPATH"] = probe_pythonpath(gpumon_path, env.get("PYTHONPATH", ""), autoprobe=request.kind == "cmd")
+        return env
+
+    def _reap(self, workload: Workload, output_closed: threading.Event) -> None:
+        assert workload.popen is not None
+        status = workload.popen.wait()
+        stop_t = self.clock.now()
+        self.listener.hurry()  # its last steps and the EOF are in the pipes now
+        output_closed.wait(OUTPUT_EOF_WAIT_S)
+        workload.stop_t = stop_t
+        workload.exit_status = status
+        workload.ended = True
+        state = "stopped" if workload.stop_requested else "exited"
+        self.bus.publish(
+            WorkloadState(
+                workload.process, state, stop_t, pid=workload.pid, exit_status=status, tail="\n".join(workload.tail)
+            )
+        )
+
+    def stop(self, process: str, timeout: float = 5.0) -> None:
+        """SIGTERM the workload's process group, SIGKILL it after ``timeout`` seconds; an attached process is
+        only let go (never signalled)."""
+        workload = self.workloads.get(process)
+        if workload is None or not workload.running:
+            return
+        if not workload.owned:
+            self._detach(workload)
+            return
+        workload.stop_requested = True
+        self._signal_group(workload, signal.SIGTERM)
+        try:
+            workload.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._signal_group(workload, signal.SIGKILL)
+            workload.popen.wait()
+
+    def _detach(self, workload: Workload) -> None:
+        workload.stop_requested = True
+        workload.detach.set()
+        self._let_go(workload, "detached")
+
+    def stop_all(self, timeout: float = 5.0) -> None:
+        """Stop every child gpumon started; let go of every attached process (never signalled)."""
+        with self._lock:
+            running = [w for w in self.workloads.values() if w.running and w.owned]
+            attached = [w for w in self.workloads.values() if w.running and not w.owned]
+        for workload in attached:
+            self._detach(workload)
+        for workload in running:
+            workload.stop_requested = True
+            self._signal_group(workload, signal.SIGTERM)
+        for workload in running:
+            try:
+                workload.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._signal_group(workload, signal.SIGKILL)
+                workload.popen.wait()
+        self.join_reapers()
+
+    def join_reapers(self, timeout: float = OUTPUT_EOF_WAIT_S + 1.0) -> None:
+        """Wait until every exited workload has published its final state."""
+        for reaper in self._reapers:
+            reaper.join(timeout)
+
+    @staticmethod
+    def _signal_group(workload: Workload, signum: int) -> None:
+        if not workload.owned:  # a process gpumon did not start is never signalled
+            return
+        try:
+            os.killpg(workload.pid, signum)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,237 @@
+"""How the two jobs share the GPU: the driver's time slicing, or NVIDIA MPS run by gpumon.
+
+For ``--share mps`` gpumon starts its own MPS control daemon (``nvidia-cuda-mps-control -f``)
+with private pipe and log directories, under a guardian process (``gpumon.core.jobs.mpsguard``) tied
+to gpumon by a pipe: when gpumon ends, however it ends (``q``, Ctrl-C, SSH drop, ``kill -9``),
+the pipe closes and the guardian tells the daemon to quit. ``mps:existing`` uses a daemon the
+user already runs and never stops it. Details: docs/mps.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpumon.errors import UsageError
+
+CONTROL = "nvidia-cuda-mps-control"
+SERVER = "nvidia-cuda-mps-server"
+DEFAULT_PIPE_DIR = Path("/tmp/nvidia-mps")
+READY_TIMEOUT_S = 15.0
+# A Unix socket path holds at most 107 bytes; the daemon puts "control" and more under the pipe dir.
+MAX_PIPE_DIR_LEN = 80
+SHARE_SYNTAX = "timeslice, mps, mps:threads=PCT_A,PCT_B or mps:existing"
+
+
+@dataclass(frozen=True)
+class ShareMode:
+    """How co-resident jobs share the GPU; ``threads`` caps each job's share of the SMs (MPS only)."""
+
+    kind: str = "timeslice"
+    threads: tuple[int, ...] = ()
+    existing: bool = False
+
+    @property
+    def mps(self) -> bool:
+        return self.kind == "mps"
+
+    def describe(self) -> str:
+        """A short label for headers and tables: ``timeslice``, ``mps``, ``mps 30/70``, ``mps (existing)``."""
+        if not self.mps:
+            return "timeslice"
+        text = "mps"
+        if self.threads:
+            text += " " + "/".join(str(t) for t in self.threads)
+        return text + (" (existing)" if self.existing else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.kind, "threads": list(self.threads) or None, "existing_daemon": self.existing}
+
+
+def parse_share(text: str) -> ShareMode:
+    """``--share`` text as a ShareMode; UsageError with the accepted forms otherwise."""
+    kind, _, options = text.strip().partition(":")
+    if kind == "timeslice" and not options:
+        return ShareMode()
+    if kind != "mps":
+        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})")
+    if not options:
+        return ShareMode("mps")
+    if options == "existing":
+        return ShareMode("mps", existing=True)
+    match = re.fullmatch(r"threads=(\d+),(\d+)", options)
+    if not match:
+        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})")
+    threads = tuple(int(g) for g in match.groups())
+    if not all(1 <= t <= 100 for t in threads):
+        raise UsageError(f"bad --share {text!r}: thread percentages must be between 1 and 100")
+    return ShareMode("mps", threads=threads)
+
+
+def recorded_share(meta: dict[str, Any]) -> ShareMode:
+    """The share mode run.json recorded (runs recorded before share modes: time slicing)."""
+    share = meta.get("share") or {}
+    if share.get("mode") != "mps":
+        return ShareMode()
+    return ShareMode("mps", tuple(share.get("threads") or ()), bool(share.get("existing_daemon")))
+
+
+def share_of(meta: dict[str, Any]) -> str:
+    """The share-mode label of a recorded run (runs recorded before share modes: ``timeslice``)."""
+    return recorded_share(meta).describe()
+
+
+def processes_running(program: str) -> dict[int, list[str]]:
+    """PID → argv of every process on this host running ``program`` (``CONTROL``, ``SERVER``)."""
+    found: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0")]
+        except OSError:
+            continue
+        if program in [os.path.basename(a) for a in argv[:2]]:  # argv[1] when a script runs under its interpreter
+            found[int(entry.name)] = argv
+    return found
+
+
+def _pipe_dirs_of_running_daemons() -> list[Path]:
+    """Pipe directories of the MPS control daemons running on this host (the default when unreadable)."""
+    daemons = [pid for pid, argv in processes_running(CONTROL).items() if "-d" in argv or "-f" in argv]
+    return [_pipe_dir_of(Path(f"/proc/{pid}")) for pid in daemons]
+
+
+def _pipe_dir_of(proc: Path) -> Path:
+    try:
+        environ = (proc / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return DEFAULT_PIPE_DIR
+    for item in environ:
+        if item.startswith(b"CUDA_MPS_PIPE_DIRECTORY="):
+            return Path(item.split(b"=", 1)[1].decode(errors="replace"))
+    return DEFAULT_PIPE_DIR
+
+
+def existing_daemon() -> Path | None:
+    """The pipe directory of an MPS daemon already running here, or None."""
+    running = _pipe_dirs_of_running_daemons()
+    if running:
+        return running[0]
+    for pipe in (os.environ.get("CUDA_MPS_PIPE_DIRECTORY"), str(DEFAULT_PIPE_DIR)):
+        if pipe and (Path(pipe) / "control").exists():
+            return Path(pipe)
+    return None
+
+
+def check_share(share: ShareMode, device: str) -> None:
+    """Everything the parent can check before anything starts; UsageError with one line."""
+    if not share.mps:
+        return
+    if device == "cpu":
+        raise UsageError("--share mps shares a GPU; --device cpu has none (drop --share or use --device cuda)")
+    if shutil.which(CONTROL) is None:
+        raise UsageError(f"--share mps needs {CONTROL} on PATH (it comes with the NVIDIA driver's CUDA tools)")
+    running = existing_daemon()
+    if share.existing and running is None:
+        raise UsageError("--share mps:existing: no MPS control daemon is running here")
+    if not share.existing and running is not None:
+        raise UsageError(
+            f"an MPS control daemon is already running (pipe directory {running}); use --share mps:existing "
+            f"to run the jobs as its clients, or stop it first (echo quit | {CONTROL})"
+        )
+
+
+@dataclass
+class MpsControl:
+    """The MPS daemon the jobs of one session are clients of (gpumon's own, or the user's)."""
+
+    share: ShareMode
+    pipe_dir: Path | None = None
+    log_dir: Path | None = None
+    _guardian: subprocess.Popen | None = None
+    _lifeline: Any = None
+    _temp: list[Path] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, home: Path | None) -> None:
+        """Start gpumon's own daemon with its directories under ``home`` (a temp dir when None)."""
+        if self.share.existing:
+            self.pipe_dir = existing_daemon() or DEFAULT_PIPE_DIR
+            return
+        if home is None:
+            home = Path(tempfile.mkdtemp(prefix="gpumon-mps-"))
+            self._temp.append(home)
+        self.log_dir = home / "mps" / "log"
+        self.pipe_dir = home / "mps" / "pipe"
+        if len(str(self.pipe_dir)) > MAX_PIPE_DIR_LEN:
+            self.pipe_dir = Path(tempfile.mkdtemp(prefix="gpumon-mps-pipe-"))
+            self._temp.append(self.pipe_dir)
+        for d in (self.log_dir, self.pipe_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        self._spawn_guardian()
+
+    def _spawn_guardian(self) -> None:
+        argv = [sys.executable, "-m", "gpumon.core.jobs.mpsguard", str(self.pipe_dir), str(self.log_dir)]
+        argv += [str(temp) for temp in self._temp]  # removed by the guardian once the daemon is gone
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+        guardian = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True, text=True,
+        )
+        self._guardian, self._lifeline = guardian, guardian.stdin
+        answer = _read_line(guardian, READY_TIMEOUT_S)
+        if answer != "ready":
+            self.stop()
+            reason = answer.removeprefix("error: ") or f"no answer from {CONTROL}"
+            raise UsageError(f"could not start the MPS daemon: {reason}")
+
+    def client_env(self, index: int) -> dict[str, str]:
+        """The environment that makes the job in slot ``index`` (0 or 1) a client of the daemon."""
+        env = {"CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir)}
+        if self.log_dir is not None:
+            env["CUDA_MPS_LOG_DIRECTORY"] = str(self.log_dir)
+        if self.share.threads:
+            env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(self.share.threads[index])
+        return env
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Tell gpumon's daemon to quit and wait for it (never touches an existing daemon)."""
+        with self._lock:
+            guardian, self._guardian = self._guardian, None
+        if guardian is None:
+            return
+        try:
+            guardian.stdin.close()  # the lifeline: EOF tells the guardian to quit the daemon
+        except OSError:
+            pass
+        try:
+            guardian.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(guardian.pid, signal.SIGKILL)
+            guardian.wait()
+
+    def to_json(self) -> dict[str, Any]:
+        info = self.share.to_json()
+        info["pipe_dir"] = str(self.pipe_dir) if self.pipe_dir else None
+        info["log_dir"] = str(self.log_dir) if self.log_dir else None
+        return info
+
+
+def _read_line(proc: subprocess.Popen, timeout: float) -> str:
+    """The first line ``proc`` prints, or '' if it prints none within ``timeout`` seconds."""
+    result: list[str] = []
+    reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return result[0].strip() if result else ""

@@ -1,0 +1,66 @@
+"""gpumon auto-probe: counts optimizer steps of an unmodified PyTorch script.
+
+``gpumon run --cmd`` and ``gpumon wrap`` (``GPUMON_AUTOPROBE=1``: the probe's rendezvous) put this
+directory first on PYTHONPATH. When the script
+imports ``torch.optim``, a global optimizer step post-hook is registered that
+calls ``gpumon.core.probing.probe.step()`` for the first optimizer that steps. Any other
+``sitecustomize`` later on ``sys.path`` is still run. See docs/probe.md.
+"""
+
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TARGET = "torch.optim.optimizer"
+
+
+def _run_next_sitecustomize() -> None:
+    for entry in sys.path:
+        directory = os.path.abspath(entry or os.curdir)
+        candidate = os.path.join(directory, "sitecustomize.py")
+        if directory != _HERE and os.path.isfile(candidate):
+            spec = importlib.util.spec_from_file_location("_gpumon_next_sitecustomize", candidate)
+            if spec is not None and spec.loader is not None:
+                spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            return
+
+
+def _install_step_hook(optimizer_module) -> None:
+    from gpumon.core.probing import probe
+
+    counted: list[int] = []
+
+    def on_step(optimizer, args, kwargs) -> None:
+        if not counted:
+            counted.append(id(optimizer))
+        if id(optimizer) == counted[0]:
+            probe.step()
+
+    optimizer_module.register_optimizer_step_post_hook(on_step)
+
+
+class _OptimizerHookFinder(importlib.abc.MetaPathFinder):
+    """Lets torch.optim.optimizer load normally, then registers the step hook on it."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _TARGET:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        original = spec.loader.exec_module
+
+        def exec_module(module) -> None:
+            original(module)
+            _install_step_hook(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if os.environ.get("GPUMON_PROBE_FD") or os.environ.get("GPUMON_AUTOPROBE"):
+    sys.meta_path.insert(0, _OptimizerHookFinder())
+_run_next_sitecustomize()

@@ -1,0 +1,396 @@
+"""Run directory writer: append-only CSV tables flushed every half second, run.json kept current."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from operator import attrgetter
+from pathlib import Path
+from typing import IO, Any, Callable
+
+from gpumon.core.records.model import (
+    DEVICE_COLUMNS,
+    HOST_COLUMNS,
+    OTHER_COLUMNS,
+    PROCESS_COLUMNS,
+    STEP_COLUMNS,
+    DeviceSample,
+    GpuOthers,
+    HostSample,
+    LogLine,
+    Notice,
+    ProcessSample,
+    StepEvent,
+    WorkloadMeta,
+    ENDED_STATES,
+    WorkloadState,
+)
+from gpumon.core.store.trace import SCHEMA_VERSION
+from gpumon.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+FLUSH_INTERVAL_S = 1.0
+# Records waiting for the writer thread; beyond this the disk is not keeping up and the capture stops
+# (about 20 s of a fast pair at 5,000 steps/s; a few tens of MB at most).
+QUEUE_MAX = 100_000
+# Kept free in the run directory so run.json can still be finalised when the disk fills up.
+RESERVE_FILE = ".reserve"
+RESERVE_BYTES = 64 * 1024
+TABLES = (
+    (StepEvent, "steps", STEP_COLUMNS),
+    (DeviceSample, "device", DEVICE_COLUMNS),
+    (ProcessSample, "processes", PROCESS_COLUMNS),
+    (HostSample, "host", HOST_COLUMNS),
+)
+# The GPU processes that were not our jobs: a GpuOthers record gives one row per process (docs/trace.md).
+OTHERS_TABLE = "gpu_others"
+# Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
+MAX_NOTICES = 100
+# Record type -> (table, its values in column order): one C call per row.
+ROWS = {cls: (table, attrgetter(*columns)) for cls, table, columns in TABLES}
+OTHER_ROW = attrgetter(*OTHER_COLUMNS)
+
+
+def _cells(values: tuple) -> list:
+    """A row's CSV cells: NaN empty, booleans 0/1, a tuple (per-core CPU) one cell of space-separated
+    percentages; the csv module writes floats by their repr."""
+    return ["" if v != v else int(v) if v is True or v is False else _joined(v) if type(v) is tuple else v
+            for v in values]
+
+
+def _joined(values: tuple) -> str:
+    return " ".join(f"{v:.1f}" for v in values)
+
+
+def safe_label(label: str) -> str:
+    """A label usable in a directory name."""
+    cleaned = re.sub(r"[^A-Za-z0-9._+-]+", "-", label).strip("-.")
+    return cleaned[:80] or "run"
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, allow_nan=False, default=str)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def describe_write_error(exc: OSError, run_dir: Path) -> str:
+    """What a failed write means to the user, in a few words ("no space left on /runs/x")."""
+    if exc.errno == errno.ENOSPC:
+        return f"no space left on {run_dir}"
+    if exc.errno == errno.EDQUOT:
+        return f"disk quota exceeded on {run_dir}"
+    if exc.errno == errno.EROFS:
+        return f"{run_dir} is on a read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied writing {exc.filename or run_dir}"
+    if exc.errno == errno.ENOENT:
+        return f"run directory {run_dir} was removed"
+    return f"{exc.strerror or exc} ({exc.filename or run_dir})"
+
+
+@dataclass(frozen=True)
+class CaptureError:
+    """Why a capture stopped before it was asked to, and whether run.json says so."""
+
+    t: float
+    path: Path
+    reason: str
+    finalise_error: str | None = None
+
+    @property
+    def finalised(self) -> bool:
+        """run.json was rewritten with status "truncated" and the reason."""
+        return self.finalise_error is None
+
+    def line(self) -> str:
+        return f"capture stopped at {self.t:.1f} s: {self.reason}"
+
+
+def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Path:
+    """A new ``<runs>/<YYYYmmdd-HHMMSS>-<label>/`` (suffixed ``-2``, ``-3``... if taken)."""
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create runs directory {runs_dir}: {exc.strerror}") from None
+    base = f"{time.strftime('%Y%m%d-%H%M%S', started)}-{safe_label(label)}"
+    for n in range(1, 1000):
+        path = runs_dir / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot create run directory {path}: {exc.strerror}") from None
+        (path / "logs").mkdir()
+        return path
+    raise UsageError(f"too many runs named {base} in {runs_dir}")
+
+
+class Recorder:
+    """Subscribes to the bus and writes one run directory; ``close`` finalises run.json.
+
+    The queue is bounded and the first failed write (disk full, read-only, directory
+    removed) ends the capture at once: run.json is finalised as "truncated" with the
+    reason (space for it is reserved up front), later records are dropped, and
+    ``on_error`` is called once from the writer thread.
+    """
+
+    TAKES = (*ROWS, GpuOthers, LogLine, WorkloadState, WorkloadMeta, Notice)  # what ``handle`` records (Bus.subscribe)
+
+    def __init__(
+        self,
+        path: Path,
+        meta: dict[str, Any],
+        on_error: Callable[[CaptureError], None] | None = None,
+        queue_max: int = QUEUE_MAX,
+    ) -> None:
+        self.path = path
+        self.meta = meta
+        self.meta.setdefault("workloads", [])
+        self.on_error = on_error
+        self.error: CaptureError | None = None
+        self._queue: deque[object] = deque()  # appended by the publishers' threads, emptied by the writer's
+        self._queue_max = queue_max
+        self._overflow = False
+        self._files: dict[str, IO[str]] = {}
+        self._writers: dict[str, Any] = {}
+        self._logs: dict[str, IO[str]] = {}
+        self._stop = threading.Event()
+        self._soon = threading.Event()  # write now, not at the end of the interval (``flush_soon``)
+        self._meta_dirty = True
+        self._started = time.monotonic()
+        try:
+            (path / RESERVE_FILE).write_bytes(bytes(RESERVE_BYTES))
+            for table, columns in (*((t, c) for _, t, c in TABLES), (OTHERS_TABLE, OTHER_COLUMNS)):
+                f = open(path / f"{table}.csv", "w", encoding="utf-8", newline="")
+                self._files[table] = f
+                self._writers[table] = csv.writer(f, lineterminator="\n")
+                self._writers[table].writerow(columns)
+            self._flush()
+        except OSError as exc:
+            self._close_files()
+            raise UsageError(f"cannot write the capture: {describe_write_error(exc, path)}") from None
+        self._thread = threading.Thread(target=self._run, name="gpumon-recorder", daemon=True)
+        self._thread.start()
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def handle(self, item: object) -> None:
+        """Bus subscriber: only queues (the writer thread does the I/O); drops everything once failed."""
+        if self.error is not None or self._overflow:
+            return
+        if len(self._queue) >= self._queue_max:
+            self._overflow = True
+            return
+        self._queue.append(item)
+
+    def flush_soon(self) -> None:
+        """Write what is queued now (a runner's listener has just read its steps: a viewer following the files
+        then sees them a second sooner), then every FLUSH_INTERVAL_S again."""
+        self._soon.set()
+
+    def _run(self) -> None:
+        while True:
+            self._soon.wait(FLUSH_INTERVAL_S)
+            self._soon.clear()
+            if self._stop.is_set() or not self._guarded(self._write_pending):
+                return
+
+    def _write_pending(self) -> None:
+        if self._overflow:
+            raise OSError(
+                errno.ENOBUFS, f"the disk is not keeping up ({self._queue_max} records waiting)", str(self.path)
+            )
+        self._drain()
+        self._flush()
+
+    def _guarded(self, work: Callable[[], None]) -> bool:
+        """Run ``work``; on the first failure, end the capture as truncated. False once failed."""
+        try:
+            work()
+        except OSError as exc:
+            self._fail(describe_write_error(exc, self.path) if exc.errno != errno.ENOBUFS else exc.strerror)
+            return False
+        except Exception as exc:  # a bug must not leave the capture "recording" forever
+            log.exception("recorder failed")
+            self._fail(f"internal error: {type(exc).__name__}: {exc}")
+            return False
+        return True
+
+    def _drain(self) -> None:
+        """Write what is queued: each table's rows at once, the other records in order."""
+        rows: dict[str, list[list]] = {}
+        for _ in range(len(self._queue)):
+            item = self._queue.popleft()
+            table = ROWS.get(type(item))
+            if table is not None:
+                rows.setdefault(table[0], []).append(_cells(table[1](item)))
+            else:
+                self._write(item)
+        for table, cells in rows.items():
+            self._writers[table].writerows(cells)
+
+    def _write(self, item: object) -> None:
+        if isinstance(item, GpuOthers):
+            self._writers[OTHERS_TABLE].writerows([_cells(OTHER_ROW(other)) for other in item.processes])
+        elif isinstance(item, LogLine):
+            self._log(item.process).write(item.text + "\n")
+        elif isinstance(item, WorkloadState):
+            self._on_state(item)
+        elif isinstance(item, Notice):
+            notices = self.meta.setdefault("notices", [])
+            if len(notices) < MAX_NOTICES:
+                notices.append({"t": round(item.t, 3), "process": item.process, "text": item.text})
+                self._meta_dirty = True
+        elif isinstance(item, WorkloadMeta):
+            entry = self._workload(item.process)
+            entry["meta"] = item.info
+            if item.info.get("torch"):
+                self.meta.setdefault("versions", {})["torch"] = item.info["torch"]
+            self._meta_dirty = True
+
+    def _log(self, process: str) -> IO[str]:
+        if process not in self._logs:
+            self._logs[process] = open(self.path / "logs" / f"{process}.out", "a", encoding="utf-8")
+        return self._logs[process]
+
+    def _workload(self, process: str) -> dict[str, Any]:
+        for entry in self.meta["workloads"]:
+            if entry["process"] == process:
+                return entry
+        entry = {"process": process}
+        self.meta["workloads"].append(entry)
+        return entry
+
+    def _on_state(self, state: WorkloadState) -> None:
+        entry = self._workload(state.process)
+        if state.state == "running":
+            entry.update(pid=state.pid, start_t=state.t, stop_t=None, exit_status=None, state="running")
+            entry.update(state.attached or {})
+        elif state.state in ENDED_STATES:
+            entry.update(stop_t=state.t, exit_status=state.exit_status, tail=state.tail, state=state.state)
+        elif state.state == "not started":
+            entry.update(state="not started", reason=state.tail)
+        self._meta_dirty = True
+
+    def _flush(self) -> None:
+        for f in (*self._files.values(), *self._logs.values()):
+            f.flush()
+        self._check_linked()
+        if self._meta_dirty:
+            self._meta_dirty = False
+            write_json_atomic(self.path / "run.json", self.meta)
+
+    def _check_linked(self) -> None:
+        """Writes into a removed directory succeed on Linux; notice the removal instead."""
+        steps = self._files.get("steps")
+        if steps is not None and os.fstat(steps.fileno()).st_nlink == 0:
+            raise FileNotFoundError(errno.ENOENT, "run directory removed", str(self.path))
+
+    def _finish_meta(self, status: str, duration_s: float) -> None:
+        self.meta["mode"] = "shared" if len(self.meta["workloads"]) > 1 else "exclusive"
+        self.meta["status"] = status
+        self.meta["duration_s"] = round(duration_s, 3)
+        self._meta_dirty = True
+
+    def _fail(self, reason: str) -> None:
+        """End the capture now: drop what is queued, finalise run.json as truncated, tell ``on_error``."""
+        t = time.monotonic() - self._started
+        self._close_files()
+        self._drop_queue()
+        self._release_reserve()
+        self._finish_meta("truncated", t)
+        self.meta["capture_error"] = {"t": round(t, 3), "reason": reason}
+        finalise_error = None
+        try:
+            write_json_atomic(self.path / "run.json", self.meta)
+        except OSError as exc:
+            finalise_error = describe_write_error(exc, self.path)
+        self.error = CaptureError(t, self.path, reason, finalise_error)
+        if self.on_error is not None:
+            self.on_error(self.error)
+
+    def _drop_queue(self) -> None:
+        self._queue.clear()
+
+    def _close_files(self) -> None:
+        """Close every file; a failed last flush is ignored (the capture is already lost or done)."""
+        for f in (*self._files.values(), *self._logs.values()):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def close(self, duration_s: float) -> Path:
+        """Write everything queued, mark the run complete (or keep it truncated), close the files."""
+        self._stop.set()
+        self._soon.set()
+        self._thread.join()
+        if self.error is None:
+            self._guarded(lambda: self._complete(duration_s))
+        return self.path
+
+    def _complete(self, duration_s: float) -> None:
+        self._drain()
+        self._finish_meta("complete", duration_s)
+        self._flush()
+        for f in (*self._files.values(), *self._logs.values()):
+            f.close()
+        self._release_reserve()
+
+    def _release_reserve(self) -> None:
+        try:
+            (self.path / RESERVE_FILE).unlink()
+        except OSError:
+            pass
+
+
+def initial_meta(
+    *,
+    label: str,
+    mode: str,
+    clock_t0_ns: int,
+    started_at: str,
+    interval_ms: int,
+    device: str,
+    stagger_s: float,
+    host: dict[str, Any],
+    gpu: dict[str, Any] | None,
+    nvml: dict[str, Any],
+    versions: dict[str, Any],
+    workloads: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The run.json written when a capture starts (status "recording")."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "label": label,
+        "mode": mode,
+        "status": "recording",
+        "started_at": started_at,
+        "t0_monotonic_ns": clock_t0_ns,
+        "duration_s": None,
+        "interval_ms": interval_ms,
+        "device": device,
+        "host": host,
+        "gpu": gpu,
+        "nvml": nvml,
+        "versions": versions,
+        "stagger_s": stagger_s,
+        "workloads": workloads,
+    }

@@ -1,0 +1,377 @@
+"""``gpumon run --headless``: no TUI; one status line per second per workload, for scripts and CI."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, TextIO
+
+from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
+from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse, SoloHistory
+from gpumon.core.jobs.launcher import SLOTS, LaunchRequest, exit_text
+from gpumon.core.interference.live import LiveFigures, LiveStats
+from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_baseline
+from gpumon.core.records.model import ENDED_STATES, Notice, SourceStatus, WorkloadState
+from gpumon.core.capture.outcome import exit_code
+from gpumon.core.records.rates import Interference, interference
+from gpumon.core.capture.session import Session
+from gpumon.core.store.trace import baseline_rate
+from gpumon.core.records.units import bytes_per_s, fmt_rate, json_number, pct
+from gpumon.frontends.detach import CAPTURING, move_output_to_log
+from gpumon.errors import UsageError
+from gpumon.frontends.plan import RunPlan, short_name
+from gpumon.console.stopsignals import StopGuard
+
+STATUS_PERIOD_S = 1.0
+EVENTS = (WorkloadState, Notice, SourceStatus)  # what the main thread prints besides the status lines
+# Nobody watches a screen here: the probes are read once per status line (steps keep the child's own times).
+LISTEN_S = STATUS_PERIOD_S
+
+
+def one_line(text: str, width: int = 60) -> str:
+    """``text`` on one line (a multi-line ``python -c`` command), cut to ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def status_line(t: float, spec: str, state: str, f: LiveFigures) -> str:
+    copy = f"copy {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
+    return (
+        f"{t:7.1f}s {f.process} {spec:<24.24} {state:<8} {fmt_rate(f.iter_per_s):>11} "
+        f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}  {copy}  cpu {pct(f.cpu_pct)}  steps {f.steps}"
+    )
+
+
+def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
+    return json.dumps(
+        {
+            "t": round(t, 3),
+            "process": f.process,
+            "spec": spec,
+            "state": state,
+            "steps": f.steps,
+            "iter_per_s": json_number(f.iter_per_s),
+            "samples_per_s": json_number(f.samples_per_s),
+            "copy_bandwidth": json_number(f.copy_bandwidth),
+            "copy_bytes_per_s": json_number(f.copy_bytes_per_s),
+            "cpu_pct": json_number(f.cpu_pct),
+            "warmup": f.warmup,
+        }
+    )
+
+
+def blind_line(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str) -> str:
+    """An attached job without a probe: its rate unknown, and its SM % and GPU memory alone and now."""
+    return (f"{t:7.1f}s {f.process} {spec:<24.24} running  rate {UNKNOWN_RATE}  "
+            f"{known.phrase(other or 'the other job')}  cpu {pct(f.cpu_pct)}")
+
+
+def blind_json(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str) -> str:
+    return json.dumps({"t": round(t, 3), "process": f.process, "spec": spec, "state": "running", "steps": None,
+                       "iter_per_s": None, "rate": UNKNOWN_RATE, "known": known.to_dict(),
+                       "cpu_pct": json_number(f.cpu_pct)})
+
+
+def interference_line(t: float, result: Interference, words: str = "") -> str:
+    ratios = "  ".join(f"{slot} r {r:.2f}" for slot, r in result.slowdown.items())
+    line = f"{t:7.1f}s interference  {ratios}  {result.text}".rstrip()
+    return f"{line}; {words}" if words and result.text else f"{line}  {words}".rstrip()
+
+
+def interference_json(t: float, result: Interference, words: str = "", causes: dict | None = None) -> str:
+    return json.dumps(
+        {
+            "t": round(t, 3),
+            "shared_rate": {slot: json_number(s) for slot, s in result.shared.items()},
+            "slowdown": {slot: json_number(r) for slot, r in result.slowdown.items()},
+            "stp": json_number(result.stp),
+            "verdict": result.verdict,
+            "words": words,
+            "cause": {slot: why.to_dict() for slot, why in (causes or {}).items()},
+        }
+    )
+
+
+class HeadlessRun:
+    """Runs a plan to completion on the main thread; signals stop it cleanly."""
+
+    def __init__(
+        self, plan: RunPlan, as_json: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr, detached: bool = False
+    ) -> None:
+        """``detached``: this is a detached runner, whose output moves to the run's runner.log once it captures."""
+        self.plan = plan
+        self.as_json = as_json
+        self.detached = detached
+        self.out = out
+        self.err = err
+        self.session = Session(replace(plan.session, listen_s=LISTEN_S))
+        self.live = LiveStats(shared=bool(plan.baselines))  # the interference line needs --baseline runs
+        self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.wake = threading.Event()
+        self.signal_received: int | None = None
+        self.not_started: dict[str, str] = {}
+        self._shutdown_lock = threading.Lock()
+        self._final: tuple[Path | None] | None = None
+        self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
+        self.causes = LiveCauses(
+            {slot: load_baseline(slot, path, self.exclusive[slot]) for slot, path in plan.baselines}
+        )
+        self.gpu_info: dict = {}
+        self.known = LiveKnownUse(BESIDE_SLOT)  # an attached job without a probe: what is known of it
+
+    def _on_event(self, item: object) -> None:
+        """Bus subscriber of ``EVENTS``: queued for the main thread, which prints them."""
+        self.events.put(item)
+        if isinstance(item, Notice) or (isinstance(item, WorkloadState) and item.state in ENDED_STATES):
+            self.wake.set()
+
+    def _on_signal(self, signum: int) -> None:
+        self.signal_received = signum
+        self.wake.set()
+
+    def _shutdown(self) -> Path | None:
+        """Stop the workloads and finish the capture, once (the main thread or the stop guard's)."""
+        with self._shutdown_lock:
+            if self._final is None:
+                self._final = (self.session.shutdown(),)
+            return self._final[0]
+
+    def _finish(self) -> int:
+        self._shutdown()
+        return self._exit_code()
+
+    def run(self) -> int:
+        guard = StopGuard(self._on_signal, self._finish).install()
+        try:
+            return self._run()
+        finally:
+            guard.done()
+            guard.restore()
+
+    def _run(self) -> int:
+        self.session.bus.subscribe(self.live.handle, *LiveStats.TAKES)
+        self.session.bus.subscribe(self._on_event, *EVENTS)
+        if self.causes.baselines:  # causes are only said against --baseline runs
+            self.session.bus.subscribe(self.causes.handle, *LiveCauses.TAKES)
+        self.session.bus.subscribe(self.known.handle, *LiveKnownUse.TAKES)
+        path = None
+        try:
+            self.session.start()
+            self.session.set_exclusive_rates(self.exclusive)
+            if self.session.metrics is not None:
+                self._say(f"gpumon: metrics at {self.session.metrics.url}")
+            if self.session.nvml is not None and self.session.nvml_status.available:
+                self.gpu_info = self.session.nvml.device_info()
+            path = self.session.start_capture(self.plan.label, list(self.plan.jobs), self.plan.baselines)
+            if self.detached:
+                move_output_to_log(path)
+            self._say(f"{CAPTURING}{path}")
+            self._run_workloads()
+        finally:
+            final = self._shutdown()
+            self._print_events()
+        failure = self._failure_line()
+        if failure:
+            self._say(failure)
+        error = self.session.capture_error
+        if final is not None and (error is None or error.finalised):
+            self._say(f"gpumon: run saved to {final}" + (" (truncated)" if error is not None else ""))
+            if self.as_json:
+                self._emit(json.dumps({"run": str(final), "status": self._exit_code()}), self.out)
+        return self._exit_code()
+
+    def _run_workloads(self) -> None:
+        """Each job in its own slot (A, B); B starts at the stagger or not at all. An attached process (``--beside``)
+        is B from the start, and A starts once enough of B's steps alone are known (``SoloHistory``)."""
+        clock = self.session.clock
+        start = clock.now()
+        waiting = None
+        if self.plan.beside is not None:
+            waiting = self._attach(start)
+        else:
+            self._launch_staggered(start)
+        end = start + self.plan.duration_s if self.plan.duration_s else None
+        while self.signal_received is None and self._any_running():
+            next_status = clock.now() + STATUS_PERIOD_S
+            if end is not None:
+                next_status = min(next_status, end)
+            self._wait_until(next_status, lambda: not self._any_running() or waiting is not None and waiting())
+            self._print_events()
+            if waiting is not None and waiting():
+                waiting = None
+                if self._start_cancelled():
+                    break
+                self.session.launch(self.plan.requests[0], "A")
+            self._print_status()
+            if end is not None and clock.now() >= end:
+                break
+        if waiting is not None:
+            self._not_started("A", self.plan.requests[0], clock.now())
+
+    def _attach(self, start: float) -> Callable[[], bool] | None:
+        """Watch the ``--beside`` process as B; returns when A may start (None: no A to start)."""
+        assert self.plan.beside is not None
+        history = SoloHistory(BESIDE_SLOT)
+        self.session.bus.subscribe(history.handle, *SoloHistory.TAKES)
+        attached = self.session.attach(self.plan.beside, BESIDE_SLOT)
+        how = "reading its probe" if attached.probe is not None else "no probe: its rate is unknown"
+        self._say(f"gpumon: watching pid {attached.pid} as {BESIDE_SLOT} ({how}); gpumon never signals it")
+        if not self.plan.requests:
+            return None
+        clock, lead = self.session.clock, self.plan.stagger_s
+        return lambda: self._start_cancelled() or history.enough(clock.now() - start, lead)
+
+    def _launch_staggered(self, start: float) -> None:
+        for i, (slot, request) in enumerate(zip(SLOTS, self.plan.requests)):
+            at = start + self.plan.stagger_s * i
+            if i and self.plan.stagger_s and not self._wait_until(at, self._start_cancelled):
+                self._not_started(slot, request, at)
+                return
+            if self._start_cancelled():
+                self._not_started(slot, request, at)
+                return
+            self.session.launch(request, slot)
+
+    def _any_running(self) -> bool:
+        """A job gpumon launched still runs (an attached one keeps the run going only when none was launched)."""
+        workloads = self.session.launcher.workloads.values()
+        owned = [w for w in workloads if w.owned]
+        return any(w.running for w in (owned or workloads))
+
+    def _start_cancelled(self) -> bool:
+        """A job that has not started yet must not: a signal came, a started job failed, or the capture stopped."""
+        stop_on_capture_error = self.session.config.on_capture_error == "stop"
+        return (
+            self.signal_received is not None
+            or bool(self.session.launcher.failed())
+            or (self.session.capture_error is not None and stop_on_capture_error)
+        )
+
+    def _not_started(self, slot: str, request: LaunchRequest, at: float) -> None:
+        """Record and say why the job of ``slot`` never started."""
+        failed = self.session.launcher.failed()
+        attached = self.session.launcher.workloads.get(BESIDE_SLOT)
+        if self.signal_received is not None:
+            why = f"stopped by {signal.Signals(self.signal_received).name} before its start"
+        elif attached is not None and not attached.owned and not attached.running:
+            why = f"{BESIDE_SLOT} (pid {attached.pid}) ended at {attached.stop_t or 0:.1f} s, before {slot}'s start"
+        elif failed:
+            w = failed[0]
+            why = f"{w.process} {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s, before {slot}'s start"
+        elif self.session.capture_error is None and self.plan.duration_s:
+            why = f"--duration {self.plan.duration_s:g} ended before its start"
+        else:
+            why = "the capture stopped before its start"
+        if self.plan.stagger_s:
+            why += f" at {at:.1f} s (--stagger {self.plan.stagger_s:g})"
+        self.not_started[slot] = why
+        self.session.bus.publish(WorkloadState(slot, "not started", self.session.clock.now(), tail=why))
+        self._say(f"gpumon: workload {slot} not started ({one_line(request.spec)}): {why}")
+
+    def _wait_until(self, t: float, interrupt: Callable[[], bool]) -> bool:
+        """Wait until run time ``t``, printing events as they come; False if a signal or ``interrupt()`` came first."""
+        while self.signal_received is None and not interrupt():
+            remaining = t - self.session.clock.now()
+            if remaining <= 0:
+                return True
+            if self.wake.wait(remaining):
+                self.wake.clear()
+                self._print_events()
+        return False
+
+    def _failure_line(self) -> str:
+        """One line saying which job failed and how (and what did not start), or "" when none did."""
+        parts = [
+            f"workload {w.process} ({one_line(w.request.spec)}) {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s"
+            for w in self.session.launcher.failed()
+        ]
+        if not parts:
+            return ""
+        parts += [f"workload {slot} not started" for slot in sorted(self.not_started)]
+        return "gpumon: run failed: " + "; ".join(parts)
+
+    def _print_status(self) -> None:
+        now = self.session.clock.now()
+        for process, workload in sorted(self.session.launcher.workloads.items()):
+            if not workload.running:
+                continue
+            figures = self.live.figures(process, now)
+            if not workload.owned and workload.probe is None:
+                other = next((short_name(w.request) for p, w in self.session.launcher.workloads.items() if p != process), "")
+                render_blind = blind_json if self.as_json else blind_line
+                self._emit(render_blind(now, workload.request.spec, figures, self.known.known(), other), self.out)
+                continue
+            state = "starting" if not figures.steps else "warm-up" if figures.warmup else "running"
+            render = status_json if self.as_json else status_line
+            self._emit(render(now, workload.request.spec, state, figures), self.out)
+        running = [p for p, w in self.session.launcher.workloads.items() if w.running]
+        if len(running) > 1:
+            self._print_interference(now, running)
+
+    def _print_interference(self, now: float, slots: list[str]) -> None:
+        """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far."""
+        if self.exclusive:
+            shared = self.live.shared_rates(sorted(slots))
+            result = interference(self.exclusive, shared)
+            figures = {p: self.live.figures(p, now) for p in slots}
+            causes = self.causes.causes(shared, figures, self.gpu_info)
+            requests = {p: self.session.launcher.workloads[p].request for p in slots}
+            words = cause_words({p: short_name(r) for p, r in requests.items()}, result.slowdown, causes)
+            if self.as_json:
+                self._emit(interference_json(now, result, words, causes), self.out)
+            else:
+                self._emit(interference_line(now, result, words), self.out)
+
+    def _print_events(self) -> None:
+        while True:
+            try:
+                item = self.events.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, WorkloadState) and item.state in ENDED_STATES:
+                self._say(f"gpumon: workload {item.process} {self._ended_words(item)}")
+                if len(self.session.launcher.workloads) > 1:  # the overlap's final figures
+                    self._print_interference(item.t, list(self.session.launcher.workloads))
+                if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
+                    last = [line for line in item.tail.splitlines() if line.strip()][-3:]
+                    for line in last:
+                        self._say(f"gpumon:   {item.process}| {line}")
+            elif isinstance(item, Notice):
+                who = f" {item.process}" if item.process else ""
+                self._say(f"gpumon:{who} {item.text}")
+            elif isinstance(item, SourceStatus) and not item.available:
+                self._say(f"gpumon: NVML {item.reason}")
+
+    def _ended_words(self, state: WorkloadState) -> str:
+        """How a job ended; an attached process was never ours to stop, and its status is not ours to know."""
+        workload = self.session.launcher.workloads.get(state.process)
+        if workload is None or workload.owned:
+            return f"{state.state} with status {state.exit_status}"
+        if state.state == "detached":
+            return f"detached: pid {state.pid} still running (gpumon never signals it)"
+        return f"(pid {state.pid}) exited by itself (status unknown: gpumon did not start it)"
+
+    def _say(self, text: str) -> None:
+        self._emit(text, self.err)
+
+    @staticmethod
+    def _emit(text: str, stream: TextIO) -> None:
+        """Print a line; a terminal that is gone (SSH drop, closed pipe) must not stop the run."""
+        try:
+            print(text, file=stream, flush=True)
+        except (OSError, ValueError):
+            pass
+
+    def _exit_code(self) -> int:
+        return exit_code(self.session, self.signal_received)
+
+
+def run_headless(plan: RunPlan, as_json: bool, detached: bool = False) -> int:
+    if not plan.jobs:
+        raise UsageError("--headless needs at least one workload (e.g. gpumon run fcn --headless)")
+    return HeadlessRun(plan, as_json, detached=detached).run()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+from pathlib import Path
 
 
 def whole_number(text: str) -> int:
@@ -35,3 +37,25 @@ def positive_seconds(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a number of seconds > 0: {text!r}")
     return value
+
+
+_ASSIGNED = re.compile(r"^([AB])=(.+)$")
+
+
+def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], list[Path], dict[str, str]]:
+    """Absolute paths of the exclusive and shared runs, and the A=/B= assignments keyed by path.
+
+    A run is a directory, a run name in the runs directory, or ``last``.
+    """
+    from gpumon.core.store.runstore import resolve_run, runs_dir_or_default
+
+    runs_dir = runs_dir_or_default(None)
+    assign: dict[str, str] = {}
+    exclusive_paths = []
+    for item in exclusive:
+        match = _ASSIGNED.match(item)
+        path = resolve_run(match.group(2) if match else item, runs_dir).resolve()
+        if match:
+            assign[str(path)] = match.group(1)
+        exclusive_paths.append(path)
+    return exclusive_paths, [resolve_run(s, runs_dir).resolve() for s in shared], assign

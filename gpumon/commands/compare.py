@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
 from gpumon.analysis import stats_helper
+from gpumon.commands.argtypes import parse_runs
 from gpumon.errors import UsageError
 from gpumon.extras import require
 
@@ -55,11 +55,8 @@ examples:
   gpumon compare --shared STAGGERED_RUN --json
 """
 
-_ASSIGNED = re.compile(r"^([AB])=(.+)$")
-
-
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """Add ``compare`` to the CLI's subcommands, with ``handler=run_compare``."""
+    """Add ``compare`` to the CLI's subcommands, with ``handler=run``."""
     parser = subparsers.add_parser(
         "compare",
         help="compare exclusive and shared runs: slowdown, combined throughput, and why",
@@ -85,29 +82,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="print the results as JSON for scripts: 'summary' (the verdict in words), each workload's "
              "'slowdown' ({estimate, low, high}), 'cause', 'shares' and 'evidence', the pair's 'stp'",
     )
-    parser.set_defaults(handler=run_compare, quick_exit=True)
+    parser.set_defaults(handler=run, quick_exit=True)
 
 
-def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], list[Path], dict[str, str]]:
-    """Absolute paths of the exclusive and shared runs, and the A=/B= assignments keyed by path.
-
-    A run is a directory, a run name in the runs directory, or ``last``.
-    """
-    from gpumon.core.store.runstore import resolve_run, runs_dir_or_default
-
-    runs_dir = runs_dir_or_default(None)
-    assign: dict[str, str] = {}
-    exclusive_paths = []
-    for item in exclusive:
-        match = _ASSIGNED.match(item)
-        path = resolve_run(match.group(2) if match else item, runs_dir).resolve()
-        if match:
-            assign[str(path)] = match.group(1)
-        exclusive_paths.append(path)
-    return exclusive_paths, [resolve_run(s, runs_dir).resolve() for s in shared], assign
-
-
-def run_compare(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Handler of ``gpumon compare``: prints tables or JSON, optionally writes a report."""
     if not args.shared:
         raise UsageError("compare needs at least one --shared RUN (see gpumon compare --help)")

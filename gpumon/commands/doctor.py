@@ -37,10 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--python", metavar="PATH", default=None,
         help="the Python the built-in workloads would use (default: $GPUMON_PYTHON, else gpumon's own)",
     )
-    parser.set_defaults(handler=run_doctor)
+    parser.set_defaults(handler=run)
 
 
-def run_doctor(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """The handler: imports the checks only now, so other subcommands start without them; ``--verify`` is
     gpumon/checks/verify.py, which builds on the doctor's checks."""
     if args.verify:
@@ -52,6 +52,6 @@ def run_doctor(args: argparse.Namespace) -> int:
         if args.python:  # the verify workloads and its torch check use it
             os.environ[ENV_PYTHON] = choose(args.python).path
         return run_verify(args)
-    from gpumon.checks.doctor import run_doctor as run
+    from gpumon.checks.doctor import run_doctor
 
-    return run(args)
+    return run_doctor(args)

@@ -46,7 +46,7 @@ spec format and the study's questions: docs/experiments.md"""
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """Add ``experiment`` to the CLI's subcommands, with ``handler=run_experiment``."""
+    """Add ``experiment`` to the CLI's subcommands, with ``handler=run``."""
     p = subparsers.add_parser(
         "experiment",
         help="run a declarative experiment (the study's Q1-Q4, classic sweeps) and write results.md",
@@ -82,7 +82,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     p.add_argument("--python", metavar="PATH", default=None,
                    help="the Python that runs the built-in workloads of every cell (it needs torch, not gpumon); "
                    "default: $GPUMON_PYTHON, else gpumon's own")
-    p.set_defaults(handler=run_experiment)
+    p.set_defaults(handler=run)
 
 
 def list_specs() -> int:
@@ -98,7 +98,7 @@ def list_specs() -> int:
     return 0
 
 
-def run_experiment(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from gpumon.core.jobs.interpreter import ENV_PYTHON, choose, require_workload_python
     from gpumon.frontends.plan import check_device
     from gpumon.experiments.cells import check_all_presets, expand

@@ -52,7 +52,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--json", action="store_true",
                         help="print JSON shaped like compare --json: workloads.A.slowdown.{estimate,low,high}, "
                              "pair.stp, pair.verdict, pair.share, pair.reason; with --share all, {modes: [...], better}")
-    parser.set_defaults(handler=run_predict, quick_exit=True)
+    parser.set_defaults(handler=run, quick_exit=True)
 
 
 def _fmt(e: "Estimate") -> str:
@@ -75,9 +75,9 @@ def render(predictions: "list[Prediction]", best: str | None) -> list[str]:
     return lines
 
 
-def run_predict(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Handler of ``gpumon predict``."""
-    from gpumon.commands.compare import parse_runs
+    from gpumon.commands.argtypes import parse_runs
     from gpumon.analysis.predict import better, predict
     from gpumon.core.store.trace import load_run
 

@@ -44,7 +44,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]",
                         help="the command and its arguments, run without a shell")
-    parser.set_defaults(handler=run_wrap)
+    parser.set_defaults(handler=run)
 
 
 def wrap_env(environ: dict[str, str]) -> dict[str, str]:
@@ -61,7 +61,7 @@ def wrap_env(environ: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def run_wrap(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     argv = list(args.command)
     if argv[:1] == ["--"]:
         argv = argv[1:]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from gpumon.core.jobs.mps import SHARE_SYNTAX, parse_share
+from gpumon.core.records.share import SHARE_SYNTAX, parse_share
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import DEVICE_PATTERN
 

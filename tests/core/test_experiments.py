@@ -444,8 +444,8 @@ def test_device_cost_report_prices_the_cpu_and_says_the_gpu_needs_a_gpu(tmp_path
 
 
 def test_the_experiment_process_never_imports_torch_or_textual():
-    modules = ["command", "runner", "report", "cells", "spec", "manifest", "pyspy", "device", "progress"]
-    code = "; ".join(f"import gpumon.experiments.{m}" for m in modules)
+    modules = ["runner", "report", "cells", "spec", "manifest", "pyspy", "device", "progress"]
+    code = "; ".join(["import gpumon.commands.experiment", *(f"import gpumon.experiments.{m}" for m in modules)])
     code += "; import sys; print('torch' in sys.modules, 'textual' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "False False", done.stderr

@@ -156,7 +156,7 @@ RATE_DEFINITIONS = {
 
 
 def test_rates_slowdown_stp_and_the_verdict_are_defined_once():
-    rates = CORE / "rates.py"
+    rates = CORE / "records" / "rates.py"
     defined: dict[str, list[str]] = {}
     for f in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
@@ -282,3 +282,68 @@ def test_no_two_modules_import_each_other():
         if module not in state:
             visit(module, [module])
     assert not cycles, "modules that import each other: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+# The packages, lowest first: a module imports only from its own layer and those below it (docs/architecture.md).
+LAYERS = (
+    ("gpumon.errors", "gpumon.extras"),
+    ("gpumon.core.records",),
+    ("gpumon.core.store",),
+    ("gpumon.core.sources",),
+    ("gpumon.core.probing",),
+    ("gpumon.core.jobs",),
+    ("gpumon.core.interference",),
+    ("gpumon.core.capture",),
+    ("gpumon.probe", "gpumon.workloads"),
+    ("gpumon.analysis",),
+    ("gpumon.console",),
+    ("gpumon.frontends",),
+    ("gpumon.checks",),
+    ("gpumon.experiments",),
+    ("gpumon.tui",),
+    ("gpumon.commands",),
+    ("gpumon.cli", "gpumon.__main__"),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the package ``module`` belongs to; KeyError for a module no layer names."""
+    for index, packages in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in packages):
+            return index
+    raise KeyError(module)
+
+
+def _upward_imports() -> list[str]:
+    paths = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in PACKAGE.rglob("*.py")}
+    upward = []
+    for module, path in sorted(paths.items()):
+        if module in ("gpumon", "gpumon.core"):
+            continue
+        for imported in sorted(_imported_modules(path, module, set(paths))):
+            if layer_of(imported) > layer_of(module):
+                upward.append(f"{module} -> {imported}")
+    return upward
+
+
+def test_every_module_belongs_to_a_layer():
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        if module not in ("gpumon", "gpumon.core"):  # package docstrings, no imports
+            layer_of(module)
+
+
+def test_no_package_imports_a_higher_one():
+    assert _upward_imports() == []
+
+
+def test_the_layer_check_catches_an_upward_import(tmp_path, monkeypatch):
+    """A store module importing the capture (one layer far above it) is reported."""
+    store = PACKAGE / "core" / "store" / "runstore.py"
+    original = store.read_text(encoding="utf-8")
+    monkeypatch.setattr(Path, "read_text", lambda self, encoding=None: (
+        original + "\nfrom gpumon.core.capture.session import Session\n" if self == store
+        else Path.open(self, encoding=encoding).read()))
+    assert "gpumon.core.store.runstore -> gpumon.core.capture.session" in _upward_imports()
+

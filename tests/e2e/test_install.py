@@ -155,7 +155,8 @@ def training_env(light) -> str:
     _run([sys.executable, "-m", "venv", "--without-pip", str(root)], light.root)
     python = str(root / "bin" / "python")
     site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], light.root).stdout
-    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    # where this Python finds torch and numpy (its own site-packages, or a base one under a --system-site-packages venv)
+    ours = {str(Path(importlib.util.find_spec(m).origin).parents[1]) for m in ("torch", "numpy")}
     (Path(site.strip()) / "training_env.pth").write_text("\n".join(sorted(ours)) + "\n")
     has = "import importlib.util as u; print([m for m in ('torch', 'numpy', 'gpumon') if u.find_spec(m)])"
     assert _run([python, "-c", has], light.root, env=light.env).stdout.strip() == "['torch', 'numpy']"

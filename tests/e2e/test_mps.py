@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.jobs.mps import ShareMode, parse_share, share_of
+from gpumon.core.records.share import ShareMode, parse_share, share_of
 from gpumon.errors import UsageError
 from tests.helpers import GPUMON, gpumon, only_run, wait_for
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpumon.cli import NOT_A_TERMINAL
+from gpumon.commands.run import NOT_A_TERMINAL
 from tests.helpers import GPUMON, only_run, wait_for
 
 F_SETPIPE_SZ = 1031

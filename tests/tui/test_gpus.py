@@ -144,6 +144,7 @@ POWER = {0: 101, 1: 202, 2: 303, 3: 404}
 CHILD = r"""
 import asyncio, json, os, sys
 import gpumon.cli as cli
+import gpumon.commands.run as run_command
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.widgets.gpus import GpuLines
@@ -193,8 +194,8 @@ def run_tui(plan):
     return 0
 
 
-cli.run_tui = run_tui
-cli.output_not_terminal = lambda: None
+run_command.run_tui = run_tui
+run_command.output_not_terminal = lambda: None
 sys.exit(cli.main(sys.argv[1:]))
 """
 

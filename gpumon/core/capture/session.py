@@ -23,7 +23,8 @@ from gpumon.core.jobs.launcher import SLOTS, LaunchRequest, Launcher, Workload
 from gpumon.core.probing.listener import GATHER_S, Listener
 from gpumon.core.capture.metrics import MetricsServer
 from gpumon.core.records.model import Notice, SourceStatus, WorkloadMeta
-from gpumon.core.jobs.mps import MpsControl, ShareMode
+from gpumon.core.jobs.mps import MpsControl
+from gpumon.core.records.share import ShareMode
 from gpumon.core.store.recorder import FLUSH_INTERVAL_S, CaptureError, Recorder, create_run_dir, initial_meta
 from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.capture.sampler import Sampler

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from gpumon.core.interference.attribution import Box, Side, link_capacity
 from gpumon.core.records.model import DeviceSample, HostSample
-from gpumon.core.jobs.mps import share_of
+from gpumon.core.records.share import share_of
 from gpumon.core.store.trace import TABLES, Run, TraceError, csv_columns
 
 if TYPE_CHECKING:

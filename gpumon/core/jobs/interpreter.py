@@ -25,7 +25,7 @@ ENV_PYTHON = "GPUMON_PYTHON"
 NEEDED = ("torch", "numpy")
 MIN_VERSION = (3, 10)
 CHECK_TIMEOUT_S = 60.0
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
 # Run in the other interpreter: which of the modules named in argv it lacks (found, not imported).
 FIND_MODULES = (

@@ -29,7 +29,7 @@ SLOTS = ("A", "B")
 TAIL_LINES = 20
 OUTPUT_EOF_WAIT_S = 2.0
 ATTACHED_POLL_S = 0.5
-AUTOPROBE_DIR = Path(__file__).parent / "autoprobe"
+AUTOPROBE_DIR = Path(__file__).parents[1] / "probing" / "autoprobe"
 
 
 def probe_pythonpath(gpumon_path: str, existing: str, autoprobe: bool) -> str:

@@ -10,7 +10,6 @@ user already runs and never stops it. Details: docs/mps.md.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.records.share import ShareMode
 from gpumon.errors import UsageError
 
 CONTROL = "nvidia-cuda-mps-control"
@@ -29,65 +29,6 @@ DEFAULT_PIPE_DIR = Path("/tmp/nvidia-mps")
 READY_TIMEOUT_S = 15.0
 # A Unix socket path holds at most 107 bytes; the daemon puts "control" and more under the pipe dir.
 MAX_PIPE_DIR_LEN = 80
-SHARE_SYNTAX = "timeslice, mps, mps:threads=PCT_A,PCT_B or mps:existing"
-
-
-@dataclass(frozen=True)
-class ShareMode:
-    """How co-resident jobs share the GPU; ``threads`` caps each job's share of the SMs (MPS only)."""
-
-    kind: str = "timeslice"
-    threads: tuple[int, ...] = ()
-    existing: bool = False
-
-    @property
-    def mps(self) -> bool:
-        return self.kind == "mps"
-
-    def describe(self) -> str:
-        """A short label for headers and tables: ``timeslice``, ``mps``, ``mps 30/70``, ``mps (existing)``."""
-        if not self.mps:
-            return "timeslice"
-        text = "mps"
-        if self.threads:
-            text += " " + "/".join(str(t) for t in self.threads)
-        return text + (" (existing)" if self.existing else "")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"mode": self.kind, "threads": list(self.threads) or None, "existing_daemon": self.existing}
-
-
-def parse_share(text: str) -> ShareMode:
-    """``--share`` text as a ShareMode; UsageError with the accepted forms otherwise."""
-    kind, _, options = text.strip().partition(":")
-    if kind == "timeslice" and not options:
-        return ShareMode()
-    if kind != "mps":
-        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})")
-    if not options:
-        return ShareMode("mps")
-    if options == "existing":
-        return ShareMode("mps", existing=True)
-    match = re.fullmatch(r"threads=(\d+),(\d+)", options)
-    if not match:
-        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})")
-    threads = tuple(int(g) for g in match.groups())
-    if not all(1 <= t <= 100 for t in threads):
-        raise UsageError(f"bad --share {text!r}: thread percentages must be between 1 and 100")
-    return ShareMode("mps", threads=threads)
-
-
-def recorded_share(meta: dict[str, Any]) -> ShareMode:
-    """The share mode run.json recorded (runs recorded before share modes: time slicing)."""
-    share = meta.get("share") or {}
-    if share.get("mode") != "mps":
-        return ShareMode()
-    return ShareMode("mps", tuple(share.get("threads") or ()), bool(share.get("existing_daemon")))
-
-
-def share_of(meta: dict[str, Any]) -> str:
-    """The share-mode label of a recorded run (runs recorded before share modes: ``timeslice``)."""
-    return recorded_share(meta).describe()
 
 
 def processes_running(program: str) -> dict[int, list[str]]:
@@ -183,7 +124,7 @@ class MpsControl:
     def _spawn_guardian(self) -> None:
         argv = [sys.executable, "-m", "gpumon.core.jobs.mpsguard", str(self.pipe_dir), str(self.log_dir)]
         argv += [str(temp) for temp in self._temp]  # removed by the guardian once the daemon is gone
-        package_root = str(Path(__file__).resolve().parents[2])
+        package_root = str(Path(__file__).resolve().parents[3])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
         guardian = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,

@@ -1,0 +1,2 @@
+"""Run directories: writing one (``recorder``), reading it (``trace``), finding one (``runstore``), its runner
+(``runner``) and the other processes it saw (``others``)."""

@@ -26,7 +26,7 @@ from gpumon.core.records.model import (
     STEP_COLUMNS,
     SourceStatus,
 )
-from gpumon.core.jobs.mps import share_of
+from gpumon.core.records.share import share_of
 from gpumon.core.records.rates import exclusive_rate
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, run_status
 from gpumon.errors import UsageError

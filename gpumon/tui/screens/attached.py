@@ -14,7 +14,7 @@ from textual import work
 from textual.binding import Binding
 
 from gpumon.core.records.bus import Bus
-from gpumon.core.jobs.mps import recorded_share
+from gpumon.core.records.share import recorded_share
 from gpumon.core.store.runner import INTERRUPTED
 from gpumon.core.sources.follow import FollowSource
 from gpumon.tui.controller import export_csv, load_baselines

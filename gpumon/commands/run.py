@@ -1,0 +1,182 @@
+"""``gpumon run``: launch one or two workloads and watch them live (the TUI), headless, or detached."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpumon.commands.argtypes import finite_number, whole_number
+from gpumon.commands.base import EPILOG
+from gpumon.console.terminal import output_not_terminal
+from gpumon.errors import UsageError
+from gpumon.frontends.detach import RUNNER_FLAG
+
+if TYPE_CHECKING:
+    from gpumon.frontends.plan import RunPlan
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="launch one or two workloads and watch (or capture) them",
+        description="Launch one or two co-resident workloads (built-in or your own command), "
+        "watch them live and capture the run to a new run directory.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+    )
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD[:k=v,...]", help="built-in workload with options")
+    p.add_argument(
+        "--cmd",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="your own training command, run without a shell; iteration rate comes from the auto-probe "
+        "(torch optimizer steps) or from gpumon.probe calls in the script",
+    )
+    p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N; a GPU this machine lacks "
+        "(NVML, /proc/driver/nvidia, CUDA_VISIBLE_DEVICES) is refused before anything starts")
+    p.add_argument("--stagger", type=finite_number, default=None, metavar="S", help="start the second job S seconds after the first "
+        "(with --beside: once B's steps alone span S seconds, default 10)")
+    p.add_argument(
+        "--beside",
+        default=None,
+        metavar="PID",
+        help="watch a process of yours that is already running (in tmux, by a scheduler, under 'gpumon wrap') as "
+        "job B: its GPU and host use are recorded like a launched job's, its steps when it runs gpumon's probe "
+        "(else its rate is 'unknown (no probe)'). gpumon never signals it: quitting, Ctrl-C or --duration leave it "
+        "running. Job A starts once B's steps alone span --stagger seconds (from the probe's history when it has "
+        "one), so compare --shared RUN gives B's slowdown from this one run",
+    )
+    p.add_argument("--duration", type=finite_number, default=None, metavar="S", help="stop everything S seconds after the first start")
+    p.add_argument("--label", default=None, help="name of the capture (default: the workload names)")
+    p.add_argument("--out", type=Path, default=None, metavar="RUNS_DIR", help="where captures go (default: see below)")
+    p.add_argument("--interval", type=whole_number, default=100, metavar="MS", help="sampling interval in ms (default 100)")
+    p.add_argument("--gpu", default=None, metavar="INDEX|UUID", help="GPU to sample with NVML: an index or a "
+        "GPU-... UUID (default: the first of CUDA_VISIBLE_DEVICES, else 0); one NVML does not list is refused before anything starts")
+    p.add_argument("--warmup", type=whole_number, default=None, metavar="N", help="steps marked warm-up (default 5)")
+    p.add_argument("--no-nvml", action="store_true", help="do not load NVML")
+    p.add_argument(
+        "--share",
+        default="timeslice",
+        metavar="MODE",
+        help="how the jobs share the GPU: timeslice (the driver's default: each context runs alone for a "
+        "time slice), mps (gpumon starts its own NVIDIA MPS daemon; kernels of both jobs run at once), "
+        "mps:threads=PCT_A,PCT_B (MPS, each job capped at that %% of the SMs), mps:existing (clients of "
+        "an MPS daemon you already run)",
+    )
+    p.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="the Python that runs the built-in workloads, e.g. your training environment's (it needs torch, "
+        "not gpumon); default: $GPUMON_PYTHON, else gpumon's own",
+    )
+    p.add_argument(
+        "--on-capture-error",
+        choices=("stop", "continue"),
+        default="stop",
+        help="when the capture cannot be written (disk full, directory removed): stop the jobs (default) "
+        "or let them continue unrecorded; either way run.json says 'truncated' and gpumon exits 1",
+    )
+    p.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="SLOT=RUN",
+        help="exclusive run of job A or B (a run directory, a run name, or 'last'): live slowdown, STP and verdict (TUI and --headless)",
+    )
+    p.add_argument(
+        "--metrics",
+        default=None,
+        metavar="[HOST:]PORT",
+        help="serve the live numbers for Prometheus at http://HOST:PORT/metrics while the run lasts "
+        "(host 127.0.0.1 unless you name one; port 0 picks a free one)",
+    )
+    p.add_argument(
+        "--headless",
+        action="store_true",
+        help="no TUI: one status line per second per workload (the default when stdout or stderr is not a "
+        "terminal, e.g. redirected to a file or a pipe; a one-line notice on stderr says so)",
+    )
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="run headless in the background, in a session of its own: the run outlives this terminal (an SSH "
+        "drop, a closed laptop). Prints the run directory and returns once the capture has started; watch it with "
+        "'gpumon attach', stop it with 'gpumon stop'. The jobs still die with their runner (even kill -9)",
+    )
+    p.add_argument(RUNNER_FLAG, action="store_true", help=argparse.SUPPRESS)  # the detached runner itself
+    p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects; with --detach: "
+                   "one object with the run directory and the runner's PID")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpumon.core.jobs.beside import DEFAULT_LEAD_S
+    from gpumon.core.jobs.devices import check_gpu_present, parse_gpu
+    from gpumon.core.capture.metrics import parse_address
+    from gpumon.core.records.share import parse_share
+    from gpumon.core.store.runstore import runs_dir_or_default
+    from gpumon.frontends.plan import make_plan
+    from gpumon.core.capture.session import SessionConfig
+
+    if args.json and not (args.headless or args.detach):
+        raise UsageError("--json goes with --headless or --detach")
+    if args.runner and not args.detach:
+        raise UsageError("--runner is gpumon's own (the process --detach starts)")
+    gpu = parse_gpu(args.gpu) if args.gpu is not None else None
+    if gpu is not None and not args.no_nvml:
+        check_gpu_present(gpu)
+    stagger = args.stagger if args.stagger is not None else DEFAULT_LEAD_S if args.beside is not None else 0.0
+    config = SessionConfig(
+        share=parse_share(args.share),
+        metrics=parse_address(args.metrics) if args.metrics is not None else None,
+        device=args.device,
+        interval_ms=args.interval,
+        gpu_index=gpu,
+        runs_dir=runs_dir_or_default(args.out),
+        warmup=args.warmup,
+        stagger_s=stagger,
+        nvml=not args.no_nvml,
+        python=args.python,
+        on_capture_error=args.on_capture_error,
+        detached=args.runner,
+    )
+    plan = make_plan(
+        args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=stagger,
+        beside=args.beside,
+    )
+    if args.baseline:
+        from gpumon.core.store.runstore import parse_baselines
+
+        plan = dataclasses.replace(plan, baselines=parse_baselines(args.baseline, config.runs_dir))
+    if args.detach:
+        if not plan.jobs:
+            raise UsageError("--detach needs at least one workload (e.g. gpumon run fcn --detach)")
+        if args.runner:
+            from gpumon.frontends.headless import run_headless
+
+            return run_headless(plan, args.json, detached=True)
+        from gpumon.frontends.detach import start_runner
+
+        return start_runner(args.raw_argv, args.json)
+    not_terminal = None if args.headless else output_not_terminal()
+    if args.headless or not_terminal:
+        from gpumon.frontends.headless import run_headless
+
+        if not_terminal:
+            print(NOT_A_TERMINAL.format(not_terminal), file=sys.stderr, flush=True)
+        return run_headless(plan, args.json)
+    return run_tui(plan)
+
+
+NOT_A_TERMINAL = "gpumon: {} is not a terminal: running headless (status lines instead of the live monitor)"
+
+
+def run_tui(plan: "RunPlan") -> int:
+    from gpumon.tui.app import run_app
+
+    return run_app(plan)

@@ -1,0 +1,70 @@
+"""Share modes: how co-resident jobs share the GPU (the driver's time slicing, or NVIDIA MPS), as
+``--share`` and experiment specs name them and as run.json records them. The daemon itself: ``jobs/mps.py``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gpumon.errors import UsageError
+
+SHARE_SYNTAX = "timeslice, mps, mps:threads=PCT_A,PCT_B or mps:existing"
+
+
+@dataclass(frozen=True)
+class ShareMode:
+    """How co-resident jobs share the GPU; ``threads`` caps each job's share of the SMs (MPS only)."""
+
+    kind: str = "timeslice"
+    threads: tuple[int, ...] = ()
+    existing: bool = False
+
+    @property
+    def mps(self) -> bool:
+        return self.kind == "mps"
+
+    def describe(self) -> str:
+        """A short label for headers and tables: ``timeslice``, ``mps``, ``mps 30/70``, ``mps (existing)``."""
+        if not self.mps:
+            return "timeslice"
+        text = "mps"
+        if self.threads:
+            text += " " + "/".join(str(t) for t in self.threads)
+        return text + (" (existing)" if self.existing else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.kind, "threads": list(self.threads) or None, "existing_daemon": self.existing}
+
+
+def parse_share(text: str) -> ShareMode:
+    """``--share`` text as a ShareMode; UsageError with the accepted forms otherwise."""
+    kind, _, options = text.strip().partition(":")
+    if kind == "timeslice" and not options:
+        return ShareMode()
+    if kind != "mps":
+        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})")
+    if not options:
+        return ShareMode("mps")
+    if options == "existing":
+        return ShareMode("mps", existing=True)
+    match = re.fullmatch(r"threads=(\d+),(\d+)", options)
+    if not match:
+        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})")
+    threads = tuple(int(g) for g in match.groups())
+    if not all(1 <= t <= 100 for t in threads):
+        raise UsageError(f"bad --share {text!r}: thread percentages must be between 1 and 100")
+    return ShareMode("mps", threads=threads)
+
+
+def recorded_share(meta: dict[str, Any]) -> ShareMode:
+    """The share mode run.json recorded (runs recorded before share modes: time slicing)."""
+    share = meta.get("share") or {}
+    if share.get("mode") != "mps":
+        return ShareMode()
+    return ShareMode("mps", tuple(share.get("threads") or ()), bool(share.get("existing_daemon")))
+
+
+def share_of(meta: dict[str, Any]) -> str:
+    """The share-mode label of a recorded run (runs recorded before share modes: ``timeslice``)."""
+    return recorded_share(meta).describe()

@@ -8,7 +8,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
+
+if TYPE_CHECKING:
+    from gpumon.core.store.runner import RunnerInfo
 
 T = TypeVar("T")
 
@@ -91,3 +94,109 @@ def no_gpu_environment(work: Path, base: dict[str, str] | None = None) -> dict[s
         return None
     env["CUDA_VISIBLE_DEVICES"] = ""
     return env
+
+
+# A process that holds a run directory as its runner does (the real RunnerLock, then the run.json a capture starts
+# with), and waits: gpumon's runner identity without a capture around it.
+HOLD_RUN = """
+import json, sys, time
+from pathlib import Path
+from gpumon.core.records.model import STEP_COLUMNS
+from gpumon.core.store.runner import RunnerInfo, RunnerLock
+run_dir = Path(sys.argv[1])
+run_dir.mkdir(parents=True, exist_ok=True)
+lock = RunnerLock.take(run_dir)
+meta = {"schema": 1, "label": run_dir.name, "mode": "exclusive", "status": "recording", "started_at": "x",
+        "workloads": [], "runner": RunnerInfo.current().to_json()}
+(run_dir / "steps.csv").write_text(",".join(STEP_COLUMNS) + "\\n")
+(run_dir / "run.json").write_text(json.dumps(meta))
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def hold_run(run_dir: Path) -> "tuple[subprocess.Popen, RunnerInfo]":
+    """A child Python that holds ``run_dir`` as its runner (created if need be), and what its run.json says of it."""
+    from gpumon.core.store.runner import RunnerInfo
+
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_RUN, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    import json
+
+    info = RunnerInfo.from_meta(json.loads((run_dir / "run.json").read_text()))
+    assert info is not None and info.pid == proc.pid
+    return proc, info
+
+
+class victim:
+    """``with victim() as proc``: a process gpumon did not start (``sleep 3007``), killed at the end if it lived."""
+
+    def __enter__(self) -> subprocess.Popen:
+        self.proc = subprocess.Popen(["sleep", "3007"])
+        return self.proc
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def fork_as_nobody(work: Callable[[], object]) -> str:
+    """``str(work())`` computed in a forked child that became user ``nobody`` (an exception: its type and text)."""
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no Python-level cleanup
+        try:
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            try:
+                answer = str(work())
+            except Exception as exc:  # noqa: BLE001 - reported to the parent
+                answer = f"{type(exc).__name__}: {exc}"
+            os.write(write_end, answer.encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        answer = f.read().decode()
+    os.waitpid(pid, 0)
+    return answer
+
+
+def hold_run_as_nobody(run_dir: Path) -> int:
+    """A forked child that became user ``nobody`` and holds ``run_dir`` (created here, owned by nobody) as its runner;
+    its PID once it holds it. The caller reaps it."""
+    import json
+    import pwd
+    import signal
+
+    from gpumon.core.records.model import STEP_COLUMNS
+    from gpumon.core.store.runner import RunnerInfo, RunnerLock
+
+    nobody = pwd.getpwnam("nobody")
+    run_dir.mkdir(parents=True)
+    os.chown(run_dir, nobody.pw_uid, nobody.pw_gid)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            RunnerLock.take(run_dir)
+            meta = {"schema": 1, "label": "theirs", "mode": "exclusive", "status": "recording", "started_at": "x",
+                    "workloads": [], "runner": RunnerInfo.current().to_json()}
+            (run_dir / "steps.csv").write_text(",".join(STEP_COLUMNS) + "\n")
+            (run_dir / "run.json").write_text(json.dumps(meta))
+            os.write(write_end, b"ready")
+            os.close(write_end)
+            signal.pause()
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        assert f.read() == b"ready"
+    return pid

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpumon.commands.target import RUN_HELP, find
+from gpumon.commands.target import RUN_HELP, add_any_user, find
 from gpumon.console.terminal import output_not_terminal
 from gpumon.errors import UsageError
 
@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="an exclusive run of job A or B (a run directory, a run name, or 'last') to compare the "
                         "run with: live slowdown, STP and verdict in this viewer, also when the run was started "
                         "without one (it replaces the run's own --baseline of that slot here; the run is not changed)")
+    add_any_user(attach)
     attach.set_defaults(handler=run)
 
 
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from gpumon.frontends.detach import RUNNER_LOG
 
     runs_dir = runs_dir_or_default(args.runs_dir)
-    target = find(args.run, runs_dir, "attach")
+    target = find(args.run, runs_dir, "attach", args.any_user)
     baselines = parse_baselines(args.baseline, runs_dir)
     not_terminal = output_not_terminal()
     if not_terminal:
@@ -55,4 +56,4 @@ def run(args: argparse.Namespace) -> int:
         return replay_app(ReplayScreen(source, feed)).run() or 0
     from gpumon.tui.app import run_viewer
 
-    return run_viewer(target.path, baselines)
+    return run_viewer(target.path, baselines, any_user=args.any_user)

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpumon.commands.target import RUN_HELP, find
+from gpumon.commands.target import RUN_HELP, add_any_user, find
 
 STOP_TIMEOUT_S = 60.0  # the runner stops its jobs (SIGTERM, 5 s, SIGKILL) and finalises run.json
 
@@ -24,20 +24,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     stop.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
     stop.add_argument("--timeout", type=float, default=STOP_TIMEOUT_S, metavar="S",
                       help=f"give up waiting after S seconds (default {STOP_TIMEOUT_S:g}; the run is then still running)")
+    add_any_user(stop)
     stop.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpumon.core.store.runner import RUNNING
+    from gpumon.core.store.runner import RUNNING, stop_runner
     from gpumon.core.store.runstore import runs_dir_or_default
     from gpumon.core.store.trace import load_live
 
-    target = find(args.run, runs_dir_or_default(args.runs_dir), "stop")
+    target = find(args.run, runs_dir_or_default(args.runs_dir), "stop", args.any_user)
     name = target.path.name
     if target.status != RUNNING or target.runner is None:
         print(f"gpumon: {name} is not running ({target.status}): nothing to stop", file=sys.stderr)
         return 0
-    if not target.runner.stop():
+    if not stop_runner(target.path, target.runner, args.any_user):
         print(f"gpumon: {name} is not running (its runner just ended)", file=sys.stderr)
         return 0
     print(f"gpumon: stopping {name} (runner pid {target.runner.pid}): its jobs stop and the capture is finalised…",

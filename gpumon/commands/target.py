@@ -10,47 +10,54 @@ from typing import TYPE_CHECKING
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:
+    import argparse
+
     from gpumon.core.store.runner import RunnerInfo
-    from gpumon.core.store.trace import Run
 
 RUN_HELP = "a run directory, a run name in the runs directory, or 'last'"
+ANY_USER_HELP = ("also another user's run (without it such a run is refused; signalling another user's runner takes "
+                 "root). Whose a run is comes from its proven runner's process, else the run directory's owner, never "
+                 "from run.json")
+
+
+def add_any_user(parser: "argparse.ArgumentParser") -> None:
+    """``--any-user``, the one way to act on another user's run."""
+    parser.add_argument("--any-user", action="store_true", help=ANY_USER_HELP)
 
 
 @dataclass(frozen=True)
 class Target:
-    """A run named on the command line, its status now, and its runner (None for runs recorded before runners)."""
+    """A run named on the command line, its status now, and what its run.json says of its runner (None for runs
+    recorded before runners); only ``runner_process`` proves that process is its runner."""
 
     path: Path
     status: str
     runner: "RunnerInfo | None"
 
 
-def owner(run: "Run") -> int:
-    """The user ID of whoever writes (wrote) ``run``: its runner's, else the directory's owner."""
-    from gpumon.core.store.runner import RunnerInfo
-
-    runner = RunnerInfo.from_meta(run.meta)
-    return runner.uid if runner is not None else run.path.stat().st_uid
-
-
-def find(text: str | None, runs_dir: Path, verb: str) -> Target:
+def find(text: str | None, runs_dir: Path, verb: str, any_user: bool = False) -> Target:
     """The run ``text`` names (None: this user's newest running run), refused in one line when it is another user's
-    or is written on another host (which ``verb``, attach or stop, must be run on)."""
-    from gpumon.core.store.runner import RECORDING, RUNNING, RunnerInfo, run_status, user_name
+    (unless ``any_user``), written on another host (which ``verb``, attach or stop, must be run on), or one whose
+    runner this user may not inspect."""
+    from gpumon.core.store.runner import RECORDING, RUNNING, RunnerInfo, run_owner, run_status, user_name
     from gpumon.core.store.runstore import resolve_run
     from gpumon.core.store.trace import list_runs, load_live
 
     if text is None:
-        mine = [r for r in list_runs(runs_dir) if run_status(r.meta) == RUNNING and owner(r) == os.getuid()]
+        mine = [r for r in list_runs(runs_dir) if run_status(r.meta, r.path) == RUNNING
+                and run_owner(r.path, RunnerInfo.from_meta(r.meta)) == os.getuid()]
         if not mine:
             raise UsageError(f"no running run in {runs_dir} (gpumon runs lists them; gpumon run … --detach starts one)")
         run, status = load_live(mine[-1].path)
     else:
         run, status = load_live(resolve_run(text, runs_dir))
-    uid = owner(run)
-    if uid != os.getuid():
-        raise UsageError(f"{run.path.name} belongs to user {user_name(uid)}: you can attach to and stop your own runs only")
     runner = RunnerInfo.from_meta(run.meta)
+    uid = run_owner(run.path, runner)
+    if uid != os.getuid() and not any_user:
+        raise UsageError(f"{run.path.name} belongs to user {user_name(uid)}: you can attach to and stop your own runs "
+                         "only (--any-user: also another user's)")
     if status == RECORDING and runner is not None:
-        raise UsageError(f"{run.path.name} is written on host {runner.host}: {verb} it there")
+        if not runner.here:
+            raise UsageError(f"{run.path.name} is written on host {runner.host}: {verb} it there")
+        raise UsageError(f"{run.path.name}: cannot tell whether it still runs (its runner is another user's process)")
     return Target(run.path, status, runner)

@@ -224,14 +224,17 @@ def replay_app(screen: MonitorScreen, refresh_hz: float = DEFAULT_HZ) -> GpumonA
     return GpumonApp(screen=screen, refresh_hz=refresh_hz)
 
 
-def run_viewer(path: Path, baselines: tuple[tuple[str, str], ...] = (), refresh_hz: float | None = None) -> int:
+def run_viewer(path: Path, baselines: tuple[tuple[str, str], ...] = (), refresh_hz: float | None = None,
+               any_user: bool = False) -> int:
     """``gpumon attach``: the monitor on the run at ``path`` that its runner is writing, until the user quits;
-    ``baselines``: the viewer's own ``--baseline`` runs (slot, run directory).
+    ``baselines``: the viewer's own ``--baseline`` runs (slot, run directory); ``any_user``: its ``x`` may stop
+    another user's run.
 
     The viewer owns nothing: quitting, a signal or a closed terminal (SIGHUP) ends the viewer alone.
     """
     source, feed = open_follow(path)
-    app = replay_app(AttachedScreen(source, feed, refresh_hz or refresh_hz_from_env(), baselines=baselines))
+    app = replay_app(AttachedScreen(source, feed, refresh_hz or refresh_hz_from_env(), baselines=baselines,
+                                    any_user=any_user))
     guard = StopGuard(app.stop_from_signal, lambda: 0).install()
     try:
         result = app.run()

@@ -22,7 +22,7 @@ from gpumon.core.records.model import (
     WorkloadState,
 )
 from gpumon.core.store.recorder import Recorder, create_run_dir, initial_meta
-from gpumon.core.store.runner import INTERRUPTED, RunnerInfo
+from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, RunnerLock
 from gpumon.core.sources.follow import FollowSource, Tail
 from gpumon.core.store.trace import TABLES
 from tests.helpers import wait_for
@@ -113,17 +113,21 @@ def _handmade_run(tmp_path: Path, runner: RunnerInfo) -> Path:
 
 def test_the_newest_tick_of_other_processes_waits_for_the_rest_of_its_rows(tmp_path) -> None:
     run_dir = _handmade_run(tmp_path, RunnerInfo.current())
-    follower = Bus()
-    seen = Seen(follower)
-    source = FollowSource(run_dir, follower)
-    others = run_dir / "gpu_others.csv"
-    with open(others, "a") as f:
-        f.write("1.0,11,bob,train.py,1024,30,,,\n1.5,11,bob,train.py,1024,31,,,\n")
-    source.poll()
-    assert [o.t for o in seen.of(GpuOthers)] == [1.0]  # 1.5 may have more rows to come
-    with open(others, "a") as f:
-        f.write("1.5,12,eve,eval.py,2048,5,,,\n2.0,11,bob,train.py,1024,29,,,\n")
-    source.poll()
+    lock = RunnerLock.take(run_dir)  # this process is its runner while the test runs
+    try:
+        follower = Bus()
+        seen = Seen(follower)
+        source = FollowSource(run_dir, follower)
+        others = run_dir / "gpu_others.csv"
+        with open(others, "a") as f:
+            f.write("1.0,11,bob,train.py,1024,30,,,\n1.5,11,bob,train.py,1024,31,,,\n")
+        source.poll()
+        assert [o.t for o in seen.of(GpuOthers)] == [1.0]  # 1.5 may have more rows to come
+        with open(others, "a") as f:
+            f.write("1.5,12,eve,eval.py,2048,5,,,\n2.0,11,bob,train.py,1024,29,,,\n")
+        source.poll()
+    finally:
+        lock.release()
     ticks = seen.of(GpuOthers)
     assert [o.t for o in ticks] == [1.0, 1.5]
     assert [p.pid for p in ticks[1].processes] == [11, 12]

@@ -1,75 +1,210 @@
-"""run.json's runner: which process writes a run, whether it still runs, and stopping it (real processes)."""
+"""The runner's identity: which process writes a run, proven by the lock it holds, never by what run.json says.
+
+Real processes throughout: a "holder" is a child Python that takes the real ``RunnerLock`` in a run directory and
+writes the run.json a capture writes (as the recorder does), and a victim is a process that must survive.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import psutil
 import pytest
 
-from gpumon.core.store.runner import INTERRUPTED, RUNNING, RunnerInfo, run_status
+from gpumon.core.store.runner import (
+    INTERRUPTED, LOCK_FILE, RECORDING, RUNNING, RunnerInfo, RunnerLock, run_owner, run_status, runner_process,
+    stop_runner,
+)
+from gpumon.errors import UsageError
+from tests.helpers import fork_as_nobody, hold_run, hold_run_as_nobody, victim
+
+def _meta(run_dir: Path) -> dict:
+    return json.loads((run_dir / "run.json").read_text())
+
+
+def _forge(run_dir: Path, process: psutil.Process, status: str = RECORDING) -> dict:
+    """run.json rewritten to name ``process`` as its runner, as anyone who can write a file can."""
+    meta = _meta(run_dir)
+    meta["status"] = status
+    meta["runner"].update(pid=process.pid, started=process.create_time(), uid=os.getuid())
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    return meta
 
 
 @pytest.fixture
-def child():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    yield proc
+def holder(tmp_path):
+    run_dir = tmp_path / "runs" / "20260101-000000-held"
+    proc, info = hold_run(run_dir)
+    yield run_dir, proc, info
     if proc.poll() is None:
         proc.kill()
     proc.wait()
 
 
-def _info(pid: int) -> RunnerInfo:
-    process = psutil.Process(pid)
-    return RunnerInfo(pid, process.create_time(), os.getuid(), "me", RunnerInfo.current().host)
-
-
-def test_this_process_is_alive_and_ours() -> None:
+def test_this_process_is_ours_and_its_entry_round_trips() -> None:
     me = RunnerInfo.current(detached=True)
-    assert me.pid == os.getpid() and me.alive() and me.uid == os.getuid() and me.detached
+    assert me.pid == os.getpid() and me.claimed() is not None and me.uid == os.getuid() and me.detached
     assert RunnerInfo.from_meta({"runner": me.to_json()}) == me
 
 
-def test_a_recycled_pid_is_not_the_runner(child) -> None:
-    info = _info(child.pid)
-    assert info.alive()
-    assert not replace(info, started=info.started - 5).alive()  # same PID, another process's start time
+def test_the_runner_holding_its_lock_is_proven_running_and_stopped_by_sigterm(holder) -> None:
+    run_dir, proc, info = holder
+    meta = _meta(run_dir)
+    assert runner_process(run_dir, info).pid == proc.pid
+    assert run_status(meta, run_dir) == RUNNING and run_owner(run_dir, info) == os.getuid()
+    assert stop_runner(run_dir, info)
+    assert proc.wait(10) == -signal.SIGTERM
+    assert run_status(meta, run_dir) == INTERRUPTED  # the kernel let go of its lock: killed, not finalised
+    assert not stop_runner(run_dir, info)
 
 
-def test_an_ended_runner_is_not_alive_and_a_recording_run_reads_interrupted(child) -> None:
-    info = _info(child.pid)
-    meta = {"status": "recording", "runner": info.to_json()}
-    assert run_status(meta) == RUNNING
-    child.kill()
-    child.wait()
-    assert not info.alive()
-    assert run_status(meta) == INTERRUPTED
+def test_a_copy_of_the_run_directory_is_not_running_and_stopping_it_signals_nothing(holder, tmp_path) -> None:
+    run_dir, proc, info = holder
+    copy = run_dir.parent / "20991231-000000-backup-copy"
+    shutil.copytree(run_dir, copy)  # runner.lock too: another inode, which nobody holds
+    assert run_status(_meta(copy), copy) == INTERRUPTED and runner_process(copy, info) is None
+    assert not stop_runner(copy, info)
+    assert proc.poll() is None and run_status(_meta(run_dir), run_dir) == RUNNING
 
 
-def test_a_zombie_runner_is_not_alive(child) -> None:
-    info = _info(child.pid)
-    child.kill()
-    psutil.Process(child.pid)  # still there, unreaped
-    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # it has exited; not reaped yet
-    assert not info.alive()
+def test_a_hard_link_to_the_lock_in_another_directory_proves_nothing_there(holder) -> None:
+    run_dir, proc, info = holder
+    other = run_dir.parent / "20991231-000000-linked"
+    shutil.copytree(run_dir, other, ignore=shutil.ignore_patterns(LOCK_FILE))
+    os.link(run_dir / LOCK_FILE, other / LOCK_FILE)  # the same inode, under another directory's name
+    assert runner_process(other, info) is None and not stop_runner(other, info)
+    assert runner_process(run_dir, info).pid == proc.pid  # the name it opened is still its own
+    (other / LOCK_FILE).unlink()
+    (other / LOCK_FILE).symlink_to(run_dir / LOCK_FILE)  # a symbolic link is not the file either
+    assert runner_process(other, info) is None
+    assert proc.poll() is None
 
 
-def test_status_of_finished_old_and_foreign_runs() -> None:
-    assert run_status({"status": "complete"}) == "complete"
-    assert run_status({"status": "recording"}) == INTERRUPTED  # recorded before runners were named
-    assert run_status({"status": "recording", "runner": {"pid": 1}}) == INTERRUPTED  # garbled entry
+def test_a_run_json_naming_another_process_never_gets_it_signalled(tmp_path) -> None:
+    run_dir = tmp_path / "runs" / "20260101-000000-forged"
+    forger, _ = hold_run(run_dir)  # the directory's lock is held, by the forger
+    with victim() as sleeper:
+        try:
+            forged = _forge(run_dir, psutil.Process(sleeper.pid))
+            info = RunnerInfo.from_meta(forged)
+            assert runner_process(run_dir, info) is None and run_status(forged, run_dir) == INTERRUPTED
+            assert not stop_runner(run_dir, info)
+            assert sleeper.poll() is None
+        finally:
+            forger.kill()
+            forger.wait()
+
+
+def test_holding_the_file_open_without_its_lock_is_not_being_the_runner(tmp_path) -> None:
+    """A process that merely has the file open (a reader, a pager) after the runner died is not the runner."""
+    run_dir = tmp_path / "runs" / "20260101-000000-read"
+    proc, info = hold_run(run_dir)
+    proc.kill()
+    proc.wait()
+    (run_dir / LOCK_FILE).touch()
+    reader = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1]); print(1, flush=True); "
+                               "time.sleep(120)", str(run_dir / LOCK_FILE)], stdout=subprocess.PIPE)
+    try:
+        assert reader.stdout.readline()
+        forged = _forge(run_dir, psutil.Process(reader.pid))
+        info = RunnerInfo.from_meta(forged)
+        assert runner_process(run_dir, info) is None and not stop_runner(run_dir, info)
+        assert reader.poll() is None
+    finally:
+        reader.kill()
+        reader.wait()
+
+
+def test_a_recycled_pid_or_a_zombie_is_not_the_runner(holder) -> None:
+    run_dir, proc, info = holder
+    assert runner_process(run_dir, replace(info, started=info.started - 5)) is None  # same PID, another start time
+    assert not stop_runner(run_dir, replace(info, started=info.started - 5))
+    assert proc.poll() is None
+    proc.kill()
+    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # it has exited; not reaped yet
+    assert runner_process(run_dir, info) is None
+
+
+def test_status_of_finished_old_garbled_and_foreign_runs(tmp_path) -> None:
+    assert run_status({"status": "complete"}, tmp_path) == "complete"
+    assert run_status({"status": "recording"}, tmp_path) == INTERRUPTED  # recorded before runners were named
+    assert run_status({"status": "recording", "runner": {"pid": 1}}, tmp_path) == INTERRUPTED  # garbled entry
+    here = RunnerInfo.current().host
+    for pid in (-1, 0, "x", 2**80, None):
+        entry = {"pid": pid, "started": 0.0, "uid": 0, "user": "x", "host": here}
+        assert RunnerInfo.from_meta({"runner": entry}) is None
+        assert run_status({"status": "recording", "runner": entry}, tmp_path) == INTERRUPTED
     elsewhere = {"pid": 1, "started": 0.0, "uid": 0, "user": "x", "host": "another-host.invalid"}
-    assert run_status({"status": "recording", "runner": elsewhere}) == "recording"  # this machine cannot tell
+    assert run_status({"status": "recording", "runner": elsewhere}, tmp_path) == RECORDING  # this machine cannot tell
 
 
-def test_stop_sends_sigterm_to_that_process_only(child) -> None:
-    info = _info(child.pid)
-    assert not replace(info, started=info.started - 5).stop()  # not the same process: nothing sent
-    assert child.poll() is None
-    assert info.stop()
-    assert child.wait(10) == -signal.SIGTERM
-    assert not info.stop()
+def test_the_lock_is_a_new_file_and_is_removed_once_released(tmp_path) -> None:
+    lock = RunnerLock.take(tmp_path)
+    with pytest.raises(FileExistsError):
+        RunnerLock.take(tmp_path)  # never one that is there already (a planted file or link)
+    lock.release()
+    assert not (tmp_path / LOCK_FILE).exists()
+    (tmp_path / LOCK_FILE).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(FileExistsError):
+        RunnerLock.take(tmp_path)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to run a process as another user (nobody)")
+
+
+def _nobody_dir(tmp_path_factory) -> Path:
+    """A directory that user nobody can reach (pytest's own are 0700), removed by the caller."""
+    base = Path(tmp_path_factory.mktemp("shared"))
+    os.chmod(base, 0o755)
+    for parent in base.parents:
+        if parent == Path("/tmp") or parent == parent.parent:
+            break
+        os.chmod(parent, os.stat(parent).st_mode | 0o011)  # search only: nobody can pass, not list
+    return base
+
+
+@needs_root
+def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(tmp_path_factory) -> None:
+    base = _nobody_dir(tmp_path_factory)
+    run_dir = base / "20260101-000000-theirs"
+    pid = hold_run_as_nobody(run_dir)
+    try:
+        info = RunnerInfo.from_meta(_meta(run_dir))
+        nobody = pwd.getpwnam("nobody").pw_uid
+        assert info.uid == nobody and run_owner(run_dir, info) == nobody
+        assert run_status(_meta(run_dir), run_dir) == RUNNING  # root may look at another user's descriptors
+        with pytest.raises(UsageError, match="belongs to user nobody"):
+            stop_runner(run_dir, info)
+        assert psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        assert stop_runner(run_dir, info, any_user=True)
+        assert os.waitpid(pid, 0)[1] == signal.SIGTERM
+        pid = 0
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+@needs_root
+def test_a_user_who_may_not_inspect_the_runner_reads_recording(tmp_path_factory) -> None:
+    """nobody may not read root's /proc/PID/fd: it cannot tell whether root's run still runs, and says so."""
+    run_dir = _nobody_dir(tmp_path_factory) / "20260101-000000-roots"
+    proc, info = hold_run(run_dir)
+    try:
+        meta = _meta(run_dir)
+        assert run_status(meta, run_dir) == RUNNING
+        assert fork_as_nobody(lambda: run_status(meta, run_dir)) == RECORDING
+        assert fork_as_nobody(lambda: str(stop_runner(run_dir, info))).startswith("UsageError")
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()

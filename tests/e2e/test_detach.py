@@ -184,16 +184,22 @@ def test_attach_and_stop_refuse_what_is_not_theirs_in_one_line(tmp_path):
         nothing = gpumon(command, env=env)  # no running run at all
         assert nothing.returncode == 2 and "no running run" in nothing.stderr and "Traceback" not in nothing.stderr
 
-    # a run of another user (uid 65534, as a runs directory on a shared file system can hold)
+    # a run of another user (uid 65534, as a runs directory on a shared file system can hold): whose a run is comes
+    # from its directory's owner (or its proven runner), never from run.json's runner.uid, which is only a claim
     other = runs / "20260101-000000-theirs"
     other.mkdir(parents=True)
     meta = {"schema": 1, "label": "theirs", "mode": "exclusive", "status": "recording", "started_at": "x",
             "workloads": [], "runner": {"pid": 1, "started": 0.0, "uid": 65534, "user": "nobody", "host": "elsewhere"}}
     (other / "run.json").write_text(json.dumps(meta))
+    if os.getuid() == 0:  # only root can give a directory to another user
+        os.chown(other, 65534, 65534)
     for command in ("attach", "stop"):
         refused = gpumon(command, other.name, env=env)
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
-        assert "belongs to user" in refused.stderr
+        if os.getuid() == 0:
+            assert "belongs to user" in refused.stderr and "--any-user" in refused.stderr
+        else:  # our directory: the claim of uid 65534 changes nothing
+            assert "is written on host elsewhere" in refused.stderr
 
     # our own run, written by a runner on another machine (a runs directory on a shared file system)
     elsewhere = runs / "20260101-000001-elsewhere"

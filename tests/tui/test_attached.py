@@ -24,8 +24,12 @@ from tests.tui.conftest import run_async, wait_until
 
 RUNNER = """
 import signal, sys, time
+from pathlib import Path
+from gpumon.core.store.runner import RunnerLock
 signal.signal(signal.SIGTERM, lambda *_: print("SIGTERM", flush=True))  # a runner finalises before it exits
 print("up", flush=True)
+lock = RunnerLock.take(Path(sys.stdin.readline().strip()))  # what proves a runner: it holds the run's lock
+print("locked", flush=True)
 time.sleep(120)
 """
 
@@ -33,7 +37,7 @@ time.sleep(120)
 @pytest.fixture
 def runner():
     """A real process standing in for the runner (the viewer must signal it only on x, y): prints what it gets."""
-    proc = subprocess.Popen([sys.executable, "-c", RUNNER], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "up\n"
     yield proc
     if proc.poll() is None:
@@ -41,10 +45,15 @@ def runner():
     proc.wait()
 
 
-def _live_run(tmp_path: Path, runner_pid: int) -> Path:
-    """A run mid-capture: run.json "recording" with A running, its runner ``runner_pid``, a baseline for A."""
+def _live_run(tmp_path: Path, runner: subprocess.Popen) -> Path:
+    """A run mid-capture: run.json "recording" with A running, its runner ``runner`` (holding its lock), a baseline
+    for A."""
+    runner_pid = runner.pid
     baseline = exclusive(tmp_path / "baseline", "A", rate=40.0, spec="gemm")
     run_dir = create_run_dir(tmp_path / "runs", "gemm", time.localtime())
+    runner.stdin.write(f"{run_dir}\n")
+    runner.stdin.flush()
+    assert runner.stdout.readline() == "locked\n"
     t0 = time.monotonic_ns() - 5_000_000_000  # the runner started 5 s ago
     meta = initial_meta(
         label="gemm", mode="exclusive", clock_t0_ns=t0, started_at="2026-11-25T00:00:00", interval_ms=100, device="cpu",
@@ -71,7 +80,7 @@ def _finish(run_dir: Path) -> None:
 
 @run_async
 async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_picture(tmp_path, runner):
-    run_dir = _live_run(tmp_path, runner.pid)
+    run_dir = _live_run(tmp_path, runner)
     source, feed = open_follow(run_dir)
     screen = AttachedScreen(source, feed)
     app = replay_app(screen)
@@ -102,7 +111,7 @@ async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_pi
 
 @run_async
 async def test_quitting_the_viewer_never_signals_the_runner(tmp_path, runner):
-    run_dir = _live_run(tmp_path, runner.pid)
+    run_dir = _live_run(tmp_path, runner)
     source, feed = open_follow(run_dir)
     app = replay_app(AttachedScreen(source, feed))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -113,7 +122,7 @@ async def test_quitting_the_viewer_never_signals_the_runner(tmp_path, runner):
 
 @run_async
 async def test_an_mps_run_is_predicted_and_labelled_as_mps(tmp_path, runner, monkeypatch):
-    run_dir = _live_run(tmp_path, runner.pid)
+    run_dir = _live_run(tmp_path, runner)
     meta = json.loads((run_dir / "run.json").read_text())
     meta["share"] = {"mode": "mps", "threads": [30, 70], "existing_daemon": False}
     (run_dir / "run.json").write_text(json.dumps(meta))
@@ -133,7 +142,7 @@ async def test_an_mps_run_is_predicted_and_labelled_as_mps(tmp_path, runner, mon
 @run_async
 async def test_the_viewers_own_baseline_replaces_the_runs_for_its_slot(tmp_path, runner):
     """``gpumon attach --baseline A=RUN``: a run started without (or with another) exclusive run is compared here."""
-    run_dir = _live_run(tmp_path, runner.pid)  # its own --baseline for A: 40 it/s
+    run_dir = _live_run(tmp_path, runner)  # its own --baseline for A: 40 it/s
     mine = exclusive(tmp_path / "mine", "A", rate=80.0, spec="gemm")
     source, feed = open_follow(run_dir)
     screen = AttachedScreen(source, feed, baselines=(("A", str(mine)),))

@@ -181,7 +181,7 @@ class FollowSource:
         if key != self._meta_key:
             self.run = load_run(self.run.path)
             self._meta_key = key
-        self.status = run_status(self.run.meta)
+        self.status = run_status(self.run.meta, self.run.path)
         if self.status == INTERRUPTED:  # or it finalised run.json and exited since it was read: read it again
             self.run, self.status = load_live(self.run.path)
         return self.status != RUNNING

@@ -33,6 +33,7 @@ from gpumon.core.records.model import (
     ENDED_STATES,
     WorkloadState,
 )
+from gpumon.core.store.runner import RunnerLock
 from gpumon.core.store.trace import SCHEMA_VERSION
 from gpumon.errors import UsageError
 
@@ -147,6 +148,9 @@ class Recorder:
     removed) ends the capture at once: run.json is finalised as "truncated" with the
     reason (space for it is reserved up front), later records are dropped, and
     ``on_error`` is called once from the writer thread.
+
+    The recording process holds the run's ``RunnerLock`` from before run.json is first
+    written until ``close`` has made it final: that, not run.json, proves who writes the run.
     """
 
     TAKES = (*ROWS, GpuOthers, LogLine, WorkloadState, WorkloadMeta, Notice)  # what ``handle`` records (Bus.subscribe)
@@ -173,7 +177,9 @@ class Recorder:
         self._soon = threading.Event()  # write now, not at the end of the interval (``flush_soon``)
         self._meta_dirty = True
         self._started = time.monotonic()
+        self._runner_lock: RunnerLock | None = None
         try:
+            self._runner_lock = RunnerLock.take(path)
             (path / RESERVE_FILE).write_bytes(bytes(RESERVE_BYTES))
             for table, columns in (*((t, c) for _, t, c in TABLES), (OTHERS_TABLE, OTHER_COLUMNS)):
                 f = open(path / f"{table}.csv", "w", encoding="utf-8", newline="")
@@ -183,6 +189,7 @@ class Recorder:
             self._flush()
         except OSError as exc:
             self._close_files()
+            self._release_runner()
             raise UsageError(f"cannot write the capture: {describe_write_error(exc, path)}") from None
         self._thread = threading.Thread(target=self._run, name="gpumon-recorder", daemon=True)
         self._thread.start()
@@ -344,7 +351,14 @@ class Recorder:
         self._thread.join()
         if self.error is None:
             self._guarded(lambda: self._complete(duration_s))
+        self._release_runner()
         return self.path
+
+    def _release_runner(self) -> None:
+        """run.json is final (or was never written): this process no longer writes the run."""
+        if self._runner_lock is not None:
+            self._runner_lock.release()
+            self._runner_lock = None
 
     def _complete(self, duration_s: float) -> None:
         self._drain()

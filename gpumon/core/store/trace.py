@@ -400,10 +400,10 @@ def load_live(path: str | os.PathLike[str]) -> tuple[Run, str]:
     exited between the first read and the check that it is gone, and the second read sees the final file.
     """
     run = load_run(path)
-    status = run_status(run.meta)
+    status = run_status(run.meta, run.path)
     if status == INTERRUPTED:
         run = load_run(path)
-        status = run_status(run.meta)
+        status = run_status(run.meta, run.path)
     return run, status
 
 
@@ -635,7 +635,7 @@ def summarize(run: Run) -> RunSummary:
         label=run.label,
         mode=run.mode,
         share=run.share,
-        status=run_status(run.meta),
+        status=run_status(run.meta, run.path),
         workloads=specs,
         duration_s=float(run.meta.get("duration_s") or math.nan),
         rates=exclusive_rates(run),

@@ -15,7 +15,8 @@ from textual.binding import Binding
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.share import recorded_share
-from gpumon.core.store.runner import INTERRUPTED
+from gpumon.core.store.runner import INTERRUPTED, stop_runner
+from gpumon.errors import UsageError
 from gpumon.core.sources.follow import FollowSource
 from gpumon.tui.controller import export_csv, load_baselines
 from gpumon.tui.model import LiveModel
@@ -43,12 +44,13 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
     ]
 
     def __init__(self, source: FollowSource, feed: Feed, refresh_hz: float = DEFAULT_HZ,
-                 baselines: tuple[tuple[str, str], ...] = (), **kwargs) -> None:
+                 baselines: tuple[tuple[str, str], ...] = (), any_user: bool = False, **kwargs) -> None:
         """``baselines``: this viewer's own ``--baseline`` runs (slot, run directory); each replaces the run's own of
-        that slot, here only."""
+        that slot, here only. ``any_user``: ``x`` may stop another user's runner (``gpumon attach --any-user``)."""
         super().__init__(feed, refresh_hz, **kwargs)
         self.source = source
         self.baselines = baselines
+        self.any_user = any_user
         self.runner = source.runner
         self._said_end = False
 
@@ -100,7 +102,12 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
     def _confirmed(self, yes: bool | None) -> None:
         if not yes or self.runner is None:
             return
-        if self.runner.stop():
+        try:
+            stopping = stop_runner(self.source.run.path, self.runner, self.any_user)
+        except UsageError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        if stopping:
             self.notify("stopping the run: its jobs stop and the capture is finalised…", timeout=15)
         else:
             self.notify(f"the run is not running ({self.source.status})", severity="warning")

@@ -114,7 +114,7 @@ class RunsScreen(Screen):
             return
         path = self.runs_dir / name
         try:
-            if run_status(load_run(path).meta) == RUNNING:
+            if run_status(load_run(path).meta, path) == RUNNING:
                 self.app.push_screen(AttachedScreen(*open_follow(path), refresh_hz=self.refresh_hz))
                 return
             source, feed = open_replay(path)

@@ -146,12 +146,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def dry_run(cells: list[Cell], out: Path) -> int:
-    from gpumon.experiments.runner import cell_argv
+    from gpumon.experiments.runner import cell_args
 
     print(f"{len(cells)} cells into {out}:")
     for cell in cells:
-        argv = cell_argv(cell, out / "runs", out / "scratch" / cell.id)
-        print(f"  {cell.id:<40} {cell.mode:<9} ≤{cell.duration_s:g} s  {shlex.join(argv[1:])}")
+        args = cell_args(cell, out / "runs", out / "scratch" / cell.id)
+        print(f"  {cell.id:<40} {cell.mode:<9} ≤{cell.duration_s:g} s  gpumon {shlex.join(args)}")
     return 0
 
 

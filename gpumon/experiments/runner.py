@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol, TextIO
 
-from gpumon.core.jobs.interpreter import child_path, choose
+from gpumon.core.jobs.interpreter import choose, module_argv
 from gpumon.core.jobs.lifeline import die_with_parent
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.device import CudaStatus
@@ -42,18 +42,16 @@ STOP_GRACE_S = 30.0
 PYSPY_EXIT_WAIT_S = 15.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GO_FILE = "go"
-# python -I -c OPPROFILE GPUMON_DIR ARGS...: runs gpumon.experiments.opprofile ARGS with GPUMON_DIR on sys.path
-OPPROFILE = 'import runpy,sys;sys.path[:0]=[sys.argv.pop(1)];runpy.run_module("gpumon.experiments.opprofile",None,"__main__",True)'
 
 
 def operator_command(cell: Cell, slot: str, spec: str, scratch: Path) -> str:
     """The ``--cmd`` of one profiled job, in the workloads' Python.
 
     ``-I`` keeps the auto-probe out (the program reports its own steps), and with it PYTHONPATH, so
-    the gpumon package's directory (``child_path``) comes in as the first argument.
+    the gpumon package comes from its own directory (``module_argv``).
     """
     argv = [
-        choose().path, "-I", "-c", OPPROFILE, child_path(), spec,
+        *module_argv("gpumon.experiments.opprofile", choose().path, isolated=True), spec,
         "--device", cell.device,
         "--out", str(scratch / f"ops-{slot}.json"),
         "--start-when", str(scratch / GO_FILE),
@@ -64,8 +62,13 @@ def operator_command(cell: Cell, slot: str, spec: str, scratch: Path) -> str:
 
 
 def cell_argv(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
-    """The ``gpumon run --headless`` command of a cell; ``--duration`` is only a cap."""
-    argv = [sys.executable, "-m", "gpumon", "run"]
+    """The ``gpumon run --headless`` command of a cell (this very gpumon, whatever the working directory holds)."""
+    return [*module_argv("gpumon"), *cell_args(cell, runs_dir, scratch)]
+
+
+def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
+    """The arguments of a cell's ``gpumon run --headless`` (``run …``); ``--duration`` is only a cap."""
+    argv = ["run"]
     for slot, job in zip(SLOTS, cell.jobs):
         if cell.profile_steps is None:
             argv.append(job.spec)

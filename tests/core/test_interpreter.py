@@ -118,3 +118,26 @@ def test_the_launch_dialog_checks_the_sessions_python(monkeypatch, python_withou
         build_request("fcn", "steps=3", "cpu", "", python_without_torch)
     assert build_request("fcn", "steps=3", "cpu", "", sys.executable).argv[0] == sys.executable
     assert build_request("command", "", "cpu", "true", python_without_torch).argv == ("true",)
+
+
+@pytest.mark.parametrize("shadow", ["an empty gpumon folder", "a gpumon package"])
+def test_gpumons_own_children_import_this_gpumon_whatever_their_working_directory_holds(tmp_path, shadow):
+    """``python -m gpumon`` puts the working directory first on sys.path: a ``gpumon/`` there shadowed the package in
+    the detached runner and in every experiment cell. ``module_argv`` runs the module from gpumon's own directory."""
+    from gpumon.experiments.cells import expand
+    from gpumon.experiments.runner import cell_argv, operator_command
+    from tests.core.test_experiments import PAIRWISE, spec_of
+
+    work = tmp_path / "work"
+    (work / "gpumon").mkdir(parents=True)
+    if shadow == "a gpumon package":
+        (work / "gpumon" / "__init__.py").write_text("raise SystemExit('the working directory s gpumon was imported')\n")
+    spec = spec_of(PAIRWISE, tmp_path)
+    cell = expand(spec, spec.presets["tiny"], "cpu")[0]
+    prefix = interpreter.module_argv("gpumon")
+    assert cell_argv(cell, tmp_path / "runs", tmp_path / "scratch")[:len(prefix)] == prefix  # every cell's gpumon
+    for argv in (prefix + ["--version"], interpreter.module_argv("gpumon", isolated=True) + ["--version"]):
+        done = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith("gpumon "), done.stderr
+    profiled = operator_command(cell, "A", "fcn:preset=tiny", tmp_path / "scratch")
+    assert interpreter.RUN_MODULE in profiled and " -I " in profiled

@@ -27,6 +27,11 @@ MIN_VERSION = (3, 10)
 CHECK_TIMEOUT_S = 60.0
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
+# python [-I] -c RUN_MODULE DIR MODULE ARGS...: MODULE run as ``python -m MODULE ARGS`` runs it, but with DIR
+# first on sys.path and never the working directory (which ``-m`` and ``-c`` put there: a ``gpumon/`` folder in it
+# would shadow the package). Python 3.11's ``-P`` does the same, but gpumon runs on 3.10 too.
+RUN_MODULE = ('import runpy,sys;sys.path[:]=[sys.argv.pop(1),*(p for p in sys.path if p)];'
+              'runpy.run_module(sys.argv.pop(1),None,"__main__",True)')
 # Run in the other interpreter: which of the modules named in argv it lacks (found, not imported).
 FIND_MODULES = (
     "import importlib.util, json, sys; "
@@ -136,3 +141,9 @@ def child_path() -> str:
     except OSError as exc:
         raise UsageError(f"cannot prepare the workloads' path in {directory}: {exc.strerror or exc}") from None
     return str(directory)
+
+
+def module_argv(module: str, python: str | None = None, isolated: bool = False) -> list[str]:
+    """The command line of ``python -m MODULE`` in ``python`` (gpumon's own by default) that imports this very gpumon,
+    whatever the child's working directory holds (``RUN_MODULE`` with ``child_path``); ``isolated``: with ``-I``."""
+    return [python or sys.executable, *(["-I"] if isolated else []), "-c", RUN_MODULE, child_path(), module]

@@ -13,13 +13,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.jobs.interpreter import module_argv
 from gpumon.core.records.share import ShareMode
 from gpumon.errors import UsageError
 
@@ -122,12 +122,10 @@ class MpsControl:
         self._spawn_guardian()
 
     def _spawn_guardian(self) -> None:
-        argv = [sys.executable, "-m", "gpumon.core.jobs.mpsguard", str(self.pipe_dir), str(self.log_dir)]
+        argv = [*module_argv("gpumon.core.jobs.mpsguard"), str(self.pipe_dir), str(self.log_dir)]
         argv += [str(temp) for temp in self._temp]  # removed by the guardian once the daemon is gone
-        package_root = str(Path(__file__).resolve().parents[3])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
         guardian = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True, text=True,
         )
         self._guardian, self._lifeline = guardian, guardian.stdin

@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     target.add_argument("--csv", type=Path, metavar="OUTDIR", help="write CSV files into OUTDIR")
     target.add_argument("--parquet", type=Path, metavar="OUTDIR", help="write Parquet files into OUTDIR")
     p.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
+    p.add_argument("--force", action="store_true", help="replace files of the same names already in OUTDIR (without "
+                   "it they are refused). A failed write (full disk, read-only folder) leaves OUTDIR as it was")
     p.set_defaults(handler=run)
 
 
@@ -32,6 +34,6 @@ def run(args: argparse.Namespace) -> int:
     if fmt == "parquet":
         require("pyarrow", "--parquet")
     run = load_run(resolve_run(args.run, runs_dir_or_default(args.runs_dir)))
-    for path in export(run, out, fmt):
+    for path in export(run, out, fmt, overwrite=args.force):
         print(path)
     return 0

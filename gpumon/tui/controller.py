@@ -24,9 +24,11 @@ from gpumon.tui.model import LiveModel, current_user
 
 
 def export_csv(run: Run, root: Path | None = None) -> tuple[Path, list[Path]]:
-    """Write ``run`` (as written so far) as plain CSV into ``<root or cwd>/<run>-csv``; that directory and the files."""
+    """Write ``run`` (as written so far) as plain CSV into ``<root or cwd>/<run>-csv``; that directory and the files.
+
+    The folder is this run's own: exporting again replaces what an earlier press wrote with the run as it is now."""
     out = (root or Path.cwd()) / f"{run.path.name}-csv"
-    return out, export(run, out, "csv")
+    return out, export(run, out, "csv", overwrite=True)
 
 
 def load_baselines(model: LiveModel, baselines: tuple[tuple[str, str], ...], share: str) -> dict[str, float]:

@@ -48,3 +48,69 @@ def test_1_a_gpumon_folder_in_the_working_directory_does_not_shadow_the_detached
     finally:
         if runner.is_running():
             runner.kill()
+
+
+def _copy_run(source: Path, runs: Path, name: str, **changes: object) -> Path:
+    """A copy of a recorded run under ``runs`` with run.json's top-level fields ``changes``."""
+    target = runs / name
+    shutil.copytree(source, target)
+    meta = json.loads((target / "run.json").read_text())
+    meta.update(changes)
+    (target / "run.json").write_text(json.dumps(meta))
+    return target
+
+
+@pytest.mark.parametrize("pid", [-1, 0, 2**80])
+def test_2_a_runner_pid_that_is_not_a_process_id_breaks_no_command(tmp_path, pid):
+    runs = tmp_path / "runs"
+    _copy_run(DATA / "x-fcn", runs, "20260101-000000-fine")
+    here = os.uname().nodename
+    _copy_run(DATA / "x-gemm", runs, "20260101-000001-garbled", status="recording",
+              runner={"pid": pid, "started": 0.0, "uid": os.getuid(), "user": "me", "host": here})
+    env = {"GPUMON_RUNS": str(runs), "NO_COLOR": "1"}
+    listed = gpumon("runs", env=env)
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+    assert "20260101-000000-fine" in listed.stdout and "20260101-000001-garbled" in listed.stdout
+    as_json = gpumon("runs", "--json", env=env)
+    assert as_json.returncode == 0, as_json.stderr
+    assert {r["name"]: r["status"] for r in json.loads(as_json.stdout)}["20260101-000001-garbled"] == "interrupted"
+    for command in ("stop", "attach"):
+        assert "no running run" in _one_line_error(gpumon(command, env=env))
+    stopped = gpumon("stop", "20260101-000001-garbled", env=env)
+    assert stopped.returncode == 0 and "not running (interrupted)" in stopped.stderr, stopped.stderr
+
+
+def _in_private_mount(tmp_path: Path, mount_options: str, then: str) -> subprocess.CompletedProcess:
+    """``then`` (a shell command line) run in a private mount namespace (``unshare -rm``) where ``tmp_path/mnt`` is a
+    fresh tmpfs mounted with ``mount_options``; skipped where such a namespace cannot be made."""
+    if shutil.which("unshare") is None or subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {tmp_path}"], capture_output=True
+    ).returncode:
+        pytest.skip("cannot mount a tmpfs in a private mount namespace here (unshare -rm)")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir(exist_ok=True)
+    script = f"mount -t tmpfs -o {mount_options} tmpfs {mnt} && {then}"
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("folder, said", [("size=8k", "No space left on device"), ("ro,size=64k", "Read-only file system")])
+def test_3_export_onto_a_full_or_read_only_folder_fails_in_one_line_and_leaves_nothing(tmp_path, folder, said):
+    export = shlex.join([sys.executable, "-m", "gpumon", "export", str(DATA / "x-fcn"), "--csv", str(tmp_path / "mnt")])
+    listing = tmp_path / "left.txt"  # what the folder holds afterwards, seen from inside the namespace
+    done = _in_private_mount(tmp_path, folder, f"{export}; rc=$?; ls -A {tmp_path / 'mnt'} > {listing}; exit $rc")
+    assert "Traceback" not in done.stderr
+    line = _one_line_error(done)
+    assert f"cannot write {tmp_path / 'mnt' / 'steps.csv'}: {said}" in line, line
+    assert listing.read_text() == "", "files were left behind"
+
+
+def test_3_export_never_overwrites_silently(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "steps.csv").write_text("mine\n")
+    line = _one_line_error(gpumon("export", str(DATA / "x-fcn"), "--csv", str(out)))
+    assert "already has steps.csv" in line and "--force" in line
+    assert (out / "steps.csv").read_text() == "mine\n" and sorted(p.name for p in out.iterdir()) == ["steps.csv"]
+    forced = gpumon("export", str(DATA / "x-fcn"), "--csv", str(out), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (out / "steps.csv").read_bytes() == (DATA / "x-fcn" / "steps.csv").read_bytes()

@@ -13,6 +13,7 @@ import io
 import json
 import math
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
@@ -643,23 +644,46 @@ def summarize(run: Run) -> RunSummary:
     )
 
 
-def export(run: Run, out_dir: Path, fmt: str = "csv") -> list[Path]:
-    """Write each table as clean CSV (complete rows only) or Parquet into ``out_dir``."""
+def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -> list[Path]:
+    """Write each table as clean CSV (complete rows only) or Parquet into ``out_dir``, all or nothing.
+
+    Files of those names already there are refused unless ``overwrite``. Each table is written to a hidden temporary
+    file first and renamed into place only once every one is complete, so a write that fails (a full disk, a
+    read-only directory) leaves no truncated file behind, and no directory that this call created.
+    """
+    targets = [(table, out_dir / f"{table}.{fmt}") for table in TABLES if (run.path / f"{table}.csv").exists()]
+    if not overwrite:
+        there = [target.name for _, target in targets if os.path.lexists(target)]
+        if there:
+            raise TraceError(f"{out_dir} already has {', '.join(there)}: not overwritten (choose another folder, or "
+                             "--force to replace them)")
+    created = not out_dir.exists()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TraceError(f"cannot create {out_dir}: {exc.strerror}") from None
-    written = []
-    for table in TABLES:
-        if not (run.path / f"{table}.csv").exists():
-            continue
-        target = out_dir / f"{table}.{fmt}"
-        if fmt == "csv":
-            target.write_text(run.table_text(table), encoding="utf-8")
-        else:
-            frame = run.frame(table)
-            if table == "steps":  # the job names as read from steps.csv, not the reader's categorical
-                frame = frame.astype({"process": frame["process"].cat.categories.dtype})
-            frame.to_parquet(target, index=False)
-        written.append(target)
-    return written
+    temporary: list[tuple[Path, Path]] = []
+    target = out_dir
+    try:
+        for table, target in targets:
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            temporary.append((tmp, target))
+            if fmt == "csv":
+                tmp.write_text(run.table_text(table), encoding="utf-8")
+            else:
+                frame = run.frame(table)
+                if table == "steps":  # the job names as read from steps.csv, not the reader's categorical
+                    frame = frame.astype({"process": frame["process"].cat.categories.dtype})
+                frame.to_parquet(tmp, index=False)
+        for tmp, target in temporary:
+            os.replace(tmp, target)
+    except OSError as exc:
+        for tmp, _ in temporary:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass  # never made (a read-only folder), or already gone
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise TraceError(f"cannot write {target}: {exc.strerror or exc}; nothing was exported") from None
+    return [target for _, target in targets]

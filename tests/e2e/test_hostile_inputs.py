@@ -114,3 +114,16 @@ def test_3_export_never_overwrites_silently(tmp_path):
     forced = gpumon("export", str(DATA / "x-fcn"), "--csv", str(out), "--force")
     assert forced.returncode == 0, forced.stderr
     assert (out / "steps.csv").read_bytes() == (DATA / "x-fcn" / "steps.csv").read_bytes()
+
+
+def test_4_beside_refuses_a_process_whose_tree_holds_gpumon(tmp_path):
+    runs = tmp_path / "runs"
+    args = ["run", "fcn", "--device", "cpu", "--no-nvml", "--headless", "--duration", "6", "--stagger", "1", "--out", str(runs)]
+    line = _one_line_error(gpumon(*args, "--beside", str(os.getpid())))  # this test: gpumon's parent
+    assert f"--beside {os.getpid()}" in line and "is an ancestor of gpumon" in line
+    shell = subprocess.run(["bash", "-c", shlex.join([sys.executable, "-m", "gpumon", *args]) + " --beside $$; exit $?"],
+                           capture_output=True, text=True, timeout=120)
+    assert "is an ancestor of gpumon" in _one_line_error(shell)
+    init = _one_line_error(gpumon(*args, "--beside", "1"))
+    assert ("is an ancestor of gpumon" if os.getuid() == 0 else "belongs to") in init
+    assert not runs.exists()

@@ -1,7 +1,8 @@
 """``--beside PID``: a process gpumon did not start, watched as job B (never signalled, never owned).
 
 ``check_target`` refuses, before anything is created, a PID that does not exist, belongs to
-another user or is gpumon itself. ``SoloHistory`` says when enough of the process's steps alone
+another user, or whose process tree holds gpumon (gpumon itself or one of its ancestors: a shell,
+init). ``SoloHistory`` says when enough of the process's steps alone
 are known for the launched job to start (the probe's history ring usually holds them already).
 """
 
@@ -93,6 +94,9 @@ def check_target(text: str | int) -> BesideTarget:
         raise ValueError(f"--beside {pid} belongs to another user (gpumon watches only your own processes)") from None
     if uid != os.getuid():
         raise ValueError(f"--beside {pid} belongs to {user}, not to you (gpumon watches only your own processes)")
+    if pid in {ancestor.pid for ancestor in psutil.Process().parents()}:
+        raise ValueError(f"--beside {pid} ({name}) is an ancestor of gpumon: its process tree holds gpumon and its "
+                         "jobs, whose use would be counted as its own; name the training process itself")
     return BesideTarget(pid, argv, name, user, create_time)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -12,6 +13,10 @@ from gpumon.experiments.spec import ExperimentSpec, Settings, table_name
 from gpumon.workloads.spec import WorkloadSpec, format_value, parse_workload_spec, spec_from_options
 
 UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+# The most cells one experiment may ask for: each is a real run of at least ``seconds`` with its own run directory,
+# so 10,000 of even 1 s each are a day of runs; a spec asking for more is a slip (repeats = 1000000000 made gpumon
+# build the cells in memory for ever).
+MAX_CELLS = 10_000
 
 
 @dataclass(frozen=True)
@@ -140,8 +145,31 @@ def cell_devices(settings: Settings, device: str) -> list[str]:
     return [gpu if d == "cuda" else d for d in settings.devices]
 
 
+def cell_count(spec: ExperimentSpec, settings: Settings, device: str) -> int:
+    """How many cells ``expand`` would make, counted without making them."""
+    n = len(settings.workloads)
+    pairs = {"all": n * (n + 1) // 2, "distinct": n * (n - 1) // 2, "none": 0}
+    n_pairs = pairs[settings.pairs] if isinstance(settings.pairs, str) else len(settings.pairs)
+    points = 1
+    if spec.analysis == "sweep":
+        points = max(len(settings.points), 1) * math.prod(len(values) for values in settings.sweep.values())
+    per_point = n + len(settings.share) * n_pairs
+    return settings.repeats * points * len(cell_devices(settings, device)) * per_point
+
+
+def check_size(spec: ExperimentSpec, settings: Settings, device: str) -> None:
+    """Refuse, before any cell is made, an experiment of more than ``MAX_CELLS`` cells."""
+    count = cell_count(spec, settings, device)
+    if count > MAX_CELLS:
+        hours = count * settings.seconds / 3600
+        raise UsageError(f"asks for {count:,} cells (repeats {settings.repeats:,}); at most {MAX_CELLS:,}: each cell is a "
+                         f"real run of at least {settings.seconds:g} s ({hours:,.0f} hours of runs at the least) with a "
+                         "run directory of its own; lower repeats or split the experiment")
+
+
 def expand(spec: ExperimentSpec, settings: Settings, device: str) -> list[Cell]:
     """All cells of one preset on ``device`` (a resolved device, not ``auto``), repeats outermost."""
+    check_size(spec, settings, device)
     keyed = workload_keys(settings.workloads)
     variants: list[tuple[tuple[tuple[str, str], ...], str, dict[str, Job]]] = []
     for point in sweep_points(settings) if spec.analysis == "sweep" else [{}]:

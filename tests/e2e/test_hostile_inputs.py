@@ -127,3 +127,32 @@ def test_4_beside_refuses_a_process_whose_tree_holds_gpumon(tmp_path):
     init = _one_line_error(gpumon(*args, "--beside", "1"))
     assert ("is an ancestor of gpumon" if os.getuid() == 0 else "belongs to") in init
     assert not runs.exists()
+
+
+SPEC = """\
+[experiment]
+name = "big"
+title = "Big"
+question = "How many cells?"
+analysis = "pairwise"
+
+[run]
+workloads = ["fcn", "gemm"]
+options = { preset = "tiny", threads = 1 }
+pairs = "distinct"
+seconds = 3
+"""
+
+
+def test_5_an_experiment_may_not_ask_for_more_cells_than_it_could_ever_run(tmp_path):
+    spec = tmp_path / "big.toml"
+    spec.write_text(SPEC)
+    args = ["experiment", str(spec), "--dry-run", "--device", "cpu", "--out", str(tmp_path / "exp")]
+    line = _one_line_error(gpumon(*args, "--repeats", "1000000000", timeout=60))
+    assert "asks for 3,000,000,000 cells" in line and "at most 10,000" in line and "each cell is a real run" in line
+    spec.write_text(SPEC + "repeats = 1000000000\n")
+    line = _one_line_error(gpumon(*args, timeout=60))
+    assert f"{spec}: [run] asks for 3,000,000,000 cells" in line
+    spec.write_text(SPEC + "repeats = 3333\n")  # 9,999 cells: allowed, and listed
+    listed = gpumon(*args, timeout=120)
+    assert listed.returncode == 0 and listed.stdout.startswith("9999 cells into"), listed.stderr

@@ -71,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
     if program is None:
         raise UsageError(f"command not found: {argv[0]}")
     env = wrap_env(dict(os.environ))
+    from gpumon.core.probing.rendezvous import problem
+
+    unusable = problem()  # the probe would turn its rendezvous off quietly: nothing could attach to the command
+    if unusable:
+        raise UsageError(f"the probe's rendezvous cannot be made: {unusable}")
     sys.stdout.flush()
     sys.stderr.flush()
     try:

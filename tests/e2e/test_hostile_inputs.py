@@ -156,3 +156,48 @@ def test_5_an_experiment_may_not_ask_for_more_cells_than_it_could_ever_run(tmp_p
     spec.write_text(SPEC + "repeats = 3333\n")  # 9,999 cells: allowed, and listed
     listed = gpumon(*args, timeout=120)
     assert listed.returncode == 0 and listed.stdout.startswith("9999 cells into"), listed.stderr
+
+
+def _unsafe_runtime_dirs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Rendezvous directories gpumon must refuse, each with what the refusal says."""
+    cases: dict[str, tuple[Path, str]] = {}
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    os.chmod(open_to_all, 0o777)
+    cases["mode 0777"] = (open_to_all, "is open to other users (mode 777); chmod 700 it or remove it")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(private)
+    cases["a symlink"] = (tmp_path / "link", "is a symbolic link, not a directory of yours; remove it")
+    probes_open = tmp_path / "probes-open"
+    (probes_open / "probes").mkdir(parents=True)
+    os.chmod(probes_open, 0o700)
+    os.chmod(probes_open / "probes", 0o755)
+    cases["probes/ 0755"] = (probes_open, "probes is open to other users (mode 755); chmod 700 it")
+    if os.getuid() == 0:  # only root can give a directory to another user
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o700)
+        os.chown(theirs, 65534, 65534)
+        cases["another user's"] = (theirs, "belongs to uid 65534, not to you")
+    return cases
+
+
+def test_6_wrap_refuses_an_unsafe_rendezvous_directory_and_says_why(tmp_path):
+    for case, (directory, said) in _unsafe_runtime_dirs(tmp_path).items():
+        line = _one_line_error(gpumon("wrap", "--", "true", env={"GPUMON_RUNTIME_DIR": str(directory)}))
+        assert "the probe's rendezvous cannot be made:" in line and said in line, (case, line)
+
+
+def test_6_beside_says_why_it_cannot_read_a_probe(tmp_path):
+    directory, said = _unsafe_runtime_dirs(tmp_path)["mode 0777"]
+    env = {"GPUMON_RUNTIME_DIR": str(directory)}
+    stepper = subprocess.Popen([sys.executable, "-c", STEPPER], env={**os.environ, **env})
+    try:
+        done = gpumon("run", "--beside", str(stepper.pid), "--stagger", "0", "--device", "cpu", "--no-nvml",
+                      "--headless", "--duration", "1", "--out", str(tmp_path / "runs"), env=env)
+        assert done.returncode == 0, done.stderr
+        assert f"gpumon: cannot read the probe of pid {stepper.pid}: {directory} {said}" in done.stderr, done.stderr
+        assert stepper.poll() is None
+    finally:
+        stepper.kill()
+        stepper.wait()

@@ -144,7 +144,11 @@ class Session:
             raise UsageError(f"--beside {target.pid}: the process has exited")
         if self.metrics is not None:
             self.metrics.metrics.name_job(process, request.spec)
-        return self.launcher.attach(process, request, rendezvous.connect(target.pid))
+        probe = rendezvous.connect(target.pid)
+        unusable = rendezvous.problem() if probe is None else None
+        if unusable:  # else the process simply runs no probe
+            self.bus.publish(Notice(self.clock.now(), f"cannot read the probe of pid {target.pid}: {unusable}"))
+        return self.launcher.attach(process, request, probe)
 
     def _share_env(self, slot: str) -> dict[str, str]:
         """The MPS client environment for ``slot`` (gpumon's daemon starts with the first job)."""

@@ -22,11 +22,22 @@ CONNECT_TIMEOUT_S = 2.0
 
 
 def probes_dir() -> Path | None:
-    """The rendezvous directory (created 0700), or None when it cannot be made private."""
+    """The rendezvous directory (created 0700), or None when it cannot be made private (``problem`` says why)."""
     try:
         return runtime_dir(RENDEZVOUS_SUBDIR)
     except UserDirError:
         return None
+
+
+def problem() -> str | None:
+    """Why the rendezvous directory cannot be used ("/tmp/gpumon-0 is open to other users (mode 777); chmod 700 it or
+    remove it"), or None when it can: what ``gpumon wrap`` and ``--beside`` tell the user instead of a silent
+    "no probe"."""
+    try:
+        runtime_dir(RENDEZVOUS_SUBDIR)
+    except UserDirError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def socket_path(directory: Path, pid: int) -> Path:

@@ -45,8 +45,10 @@ def check_private(path: Path) -> None:
         info = os.lstat(path)
     except OSError as exc:
         raise UserDirError(exc.errno, f"cannot inspect {path}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise UserDirError(0, f"{path} is a symbolic link, not a directory of yours; remove it")
     if not stat.S_ISDIR(info.st_mode):
-        raise UserDirError(0, f"{path} is not a directory")
+        raise UserDirError(0, f"{path} is not a directory; remove it")
     if info.st_uid != os.getuid():
         raise UserDirError(0, f"{path} belongs to uid {info.st_uid}, not to you (uid {os.getuid()})")
     if info.st_mode & 0o077:

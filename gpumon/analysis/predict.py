@@ -103,6 +103,12 @@ def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) ->
         groups.setdefault(key, []).append((run, slot, spec, ends))
     if len(groups) > 2:
         raise UsageError(f"predict takes the runs of two jobs; these are of {len(groups)}: {', '.join(groups)}")
+    for key, members in groups.items():
+        first = members[0]
+        other = next((m for m in members if spec_key(m[2]) != spec_key(first[2])), None)
+        if other is not None:  # only runs assigned by A=/B= can mix (the others are grouped by spec)
+            raise UsageError(f"{key}={first[0].path.name} ({first[2]}) and {key}={other[0].path.name} ({other[2]}) are "
+                             "different jobs: the runs of one slot are repeats of one job")
     kind = evidence.device_identity(exclusive[0])[0]
     jobs = [_job(slot, members, kind) for slot, members in zip(SLOTS, groups.values())]
     if len(jobs) == 1:

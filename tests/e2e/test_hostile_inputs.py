@@ -201,3 +201,16 @@ def test_6_beside_says_why_it_cannot_read_a_probe(tmp_path):
     finally:
         stepper.kill()
         stepper.wait()
+
+
+def test_7_predict_and_compare_take_each_run_once_and_one_job_per_slot():
+    fcn, gemm, shared = (str(DATA / name) for name in ("x-fcn", "x-gemm", "s-fcn+gemm"))
+    mixed = _one_line_error(gpumon("predict", "--exclusive", f"A={fcn}", "--exclusive", f"A={gemm}"))
+    assert "A=x-fcn (fcn:threads=1,cpus=0) and A=x-gemm (gemm:threads=1,cpus=0) are different jobs" in mixed
+    for argv in (["predict", "--exclusive", fcn, "--exclusive", fcn],
+                 ["predict", "--exclusive", fcn, "--exclusive", f"B={fcn}/"],
+                 ["compare", "--exclusive", fcn, "--exclusive", fcn, "--exclusive", gemm, "--shared", shared],
+                 ["compare", "--exclusive", fcn, "--exclusive", gemm, "--shared", shared, "--shared", shared]):
+        line = _one_line_error(gpumon(*argv))
+        assert "is given twice: a run counts once" in line, (argv, line)
+    assert gpumon("predict", "--exclusive", f"A={fcn}", "--exclusive", f"B={gemm}").returncode == 0

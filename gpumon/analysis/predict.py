@@ -171,6 +171,12 @@ def _prediction(jobs: tuple[Job, Job], mode: str) -> Prediction:
         notes.append(f"no NVML data for {lacking}: the GPU-busy share is unknown, so the interval spans a job "
                      "all on the host (busy 0) to one all on the GPU (busy 1)")
         points = [predict_pair(*(_busy(j, x) for j in jobs), mode) for x in (0.5, 0.0, 1.0)]
+    if mode == CPU and any(math.isnan(j.solo.cpu_share) for j in jobs):
+        lacking = ", ".join(j.slot for j in jobs if math.isnan(j.solo.cpu_share))
+        notes.append(f"no CPU samples for {lacking} (processes.csv has none in its window): its share of its cores is "
+                     "unknown, so the interval spans a job idle on them (0) to one that fills them (1)")
+        points = [predict_pair(*(_cpu_share(j, x) for j in jobs), mode) for x in (0.5, 0.0, 1.0)]
+        a, b = (_cpu_share(j, 0.5) for j in jobs)  # the reason in words is the estimate's
     r, pair = intervals(points, mode, [j.spread for j in jobs])
     names = (jobs[0].spec, jobs[1].spec)
     return Prediction(mode, jobs, r, pair, verdict(pair.low, pair.high), reason(a, b, mode, names), tuple(notes))
@@ -179,6 +185,12 @@ def _prediction(jobs: tuple[Job, Job], mode: str) -> Prediction:
 def _busy(job: Job, busy: float) -> Solo:
     s = job.solo
     return dataclasses.replace(s, busy=busy if math.isnan(s.busy) else s.busy)
+
+
+def _cpu_share(job: Job, share: float) -> Solo:
+    """The job's solo profile with ``share`` where its CPU share is unknown (the model would take the whole core)."""
+    s = job.solo
+    return dataclasses.replace(s, cpu_share=share if math.isnan(s.cpu_share) else s.cpu_share)
 
 
 def better(predictions: Sequence[Prediction]) -> str | None:

@@ -214,3 +214,19 @@ def test_7_predict_and_compare_take_each_run_once_and_one_job_per_slot():
         line = _one_line_error(gpumon(*argv))
         assert "is given twice: a run counts once" in line, (argv, line)
     assert gpumon("predict", "--exclusive", f"A={fcn}", "--exclusive", f"B={gemm}").returncode == 0
+
+
+def test_8_predict_says_when_a_jobs_cpu_use_is_unknown_and_widens_the_interval(tmp_path):
+    fcn, gemm = (shutil.copytree(DATA / name, tmp_path / name) for name in ("x-fcn", "x-gemm"))
+    whole = json.loads(gpumon("predict", "--exclusive", str(fcn), "--exclusive", str(gemm), "--json").stdout)
+    assert not whole["notes"]
+    header = (gemm / "processes.csv").read_text().splitlines()[0]
+    (gemm / "processes.csv").write_text(header + "\n")  # the job's CPU use was never sampled
+    done = gpumon("predict", "--exclusive", str(fcn), "--exclusive", str(gemm), "--json")
+    assert done.returncode == 0, done.stderr
+    blind = json.loads(done.stdout)
+    assert [n for n in blind["notes"] if n.startswith("no CPU samples for B")], blind["notes"]
+    r = blind["workloads"]["A"]["slowdown"]  # A's slowdown depends on B's use of the shared core: now unknown
+    assert r["low"] <= 1.0 and r["high"] >= 2.0, r  # from B idle on the core to B filling it
+    text = gpumon("predict", "--exclusive", str(fcn), "--exclusive", str(gemm)).stdout
+    assert "note: no CPU samples for B" in text

@@ -230,3 +230,14 @@ def test_8_predict_says_when_a_jobs_cpu_use_is_unknown_and_widens_the_interval(t
     assert r["low"] <= 1.0 and r["high"] >= 2.0, r  # from B idle on the core to B filling it
     text = gpumon("predict", "--exclusive", str(fcn), "--exclusive", str(gemm)).stdout
     assert "note: no CPU samples for B" in text
+
+
+def test_9_a_capture_that_cannot_start_on_a_full_disk_leaves_no_run_directory(tmp_path):
+    runs = tmp_path / "mnt" / "runs"
+    run = shlex.join([sys.executable, "-m", "gpumon", "run", "--cmd", "sleep 30", "--device", "cpu", "--no-nvml",
+                      "--headless", "--out", str(runs)])
+    listing = tmp_path / "left.txt"
+    done = _in_private_mount(tmp_path, "size=64k", f"{run}; rc=$?; ls -A {runs} > {listing}; exit $rc")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "gpumon: error: cannot write the capture: no space left on" in done.stderr, done.stderr
+    assert listing.read_text() == "", "a half-made run directory was left behind"

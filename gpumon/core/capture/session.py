@@ -229,7 +229,11 @@ class Session:
         meta["runner"] = RunnerInfo.current(self.config.detached).to_json()
         if baselines:
             meta["baselines"] = {slot: run for slot, run in baselines}
-        self.recorder = Recorder(path, meta, on_error=self._on_capture_error)
+        try:
+            self.recorder = Recorder(path, meta, on_error=self._on_capture_error)
+        except UsageError:
+            shutil.rmtree(path, ignore_errors=True)  # it could not even start (a full disk): leave nothing behind
+            raise
         if self.config.share.mps and self.mps is None:
             try:
                 self._start_mps(path)  # its pipe and log directories live in the run directory

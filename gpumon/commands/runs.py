@@ -6,64 +6,94 @@ import argparse
 import datetime
 import json
 import math
+import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpumon.core.store.trace import RunSummary
+    from gpumon.core.store.trace import DamagedRun, RunSummary
+
+DAMAGED = "damaged"  # a run whose run.json or tables do not read: listed with what is wrong, never left out
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("runs", help="list captured runs", description="List the captured runs in a runs directory.")
+    p = sub.add_parser("runs", help="list captured runs", description="List the captured runs in a runs directory. "
+                       "A run whose run.json or tables cannot be read (corrupt, truncated, empty) is listed as damaged, "
+                       "with what is wrong.")
     p.add_argument("dir", nargs="?", type=Path, default=None, metavar="DIR", help="runs directory (default: see gpumon --help)")
     p.add_argument("--json", action="store_true", help="one JSON array for scripts")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpumon.core.store.runner import RUNNING
     from gpumon.core.store.runstore import runs_dir_or_default
-    from gpumon.core.store.trace import list_runs, summarize
-    from gpumon.core.records.units import fmt_rate, json_number
+    from gpumon.core.store.trace import DamagedRun, TraceError, scan_runs, summarize
 
     runs_dir = runs_dir_or_default(args.dir)
-    summaries = [summarize(run) for run in list_runs(runs_dir)]
+    runs, damaged = scan_runs(runs_dir)
+    listed: list[RunSummary | DamagedRun] = list(damaged)
+    for one in runs:
+        try:
+            listed.append(summarize(one))
+        except TraceError as exc:  # run.json reads, a table does not (missing, a corrupt header)
+            listed.append(DamagedRun(one.path, str(exc)))
+    listed.sort(key=lambda entry: entry.name)
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "name": s.name,
-                        "path": str(runs_dir / s.name),
-                        "label": s.label,
-                        "mode": s.mode,
-                        "share": s.share,
-                        "status": s.status,
-                        "workloads": s.workloads,
-                        "duration_s": json_number(s.duration_s),
-                        "iter_per_s": {k: json_number(v) for k, v in s.rates.items()},
-                        "runner": runner_json(s),
-                    }
-                    for s in summaries
-                ],
-                indent=2,
-            )
-        )
+        print(json.dumps([entry_json(entry, runs_dir) for entry in listed], indent=2))
         return 0
-    if not summaries:
+    if not listed:
         print(f"no runs in {runs_dir}")
         return 0
     print(f"{'RUN':<34} {'MODE':<9} {'SHARE':<10} {'STATUS':<11} {'DURATION':>8}  RATES / WORKLOADS")
-    for s in summaries:
-        rates = "  ".join(f"{k} {fmt_rate(v)}" for k, v in sorted(s.rates.items())) or "no steps"
-        duration = "–" if math.isnan(s.duration_s) else f"{s.duration_s:.1f}s"
-        runner = ""
-        if s.status == RUNNING and s.runner is not None:
-            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.runner.started))
-            runner = f"  (runner pid {s.runner.pid} since {since}{', detached' if s.runner.detached else ''})"
-        print(f"{s.name:<34.34} {s.mode:<9} {s.share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}")
+    for entry in listed:
+        print(entry_line(entry))
+    bad = sum(isinstance(entry, DamagedRun) for entry in listed)
+    if bad:
+        print(f"gpumon: {bad} damaged run(s) in {runs_dir}, listed with what is wrong", file=sys.stderr)
     return 0
+
+
+def entry_line(entry: "RunSummary | DamagedRun") -> str:
+    """One row of the table."""
+    from gpumon.core.records.units import fmt_rate
+    from gpumon.core.store.runner import RUNNING
+    from gpumon.core.store.trace import DamagedRun
+
+    if isinstance(entry, DamagedRun):
+        return f"{entry.name:<34.34} {'?':<9} {'?':<10} {DAMAGED:<11} {'–':>8}  {entry.problem}"
+    s = entry
+    rates = "  ".join(f"{k} {fmt_rate(v)}" for k, v in sorted(s.rates.items())) or "no steps"
+    duration = "–" if math.isnan(s.duration_s) else f"{s.duration_s:.1f}s"
+    runner = ""
+    if s.status == RUNNING and s.runner is not None:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.runner.started))
+        runner = f"  (runner pid {s.runner.pid} since {since}{', detached' if s.runner.detached else ''})"
+    return f"{s.name:<34.34} {s.mode:<9} {s.share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}"
+
+
+def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, Any]:
+    """One element of ``runs --json``: every run has the same keys; a damaged one has nulls and its ``problem``."""
+    from gpumon.core.records.units import json_number
+    from gpumon.core.store.trace import DamagedRun
+
+    if isinstance(entry, DamagedRun):
+        return {"name": entry.name, "path": str(runs_dir / entry.name), "label": None, "mode": None, "share": None,
+                "status": DAMAGED, "workloads": None, "duration_s": None, "iter_per_s": {}, "runner": None,
+                "problem": entry.problem}
+    return {
+        "name": entry.name,
+        "path": str(runs_dir / entry.name),
+        "label": entry.label,
+        "mode": entry.mode,
+        "share": entry.share,
+        "status": entry.status,
+        "workloads": entry.workloads,
+        "duration_s": json_number(entry.duration_s),
+        "iter_per_s": {k: json_number(v) for k, v in entry.rates.items()},
+        "runner": runner_json(entry),
+        "problem": None,
+    }
 
 
 def runner_json(summary: "RunSummary") -> dict | None:

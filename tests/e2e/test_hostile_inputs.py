@@ -241,3 +241,24 @@ def test_9_a_capture_that_cannot_start_on_a_full_disk_leaves_no_run_directory(tm
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "gpumon: error: cannot write the capture: no space left on" in done.stderr, done.stderr
     assert listing.read_text() == "", "a half-made run directory was left behind"
+
+
+def test_10_runs_lists_a_run_whose_run_json_is_damaged_as_damaged(tmp_path):
+    runs = tmp_path / "runs"
+    _copy_run(DATA / "x-fcn", runs, "20260101-000000-good")
+    whole = (DATA / "x-gemm" / "run.json").read_bytes()
+    for name, content in (("empty", b""), ("truncated", whole[: len(whole) // 2]), ("corrupt", b"\x00\xff not json")):
+        broken = _copy_run(DATA / "x-gemm", runs, f"20260101-00000{len(name)}-{name}")
+        (broken / "run.json").write_bytes(content)
+    done = gpumon("runs", str(runs))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    assert set(rows) == {"20260101-000000-good", "20260101-000005-empty", "20260101-000009-truncated",
+                         "20260101-000007-corrupt"}
+    for name in ("empty", "truncated", "corrupt"):
+        row = next(line for key, line in rows.items() if key.endswith(name))
+        assert " damaged " in row and "run.json: corrupt (not valid JSON)" in row, row
+    assert done.stderr == f"gpumon: 3 damaged run(s) in {runs}, listed with what is wrong\n"
+    listed = {r["name"]: r for r in json.loads(gpumon("runs", str(runs), "--json").stdout)}
+    assert listed["20260101-000005-empty"]["status"] == "damaged" and listed["20260101-000005-empty"]["problem"]
+    assert listed["20260101-000000-good"]["status"] == "complete" and listed["20260101-000000-good"]["problem"] is None

@@ -444,18 +444,36 @@ def meta_problem(meta: dict[str, Any]) -> str | None:
     return None
 
 
-def list_runs(runs_dir: Path) -> list[Run]:
-    """Every readable run directly below ``runs_dir``, oldest first (unreadable ones skipped)."""
+@dataclass(frozen=True)
+class DamagedRun:
+    """A directory of the runs directory with a run.json that does not read as a run (corrupt, truncated, empty)."""
+
+    path: Path
+    problem: str
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def scan_runs(runs_dir: Path) -> tuple[list[Run], list[DamagedRun]]:
+    """The runs directly below ``runs_dir`` (a directory with a run.json), oldest first: those that read, and those
+    that do not, with why."""
     if not runs_dir.is_dir():
         raise TraceError(f"{runs_dir}: no such runs directory")
-    runs = []
+    runs, damaged = [], []
     for child in sorted(runs_dir.iterdir()):
         if (child / "run.json").is_file():
             try:
                 runs.append(load_run(child))
-            except TraceError:
-                continue
-    return runs
+            except TraceError as exc:
+                damaged.append(DamagedRun(child, str(exc)))
+    return runs, damaged
+
+
+def list_runs(runs_dir: Path) -> list[Run]:
+    """Every readable run directly below ``runs_dir``, oldest first (damaged ones left out: ``scan_runs`` has them)."""
+    return scan_runs(runs_dir)[0]
 
 
 @dataclass(frozen=True)

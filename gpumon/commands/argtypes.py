@@ -25,6 +25,14 @@ def finite_number(text: str) -> float:
     return value
 
 
+def count(text: str) -> int:
+    """A whole number of things, 0 or more (``--warmup 0``: no step is warm-up)."""
+    value = whole_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text!r}")
+    return value
+
+
 def positive_whole_number(text: str) -> int:
     value = whole_number(text)
     if value < 1:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpumon.commands.argtypes import finite_number, whole_number
+from gpumon.commands.argtypes import count, finite_number, whole_number
 from gpumon.commands.base import EPILOG
 from gpumon.console.terminal import output_not_terminal
 from gpumon.errors import UsageError
@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", type=whole_number, default=100, metavar="MS", help="sampling interval in ms (default 100)")
     p.add_argument("--gpu", default=None, metavar="INDEX|UUID", help="GPU to sample with NVML: an index or a "
         "GPU-... UUID (default: the first of CUDA_VISIBLE_DEVICES, else 0); one NVML does not list is refused before anything starts")
-    p.add_argument("--warmup", type=whole_number, default=None, metavar="N", help="steps marked warm-up (default 5)")
+    p.add_argument("--warmup", type=count, default=None, metavar="N", help="steps marked warm-up (default 5; 0: none)")
     p.add_argument("--no-nvml", action="store_true", help="do not load NVML")
     p.add_argument(
         "--share",

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from gpumon.commands.argtypes import positive_seconds
 from gpumon.commands.target import RUN_HELP, add_any_user, find
 
 STOP_TIMEOUT_S = 60.0  # the runner stops its jobs (SIGTERM, 5 s, SIGKILL) and finalises run.json
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     stop.add_argument("run", nargs="?", metavar="RUN", help=f"{RUN_HELP} (default: your newest running run)")
     stop.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
-    stop.add_argument("--timeout", type=float, default=STOP_TIMEOUT_S, metavar="S",
+    stop.add_argument("--timeout", type=positive_seconds, default=STOP_TIMEOUT_S, metavar="S",
                       help=f"give up waiting after S seconds (default {STOP_TIMEOUT_S:g}; the run is then still running)")
     add_any_user(stop)
     stop.set_defaults(handler=run)

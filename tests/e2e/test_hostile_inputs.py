@@ -262,3 +262,16 @@ def test_10_runs_lists_a_run_whose_run_json_is_damaged_as_damaged(tmp_path):
     listed = {r["name"]: r for r in json.loads(gpumon("runs", str(runs), "--json").stdout)}
     assert listed["20260101-000005-empty"]["status"] == "damaged" and listed["20260101-000005-empty"]["problem"]
     assert listed["20260101-000000-good"]["status"] == "complete" and listed["20260101-000000-good"]["problem"] is None
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["stop", "--timeout", "nan"], "not a finite number: 'nan'"),
+    (["stop", "--timeout", "inf"], "not a finite number: 'inf'"),
+    (["stop", "--timeout", "-1"], "must be a number of seconds > 0: '-1'"),
+    (["stop", "--timeout", "0"], "must be a number of seconds > 0: '0'"),
+    (["run", "fcn", "--device", "cpu", "--headless", "--warmup", "-1"], "must be 0 or more: '-1'"),
+])
+def test_11_a_timeout_or_warm_up_that_means_nothing_is_refused(tmp_path, argv, said):
+    done = gpumon(*argv, env={"GPUMON_RUNS": str(tmp_path / "runs")})
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "runs").exists()

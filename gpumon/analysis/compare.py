@@ -663,7 +663,7 @@ def _warnings(
             error = data.run.meta.get("capture_error")
             reason = error.get("reason") if isinstance(error, dict) else "no reason recorded"
             out.append(f"{data.name}: run is truncated ({reason}): its capture ended before its jobs")
-        elif status not in (None, "complete"):
+        elif status not in (None, "complete", "failed"):  # failed: the job's own line below says how
             out.append(f"{data.name}: run is {status!r}, not complete (it may have crashed)")
         for slot, meta in data.workloads().items():
             code = meta.get("exit_status")

@@ -275,3 +275,19 @@ def test_11_a_timeout_or_warm_up_that_means_nothing_is_refused(tmp_path, argv, s
     done = gpumon(*argv, env={"GPUMON_RUNS": str(tmp_path / "runs")})
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_12_a_run_whose_job_failed_says_so(tmp_path):
+    runs = tmp_path / "runs"
+    failing = shlex.join([sys.executable, "-c", "import sys; print('bad input'); sys.exit(1)"])
+    done = gpumon("run", "--cmd", failing, "--device", "cpu", "--no-nvml", "--headless", "--out", str(runs))
+    assert done.returncode == 1 and "run failed: workload A" in done.stderr, done.stderr
+    fine = gpumon("run", "--cmd", shlex.join([sys.executable, "-c", "pass"]), "--device", "cpu", "--no-nvml",
+                  "--headless", "--out", str(runs), "--label", "fine")
+    assert fine.returncode == 0, fine.stderr
+    statuses = {r["label"]: r["status"] for r in json.loads(gpumon("runs", str(runs), "--json").stdout)}
+    assert statuses == {"cmd": "failed", "fine": "complete"}
+    (failed,) = [p for p in runs.iterdir() if not p.name.endswith("-fine")]
+    meta = json.loads((failed / "run.json").read_text())
+    assert meta["status"] == "failed" and meta["workloads"][0]["exit_status"] == 1
+    assert " failed " in next(line for line in gpumon("runs", str(runs)).stdout.splitlines() if failed.name in line)

@@ -36,7 +36,7 @@ def test_a_first_job_that_fails_early_is_recorded_in_its_slot_and_the_second_nev
     assert b.get("start_t") is None or b["start_t"] >= STAGGER_S
     assert b["state"] == "not started" and "A exited with status 3" in b["reason"]
     assert run.meta["mode"] == "shared", "a planned pair is not an exclusive run"
-    assert run.meta["status"] == "complete"
+    assert run.meta["status"] == "failed"  # A failed (its own status 3): the run says so
 
 
 def test_a_first_job_that_ends_well_early_leaves_the_second_to_start_at_the_stagger_in_its_own_slot(tmp_path):

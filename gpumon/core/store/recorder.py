@@ -54,6 +54,8 @@ TABLES = (
 )
 # The GPU processes that were not our jobs: a GpuOthers record gives one row per process (docs/trace.md).
 OTHERS_TABLE = "gpu_others"
+# run.json's status of a capture that finished normally but one of whose jobs failed (``job_failed``)
+FAILED = "failed"
 # Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
 MAX_NOTICES = 100
 # Record type -> (table, its values in column order): one C call per row.
@@ -70,6 +72,14 @@ def _cells(values: tuple) -> list:
 
 def _joined(values: tuple) -> str:
     return " ".join(f"{v:.1f}" for v in values)
+
+
+def job_failed(workload: dict[str, Any]) -> bool:
+    """A job of run.json failed: gpumon started it and it ended on its own with a non-zero status (a signal it was
+    not sent included), or it could not be started. A job gpumon stopped did not fail; nor did one it only watched
+    (``--beside``: its status is not gpumon's to know)."""
+    state = workload.get("state")
+    return state == "failed" or (state == "exited" and workload.get("exit_status") not in (0, None))
 
 
 def safe_label(label: str) -> str:
@@ -362,7 +372,7 @@ class Recorder:
 
     def _complete(self, duration_s: float) -> None:
         self._drain()
-        self._finish_meta("complete", duration_s)
+        self._finish_meta(FAILED if any(map(job_failed, self.meta["workloads"])) else "complete", duration_s)
         self._flush()
         for f in (*self._files.values(), *self._logs.values()):
             f.close()

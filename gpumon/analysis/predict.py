@@ -141,7 +141,11 @@ def predict(exclusive: Sequence[Run], share: str = TIMESLICE, assign: dict[str, 
     if kind == "cpu":
         if not all(j.solo.cores for j in jobs):
             raise UsageError("CPU runs without recorded cores (affinity): nothing to predict; pin them with cpus=")
-        return [_prediction(jobs, CPU)]
+        prediction = _prediction(jobs, CPU)
+        if share != TIMESLICE:  # the default names no mode; one the user named must not vanish in silence
+            note = f"--share {share}: GPU sharing modes do not apply to CPU runs; this is the prediction for their cores"
+            prediction = dataclasses.replace(prediction, notes=(note, *prediction.notes))
+        return [prediction]
     modes = MODES if share == "all" else (share,)
     return [_prediction(jobs, m) for m in modes]
 

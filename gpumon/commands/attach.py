@@ -41,8 +41,9 @@ def run(args: argparse.Namespace) -> int:
     baselines = parse_baselines(args.baseline, runs_dir)
     not_terminal = output_not_terminal()
     if not_terminal:
-        raise UsageError(f"gpumon attach needs a terminal ({not_terminal} is not one); its log: "
-                         f"{target.path / RUNNER_LOG}")
+        log = target.path / RUNNER_LOG  # a detached run's; a run started in a terminal has none
+        where = f"its log: {log}" if log.exists() else f"its run directory: {target.path}"
+        raise UsageError(f"gpumon attach needs a terminal ({not_terminal} is not one); {where}")
     if target.status != RUNNING:
         from gpumon.tui.app import replay_app
         from gpumon.tui.screens.replay import ReplayScreen, open_replay

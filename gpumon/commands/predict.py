@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
     paths, _, assign = parse_runs(args.exclusive, [])
     predictions = predict([load_run(p) for p in paths], args.share, assign)
     best = better(predictions) if len(predictions) > 1 else None
-    if args.json:
-        data = predictions[0].to_dict() if len(predictions) == 1 else {
+    if args.json:  # --share all keeps its shape (modes) also where only one mode applies (CPU runs)
+        data = predictions[0].to_dict() if args.share != "all" else {
             "modes": [p.to_dict() for p in predictions], "better": best}
         print(json.dumps(data, indent=2, allow_nan=False))
     else:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 
 from gpumon.errors import UsageError
@@ -67,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv:
         raise UsageError("wrap needs a command, e.g. gpumon wrap -- python train.py")
-    program = shutil.which(argv[0])
-    if program is None:
-        raise UsageError(f"command not found: {argv[0]}")
+    from gpumon.core.jobs.launcher import find_program
+
+    program = find_program(argv[0])
     env = wrap_env(dict(os.environ))
     from gpumon.core.probing.rendezvous import problem
 

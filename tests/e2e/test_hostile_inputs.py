@@ -291,3 +291,35 @@ def test_12_a_run_whose_job_failed_says_so(tmp_path):
     meta = json.loads((failed / "run.json").read_text())
     assert meta["status"] == "failed" and meta["workloads"][0]["exit_status"] == 1
     assert " failed " in next(line for line in gpumon("runs", str(runs)).stdout.splitlines() if failed.name in line)
+
+
+def test_13_attach_without_a_terminal_points_at_a_log_only_where_there_is_one(tmp_path):
+    runs = tmp_path / "runs"
+    foreground = _copy_run(DATA / "x-fcn", runs, "20260101-000000-fcn")  # a run started in a terminal: no runner.log
+    line = _one_line_error(gpumon("attach", foreground.name, env={"GPUMON_RUNS": str(runs)}))
+    assert "needs a terminal" in line and "runner.log" not in line and f"its run directory: {foreground}" in line
+    (foreground / "runner.log").write_text("gpumon: capturing to …\n")  # what a detached runner leaves
+    line = _one_line_error(gpumon("attach", foreground.name, env={"GPUMON_RUNS": str(runs)}))
+    assert f"its log: {foreground / 'runner.log'}" in line
+
+
+def test_13_a_program_that_exists_but_cannot_run_is_not_called_not_found(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")  # not executable
+    for argv in (["wrap", "--", str(script)], ["run", "--cmd", str(script), "--device", "cpu", "--headless"]):
+        line = _one_line_error(gpumon(*argv, env={"GPUMON_RUNS": str(tmp_path / "runs")}))
+        assert f"cannot run {script}: it is not executable (chmod +x it" in line, line
+        directory = [*argv[:argv.index(str(script))], str(tmp_path), *argv[argv.index(str(script)) + 1:]]
+        assert "is a directory" in _one_line_error(gpumon(*directory, env={"GPUMON_RUNS": str(tmp_path / "runs")}))
+    assert "command not found: no-such-program" in _one_line_error(gpumon("wrap", "--", "no-such-program"))
+
+
+def test_13_predict_says_gpu_share_modes_do_not_apply_to_cpu_runs_and_keeps_the_modes_shape():
+    fcn, gemm = str(DATA / "x-fcn"), str(DATA / "x-gemm")
+    both = json.loads(gpumon("predict", "--exclusive", fcn, "--exclusive", gemm, "--share", "all", "--json").stdout)
+    assert set(both) == {"modes", "better"} and [m["share"] for m in both["modes"]] == ["cpu"]
+    assert both["modes"][0]["notes"][0].startswith("--share all: GPU sharing modes do not apply to CPU runs")
+    mps = gpumon("predict", "--exclusive", fcn, "--exclusive", gemm, "--share", "mps")
+    assert mps.returncode == 0 and "note: --share mps: GPU sharing modes do not apply to CPU runs" in mps.stdout
+    plain = json.loads(gpumon("predict", "--exclusive", fcn, "--exclusive", gemm, "--json").stdout)
+    assert plain["share"] == "cpu" and not any("--share" in n for n in plain["notes"])

@@ -40,6 +40,19 @@ def probe_pythonpath(gpumon_path: str, existing: str, autoprobe: bool) -> str:
     return os.pathsep.join(p for p in paths if p)
 
 
+def find_program(name: str) -> str:
+    """The program a command line starts (``shutil.which``: a path, or a name on PATH), else UsageError saying why:
+    not found, a directory, or a file that is not executable."""
+    found = shutil.which(name)
+    if found is not None:
+        return found
+    if os.sep in name and os.path.isdir(name):
+        raise UsageError(f"cannot run {name}: it is a directory")
+    if os.sep in name and os.path.exists(name):
+        raise UsageError(f"cannot run {name}: it is not executable (chmod +x it, or run it with its interpreter)")
+    raise UsageError(f"command not found: {name}")
+
+
 def exit_text(status: int) -> str:
     """How a process ended, in words: "exited with status 3" or "was killed by SIGKILL"."""
     if status < 0:
@@ -75,8 +88,7 @@ class LaunchRequest:
             raise UsageError(f"cannot parse command {text!r}: {exc}") from None
         if not argv:
             raise UsageError("empty --cmd")
-        if shutil.which(argv[0]) is None:
-            raise UsageError(f"command not found: {argv[0]}")
+        find_program(argv[0])
         return cls(spec=f"cmd:{text}", kind="cmd", argv=argv)
 
 

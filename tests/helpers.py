@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 if TYPE_CHECKING:
     from gpumon.core.store.runner import RunnerInfo
@@ -200,3 +203,14 @@ def hold_run_as_nobody(run_dir: Path) -> int:
     with os.fdopen(read_end, "rb") as f:
         assert f.read() == b"ready"
     return pid
+
+
+@contextlib.contextmanager
+def reachable_by_others() -> Iterator[Path]:
+    """A fresh directory under /tmp that other users (``nobody``) may enter (pytest's own are 0700), removed after."""
+    path = Path(tempfile.mkdtemp(prefix="gpumon-test-shared-", dir="/tmp"))
+    os.chmod(path, 0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

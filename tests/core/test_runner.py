@@ -24,7 +24,7 @@ from gpumon.core.store.runner import (
     stop_runner,
 )
 from gpumon.errors import UsageError
-from tests.helpers import fork_as_nobody, hold_run, hold_run_as_nobody, victim
+from tests.helpers import fork_as_nobody, hold_run, hold_run_as_nobody, reachable_by_others, victim
 
 def _meta(run_dir: Path) -> dict:
     return json.loads((run_dir / "run.json").read_text())
@@ -161,21 +161,15 @@ def test_the_lock_is_a_new_file_and_is_removed_once_released(tmp_path) -> None:
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to run a process as another user (nobody)")
 
 
-def _nobody_dir(tmp_path_factory) -> Path:
-    """A directory that user nobody can reach (pytest's own are 0700), removed by the caller."""
-    base = Path(tmp_path_factory.mktemp("shared"))
-    os.chmod(base, 0o755)
-    for parent in base.parents:
-        if parent == Path("/tmp") or parent == parent.parent:
-            break
-        os.chmod(parent, os.stat(parent).st_mode | 0o011)  # search only: nobody can pass, not list
-    return base
+@pytest.fixture
+def shared_dir():
+    with reachable_by_others() as path:
+        yield path
 
 
 @needs_root
-def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(tmp_path_factory) -> None:
-    base = _nobody_dir(tmp_path_factory)
-    run_dir = base / "20260101-000000-theirs"
+def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(shared_dir) -> None:
+    run_dir = shared_dir / "20260101-000000-theirs"
     pid = hold_run_as_nobody(run_dir)
     try:
         info = RunnerInfo.from_meta(_meta(run_dir))
@@ -195,9 +189,9 @@ def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(tmp_path_
 
 
 @needs_root
-def test_a_user_who_may_not_inspect_the_runner_reads_recording(tmp_path_factory) -> None:
+def test_a_user_who_may_not_inspect_the_runner_reads_recording(shared_dir) -> None:
     """nobody may not read root's /proc/PID/fd: it cannot tell whether root's run still runs, and says so."""
-    run_dir = _nobody_dir(tmp_path_factory) / "20260101-000000-roots"
+    run_dir = shared_dir / "20260101-000000-roots"
     proc, info = hold_run(run_dir)
     try:
         meta = _meta(run_dir)

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers import gpumon, wait_for
+from tests.helpers import gpumon
 
 STEPPER = "import time\nfrom gpumon import probe\nwhile True:\n    time.sleep(0.01)\n    probe.step(samples=8)\n"
 DATA = Path(__file__).parents[1] / "data" / "cpu_same_core"

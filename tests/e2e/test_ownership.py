@@ -22,7 +22,7 @@ import pytest
 LOCK_FILE = "runner.lock"  # gpumon.core.store.runner.LOCK_FILE, spelled out so this file runs against older gpumon too
 from tests.e2e.test_detach import STEPPER, Pane, _detach, _env, _jobs, _steps, needs_tmux
 from tests.e2e.test_run_headless import stepping
-from tests.helpers import gpumon, hold_run, hold_run_as_nobody, victim, wait_for
+from tests.helpers import gpumon, hold_run, hold_run_as_nobody, reachable_by_others, victim, wait_for
 
 DATA = Path(__file__).parents[1] / "data" / "cpu_same_core" / "x-fcn"
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to make a run directory of another user")
@@ -151,25 +151,21 @@ def test_another_users_run_directory_never_gets_your_process_signalled(tmp_path)
 
 
 @needs_root
-def test_a_real_runner_of_another_user_is_stopped_only_with_any_user(tmp_path_factory):
-    base = Path(tmp_path_factory.mktemp("shared-runs"))
-    for directory in (base, *base.parents):
-        if directory == Path("/tmp"):
-            break
-        os.chmod(directory, os.stat(directory).st_mode | 0o011)  # nobody may pass through, not list
-    run_dir = base / "20991126-070000-theirs"
-    pid = hold_run_as_nobody(run_dir)
-    env = {"GPUMON_RUNS": str(base), "NO_COLOR": "1"}
-    try:
-        assert _listed(env)[run_dir.name]["status"] == "running"
-        refused = gpumon("stop", run_dir.name, env=env)
-        assert refused.returncode == 2 and "belongs to user nobody" in refused.stderr, refused.stderr
-        assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        stopped = gpumon("stop", "--any-user", run_dir.name, env=env)
-        assert stopped.returncode == 0 and f"(runner pid {pid})" in stopped.stderr, stopped.stderr
-        assert os.waitpid(pid, 0)[1] == signal.SIGTERM
-        pid = 0
-    finally:
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+def test_a_real_runner_of_another_user_is_stopped_only_with_any_user():
+    with reachable_by_others() as base:
+        run_dir = base / "20991126-070000-theirs"
+        pid = hold_run_as_nobody(run_dir)
+        env = {"GPUMON_RUNS": str(base), "NO_COLOR": "1"}
+        try:
+            assert _listed(env)[run_dir.name]["status"] == "running"
+            refused = gpumon("stop", run_dir.name, env=env)
+            assert refused.returncode == 2 and "belongs to user nobody" in refused.stderr, refused.stderr
+            assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            stopped = gpumon("stop", "--any-user", run_dir.name, env=env)
+            assert stopped.returncode == 0 and f"(runner pid {pid})" in stopped.stderr, stopped.stderr
+            assert os.waitpid(pid, 0)[1] == signal.SIGTERM
+            pid = 0
+        finally:
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)

@@ -53,8 +53,9 @@ _ASSIGNED = re.compile(r"^([AB])=(.+)$")
 def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], list[Path], dict[str, str]]:
     """Absolute paths of the exclusive and shared runs, and the A=/B= assignments keyed by path.
 
-    A run is a directory, a run name in the runs directory, or ``last``. A run named twice (under any
-    name: a path, its run name, ``last``) is refused: it would count as two repeats of one measurement.
+    A run is a directory, a run name in the runs directory, or ``last``. A run named twice among the exclusive or
+    among the shared runs (under any name: a path, its run name, ``last``) is refused: it would count as two
+    repeats of one measurement.
     """
     from gpumon.core.store.runstore import resolve_run, runs_dir_or_default
     from gpumon.errors import UsageError
@@ -69,8 +70,8 @@ def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], lis
             assign[str(path)] = match.group(1)
         exclusive_paths.append(path)
     shared_paths = [resolve_run(s, runs_dir).resolve() for s in shared]
-    named = [*exclusive_paths, *shared_paths]
-    twice = next((path for i, path in enumerate(named) if path in named[:i]), None)
-    if twice is not None:
-        raise UsageError(f"run {twice.name} is given twice: a run counts once (repeats are runs of their own)")
+    for named in (exclusive_paths, shared_paths):  # across the two, compare's own check says which the run is
+        twice = next((path for i, path in enumerate(named) if path in named[:i]), None)
+        if twice is not None:
+            raise UsageError(f"run {twice.name} is given twice: a run counts once (repeats are runs of their own)")
     return exclusive_paths, shared_paths, assign

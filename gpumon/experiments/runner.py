@@ -64,7 +64,8 @@ def operator_command(cell: Cell, slot: str, spec: str, scratch: Path) -> str:
 
 
 def cell_argv(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
-    """The ``gpumon run --headless`` command of a cell; ``--duration`` is only a cap."""
+    """The ``gpumon run --headless`` command of a cell; ``--duration`` is only a cap. The workloads' Python, when it is
+    not gpumon's own, is named with ``--python``: the command in cells.json and ``--dry-run`` is the whole command."""
     argv = [sys.executable, "-m", "gpumon", "run"]
     for slot, job in zip(SLOTS, cell.jobs):
         if cell.profile_steps is None:
@@ -81,6 +82,9 @@ def cell_argv(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
         argv += ["--share", cell.share]
     if cell.warmup is not None:
         argv += ["--warmup", str(cell.warmup)]
+    python = choose()
+    if not python.own:
+        argv += ["--python", python.path]
     return argv
 
 

@@ -45,7 +45,7 @@ _ASSIGNED = re.compile(r"^([AB])=(.+)$")
 def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], list[Path], dict[str, str]]:
     """Absolute paths of the exclusive and shared runs, and the A=/B= assignments keyed by path.
 
-    A run is a directory, a run name in the runs directory, or ``last``.
+    A run is what ``runstore.resolve_run`` resolves: a directory, a run's name or label, or ``last``.
     """
     from gpumon.core.store.runstore import resolve_run, runs_dir_or_default
 

@@ -19,6 +19,10 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
+# How every command's help says what names a run (``core/store/runstore.resolve_run``).
+RUN_HELP = "a run directory, a run's name or --label in the runs directory (a label names its newest run), or 'last'"
+
+
 EPILOG = """\
 examples:
   gpumon run fcn lstm                    live monitor, two built-in jobs sharing the device

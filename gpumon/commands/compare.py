@@ -40,7 +40,8 @@ definitions:
                     (the output says so); the verdict is "cannot tell" when the
                     STP interval straddles 1
 
-A RUN is a run directory, a run name in the runs directory, or 'last'.
+A RUN is a run directory, a run's name or --label in the runs directory (a label
+names the newest run with that label), or 'last'.
 Workloads are matched to the shared run's A and B by their spec (name and
 options); prefix a run with A= or B= to assign it when specs differ. With no
 --exclusive run, the baselines come from the exclusive phase of a staggered

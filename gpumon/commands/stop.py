@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpumon.commands.target import RUN_HELP, find
+from gpumon.commands.base import RUN_HELP
+from gpumon.commands.target import find
 
 STOP_TIMEOUT_S = 60.0  # the runner stops its jobs (SIGTERM, 5 s, SIGKILL) and finalises run.json
 

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from gpumon.core.store.runner import RunnerInfo
     from gpumon.core.store.trace import Run
 
-RUN_HELP = "a run directory, a run name in the runs directory, or 'last'"
 
 
 @dataclass(frozen=True)

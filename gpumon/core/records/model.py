@@ -191,8 +191,10 @@ class SourceStatus:
 class WorkloadState:
     """A workload's lifecycle change: starting, running, exited (with status and stderr tail).
 
-    An attached process (``--beside``) is "running" with ``attached`` (what run.json records of it) and
-    ends "exited" (by itself, status unknown) or "detached" (gpumon let go of it; it still runs).
+    A launched job is "running" with ``job`` (its spec, kind and argv, for run.json: a capture started
+    before the launch knows nothing else of it). An attached process (``--beside``) is "running" with
+    ``attached`` (what run.json records of it) and ends "exited" (by itself, status unknown) or "detached"
+    (gpumon let go of it; it still runs).
     """
 
     process: str
@@ -202,6 +204,7 @@ class WorkloadState:
     exit_status: int | None = None
     tail: str = ""
     attached: dict | None = None
+    job: dict | None = None
 
 
 # The states a workload ends in.

@@ -282,6 +282,7 @@ class Recorder:
         entry = self._workload(state.process)
         if state.state == "running":
             entry.update(pid=state.pid, start_t=state.t, stop_t=None, exit_status=None, state="running")
+            entry.update(state.job or {})
             entry.update(state.attached or {})
         elif state.state in ENDED_STATES:
             entry.update(stop_t=state.t, exit_status=state.exit_status, tail=state.tail, state=state.state)

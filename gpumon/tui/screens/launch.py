@@ -20,7 +20,7 @@ COMMAND = "command"
 def build_request(choice: str, options: str, device: str, command: str, python: str | None = None) -> LaunchRequest:
     """What the dialog's fields ask for; UsageError with one line when they do not add up."""
     if choice == COMMAND:
-        return LaunchRequest.command(command.strip())
+        return LaunchRequest.command(command.strip(), python)
     spec = choice + (":" + options.strip() if options.strip() else "")
     return builtin_request(spec, check_device(device.strip() or "auto"), python)
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from gpumon.analysis import stats_helper
 from gpumon.commands.argtypes import parse_runs
 from gpumon.errors import UsageError
-from gpumon.extras import require
 
 DESCRIPTION = """\
 Compare exclusive and shared runs of a pair of workloads, side by side: each job's
@@ -76,7 +75,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     )
     parser.add_argument(
         "--report", metavar="DIR",
-        help="also write report.md, summary.json, CSVs of the tables and PNG plots into DIR",
+        help="also write report.md, summary.json, CSVs of the tables and PNG plots into DIR (the plots need "
+             "matplotlib: pip install 'gpumon[analysis]'; without it the rest is written and the report says so)",
     )
     parser.add_argument(
         "--json", action="store_true",
@@ -90,8 +90,6 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``gpumon compare``: prints tables or JSON, optionally writes a report."""
     if not args.shared:
         raise UsageError("compare needs at least one --shared RUN (see gpumon compare --help)")
-    if args.report:
-        require("matplotlib", "--report")
     exclusive_paths, shared_paths, assign = parse_runs(args.exclusive, args.shared)
     # first thing: a helper's scipy import runs while the analysis is imported and the runs are read
     tests = stats_helper.for_runs([*exclusive_paths, *shared_paths])
@@ -116,5 +114,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(render_tables(comparison, color=use_color(sys.stdout))))
         if args.report:
-            print(f"\nReport written to {args.report} ({len(written)} files: report.md, summary.json, CSVs, PNGs)")
+            from gpumon.analysis.report import PLOTS_NEED
+
+            drawn = any(p.suffix == ".png" for p in written)
+            what = "report.md, summary.json, CSVs, PNGs" if drawn else f"report.md, summary.json, CSVs; {PLOTS_NEED}"
+            print(f"\nReport written to {args.report} ({len(written)} files: {what})")
     return 0

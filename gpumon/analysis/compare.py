@@ -281,7 +281,7 @@ def compare(
         baselines = _exclusive_baselines(exclusive_data, specs, dict(assign or {}), rng, n_boot, notes)
     else:
         baselines = _phase_baselines(shared_data, mappings, specs, rng, n_boot)
-        phase_notes, phase_warnings = _phase_messages(baselines, specs)
+        phase_notes, phase_warnings = _phase_messages(baselines, specs, _lost_staggers(shared_data, mappings))
         notes += phase_notes
         warnings += phase_warnings
 
@@ -498,12 +498,29 @@ def _per_run(baseline: _Baseline) -> list[RateSample]:
     return merged
 
 
-def _phase_messages(baselines: dict[str, _Baseline], specs: dict[str, str]) -> tuple[list[str], list[str]]:
-    """Notes that baselines come from exclusive phases, warnings for a job that never ran alone."""
+def _lost_staggers(shared: Sequence[_RunData], mappings: Sequence[dict[str, str]]) -> list[str]:
+    """Why a staggered run has no exclusive phase: the second job started before the first was past its warm-up."""
+    lost = []
+    for data, mapping in zip(shared, mappings):
+        stagger = data.run.meta.get("stagger_s")
+        if not isinstance(stagger, (int, float)) or stagger <= 0:
+            continue
+        first, second = sorted(SLOTS, key=lambda s: data.span(mapping[s])[0])
+        ready, started = data.curve(mapping[first]).first_t, data.span(mapping[second])[0]
+        if started <= ready:
+            lost.append(f"{data.run.path.name}: --stagger {stagger:g} was lost: {second} started at {started:.1f} s, "
+                        f"before {first}'s first step after its warm-up ({ready:.1f} s), so {first} never ran alone "
+                        f"(a longer --stagger on this box, or --exclusive runs)")
+    return lost
+
+
+def _phase_messages(baselines: dict[str, _Baseline], specs: dict[str, str],
+                    lost: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """Notes that baselines come from exclusive phases, warnings for a job that never ran alone (``lost``: why a
+    staggered run has no exclusive phase)."""
     if not any(b.samples for b in baselines.values()):
-        raise UsageError(
-            "no exclusive baseline: give --exclusive runs, or a staggered shared run whose first phase is exclusive"
-        )
+        why = "; ".join(lost) if lost else "give --exclusive runs, or a staggered shared run whose first phase is exclusive"
+        raise UsageError(f"no exclusive baseline: {why}")
     notes, warnings = [], []
     for slot, b in baselines.items():
         if b.samples:

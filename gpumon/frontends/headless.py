@@ -16,7 +16,7 @@ from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse, SoloHi
 from gpumon.core.jobs.launcher import SLOTS, LaunchRequest, exit_text
 from gpumon.core.interference.live import LiveFigures, LiveStats
 from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_baseline
-from gpumon.core.records.model import ENDED_STATES, Notice, SourceStatus, WorkloadState
+from gpumon.core.records.model import ENDED_STATES, NO_STEPS, Notice, SourceStatus, WorkloadState
 from gpumon.core.capture.outcome import exit_code
 from gpumon.core.records.rates import Interference, interference
 from gpumon.core.capture.session import Session
@@ -123,6 +123,7 @@ class HeadlessRun:
         )
         self.gpu_info: dict = {}
         self.known = LiveKnownUse(BESIDE_SLOT)  # an attached job without a probe: what is known of it
+        self.no_steps: set[str] = set()  # jobs said to take no step the probe sees (NO_STEPS notices)
 
     def _on_event(self, item: object) -> None:
         """Bus subscriber of ``EVENTS``: queued for the main thread, which prints them."""
@@ -306,7 +307,8 @@ class HeadlessRun:
                 render_blind = blind_json if self.as_json else blind_line
                 self._emit(render_blind(now, workload.request.spec, figures, self.known.known(), other), self.out)
                 continue
-            state = "starting" if not figures.steps else "warm-up" if figures.warmup else "running"
+            waiting = NO_STEPS if process in self.no_steps else "starting"
+            state = waiting if not figures.steps else "warm-up" if figures.warmup else "running"
             render = status_json if self.as_json else status_line
             self._emit(render(now, workload.request.spec, state, figures), self.out)
         running = [p for p, w in self.session.launcher.workloads.items() if w.running]
@@ -342,6 +344,8 @@ class HeadlessRun:
                     for line in last:
                         self._say(f"gpumon:   {item.process}| {line}")
             elif isinstance(item, Notice):
+                if item.kind == NO_STEPS and item.process:
+                    self.no_steps.add(item.process)
                 who = f" {item.process}" if item.process else ""
                 self._say(f"gpumon:{who} {item.text}")
             elif isinstance(item, SourceStatus) and not item.available:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gpumon.core.interference.attribution import Attribution
 from gpumon.core.interference.live import LiveFigures
-from gpumon.core.records.model import DeviceSample, GpuSummary, HostSample
+from gpumon.core.records.model import NO_STEPS, DeviceSample, GpuSummary, HostSample
 from gpumon.core.records.rates import Interference
 
 NAN = math.nan
@@ -80,6 +80,7 @@ class WorkloadView:
     exclusive_source: str
     last_step_t: float
     log: tuple[str, ...]
+    hint: str = ""  # why a running job shows no rate (state "no steps"), with what to do
 
     @property
     def empty(self) -> bool:
@@ -87,7 +88,7 @@ class WorkloadView:
 
     @property
     def active(self) -> bool:
-        return self.state in ("starting", "warm-up", "running")
+        return self.state in ("starting", NO_STEPS, "warm-up", "running")
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -161,3 +164,70 @@ def test_gpumon_alone_with_python_and_device_launches_into_them(tmp_path):
     assert workload["spec"] == "fcn:preset=tiny"
     argv = workload["argv"]
     assert argv[:2] == [str(training), "-m"] and argv[argv.index("--device") + 1] == "cpu"
+
+
+MANUAL_SGD = Path(__file__).resolve().parents[1] / "scripts" / "manual_sgd.py"
+NO_STEPS_WORDS = ("no steps seen after 5 s of CPU: the auto-probe counts optimizer.step(); call gpumon.probe.step() "
+                  "in your loop (docs/probe.md#auto-probe-unmodified-scripts)")
+
+
+def test_a_script_with_a_manual_sgd_loop_is_told_why_it_shows_no_steps(tmp_path):
+    """No optimizer.step(): after 5 s of CPU without a step, headless says why (stderr and the status lines) and the
+    capture keeps it; the job goes on (the words are advice, not an error)."""
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([*GPUMON, "run", "--cmd", f"python {MANUAL_SGD}", "--python", sys.executable,
+                             "--headless", "--json", "--no-nvml", "--device", "cpu", "--duration", "240",
+                             "--out", str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said, states = [], []
+
+    def read(stream, into):
+        for line in stream:
+            into.append(line)
+
+    readers = [threading.Thread(target=read, args=(s, into), daemon=True)
+               for s, into in ((proc.stderr, said), (proc.stdout, states))]
+    for reader in readers:
+        reader.start()
+    try:
+        wait_for(lambda: any(json.loads(line).get("state") == "no steps" for line in states if line.startswith("{")),
+                 timeout=120, what="a status line in state 'no steps'")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for reader in readers:
+        reader.join(10)
+    assert f"gpumon: A {NO_STEPS_WORDS}\n" in said, "".join(said)
+    assert proc.returncode == 128 + signal.SIGINT, "".join(said)
+    meta = json.loads(next(runs.glob("*/run.json")).read_text())
+    (notice,) = [n for n in meta["notices"] if n.get("kind") == "no steps"]
+    assert notice["process"] == "A" and notice["text"] == NO_STEPS_WORDS and notice["t"] > 0
+    assert meta["workloads"][0]["state"] == "stopped", "the job ran on until it was stopped"
+
+
+SLOW_WARMUP = ("import time\nfrom gpumon import probe\nfor i in range(10**6):\n"
+               "    time.sleep(0.6 if i < 5 else 0.05)\n    probe.step()\n")
+STEADY = "import time\nfrom gpumon import probe\nwhile True:\n    time.sleep(0.05)\n    probe.step()\n"
+
+
+def test_a_lost_stagger_is_said_when_b_starts_and_by_compare(tmp_path):
+    """B starts at the stagger while A is still in its warm-up: A never ran alone. Headless says so when B starts, the
+    run keeps it, and compare --shared (no exclusive phase to be the baseline) says why instead of a generic line."""
+    runs = tmp_path / "runs"
+    done = gpumon("run", "--cmd", shlex.join([sys.executable, "-c", SLOW_WARMUP]),
+                  "--cmd", shlex.join([sys.executable, "-c", STEADY]), "--stagger", "1", "--duration", "7",
+                  "--headless", "--no-nvml", "--device", "cpu", "--out", str(runs))
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "--stagger 1 was lost" in line]
+    assert len(said) == 1 and said[0].startswith("gpumon: B --stagger 1 was lost: B started at "), done.stderr
+    assert "before A took a step after its warm-up, so A never ran alone" in said[0]
+    (run_dir,) = [p for p in runs.iterdir() if (p / "run.json").exists()]
+    assert [n["kind"] for n in json.loads((run_dir / "run.json").read_text())["notices"]] == ["lost stagger"]
+
+    compared = gpumon("compare", "--shared", str(run_dir))
+    assert compared.returncode == 2 and compared.stderr.count("\n") == 1
+    assert compared.stderr.startswith(f"gpumon: error: no exclusive baseline: {run_dir.name}: --stagger 1 was lost: "
+                                      f"B started at "), compared.stderr
+    assert "so A never ran alone (a longer --stagger on this box, or --exclusive runs)" in compared.stderr

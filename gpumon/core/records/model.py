@@ -258,10 +258,15 @@ class LogLine:
     text: str
 
 
+NO_STEPS = "no steps"  # Notice.kind: a launched command uses CPU but takes no step (core/capture/nosteps.py)
+
+
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """Something the user should know that is not a sample (a dropped batch, a protocol mismatch)."""
+    """Something the user should know that is not a sample (a dropped batch, a protocol mismatch); ``kind`` names
+    the notices a front end shows beyond the line itself (NO_STEPS: in the job's panel)."""
 
     t: float
     text: str
     process: str | None = None
+    kind: str = ""

@@ -256,7 +256,8 @@ class Recorder:
         elif isinstance(item, Notice):
             notices = self.meta.setdefault("notices", [])
             if len(notices) < MAX_NOTICES:
-                notices.append({"t": round(item.t, 3), "process": item.process, "text": item.text})
+                notices.append({"t": round(item.t, 3), "process": item.process, "text": item.text,
+                                **({"kind": item.kind} if item.kind else {})})
                 self._meta_dirty = True
         elif isinstance(item, WorkloadMeta):
             entry = self._workload(item.process)

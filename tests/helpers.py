@@ -129,10 +129,16 @@ class Terminal:
         """Type ``keys`` (tmux key names: ``Enter``, ``Escape``, or text)."""
         subprocess.run(["tmux", "-S", self.socket, "send-keys", *keys], check=True)
 
+    def alive(self) -> bool:
+        """Whether the terminal is still there (tmux ends it when its command, or the shell around it, ends)."""
+        return subprocess.run(["tmux", "-S", self.socket, "has-session"], capture_output=True).returncode == 0
+
     def status(self, timeout: float = 60.0) -> int:
         """The command's exit status, once it has exited."""
-        wait_for(lambda: self.status_file.exists() and self.status_file.read_text().strip(), timeout,
-                 what="the command in the terminal to exit")
+        done = lambda: self.status_file.exists() and self.status_file.read_text().strip()  # noqa: E731
+        wait_for(lambda: done() or not self.alive(), timeout, 0.1, "the command in the terminal to exit")
+        if not done():
+            raise AssertionError("the terminal ended without its command's exit status (a signal ended the shell)")
         return int(self.status_file.read_text())
 
     def close(self) -> None:

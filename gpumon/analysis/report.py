@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Sequence
 
 from gpumon.analysis import rates
 from gpumon.analysis.why import cause_columns
-from gpumon.analysis.distributions import CAUTION, COPY_BANDWIDTH, COPY_NOTE, CPU, GPU_UTIL, display_scale
+from gpumon.analysis.distributions import COPY_BANDWIDTH, CPU, GPU_UTIL, display_scale
 from gpumon.analysis.text import (
-    VERDICT_TEXT, comparison_json, distribution_rows, fmt_estimate, rate_rows, verdict_sentence, why_evidence, why_rows,
+    comparison_json, distribution_notes, distribution_rows, fmt_estimate, pair_share, rate_rows, verdict_sentence,
+    verdict_text, why_evidence, why_rows,
 )
 from gpumon.core.store.trace import Run
 from gpumon.errors import UsageError
@@ -211,8 +212,8 @@ def markdown(comparison: "Comparison", plots: bool = True) -> str:
              f"Intervals {comparison.confidence:.0%}.", ""]
     lines += _md_table(*rate_rows(comparison))
     lines += ["", "## Pair", "",
-              f"STP = 1/r_A + 1/r_B = **{fmt_estimate(pair.stp)}**: {VERDICT_TEXT[pair.verdict]} "
-              f"(shared under {pair.share}).", ""]
+              f"STP = 1/r_A + 1/r_B = **{fmt_estimate(pair.stp)}**: {verdict_text(comparison)} "
+              f"(shared under {pair_share(comparison)}).", ""]
     lines += [f"- overlap window of {w.name}: {w.start:.2f}-{w.end:.2f} s ({w.end - w.start:.1f} s)"
               for w in pair.windows]
     lines += ["", "## Verdict", "", f"**{verdict_sentence(comparison)}.**"]
@@ -226,7 +227,8 @@ def markdown(comparison: "Comparison", plots: bool = True) -> str:
     headers, rows = distribution_rows(comparison)
     if rows:
         lines += ["", "## Distributions, exclusive vs shared", ""] + _md_table(headers, rows)
-        lines += ["", COPY_NOTE, "", CAUTION]
+        for note in distribution_notes(comparison):
+            lines += ["", note]
     for title, items in (("Notes", comparison.notes), ("Warnings", comparison.warnings)):
         if items:
             lines += ["", f"## {title}", ""] + [f"- {item}" for item in items]

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         if s.status == RUNNING and s.runner is not None:
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.runner.started))
             runner = f"  (runner pid {s.runner.pid} since {since}{', detached' if s.runner.detached else ''})"
-        print(f"{s.name:<34.34} {s.mode:<9} {s.share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}")
+        print(f"{s.name:<34.34} {s.mode:<9} {s.shown_share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}")
     return 0
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import GPUMON, Terminal, gpumon, wait_for
-from tests.tracegen import exclusive, paced_job, write_run
+from tests.tracegen import exclusive, paced_job, staggered_pair, write_run
 
 FCN, LSTM = "fcn:preset=tiny", "lstm:preset=tiny"
 
@@ -231,3 +231,62 @@ def test_a_lost_stagger_is_said_when_b_starts_and_by_compare(tmp_path):
     assert compared.stderr.startswith(f"gpumon: error: no exclusive baseline: {run_dir.name}: --stagger 1 was lost: "
                                       f"B started at "), compared.stderr
     assert "so A never ran alone (a longer --stagger on this box, or --exclusive runs)" in compared.stderr
+
+
+def test_beside_with_no_nvml_says_nvml_was_off_not_that_it_gave_nothing(tmp_path):
+    """A job without a probe watched with --no-nvml: nothing is known of it, and the words say why."""
+    blind = subprocess.Popen([sys.executable, "-c", "import time\nwhile True:\n    time.sleep(0.05)\n"],
+                             start_new_session=True)
+    try:
+        done = gpumon("run", "--cmd", shlex.join([sys.executable, "-c", STEADY]), "--beside", str(blind.pid),
+                      "--stagger", "2", "--duration", "6", "--headless", "--no-nvml", "--device", "cpu",
+                      "--out", str(tmp_path / "runs"))
+        assert done.returncode == 0, done.stderr
+    finally:
+        blind.kill()
+        blind.wait()
+    why = "no GPU figures for it (NVML unavailable: disabled (--no-nvml))"
+    live = [line for line in done.stdout.splitlines() if f" B pid{blind.pid}" in line or f"B pid {blind.pid}" in line]
+    assert live and all(why in line for line in live), done.stdout
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if (p / "run.json").exists()]
+    compared = gpumon("compare", "--shared", str(run_dir))
+    assert compared.returncode == 0, compared.stderr
+    assert f"B: rate unknown (no probe); what is known: {why}" in compared.stdout
+    assert "NVML gave none" not in compared.stdout + done.stdout
+
+
+def test_headless_shows_the_whole_spec_and_says_a_job_stopped_at_duration(tmp_path):
+    """The spec column holds the whole command (it was cut to 'cmd:python main.py --epo'), and the end line says
+    'stopped at --duration', not the status of the SIGTERM gpumon sent."""
+    (tmp_path / "main.py").write_text(STEADY)
+    done = gpumon("run", "--cmd", "python main.py --epochs 3", "--python", sys.executable, "--headless", "--no-nvml",
+                  "--device", "cpu", "--duration", "3", "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    status = [line for line in done.stdout.splitlines() if " A " in line]
+    assert status and all(" A cmd:python main.py --epochs 3 " in line for line in status), done.stdout
+    assert "gpumon: workload A stopped at --duration 3 s\n" in done.stderr
+    assert "status -15" not in done.stderr
+
+
+def test_cpu_runs_are_said_to_share_cores_and_copy_with_memcpy(runs, tmp_path):
+    """Runs on the CPU: runs' SHARE column and compare's pair line say 'cpu cores' (not time slicing), and compare's
+    note says what a copy is there (no CUDA-event note)."""
+    listed = in_runs(runs, "runs")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line for line in listed.stdout.splitlines()[1:] if line.strip()]
+    assert rows and all(line.split()[2:4] == ["cpu", "cores"] for line in rows), listed.stdout
+    compared = in_runs(runs, "compare", "--exclusive", "fcn-alone", "--exclusive", "lstm-alone", "--shared", "fcn-lstm")
+    assert compared.returncode == 0, compared.stderr
+    assert "Pair (cpu cores): STP " in compared.stdout and "timeslice" not in compared.stdout
+    assert "CUDA-event" not in compared.stdout, "no copies in these runs: no note on copies"
+
+    with_copies = gpumon("compare", "--shared", str(staggered_pair(tmp_path / "staggered")))
+    assert with_copies.returncode == 0, with_copies.stderr
+    assert "On the CPU a job's 'copies' are RAM-to-RAM memcpy timed on the host" in with_copies.stdout
+    assert "CUDA-event" not in with_copies.stdout
+
+    trained = gpumon("run", "fcn:preset=tiny,steps=80", "--headless", "--no-nvml", "--device", "cpu",
+                     "--out", str(tmp_path / "fcn"), timeout=300)
+    assert trained.returncode == 0, trained.stderr
+    running = [line for line in trained.stdout.splitlines() if " running " in line]
+    assert running and all(" memcpy " in line and " copy " not in line for line in running), trained.stdout

@@ -10,6 +10,8 @@ install's own.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gpumon.core.store.trace import load_run
@@ -53,6 +55,9 @@ def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
     compared = light.gpumon("compare", "--exclusive", str(runs[0]), "--shared", str(runs[1]))
     assert compared.returncode == 0, compared.stderr
     assert "STP" in compared.stdout and "need scipy" in compared.stdout and "gpumon[analysis]" in compared.stdout
+    as_json = light.gpumon("compare", "--exclusive", str(runs[0]), "--shared", str(runs[1]), "--json")
+    assert as_json.returncode == 0 and "caution" not in json.loads(as_json.stdout), "no p-values: no caution about them"
+    assert "Caution" not in compared.stdout
 
     exported = light.gpumon("export", str(runs[1]), "--csv", str(tmp_path / "csv"))
     assert exported.returncode == 0, exported.stderr

@@ -280,6 +280,7 @@ class LiveModel:
             notice_total=self.notice_total,
             gpus=gpus,
             shown_gpu=(shown or jobs).index if jobs is not None else None,
+            jobs_device=next((w.device for w in workloads if w.device), ""),
             **rows,
         )
 
@@ -350,6 +351,7 @@ class LiveModel:
             last_step_t=slot.last_step.t if slot.last_step is not None else NAN,
             log=tuple(slot.log.snapshot()),
             hint=hint,
+            device=str(slot.meta.get("device") or ""),
         )
 
     @staticmethod

@@ -80,7 +80,7 @@ class WorkloadPanel(Vertical):
         self._rate.show(fmt.num(live.iter_per_s if live else None), view.iter_rate)
         self._samples.show(fmt.num(live.samples_per_s if live else None), view.sample_rate)
         copy = _pair(
-            "copy",
+            "memcpy" if view.device == "cpu" else "copy",
             fmt.bytes_per_s(f.copy_bandwidth if f else None),
             f"{fmt.bytes_per_s(f.copy_bytes_per_s if f else None)} wall",
         )

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 MONITOR = "monitor_"  # the dest prefix of the monitor's own options in the main parser (a command has its own)
 # (flag, add_argument keywords); the dest is the flag's name, after a prefix where one parser holds two sets
 OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("--device", dict(default="auto", metavar="DEVICE", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N; a GPU this machine "
-                      "lacks (NVML, /proc/driver/nvidia, CUDA_VISIBLE_DEVICES) is refused before anything starts")),
+    ("--device", dict(default="auto", metavar="DEVICE", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N; "
+                      "a GPU this machine lacks (NVML, /proc/driver/nvidia, CUDA_VISIBLE_DEVICES) is refused before anything starts")),
     ("--python", dict(default=None, metavar="PATH", help="the Python that runs the built-in workloads, e.g. your "
                       "training environment's (it needs torch, not gpumon), and a bare 'python' or 'python3' in "
                       "--cmd; default: $GPUMON_PYTHON, else gpumon's own")),

@@ -21,7 +21,9 @@ Run your own training command with gpumon's probe, not under gpumon: gpumon exec
 (it keeps this PID, your terminal and your session; gpumon owns nothing and stays in no process).
 
 A bare 'python' or 'python3' as the command is your training environment's Python when --python
-or $GPUMON_PYTHON names one (as in gpumon run --cmd). The command's Python gets the auto-probe (every optimizer.step() of a PyTorch script is a step,
+or $GPUMON_PYTHON names one (as in gpumon run --cmd).
+
+The command's Python gets the auto-probe (every optimizer.step() of a PyTorch script is a step,
 docs/probe.md) and the probe's rendezvous: a socket in your private runtime directory
 ($GPUMON_RUNTIME_DIR, else $XDG_RUNTIME_DIR/gpumon, else /tmp/gpumon-UID; mode 0700) where it
 keeps its last 8,192 steps. At any time later, a gpumon of the same user can then watch it:

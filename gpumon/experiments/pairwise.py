@@ -433,6 +433,7 @@ def contention_section(ctx: Context) -> list[str]:
             "",
         ]
     tested = any(p.comparison is not None and p.comparison.tested for p in pairs)
-    lines += [CPU_COPY_NOTE if on_cpu else COPY_NOTE, *(["", CAUTION] if tested else []), *interval_note(pairs), "", "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
+    lines += [CPU_COPY_NOTE if on_cpu else COPY_NOTE, *(["", CAUTION] if tested else []), *interval_note(pairs), "",
+              "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
               "[stp.csv](stp.csv).", *pair_warnings(pairs)]
     return lines

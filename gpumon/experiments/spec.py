@@ -1,4 +1,5 @@
-"""Experiment specs (the shipped ones in ``gpumon/experiments/specs/*.toml``): the schema, its validation, and the settings of one preset.
+"""Experiment specs (the shipped ones: ``gpumon/experiments/specs/*.toml``): the schema, its validation, and the
+settings of one preset.
 
 A spec has an ``[experiment]`` table (what is asked and which analysis answers it), a ``[run]``
 table (what to run), ``[presets.NAME]`` tables that override ``[run]`` keys (``options`` is merged,

@@ -44,7 +44,8 @@ def test_interrupted_experiment_resumes_and_fills_the_matrix_from_real_runs(tmp_
     env = {k: v for k, v in os.environ.items() if k != "GPUMON_PYTHON"}
     env["NO_COLOR"] = "1"
     # the workloads' Python named once: cells.json records it, and the resume below (without it) uses it again
-    first = subprocess.Popen([*GPUMON, *args, "--python", sys.executable], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = subprocess.Popen([*GPUMON, *args, "--python", sys.executable], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
     try:
         wait_for(lambda: statuses(out).get("x-fcn-r1") == "ok" or first.poll() is not None, timeout=90,
                  what="the first cell to complete")

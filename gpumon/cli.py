@@ -32,7 +32,6 @@ With no command, opens the live monitor with nothing launched (a and b launch
 jobs from it); it takes the options below, e.g. gpumon --python PATH --device cpu."""
 
 
-
 def command(name: str) -> Command:
     """The module of subcommand ``name`` (``gpumon/commands/<name>.py``)."""
     module: Command = importlib.import_module(f"gpumon.commands.{name}")  # type: ignore[assignment]

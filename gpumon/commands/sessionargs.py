@@ -47,8 +47,12 @@ def add_session_options(parser: "argparse.ArgumentParser | argparse._ArgumentGro
 
 def given(args: argparse.Namespace, prefix: str) -> list[str]:
     """The session options given on the command line (those that differ from their defaults)."""
-    return [flag for flag, keywords in OPTIONS if getattr(args, dest(flag, prefix), None) != keywords.get("default",
-            False if keywords.get("action") == "store_true" else None)]
+    found = []
+    for flag, keywords in OPTIONS:
+        default = keywords.get("default", False if keywords.get("action") == "store_true" else None)
+        if getattr(args, dest(flag, prefix), default) != default:
+            found.append(flag)
+    return found
 
 
 def session_config(args: argparse.Namespace, prefix: str = "", **more: Any) -> "SessionConfig":

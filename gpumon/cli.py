@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from gpumon import __version__
 from gpumon.commands.base import EPILOG, Command
+from gpumon.commands.sessionargs import MONITOR, OPTIONS, add_session_options, given
 from gpumon.console import stopsignals
 from gpumon.core.jobs import lifeline
 from gpumon.errors import UsageError
@@ -26,7 +28,8 @@ utilisation live, capture the run to a run directory, and compare exclusive and
 shared captures: slowdown r = exclusive rate / shared rate for each job and the
 combined throughput STP = 1/r_A + 1/r_B (sharing pays when STP > 1).
 
-With no command, opens the live monitor."""
+With no command, opens the live monitor with nothing launched (a and b launch
+jobs from it); it takes the options below, e.g. gpumon --python PATH --device cpu."""
 
 
 def command(name: str) -> Command:
@@ -35,15 +38,52 @@ def command(name: str) -> Command:
     return module
 
 
+class MainParser(argparse.ArgumentParser):
+    """``gpumon``'s own parser: a workload or an option that belongs to a command says which command takes it."""
+
+    seen: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def, override]
+        self.seen = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        super().error(self.hint(message) or message)
+
+    def hint(self, message: str) -> str | None:
+        """Which command takes the workload or the option that the monitor does not (None: argparse's message)."""
+        from gpumon.workloads.spec import WORKLOADS
+
+        choice = re.search(r"argument COMMAND: invalid choice: '([^']*)'", message)
+        if choice and choice.group(1).split(":", 1)[0] in WORKLOADS:
+            return f"{choice.group(1)} is a workload: launch it with gpumon run {choice.group(1)} (gpumon run --help)"
+        commands = self.commands()
+        if choice is None and not message.startswith("unrecognized arguments") or set(self.seen) & set(commands):
+            return None  # not about the monitor, or a command was given: argparse's message is right
+        for flag in (token.split("=", 1)[0] for token in self.seen if token.startswith("--")):
+            takers = [name for name, parser in commands.items() if flag in parser._option_string_actions]
+            if takers and flag not in self._option_string_actions:
+                return (f"{flag} is an option of gpumon {' and gpumon '.join(takers)}, not of the monitor (gpumon "
+                        f"alone takes {', '.join(flag for flag, _ in OPTIONS)}): gpumon {takers[0]} … {flag}")
+        return None
+
+    def commands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = MainParser(
         prog="gpumon",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gpumon {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_session_options(parser.add_argument_group("the monitor's options (gpumon with no command)"), MONITOR)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser)
     for name in COMMANDS:
         command(name).register(sub)
     return parser
@@ -57,6 +97,10 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     args.raw_argv = list(sys.argv[1:] if argv is None else argv)  # what --detach hands its runner
     handler = getattr(args, "handler", None) or command("monitor").run
     try:
+        misplaced = given(args, MONITOR) if args.command else []
+        if misplaced:
+            raise UsageError(f"{' '.join(misplaced)} before the command {args.command} would be the monitor's option: "
+                             f"give it after the command (gpumon {args.command} {misplaced[0]} …)")
         status = int(handler(args) or 0)
     except UsageError as exc:
         print(f"gpumon: error: {exc}", file=sys.stderr)

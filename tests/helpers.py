@@ -214,3 +214,53 @@ def reachable_by_others() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+class Terminal:
+    """A real terminal: tmux running one command detached, ``cols`` x ``rows``; its screen as text, keys typed in.
+
+    The command's exit status is kept (``status``): tmux ends the session when the command exits.
+    """
+
+    def __init__(self, work: Path, argv: list[str], env: dict[str, str], cols: int = 120, rows: int = 40,
+                 cwd: Path | None = None) -> None:
+        import shlex
+
+        self.socket = str(work / "tmux.sock")
+        self.status_file = work / "terminal.status"
+        self.status_file.unlink(missing_ok=True)
+        command = f"{shlex.join(argv)}; echo $? > {shlex.quote(str(self.status_file))}"
+        subprocess.run(["tmux", "-S", self.socket, "new-session", "-d", "-x", str(cols), "-y", str(rows),
+                        "sh", "-c", command], env=env, cwd=cwd, check=True)
+
+    def screen(self) -> str:
+        done = subprocess.run(["tmux", "-S", self.socket, "capture-pane", "-p"], capture_output=True, text=True)
+        return done.stdout if done.returncode == 0 else ""
+
+    def wait_for_text(self, text: str, timeout: float = 60.0) -> str:
+        """The screen once ``text`` is on it."""
+        return wait_for(lambda: text in (screen := self.screen()) and screen, timeout, 0.1, f"{text!r} on the screen")
+
+    def cursor_line(self) -> str:
+        """The screen line the terminal's cursor is on (a focused input puts it there, even while Textual hides it)."""
+        done = subprocess.run(["tmux", "-S", self.socket, "display", "-p", "#{cursor_y}"], capture_output=True, text=True)
+        lines = self.screen().splitlines()
+        row = int(done.stdout) if done.stdout.strip().isdigit() else -1
+        return lines[row] if 0 <= row < len(lines) else ""
+
+    def keys(self, *keys: str) -> None:
+        """Type ``keys`` (tmux key names: ``Enter``, ``Escape``, or text)."""
+        subprocess.run(["tmux", "-S", self.socket, "send-keys", *keys], check=True)
+
+    def alive(self) -> bool:
+        """Whether the terminal is still there (tmux ends it when its command, or the shell around it, ends)."""
+        return subprocess.run(["tmux", "-S", self.socket, "has-session"], capture_output=True).returncode == 0
+
+    def status(self, timeout: float = 60.0) -> int:
+        """The command's exit status, once it has exited."""
+        done = lambda: self.status_file.exists() and self.status_file.read_text().strip()  # noqa: E731
+        wait_for(lambda: done() or not self.alive(), timeout, 0.1, "the command in the terminal to exit")
+        if not done():
+            raise AssertionError("the terminal ended without its command's exit status (a signal ended the shell)")
+        return int(self.status_file.read_text())
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)

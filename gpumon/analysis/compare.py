@@ -22,7 +22,7 @@ from gpumon.analysis.why import attribute_jobs, nvml_warning
 from gpumon.core.interference.attribution import Attribution
 from gpumon.core.interference import evidence
 from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse
-from gpumon.core.interference.evidence import mixed_devices
+from gpumon.core.interference.evidence import device_of, mixed_devices
 from gpumon.core.store.others import Disturbance, disturbances
 from gpumon.core.records.rates import verdict
 from gpumon.core.store.trace import Run, load_run
@@ -102,12 +102,19 @@ class Comparison:
     confidence: float = slowdown.CONFIDENCE
     disturbed_by: tuple[Disturbance, ...] = ()  # other GPU processes in a measured window (core/store/others.py)
     interval_basis: dict[str, str] = field(default_factory=dict)
+    device: str = "?"  # what the jobs trained on (cpu, cuda:0): on the CPU a copy is a memcpy and the jobs share cores
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
     def workload(self, slot: str) -> WorkloadResult:
         return next(w for w in self.workloads if w.slot == slot)
+
+    @property
+    def tested(self) -> bool:
+        """Whether the distribution tests ran (scipy): only then are there p-values to be cautious about."""
+        return any(not (math.isnan(d.ks_pvalue) and math.isnan(d.chi2_pvalue))
+                   for w in self.workloads for d in w.distributions)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything but the verdict in words (``gpumon.analysis.text.comparison_json`` adds it)."""
@@ -120,7 +127,7 @@ class Comparison:
             "pair": {**self.pair.to_dict(), "disturbed_by": [d.to_dict() for d in self.disturbed_by]},
             "warnings": list(self.warnings),
             "notes": list(self.notes),
-            "caution": dist.CAUTION,
+            **({"caution": dist.CAUTION} if self.tested else {}),
         }
 
 
@@ -281,7 +288,7 @@ def compare(
         baselines = _exclusive_baselines(exclusive_data, specs, dict(assign or {}), rng, n_boot, notes)
     else:
         baselines = _phase_baselines(shared_data, mappings, specs, rng, n_boot)
-        phase_notes, phase_warnings = _phase_messages(baselines, specs)
+        phase_notes, phase_warnings = _phase_messages(baselines, specs, _lost_staggers(shared_data, mappings))
         notes += phase_notes
         warnings += phase_warnings
 
@@ -352,6 +359,7 @@ def compare(
         interval_basis=basis,
         samples=samples,
         disturbed_by=tuple(disturbed),
+        device=device_of(shared[0]),
     )
 
 
@@ -405,6 +413,7 @@ def _compare_blind(
         notes=("No intervals: one job's steps are unseen, so there is no joint bootstrap of the pair.",),
         exclusive_runs=tuple(str(d.run.path) for d in exclusive),
         shared_runs=tuple(str(d.run.path) for d in shared),
+        device=device_of(shared[0].run),
     )
 
 
@@ -498,12 +507,29 @@ def _per_run(baseline: _Baseline) -> list[RateSample]:
     return merged
 
 
-def _phase_messages(baselines: dict[str, _Baseline], specs: dict[str, str]) -> tuple[list[str], list[str]]:
-    """Notes that baselines come from exclusive phases, warnings for a job that never ran alone."""
+def _lost_staggers(shared: Sequence[_RunData], mappings: Sequence[dict[str, str]]) -> list[str]:
+    """Why a staggered run has no exclusive phase: the second job started before the first was past its warm-up."""
+    lost = []
+    for data, mapping in zip(shared, mappings):
+        stagger = data.run.meta.get("stagger_s")
+        if not isinstance(stagger, (int, float)) or stagger <= 0:
+            continue
+        first, second = sorted(SLOTS, key=lambda s: data.span(mapping[s])[0])
+        ready, started = data.curve(mapping[first]).first_t, data.span(mapping[second])[0]
+        if started <= ready:
+            lost.append(f"{data.run.path.name}: --stagger {stagger:g} was lost: {second} started at {started:.1f} s, "
+                        f"before {first}'s first step after its warm-up ({ready:.1f} s), so {first} never ran alone "
+                        f"(a longer --stagger on this box, or --exclusive runs)")
+    return lost
+
+
+def _phase_messages(baselines: dict[str, _Baseline], specs: dict[str, str],
+                    lost: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """Notes that baselines come from exclusive phases, warnings for a job that never ran alone (``lost``: why a
+    staggered run has no exclusive phase)."""
     if not any(b.samples for b in baselines.values()):
-        raise UsageError(
-            "no exclusive baseline: give --exclusive runs, or a staggered shared run whose first phase is exclusive"
-        )
+        why = "; ".join(lost) if lost else "give --exclusive runs, or a staggered shared run whose first phase is exclusive"
+        raise UsageError(f"no exclusive baseline: {why}")
     notes, warnings = [], []
     for slot, b in baselines.items():
         if b.samples:

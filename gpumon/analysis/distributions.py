@@ -44,6 +44,10 @@ COPY_NOTE = (
     "time the job's context waits for its time slice, so it falls even on an idle link. What the link carried "
     "is the 'link busy' column of the why table (PCIe traffic ÷ the link's capacity)."
 )
+CPU_COPY_NOTE = (
+    "On the CPU a job's 'copies' are RAM-to-RAM memcpy timed on the host: per-copy bandwidth is bytes ÷ the time "
+    "of each memcpy (no PCIe link, no time slice); a fall under sharing is the cores or memory bandwidth shared."
+)
 GPU_UTIL = Metric("gpu_util", "GPU util", "%")
 CPU = Metric("cpu_pct", "CPU", "%")
 METRICS = (COPY_BANDWIDTH, COPY_RATE, GPU_UTIL, CPU)

@@ -1,4 +1,5 @@
-"""``--report DIR``: report.md, summary.json, CSVs of the tables, and PNG plots (matplotlib, Agg)."""
+"""``--report DIR``: report.md, summary.json, CSVs of the tables, and PNG plots (matplotlib, Agg; without it the
+report says it drew none and how to get them)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from typing import TYPE_CHECKING, Sequence
 
 from gpumon.analysis import rates
 from gpumon.analysis.why import cause_columns
-from gpumon.analysis.distributions import CAUTION, COPY_BANDWIDTH, COPY_NOTE, CPU, GPU_UTIL, display_scale
+from gpumon.analysis.distributions import COPY_BANDWIDTH, CPU, GPU_UTIL, display_scale
 from gpumon.analysis.text import (
-    VERDICT_TEXT, comparison_json, distribution_rows, fmt_estimate, rate_rows, verdict_sentence, why_evidence, why_rows,
+    comparison_json, distribution_notes, distribution_rows, fmt_estimate, pair_share, rate_rows, verdict_sentence,
+    verdict_text, why_evidence, why_rows,
 )
 from gpumon.core.store.trace import Run
 from gpumon.errors import UsageError
+from gpumon.extras import ANALYSIS, install_hint, installed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from gpumon.analysis.compare import Comparison
 
 PLOTS = ("rate_over_time.png", "copy_bandwidth.png", "utilisation.png", "slowdown.png")
+PLOTS_NEED = f"plots not drawn: they need matplotlib, which is not installed ({install_hint(ANALYSIS)})"
 
 
 def write_report(comparison: "Comparison", runs: Sequence[Run], out_dir: Path) -> list[Path]:
@@ -40,17 +44,19 @@ def write_report(comparison: "Comparison", runs: Sequence[Run], out_dir: Path) -
     summary = out_dir / "summary.json"
     summary.write_text(json.dumps(comparison_json(comparison), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     written.append(summary)
-    figures = {
-        "rate_over_time.png": _rate_figure(comparison, frames["rate_over_time"]),
-        "copy_bandwidth.png": _histogram_figure(comparison, [COPY_BANDWIDTH.key]),
-        "utilisation.png": _histogram_figure(comparison, [GPU_UTIL.key, CPU.key]),
-        "slowdown.png": _slowdown_figure(comparison),
-    }
-    for name, figure in figures.items():
-        figure.savefig(out_dir / name, dpi=100)
-        written.append(out_dir / name)
+    plots = installed("matplotlib")
+    if plots:
+        figures = {
+            "rate_over_time.png": _rate_figure(comparison, frames["rate_over_time"]),
+            "copy_bandwidth.png": _histogram_figure(comparison, [COPY_BANDWIDTH.key]),
+            "utilisation.png": _histogram_figure(comparison, [GPU_UTIL.key, CPU.key]),
+            "slowdown.png": _slowdown_figure(comparison),
+        }
+        for name, figure in figures.items():
+            figure.savefig(out_dir / name, dpi=100)
+            written.append(out_dir / name)
     report = out_dir / "report.md"
-    report.write_text(markdown(comparison), encoding="utf-8")
+    report.write_text(markdown(comparison, plots), encoding="utf-8")
     written.append(report)
     return written
 
@@ -195,8 +201,8 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
     ]
 
 
-def markdown(comparison: "Comparison") -> str:
-    """report.md: the tables, the verdict, notes, warnings, and the plots."""
+def markdown(comparison: "Comparison", plots: bool = True) -> str:
+    """report.md: the tables, the verdict, notes, warnings, and the plots (``plots``: drawn; else why not)."""
     pair = comparison.pair
     lines = ["# gpumon compare", "",
              f"Exclusive runs: {', '.join(Path(p).name for p in comparison.exclusive_runs) or 'none'}  ",
@@ -206,8 +212,8 @@ def markdown(comparison: "Comparison") -> str:
              f"Intervals {comparison.confidence:.0%}.", ""]
     lines += _md_table(*rate_rows(comparison))
     lines += ["", "## Pair", "",
-              f"STP = 1/r_A + 1/r_B = **{fmt_estimate(pair.stp)}**: {VERDICT_TEXT[pair.verdict]} "
-              f"(shared under {pair.share}).", ""]
+              f"STP = 1/r_A + 1/r_B = **{fmt_estimate(pair.stp)}**: {verdict_text(comparison)} "
+              f"(shared under {pair_share(comparison)}).", ""]
     lines += [f"- overlap window of {w.name}: {w.start:.2f}-{w.end:.2f} s ({w.end - w.start:.1f} s)"
               for w in pair.windows]
     lines += ["", "## Verdict", "", f"**{verdict_sentence(comparison)}.**"]
@@ -221,9 +227,10 @@ def markdown(comparison: "Comparison") -> str:
     headers, rows = distribution_rows(comparison)
     if rows:
         lines += ["", "## Distributions, exclusive vs shared", ""] + _md_table(headers, rows)
-        lines += ["", COPY_NOTE, "", CAUTION]
+        for note in distribution_notes(comparison):
+            lines += ["", note]
     for title, items in (("Notes", comparison.notes), ("Warnings", comparison.warnings)):
         if items:
             lines += ["", f"## {title}", ""] + [f"- {item}" for item in items]
-    lines += ["", "## Plots", ""] + [f"![{name[:-4]}]({name})" for name in PLOTS]
+    lines += ["", "## Plots", ""] + ([f"![{name[:-4]}]({name})" for name in PLOTS] if plots else [PLOTS_NEED.capitalize() + "."])
     return "\n".join(lines) + "\n"

@@ -10,11 +10,14 @@ import math
 import threading
 from typing import TYPE_CHECKING, Sequence
 
-from gpumon.analysis.distributions import CAUTION, COPY_NOTE, display_scale, histogram_counts
+from gpumon.analysis.distributions import (
+    CAUTION, COPY_BANDWIDTH, COPY_NOTE, COPY_RATE, CPU_COPY_NOTE, display_scale, histogram_counts,
+)
 from gpumon.analysis.slowdown import Estimate
 from gpumon.core.interference.attribution import SHARE_KEYS
 from gpumon.core.jobs.beside import UNKNOWN_RATE
 from gpumon.core.records.rates import CANNOT_TELL, LOSES, PAYS
+from gpumon.core.records.share import shown_share
 from gpumon.core.interference.sentence import JobWords, labels, sentence
 
 if TYPE_CHECKING:
@@ -29,6 +32,33 @@ VERDICT_TEXT = {
     LOSES: "sharing loses (the whole interval is below 1)",
     CANNOT_TELL: "cannot tell (the interval straddles 1)",
 }
+
+
+def verdict_text(comparison: "Comparison") -> str:
+    """The pair's verdict in words; with no STP at all, why there is none (not an interval that straddles 1)."""
+    pair = comparison.pair
+    if math.isnan(pair.stp.value):
+        unseen = [w.slot for w in comparison.workloads if w.known is not None]
+        missing = [w.slot for w in comparison.workloads if w.known is None and math.isnan(w.exclusive_rate)]
+        if unseen:
+            return f"cannot tell: {' and '.join(unseen)} has no probe, so its rate is {UNKNOWN_RATE}"
+        if missing:
+            return (f"cannot tell: no exclusive rate of {' and '.join(missing)} (give --exclusive runs of it, or a "
+                    f"staggered shared run in which it ran alone)")
+    return VERDICT_TEXT[pair.verdict]
+
+
+def distribution_notes(comparison: "Comparison") -> list[str]:
+    """What the distributions table's figures are: the copy note (of the device) where a copy metric is shown, and
+    the caution about p-values where the tests ran."""
+    copies = any(d.metric in (COPY_BANDWIDTH.key, COPY_RATE.key) for w in comparison.workloads for d in w.distributions)
+    notes = [CPU_COPY_NOTE if comparison.device.split(":")[0] == "cpu" else COPY_NOTE] if copies else []
+    return notes + ([CAUTION] if comparison.tested else [])
+
+
+def pair_share(comparison: "Comparison") -> str:
+    """The share mode as it was on the device: ``cpu cores`` for jobs on the CPU."""
+    return shown_share(comparison.pair.share, comparison.device)
 
 
 def _paint(text: str, style: str, color: bool) -> str:
@@ -53,6 +83,10 @@ def fmt_p(p: float) -> str:
     return "n/a" if math.isnan(p) else f"{p:.2g}"
 
 
+class TableLine(str):
+    """A line of an aligned table: a screen that wraps prose to its width must not wrap it (it scrolls instead)."""
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> list[str]:
     """Columns padded to their widest cell; ``right`` marks right-aligned columns."""
     right = right or [False] * len(headers)
@@ -60,7 +94,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence
 
     def line(cells: Sequence[str]) -> str:
         parts = [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)]
-        return "  ".join(parts).rstrip()
+        return TableLine("  ".join(parts).rstrip())
 
     return [line(headers), *(line(r) for r in rows)]
 
@@ -160,7 +194,8 @@ def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
     pair = comparison.pair
     out += [
         "",
-        f"Pair ({pair.share}): STP {fmt_estimate(pair.stp)}: " + _paint(VERDICT_TEXT[pair.verdict], pair.verdict, color),
+        f"Pair ({pair_share(comparison)}): STP {fmt_estimate(pair.stp)}: "
+        + _paint(verdict_text(comparison), pair.verdict, color),
         "  STP = 1/r_A + 1/r_B, the combined throughput in units of one job alone; sharing pays when STP > 1.",
     ]
     for w in pair.windows:
@@ -176,7 +211,7 @@ def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
     if rows:
         out += ["", "Distributions, exclusive vs shared (two-sample KS; chi-square on common bins; effect sizes)"]
         out += table(headers, rows, [False, False] + [True] * 9)
-        out += [COPY_NOTE, CAUTION]
+        out += distribution_notes(comparison)
     if comparison.notes:
         out += ["", "Notes:"] + [f"  - {n}" for n in comparison.notes]
     if comparison.warnings:

@@ -29,8 +29,9 @@ def known_use(run: Run, slot: str, alone: tuple[float, float], shared: tuple[flo
         values = window_values(run, "processes", column, window[0], window[1], slot)
         return float(values.mean()) if len(values) else math.nan
 
+    nvml = run.nvml_status
     return KnownUse(mean("gpu_sm_util", alone), mean("gpu_sm_util", shared),
-                    mean("gpu_mem_mib", alone), mean("gpu_mem_mib", shared))
+                    mean("gpu_mem_mib", alone), mean("gpu_mem_mib", shared), "" if nvml.available else nvml.reason)
 
 
 def merged(known: Sequence[KnownUse]) -> KnownUse:
@@ -41,4 +42,5 @@ def merged(known: Sequence[KnownUse]) -> KnownUse:
         return sum(kept) / len(kept) if kept else math.nan
 
     return KnownUse(*(mean([getattr(k, f) for k in known])
-                      for f in ("sm_alone", "sm_shared", "mem_alone_mib", "mem_shared_mib")))
+                      for f in ("sm_alone", "sm_shared", "mem_alone_mib", "mem_shared_mib")),
+                    next((k.nvml_off for k in known if k.nvml_off), ""))

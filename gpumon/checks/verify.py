@@ -37,6 +37,7 @@ MONITOR_CPU_OK_PCT = 5.0  # the monitor's own CPU, % of one core
 BUSY_S = 4.0  # seconds of post-warm-up steps to observe
 START_TIMEOUT_S = 180.0  # torch import + CUDA context + warm-up must fit in this
 ON_CPU = "the job ran on the CPU (--device cpu): nothing crossed the GPU, so this tests gpumon's pipeline only"
+PIPELINE_HOLDS = "gpumon's pipeline holds on the CPU; NVML's numbers are not verified (no GPU here)"
 NAMES = {
     "pcie_rx": "PCIe RX vs copied bytes",
     "job_pid": "job PID in NVML's process list",
@@ -215,6 +216,16 @@ def judge_monitor_cpu(cpu_s: float, wall_s: float) -> Check:
                  [f"above {MONITOR_CPU_OK_PCT:.0f} %: a larger --interval (e.g. 250) samples NVML less often"])
 
 
+def judge_capture(ev: RunEvidence) -> Check:
+    """The job's steps reached the capture (its own pipeline: probe, listener, recorder), with its copies."""
+    name = "capture"
+    detail = {"busy_s": ev.busy_s, "probe_rx_bps": ev.probe_rx_bps, "pid": ev.job_pid}
+    if not ev.busy_s > 0:
+        return Check(name, FAIL, f"capture: no step of the {JOB} job after its warm-up was recorded", detail)
+    return Check(name, OK, f"capture: {ev.busy_s:.1f} s of the job's steps recorded, {bytes_per_s(ev.probe_rx_bps)} "
+                 f"copied ({'memcpy on the CPU' if ev.device == 'cpu' else 'host to device'})", detail, [ON_CPU])
+
+
 def judge(ev: RunEvidence, live: LiveEvidence) -> list[Check]:
     """Every verdict of one verification capture."""
     checks = []
@@ -295,9 +306,13 @@ def run_verify(args: argparse.Namespace) -> int:
     device = check_device(args.device)
     if args.gpu is not None and args.gpu < 0:
         raise UsageError(f"--gpu must be a GPU index (0 or more), not {args.gpu}")
-    checks = check_nvml(args.gpu)
+    checks = [c for c in check_nvml(args.gpu) if c.name != "mps"]  # MPS is doctor's: not about these numbers
     facts: dict = {}
-    if any(c.name == "nvml" for c in checks):
+    pipeline_only = False
+    if any(c.name == "nvml" for c in checks) and device == "cpu":
+        checks += _verify_pipeline(args.gpu, facts)
+        pipeline_only = True
+    elif any(c.name == "nvml" for c in checks):
         checks += not_checked("no NVML, see above")
     else:
         torch = check_torch() if device == "auto" else None
@@ -306,15 +321,30 @@ def run_verify(args: argparse.Namespace) -> int:
         else:
             checks += _verify_on_gpu(device, args.gpu, facts)
     ok = not any(c.level == FAIL for c in checks)
-    verified = any(c.name in NAMES and c.detail.get("checked", True) for c in checks)
+    verified = not pipeline_only and any(c.name in NAMES and c.detail.get("checked", True) for c in checks)
     if args.json:
         report = {"ok": ok, "verified": verified, "job": JOB, **facts, "checks": [asdict(c) for c in checks]}
         print(json.dumps(_plain(report), indent=2, allow_nan=False))
     else:
-        ready = "NVML's numbers hold against the job" if verified else "nothing verified: no GPU to check here"
+        ready = ("NVML's numbers hold against the job" if verified else
+                 PIPELINE_HOLDS if pipeline_only else "nothing verified: no GPU to check here")
         print(render_text(checks, ok, use_color(), title="gpumon doctor --verify", ready=ready,
                           not_ready="do not trust these numbers"))
     return 0 if ok else 1
+
+
+def _verify_pipeline(gpu: int | None, facts: dict) -> list[Check]:
+    """``--device cpu`` without NVML: the job on the CPU through the same capture; what is left to check is gpumon's
+    own pipeline (the job's steps reach the capture) and its cost. NVML's numbers are not checked, and say so."""
+    with tempfile.TemporaryDirectory(prefix="gpumon-verify-") as tmp:
+        run, live = capture("cpu", gpu, Path(tmp))
+        evidence = evidence_from_run(run)
+    facts["evidence"] = asdict(evidence)
+    facts["device"] = evidence.device
+    failed = [c for c in judge(evidence, live) if c.name == "job"]
+    no_nvml = {c.name: c for c in not_checked("no NVML, see above")}
+    return [*failed, judge_capture(evidence), no_nvml["pcie_rx"], no_nvml["job_pid"], no_nvml["utilisation"],
+            judge_monitor_cpu(live.monitor_cpu_s, live.wall_s)]
 
 
 def _verify_on_gpu(device: str, gpu: int | None, facts: dict) -> list[Check]:

@@ -53,9 +53,9 @@ _ASSIGNED = re.compile(r"^([AB])=(.+)$")
 def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], list[Path], dict[str, str]]:
     """Absolute paths of the exclusive and shared runs, and the A=/B= assignments keyed by path.
 
-    A run is a directory, a run name in the runs directory, or ``last``. A run named twice among the exclusive or
-    among the shared runs (under any name: a path, its run name, ``last``) is refused: it would count as two
-    repeats of one measurement.
+    A run is what ``runstore.resolve_run`` resolves: a directory, a run's name or label, or ``last``. A run named
+    twice among the exclusive or among the shared runs (under any name: a path, its run name or label, ``last``) is
+    refused: it would count as two repeats of one measurement.
     """
     from gpumon.core.store.runstore import resolve_run, runs_dir_or_default
     from gpumon.errors import UsageError

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpumon.commands.target import RUN_HELP, add_any_user, find
+from gpumon.commands.base import RUN_HELP
+from gpumon.commands.target import add_any_user, find
 from gpumon.console.terminal import output_not_terminal
 from gpumon.errors import UsageError
 
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     attach.add_argument("run", nargs="?", metavar="RUN", help=f"{RUN_HELP} (default: your newest running run)")
     attach.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
     attach.add_argument("--baseline", action="append", default=[], metavar="SLOT=RUN",
-                        help="an exclusive run of job A or B (a run directory, a run name, or 'last') to compare the "
+                        help=f"an exclusive run of job A or B ({RUN_HELP}) to compare the "
                         "run with: live slowdown, STP and verdict in this viewer, also when the run was started "
                         "without one (it replaces the run's own --baseline of that slot here; the run is not changed)")
     add_any_user(attach)
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if not_terminal:
         log = target.path / RUNNER_LOG  # a detached run's; a run started in a terminal has none
         where = f"its log: {log}" if log.exists() else f"its run directory: {target.path}"
-        raise UsageError(f"gpumon attach needs a terminal ({not_terminal} is not one); {where}")
+        raise UsageError(f"gpumon attach needs a terminal ({not_terminal}); {where}")
     if target.status != RUNNING:
         from gpumon.tui.app import replay_app
         from gpumon.tui.screens.replay import ReplayScreen, open_replay

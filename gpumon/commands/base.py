@@ -19,6 +19,10 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
+# How every command's help says what names a run (``core/store/runstore.resolve_run``).
+RUN_HELP = "a run directory, a run's name or --label in the runs directory (a label names its newest run), or 'last'"
+
+
 EPILOG = """\
 examples:
   gpumon run fcn lstm                    live monitor, two built-in jobs sharing the device
@@ -27,7 +31,7 @@ examples:
   gpumon run gemm --beside 4242 --duration 120   what starting gemm does to your running job (pid 4242)
   gpumon run fcn vgg19 --share mps       the same pair under NVIDIA MPS instead of time slicing
   gpumon runs                            list captures
-  gpumon export last --csv out/          plain CSV of the newest capture
+  gpumon export last --csv               plain CSV of the newest capture, into ./RUN_NAME-csv
   gpumon compare --exclusive RUN_A --exclusive RUN_B --shared RUN_AB
 
 Built-in workloads: fcn, vgg19, resnet50, lstm, h2d (copy-bound), gemm (compute-bound).

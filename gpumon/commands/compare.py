@@ -5,42 +5,48 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 from gpumon.analysis import stats_helper
 from gpumon.commands.argtypes import parse_runs
+from gpumon.core.records.rates import DEFINITIONS
 from gpumon.errors import UsageError
-from gpumon.extras import require
 
-DESCRIPTION = """\
+# compare's own terms; the rates' come from core/records/rates.py (DEFINITIONS), in the words every help uses
+COMPARE_TERMS = (
+    ("per-copy bandwidth", "bytes / CUDA-event time of each copy; while sharing it includes waiting for a time "
+     "slice, so it falls even on an idle link; link busy (PCIe traffic / link capacity) says whether the link was "
+     "the limit; copy bytes/s is bytes / step wall time. On the CPU a copy is a RAM-to-RAM memcpy timed on the "
+     "host (no link, no time slice)"),
+    ("why", "each job's extra time per step split into waiting for the GPU, the host-to-device link, the CPU and "
+     "unexplained, with the evidence (docs/compare.md); \"cannot tell\" when data is missing"),
+    ("intervals", "95 %: with two or more runs of a condition, from the spread between the runs (Student t); with "
+     "one run, a moving-block bootstrap over time bins that covers within-run noise only (the output says so); the "
+     "verdict is \"cannot tell\" when the STP interval straddles 1"),
+)
+
+
+def definitions(terms: tuple[tuple[str, str], ...]) -> str:
+    """``terms`` as an indented glossary for ``--help`` (the term, then its words wrapped beside it)."""
+    lines = []
+    for term, text in terms:
+        wrapped = textwrap.wrap(text, width=58, break_on_hyphens=False)
+        lines.append(f"  {term:<19} {wrapped[0]}" if len(term) < 20 else f"  {term}\n{'':22}{wrapped[0]}")
+        lines += [f"{'':22}{line}" for line in wrapped[1:]]
+    return "\n".join(lines)
+
+
+DESCRIPTION = f"""\
 Compare exclusive and shared runs of a pair of workloads, side by side: each job's
 rate alone and shared, its slowdown, the pair's combined throughput (STP), whether
 sharing paid off, and how copy bandwidth, GPU utilisation and CPU use changed.
 
-definitions:
-  exclusive rate x  a job's steady-state iterations/s alone (warm-up steps excluded)
-  overlap window    from the later of the two jobs' first post-warm-up steps to the
-                    earlier of their last steps (a fixed duration, not a fixed
-                    iteration count, so a job running its tail alone does not count)
-  shared rate s     a job's iterations/s inside the overlap window, from its
-                    cumulative step count interpolated at the window edges
-  slowdown r        x / s: 1 = unaffected, 2 = half speed while sharing
-  STP               1/r_A + 1/r_B, the pair's combined throughput in units of one job
-                    alone; sharing pays when STP > 1, loses when STP < 1
-  per-copy bandwidth  bytes / CUDA-event time of each copy; while sharing it
-                    includes waiting for a time slice, so it falls even on an idle
-                    link; link busy (PCIe traffic / link capacity) says whether the
-                    link was the limit; copy bytes/s is bytes / step wall time
-  why               each job's extra time per step split into waiting for the GPU,
-                    the host-to-device link, the CPU and unexplained, with the
-                    evidence (docs/compare.md); "cannot tell" when data is missing
-  intervals         95 %: with two or more runs of a condition, from the spread
-                    between the runs (Student t); with one run, a moving-block
-                    bootstrap over time bins that covers within-run noise only
-                    (the output says so); the verdict is "cannot tell" when the
-                    STP interval straddles 1
+definitions (docs/numbers.md):
+{definitions(DEFINITIONS + COMPARE_TERMS)}
 
-A RUN is a run directory, a run name in the runs directory, or 'last'.
+A RUN is a run directory, a run's name or --label in the runs directory (a label
+names the newest run with that label), or 'last'.
 Workloads are matched to the shared run's A and B by their spec (name and
 options); prefix a run with A= or B= to assign it when specs differ. With no
 --exclusive run, the baselines come from the exclusive phase of a staggered
@@ -75,7 +81,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     )
     parser.add_argument(
         "--report", metavar="DIR",
-        help="also write report.md, summary.json, CSVs of the tables and PNG plots into DIR",
+        help="also write report.md, summary.json, CSVs of the tables and PNG plots into DIR (the plots need "
+             "matplotlib: pip install 'gpumon[analysis]'; without it the rest is written and the report says so)",
     )
     parser.add_argument(
         "--json", action="store_true",
@@ -89,8 +96,6 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``gpumon compare``: prints tables or JSON, optionally writes a report."""
     if not args.shared:
         raise UsageError("compare needs at least one --shared RUN (see gpumon compare --help)")
-    if args.report:
-        require("matplotlib", "--report")
     exclusive_paths, shared_paths, assign = parse_runs(args.exclusive, args.shared)
     # first thing: a helper's scipy import runs while the analysis is imported and the runs are read
     tests = stats_helper.for_runs([*exclusive_paths, *shared_paths])
@@ -115,5 +120,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(render_tables(comparison, color=use_color(sys.stdout))))
         if args.report:
-            print(f"\nReport written to {args.report} ({len(written)} files: report.md, summary.json, CSVs, PNGs)")
+            from gpumon.analysis.report import PLOTS_NEED
+
+            drawn = any(p.suffix == ".png" for p in written)
+            what = "report.md, summary.json, CSVs, PNGs" if drawn else f"report.md, summary.json, CSVs; {PLOTS_NEED}"
+            print(f"\nReport written to {args.report} ({len(written)} files: {what})")
     return 0

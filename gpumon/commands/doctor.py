@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--device", default="auto", metavar="DEVICE",
-        help="with --verify: where the job runs (auto, cuda, cuda:N; cpu only tests gpumon's pipeline)",
+        help="with --verify: where the job runs (auto, cuda, cuda:N; cpu runs it on the CPU and tests gpumon's "
+        "pipeline only: that its steps reach the capture, the PID lookup with NVML, the monitor's cost)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument(

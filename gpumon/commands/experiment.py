@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from gpumon.experiments.spec import ExperimentSpec, Settings
 
 DESCRIPTION = """\
-Run an experiment from a declarative spec (experiments/*.toml): the spec is expanded into
+Run an experiment from a declarative spec (a TOML file, or a shipped one: --list): the spec is expanded into
 cells, each one `gpumon run --headless` of one workload alone (exclusive) or two sharing the
 device (shared: A first, B after a stagger). Cells run one at a time; each stops once its jobs
 have run `seconds` past warm-up (together, for a shared cell). Results go to --out:
@@ -36,7 +36,7 @@ shipped specs (gpumon experiment --list):
 examples:
   gpumon experiment q2_pairwise                      tiny preset on the CPU, paper on a GPU
   gpumon experiment q2_pairwise --preset paper --repeats 3 --device cuda:1
-  gpumon experiment experiments/batch_size.toml --seconds 20 --out results/batch
+  gpumon experiment my_sweep.toml --seconds 20 --out results/batch
   gpumon experiment q4_contention --profile          also record each job with py-spy
   gpumon experiment my_sweep.toml --dry-run          list the cells without running them
   gpumon experiment q2_pairwise --ray                one cell per GPU of this machine at once
@@ -86,12 +86,11 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 
 def list_specs() -> int:
-    from gpumon.experiments.spec import load_spec, shipped_specs
+    from gpumon.experiments.spec import load_spec, shipped_dir, shipped_specs
 
     paths = shipped_specs()
     if not paths:
-        print("no shipped specs found (they live in experiments/ of the source tree)")
-        return 0
+        raise UsageError(f"no shipped specs in {shipped_dir()}: this gpumon was installed without its package data")
     for path in paths:
         spec = load_spec(path)
         print(f"{path.stem:<20} {spec.analysis:<12} {spec.question}")
@@ -127,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     device = resolve_device(settings.device)
     cells = expand(spec, settings, device)
     out = args.out or Path("gpumon-experiments") / f"{spec.name}-{preset}-{device_kind(device)}"
+    resume_python(out, explicit=bool(args.python or os.environ.get(ENV_PYTHON)))
     if args.dry_run:
         if spec.requires == "cuda" and not device.startswith("cuda"):
             print(f"(on {device} nothing would run: {spec.name} needs CUDA)")
@@ -145,13 +145,25 @@ def run(args: argparse.Namespace) -> int:
     return execute(spec, preset, settings, device, cells, out, args)
 
 
+def resume_python(out: Path, explicit: bool) -> None:
+    """Resuming without ``--python`` or ``$GPUMON_PYTHON``: the cells run in the Python the experiment ran with."""
+    from gpumon.core.jobs.interpreter import ENV_PYTHON, choose
+    from gpumon.experiments.manifest import MANIFEST, Manifest
+
+    recorded = None if explicit else Manifest.recorded_python(out)
+    if recorded is not None:
+        os.environ[ENV_PYTHON] = choose(recorded).path
+        print(f"gpumon: the workloads' python, as {out / MANIFEST} recorded it: {recorded} (--python changes it)",
+              file=sys.stderr)
+
+
 def dry_run(cells: list[Cell], out: Path) -> int:
     from gpumon.experiments.runner import cell_args
 
     print(f"{len(cells)} cells into {out}:")
     for cell in cells:
         args = cell_args(cell, out / "runs", out / "scratch" / cell.id)
-        print(f"  {cell.id:<40} {cell.mode:<9} ≤{cell.duration_s:g} s  gpumon {shlex.join(args)}")
+        print(f"  {cell.id:<40} {cell.mode:<9} ≤{cell.duration_s:g} s  {shlex.join([sys.executable, '-m', 'gpumon', *args])}")
     return 0
 
 
@@ -166,8 +178,11 @@ def execute(
     from gpumon.experiments.results import Context
     from gpumon.experiments.runner import Runner
 
+    from gpumon.core.jobs.interpreter import choose
+
+    python = choose()
     header = {"name": spec.name, "title": spec.title, "spec": str(spec.path), "analysis": spec.analysis,
-              "preset": preset, "device": device}
+              "preset": preset, "device": device, "python": None if python.own else python.path}
     manifest = Manifest.open(out, header)
     manifest.save()
     pyspy = check_pyspy() if args.profile else None

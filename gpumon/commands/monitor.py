@@ -1,4 +1,5 @@
-"""``gpumon`` with no subcommand: the live monitor, nothing launched yet (jobs are launched from it)."""
+"""``gpumon`` with no subcommand: the live monitor, nothing launched yet (jobs are launched from it); its options are
+``run``'s session options (``commands/sessionargs.py``), given before any command."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ from gpumon.errors import UsageError
 
 def run(args: argparse.Namespace) -> int:
     """``gpumon`` with no command: the live monitor with nothing launched yet."""
+    from gpumon.commands.sessionargs import MONITOR, session_config
+    from gpumon.core.jobs.interpreter import require_workload_python
     from gpumon.frontends.plan import make_plan
-    from gpumon.core.capture.session import SessionConfig
 
+    config = session_config(args, MONITOR)  # bad options are said before anything else
+    if config.python is not None:  # the launch dialog's built-in workloads run in it: checked before the screen opens
+        require_workload_python(config.python)
+    plan = make_plan([], [], session=config, label=None, duration_s=None, stagger_s=0.0)
     not_terminal = output_not_terminal()
     if not_terminal:
         raise UsageError(
-            f"the live monitor needs a terminal ({not_terminal} is not one); without one: gpumon run WORKLOAD --headless"
+            f"the live monitor needs a terminal ({not_terminal}); without one: gpumon run WORKLOAD --headless"
         )
-    plan = make_plan([], [], session=SessionConfig(), label=None, duration_s=None, stagger_s=0.0)
     return run_tui(plan)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpumon.commands.argtypes import count, finite_number, whole_number
-from gpumon.commands.base import EPILOG
+from gpumon.commands.argtypes import finite_number
+from gpumon.commands.base import EPILOG, RUN_HELP
+from gpumon.commands.sessionargs import add_session_options, session_config
 from gpumon.console.terminal import output_not_terminal
 from gpumon.errors import UsageError
 from gpumon.frontends.detach import RUNNER_FLAG
@@ -34,10 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="COMMAND",
         help="your own training command, run without a shell; iteration rate comes from the auto-probe "
-        "(torch optimizer steps) or from gpumon.probe calls in the script",
+        "(torch optimizer steps) or from gpumon.probe calls in the script. A bare 'python' or 'python3' is the "
+        "workloads' Python (--python, else $GPUMON_PYTHON; without either, the python on PATH, refused when that is "
+        "gpumon's own and has no torch)",
     )
-    p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N; a GPU this machine lacks "
-        "(NVML, /proc/driver/nvidia, CUDA_VISIBLE_DEVICES) is refused before anything starts")
     p.add_argument("--stagger", type=finite_number, default=None, metavar="S", help="start the second job S seconds after the first "
         "(with --beside: once B's steps alone span S seconds, default 10)")
     p.add_argument(
@@ -52,28 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--duration", type=finite_number, default=None, metavar="S", help="stop everything S seconds after the first start")
     p.add_argument("--label", default=None, help="name of the capture (default: the workload names)")
-    p.add_argument("--out", type=Path, default=None, metavar="RUNS_DIR", help="where captures go (default: see below)")
-    p.add_argument("--interval", type=whole_number, default=100, metavar="MS", help="sampling interval in ms (default 100)")
-    p.add_argument("--gpu", default=None, metavar="INDEX|UUID", help="GPU to sample with NVML: an index or a "
-        "GPU-... UUID (default: the first of CUDA_VISIBLE_DEVICES, else 0); one NVML does not list is refused before anything starts")
-    p.add_argument("--warmup", type=count, default=None, metavar="N", help="steps marked warm-up (default 5; 0: none)")
-    p.add_argument("--no-nvml", action="store_true", help="do not load NVML")
-    p.add_argument(
-        "--share",
-        default="timeslice",
-        metavar="MODE",
-        help="how the jobs share the GPU: timeslice (the driver's default: each context runs alone for a "
-        "time slice), mps (gpumon starts its own NVIDIA MPS daemon; kernels of both jobs run at once), "
-        "mps:threads=PCT_A,PCT_B (MPS, each job capped at that %% of the SMs), mps:existing (clients of "
-        "an MPS daemon you already run)",
-    )
-    p.add_argument(
-        "--python",
-        default=None,
-        metavar="PATH",
-        help="the Python that runs the built-in workloads, e.g. your training environment's (it needs torch, "
-        "not gpumon); default: $GPUMON_PYTHON, else gpumon's own",
-    )
+    add_session_options(p)
     p.add_argument(
         "--on-capture-error",
         choices=("stop", "continue"),
@@ -86,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="SLOT=RUN",
-        help="exclusive run of job A or B (a run directory, a run name, or 'last'): live slowdown, STP and verdict (TUI and --headless)",
+        help=f"exclusive run of job A or B ({RUN_HELP}): live slowdown, STP and verdict (TUI and --headless)",
     )
     p.add_argument(
         "--metrics",
@@ -115,33 +94,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpumon.core.jobs.beside import DEFAULT_LEAD_S
-    from gpumon.core.jobs.devices import check_gpu_present, parse_gpu
     from gpumon.core.capture.metrics import parse_address
-    from gpumon.core.records.share import parse_share
-    from gpumon.core.store.runstore import runs_dir_or_default
+    from gpumon.core.jobs.beside import DEFAULT_LEAD_S
     from gpumon.frontends.plan import make_plan
-    from gpumon.core.capture.session import SessionConfig
 
     if args.json and not (args.headless or args.detach):
         raise UsageError("--json goes with --headless or --detach")
     if args.runner and not args.detach:
         raise UsageError("--runner is gpumon's own (the process --detach starts)")
-    gpu = parse_gpu(args.gpu) if args.gpu is not None else None
-    if gpu is not None and not args.no_nvml:
-        check_gpu_present(gpu)
     stagger = args.stagger if args.stagger is not None else DEFAULT_LEAD_S if args.beside is not None else 0.0
-    config = SessionConfig(
-        share=parse_share(args.share),
+    config = session_config(
+        args,
         metrics=parse_address(args.metrics) if args.metrics is not None else None,
-        device=args.device,
-        interval_ms=args.interval,
-        gpu_index=gpu,
-        runs_dir=runs_dir_or_default(args.out),
-        warmup=args.warmup,
         stagger_s=stagger,
-        nvml=not args.no_nvml,
-        python=args.python,
         on_capture_error=args.on_capture_error,
         detached=args.runner,
     )
@@ -173,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     return run_tui(plan)
 
 
-NOT_A_TERMINAL = "gpumon: {} is not a terminal: running headless (status lines instead of the live monitor)"
+NOT_A_TERMINAL = "gpumon: {}: running headless (status lines instead of the live monitor)"
 
 
 def run_tui(plan: "RunPlan") -> int:

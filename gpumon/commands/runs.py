@@ -69,7 +69,7 @@ def entry_line(entry: "RunSummary | DamagedRun") -> str:
     if s.status == RUNNING and s.runner is not None:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.runner.started))
         runner = f"  (runner pid {s.runner.pid} since {since}{', detached' if s.runner.detached else ''})"
-    return f"{s.name:<34.34} {s.mode:<9} {s.share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}"
+    return f"{s.name:<34.34} {s.mode:<9} {s.shown_share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}"
 
 
 def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, Any]:

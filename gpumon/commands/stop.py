@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from gpumon.commands.argtypes import positive_seconds
-from gpumon.commands.target import RUN_HELP, add_any_user, find
+from gpumon.commands.base import RUN_HELP
+from gpumon.commands.target import add_any_user, find
 
 STOP_TIMEOUT_S = 60.0  # the runner stops its jobs (SIGTERM, 5 s, SIGKILL) and finalises run.json
 

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
 
     from gpumon.core.store.runner import RunnerInfo
 
-RUN_HELP = "a run directory, a run name in the runs directory, or 'last'"
 ANY_USER_HELP = ("also another user's run (without it such a run is refused; signalling another user's runner takes "
                  "root). Whose a run is comes from its proven runner's process, else the run directory's owner, never "
                  "from run.json")

@@ -19,6 +19,9 @@ DESCRIPTION = """\
 Run your own training command with gpumon's probe, not under gpumon: gpumon execs the command
 (it keeps this PID, your terminal and your session; gpumon owns nothing and stays in no process).
 
+A bare 'python' or 'python3' as the command is your training environment's Python when --python
+or $GPUMON_PYTHON names one (as in gpumon run --cmd).
+
 The command's Python gets the auto-probe (every optimizer.step() of a PyTorch script is a step,
 docs/probe.md) and the probe's rendezvous: a socket in your private runtime directory
 ($GPUMON_RUNTIME_DIR, else $XDG_RUNTIME_DIR/gpumon, else /tmp/gpumon-UID; mode 0700) where it
@@ -41,6 +44,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--python", default=None, metavar="PATH",
+                        help="what a bare 'python' or 'python3' as the command means: your training environment's "
+                        "Python (default: $GPUMON_PYTHON; without either, the python on PATH, refused when that is "
+                        "gpumon's own and has no torch)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]",
                         help="the command and its arguments, run without a shell")
     parser.set_defaults(handler=run)
@@ -66,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv:
         raise UsageError("wrap needs a command, e.g. gpumon wrap -- python train.py")
+    from gpumon.core.jobs.interpreter import command_argv
     from gpumon.core.jobs.launcher import find_program
 
+    argv = list(command_argv(tuple(argv), args.python))
     program = find_program(argv[0])
     env = wrap_env(dict(os.environ))
     from gpumon.core.probing.rendezvous import problem

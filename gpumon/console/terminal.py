@@ -7,7 +7,8 @@ import sys
 
 
 def output_not_terminal() -> str | None:
-    """"stdout", "stderr" or both when not a terminal, else None.
+    """Which of stdout and stderr is not a terminal, as a clause ("stdout is not a terminal", "stdout and stderr are
+    not terminals"), else None.
 
     The live monitor needs both: Textual draws on stderr, and a redirected stdout must get text,
     not escape codes. Without them ``gpumon run`` runs headless.
@@ -19,4 +20,6 @@ def output_not_terminal() -> str | None:
                 names.append(name)
         except (AttributeError, OSError, ValueError):
             names.append(name)
-    return " and ".join(names) or None
+    if not names:
+        return None
+    return f"{names[0]} is not a terminal" if len(names) == 1 else f"{' and '.join(names)} are not terminals"

@@ -63,6 +63,15 @@ class Manifest:
             )
         return cls(directory, header, records)
 
+    @staticmethod
+    def recorded_python(directory: Path) -> str | None:
+        """The workloads' Python (``--python`` or ``$GPUMON_PYTHON``) the experiment in ``directory`` last ran with."""
+        try:
+            python = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))["experiment"].get("python")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return python if isinstance(python, str) and python else None
+
     def save(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         data = {"format": FORMAT, "experiment": self.header, "cells": [asdict(r) for r in self.records.values()]}

@@ -389,7 +389,7 @@ def distribution_table(pair: Pair) -> list[str]:
 
 def contention_section(ctx: Context) -> list[str]:
     """Q4: copy bandwidth and utilisation, exclusive vs shared, tests and effect sizes, per pair."""
-    from gpumon.analysis.distributions import CAUTION, COPY_NOTE
+    from gpumon.analysis.distributions import CAUTION, COPY_NOTE, CPU_COPY_NOTE
 
     pairs = build_pairs(ctx)
     write_csvs(ctx, pairs)
@@ -432,6 +432,8 @@ def contention_section(ctx: Context) -> list[str]:
             *distribution_table(pair),
             "",
         ]
-    lines += [COPY_NOTE, "", CAUTION, *interval_note(pairs), "", "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
+    tested = any(p.comparison is not None and p.comparison.tested for p in pairs)
+    lines += [CPU_COPY_NOTE if on_cpu else COPY_NOTE, *(["", CAUTION] if tested else []), *interval_note(pairs), "",
+              "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
               "[stp.csv](stp.csv).", *pair_warnings(pairs)]
     return lines

@@ -67,7 +67,9 @@ def cell_argv(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
 
 
 def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
-    """The arguments of a cell's ``gpumon run --headless`` (``run …``); ``--duration`` is only a cap."""
+    """The arguments of a cell's ``gpumon run --headless`` (``run …``); ``--duration`` is only a cap. The workloads'
+    Python, when it is not gpumon's own, is named with ``--python``: the command in cells.json and ``--dry-run`` is
+    the whole command."""
     argv = ["run"]
     for slot, job in zip(SLOTS, cell.jobs):
         if cell.profile_steps is None:
@@ -84,6 +86,9 @@ def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
         argv += ["--share", cell.share]
     if cell.warmup is not None:
         argv += ["--warmup", str(cell.warmup)]
+    python = choose()
+    if not python.own:
+        argv += ["--python", python.path]
     return argv
 
 

@@ -1,4 +1,5 @@
-"""Experiment specs (``experiments/*.toml``): the schema, its validation, and the settings of one preset.
+"""Experiment specs (the shipped ones: ``gpumon/experiments/specs/*.toml``): the schema, its validation, and the
+settings of one preset.
 
 A spec has an ``[experiment]`` table (what is asked and which analysis answers it), a ``[run]``
 table (what to run), ``[presets.NAME]`` tables that override ``[run]`` keys (``options`` is merged,
@@ -384,8 +385,8 @@ def with_overrides(settings: Settings, *, seconds: float | None, repeats: int | 
 
 
 def shipped_dir() -> Path:
-    """``experiments/`` of the source tree this package is installed from."""
-    return Path(__file__).resolve().parents[2] / "experiments"
+    """``gpumon/experiments/specs/``: the shipped specs, package data (a wheel and an editable install alike)."""
+    return Path(__file__).resolve().parent / "specs"
 
 
 def find_spec(text: str) -> Path:

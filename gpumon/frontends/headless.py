@@ -16,7 +16,7 @@ from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse, SoloHi
 from gpumon.core.jobs.launcher import SLOTS, LaunchRequest, exit_text
 from gpumon.core.interference.live import LiveFigures, LiveStats
 from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_baseline
-from gpumon.core.records.model import ENDED_STATES, Notice, SourceStatus, WorkloadState
+from gpumon.core.records.model import ENDED_STATES, NO_STEPS, Notice, SourceStatus, WorkloadState
 from gpumon.core.capture.outcome import exit_code
 from gpumon.core.records.rates import Interference, interference
 from gpumon.core.capture.session import Session
@@ -39,10 +39,19 @@ def one_line(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def status_line(t: float, spec: str, state: str, f: LiveFigures) -> str:
-    copy = f"copy {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
+SPEC_WIDTH = 24  # the spec column, widened to the run's longest spec up to SPEC_MAX (longer ones end in "…")
+SPEC_MAX = 60
+
+
+def spec_width(specs: list[str]) -> int:
+    return min(SPEC_MAX, max([SPEC_WIDTH, *(len(one_line(s, SPEC_MAX)) for s in specs)]))
+
+
+def status_line(t: float, spec: str, state: str, f: LiveFigures, copy_word: str = "copy", width: int = SPEC_WIDTH) -> str:
+    """``copy_word``: ``memcpy`` for a job on the CPU (a RAM-to-RAM copy timed on the host, no link)."""
+    copy = f"{copy_word} {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
     return (
-        f"{t:7.1f}s {f.process} {spec:<24.24} {state:<8} {fmt_rate(f.iter_per_s):>11} "
+        f"{t:7.1f}s {f.process} {one_line(spec, width):<{width}} {state:<8} {fmt_rate(f.iter_per_s):>11} "
         f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}  {copy}  cpu {pct(f.cpu_pct)}  steps {f.steps}"
     )
 
@@ -65,9 +74,9 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
     )
 
 
-def blind_line(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str) -> str:
+def blind_line(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str, width: int = SPEC_WIDTH) -> str:
     """An attached job without a probe: its rate unknown, and its SM % and GPU memory alone and now."""
-    return (f"{t:7.1f}s {f.process} {spec:<24.24} running  rate {UNKNOWN_RATE}  "
+    return (f"{t:7.1f}s {f.process} {one_line(spec, width):<{width}} running  rate {UNKNOWN_RATE}  "
             f"{known.phrase(other or 'the other job')}  cpu {pct(f.cpu_pct)}")
 
 
@@ -123,6 +132,9 @@ class HeadlessRun:
         )
         self.gpu_info: dict = {}
         self.known = LiveKnownUse(BESIDE_SLOT)  # an attached job without a probe: what is known of it
+        self.no_steps: set[str] = set()  # jobs said to take no step the probe sees (NO_STEPS notices)
+        self.spec_width = spec_width([r.spec for r in plan.jobs])
+        self.duration_ended = False  # the run was stopped at the end of --duration (its jobs: "stopped at --duration")
 
     def _on_event(self, item: object) -> None:
         """Bus subscriber of ``EVENTS``: queued for the main thread, which prints them."""
@@ -209,6 +221,7 @@ class HeadlessRun:
                 self.session.launch(self.plan.requests[0], "A")
             self._print_status()
             if end is not None and clock.now() >= end:
+                self.duration_ended = True
                 break
         if waiting is not None:
             self._not_started("A", self.plan.requests[0], clock.now())
@@ -303,12 +316,19 @@ class HeadlessRun:
             figures = self.live.figures(process, now)
             if not workload.owned and workload.probe is None:
                 other = next((short_name(w.request) for p, w in self.session.launcher.workloads.items() if p != process), "")
-                render_blind = blind_json if self.as_json else blind_line
-                self._emit(render_blind(now, workload.request.spec, figures, self.known.known(), other), self.out)
+                known = self.known.known()
+                line = (blind_json(now, workload.request.spec, figures, known, other) if self.as_json else
+                        blind_line(now, workload.request.spec, figures, known, other, self.spec_width))
+                self._emit(line, self.out)
                 continue
-            state = "starting" if not figures.steps else "warm-up" if figures.warmup else "running"
-            render = status_json if self.as_json else status_line
-            self._emit(render(now, workload.request.spec, state, figures), self.out)
+            waiting = NO_STEPS if process in self.no_steps else "starting"
+            state = waiting if not figures.steps else "warm-up" if figures.warmup else "running"
+            if self.as_json:
+                self._emit(status_json(now, workload.request.spec, state, figures), self.out)
+            else:
+                device = str(self.session.workload_meta.get(process, {}).get("device") or "")
+                copy_word = "memcpy" if device == "cpu" else "copy"
+                self._emit(status_line(now, workload.request.spec, state, figures, copy_word, self.spec_width), self.out)
         running = [p for p, w in self.session.launcher.workloads.items() if w.running]
         if len(running) > 1:
             self._print_interference(now, running)
@@ -342,6 +362,8 @@ class HeadlessRun:
                     for line in last:
                         self._say(f"gpumon:   {item.process}| {line}")
             elif isinstance(item, Notice):
+                if item.kind == NO_STEPS and item.process:
+                    self.no_steps.add(item.process)
                 who = f" {item.process}" if item.process else ""
                 self._say(f"gpumon:{who} {item.text}")
             elif isinstance(item, SourceStatus) and not item.available:
@@ -350,6 +372,10 @@ class HeadlessRun:
     def _ended_words(self, state: WorkloadState) -> str:
         """How a job ended; an attached process was never ours to stop, and its status is not ours to know."""
         workload = self.session.launcher.workloads.get(state.process)
+        if state.state == "stopped" and (workload is None or workload.owned):  # gpumon stopped it: its status is ours
+            if self.signal_received is not None:
+                return f"stopped ({signal.Signals(self.signal_received).name} to gpumon)"
+            return f"stopped at --duration {self.plan.duration_s:g} s" if self.duration_ended else "stopped"
         if workload is None or workload.owned:
             return f"{state.state} with status {state.exit_status}"
         if state.state == "detached":

@@ -81,7 +81,7 @@ def make_plan(
         raise UsageError(f"--interval must be between 10 and 60000 ms, got {session.interval_ms}")
     check_share(session.share, session.device)
     requests = [builtin_request(w, session.device, session.python) for w in workloads]
-    requests += [LaunchRequest.command(c) for c in commands]
+    requests += [LaunchRequest.command(c, session.python) for c in commands]
     if not label:
         label = "-".join(short_name(r) for r in [*requests, *([attached] if attached else [])]) or "idle"
     return RunPlan(session, tuple(requests), label, duration_s, stagger_s, beside=attached)

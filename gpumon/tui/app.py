@@ -30,7 +30,7 @@ from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.tui.screens.attached import AttachedScreen, open_follow
 from gpumon.tui.screens.live import LiveMonitorScreen
-from gpumon.tui.screens.monitor import MonitorScreen
+from gpumon.tui.screens.monitor import NOTICE_S, MonitorScreen
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,7 @@ class GpumonApp(App[int]):
 
     CSS_PATH = "gpumon.tcss"
     TITLE = "gpumon"
+    NOTIFICATION_TIMEOUT = NOTICE_S  # a notice over the panes goes soon: what it says is also in a panel or line
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [Binding("ctrl+c", "quit", "Quit", show=False, priority=True)]
 

@@ -18,6 +18,7 @@ from gpumon.core.capture.probescan import ProbeScanner
 from gpumon.frontends.plan import RunPlan, beside_request, short_name
 from gpumon.core.interference.live_cause import load_baseline
 from gpumon.core.capture.session import Session
+from gpumon.core.store.runstore import export_dir
 from gpumon.core.store.trace import Run, baseline_rate, export, load_run
 from gpumon.errors import UsageError
 from gpumon.tui.model import LiveModel, current_user
@@ -27,7 +28,7 @@ def export_csv(run: Run, root: Path | None = None) -> tuple[Path, list[Path]]:
     """Write ``run`` (as written so far) as plain CSV into ``<root or cwd>/<run>-csv``; that directory and the files.
 
     The folder is this run's own: exporting again replaces what an earlier press wrote with the run as it is now."""
-    out = (root or Path.cwd()) / f"{run.path.name}-csv"
+    out = export_dir(run.path, "csv", root)
     return out, export(run, out, "csv", overwrite=True)
 
 

@@ -27,6 +27,7 @@ from gpumon.core.records.model import (
     GpuSummary,
     HostSample,
     LogLine,
+    NO_STEPS,
     Notice,
     RingBuffer,
     SourceStatus,
@@ -92,6 +93,7 @@ class _Slot:
     exclusive_last: Point | None = None
     exclusive_over: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    no_steps: str = ""  # the NO_STEPS notice's words: a command that works and takes no step the probe sees
 
     @property
     def active(self) -> bool:
@@ -170,6 +172,8 @@ class LiveModel:
         elif isinstance(item, Notice):
             self.notices.append(item)
             self.notice_total += 1
+            if item.kind == NO_STEPS and item.process in self._slots:
+                self._slots[item.process].no_steps = item.text
         elif isinstance(item, GpuOthers):
             self.others = item
         elif isinstance(item, GpuOverview):
@@ -276,6 +280,7 @@ class LiveModel:
             notice_total=self.notice_total,
             gpus=gpus,
             shown_gpu=(shown or jobs).index if jobs is not None else None,
+            jobs_device=next((w.device for w in workloads if w.device), ""),
             **rows,
         )
 
@@ -324,6 +329,7 @@ class LiveModel:
         state = slot.state
         figures = self.stats.figures(name, now) if state is not None else None
         label, healthy = _state_label(state, slot.last_step)
+        hint = slot.no_steps if label == "starting" else ""
         exclusive, source = self._exclusive(name, slot)
         end = state.t if state is not None and state.state not in ACTIVE_STATES else now
         iter_values = slot.iter_rate.values(now, n, 0.0 if slot.active else NAN)
@@ -331,7 +337,7 @@ class LiveModel:
         return WorkloadView(
             slot=name,
             spec=slot.spec,
-            state=label,
+            state=NO_STEPS if hint else label,
             healthy=healthy,
             pid=state.pid if state is not None else None,
             figures=figures,
@@ -344,6 +350,8 @@ class LiveModel:
             exclusive_source=source,
             last_step_t=slot.last_step.t if slot.last_step is not None else NAN,
             log=tuple(slot.log.snapshot()),
+            hint=hint,
+            device=str(slot.meta.get("device") or ""),
         )
 
     @staticmethod

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gpumon.core.interference.attribution import Attribution
 from gpumon.core.interference.live import LiveFigures
-from gpumon.core.records.model import DeviceSample, GpuSummary, HostSample
+from gpumon.core.records.model import NO_STEPS, DeviceSample, GpuSummary, HostSample
 from gpumon.core.records.rates import Interference
 
 NAN = math.nan
@@ -80,6 +80,8 @@ class WorkloadView:
     exclusive_source: str
     last_step_t: float
     log: tuple[str, ...]
+    hint: str = ""  # why a running job shows no rate (state "no steps"), with what to do
+    device: str = ""  # what the job said it trains on (cpu, cuda:0; "" not said): on the CPU a copy is a memcpy
 
     @property
     def empty(self) -> bool:
@@ -87,7 +89,7 @@ class WorkloadView:
 
     @property
     def active(self) -> bool:
-        return self.state in ("starting", "warm-up", "running")
+        return self.state in ("starting", NO_STEPS, "warm-up", "running")
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class View:
     processes: tuple[ProcessRow, ...] = ()  # every process on the GPU: ours first, then the others by GPU memory
     others_on_gpu: int = 0  # other processes using the GPU meaningfully now (core/store/others.py's rule)
     predicted: str = ""  # the prediction from the --baseline runs (gpumon predict), "" without both
+    jobs_device: str = ""  # what the jobs said they train on ("" none said yet): on the CPU they share its cores
     gpus: tuple[GpuSummary, ...] = ()  # one overview line per GPU of a box with several; () with one
     shown_gpu: int | None = None  # the index of the GPU in the device panel (with several GPUs)
 

@@ -56,7 +56,7 @@ def test_on_capture_error_continue_keeps_the_job_running_unrecorded(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     assert "Traceback" not in err and "gpumon: capture stopped at " in err
-    assert "gpumon: workload A stopped with status" in err, "the job ran until --duration ended it"
+    assert "gpumon: workload A stopped at --duration 25 s" in err, "the job ran until --duration ended it"
     status = [json.loads(line) for line in out.splitlines() if line.startswith('{"t"')]
     failed_at = float(err.split("gpumon: capture stopped at ", 1)[1].split(" s:", 1)[0])
     later = [s for s in status if s["t"] > failed_at + 2 and s["steps"] > 0]

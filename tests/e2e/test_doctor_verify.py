@@ -49,6 +49,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, no_gpu: dict[str, str]) -> di
     jobs = {
         "cpu_text": (["--verify"], no_gpu),
         "cpu_json": (["--verify", "--json"], no_gpu),
+        "cpu_pipeline": (["--verify", "--device", "cpu"], no_gpu),
     }
     if fake.compiler() is not None:
         lib = fake.build(tmp / "lib")
@@ -64,6 +65,33 @@ def _checks(run: subprocess.CompletedProcess) -> dict[str, dict]:
     assert "Traceback" not in run.stderr, run.stderr
     report = json.loads(run.stdout)
     return {c["name"]: c for c in report["checks"]}
+
+
+def docs_sample(after: str) -> list[str]:
+    """The lines of the first code block in docs/verify.md after ``after``."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "verify.md").read_text()
+    block = text[text.index(after):].split("```\n", 2)[1]
+    return block.splitlines()
+
+
+def test_the_no_gpu_output_is_the_one_docs_verify_shows(runs) -> None:
+    assert runs["cpu_text"].stdout.splitlines() == docs_sample("Where it cannot check, it says so")
+
+
+def test_device_cpu_without_nvml_runs_the_job_and_checks_the_pipeline(runs) -> None:
+    """What docs/verify.md says --device cpu does: the job runs on the CPU; its steps reach the capture and the monitor's
+    cost is measured; NVML's checks say they were not made; the last line does not claim NVML's numbers hold."""
+    run = runs["cpu_pipeline"]
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    lines = run.stdout.splitlines()
+    shown = docs_sample("job needs torch in the workloads' Python")
+    assert len(lines) == len(shown)
+    for line, doc in zip(lines, shown):  # the same lines; the measured figures differ run to run
+        assert line.split(":")[0] == doc.split(":")[0], (line, doc)
+    assert any(line.startswith("  [ok]   capture: ") and "copied (memcpy on the CPU)" in line for line in lines)
+    assert any(line.startswith("  [ok]   monitor CPU cost: ") or line.startswith("  [warn] monitor CPU cost: ")
+               for line in lines)
+    assert lines[-1].startswith("gpumon's pipeline holds on the CPU; NVML's numbers are not verified (no GPU here)")
 
 
 def test_cpu_only_text_says_what_it_cannot_check_and_exits_0(runs) -> None:

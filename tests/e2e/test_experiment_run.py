@@ -7,9 +7,10 @@ import os
 import re
 import signal
 import subprocess
+import sys
 
 from gpumon.core.store.trace import load_run
-from tests.helpers import GPUMON, gpumon, wait_for
+from tests.helpers import GPUMON, wait_for
 
 SPEC = """\
 [experiment]
@@ -40,8 +41,11 @@ def test_interrupted_experiment_resumes_and_fills_the_matrix_from_real_runs(tmp_
     spec.write_text(SPEC)
     out = tmp_path / "exp"
     args = ["experiment", str(spec), "--out", str(out), "--device", "cpu", "--profile"]
-    env = {**os.environ, "NO_COLOR": "1"}
-    first = subprocess.Popen([*GPUMON, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    env = {k: v for k, v in os.environ.items() if k != "GPUMON_PYTHON"}
+    env["NO_COLOR"] = "1"
+    # the workloads' Python named once: cells.json records it, and the resume below (without it) uses it again
+    first = subprocess.Popen([*GPUMON, *args, "--python", sys.executable], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
     try:
         wait_for(lambda: statuses(out).get("x-fcn-r1") == "ok" or first.poll() is not None, timeout=90,
                  what="the first cell to complete")
@@ -57,8 +61,9 @@ def test_interrupted_experiment_resumes_and_fills_the_matrix_from_real_runs(tmp_
     assert done["x-fcn-r1"] == "ok" and done.get("s-fcn+gemm-r1") is None
     assert done.get("x-gemm-r1") in (None, "interrupted")
 
-    second = gpumon(*args, timeout=180, env={"NO_COLOR": "1"})
+    second = subprocess.run([*GPUMON, *args], capture_output=True, text=True, timeout=180, env=env)
     assert second.returncode == 0, second.stderr
+    assert f"the workloads' python, as {out / 'cells.json'} recorded it: {sys.executable}" in second.stderr
     assert "[1/3] x-fcn-r1: ok: done earlier" in second.stderr
     assert statuses(out) == {"x-fcn-r1": "ok", "x-gemm-r1": "ok", "s-fcn+gemm-r1": "ok"}
     assert second.stdout.strip() == f"{out / 'results.md'}  (3 ok)"
@@ -72,6 +77,7 @@ def test_interrupted_experiment_resumes_and_fills_the_matrix_from_real_runs(tmp_
         assert run.meta["device"] == "cpu" and all(w["exit_status"] == 0 for w in run.workloads)
         command = cell["command"][cell["command"].index("run"):]  # after the interpreter running this gpumon
         assert command[:2] == ["run", "fcn:preset=tiny,threads=1"] or cell["id"] == "x-gemm-r1"
+        assert cell["command"][0] == sys.executable and cell["command"][-2:] == ["--python", sys.executable]
 
     results = (out / "results.md").read_text()
     row = re.search(r"\| \*\*fcn\*\* \| – \| \[(\d+\.\d\d) \(", results)

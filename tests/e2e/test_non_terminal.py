@@ -24,7 +24,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpumon.commands.run import NOT_A_TERMINAL
 from tests.helpers import GPUMON, only_run, wait_for
 
 F_SETPIPE_SZ = 1031
@@ -78,7 +77,8 @@ def test_stdout_to_a_file_runs_headless_with_a_one_line_notice(tmp_path, job):
         done = subprocess.run(run_args(runs, job, "--duration", "4"), stdout=out, stderr=subprocess.PIPE,
                               stdin=subprocess.DEVNULL, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines()[0] == NOT_A_TERMINAL.format("stdout and stderr")
+    assert done.stderr.splitlines()[0] == ("gpumon: stdout and stderr are not terminals: running headless "
+                                           "(status lines instead of the live monitor)")
     text = log.read_text()
     assert "\x1b" not in text, "escape codes in a file"
     lines = text.splitlines()

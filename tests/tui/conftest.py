@@ -100,3 +100,16 @@ def feed_four_gpus(model, until: float, jobs_processes: int = 2) -> None:
             for index, figures, processes in OTHER_GPUS
         )
         model.handle(GpuOverview(t, (jobs, *others)))
+
+
+def screen_text(app) -> list[str]:
+    """The screen as the terminal shows it, one string per row (what a snapshot draws, as plain text)."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system=None,
+                      record=True, legacy_windows=False, safe_box=False)
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text().splitlines()[:height]

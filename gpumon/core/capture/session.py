@@ -22,6 +22,8 @@ from gpumon.core.records.clock import RunClock
 from gpumon.core.jobs.launcher import SLOTS, LaunchRequest, Launcher, Workload
 from gpumon.core.probing.listener import GATHER_S, Listener
 from gpumon.core.capture.metrics import MetricsServer
+from gpumon.core.capture.nosteps import NoStepsWatch
+from gpumon.core.capture.stagger import StaggerWatch
 from gpumon.core.records.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.jobs.mps import MpsControl
 from gpumon.core.records.share import ShareMode
@@ -93,6 +95,8 @@ class Session:
         self.shutting_down = False
         self.workload_meta: dict[str, dict[str, Any]] = {}
         self.bus.subscribe(self._on_event, WorkloadMeta)
+        self.bus.subscribe(NoStepsWatch(self.bus.publish).handle, *NoStepsWatch.TAKES)
+        self.bus.subscribe(StaggerWatch(self.bus.publish, config.stagger_s).handle, *StaggerWatch.TAKES)
 
     def _write_capture_soon(self) -> None:
         recorder = self.recorder

@@ -16,7 +16,8 @@ it is split as follows (docs/compare.md, "Why it slowed down"):
 * **GPU**: the rest, when the GPU was busy while they shared (NVML utilisation
   >= 90 % or up by 10 points); GPM's SM activity then says whether the job
   waited for the other's time slices (SMs not full) or the GPU was full.
-* **unexplained**: whatever no evidence accounts for.
+* **unexplained**: whatever no evidence accounts for; on the CPU, where there is no GPU or link, that is
+  what gpumon does not measure there (shared caches, memory bandwidth), and the phrase says so.
 """
 
 from __future__ import annotations
@@ -234,6 +235,9 @@ def _cause(shares: dict[str, float], box: Box, sm_active: float) -> tuple[str, s
     if main == UNEXPLAINED:
         if box.gpu and not box.nvml:
             return UNKNOWN, NO_NVML
+        if not box.gpu:  # on the CPU what the CPU's fall does not explain is what no counter here measures
+            cpu = f"partly {PHRASES[CPU]} ({shares[CPU]:.0%}); " if shares[CPU] >= 0.2 else ""
+            return UNEXPLAINED, f"{cpu}{shares[UNEXPLAINED]:.0%} unmeasured on the CPU (shared caches, memory bandwidth)"
         return UNEXPLAINED, f"cause unexplained ({shares[UNEXPLAINED]:.0%} of the extra time)"
     if shares[main] >= MOSTLY:
         return main, f"mostly {PHRASES[main]}"

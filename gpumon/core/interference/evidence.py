@@ -176,11 +176,7 @@ def has_nvml_data(run: Run) -> bool:
 
 def device_of(run: Run) -> str:
     """``cpu`` or ``cuda[:N]``: what the workloads said they trained on, else run.json's device ("?" if neither)."""
-    for w in run.workloads:
-        meta = w.get("meta") if isinstance(w, dict) else None
-        if isinstance(meta, dict) and meta.get("device") not in (None, "", "auto"):
-            return str(meta["device"])
-    return str(run.meta.get("device") or "?")
+    return run.trained_on
 
 
 def device_identity(run: Run) -> tuple[str, str]:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from gpumon.core.records.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
-from gpumon.core.records.rates import OverlapRates, Point, live_rate
+from gpumon.core.records.rates import LIVE_WINDOW_S, OverlapRates, Point, live_rate
 
-WINDOW_S = 2.0
+WINDOW_S = LIVE_WINDOW_S
 # Steps are taken in when figures are asked for (a status line, a refresh: once a second), in one pass, or by the
 # publisher itself once this many wait (nobody asks): a step costs the publisher an append, not a lock and a window.
 ABSORB_AT = 4096

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from gpumon.core.records.model import ProcessSample, StepEvent, WorkloadState
+from gpumon.core.records.model import ProcessSample, SourceStatus, StepEvent, WorkloadState
 
 SLOT = "B"
 # The process is sampled alone (NVML, /proc) at least this long before job A starts, whatever its history.
@@ -137,6 +137,7 @@ class KnownUse:
     sm_shared: float
     mem_alone_mib: float
     mem_shared_mib: float
+    nvml_off: str = ""  # why NVML was not read ("unavailable: disabled (--no-nvml)"), "" when it was
 
     def phrase(self, other: str) -> str:
         """``SM 30 % alone → 15 % beside fcn (-50 %), GPU memory 2.0 GiB → 2.0 GiB``; what NVML did not give is left out."""
@@ -149,7 +150,7 @@ class KnownUse:
         if not (math.isnan(self.mem_alone_mib) and math.isnan(self.mem_shared_mib)):
             alone, shared = (_figure(v / 1024, "GiB", 1) for v in (self.mem_alone_mib, self.mem_shared_mib))
             parts.append(f"GPU memory {alone} → {shared}")
-        return ", ".join(parts) or "no GPU figures for it (NVML gave none)"
+        return ", ".join(parts) or f"no GPU figures for it (NVML {self.nvml_off or 'gave none'})"
 
     def to_dict(self) -> dict:
         return {k: None if math.isnan(v) else v for k, v in (
@@ -165,11 +166,12 @@ class LiveKnownUse:
     """The live counterpart of ``KnownUse`` for the attached job: its SM % and GPU memory before the other job
     started (mean), and now (the last sample)."""
 
-    TAKES = (ProcessSample, WorkloadState)  # what ``handle`` reads (Bus.subscribe)
+    TAKES = (ProcessSample, WorkloadState, SourceStatus)  # what ``handle`` reads (Bus.subscribe)
 
     def __init__(self, process: str = SLOT) -> None:
         self.process = process
         self.other_started = False
+        self.nvml_off = ""
         self._alone: list[tuple[float, float]] = []
         self._now: tuple[float, float] = (math.nan, math.nan)
 
@@ -180,10 +182,12 @@ class LiveKnownUse:
                 self._alone.append(self._now)
         elif isinstance(item, WorkloadState) and item.process != self.process and item.state == "running":
             self.other_started = True
+        elif isinstance(item, SourceStatus) and item.name == "nvml":
+            self.nvml_off = "" if item.available else item.reason
 
     def known(self) -> KnownUse:
         def mean(i: int) -> float:
             values = [v[i] for v in self._alone if not math.isnan(v[i])]
             return sum(values) / len(values) if values else math.nan
 
-        return KnownUse(mean(0), self._now[0], mean(1), self._now[1])
+        return KnownUse(mean(0), self._now[0], mean(1), self._now[1], self.nvml_off)

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ ENV_PYTHON = "GPUMON_PYTHON"
 NEEDED = ("torch", "numpy")
 MIN_VERSION = (3, 10)
 CHECK_TIMEOUT_S = 60.0
+BARE_PYTHON = re.compile(r"python(3(\.\d+)?)?")  # a command's program that names no environment
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
 # python [-I] -c RUN_MODULE DIR MODULE ARGS...: MODULE run as ``python -m MODULE ARGS`` runs it, but with DIR
@@ -122,6 +124,29 @@ def require_workload_python(explicit: str | None = None) -> WorkloadPython:
         f"{python.chosen_by} {python.path} has no {lacking}: name the python of your training environment, "
         f"or pip install {' '.join(missing)} there"
     )
+
+
+def command_argv(argv: tuple[str, ...], explicit: str | None = None) -> tuple[str, ...]:
+    """A user's command (``--cmd``, ``wrap``) with a bare ``python``/``python3``/``python3.N`` as the workloads' Python.
+
+    With ``--python`` or ``$GPUMON_PYTHON`` a bare python means that interpreter, the one that trains. Without
+    either it is the ``python`` on PATH, unless that is gpumon's own environment and it has no torch (a light
+    install, activated): then it would silently be the one interpreter that cannot train, and is refused in one line.
+    """
+    if not argv or not BARE_PYTHON.fullmatch(argv[0]):
+        return argv
+    python = choose(explicit)
+    if not python.own:
+        return (python.path, *argv[1:])
+    found = shutil.which(argv[0])
+    if found is not None and Path(found).parent.resolve() == Path(sys.executable).parent.resolve() \
+            and "torch" in missing_modules(python):
+        raise UsageError(
+            f"{argv[0]} in the command is gpumon's own Python ({found}), which has no torch: name your training "
+            f"environment's with --python PATH or {ENV_PYTHON} (a bare {argv[0]} then means it), or give the full "
+            f"path of the Python to run"
+        )
+    return argv
 
 
 def child_path() -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from gpumon.core.jobs.beside import BesideTarget
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
-from gpumon.core.jobs.interpreter import child_path
+from gpumon.core.jobs.interpreter import child_path, command_argv
 from gpumon.core.jobs.lifeline import die_with_parent
 from gpumon.core.probing.listener import Listener
 from gpumon.core.records.model import LogLine, WorkloadState
@@ -80,14 +80,16 @@ class LaunchRequest:
         return cls(spec=target.spec, kind="beside", argv=target.argv, beside=target)
 
     @classmethod
-    def command(cls, text: str) -> "LaunchRequest":
-        """A user command line, run without a shell, with the auto-probe installed."""
+    def command(cls, text: str, python: str | None = None) -> "LaunchRequest":
+        """A user command line, run without a shell, with the auto-probe installed; a bare ``python`` in it is the
+        workloads' Python (``python``: ``--python``, else ``$GPUMON_PYTHON``; ``interpreter.command_argv``)."""
         try:
             argv = tuple(shlex.split(text))
         except ValueError as exc:
             raise UsageError(f"cannot parse command {text!r}: {exc}") from None
         if not argv:
             raise UsageError("empty --cmd")
+        argv = command_argv(argv, python)
         find_program(argv[0])
         return cls(spec=f"cmd:{text}", kind="cmd", argv=argv)
 
@@ -197,7 +199,8 @@ class Launcher:
             self.workloads[process] = workload
         self.listener.watch(probe_r, process, "probe")
         output_closed = self.listener.watch(out_r, process, "output")
-        self.bus.publish(WorkloadState(process, "running", workload.start_t, pid=popen.pid))
+        job = {"spec": request.spec, "kind": request.kind, "argv": list(request.argv)}
+        self.bus.publish(WorkloadState(process, "running", workload.start_t, pid=popen.pid, job=job))
         reaper = threading.Thread(
             target=self._reap, args=(workload, output_closed), name=f"gpumon-reap-{process}", daemon=True
         )

@@ -191,8 +191,10 @@ class SourceStatus:
 class WorkloadState:
     """A workload's lifecycle change: starting, running, exited (with status and stderr tail).
 
-    An attached process (``--beside``) is "running" with ``attached`` (what run.json records of it) and
-    ends "exited" (by itself, status unknown) or "detached" (gpumon let go of it; it still runs).
+    A launched job is "running" with ``job`` (its spec, kind and argv, for run.json: a capture started
+    before the launch knows nothing else of it). An attached process (``--beside``) is "running" with
+    ``attached`` (what run.json records of it) and ends "exited" (by itself, status unknown) or "detached"
+    (gpumon let go of it; it still runs).
     """
 
     process: str
@@ -202,6 +204,7 @@ class WorkloadState:
     exit_status: int | None = None
     tail: str = ""
     attached: dict | None = None
+    job: dict | None = None
 
 
 # The states a workload ends in.
@@ -255,10 +258,15 @@ class LogLine:
     text: str
 
 
+NO_STEPS = "no steps"  # Notice.kind: a launched command uses CPU but takes no step (core/capture/nosteps.py)
+
+
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """Something the user should know that is not a sample (a dropped batch, a protocol mismatch)."""
+    """Something the user should know that is not a sample (a dropped batch, a protocol mismatch); ``kind`` names
+    the notices a front end shows beyond the line itself (NO_STEPS: in the job's panel)."""
 
     t: float
     text: str
     process: str | None = None
+    kind: str = ""

@@ -30,6 +30,27 @@ PAYS, LOSES, CANNOT_TELL = "pays", "loses", "cannot tell"
 VERDICTS = (PAYS, LOSES, CANNOT_TELL)
 ROUNDING = 1e-9
 LIVE_DIGITS = 2
+LIVE_WINDOW_S = 2.0  # the live rate's window (panels, status lines, the process table)
+
+# The one vocabulary: what each figure is, in the words the monitor's help (?), ``gpumon compare --help`` and
+# docs/numbers.md say (the first two are made from this; tests/core/test_vocabulary.py reads all three).
+DEFINITIONS: tuple[tuple[str, str], ...] = (
+    ("iter/s", "training steps per second, wall-clock: the steps completed ÷ the time between their end stamps "
+     "(never ÷ the time inside the steps), exact from each step's monotonic end stamp; live, over the last "
+     f"{LIVE_WINDOW_S:g} s"),
+    ("exclusive rate x", "a job's steady-state iter/s alone, from its first to its last step after warm-up: in a run "
+     "of its own (--baseline A=RUN, --exclusive RUN) or while the other slot was empty (the exclusive phase of a "
+     "staggered start)"),
+    ("overlap window", "from the later of the two jobs' first steps after warm-up to the earlier of their last steps: "
+     "a fixed duration, not a fixed number of steps, so a job running its tail alone does not count"),
+    ("shared rate s", "a job's iter/s inside the overlap window (live: the window so far), its step count "
+     "interpolated at the window's edges"),
+    ("slowdown r", "x / s: 1 = unaffected, 2 = half speed while sharing"),
+    ("STP", "1/r_A + 1/r_B, the pair's combined throughput in units of one job alone: sharing pays when STP > 1; "
+     "below 1 the jobs would finish sooner one after the other"),
+    ("verdict", "'sharing pays' when the whole 95 % interval of STP is above 1, 'sharing loses' when it is below 1, "
+     "else 'cannot tell'; the live line, which has no interval, judges STP rounded to two digits"),
+)
 
 
 @dataclass(frozen=True)

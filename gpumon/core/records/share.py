@@ -65,6 +65,15 @@ def recorded_share(meta: dict[str, Any]) -> ShareMode:
     return ShareMode("mps", tuple(share.get("threads") or ()), bool(share.get("existing_daemon")))
 
 
+CPU_SHARE = "cpu cores"  # jobs on the CPU: the operating system's scheduler shares the cores; no GPU time slicing
+
+
+def shown_share(label: str, device: str) -> str:
+    """How a share mode reads for jobs on ``device`` (``cpu``, ``cuda:0``...): on the CPU the jobs shared its cores,
+    whatever --share said (it applies to a GPU)."""
+    return CPU_SHARE if device.split(":")[0] == "cpu" else label
+
+
 def share_of(meta: dict[str, Any]) -> str:
     """The share-mode label of a recorded run (runs recorded before share modes: ``timeslice``)."""
     return recorded_share(meta).describe()

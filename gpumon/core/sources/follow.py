@@ -198,7 +198,8 @@ class FollowSource:
         notices = self.run.meta.get("notices") or []
         for entry in notices[self._notices :]:
             if isinstance(entry, dict):
-                notice = Notice(float(entry.get("t", 0.0)), str(entry.get("text", "")), entry.get("process"))
+                notice = Notice(float(entry.get("t", 0.0)), str(entry.get("text", "")), entry.get("process"),
+                                str(entry.get("kind") or ""))
                 out.append((notice.t, 5, notice))
         self._notices = len(notices)
         return out

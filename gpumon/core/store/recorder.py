@@ -273,7 +273,8 @@ class Recorder:
         elif isinstance(item, Notice):
             notices = self.meta.setdefault("notices", [])
             if len(notices) < MAX_NOTICES:
-                notices.append({"t": round(item.t, 3), "process": item.process, "text": item.text})
+                notices.append({"t": round(item.t, 3), "process": item.process, "text": item.text,
+                                **({"kind": item.kind} if item.kind else {})})
                 self._meta_dirty = True
         elif isinstance(item, WorkloadMeta):
             entry = self._workload(item.process)
@@ -299,6 +300,7 @@ class Recorder:
         entry = self._workload(state.process)
         if state.state == "running":
             entry.update(pid=state.pid, start_t=state.t, stop_t=None, exit_status=None, state="running")
+            entry.update(state.job or {})
             entry.update(state.attached or {})
         elif state.state in ENDED_STATES:
             entry.update(stop_t=state.t, exit_status=state.exit_status, tail=state.tail, state=state.state)

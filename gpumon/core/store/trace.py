@@ -27,7 +27,7 @@ from gpumon.core.records.model import (
     STEP_COLUMNS,
     SourceStatus,
 )
-from gpumon.core.records.share import share_of
+from gpumon.core.records.share import share_of, shown_share
 from gpumon.core.records.rates import exclusive_rate
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, run_status
 from gpumon.errors import UsageError
@@ -91,6 +91,15 @@ class Run:
     @property
     def mode(self) -> str:
         return str(self.meta.get("mode", "?"))
+
+    @property
+    def trained_on(self) -> str:
+        """``cpu`` or ``cuda[:N]``: what the workloads said they trained on, else run.json's device ("?" if neither)."""
+        for w in self.workloads:
+            meta = w.get("meta") if isinstance(w, dict) else None
+            if isinstance(meta, dict) and meta.get("device") not in (None, "", "auto"):
+                return str(meta["device"])
+        return str(self.meta.get("device") or "?")
 
     @property
     def share(self) -> str:
@@ -489,6 +498,11 @@ class RunSummary:
     duration_s: float
     rates: dict[str, float]
     runner: RunnerInfo | None = None  # who writes (wrote) it; shown with a running run
+    device: str = "?"  # what the jobs trained on (Run.trained_on): on the CPU the share reads "cpu cores"
+
+    @property
+    def shown_share(self) -> str:
+        return shown_share(self.share, self.device)
 
 
 # steps.csv from which exclusive_rates reads columns (~80 k rows: about 0.3 s row by row, what
@@ -659,6 +673,7 @@ def summarize(run: Run) -> RunSummary:
         duration_s=float(run.meta.get("duration_s") or math.nan),
         rates=exclusive_rates(run),
         runner=RunnerInfo.from_meta(run.meta),
+        device=run.trained_on,
     )
 
 

@@ -77,6 +77,9 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
             if self.pump is not None:
                 self.pump.poke()
 
+    def no_rates_hint(self) -> str:
+        return "no exclusive rates yet: gpumon attach --baseline A=RUN --baseline B=RUN"
+
     def status_text(self, view: View) -> Text:
         share = recorded_share(self.source.run.meta)
         text = self.status_head("gpumon attach", view, share.describe(), share.mps)

@@ -1,17 +1,22 @@
-"""The compare screen: the analysis of the runs marked on the runs screen, as text tables."""
+"""The compare screen: the analysis of the runs marked on the runs screen, as text tables.
+
+Prose is wrapped to the screen's width; a table is never wrapped (its columns would fall apart): a table wider
+than the screen scrolls sideways."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import ScrollableContainer
 from textual.screen import Screen
 from textual.widgets import Footer, Label, Static
 
+from gpumon.analysis.text import TableLine
 from gpumon.errors import UsageError
 
 
@@ -27,7 +32,7 @@ class CompareScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Label(f"Compare {len(self.paths)} runs: " + ", ".join(p.name for p in self.paths), markup=False)
-        with VerticalScroll():
+        with ScrollableContainer(id="compare-scroll"):
             yield Static(Text("analysing…", style="italic"), id="compare-text")
         yield Footer(compact=True)
 
@@ -50,7 +55,23 @@ class CompareScreen(Screen):
         if not self.is_attached:
             return
         self.lines = lines
-        self.query_one("#compare-text", Static).update(Text("\n".join(lines), no_wrap=True))
+        self._draw()
+
+    def on_resize(self) -> None:
+        if self.lines:
+            self._draw()
+
+    def _draw(self) -> None:
+        """Prose wrapped to the width (continuations indented as their line), tables as they are."""
+        width = max(20, self.size.width - 2)
+        shown = []
+        for line in self.lines:
+            if isinstance(line, TableLine) or len(line) <= width:
+                shown.append(line)
+                continue
+            indent = " " * (len(line) - len(line.lstrip()) + 2)
+            shown += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
+        self.query_one("#compare-text", Static).update(Text("\n".join(shown), no_wrap=True, overflow="ignore"))
 
     def action_close(self) -> None:
         self.dismiss()

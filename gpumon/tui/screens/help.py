@@ -10,6 +10,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from gpumon.core.records.rates import DEFINITIONS
+
+RATES = {term: (term, text + ".") for term, text in DEFINITIONS}  # core/records/rates.py's words, as they are
+
 MEANINGS: tuple[tuple[str, str], ...] = (
     ("Device panel", "NVML figures of the selected GPU. Every graph has a fixed scale: percentages 0-100 %, "
      "memory 0-total, PCIe 0-the link's theoretical bandwidth, temperature 0-100 °C; one column per second."),
@@ -29,21 +33,21 @@ MEANINGS: tuple[tuple[str, str], ...] = (
     ("n/a (no GPM)", "GPM needs a Hopper or newer GPU (not under MIG); runs recorded before it lack these columns."),
     ("No NVML", "the panel shows the host's CPU (mean and per core) and memory, and one line saying why "
      "NVML is unavailable."),
-    ("iter/s", "training steps per second over the last 2 s (step count / time inside the steps); exact, "
-     "from each step's monotonic timestamp. The graph's top is the highest rate seen, rounded up."),
+    RATES["iter/s"],
+    ("rate graphs", "fixed scales too: the top is the highest rate seen (or the exclusive rate), rounded up."),
     ("samples/s", "samples per second over the same window (when the workload reports samples)."),
     ("copy", "per-copy bandwidth: bytes / time of the copy itself · copy bytes/s: bytes / wall time of the "
      "steps. Per-copy bandwidth includes time-slice waits under sharing (a copy that waited for the other "
      "job's turn looks slow), so it is not the link's speed; link % is the link's utilisation."),
+    ("memcpy", "a job on the CPU: its 'copies' are RAM-to-RAM memcpy, timed on the host (no PCIe link, no time "
+     "slices): bytes / time of each memcpy · bytes / wall time."),
     ("GPU mem · SM", "device memory and SM utilisation of the workload's processes (NVML, per process)."),
     ("CPU · RSS", "CPU of the process tree (100 % = one core) and its resident memory."),
-    ("state", "starting (before the first step), warm-up (the first steps, excluded from rates), running, "
-     "exited N (N = exit status; negative: killed by signal -N), stopped (by you)."),
-    ("exclusive rate x", "steady-state iter/s of a job alone: from --baseline A=RUN, or measured while the "
-     "other slot was empty (the exclusive phase of a staggered start)."),
-    ("slowdown r", "r = x / s: exclusive rate over the shared rate s (its iter/s now, both jobs running)."),
-    ("STP", "system throughput 1/r_A + 1/r_B. Sharing pays when STP > 1 (r_AB·r_BA < r_AB + r_BA); "
-     "below 1 the jobs would finish sooner one after the other."),
+    ("state", "starting (before the first step), no steps (a command of yours that works and takes no step the "
+     "probe sees: no optimizer.step() to count; the panel says what to do), warm-up (the first steps, excluded "
+     "from rates), running, exited N (N = exit status; negative: killed by signal -N), stopped (by you, or at "
+     "the end of --duration)."),
+    *(RATES[term] for term in RATES if term != "iter/s"),
     ("● REC", "a capture is being written to the run directory shown; q finishes it."),
     ("leave it running", "q stops the jobs this monitor started. To leave a run going when you quit or lose the "
      "terminal, start it with gpumon run … --detach: gpumon attach watches it (q there leaves it running), "

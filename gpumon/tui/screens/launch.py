@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, OptionList
+from textual.widgets import Button, Footer, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from gpumon.core.jobs.launcher import LaunchRequest
@@ -20,15 +20,20 @@ COMMAND = "command"
 def build_request(choice: str, options: str, device: str, command: str, python: str | None = None) -> LaunchRequest:
     """What the dialog's fields ask for; UsageError with one line when they do not add up."""
     if choice == COMMAND:
-        return LaunchRequest.command(command.strip())
+        return LaunchRequest.command(command.strip(), python)
     spec = choice + (":" + options.strip() if options.strip() else "")
     return builtin_request(spec, check_device(device.strip() or "auto"), python)
 
 
 class LaunchScreen(ModalScreen[LaunchRequest | None]):
-    """Returns the request to launch, or None when cancelled."""
+    """Returns the request to launch, or None when cancelled. Compact (one row per workload and field), so the dialog
+    and its buttons fit 80x24; its own footer says its keys (the monitor's do nothing here)."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("tab", "app.focus_next", "Next field"),
+        Binding("shift+tab", "app.focus_previous", "Previous", show=False),
+    ]
 
     def __init__(self, slot: str, device: str = "auto", python: str | None = None) -> None:
         super().__init__()
@@ -41,20 +46,22 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             yield Label(f"Launch into slot {self.slot}", classes="dialog-title")
             options = [Option(f"{name:<9} {text}", id=name) for name, text in WORKLOADS.items()]
             options.append(Option(f"{COMMAND:<9} your own training command (auto-probe counts optimizer steps)", id=COMMAND))
-            yield OptionList(*options, id="launch-workload")
+            yield OptionList(*options, id="launch-workload", compact=True)
             with Horizontal(classes="field"):
                 yield Label("Options", classes="field-label")
-                yield Input(placeholder="preset=tiny,batch=32,steps=500", id="launch-options")
+                yield Input(placeholder="preset=tiny,batch=32,steps=500", id="launch-options", compact=True)
             with Horizontal(classes="field"):
                 yield Label("Device", classes="field-label")
-                yield Input(self.device, id="launch-device")
+                yield Input(self.device, id="launch-device", compact=True)
             with Horizontal(classes="field"):
                 yield Label("Command", classes="field-label")
-                yield Input(placeholder="python train.py --epochs 1", id="launch-command")
+                yield Input(placeholder="python train.py --epochs 1", id="launch-command", compact=True)
+            yield Label("enter: on the list, to its field; in a field, launch", classes="dialog-hint")
             yield Label("", id="launch-error", markup=False)
             with Horizontal(classes="buttons"):
-                yield Button("Launch", variant="primary", id="launch-ok")
-                yield Button("Cancel", id="launch-cancel")
+                yield Button("Launch", variant="primary", id="launch-ok", compact=True)
+                yield Button("Cancel", id="launch-cancel", compact=True)
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         workloads = self.query_one("#launch-workload", OptionList)

@@ -20,13 +20,14 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from gpumon.core.records.share import shown_share
 from gpumon.tui.messages import Refresh
 from gpumon.tui.model import LiveModel
 from gpumon.tui.pump import DEFAULT_HZ, RefreshPump
 from gpumon.tui.view import View
 from gpumon.tui.widgets.device import DevicePanel
 from gpumon.tui.widgets.gpus import GpuLines
-from gpumon.tui.widgets.interference import InterferenceLine
+from gpumon.tui.widgets.interference import NO_RATES, InterferenceLine
 from gpumon.tui.widgets.lines import TextLine
 from gpumon.tui.widgets.output import ChildOutput
 from gpumon.tui.widgets.processes import MAX_ROWS, ProcessTable
@@ -54,10 +55,12 @@ VIEW_BINDINGS = [
 ]
 # py-spy's stack of a running job (``action_stack``): the live monitor's and the attached viewer's
 STACK = Binding.Group("Stack")
+# not in the footer, which must fit 80 columns with its Quit key: ? (help) lists them
 STACK_BINDINGS = [
-    Binding("s", "stack('A')", "Stack A", group=STACK, tooltip="Python stack of workload A now (py-spy dump)"),
-    Binding("S", "stack('B')", "Stack B", group=STACK, tooltip="Python stack of workload B now (shift+s)"),
+    Binding("s", "stack('A')", "Stack A", group=STACK, show=False, tooltip="Python stack of workload A now (py-spy dump)"),
+    Binding("S", "stack('B')", "Stack B", group=STACK, show=False, tooltip="Python stack of workload B now (shift+s)"),
 ]
+NOTICE_S = 3.0  # how long a notice covers the panes (GpumonApp.NOTIFICATION_TIMEOUT); errors stay longer
 
 
 def short_path(path: Path, width: int) -> str:
@@ -140,7 +143,7 @@ class MonitorScreen(Screen, inherit_bindings=False):
             self._device.show(view.device)
             for workload in view.workloads:
                 self._panels[workload.slot].show(workload)
-            self._interference.show_view(view)
+            self._interference.show_view(view, self.no_rates_hint())
             # a short terminal (80x24) has no room for both: the table takes the output's place
             small = self.size.height < SMALL_HEIGHT
             # nor for the GPU lines as well: the device panel loses its border (the ▸ line names its GPU) and
@@ -168,6 +171,10 @@ class MonitorScreen(Screen, inherit_bindings=False):
         if shown is not None and self.pump is not None:
             self.pump.poke()
 
+    def no_rates_hint(self) -> str:
+        """What the interference line says while no job has an exclusive rate: how to get one here."""
+        return NO_RATES
+
     def status_text(self, view: View) -> Text:
         """The top line; subclasses say what is being watched."""
         return self.others_mark(Text(f"gpumon  t {view.t:.1f} s"), view)
@@ -184,7 +191,7 @@ class MonitorScreen(Screen, inherit_bindings=False):
         """``TITLE  t … s  SHARE  `` and the other processes' mark: how the live and attached status lines begin."""
         text = Text(title, style="bold")
         text.append(f"  t {view.t:7.1f} s  ", style="dim")
-        text.append(f"{share}  ", style="bold cyan" if mps else "dim")
+        text.append(f"{shown_share(share, view.jobs_device)}  ", style="bold cyan" if mps else "dim")
         if view.others_on_gpu:  # before the run's path, which is shortened to what is left
             text.rstrip()
             self.others_mark(text, view).append("  ")

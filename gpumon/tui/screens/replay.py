@@ -73,6 +73,10 @@ class ReplayScreen(MonitorScreen, inherit_bindings=False):
         super().on_unmount()
         self.source.stop()
 
+    def no_rates_hint(self) -> str:
+        """A replay takes no options: the run's slowdown, with exclusive runs, is compare's."""
+        return "no exclusive phase: gpumon compare --exclusive RUN --shared <this run>"
+
     def status_text(self, view: View) -> Text:
         text = Text("replay ", style="bold")
         text.append(self.source.run.path.name)

@@ -22,7 +22,7 @@ COLUMNS = (("mark", " "), ("name", "run"), ("mode", "mode"), ("share", "share"),
 def summary_cells(summary: RunSummary) -> tuple[str, ...]:
     rates = "  ".join(f"{k} {fmt_rate(v, '')}".rstrip() for k, v in sorted(summary.rates.items())) or "no steps"
     duration = DASH if math.isnan(summary.duration_s) else f"{summary.duration_s:.0f}s"
-    return (summary.name, summary.mode, summary.share, summary.status, duration, rates, summary.workloads)
+    return (summary.name, summary.mode, summary.shown_share, summary.status, duration, rates, summary.workloads)
 
 
 class RunsScreen(Screen):

@@ -15,7 +15,10 @@ from gpumon.tui.view import View
 from gpumon.tui.widgets.lines import TextLine
 
 
-def interference_text(view: View) -> Text:
+NO_RATES = "no exclusive rates yet: use --baseline A=RUN or --stagger S"  # gpumon run's; other screens say theirs
+
+
+def interference_text(view: View, no_rates: str = NO_RATES) -> Text:
     """``sharing pays: STP 1.55 │ A r 1.42 (812→571 it/s) mostly waiting for the GPU  B r 1.18 …``, or what is missing.
 
     The verdict comes first, so a narrow terminal cuts the detail, not the answer. The cause shows
@@ -30,7 +33,7 @@ def interference_text(view: View) -> Text:
             text.append(f"  ·  x{w.slot} {fmt.num(w.exclusive_rate)} it/s ({w.exclusive_source})", style="dim")
         return text
     if all(math.isnan(r) for r in result.slowdown.values()):
-        text.append("no exclusive rates yet: use --baseline A=RUN or --stagger S", style="dim")
+        text.append(no_rates, style="dim")
         return text
     if result.text:
         style = {PAYS: "bold green", LOSES: "bold red", CANNOT_TELL: "bold yellow"}.get(result.verdict, "dim")
@@ -56,5 +59,6 @@ def interference_text(view: View) -> Text:
 class InterferenceLine(TextLine):
     """Shown under the workload panels."""
 
-    def show_view(self, view: View) -> None:
-        self.show(interference_text(view))
+    def show_view(self, view: View, no_rates: str = NO_RATES) -> None:
+        """``no_rates``: how to get exclusive rates on the screen shown (a replay takes no --baseline)."""
+        self.show(interference_text(view, no_rates))

@@ -5,8 +5,10 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.widgets import Static
 
 from gpumon.core.records import units as fmt
+from gpumon.core.records.model import NO_STEPS
 from gpumon.tui.view import WorkloadView
 from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
 
@@ -16,7 +18,7 @@ STATE_CLASSES = ("-empty", "-starting", "-running", "-done", "-failed")
 def _state_class(view: WorkloadView) -> str:
     if view.empty:
         return "-empty"
-    if view.state in ("starting", "warm-up"):
+    if view.state in ("starting", "warm-up", NO_STEPS):
         return "-starting"
     if view.active:
         return "-running"
@@ -45,6 +47,7 @@ class WorkloadPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield TextLine(f"empty: press {self.launch_key} to launch a workload into slot {self.slot}", classes="hint")
+        yield Static("", classes="why", markup=False)  # why a running job shows no rate (NO_STEPS)
         yield MetricRow("iter/s", classes="rate")
         yield MetricRow("samples/s", classes="samples")
         for line in DETAIL_LINES:
@@ -57,6 +60,8 @@ class WorkloadPanel(Vertical):
         self._rate = self.query_one(".rate", MetricRow)
         self._samples = self.query_one(".samples", MetricRow)
         self._details = [self.query_one(f".details-{line}", TextLine) for line in DETAIL_LINES]
+        self._why = self.query_one(".why", Static)
+        self._why_text = ""
 
     def show(self, view: WorkloadView) -> None:
         state_class = _state_class(view)
@@ -64,6 +69,10 @@ class WorkloadPanel(Vertical):
             self.remove_class(*STATE_CLASSES)
             self.add_class(state_class)
         set_titles(self, f"{self.slot} · {view.spec or 'empty'}", view.state if not view.empty else "")
+        if view.hint != self._why_text:
+            self._why_text = view.hint
+            self._why.update(view.hint)
+            self.set_class(bool(view.hint), "-why")
         if view.empty:
             return
         f = view.figures
@@ -71,7 +80,7 @@ class WorkloadPanel(Vertical):
         self._rate.show(fmt.num(live.iter_per_s if live else None), view.iter_rate)
         self._samples.show(fmt.num(live.samples_per_s if live else None), view.sample_rate)
         copy = _pair(
-            "copy",
+            "memcpy" if view.device == "cpu" else "copy",
             fmt.bytes_per_s(f.copy_bandwidth if f else None),
             f"{fmt.bytes_per_s(f.copy_bytes_per_s if f else None)} wall",
         )

@@ -61,13 +61,13 @@ class Model:
     """The constants a prediction used, and where they came from."""
 
     gpu: str
-    constants: Constants
+    constants: Constants | None  # None: no device constants (pinned CPU cores)
     calibrated: bool
     source: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "constants": self.constants.to_dict(), "calibrated": self.calibrated,
-                "source": self.source}
+        return {"gpu": self.gpu, "constants": self.constants.to_dict() if self.constants else {},
+                "calibrated": self.calibrated, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def predict(exclusive: Sequence[Run], share: str = TIMESLICE, assign: dict[str, 
     if kind == "cpu":
         if not all(j.solo.cores for j in jobs):
             raise UsageError("CPU runs without recorded cores (affinity): nothing to predict; pin them with cpus=")
-        return [_prediction(jobs, CPU, Model("", DEFAULT, True, "pinned cores: no device constants"), [])]
+        return [_prediction(jobs, CPU, Model("", None, True, "pinned cores: no device constants"), [])]
     gpu = evidence.device_identity(exclusive[0])[1]
     modes = MODES if share == "all" else (share,)
     return [_prediction(jobs, m, *gpu_model(gpu, m)) for m in modes]
@@ -265,7 +265,7 @@ def lacking(jobs: Sequence[Job], mode: str, calibrated: bool = True, c: Constant
 
 def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]) -> Prediction:
     a, b = (j.solo for j in jobs)
-    c = model.constants
+    c = model.constants or DEFAULT
     points = [predict_pair(a, b, mode, c)]
     if mode != CPU and not all(j.nvml for j in jobs):
         blind = ", ".join(j.slot for j in jobs if not j.nvml)

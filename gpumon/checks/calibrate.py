@@ -5,8 +5,8 @@ Two ``gpumon.workloads.sliceprobe`` processes start on the GPU (about as long as
 1. one probe alone, back-to-back kernels (1 s): its kernel length;
 2. both at once, back-to-back kernels (4 s of each's work): the time slice and the switch cost, from the runs and
    gaps in each one's kernel ends (``gpumon.analysis.calibration.slicing``);
-3. one probe, one kernel at a time with equal host gaps (3 s), while NVML is read every 0.1 s: how NVML's
-   utilisation reads kernel time (``util_scale``);
+3. one probe, one kernel at a time with equal host gaps (4 s), while NVML is read every 0.1 s (the first second
+   dropped: NVML averages up to a second back): how NVML's utilisation reads kernel time (``util_scale``);
 4. where ``nvidia-cuda-mps-control`` is on PATH (and ``mps`` is asked for): gpumon's own MPS daemon (as ``--share
    mps`` starts it), two new probes as its clients, each alone and then both with SM-filling kernels (2 s each):
    the SMs a GPU-bound job's kernels hold (``sm_fill``).
@@ -42,8 +42,9 @@ from gpumon.errors import UsageError
 
 READY_TIMEOUT_S = 180.0  # torch's import and a CUDA context on a loaded machine
 ANSWER_MARGIN_S = 60.0   # beyond the work a request asked for
-SPIN_ALONE_S, SPIN_SHARED_S, DUTY_S, FILL_S = 1.0, 4.0, 3.0, 2.0
+SPIN_ALONE_S, SPIN_SHARED_S, DUTY_S, FILL_S = 1.0, 4.0, 4.0, 2.0
 NVML_PERIOD_S = 0.1
+NVML_SETTLE_S = 1.0  # NVML's utilisation averages up to a second back: readings before this are not the probe's
 
 
 @dataclass
@@ -133,8 +134,9 @@ class UtilSampler:
 
         def loop() -> None:
             while not self._stop.wait(NVML_PERIOD_S):
-                sample = self.source.sample(time.monotonic() - began)
-                if sample is not None:
+                t = time.monotonic() - began
+                sample = self.source.sample(t)
+                if sample is not None and t >= NVML_SETTLE_S:
                     self.values.append(sample.gpu_util)
 
         self._thread = threading.Thread(target=loop, name="gpumon-calibrate-nvml", daemon=True)

@@ -227,6 +227,6 @@ def reason(a: Solo, b: Solo, mode: str, names: tuple[str, str] = ("A", "B"), c: 
     for i, j in ((0, 1), (1, 0)):
         if kernel_s((a, b)[i], c) < c.slice_s and held[j] >= c.slice_s and kernel_s((a, b)[j], c) > 2 * c.slice_s:
             return f"{names[i]}'s short kernels wait for {names[j]}'s time slices"
-    if max(held) < c.slice_s / 2:
+    if sum(kernel_s(j, c) / j.step_s for j in (a, b)) < 1:
         return "light jobs: each yields the GPU as soon as its kernels are done, and the other fills its gaps"
     return "host parts overlap while the GPU parts take turns"

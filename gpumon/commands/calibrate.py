@@ -21,8 +21,9 @@ use the H100's constants and say "uncalibrated for <GPU>: intervals widened".
 
 --from-pairs fits the constants instead on pairs measured on that GPU (when the
 GPU itself is out of reach): a CSV with the columns run_a, run_b (exclusive runs
-of the two jobs) and r_a, r_b (their measured slowdowns), as compare --json gives
-them or ../shared/lucid/lucid_runs.py writes them (docs/predict.md)."""
+of the two jobs, paths relative to the CSV or absolute) and r_a, r_b (their
+measured slowdowns, as gpumon compare gives them), all runs of one GPU model
+(docs/predict.md)."""
 
 EPILOG = """\
 examples:

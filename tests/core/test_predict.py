@@ -172,6 +172,10 @@ def test_a_switch_costs_only_when_both_contexts_have_work():
     assert p.step_s[0] == pytest.approx(0.003 + rho * SIGMA + 0.007, rel=1e-9)
     assert 1 < p.slowdown[0] < 1 + SIGMA / 0.01
     assert reason(light, light, TIMESLICE).startswith("light jobs")
+    # two jobs whose kernels need more than the GPU has: no longer light, their GPU parts take turns
+    fcn = Solo(step_s=2.05e-3, busy=0.70, copy_s=0.06e-3)  # the H100's fcn alone (q4): fcn + fcn measured r 1.67
+    assert reason(fcn, fcn, TIMESLICE) == "host parts overlap while the GPU parts take turns"
+    assert predict_pair(fcn, fcn, TIMESLICE).slowdown[0] == pytest.approx(1.67, rel=0.1)
 
 
 def test_a_context_that_runs_out_of_work_yields_before_its_slice_ends():

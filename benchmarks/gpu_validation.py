@@ -3,6 +3,7 @@
     python benchmarks/gpu_validation.py --out DIR                  # a GPU box: ~8 min on an H100
     python benchmarks/gpu_validation.py --out DIR --only mps       # one row again
     python benchmarks/gpu_validation.py --out DIR --preset short --device cpu   # its test, on the fake driver
+        [--calibrate-device sliced:SOCKET]                                       # and the fake time-sliced device
 
 Rows, in order (each its own captures, each with a timeout; one failing or running out of time does not stop
 the others; whatever a row starts is stopped before the next begins):
@@ -14,6 +15,8 @@ the others; whatever a row starts is stopped before the next begins):
   doctor_verify   `gpumon doctor --verify`
   mps             fcn and vgg19 alone, together time-sliced and under --share mps, each pair compared with the
                   exclusive runs; nvidia-cuda-mps-server present during the MPS run and gone after
+  calibrate       `gpumon calibrate`: the GPU model's time slice, switch cost, utilisation scale and MPS SM fill,
+                  in under a minute (stored in the evidence, not in the user's calibration directory)
   observer_cost   benchmarks/observer_cost.py, shortened: the TUI and nvitop --interval 0.25
   pytest_gpu      `pytest -m gpu`, less the two tests pcie_gpm and doctor_verify repeat
 
@@ -70,6 +73,10 @@ PASS, FAIL, SKIP = "pass", "fail", "not checked"
 MIN_SAMPLES = 0.9  # share of a busy window's device samples that must carry the figure
 IDLE_SM_MAX, COPY_SM_MAX, GEMM_SM_MIN = 5.0, 10.0, 90.0  # GPM SM active, %
 SHARE_TOLERANCE_PTS = 10.0  # a job's SM share, gpumon against pmon
+CALIBRATE_MAX_S = 60.0  # gpumon calibrate's promise
+# What a calibration may read and still be a GPU's (outside: the measurement went wrong): a slice of 0.1-100 ms, a
+# switch cost below the slice, a utilisation scale of 0.2-1.5, an MPS fill of 0.05-1
+CALIBRATE_SANE = {"slice_s": (1e-4, 0.1), "util_scale": (0.2, 1.5), "sm_fill": (0.05, 1.0)}
 TUI_RATIO_MAX = 0.5  # TUI CPU ÷ nvitop@0.25 s CPU (issue 10)
 STP_SANE = (0.3, 2.5)  # outside: the comparison itself went wrong
 START_ALLOWANCE_S = 120.0  # torch import, CUDA context and warm-up, on top of a capture's busy seconds
@@ -260,6 +267,7 @@ class Context:
     def __init__(self, args: argparse.Namespace, evidence: Path, gpu: dict, witnesses: dict[str, Path]) -> None:
         self.preset = PRESETS[args.preset]
         self.device = args.device
+        self.calibrate_device = args.calibrate_device or (args.device if args.device.startswith("cuda") else None)
         self.evidence = evidence
         self.gpu = gpu
         self.witnesses = witnesses
@@ -597,6 +605,43 @@ def mps_pair_args(ctx: Context) -> list[str]:
     return args
 
 
+def judge_calibration(constants: dict, seconds: float, mps: object) -> list[Check]:
+    """The constants plausible for a GPU, found in under a minute; the MPS fill where MPS was measured."""
+    checks = [Check("finished", f"{seconds:.0f} s", f"< {CALIBRATE_MAX_S:.0f} s", seconds < CALIBRATE_MAX_S,
+                    {"seconds": seconds})]
+    slice_s, switch_s = constants.get("slice_s"), constants.get("switch_s")
+    low, high = CALIBRATE_SANE["slice_s"]
+    checks.append(Check("time slice", "none" if slice_s is None else f"{1e3 * slice_s:.2f} ms",
+                        f"{1e3 * low:g}-{1e3 * high:g} ms", slice_s is not None and low <= slice_s <= high))
+    checks.append(Check("switch cost", "none" if switch_s is None else f"{1e3 * switch_s:.3f} ms", "0 ≤ switch < slice",
+                        switch_s is not None and slice_s is not None and 0 <= switch_s < slice_s))
+    for key, name in (("util_scale", "utilisation scale"), ("sm_fill", "MPS SM fill")):
+        value, (low, high) = constants.get(key), CALIBRATE_SANE[key]
+        if key == "sm_fill" and value is None:
+            checks.append(Check(name, str(mps), f"{low:g}-{high:g}", None))
+            continue
+        checks.append(Check(name, "none" if value is None else f"{value:.3f}", f"{low:g}-{high:g}",
+                            value is not None and low <= value <= high))
+    return checks
+
+
+def row_calibrate(ctx: Context) -> tuple[list[Check], list[str]]:
+    if ctx.calibrate_device is None:
+        raise NotHere("gpumon calibrate needs the GPU (or --calibrate-device sliced:SOCKET, the tests' stand-in)")
+    store = ctx.evidence / "calibration"
+    began = time.monotonic()
+    done = ctx.gpumon("calibrate", "--device", ctx.calibrate_device, "--json", env={"GPUMON_CALIBRATION": str(store)},
+                      timeout=3 * CALIBRATE_MAX_S)
+    seconds = time.monotonic() - began
+    data = done.json() if done.returncode == 0 else None
+    if data is None:
+        return [Check("exit status", f"{done.returncode}: {done.last_line()}", "0", False)], []
+    ctx.files.append(str(Path(data["path"]).relative_to(ctx.evidence)))
+    mps = data.get("details", {}).get("mps")
+    notes = [f"{data['gpu']}: " + ", ".join(f"{k} {v:.4g}" for k, v in data["constants"].items())]
+    return [Check("exit status", "0", "0", True)] + judge_calibration(data["constants"], seconds, mps), notes
+
+
 def row_observer_cost(ctx: Context) -> tuple[list[Check], list[str]]:
     nvitop = shutil.which("nvitop") or str(Path(sys.executable).with_name("nvitop"))
     if not Path(nvitop).exists():
@@ -649,6 +694,8 @@ ROWS: list[tuple[str, str, Callable[[Context], tuple[list[Check], list[str]]], C
     ("doctor_verify", "gpumon doctor --verify", row_doctor_verify, lambda p: 300.0),
     ("mps", "a pair time-sliced and under --share mps against the same exclusive runs", row_mps,
      lambda p: 4 * (p.busy_s + START_ALLOWANCE_S)),
+    ("calibrate", "gpumon calibrate: time slice, switch cost, utilisation scale, MPS SM fill", row_calibrate,
+     lambda p: 3 * CALIBRATE_MAX_S),
     ("observer_cost", "observer cost: gpumon TUI against nvitop", row_observer_cost,
      lambda p: 3 * (p.observer_warmup_s + p.observer_s) + 150),
     ("pytest_gpu", "pytest -m gpu", row_pytest_gpu, lambda p: math.inf),
@@ -774,6 +821,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", help="where the workloads run: cuda (default), cuda:N, or cpu "
                         "(only to test this script against the fake driver)")
     parser.add_argument("--gpu", type=int, help="the GPU index gpumon samples (default: as gpumon run chooses)")
+    parser.add_argument("--calibrate-device", metavar="DEVICE",
+                        help="where gpumon calibrate's probes run (default: --device when it is a GPU; sliced:SOCKET: "
+                             "the tests' time-sliced stand-in, tests/fakegpu)")
     parser.add_argument("--only", action="append", choices=[r[0] for r in ROWS], help="run only this row (repeatable)")
     parser.add_argument("--budget", type=float, help="seconds for all rows (default: the preset's)")
     parser.add_argument("--commit", help="the gpumon commit to record where this checkout has no .git")

@@ -1,15 +1,30 @@
-"""How well ``gpumon predict`` foretells measured slowdowns: leave-one-pair-out and leave-one-workload-out.
+"""How well ``gpumon predict`` foretells measured slowdowns on every dataset we have, out of sample.
 
-Reads the H100 experiments (default ``../shared/h100/experiments`` beside the repo: q4_contention.tgz,
-modes.tgz), extracts them to a temporary directory, reads every exclusive run through
-``gpumon.analysis.predict`` (the same readers ``gpumon predict`` uses) and takes each pair's measured r
-from the experiment's slowdown_matrix.csv (``gpumon compare``'s figures). For each held-out pair it refits
-the model's constants on the other pairs (LOPO), or on the pairs without either of its workloads
-(LOWO; the shipped constants when nothing is left), by a grid search minimising the MAPE of r, then
-predicts the held-out pair. Prints MAPE of r and STP, the verdict agreement, the coverage of the
-printed intervals, and naive baselines, per sharing mode, and a table per pair. Asserts nothing.
+Datasets (each read through ``gpumon.analysis.predict``, the readers ``gpumon predict`` uses):
 
-    python benchmarks/predict_accuracy.py [--data DIR] [--markdown]
+  h100-ts    one NVIDIA H100 80GB HBM3 (SXM, driver 580.159.04), time slicing: q4_contention.tgz (h2d, gemm, fcn,
+             resnet50, every pair) and modes.tgz exp/ (fcn+vgg19, vgg19+vgg19, resnet50+resnet50), 13 pairs;
+             measured r from each experiment's slowdown_matrix.csv (``gpumon compare``'s figures)
+  h100-mps   the same H100 under MPS: modes.tgz expmps/, 3 pairs, each job against its own MPS exclusive run
+  lucid      Lucid's calibration share (ASPLOS'23, S-Lab License 1.0, non-commercial; read from ../shared/lucid,
+             never copied): 181 time-sliced pairs of ResNet18, MobileNetV2, DCGAN and NeuMF configurations on a
+             GPU Lucid does not name, its solo figures made gpumon exclusive runs by its own lucid_runs.py
+
+Schemes (constants refitted on each fold's training pairs by a grid search minimising the MAPE of r):
+
+  LOPO  leave one pair out: fitted on the dataset's other pairs
+  LOFO  leave one family out: fitted on the dataset's pairs that share no family with the held-out pair (a family:
+        a workload on the H100, leave-one-workload-out; a model on Lucid's GPU, its batch sizes and AMP settings
+        together); its intervals are a calibrated GPU's
+  LODO  leave one dataset out: the constants of the other GPU's dataset of the mode (time slicing only: one MPS
+        dataset); its intervals are an uncalibrated GPU's
+
+Beside naive baselines: r = 1, r = 2, r = 1 + the partner's solo GPU utilisation. Prints, per dataset, scheme and
+predictor: MAPE of r and STP, Spearman's rho of STP, how often the measured r and STP lay inside the printed 95 %
+intervals, and the verdict confusion (measured STP > 1.05 "pays", < 0.95 "loses", else "near 1", against the verdict
+printed); then the out-of-sample errors behind ``predict_model.ERRORS`` and the per-pair tables. Asserts nothing.
+
+    python benchmarks/predict_accuracy.py [--h100 ../shared/h100/experiments] [--lucid ../shared/lucid]
 """
 
 from __future__ import annotations
@@ -18,176 +33,341 @@ import argparse
 import csv
 import dataclasses
 import math
+import subprocess
 import sys
 import tarfile
 import tempfile
+import time
+from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gpumon.analysis.predict import intervals, read_jobs  # noqa: E402
-from gpumon.analysis.predict_model import CONSTANTS, MPS, TIMESLICE, Constants, Solo, predict_pair  # noqa: E402
+from gpumon.analysis.predict import Job, intervals, lacking, read_jobs  # noqa: E402
+from gpumon.analysis.predict_fit import Measured, fit  # noqa: E402
+from gpumon.analysis.predict_model import (  # noqa: E402
+    DEFAULT,
+    ERRORS,
+    MPS,
+    TIMESLICE,
+    Constants,
+    PairPrediction,
+    predict_pair,
+)
 from gpumon.core.records.rates import stp, verdict  # noqa: E402
 from gpumon.core.store.trace import load_run  # noqa: E402
 
-ARCHIVES = ("q4_contention.tgz", "modes.tgz")
-EXPERIMENTS = {"q4": TIMESLICE, "exp": TIMESLICE, "expmps": MPS}
-GRID = {
-    TIMESLICE: [{"slice_s": t * 1e-3, "switch_s": s * 1e-3} for t in (1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 8)
-                for s in (0, 0.1, 0.2, 0.3, 0.4, 0.6)],
-    MPS: [{"sm_fill": g / 100} for g in range(50, 101, 2)],
-}
+H100_DEVICE = "NVIDIA H100 80GB HBM3 (SXM, PCIe Gen5 x16), driver 580.159.04, 2026-11-23"
+LUCID_DEVICE = "Lucid's testbed GPU (not named by Lucid; at least ~21 GB), nvidia-smi at 5 Hz, 30 s single runs"
+H100_EXPERIMENTS = {"q4": TIMESLICE, "exp": TIMESLICE, "expmps": MPS}
+NEAR = (0.95, 1.05)  # measured STP inside: "near 1" (no verdict is wrong there)
+MAX_FAMILIES = 4  # the H100's workloads, Lucid's models
 
 
 @dataclasses.dataclass(frozen=True)
 class Pair:
-    """One measured pair: its experiment, mode, the two workloads' solo profiles and measured r."""
+    """One measured pair: its dataset, the two jobs (solo profiles and what their runs hold), measured r."""
 
-    experiment: str
+    dataset: str
     mode: str
     names: tuple[str, str]
-    solos: tuple[Solo, Solo]
+    families: frozenset[str]
+    jobs: tuple[Job, Job]
     measured: tuple[float, float]
 
     @property
     def label(self) -> str:
-        return f"{self.experiment}:{self.names[0]}+{self.names[1]}"
+        return f"{self.names[0]}+{self.names[1]}"
+
+    @property
+    def measured_stp(self) -> float:
+        return stp(self.measured)
 
 
-def load(root: Path) -> list[Pair]:
+def load_h100(root: Path) -> list[Pair]:
     pairs = []
-    for experiment, mode in EXPERIMENTS.items():
+    for experiment, mode in H100_EXPERIMENTS.items():
         folder = root / experiment
-        solos: dict[str, Solo] = {}
+        jobs: dict[str, Job] = {}
         for run in sorted((folder / "runs").glob("*-x-*")):
             name = run.name.split("-x-")[1].rsplit("-r", 1)[0]
-            jobs, _ = read_jobs([load_run(run)])
-            solos[name] = jobs[0].solo
+            jobs[name] = read_jobs([load_run(run)])[0][0]
         rows = list(csv.DictReader(open(folder / "slowdown_matrix.csv")))
         for a, b in zip(rows[::2], rows[1::2]):
-            pairs.append(Pair(experiment, mode, (a["job"], b["job"]), (solos[a["job"]], solos[b["job"]]),
+            names = (a["job"], b["job"])
+            pairs.append(Pair("h100-mps" if mode == MPS else "h100-ts", mode, (f"{experiment}:{names[0]}", names[1]),
+                              frozenset(names), (jobs[names[0]], jobs[names[1]]),
                               (float(a["slowdown"]), float(b["slowdown"]))))
     return pairs
 
 
+def load_lucid(share: Path, tmp: Path) -> list[Pair]:
+    """Lucid's pairs, through its own lucid_runs.py (run here, into a temporary directory)."""
+    subprocess.run([sys.executable, str(share / "lucid_runs.py"), str(share / "single_data-calibration.csv"),
+                    str(share / "colocate_info-calibration.csv"), str(tmp)], check=True, capture_output=True)
+    jobs: dict[str, Job] = {}
+    pairs = []
+    for row in csv.DictReader(open(tmp / "pairs.csv")):
+        for name, run in ((row["a"], row["run_a"]), (row["b"], row["run_b"])):
+            if name not in jobs:
+                jobs[name] = read_jobs([load_run(run)])[0][0]
+        families = frozenset(n.split("-")[0] for n in (row["a"], row["b"]))
+        pairs.append(Pair("lucid", TIMESLICE, (row["a"], row["b"]), families, (jobs[row["a"]], jobs[row["b"]]),
+                          (float(row["r_a"]), float(row["r_b"]))))
+    return pairs
+
+
 def mape(pred: list[float], meas: list[float]) -> float:
-    return 100 * sum(abs(p - m) / m for p, m in zip(pred, meas)) / len(meas)
+    return 100 * sum(abs(p - m) / m for p, m in zip(pred, meas)) / len(meas) if meas else math.nan
 
 
-def fit(train: list[Pair], mode: str) -> Constants:
-    """The grid point with the smallest MAPE of r on ``train`` (the shipped constants when it is empty)."""
-    if not train:
-        return CONSTANTS
-    best, best_err = CONSTANTS, math.inf
-    for point in GRID[mode]:
-        c = dataclasses.replace(CONSTANTS, **point)
-        err = mape([r for p in train for r in predict_pair(*p.solos, mode, c).slowdown],
-                   [m for p in train for m in p.measured])
-        if err < best_err:
-            best, best_err = c, err
-    return best
+def spearman(x: list[float], y: list[float]) -> float:
+    """Spearman's rank correlation (ties: mean ranks)."""
+    def ranks(v: list[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        out = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                out[order[k]] = (i + j) / 2
+            i = j + 1
+        return out
+    rx, ry = ranks(x), ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    return cov / math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
 
 
-def naive(pair: Pair) -> dict[str, tuple[float, float]]:
-    a, b = pair.solos
-    partner = {"r = 1 + partner util": (1 + b.busy, 1 + a.busy)}
-    return {"r = 1": (1.0, 1.0), **partner} if pair.mode == MPS else {"r = 2": (2.0, 2.0), **partner}
+def predicted(pair: Pair, c: Constants) -> PairPrediction:
+    return predict_pair(pair.jobs[0].solo, pair.jobs[1].solo, pair.mode, c)
 
 
-def score(pairs: list[Pair], scheme: str) -> list[dict]:
-    """Each pair predicted with constants fitted on the others (LOPO) or on those sharing no workload (LOWO), with the
-    intervals and verdict ``gpumon predict`` prints (its ``intervals``, the shipped errors E)."""
+class Fitter:
+    """``predict_fit.fit`` on training sets of pairs, each set fitted once."""
+
+    def __init__(self, pairs: list[Pair], base: dict[str, Constants]) -> None:
+        self.pairs = pairs
+        self.base = base  # per dataset: the constants a mode's fit starts from (MPS: the GPU's time-slicing fit)
+
+    @lru_cache(maxsize=None)
+    def fit(self, train: frozenset[int], mode: str, dataset: str) -> Constants:
+        """The constants that predict the pairs ``train`` (indices into ``pairs``) best."""
+        chosen = [self.pairs[i] for i in sorted(train)]
+        measured = [Measured(p.jobs[0].solo, p.jobs[1].solo, p.measured) for p in chosen]
+        return fit(measured, mode, self.base.get(dataset, DEFAULT))[0]
+
+
+def score(pairs: list[Pair], fitter: Fitter, scheme: str, dataset: str) -> list[dict]:
+    """Each pair of ``dataset`` predicted under ``scheme``, with the intervals and verdict ``gpumon predict`` prints."""
     rows = []
-    for p in pairs:
-        same_mode = [q for q in pairs if q.mode == p.mode and q is not p]
-        if scheme == "LOWO":
-            same_mode = [q for q in same_mode if not set(q.names) & set(p.names)]
-        c = fit(same_mode, p.mode)
-        pred = predict_pair(*p.solos, p.mode, c)
-        r, pair = intervals([pred], p.mode)
-        rows.append({"pair": p, "pred": pred.slowdown, "stp": pred.stp,
-                     "covered": [e.low <= m <= e.high for e, m in zip(r, p.measured)],
-                     "stp_covered": pair.low <= stp(p.measured) <= pair.high,
-                     "verdict": verdict(pair.low, pair.high), "point": verdict(pred.stp, pred.stp),
-                     "naive": naive(p)})
+    mine = [i for i, p in enumerate(pairs) if p.dataset == dataset]
+    for i in mine:
+        p = pairs[i]
+        if scheme == "LODO":
+            others = frozenset(j for j, q in enumerate(pairs) if q.mode == p.mode and q.dataset != dataset)
+            if not others:
+                return []
+            other = pairs[next(iter(others))].dataset
+            c = fitter.fit(others, p.mode, other)
+            if p.mode == TIMESLICE:
+                c = dataclasses.replace(c, sm_fill=fitter.base.get(dataset, DEFAULT).sm_fill)
+        else:
+            train = frozenset(j for j in mine if j != i and (scheme == "LOPO" or not pairs[j].families & p.families))
+            c = fitter.fit(train, p.mode, dataset)
+        rows.append(judge(p, c, calibrated=scheme != "LODO"))
     return rows
+
+
+def judge(p: Pair, c: Constants, calibrated: bool) -> dict:
+    pred = predicted(p, c)
+    widen, _ = lacking(p.jobs, p.mode, calibrated, c)
+    r, pair = intervals([pred], p.mode, (0.0, 0.0), widen)
+    return {"pair": p, "pred": pred.slowdown, "stp": pred.stp, "c": c,
+            "covered": [e.low <= m <= e.high for e, m in zip(r, p.measured)],
+            "stp_covered": pair.low <= p.measured_stp <= pair.high, "verdict": verdict(pair.low, pair.high)}
+
+
+def naive(p: Pair) -> dict[str, tuple[float, float]]:
+    a, b = (j.solo for j in p.jobs)
+    return {"r = 1": (1.0, 1.0), "r = 2": (2.0, 2.0), "r = 1 + partner util": (1 + b.busy, 1 + a.busy)}
+
+
+def truth(measured_stp: float) -> str:
+    return "loses" if measured_stp < NEAR[0] else "pays" if measured_stp > NEAR[1] else "near 1"
+
+
+def confusion(stps: list[float], verdicts: list[str]) -> str:
+    """measured class -> printed verdicts, e.g. pays: 40 pays / 3 cannot tell; the wrong ones in bold."""
+    out = []
+    for cls in ("pays", "near 1", "loses"):
+        got = [v for s, v in zip(stps, verdicts) if truth(s) == cls]
+        if not got:
+            continue
+        counts = ", ".join(f"{'**' if _wrong(cls, v) else ''}{got.count(v)} {v}{'**' if _wrong(cls, v) else ''}"
+                           for v in ("pays", "cannot tell", "loses") if got.count(v))
+        out.append(f"{cls} ({len(got)}): {counts}")
+    return "; ".join(out)
+
+
+def _wrong(measured: str, printed: str) -> bool:
+    return (measured == "loses" and printed == "pays") or (measured == "pays" and printed == "loses")
+
+
+def summary(rows: list[dict], scheme: str) -> list[str]:
+    p0 = rows[0]["pair"]
+    meas = [m for r in rows for m in r["pair"].measured]
+    meas_stp = [r["pair"].measured_stp for r in rows]
+    pred = [x for r in rows for x in r["pred"]]
+    stps = [r["stp"] for r in rows]
+    out = [f"| {p0.dataset} | {scheme} | model | {mape(pred, meas):.1f} | {mape(stps, meas_stp):.1f} | "
+           f"{spearman(stps, meas_stp):.2f} | {sum(c for r in rows for c in r['covered'])}/{len(meas)} "
+           f"({100 * sum(c for r in rows for c in r['covered']) / len(meas):.0f} %) | "
+           f"{sum(r['stp_covered'] for r in rows)}/{len(rows)} ({100 * sum(r['stp_covered'] for r in rows) / len(rows):.0f} %) | "
+           f"{confusion(meas_stp, [r['verdict'] for r in rows])} |"]
+    return out
+
+
+def baselines(rows: list[dict]) -> list[str]:
+    p0 = rows[0]["pair"]
+    meas = [m for r in rows for m in r["pair"].measured]
+    meas_stp = [r["pair"].measured_stp for r in rows]
+    out = []
+    for name in naive(p0):
+        pred = [x for r in rows for x in naive(r["pair"])[name]]
+        stps = [stp(naive(r["pair"])[name]) for r in rows]
+        rho = spearman(stps, meas_stp) if len(set(stps)) > 1 else math.nan
+        out.append(f"| {p0.dataset} | any | naive {name} | {mape(pred, meas):.1f} | {mape(stps, meas_stp):.1f} | "
+                   f"{'–' if math.isnan(rho) else f'{rho:.2f}'} | | | {confusion(meas_stp, [verdict(s, s) for s in stps])} "
+                   "(point) |")
+    return out
 
 
 def e95(errors: list[float]) -> float:
     """The smallest E that at least 95 % of the relative errors fall within."""
     ranked = sorted(errors)
-    return ranked[max(0, math.ceil(0.95 * len(ranked)) - 1)]
+    return ranked[max(0, math.ceil(0.95 * len(ranked)) - 1)] if ranked else math.nan
 
 
-def summary(rows: list[dict], mode: str, scheme: str) -> list[str]:
-    rows = [r for r in rows if r["pair"].mode == mode]
-    meas = [m for r in rows for m in r["pair"].measured]
-    meas_stp = [stp(r["pair"].measured) for r in rows]
-    clear = [r for r, s in zip(rows, meas_stp) if not 0.9 <= s <= 1.1]
-    truth = [verdict(s, s) for s in meas_stp if not 0.9 <= s <= 1.1]
-    out = [f"| {scheme} | {mode} | model | {mape([x for r in rows for x in r['pred']], meas):.1f} | "
-           f"{mape([r['stp'] for r in rows], meas_stp):.1f} | "
-           f"{sum(r['point'] == t for r, t in zip(clear, truth))}/{len(clear)} point, "
-           f"{sum(r['verdict'] == t for r, t in zip(clear, truth))}/{len(clear)} interval | "
-           f"{sum(c for r in rows for c in r['covered'])}/{len(meas)} | "
-           f"{sum(r['stp_covered'] for r in rows)}/{len(rows)} |"]
-    for name in rows[0]["naive"]:
-        pred = [x for r in rows for x in r["naive"][name]]
-        stps = [stp(r["naive"][name]) for r in rows]
-        ok = sum(verdict(s, s) == t for s, t, m in zip(stps, [verdict(s, s) for s in meas_stp], meas_stp)
-                 if not 0.9 <= m <= 1.1)
-        out.append(f"| {scheme} | {mode} | naive {name} | {mape(pred, meas):.1f} | {mape(stps, meas_stp):.1f} | "
-                   f"{ok}/{len(clear)} point | | |")
-    return out
+def rel_errors(rows: list[dict]) -> tuple[list[float], list[float]]:
+    """|measured / predicted - 1| of r and of STP."""
+    return ([abs(m / x - 1) for r in rows for m, x in zip(r["pair"].measured, r["pred"])],
+            [abs(r["pair"].measured_stp / r["stp"] - 1) for r in rows])
 
 
-def errors(rows: list[dict], mode: str) -> str:
-    """The leave-out errors |measured / predicted - 1| of r and STP behind the shipped E (the printed intervals)."""
-    rows = [r for r in rows if r["pair"].mode == mode]
-    r_err = [abs(m / x - 1) for r in rows for m, x in zip(r["pair"].measured, r["pred"])]
-    s_err = [abs(stp(r["pair"].measured) / r["stp"] - 1) for r in rows]
-    fmt = lambda xs: ", ".join(f"{100 * x:.1f}" for x in sorted(xs, reverse=True))  # noqa: E731
-    return (f"{mode}: E_r (95 %) {100 * e95(r_err):.1f} % (shipped {100 * CONSTANTS.r_error(mode):.0f} %), "
-            f"E_STP (95 %) {100 * e95(s_err):.1f} % (shipped {100 * CONSTANTS.stp_error(mode):.0f} %); "
-            f"r errors % {fmt(r_err)}; STP errors % {fmt(s_err)}")
+def coverage_with(rows: list[dict], e_r: float, e_stp: float) -> str:
+    """Coverage of r and STP had the intervals been +-e_r, +-e_stp, nothing added for missing inputs."""
+    r_in = s_in = n = 0
+    for r in rows:
+        er, es = e_r, e_stp
+        for m, x in zip(r["pair"].measured, r["pred"]):
+            r_in += x * (1 - er) <= m <= x * (1 + er)
+            n += 1
+        s_in += r["stp"] * (1 - es) <= r["pair"].measured_stp <= r["stp"] * (1 + es)
+    return f"r {r_in}/{n} ({100 * r_in / n:.0f} %), STP {s_in}/{len(rows)} ({100 * s_in / len(rows):.0f} %)"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "h100" / "experiments")
+    parser.add_argument("--h100", type=Path, default=REPO.parent / "shared" / "h100" / "experiments")
+    parser.add_argument("--lucid", type=Path, default=REPO.parent / "shared" / "lucid")
     args = parser.parse_args()
+    began = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ARCHIVES:
-            with tarfile.open(args.data / name) as tar:
+        for name in ("q4_contention.tgz", "modes.tgz"):
+            with tarfile.open(args.h100 / name) as tar:
                 tar.extractall(tmp, filter="data")
-        pairs = load(Path(tmp))
-    for mode in (TIMESLICE, MPS):
-        best = fit([p for p in pairs if p.mode == mode], mode)
-        print(f"{mode}: fitted on every pair: " + ", ".join(f"{k} {getattr(best, k):g}" for k in GRID[mode][0]))
-    print("\n| scheme | mode | predictor | MAPE r % | MAPE STP % | verdict (measured STP outside [0.9, 1.1]) "
-          "| measured r inside interval | measured STP inside interval |")
-    print("|---|---|---|---|---|---|---|---|")
-    results = {scheme: score(pairs, scheme) for scheme in ("LOPO", "LOWO")}
-    for scheme, rows in results.items():
-        for mode in (TIMESLICE, MPS):
-            print("\n".join(summary(rows, mode, scheme)))
-    print("\nLOWO leave-out errors:")
-    for mode in (TIMESLICE, MPS):
-        print(errors(results["LOWO"], mode))
-    pooled = [abs(stp(r["pair"].measured) / r["stp"] - 1) for r in results["LOWO"]]
-    print(f"both modes: E_STP (95 %) {100 * e95(pooled):.1f} % over {len(pooled)} pairs")
-    print("\nPer pair (predicted: LOPO / LOWO; verdict: what predict prints with the LOWO prediction):\n")
-    print("| pair | mode | measured r A, B | predicted r A, B (LOPO) | predicted r A, B (LOWO) | measured STP "
-          "| predicted STP (LOPO / LOWO) | verdict measured | verdict predicted |")
+        pairs = load_h100(Path(tmp)) + load_lucid(args.lucid, Path(tmp) / "lucid")
+    datasets = {"h100-ts": H100_DEVICE, "h100-mps": H100_DEVICE + ", MPS", "lucid": LUCID_DEVICE}
+    print("Datasets:")
+    for name, device in datasets.items():
+        print(f"  {name}: {sum(p.dataset == name for p in pairs)} pairs; {device}")
+
+    # each GPU's constants fitted on all its pairs: time slicing first, then MPS on the GPU's time-slicing fit
+    fitter = Fitter(pairs, {})
+    every = {d: frozenset(i for i, p in enumerate(pairs) if p.dataset == d) for d in datasets}
+    ts = {d: fitter.fit(every[d], TIMESLICE, d) for d in ("h100-ts", "lucid")}
+    fitter = Fitter(pairs, {"h100-ts": ts["h100-ts"], "h100-mps": ts["h100-ts"], "lucid": ts["lucid"]})
+    mps = fitter.fit(every["h100-mps"], MPS, "h100-mps")
+    print("\nConstants fitted on every pair of a dataset (the GPU's own; the H100's ship as predict_model.FITTED):")
+    for name, c in (("h100-ts", ts["h100-ts"]), ("h100-mps", mps), ("lucid", ts["lucid"])):
+        print(f"  {name}: slice {1e3 * c.slice_s:g} ms, switch {1e3 * c.switch_s:g} ms, util_scale {c.util_scale:g}, "
+              f"sm_fill {c.sm_fill:g}")
+
+    schemes = {"h100-ts": ("LOPO", "LOFO", "LODO"), "h100-mps": ("LOPO", "LOFO"), "lucid": ("LOFO", "LODO")}
+    results = {(d, s): score(pairs, fitter, s, d) for d, ss in schemes.items() for s in ss}
+    print("\n| dataset | scheme | predictor | MAPE r % | MAPE STP % | Spearman rho STP | measured r inside interval "
+          "| measured STP inside interval | verdict: measured (printed) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for lopo, lowo in zip(results["LOPO"], results["LOWO"]):
-        p = lopo["pair"]
-        measured = stp(p.measured)
-        truth = verdict(measured, measured) if not 0.9 <= measured <= 1.1 else "(near 1)"
-        print(f"| {p.label} | {p.mode} | {p.measured[0]:.2f}, {p.measured[1]:.2f} | {lopo['pred'][0]:.2f}, "
-              f"{lopo['pred'][1]:.2f} | {lowo['pred'][0]:.2f}, {lowo['pred'][1]:.2f} | {measured:.2f} | "
-              f"{lopo['stp']:.2f} / {lowo['stp']:.2f} | {truth} | {lowo['verdict']} |")
+    for d in datasets:
+        for s in schemes[d]:
+            print("\n".join(summary(results[(d, s)], s)))
+        print("\n".join(baselines(results[(d, schemes[d][0])])))
+
+    print("\nOut-of-sample errors (95 % of |measured / predicted - 1| fall within; r, STP), against predict_model.ERRORS:")
+    e = {key: tuple(e95(x) for x in rel_errors(rows)) for key, rows in results.items()}
+
+    def term(more: tuple[float, float], base: tuple[float, float]) -> tuple[float, float]:
+        return (math.sqrt(max(0.0, more[0] ** 2 - base[0] ** 2)), math.sqrt(max(0.0, more[1] ** 2 - base[1] ** 2)))
+
+    def show(label: str, got: tuple[float, float], shipped: tuple[float, float]) -> None:
+        print(f"  {label}: {100 * got[0]:.1f} %, {100 * got[1]:.1f} % (shipped {100 * shipped[0]:.0f} %, "
+              f"{100 * shipped[1]:.0f} %)")
+
+    show("time slicing, every input (h100-ts, LOFO)", e[("h100-ts", "LOFO")],
+         (ERRORS.base(TIMESLICE), ERRORS.base(TIMESLICE, "stp")))
+    show("MPS, every input but GPM (h100-mps, LOFO)", e[("h100-mps", "LOFO")], (ERRORS.base(MPS), ERRORS.base(MPS, "stp")))
+    show(f"no copies recorded: lucid LOFO {100 * e[('lucid', 'LOFO')][0]:.1f} %, {100 * e[('lucid', 'LOFO')][1]:.1f} % "
+         "against h100-ts LOFO, the difference in quadrature", term(e[("lucid", "LOFO")], e[("h100-ts", "LOFO")]),
+         ERRORS.no_copies)
+    for d in ("h100-ts", "lucid"):
+        print(f"    {d}: LODO {100 * e[(d, 'LODO')][0]:.1f} %, {100 * e[(d, 'LODO')][1]:.1f} %, LOFO "
+              f"{100 * e[(d, 'LOFO')][0]:.1f} %, {100 * e[(d, 'LOFO')][1]:.1f} %: "
+              + ", ".join(f"{100 * x:.1f} %" for x in term(e[(d, "LODO")], e[(d, "LOFO")])))
+    show("uncalibrated: what predict does on a GPU it has no constants for, the H100's constants on Lucid's GPU "
+         "(lucid LODO against LOFO)", term(e[("lucid", "LODO")], e[("lucid", "LOFO")]), ERRORS.uncalibrated)
+    # utilisation outside the checked range: Lucid fitted on the pairs whose jobs both lie in [0.3, 0.9]
+    lucid = [i for i, p in enumerate(pairs) if p.dataset == "lucid"]
+    inside = frozenset(i for i in lucid if all(0.3 <= j.solo.busy <= 0.9 for j in pairs[i].jobs))
+    c = fitter.fit(inside, TIMESLICE, "lucid")
+    e_out = tuple(e95(x) for x in rel_errors([judge(pairs[i], c, True) for i in lucid if i not in inside]))
+    e_in = tuple(e95(x) for x in rel_errors([judge(pairs[i], c, True) for i in inside]))
+    show(f"a job outside the utilisation fitted on (lucid fitted on jobs in 30-90 %: outside {100 * e_out[0]:.1f} %, "
+         f"{100 * e_out[1]:.1f} %, inside {100 * e_in[0]:.1f} %, {100 * e_in[1]:.1f} %)", term(e_out, e_in), ERRORS.outside)
+    busy = [j.solo.busy for p in pairs for j in p.jobs]
+    print(f"  utilisation checked: {100 * min(busy):.1f}-{100 * max(busy):.1f} % "
+          f"(shipped {100 * ERRORS.checked_busy[0]:.0f}-{100 * ERRORS.checked_busy[1]:.0f} %)")
+    print("\nCoverage of the LOFO predictions with intervals from the other dataset's errors alone (time slicing):")
+    for d, other in (("h100-ts", "lucid"), ("lucid", "h100-ts")):
+        print(f"  {d} with +-{100 * e[(other, 'LOFO')][0]:.1f} % (r), +-{100 * e[(other, 'LOFO')][1]:.1f} % (STP) "
+              f"from {other}: {coverage_with(results[(d, 'LOFO')], *e[(other, 'LOFO')])}")
+
+    print("\nH100 per pair (predicted r: LOPO / LOFO; verdict: what predict prints with the LOFO prediction):\n")
+    print("| pair | mode | measured r A, B | predicted r A, B (LOPO) | predicted r A, B (LOFO) | measured STP "
+          "| predicted STP (LOPO / LOFO) | verdict measured | verdict printed |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d in ("h100-ts", "h100-mps"):
+        for lopo, lofo in zip(results[(d, "LOPO")], results[(d, "LOFO")]):
+            p = lopo["pair"]
+            print(f"| {p.label} | {p.mode} | {p.measured[0]:.2f}, {p.measured[1]:.2f} | {lopo['pred'][0]:.2f}, "
+                  f"{lopo['pred'][1]:.2f} | {lofo['pred'][0]:.2f}, {lofo['pred'][1]:.2f} | {p.measured_stp:.2f} | "
+                  f"{lopo['stp']:.2f} / {lofo['stp']:.2f} | {truth(p.measured_stp)} | {lofo['verdict']} |")
+    print("\nLucid by family pair (LOFO):\n")
+    print("| families | pairs | measured r (mean) | predicted r (mean) | MAPE r % | measured STP (mean) | predicted STP (mean) |")
+    print("|---|---|---|---|---|---|---|")
+    groups: dict[tuple[str, ...], list[dict]] = {}
+    for r in results[("lucid", "LOFO")]:
+        groups.setdefault(tuple(sorted(r["pair"].families)), []).append(r)
+    for fams, rows in sorted(groups.items()):
+        meas = [m for r in rows for m in r["pair"].measured]
+        pred = [x for r in rows for x in r["pred"]]
+        print(f"| {' + '.join(fams)} | {len(rows)} | {sum(meas) / len(meas):.2f} | {sum(pred) / len(pred):.2f} | "
+              f"{mape(pred, meas):.1f} | {sum(r['pair'].measured_stp for r in rows) / len(rows):.2f} | "
+              f"{sum(r['stp'] for r in rows) / len(rows):.2f} |")
+    print(f"\n{time.monotonic() - began:.0f} s")
     return 0
 
 

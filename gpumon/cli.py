@@ -17,7 +17,7 @@ from gpumon.core.jobs import lifeline
 from gpumon.errors import UsageError
 
 # In the order ``gpumon --help`` lists them.
-COMMANDS = ("run", "attach", "stop", "runs", "export", "compare", "predict", "doctor", "experiment", "wrap")
+COMMANDS = ("run", "attach", "stop", "runs", "export", "compare", "predict", "calibrate", "doctor", "experiment", "wrap")
 
 DESCRIPTION = """\
 Watch, capture and compare co-resident training jobs on a shared GPU.

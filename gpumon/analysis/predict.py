@@ -2,8 +2,9 @@
 
 Solo evidence comes through ``gpumon.core.interference.evidence`` and ``core.store.trace`` (the exclusive rate, as ``gpumon runs``
 and compare define it, from the steps cache without pandas where there is one; NVML utilisation, GPM SM
-activity, copies, CPU and pinned cores); the physics is ``predict_model``'s. The JSON
-has ``compare --json``'s shape where they overlap (docs/predict.md).
+activity, copies, CPU and pinned cores); the physics is ``predict_model``'s, with the constants of the runs' GPU
+model (``gpumon calibrate``'s, ``core.store.calibration``, else fitted, else the default with wider intervals).
+The JSON has ``compare --json``'s shape where they overlap (docs/predict.md).
 """
 
 from __future__ import annotations
@@ -15,15 +16,30 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from gpumon.analysis.compare import SLOTS, spec_key
-from gpumon.analysis.predict_model import CONSTANTS, CPU, MPS, TIMESLICE, PairPrediction, Solo, predict_pair, reason
+from gpumon.analysis.predict_model import (
+    CPU,
+    DEFAULT,
+    ERRORS,
+    FITTED,
+    MPS,
+    TIMESLICE,
+    Constants,
+    PairPrediction,
+    Solo,
+    predict_pair,
+    reason,
+)
 from gpumon.analysis.slowdown import Estimate
 from gpumon.core.interference import evidence
 from gpumon.core.interference.evidence import Window, mixed_devices, run_side
 from gpumon.core.records.rates import exclusive_rate, verdict
-from gpumon.core.store.trace import Run, exclusive_ends
+from gpumon.core.store import calibration
+from gpumon.core.store.trace import Run, TraceError, exclusive_ends
 from gpumon.errors import UsageError
 
 MODES = (TIMESLICE, MPS)
+# What a mode's constants are: a calibration names them all, or the mode's prediction is uncalibrated
+NEEDED = {TIMESLICE: ("slice_s", "switch_s", "util_scale"), MPS: ("sm_fill", "util_scale")}
 
 
 @dataclass(frozen=True)
@@ -37,6 +53,21 @@ class Job:
     spread: float
     solo: Solo
     nvml: bool
+    copies: bool = True      # its copy time was recorded (a timed copy, or a built-in job that declares its copies)
+
+
+@dataclass(frozen=True)
+class Model:
+    """The constants a prediction used, and where they came from."""
+
+    gpu: str
+    constants: Constants | None  # None: no device constants (pinned CPU cores)
+    calibrated: bool
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "constants": self.constants.to_dict() if self.constants else {},
+                "calibrated": self.calibrated, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -50,6 +81,7 @@ class Prediction:
     verdict: str
     reason: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    model: Model | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +90,7 @@ class Prediction:
             "workloads": {j.slot: {"spec": j.spec, "exclusive_rate": j.rate, "slowdown": s.to_dict()}
                           for j, s in zip(self.jobs, self.slowdown)},
             "pair": {"stp": self.stp.to_dict(), "verdict": self.verdict, "share": self.share, "reason": self.reason},
+            "model": self.model.to_dict() if self.model is not None else None,
             "notes": list(self.notes),
         }
 
@@ -65,8 +98,25 @@ class Prediction:
 Member = tuple[Run, str, str, dict[str, tuple[list[float], list[float]]]]  # a solo run, its slot, spec and step ends
 
 
-def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool]:
-    """The exclusive rate and the solo profile of the member's job (post-warm-up window)."""
+def _copies_recorded(run: Run, slot: str) -> bool:
+    """Whether the job's copy time is known: a step of it timed a copy, or its meta declares its copies (a
+    built-in job's ``copy_bytes_per_step``, 0 for one that copies nothing); else copies it made went unseen."""
+    for w in run.workloads:
+        if isinstance(w, dict) and w.get("process") == slot and isinstance(w.get("meta"), dict) \
+                and "copy_bytes_per_step" in w["meta"]:
+            return True
+    try:
+        codes, names, (copy_s,) = run.step_columns(("copy_s",), whole=False)
+    except TraceError:
+        return False
+    if slot not in names:
+        return False
+    mine = copy_s[codes == names.index(slot)].astype(float)
+    return bool(len(mine)) and not all(math.isnan(x) for x in mine)
+
+
+def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool, bool]:
+    """The exclusive rate, the solo profile of the member's job (post-warm-up window), NVML seen, copies known."""
     run, slot, _, ends = member
     times, steps = ends.get(slot, ([], []))
     if len(times) < 2 or times[-1] <= times[0]:
@@ -76,12 +126,12 @@ def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool]:
     cores = evidence.workload_cores(run, slot)
     if device_kind == "cpu":
         share = side.cpu_pct / 100 / len(cores) if cores and not math.isnan(side.cpu_pct) else math.nan
-        return rate, Solo(1 / rate, cpu_share=share, cores=cores), False
+        return rate, Solo(1 / rate, cpu_share=share, cores=cores), False, True
     nvml = evidence.has_nvml_data(run)
     busy = side.gpu_util / 100 if nvml else math.nan
     fill = side.sm_active / side.gpu_util if nvml and side.gpu_util > 0 else math.nan  # NaN: no GPM columns
     copy = side.copy_s if not math.isnan(side.copy_s) else 0.0
-    return rate, Solo(1 / rate, busy=busy, fill=fill, copy_s=copy, cores=cores), nvml
+    return rate, Solo(1 / rate, busy=busy, fill=fill, copy_s=copy, cores=cores), nvml, _copies_recorded(run, slot)
 
 
 def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) -> tuple[tuple[Job, Job], str]:
@@ -118,15 +168,15 @@ def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) ->
 
 def _job(slot: str, members: list[Member], kind: str) -> Job:
     solos = [_solo(member, kind) for member in members]
-    rates_ = [r for r, _, _ in solos]
+    rates_ = [s[0] for s in solos]
     mean = sum(rates_) / len(rates_)
     spread = (math.sqrt(sum((r - mean) ** 2 for r in rates_) / (len(rates_) - 1)) / mean) if len(rates_) > 1 else 0.0
-    profiles = [s for _, s, _ in solos]
+    profiles = [s[1] for s in solos]
     solo = Solo(1 / mean, busy=_mean(p.busy for p in profiles), fill=_mean(p.fill for p in profiles),
                 copy_s=sum(p.copy_s for p in profiles) / len(profiles),
                 cpu_share=_mean(p.cpu_share for p in profiles), cores=profiles[0].cores)
     return Job(slot, members[0][2], tuple(str(member[0].path) for member in members), mean, spread, solo,
-               all(n for _, _, n in solos))
+               all(s[2] for s in solos), any(s[3] for s in solos))
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -135,55 +185,114 @@ def _mean(values: Iterable[float]) -> float:
     return sum(known) / len(known) if known else math.nan
 
 
+def gpu_model(gpu: str, mode: str) -> tuple[Model, list[str]]:
+    """The constants for ``mode`` on GPU model ``gpu``: its ``gpumon calibrate`` measurement where there is one
+    (each constant it lacks from the fitted ones, else the default), else those fitted on its captures, else the
+    default; and what to say about them."""
+    notes: list[str] = []
+    try:
+        measured = calibration.load(gpu) if gpu else None
+    except calibration.CalibrationError as exc:
+        notes.append(f"calibration ignored: {exc}")
+        measured = None
+    base = FITTED.get(gpu, DEFAULT)
+    known = set(measured.constants if measured else ()) | (set(NEEDED[mode]) if gpu in FITTED else set())
+    calibrated = set(NEEDED[mode]) <= known
+    constants = dataclasses.replace(base, **(measured.constants if measured else {}))
+    if measured and calibrated:
+        source = f"gpumon calibrate {measured.measured_at} ({calibration.path_for(gpu)})"
+    elif gpu in FITTED:
+        source = f"fitted on {gpu} captures (benchmarks/predict_accuracy.py)"
+    else:
+        source = "default (fitted on NVIDIA H100 80GB HBM3 captures)"
+    if not calibrated:
+        missing = ", ".join(sorted(set(NEEDED[mode]) - known))
+        notes.append(f"uncalibrated for {gpu or 'this GPU'}: intervals widened ({missing} not measured on it; "
+                     f"`gpumon calibrate` measures them)")
+    return Model(gpu, constants, calibrated, source), notes
+
+
 def predict(exclusive: Sequence[Run], share: str = TIMESLICE, assign: dict[str, str] | None = None) -> list[Prediction]:
     """Predictions for ``share`` (``timeslice``, ``mps`` or ``all``); on the CPU, the one for pinned cores."""
     jobs, kind = read_jobs(exclusive, assign)
     if kind == "cpu":
         if not all(j.solo.cores for j in jobs):
             raise UsageError("CPU runs without recorded cores (affinity): nothing to predict; pin them with cpus=")
-        prediction = _prediction(jobs, CPU)
+        prediction = _prediction(jobs, CPU, Model("", None, True, "pinned cores: no device constants"), [])
         if share != TIMESLICE:  # the default names no mode; one the user named must not vanish in silence
             note = f"--share {share}: GPU sharing modes do not apply to CPU runs; this is the prediction for their cores"
             prediction = dataclasses.replace(prediction, notes=(note, *prediction.notes))
         return [prediction]
+    gpu = evidence.device_identity(exclusive[0])[1]
     modes = MODES if share == "all" else (share,)
-    return [_prediction(jobs, m) for m in modes]
+    return [_prediction(jobs, m, *gpu_model(gpu, m)) for m in modes]
 
 
-def intervals(points: Sequence[PairPrediction], mode: str, spreads: Sequence[float] = (0.0, 0.0)
-              ) -> tuple[tuple[Estimate, Estimate], Estimate]:
+def intervals(points: Sequence[PairPrediction], mode: str, spreads: Sequence[float] = (0.0, 0.0),
+              widen: tuple[float, float] = (0.0, 0.0)) -> tuple[tuple[Estimate, Estimate], Estimate]:
     """Each job's r and the pair's STP with their 95 % intervals, from the point predictions ``points`` (the first is
     the estimate; the others, if any, span what the evidence leaves open) and the jobs' solo spreads: r * (1 +- e),
-    e = sqrt(E_r^2 + s^2), and STP * (1 +- sqrt(E_STP^2 + s_STP^2)), s_STP the spreads weighted by each job's 1/r."""
-    c = CONSTANTS
+    e = sqrt(E_r^2 + w_r^2 + s^2), and STP * (1 +- sqrt(E_STP^2 + w_STP^2 + s_STP^2)), s_STP the spreads weighted by
+    each job's 1/r; E the mode's out-of-sample error (``ERRORS``), w what the constants and inputs lack (``widen``,
+    from ``lacking``)."""
     value = points[0]
-    rel = [math.hypot(c.r_error(mode), s) for s in spreads]
+    rel = [math.sqrt(ERRORS.base(mode, "r") ** 2 + widen[0] ** 2 + s ** 2) for s in spreads]
     r = tuple(Estimate(value.slowdown[i], min(p.slowdown[i] for p in points) * (1 - rel[i]),
                        max(p.slowdown[i] for p in points) * (1 + rel[i])) for i in range(2))
     weights = [1 / x / value.stp for x in value.slowdown] if value.stp > 0 else [0.0, 0.0]
-    rel_stp = math.hypot(c.stp_error(mode), math.hypot(*(w * s for w, s in zip(weights, spreads))))
+    rel_stp = math.sqrt(ERRORS.base(mode, "stp") ** 2 + widen[1] ** 2
+                        + sum((w * s) ** 2 for w, s in zip(weights, spreads)))
     pair = Estimate(value.stp, min(p.stp for p in points) * (1 - rel_stp), max(p.stp for p in points) * (1 + rel_stp))
     return (r[0], r[1]), pair
 
 
-def _prediction(jobs: tuple[Job, Job], mode: str) -> Prediction:
+def lacking(jobs: Sequence[Job], mode: str, calibrated: bool = True, c: Constants = DEFAULT
+            ) -> tuple[tuple[float, float], list[str]]:
+    """What the constants and the jobs' runs lack for ``mode``, as the widening (w_r, w_STP) of the intervals (each
+    missing input's measured error term, ``ERRORS``, in quadrature) and a note for each input the runs lack: copy
+    time not recorded, a GPU utilisation outside the range the model was checked on, no GPM under MPS (no widening:
+    every error in ERRORS was measured without GPM). The uncalibrated GPU's note is ``gpu_model``'s."""
+    if mode == CPU:
+        return (0.0, 0.0), []
+    terms, notes = [], []
+    if not calibrated:
+        terms.append(ERRORS.uncalibrated)
+    blind = [j.slot for j in jobs if not j.copies and j.nvml]
+    if blind:
+        terms.append(ERRORS.no_copies)
+        notes.append(f"no copy time recorded for {' and '.join(dict.fromkeys(blind))}: copies taken as none; "
+                     "intervals widened")
+    low, high = ERRORS.checked_busy
+    outside = [j for j in jobs if j.nvml and not low <= j.solo.busy <= high]
+    if outside:
+        terms.append(ERRORS.outside)
+        notes.append(", ".join(f"{j.slot}'s GPU utilisation {100 * j.solo.busy:.0f} %" for j in outside)
+                     + f" outside the {100 * low:.0f}-{100 * high:.0f} % the model was checked on: intervals widened")
+    if mode == MPS and any(math.isnan(j.solo.fill) for j in jobs if j.nvml):
+        notes.append(f"no GPM SM activity: a job's kernels are taken to hold gamma*u of the SMs (gamma {c.sm_fill:.2f})")
+    return (math.sqrt(sum(t[0] ** 2 for t in terms)), math.sqrt(sum(t[1] ** 2 for t in terms))), notes
+
+
+def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]) -> Prediction:
     a, b = (j.solo for j in jobs)
-    notes: list[str] = []
-    points = [predict_pair(a, b, mode)]
+    c = model.constants or DEFAULT
+    points = [predict_pair(a, b, mode, c)]
     if mode != CPU and not all(j.nvml for j in jobs):
-        lacking = ", ".join(j.slot for j in jobs if not j.nvml)
-        notes.append(f"no NVML data for {lacking}: the GPU-busy share is unknown, so the interval spans a job "
-                     "all on the host (busy 0) to one all on the GPU (busy 1)")
-        points = [predict_pair(*(_busy(j, x) for j in jobs), mode) for x in (0.5, 0.0, 1.0)]
+        blind = ", ".join(j.slot for j in jobs if not j.nvml)
+        notes = [*notes, f"no NVML data for {blind}: the GPU-busy share is unknown, so the interval spans a job "
+                 "all on the host (busy 0) to one all on the GPU (busy 1)"]
+        points = [predict_pair(_busy(jobs[0], x), _busy(jobs[1], x), mode, c) for x in (0.5, 0.0, 1.0)]
     if mode == CPU and any(math.isnan(j.solo.cpu_share) for j in jobs):
-        lacking = ", ".join(j.slot for j in jobs if math.isnan(j.solo.cpu_share))
-        notes.append(f"no CPU samples for {lacking} (processes.csv has none in its window): its share of its cores is "
-                     "unknown, so the interval spans a job idle on them (0) to one that fills them (1)")
-        points = [predict_pair(*(_cpu_share(j, x) for j in jobs), mode) for x in (0.5, 0.0, 1.0)]
+        unseen = ", ".join(j.slot for j in jobs if math.isnan(j.solo.cpu_share))
+        notes = [*notes, f"no CPU samples for {unseen} (processes.csv has none in its window): its share of its "
+                 "cores is unknown, so the interval spans a job idle on them (0) to one that fills them (1)"]
+        points = [predict_pair(*(_cpu_share(j, x) for j in jobs), mode, c) for x in (0.5, 0.0, 1.0)]
         a, b = (_cpu_share(j, 0.5) for j in jobs)  # the reason in words is the estimate's
-    r, pair = intervals(points, mode, [j.spread for j in jobs])
+    widen, more = lacking(jobs, mode, model.calibrated, c)
+    r, pair = intervals(points, mode, [j.spread for j in jobs], widen)
     names = (jobs[0].spec, jobs[1].spec)
-    return Prediction(mode, jobs, r, pair, verdict(pair.low, pair.high), reason(a, b, mode, names), tuple(notes))
+    return Prediction(mode, jobs, r, pair, verdict(pair.low, pair.high), reason(a, b, mode, names, c),
+                      tuple(notes + more), model)
 
 
 def _busy(job: Job, busy: float) -> Solo:
@@ -208,7 +317,7 @@ def better(predictions: Sequence[Prediction]) -> str | None:
 def live_line(baselines: Sequence[tuple[str, str]], share: str = TIMESLICE) -> str:
     """``predicted r A 1.52 B 1.58, STP 0.95`` for the live line from the ``--baseline`` runs of A and B ("" if
     they do not make a pair the model can read: each is a solo run, from one device)."""
-    from gpumon.core.store.trace import TraceError, load_run
+    from gpumon.core.store.trace import load_run
 
     paths = dict(baselines)
     if not {"A", "B"} <= set(paths):

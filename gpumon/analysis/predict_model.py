@@ -1,14 +1,16 @@
 """The pair model behind ``gpumon predict``: each job's shared step time from two solo profiles (pure Python).
 
-Equations and their physics are in docs/predict.md; the fitted constants are
-``CONSTANTS``, the one place they live. Rates, r, STP and the verdict are
-``gpumon.core.records.rates``'s.
+Equations and their physics are in docs/predict.md. The constants of a GPU model (its time slice, switch cost,
+how its NVML utilisation reads kernel time, how much of the SMs a GPU-bound job fills under MPS) are a
+``Constants``: measured by ``gpumon calibrate`` (``gpumon.core.store.calibration``), or fitted on captures
+(``FITTED``, benchmarks/predict_accuracy.py); ``DEFAULT`` is what an uncalibrated GPU gets. The errors behind the
+intervals are ``ERRORS``, the one place they live. Rates, r, STP and the verdict are ``gpumon.core.records.rates``'s.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from gpumon.core.records.rates import slowdown, stp
 
@@ -17,30 +19,54 @@ TIMESLICE, MPS, CPU = "timeslice", "mps", "cpu"
 # cpu_pct: two single-threaded jobs alone on a 2-core box read 0.50 each, give or take a percent)
 CORE_ROOM = 0.05
 ITERATIONS = 200
+H100 = "NVIDIA H100 80GB HBM3"
 
 
 @dataclass(frozen=True)
 class Constants:
-    """Fitted once on the H100 captures (benchmarks/predict_accuracy.py); no constant per workload or pair."""
+    """One GPU model's constants (no constant is per workload or per pair)."""
 
-    slice_s: float = 4.0e-3        # tau: the time slice a GPU-bound context holds the GPU for
-    switch_s: float = 0.6e-3       # sigma: the cost of one context switch between time slices
-    sm_fill: float = 0.88          # gamma: without GPM, the SMs a job's running kernels hold per unit of GPU-busy share
+    slice_s: float = 3.5e-3        # tau: the longest a context holds the GPU while the other has work
+    switch_s: float = 0.6e-3       # sigma: one switch between two contexts that both have work
+    util_scale: float = 1.0        # kappa: kernel time per unit of NVML utilisation (1: the counter reads true)
+    sm_fill: float = 0.88          # gamma: under MPS without GPM, the SMs a job's kernels hold per unit of busy share
     max_held: float = 0.95         # guard, not fitted: the most of my kernel time a partner's held SMs can block (20x)
-    # E: the relative error of r, and of STP, that at least 95 % of the leave-one-workload-out predictions fell within
-    # (benchmarks/predict_accuracy.py), rounded up to a whole percent; STP's from both modes' pairs together;
-    # CPU: the pinned-core tests' tolerance, there being no leave-out data
-    errors_r: tuple[tuple[str, float], ...] = ((TIMESLICE, 0.14), (MPS, 0.42), (CPU, 0.10))
-    errors_stp: tuple[tuple[str, float], ...] = ((TIMESLICE, 0.13), (MPS, 0.13), (CPU, 0.10))
 
-    def r_error(self, mode: str) -> float:
-        return dict(self.errors_r)[mode]
-
-    def stp_error(self, mode: str) -> float:
-        return dict(self.errors_stp)[mode]
+    def to_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-CONSTANTS = Constants()
+# Fitted on one GPU model's captures (benchmarks/predict_accuracy.py, every pair of each mode): the constants of
+# that GPU model until ``gpumon calibrate`` measures it. The H100's: time slicing on q4_contention and modes
+# (13 pairs), MPS on modes (3 pairs), 2026-11-23.
+FITTED = {H100: Constants()}
+DEFAULT = FITTED[H100]
+
+
+@dataclass(frozen=True)
+class Errors:
+    """How far out-of-sample predictions missed (benchmarks/predict_accuracy.py): the relative error of r and of STP
+    that at least 95 % of them fell within, rounded up to a whole percent; each missing input adds its own term (the
+    error measured where that input was missing, less the base error, in quadrature)."""
+
+    # the GPU's own constants, the job's family (workload) never seen, every input recorded (H100, copies timed)
+    r: tuple[tuple[str, float], ...] = ((TIMESLICE, 0.14), (MPS, 0.42), (CPU, 0.10))
+    stp: tuple[tuple[str, float], ...] = ((TIMESLICE, 0.11), (MPS, 0.10), (CPU, 0.10))
+    # a GPU with no constants of its own gets the H100's: their error on Lucid's GPU (leave one dataset out) against
+    # Lucid's own (leave one family out), as (r, STP)
+    uncalibrated: tuple[float, float] = (0.22, 0.31)
+    # no copy time recorded (Lucid's runs against the H100's, both leave-one-family-out)
+    no_copies: tuple[float, float] = (0.21, 0.06)
+    # a job whose NVML utilisation lies outside ``checked_busy``, the range the model was checked on (Lucid fitted on
+    # jobs at 30-90 %, the others predicted)
+    outside: tuple[float, float] = (0.31, 0.09)
+    checked_busy: tuple[float, float] = (0.09, 1.0)
+
+    def base(self, mode: str, what: str = "r") -> float:
+        return dict(self.r if what == "r" else self.stp)[mode]
+
+
+ERRORS = Errors()
 
 
 @dataclass(frozen=True)
@@ -54,15 +80,16 @@ class Solo:
     cpu_share: float = math.nan     # the job's CPU use in cores over the cores it may run on (0..1)
     cores: frozenset[int] = frozenset()
 
-    @property
-    def gpu_s(self) -> float:
-        """G: kernel seconds per step: the GPU-busy time less the copies (NVML counts both as busy)."""
-        return max(0.0, self.step_s * min(max(self.busy, 0.0), 1.0) - self.copy_s)
 
-    @property
-    def host_s(self) -> float:
-        """H: the rest of the step (CPU, Python, launch gaps), which overlaps the partner's GPU work."""
-        return max(0.0, self.step_s - self.gpu_s - self.copy_s)
+def kernel_s(job: Solo, c: Constants = DEFAULT) -> float:
+    """G = kappa*(u*T - C): kernel seconds per step: the GPU-busy time less the copies (NVML counts a copy as busy;
+    CUDA events time it), read through the GPU's utilisation scale kappa (kernel time per unit of utilisation)."""
+    return c.util_scale * max(0.0, job.step_s * min(max(job.busy, 0.0), 1.0) - job.copy_s)
+
+
+def host_s(job: Solo, c: Constants = DEFAULT) -> float:
+    """H = T - G - C: the rest of the step (CPU, Python, launch gaps), which overlaps the partner's GPU work."""
+    return max(0.0, job.step_s - kernel_s(job, c) - job.copy_s)
 
 
 @dataclass(frozen=True)
@@ -76,44 +103,60 @@ class PairPrediction:
 
 
 def _turns(job: Solo, c: Constants) -> float:
-    """n: the time slices a job's GPU work needs per step (at least one)."""
-    return max(1.0, job.gpu_s / c.slice_s)
+    """n: the time slices a job's kernels need per step (at least one)."""
+    return max(1.0, kernel_s(job, c) / c.slice_s)
 
 
-def _burst(job: Solo, c: Constants) -> float:
-    """b: how long a job holds the GPU once it has it (its GPU work, at most one slice)."""
-    return min(job.gpu_s, c.slice_s)
+def holds(a: Solo, b: Solo, c: Constants = DEFAULT) -> tuple[float, float]:
+    """b_A, b_B: how long each context keeps the GPU once it has it. A context yields as soon as it runs out of work,
+    so it holds what queued while the other held (its kernels arrive at i = G/T of the time, and go on arriving while
+    it runs: b = i*(b' + 2*sigma)/(1 - i)), at most its step's kernels G and at most one slice tau. Two light jobs
+    hand the GPU back and forth in short holds; beside a GPU-bound job (i -> 1) the holds grow to whole slices."""
+    caps = [min(kernel_s(j, c), c.slice_s) for j in (a, b)]
+    rates = [kernel_s(j, c) / j.step_s if j.step_s > 0 else 0.0 for j in (a, b)]
+    held = [0.0, 0.0]
+    for _ in range(ITERATIONS):  # monotone from zero and bounded by the caps: converges to the least fixed point
+        new = [cap if i >= 1 else min(cap, i * (other + 2 * c.switch_s) / (1 - i))
+               for cap, i, other in zip(caps, rates, held[::-1])]
+        if all(abs(n - o) <= 1e-15 for n, o in zip(new, held)):
+            break
+        held = new
+    return new[0], new[1]
 
 
-def _off_gpu(me: Solo, copying: float) -> float:
+def _off_gpu(me: Solo, copying: float, c: Constants) -> float:
     """H + C * (1 + k'): host time, and copies sharing the link with the partner's (copying k' of its time)."""
-    return me.host_s + me.copy_s * (1 + copying)
+    return host_s(me, c) + me.copy_s * (1 + copying)
 
 
-def timeslice_step(me: Solo, partner: Solo, ready: float, copying: float = 0.0, c: Constants = CONSTANTS) -> float:
-    """T' = G + n*sigma + (n - 1)*rho*(b' + sigma) + max(H + C*(1 + k'), rho*(b' + sigma)): the kernels take turns, the
-    host part and the copies overlap one of the partner's turns; ``ready`` (rho) is the chance the partner has kernels
-    to run when a turn ends, ``copying`` (k') the share of its time it copies."""
-    if me.gpu_s <= 0:
-        return _off_gpu(me, copying)  # no kernels: no turn to wait for
+def timeslice_step(me: Solo, partner: Solo, ready: float, copying: float = 0.0, hold: float = math.nan,
+                   c: Constants = DEFAULT) -> float:
+    """T' = G + n*rho*sigma + (n - 1)*rho*(b' + sigma) + max(H + C*(1 + k'), rho*(b' + sigma)): my kernels take n
+    turns; at each turn's end the partner, when it has work (rho, ``ready``), holds the GPU for b' (``hold``,
+    ``holds``) and a switch costs sigma both ways, no switch when it has none; my host part and copies overlap one
+    of its holds; ``copying`` (k') is the share of its time it copies."""
+    g = kernel_s(me, c)
+    if g <= 0:
+        return _off_gpu(me, copying, c)  # no kernels: no turn to wait for
     n = _turns(me, c)
-    wait = ready * (_burst(partner, c) + c.switch_s)
-    return me.gpu_s + n * c.switch_s + (n - 1) * wait + max(_off_gpu(me, copying), wait)
+    b = holds(me, partner, c)[1] if math.isnan(hold) else hold
+    wait = ready * (b + c.switch_s)
+    return g + n * ready * c.switch_s + (n - 1) * wait + max(_off_gpu(me, copying, c), wait)
 
 
-def sm_fill(job: Solo, c: Constants = CONSTANTS) -> float:
+def sm_fill(job: Solo, c: Constants = DEFAULT) -> float:
     """f: the share of the SMs a job's kernels hold while they run: measured (GPM) where the capture has it, else
     gamma * u (a job that keeps the GPU busy runs grids that fill the SMs; a launch-bound one runs small ones)."""
     fill = job.fill if not math.isnan(job.fill) else c.sm_fill * min(max(job.busy, 0.0), 1.0)
     return min(max(fill, 0.0), 1.0) if not math.isnan(fill) else 0.0
 
 
-def mps_step(me: Solo, partner: Solo, executing: float, copying: float = 0.0, c: Constants = CONSTANTS) -> float:
+def mps_step(me: Solo, partner: Solo, executing: float, copying: float = 0.0, c: Constants = DEFAULT) -> float:
     """T' = H + C*(1 + k') + G / (1 - f'*e'): kernels of both run at once where SMs are free, but a running block
     keeps its SM until it ends (no preemption under MPS): while the partner's kernels run (e', the share of time
     they execute) they hold f' of the SMs, and my kernels progress on the rest; a copy slows by the partner's k'."""
     held = min(sm_fill(partner, c) * executing, c.max_held)
-    return _off_gpu(me, copying) + me.gpu_s / (1 - held)
+    return _off_gpu(me, copying, c) + kernel_s(me, c) / (1 - held)
 
 
 def _cpu_share(job: Solo) -> float:
@@ -137,21 +180,22 @@ def cpu_step(me: Solo, partner: Solo) -> float:
     return me.step_s * (1 + _cpu_share(partner) * overlap)
 
 
-def predict_pair(a: Solo, b: Solo, mode: str, c: Constants = CONSTANTS) -> PairPrediction:
+def predict_pair(a: Solo, b: Solo, mode: str, c: Constants = DEFAULT) -> PairPrediction:
     """Shared step times of A and B by fixed-point iteration (each job's wait depends on the other's shared step)."""
     if mode == CPU:
         steps = (cpu_step(a, b), cpu_step(b, a))
     else:
         steps, copying = (a.step_s, b.step_s), (0.0, 0.0)
+        held = holds(a, b, c)
         for _ in range(ITERATIONS):
             # k: the share of its shared step a job copies, its copies stretched by the partner's (1 + k')
             copying = (min(1.0, a.copy_s * (1 + copying[1]) / steps[0]), min(1.0, b.copy_s * (1 + copying[0]) / steps[1]))
             if mode == TIMESLICE:  # rho: the share of its shared step a job has kernels to run (or waiting to)
-                kernels = tuple(max(0.0, 1 - (j.host_s + j.copy_s * (1 + k)) / t)
-                                for j, t, k in zip((a, b), steps, copying[::-1]))
-                new = (timeslice_step(a, b, kernels[1], copying[1], c), timeslice_step(b, a, kernels[0], copying[0], c))
+                kernels = tuple(max(0.0, 1 - _off_gpu(j, k, c) / t) for j, t, k in zip((a, b), steps, copying[::-1]))
+                new = (timeslice_step(a, b, kernels[1], copying[1], held[1], c),
+                       timeslice_step(b, a, kernels[0], copying[0], held[0], c))
             else:  # e: the share of its shared step a job's kernels execute (hold SMs)
-                executing = (a.gpu_s / steps[0], b.gpu_s / steps[1])
+                executing = (kernel_s(a, c) / steps[0], kernel_s(b, c) / steps[1])
                 new = (mps_step(a, b, executing[1], copying[1], c), mps_step(b, a, executing[0], copying[0], c))
             if all(abs(n - o) <= 1e-12 * max(o, 1e-12) for n, o in zip(new, steps)):
                 steps = new
@@ -161,7 +205,7 @@ def predict_pair(a: Solo, b: Solo, mode: str, c: Constants = CONSTANTS) -> PairP
     return PairPrediction(mode, (steps[0], steps[1]), (r[0], r[1]), stp(r) if not any(map(math.isnan, r)) else math.nan)
 
 
-def reason(a: Solo, b: Solo, mode: str, names: tuple[str, str] = ("A", "B")) -> str:
+def reason(a: Solo, b: Solo, mode: str, names: tuple[str, str] = ("A", "B"), c: Constants = DEFAULT) -> str:
     """The dominant physics in words."""
     if mode == CPU:
         if not a.cores & b.cores:
@@ -169,18 +213,20 @@ def reason(a: Solo, b: Solo, mode: str, names: tuple[str, str] = ("A", "B")) -> 
         if room_for_both(a, b):
             return "their cores have room for both: neither waits for the other"
         return "both on the same cores, more than they hold: they take turns on them"
-    bound = [s.busy >= 0.85 for s in (a, b)]
+    bound = [s.busy * c.util_scale >= 0.85 for s in (a, b)]
     if mode == MPS:
         if all(bound):
             return "both GPU-bound: under MPS their kernels compete for the SMs"
         for i, j in ((0, 1), (1, 0)):
-            if bound[j] and (a, b)[i].gpu_s > 0:
+            if bound[j] and kernel_s((a, b)[i], c) > 0:
                 return f"{names[i]}'s kernels wait for the SMs {names[j]}'s kernels hold (no preemption under MPS)"
         return "kernels run side by side under MPS and fill each other's idle SMs"
     if all(bound):
         return "both GPU-bound: time slices split the GPU"
+    held = holds(a, b, c)
     for i, j in ((0, 1), (1, 0)):
-        me, other = (a, b)[i], (a, b)[j]
-        if me.gpu_s < CONSTANTS.slice_s and other.gpu_s > 2 * CONSTANTS.slice_s:
+        if kernel_s((a, b)[i], c) < c.slice_s and held[j] >= c.slice_s and kernel_s((a, b)[j], c) > 2 * c.slice_s:
             return f"{names[i]}'s short kernels wait for {names[j]}'s time slices"
+    if sum(kernel_s(j, c) / j.step_s for j in (a, b)) < 1:
+        return "light jobs: each yields the GPU as soon as its kernels are done, and the other fills its gaps"
     return "host parts overlap while the GPU parts take turns"

@@ -16,15 +16,23 @@ Predict, before sharing, how two jobs would slow each other on one GPU: each job
 slowdown r, the pair's combined throughput (STP = 1/r_A + 1/r_B), whether sharing
 would pay, and why in words, from each job's exclusive (solo) runs alone.
 
-model (docs/predict.md): each solo step splits into GPU-busy time (NVML utilisation
-times the step), copy time and host time. Time slicing lets the GPU parts take turns
-in slices (a short-kernel job waits for a GPU-bound partner's whole slice) while host
-parts overlap; MPS runs kernels of both at once, but a running block keeps its SM, so
-a job's kernels progress on the SMs its partner's running kernels leave (GPM SM
-activity where recorded, else estimated from utilisation). On the CPU it predicts
-pinned cores: the same core is shared in turns, different cores do not interfere.
+model (docs/predict.md): each solo step splits into kernel time (NVML utilisation
+times the step, less the copies, read through the GPU's utilisation scale), copy time
+and host time. Time slicing lets the kernels take turns: a context holds the GPU for
+at most one slice while the other waits, gives it up as soon as it runs out of work,
+and a switch costs only when both have work (a short-kernel job waits for a GPU-bound
+partner's whole slice; two light jobs fill each other's gaps); host parts overlap.
+MPS runs kernels of both at once, but a running block keeps its SM, so a job's kernels
+progress on the SMs its partner's running kernels leave (GPM SM activity where
+recorded, else estimated from utilisation). On the CPU it predicts pinned cores.
 
-intervals  the model's leave-out error of r and of STP (benchmarks/predict_accuracy.py)
+constants  the time slice, switch cost, utilisation scale and MPS SM fill of the runs'
+           GPU model: gpumon calibrate's measurement, else those fitted on that model's
+           captures (the H100's), else the H100's with "uncalibrated for <GPU>:
+           intervals widened"; --json names them (model.constants, model.calibrated).
+intervals  the model's out-of-sample error of r and of STP (leave one workload family
+           out, benchmarks/predict_accuracy.py), widened for an uncalibrated GPU, for
+           copies not recorded and for a utilisation outside the range checked, and
            combined with the spread of the solo repeats; the verdict is "cannot tell"
            when the STP interval straddles 1. With --share all, the better mode is
            named only when its STP interval clears the other's.
@@ -51,7 +59,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                         help="the sharing mode to predict (default timeslice); all: both side by side")
     parser.add_argument("--json", action="store_true",
                         help="print JSON shaped like compare --json: workloads.A.slowdown.{estimate,low,high}, "
-                             "pair.stp, pair.verdict, pair.share, pair.reason; with --share all, {modes: [...], better}")
+                             "pair.stp, pair.verdict, pair.share, pair.reason, model.constants, model.calibrated, "
+                             "notes; with --share all, {modes: [...], better}")
     parser.set_defaults(handler=run, quick_exit=True)
 
 

@@ -24,13 +24,15 @@ from pathlib import Path
 
 import pytest
 
+from tests import fakegpu
 from tests.fakenvml import build as fake
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_validation.py"
 FAKE_SMI = ROOT / "tests" / "fakenvml" / "bin"
 FAKE_MPS = ROOT / "tests" / "mps"
-ROWS = ["pcie_gpm", "pcie_counters", "gpm_sm", "per_process_sm", "doctor_verify", "mps", "observer_cost", "pytest_gpu"]
+ROWS = ["pcie_gpm", "pcie_counters", "gpm_sm", "per_process_sm", "doctor_verify", "mps", "calibrate", "observer_cost",
+        "pytest_gpu"]
 SCENARIO = """
 driver 580.159.04
 cuda_driver 13000
@@ -68,8 +70,10 @@ def validated(tmp_path_factory: pytest.TempPathFactory) -> Validated:
         GPUMON_RUNS=str(tmp / "runs"),
     )
     out = tmp / "out"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--preset", "short", "--device", "cpu"],
-                          env=env, capture_output=True, text=True, timeout=540)
+    with fakegpu.serve(tmp / "gpu.sock") as device:
+        done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--preset", "short", "--device", "cpu",
+                               "--calibrate-device", f"sliced:{device}"], env=env, capture_output=True, text=True,
+                              timeout=600)
     assert "Traceback" not in done.stderr, done.stderr
     report = json.loads((out / "validation.json").read_text())
     return Validated(done, out, report, {row["key"]: row for row in report["rows"]})
@@ -146,6 +150,26 @@ def test_mps_row_compares_both_pairs_and_sees_the_server_come_and_go(validated: 
     assert by_name["nvidia-cuda-mps-server during"]["ok"] is True, by_name["nvidia-cuda-mps-server during"]
     assert by_name["nvidia-cuda-mps-server after"]["ok"] is True and by_name["nvidia-cuda-mps-server after"]["measured"] == "gone"
     assert any("--share mps" in c for c in row["commands"])
+
+
+@needs_cc
+def test_calibrate_row_measures_the_fake_devices_slice_in_under_a_minute(validated: Validated) -> None:
+    row = validated.rows["calibrate"]
+    by_name = checks(row)
+    assert row["status"] == gv.PASS, [(c["name"], c["measured"]) for c in row["checks"]]
+    assert by_name["time slice"]["measured"].endswith(" ms") and 24 <= float(by_name["time slice"]["measured"][:-3]) <= 38
+    assert by_name["finished"]["figures"]["seconds"] < gv.CALIBRATE_MAX_S
+    assert any(f.startswith("calibration/") and f.endswith(".json") for f in row["files"])
+
+
+def test_the_calibration_judge_fails_what_no_gpu_would_read() -> None:
+    good = {"slice_s": 0.0035, "switch_s": 0.0006, "util_scale": 0.9, "sm_fill": 0.88}
+    assert all(c.ok for c in gv.judge_calibration(good, 40.0, {}))
+    assert not gv.judge_calibration(good, 75.0, {})[0].ok  # over a minute
+    assert not gv.judge_calibration({**good, "switch_s": 0.004}, 40.0, {})[2].ok  # a switch longer than the slice
+    assert not gv.judge_calibration({**good, "slice_s": 1.0}, 40.0, {})[1].ok  # a one-second slice
+    unmeasured = gv.judge_calibration({k: v for k, v in good.items() if k != "sm_fill"}, 40.0, "not measured")
+    assert unmeasured[-1].ok is None and gv.row_status(unmeasured) == gv.SKIP
 
 
 @needs_cc

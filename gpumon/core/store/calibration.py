@@ -1,0 +1,100 @@
+"""Per-GPU-model constants measured by ``gpumon calibrate``: where they are stored and how ``predict`` reads them.
+
+One JSON file per GPU model (``<name>.json``, the name as NVML gives it, made file-safe) in
+``$GPUMON_CALIBRATION``, else ``$XDG_DATA_HOME/gpumon/calibration``, else ``~/.local/share/gpumon/calibration``
+(beside the runs directory, ``runstore.default_runs_dir``). A later calibration of the same model replaces the
+earlier one. The constants are plain numbers here (``gpumon.analysis.predict_model.Constants`` names them);
+the store knows nothing of the model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV = "GPUMON_CALIBRATION"
+SCHEMA = 1
+# What a calibration may hold, each a positive number: the time slice, the switch cost, NVML utilisation's scale
+# (kernel time per unit of utilisation) and, where MPS ran, the SMs a GPU-bound job's kernels fill
+KNOWN = ("slice_s", "switch_s", "util_scale", "sm_fill")
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be read as one (it is then ignored, with this as the reason)."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What ``gpumon calibrate`` measured on one GPU model."""
+
+    gpu: str
+    constants: dict[str, float]
+    measured_at: str = ""
+    driver: str = ""
+    gpumon: str = ""
+    device: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, **asdict(self)}
+
+
+def calibration_dir() -> Path:
+    """``$GPUMON_CALIBRATION``, else ``$XDG_DATA_HOME/gpumon/calibration``, else ``~/.local/share/gpumon/calibration``."""
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV]).expanduser()
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "gpumon" / "calibration"
+
+
+def path_for(gpu: str) -> Path:
+    """The file of GPU model ``gpu``: its name with every run of characters other than letters, digits, ``.``,
+    ``-`` and ``_`` made one ``_``."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", gpu.strip()).strip("_") or "unnamed"
+    return calibration_dir() / f"{slug}.json"
+
+
+def load(gpu: str) -> Calibration | None:
+    """The calibration of GPU model ``gpu`` (None: never calibrated here); CalibrationError when its file is not
+    one (unreadable JSON, another GPU's, a constant that is not a positive number)."""
+    path = path_for(gpu)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CalibrationError(f"{path}: {exc}") from None
+    if not isinstance(data, dict) or data.get("gpu") != gpu or not isinstance(data.get("constants"), dict):
+        raise CalibrationError(f"{path}: not a calibration of {gpu}")
+    constants = {}
+    for name, value in data["constants"].items():
+        if name not in KNOWN:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise CalibrationError(f"{path}: {name} is {value!r}, not a positive number")
+        constants[name] = float(value)
+    return Calibration(gpu=gpu, constants=constants, measured_at=str(data.get("measured_at", "")),
+                       driver=str(data.get("driver", "")), gpumon=str(data.get("gpumon", "")),
+                       device=str(data.get("device", "")), details=dict(data.get("details") or {}))
+
+
+def save(calibration: Calibration) -> Path:
+    """Write ``calibration`` as its GPU model's file (replacing any earlier one, atomically); its path."""
+    path = path_for(calibration.gpu)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".calibration-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(calibration.to_dict(), f, indent=2, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpumon.commands import argtypes
 from gpumon.commands.argtypes import finite_number, whole_number
 from gpumon.commands.base import EPILOG
 from gpumon.console.terminal import output_not_terminal
@@ -116,9 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gpumon.core.jobs.beside import DEFAULT_LEAD_S
-    from gpumon.core.jobs.devices import check_gpu_present, parse_gpu
-    from gpumon.core.capture.metrics import parse_address
-    from gpumon.core.records.share import parse_share
+    from gpumon.core.jobs.devices import check_gpu_present
     from gpumon.core.store.runstore import runs_dir_or_default
     from gpumon.frontends.plan import make_plan
     from gpumon.core.capture.session import SessionConfig
@@ -127,13 +126,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--json goes with --headless or --detach")
     if args.runner and not args.detach:
         raise UsageError("--runner is gpumon's own (the process --detach starts)")
-    gpu = parse_gpu(args.gpu) if args.gpu is not None else None
+    gpu = argtypes.gpu(args.gpu) if args.gpu is not None else None
     if gpu is not None and not args.no_nvml:
         check_gpu_present(gpu)
     stagger = args.stagger if args.stagger is not None else DEFAULT_LEAD_S if args.beside is not None else 0.0
     config = SessionConfig(
-        share=parse_share(args.share),
-        metrics=parse_address(args.metrics) if args.metrics is not None else None,
+        share=argtypes.share(args.share),
+        metrics=argtypes.metrics_address(args.metrics) if args.metrics is not None else None,
         device=args.device,
         interval_ms=args.interval,
         gpu_index=gpu,

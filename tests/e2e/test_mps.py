@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gpumon.commands import argtypes
 from gpumon.core.records.share import ShareMode, parse_share, share_of
 from gpumon.errors import UsageError
 from tests.helpers import GPUMON, gpumon, only_run, wait_for
@@ -90,8 +91,10 @@ def test_share_modes_parse_and_describe() -> None:
     assert parse_share("mps:existing") == ShareMode("mps", existing=True)
     assert parse_share("mps:threads=30,70").describe() == "mps 30/70"
     for bad in ("mig", "mps:threads=0,50", "mps:threads=30", "mps:threads=30,101", "timeslice:x", "mps:bogus"):
-        with pytest.raises(UsageError):
+        with pytest.raises(ValueError):
             parse_share(bad)
+        with pytest.raises(UsageError, match="^bad --share"):
+            argtypes.share(bad)
     assert share_of({}) == "timeslice"
     assert share_of({"share": {"mode": "mps", "threads": [30, 70], "existing_daemon": False}}) == "mps 30/70"
 

@@ -21,7 +21,6 @@ from gpumon.core.records.model import ENDED_STATES, DeviceSample, StepEvent, Wor
 from gpumon.core.records.rates import VERDICTS, interference
 from gpumon.errors import UsageError
 
-DEFAULT_HOST = "127.0.0.1"
 MIB = 1024 * 1024
 DEVICE_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
 JOB_LABELS = (*DEVICE_LABELS, "slot", "workload")
@@ -41,17 +40,6 @@ DEVICE_GAUGES = (
     ("gpumon_gpu_dram_bandwidth_ratio", "dram_bw_pct", 0.01, "DRAM bandwidth used over its peak (GPM)"),
     ("gpumon_gpu_tensor_active_ratio", "tensor_active_pct", 0.01, "fraction of cycles the tensor cores were busy (GPM)"),
 )
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``[HOST:]PORT`` (``[::1]:9400`` for IPv6) as (host, port); host defaults to 127.0.0.1."""
-    host, sep, port_text = text.strip().rpartition(":")
-    host = host.strip("[]") if sep else DEFAULT_HOST
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise UsageError(f"bad --metrics {text!r} (expected [HOST:]PORT, e.g. 9400 or 0.0.0.0:9400)")
-    if not host:
-        raise UsageError(f"bad --metrics {text!r}: empty host")
-    return host, int(port_text)
 
 
 def is_loopback(host: str) -> bool:

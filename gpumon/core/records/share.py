@@ -7,8 +7,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gpumon.errors import UsageError
-
 SHARE_SYNTAX = "timeslice, mps, mps:threads=PCT_A,PCT_B or mps:existing"
 
 
@@ -38,22 +36,26 @@ class ShareMode:
 
 
 def parse_share(text: str) -> ShareMode:
-    """``--share`` text as a ShareMode; UsageError with the accepted forms otherwise."""
+    """A share mode's text (``--share``, an experiment spec's ``shares``) as a ShareMode.
+
+    ValueError otherwise: with an empty message when the text is not of ``SHARE_SYNTAX`` at all, else saying
+    what is wrong with it (each caller words the error for its own input: ``commands/argtypes.py``).
+    """
     kind, _, options = text.strip().partition(":")
     if kind == "timeslice" and not options:
         return ShareMode()
     if kind != "mps":
-        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})")
+        raise ValueError("")
     if not options:
         return ShareMode("mps")
     if options == "existing":
         return ShareMode("mps", existing=True)
     match = re.fullmatch(r"threads=(\d+),(\d+)", options)
     if not match:
-        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})")
+        raise ValueError("")
     threads = tuple(int(g) for g in match.groups())
     if not all(1 <= t <= 100 for t in threads):
-        raise UsageError(f"bad --share {text!r}: thread percentages must be between 1 and 100")
+        raise ValueError("thread percentages must be between 1 and 100")
     return ShareMode("mps", threads=threads)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from gpumon.analysis import distributions as dist
 from gpumon.analysis import rates, slowdown, spread, stats_helper, unprobed
 from gpumon.analysis.rates import Curve, Segment, Window
+from gpumon.core.records.slots import SLOTS
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.analysis.why import attribute_jobs, nvml_warning
 from gpumon.core.interference.attribution import Attribution
@@ -32,7 +33,6 @@ from gpumon.workloads.spec import parse_workload_spec
 if TYPE_CHECKING:
     import pandas as pd
 
-SLOTS = ("A", "B")
 MIN_OVERLAP_S = 5.0
 MIN_STEPS = 20
 NUMERIC_STEP_COLUMNS = ("pid", "step", "t", "iter_s", "samples", "warmup", "copy_bytes", "copy_s")

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gpumon.analysis.compare import SLOTS, spec_key
+from gpumon.analysis.compare import spec_key
+from gpumon.core.records.slots import SLOTS
 from gpumon.analysis.predict_model import CONSTANTS, CPU, MPS, TIMESLICE, PairPrediction, Solo, predict_pair, reason
 from gpumon.analysis.slowdown import Estimate
 from gpumon.core.interference import evidence

@@ -75,19 +75,19 @@ class LiveEvidence:
 # -- evidence ---------------------------------------------------------------
 
 
-def busy_span(run: Run, process: str = "A") -> tuple[float, float]:
+def busy_span(run: Run, slot: str = "A") -> tuple[float, float]:
     """Run times of a job's first and last post-warm-up steps (NaN, NaN with fewer than two)."""
-    ends = exclusive_ends(run).get(process)
+    ends = exclusive_ends(run).get(slot)
     return (ends[0][0], ends[0][-1]) if ends is not None and len(ends[0]) > 1 else (math.nan, math.nan)
 
 
-def evidence_from_run(run: Run, process: str = "A") -> RunEvidence:
+def evidence_from_run(run: Run, slot: str = "A") -> RunEvidence:
     """Reduce a capture of one `h2d` job to the numbers the checks need."""
-    entry = next((w for w in run.workloads if w.get("process") == process), {})
+    entry = next((w for w in run.workloads if w.get("process") == slot), {})
     steps = run.steps()
     device = run.device()
     procs = run.processes()
-    job = steps[steps["process"] == process]
+    job = steps[steps["process"] == slot]
     post = job[job["warmup"].astype(int) == 0]
     nan = math.nan
     a, b = (post["t"].min(), post["t"].max()) if len(post) > 1 else (nan, nan)
@@ -101,7 +101,7 @@ def evidence_from_run(run: Run, process: str = "A") -> RunEvidence:
         probe = nan
     rx = busy["pcie_rx_bps"]
     idle = device[device["t"] < job["t"].min()] if len(job) else device
-    mem = procs.loc[procs["process"] == process, "gpu_mem_mib"]
+    mem = procs.loc[procs["process"] == slot, "gpu_mem_mib"]
     return RunEvidence(
         device=str((entry.get("meta") or {}).get("device") or run.meta.get("device") or "?"),
         job_pid=entry.get("pid"),
@@ -277,7 +277,7 @@ def capture(device: str, gpu: int | None, runs_dir: Path, busy_s: float = BUSY_S
         other = nvml.all_gpu_pids() if nvml is not None else set()
         request = builtin_request(JOB, device)
         session.start_capture("verify", [request])
-        session.launch(request, "A")
+        session.launch(slot="A", request=request)
         if progress.half.wait(START_TIMEOUT_S) and nvml is not None:
             seen = nvml.all_gpu_pids()
         progress.done.wait(busy_s * 4)

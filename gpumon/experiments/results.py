@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from gpumon.analysis.text import fmt
-from gpumon.core.jobs.launcher import SLOTS
+from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import disturbances
 from gpumon.core.store.trace import Run, TraceError, load_run
 from gpumon.experiments.cells import Cell

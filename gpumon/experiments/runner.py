@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol, TextIO
 
 from gpumon.core.jobs.interpreter import child_path, choose
 from gpumon.core.jobs.lifeline import die_with_parent
+from gpumon.core.records.slots import SLOTS
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.device import CudaStatus
 from gpumon.experiments.manifest import FAILED, INTERRUPTED, OK, SKIPPED, CellRecord, Manifest
@@ -35,7 +36,6 @@ class CellPool(Protocol):
             finished: Callable[[Cell, CellRecord], None]) -> None: ...
 
 
-SLOTS = ("A", "B")
 POLL_S = 0.25
 STATE_POLL_S = 1.0
 STOP_GRACE_S = 30.0

@@ -13,7 +13,8 @@ from typing import Callable, TextIO
 
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse, SoloHistory
-from gpumon.core.jobs.launcher import SLOTS, LaunchRequest, exit_text
+from gpumon.core.jobs.launcher import LaunchRequest, exit_text
+from gpumon.core.records.slots import SLOTS
 from gpumon.core.interference.live import LiveFigures, LiveStats
 from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_baseline
 from gpumon.core.records.model import ENDED_STATES, Notice, SourceStatus, WorkloadState
@@ -42,7 +43,7 @@ def one_line(text: str, width: int = 60) -> str:
 def status_line(t: float, spec: str, state: str, f: LiveFigures) -> str:
     copy = f"copy {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
     return (
-        f"{t:7.1f}s {f.process} {spec:<24.24} {state:<8} {fmt_rate(f.iter_per_s):>11} "
+        f"{t:7.1f}s {f.slot} {spec:<24.24} {state:<8} {fmt_rate(f.iter_per_s):>11} "
         f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}  {copy}  cpu {pct(f.cpu_pct)}  steps {f.steps}"
     )
 
@@ -51,7 +52,7 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
     return json.dumps(
         {
             "t": round(t, 3),
-            "process": f.process,
+            "process": f.slot,
             "spec": spec,
             "state": state,
             "steps": f.steps,
@@ -67,12 +68,12 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
 
 def blind_line(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str) -> str:
     """An attached job without a probe: its rate unknown, and its SM % and GPU memory alone and now."""
-    return (f"{t:7.1f}s {f.process} {spec:<24.24} running  rate {UNKNOWN_RATE}  "
+    return (f"{t:7.1f}s {f.slot} {spec:<24.24} running  rate {UNKNOWN_RATE}  "
             f"{known.phrase(other or 'the other job')}  cpu {pct(f.cpu_pct)}")
 
 
 def blind_json(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str) -> str:
-    return json.dumps({"t": round(t, 3), "process": f.process, "spec": spec, "state": "running", "steps": None,
+    return json.dumps({"t": round(t, 3), "process": f.slot, "spec": spec, "state": "running", "steps": None,
                        "iter_per_s": None, "rate": UNKNOWN_RATE, "known": known.to_dict(),
                        "cpu_pct": json_number(f.cpu_pct)})
 
@@ -206,7 +207,7 @@ class HeadlessRun:
                 waiting = None
                 if self._start_cancelled():
                     break
-                self.session.launch(self.plan.requests[0], "A")
+                self.session.launch(slot="A", request=self.plan.requests[0])
             self._print_status()
             if end is not None and clock.now() >= end:
                 break
@@ -218,7 +219,7 @@ class HeadlessRun:
         assert self.plan.beside is not None
         history = SoloHistory(BESIDE_SLOT)
         self.session.bus.subscribe(history.handle, *SoloHistory.TAKES)
-        attached = self.session.attach(self.plan.beside, BESIDE_SLOT)
+        attached = self.session.attach(slot=BESIDE_SLOT, request=self.plan.beside)
         how = "reading its probe" if attached.probe is not None else "no probe: its rate is unknown"
         self._say(f"gpumon: watching pid {attached.pid} as {BESIDE_SLOT} ({how}); gpumon never signals it")
         if not self.plan.requests:
@@ -235,7 +236,7 @@ class HeadlessRun:
             if self._start_cancelled():
                 self._not_started(slot, request, at)
                 return
-            self.session.launch(request, slot)
+            self.session.launch(slot=slot, request=request)
 
     def _any_running(self) -> bool:
         """A job gpumon launched still runs (an attached one keeps the run going only when none was launched)."""
@@ -262,7 +263,7 @@ class HeadlessRun:
             why = f"{BESIDE_SLOT} (pid {attached.pid}) ended at {attached.stop_t or 0:.1f} s, before {slot}'s start"
         elif failed:
             w = failed[0]
-            why = f"{w.process} {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s, before {slot}'s start"
+            why = f"{w.slot} {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s, before {slot}'s start"
         elif self.session.capture_error is None and self.plan.duration_s:
             why = f"--duration {self.plan.duration_s:g} ended before its start"
         else:
@@ -287,7 +288,7 @@ class HeadlessRun:
     def _failure_line(self) -> str:
         """One line saying which job failed and how (and what did not start), or "" when none did."""
         parts = [
-            f"workload {w.process} ({one_line(w.request.spec)}) {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s"
+            f"workload {w.slot} ({one_line(w.request.spec)}) {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s"
             for w in self.session.launcher.failed()
         ]
         if not parts:
@@ -297,12 +298,12 @@ class HeadlessRun:
 
     def _print_status(self) -> None:
         now = self.session.clock.now()
-        for process, workload in sorted(self.session.launcher.workloads.items()):
+        for slot, workload in sorted(self.session.launcher.workloads.items()):
             if not workload.running:
                 continue
-            figures = self.live.figures(process, now)
+            figures = self.live.figures(slot, now)
             if not workload.owned and workload.probe is None:
-                other = next((short_name(w.request) for p, w in self.session.launcher.workloads.items() if p != process), "")
+                other = next((short_name(w.request) for p, w in self.session.launcher.workloads.items() if p != slot), "")
                 render_blind = blind_json if self.as_json else blind_line
                 self._emit(render_blind(now, workload.request.spec, figures, self.known.known(), other), self.out)
                 continue
@@ -334,22 +335,22 @@ class HeadlessRun:
             except queue.Empty:
                 return
             if isinstance(item, WorkloadState) and item.state in ENDED_STATES:
-                self._say(f"gpumon: workload {item.process} {self._ended_words(item)}")
+                self._say(f"gpumon: workload {item.slot} {self._ended_words(item)}")
                 if len(self.session.launcher.workloads) > 1:  # the overlap's final figures
                     self._print_interference(item.t, list(self.session.launcher.workloads))
                 if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
                     last = [line for line in item.tail.splitlines() if line.strip()][-3:]
                     for line in last:
-                        self._say(f"gpumon:   {item.process}| {line}")
+                        self._say(f"gpumon:   {item.slot}| {line}")
             elif isinstance(item, Notice):
-                who = f" {item.process}" if item.process else ""
+                who = f" {item.slot}" if item.slot else ""
                 self._say(f"gpumon:{who} {item.text}")
             elif isinstance(item, SourceStatus) and not item.available:
                 self._say(f"gpumon: NVML {item.reason}")
 
     def _ended_words(self, state: WorkloadState) -> str:
         """How a job ended; an attached process was never ours to stop, and its status is not ours to know."""
-        workload = self.session.launcher.workloads.get(state.process)
+        workload = self.session.launcher.workloads.get(state.slot)
         if workload is None or workload.owned:
             return f"{state.state} with status {state.exit_status}"
         if state.state == "detached":

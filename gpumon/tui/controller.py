@@ -18,6 +18,7 @@ from gpumon.core.capture.probescan import ProbeScanner
 from gpumon.frontends.plan import RunPlan, beside_request, short_name
 from gpumon.core.interference.live_cause import load_baseline
 from gpumon.core.capture.session import Session
+from gpumon.core.records.slots import Slot
 from gpumon.core.store.trace import Run, baseline_rate, export, load_run
 from gpumon.errors import UsageError
 from gpumon.tui.model import LiveModel, current_user
@@ -92,10 +93,10 @@ class Controller:
                 return self.session.start_capture(self.plan.label, list(self.plan.jobs), self.plan.baselines)
             return None
 
-    def launch(self, slot: str, request: LaunchRequest) -> Workload:
+    def launch(self, *, slot: Slot, request: LaunchRequest) -> Workload:
         """Start ``request`` in ``slot`` (call on the main thread)."""
         self.model.set_spec(slot, request.spec)
-        return self.session.launch(request, slot)
+        return self.session.launch(slot=slot, request=request)
 
     def attach(self, pid: int | str | LaunchRequest) -> Workload:
         """Watch a running process of this user as job B (never signalled), capturing from before it is attached so
@@ -109,13 +110,13 @@ class Controller:
             if not self.session.capturing:
                 self.session.start_capture(short_name(request), [request])
         self.model.set_spec(BESIDE_SLOT, request.spec)
-        return self.session.attach(request, BESIDE_SLOT)
+        return self.session.attach(slot=BESIDE_SLOT, request=request)
 
-    def stop(self, slot: str) -> None:
+    def stop(self, slot: Slot) -> None:
         """Stop the workload in ``slot`` (blocking up to the launcher's timeout)."""
         self.session.stop(slot)
 
-    def running(self, slot: str) -> Workload | None:
+    def running(self, slot: Slot) -> Workload | None:
         workload = self.session.launcher.workloads.get(slot)
         return workload if workload is not None and workload.running else None
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpumon.core.jobs.beside import UNKNOWN_RATE
-from gpumon.core.jobs.launcher import SLOTS
+from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import meaningful
 from gpumon.core.interference.live import LiveStats
 from gpumon.core.interference.live_cause import Baseline, LiveCauses
@@ -158,13 +158,13 @@ class LiveModel:
         elif isinstance(item, HostSample):
             self._on_host(item)
         elif isinstance(item, LogLine):
-            if item.process in self._slots:
-                self._slots[item.process].log.append(item.text)
+            if item.slot in self._slots:
+                self._slots[item.slot].log.append(item.text)
         elif isinstance(item, WorkloadState):
             self._on_state(item)
         elif isinstance(item, WorkloadMeta):
-            if item.process in self._slots:
-                self._slots[item.process].meta = dict(item.info)
+            if item.slot in self._slots:
+                self._slots[item.slot].meta = dict(item.info)
         elif isinstance(item, SourceStatus) and item.name == "nvml":
             self.nvml = item
         elif isinstance(item, Notice):
@@ -179,7 +179,7 @@ class LiveModel:
         self.wake.set()
 
     def _on_step(self, step: StepEvent) -> None:
-        slot = self._slots.get(step.process)
+        slot = self._slots.get(step.slot)
         if slot is None:
             return
         self.stats.handle(step)
@@ -188,7 +188,7 @@ class LiveModel:
         slot.sample_rate.add(step.t, step.samples, step.iter_s)
         if step.warmup or slot.exclusive_over:
             return
-        if any(s.active for name, s in self._slots.items() if name != step.process):
+        if any(s.active for name, s in self._slots.items() if name != step.slot):
             slot.exclusive_over = slot.exclusive_first is not None
             return
         point = Point(step.t, step.step)
@@ -231,14 +231,14 @@ class LiveModel:
         self._host_mem.add(sample.t, sample.mem_used_mib)
 
     def _on_state(self, state: WorkloadState) -> None:
-        if state.process not in self._slots:
+        if state.slot not in self._slots:
             return
         if state.state == "starting":
-            spec = self._slots[state.process].spec
-            self.stats.reset(state.process)
-            self._slots[state.process] = self._new_slot()
-            self._slots[state.process].spec = spec
-        slot = self._slots[state.process]
+            spec = self._slots[state.slot].spec
+            self.stats.reset(state.slot)
+            self._slots[state.slot] = self._new_slot()
+            self._slots[state.slot].spec = spec
+        slot = self._slots[state.slot]
         if state.state == "running":
             slot.start_t = state.t
         slot.state = state
@@ -272,7 +272,7 @@ class LiveModel:
             interference=result,
             causes=causes,
             predicted=self.predicted,
-            notices=tuple(n.text if not n.process else f"{n.process}: {n.text}" for n in self.notices.snapshot()),
+            notices=tuple(n.text if not n.slot else f"{n.slot}: {n.text}" for n in self.notices.snapshot()),
             notice_total=self.notice_total,
             gpus=gpus,
             shown_gpu=(shown or jobs).index if jobs is not None else None,

@@ -39,22 +39,22 @@ def _python(code: str) -> LaunchRequest:
 
 
 def _states(launcher, slot: str) -> list[str]:
-    return [s.state for s in launcher.items.of(WorkloadState) if s.process == slot]
+    return [s.state for s in launcher.items.of(WorkloadState) if s.slot == slot]
 
 
 def test_a_failing_child_is_recorded_in_its_slot_with_its_status_and_output(launcher):
-    launcher.start("B", _python("import sys; print('boom'); sys.exit(3)"))
+    launcher.start(slot="B", request=_python("import sys; print('boom'); sys.exit(3)"))
     wait_for(lambda: "exited" in _states(launcher, "B"), what="B to exit")
     assert _states(launcher, "B") == ["starting", "running", "exited"]
     final = launcher.items.of(WorkloadState)[-1]
-    assert (final.process, final.exit_status, final.tail) == ("B", 3, "boom")
+    assert (final.slot, final.exit_status, final.tail) == ("B", 3, "boom")
     assert "A" not in launcher.workloads
     (failed,) = launcher.failed()
-    assert failed.process == "B" and failed.failed and exit_text(failed.exit_status) == "exited with status 3"
+    assert failed.slot == "B" and failed.failed and exit_text(failed.exit_status) == "exited with status 3"
 
 
 def test_stop_sends_sigterm_to_the_group_and_is_not_a_failure(launcher):
-    workload = launcher.start("A", LaunchRequest.command("sleep 60"))
+    workload = launcher.start(slot="A", request=LaunchRequest.command("sleep 60"))
     assert launcher.pids() == {"A": workload.pid}
     launcher.stop("A", timeout=5.0)
     wait_for(lambda: "stopped" in _states(launcher, "A"), what="A to be stopped")
@@ -65,7 +65,7 @@ def test_stop_sends_sigterm_to_the_group_and_is_not_a_failure(launcher):
 
 def test_a_child_ignoring_sigterm_is_killed_after_the_timeout(launcher):
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
-    workload = launcher.start("A", _python(code))
+    workload = launcher.start(slot="A", request=_python(code))
     wait_for(lambda: "up" in workload.tail, what="the child to ignore SIGTERM")
     launcher.stop_all(timeout=0.5)
     assert workload.exit_status == -signal.SIGKILL
@@ -73,16 +73,16 @@ def test_a_child_ignoring_sigterm_is_killed_after_the_timeout(launcher):
 
 
 def test_probe_steps_arrive_tagged_with_the_slot(launcher):
-    launcher.start("B", _python("from gpumon import probe\nfor _ in range(7): probe.step(samples=4)"))
+    launcher.start(slot="B", request=_python("from gpumon import probe\nfor _ in range(7): probe.step(samples=4)"))
     wait_for(lambda: "exited" in _states(launcher, "B"), what="B to finish")
     launcher.join_reapers()
     steps = [s for s in launcher.items.of(StepEvent)]
-    assert [s.step for s in steps] == list(range(7)) and {s.process for s in steps} == {"B"}
+    assert [s.step for s in steps] == list(range(7)) and {s.slot for s in steps} == {"B"}
 
 
 def test_a_busy_slot_and_an_unknown_slot_are_usage_errors(launcher):
-    launcher.start("A", LaunchRequest.command("sleep 60"))
+    launcher.start(slot="A", request=LaunchRequest.command("sleep 60"))
     with pytest.raises(UsageError, match="slot A is busy"):
-        launcher.start("A", LaunchRequest.command("sleep 60"))
+        launcher.start(slot="A", request=LaunchRequest.command("sleep 60"))
     with pytest.raises(UsageError, match="unknown slot"):
-        launcher.start("C", LaunchRequest.command("sleep 60"))
+        launcher.start(slot="C", request=LaunchRequest.command("sleep 60"))

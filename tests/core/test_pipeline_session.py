@@ -40,7 +40,7 @@ def test_a_capture_records_the_job_and_the_fake_host_then_completes(tmp_path):
     request = LaunchRequest.command(_stepper(40))
     session.start()
     path = session.start_capture("unit", [request])
-    workload = session.launch(request, "A")
+    workload = session.launch(slot="A", request=request)
     wait_for(lambda: not workload.running, what="the job to finish")
     hosts = len(items.of(HostSample))
     wait_for(lambda: len(items.of(HostSample)) > hosts, what="a host sample during the capture")
@@ -52,7 +52,7 @@ def test_a_capture_records_the_job_and_the_fake_host_then_completes(tmp_path):
     with pytest.raises(UsageError, match="shutting down"):
         session.start_capture("late")
     with pytest.raises(UsageError, match="shutting down"):
-        session.launch(request, "B")
+        session.launch(slot="B", request=request)
 
 
 def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
@@ -60,7 +60,7 @@ def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
     request = LaunchRequest.command("sleep 60")
     session.start()
     path = session.start_capture("unit", [request])
-    workload = session.launch(request, "A")
+    workload = session.launch(slot="A", request=request)
     shutil.rmtree(path)
     wait_for(lambda: session.capture_error is not None, what="the capture error")
     wait_for(lambda: not workload.running, what="the job to be stopped")
@@ -69,7 +69,7 @@ def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
     assert any(t.startswith("could not finalise") for t in texts)
     assert not session.capturing
     with pytest.raises(UsageError, match="capture stopped"):
-        session.launch(request, "B")
+        session.launch(slot="B", request=request)
     session.shutdown()
 
 
@@ -78,7 +78,7 @@ def test_on_capture_error_continue_keeps_the_jobs(tmp_path):
     request = LaunchRequest.command("sleep 60")
     session.start()
     path = session.start_capture("unit", [request])
-    workload = session.launch(request, "A")
+    workload = session.launch(slot="A", request=request)
     shutil.rmtree(path)
     wait_for(lambda: session.capture_error is not None, what="the capture error")
     assert workload.running

@@ -44,7 +44,7 @@ def test_toggle_capture_after_shutdown_is_refused_and_opens_no_run(runs_dir):
 def test_toggle_capture_while_shutdown_is_under_way_is_refused_at_once(runs_dir):
     controller = Controller(make_test_plan(runs_dir, [STUBBORN], label="stubborn"))
     first = controller.start()
-    controller.launch("A", controller.plan.requests[0])
+    controller.launch(slot="A", request=controller.plan.requests[0])
     wait_for(lambda: "up" in "\n".join(controller.session.launcher.workloads["A"].tail), what="the child to start")
     stopper = threading.Thread(target=controller.shutdown)
     stopper.start()

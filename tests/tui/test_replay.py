@@ -33,7 +33,7 @@ def test_seek_publishes_everything_up_to_t_in_time_order(tmp_path):
     assert times == sorted(times) and max(times) <= 15.0
     kinds = {type(x) for x in items}
     assert {StepEvent, DeviceSample, ProcessSample, HostSample, WorkloadState} <= kinds
-    states = [(x.process, x.state) for x in items if isinstance(x, WorkloadState)]
+    states = [(x.slot, x.state) for x in items if isinstance(x, WorkloadState)]
     assert states == [("A", "starting"), ("A", "running"), ("B", "starting"), ("B", "running")]
     assert source.now() == 15.0
     first = len(items)
@@ -43,7 +43,7 @@ def test_seek_publishes_everything_up_to_t_in_time_order(tmp_path):
     assert source.finished
     assert [x.text for x in items if isinstance(x, LogLine)][0].startswith("gpumon.workloads: training fcn")
     exits = [x for x in items if isinstance(x, WorkloadState) and x.state == "exited"]
-    assert {(x.process, x.exit_status) for x in exits} == {("A", 0), ("B", 0)}
+    assert {(x.slot, x.exit_status) for x in exits} == {("A", 0), ("B", 0)}
 
 
 def test_replay_of_the_same_run_is_identical(tmp_path):
@@ -62,7 +62,7 @@ def test_play_as_fast_as_possible_reaches_the_end(tmp_path):
     root = staggered_pair(tmp_path / "run")
     bus = Bus()
     done = threading.Event()
-    bus.subscribe(lambda x: done.set() if isinstance(x, WorkloadState) and x.process == "B" and x.state == "exited" else None)
+    bus.subscribe(lambda x: done.set() if isinstance(x, WorkloadState) and x.slot == "B" and x.state == "exited" else None)
     source = ReplaySource(root, bus, AS_FAST_AS_POSSIBLE)
     source.play()
     try:

@@ -73,7 +73,7 @@ class RunMetrics:
         self.live.handle(item)
         if isinstance(item, StepEvent):
             with self._lock:
-                job = self.jobs.setdefault(item.process, _Job())
+                job = self.jobs.setdefault(item.slot, _Job())
                 job.steps += 1
                 job.copy_bytes += item.copy_bytes
         elif isinstance(item, DeviceSample):
@@ -81,9 +81,9 @@ class RunMetrics:
         elif isinstance(item, WorkloadState):
             with self._lock:
                 if item.state == "running":
-                    self.running.add(item.process)
+                    self.running.add(item.slot)
                 elif item.state in ENDED_STATES:
-                    self.running.discard(item.process)
+                    self.running.discard(item.slot)
 
     def name_job(self, slot: str, spec: str) -> None:
         """The workload spec of ``slot`` (a new workload in a slot starts its counters at zero)."""

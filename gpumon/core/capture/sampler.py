@@ -125,7 +125,7 @@ class Sampler(threading.Thread):
                 self.bus.publish(device)
         if self.ticks % self.process_every == 0:
             every_thread = self.ticks // self.process_every % FULL_TREE_EVERY == 0
-            trees = {process: self.host.tree_pids(pid, every_thread) for process, pid in self.workload_pids().items()}
+            trees = {slot: self.host.tree_pids(pid, every_thread) for slot, pid in self.workload_pids().items()}
             all_pids = [p for pids in trees.values() for p in pids]
             every = nvml.gpu_process_metrics(t) if nvml_up and nvml is not None else {}
             ours = set(all_pids)

@@ -19,12 +19,13 @@ from gpumon.core.probing import rendezvous
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
-from gpumon.core.jobs.launcher import SLOTS, LaunchRequest, Launcher, Workload
+from gpumon.core.jobs.launcher import LaunchRequest, Launcher, Workload
 from gpumon.core.probing.listener import GATHER_S, Listener
 from gpumon.core.capture.metrics import MetricsServer
 from gpumon.core.records.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.jobs.mps import MpsControl
 from gpumon.core.records.share import ShareMode
+from gpumon.core.records.slots import SLOTS, Slot
 from gpumon.core.store.recorder import FLUSH_INTERVAL_S, CaptureError, Recorder, create_run_dir, initial_meta
 from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.capture.sampler import Sampler
@@ -101,7 +102,7 @@ class Session:
 
     def _on_event(self, item: object) -> None:
         if isinstance(item, WorkloadMeta):
-            self.workload_meta[item.process] = item.info
+            self.workload_meta[item.slot] = item.info
 
     def start(self) -> None:
         if self.nvml is not None:
@@ -122,31 +123,33 @@ class Session:
         )
         self.sampler.start()
 
-    def launch(self, request: LaunchRequest, process: str) -> Workload:
-        """Start ``request`` in slot ``process`` (a job keeps its slot: no other slot is chosen)."""
+    def launch(self, *, slot: Slot, request: LaunchRequest) -> Workload:
+        """Start ``request`` in ``slot`` (a job keeps its slot: no other slot is chosen)."""
         if self.shutting_down:
-            raise UsageError(f"not starting {process}: gpumon is shutting down")
+            raise UsageError(f"not starting {slot}: gpumon is shutting down")
         if self.capture_error is not None and self.config.on_capture_error == "stop":
-            raise UsageError(f"not starting {process}: {self.capture_error.line()}")
+            raise UsageError(f"not starting {slot}: {self.capture_error.line()}")
         if self.metrics is not None:
-            self.metrics.metrics.name_job(process, request.spec)
-        return self.launcher.start(process, request, default_threads(), self._share_env(process))
+            self.metrics.metrics.name_job(slot, request.spec)
+        return self.launcher.start(
+            slot=slot, request=request, default_threads=default_threads(), extra_env=self._share_env(slot)
+        )
 
-    def attach(self, request: LaunchRequest, process: str) -> Workload:
-        """Watch the running process of a ``--beside`` request in slot ``process``, through its probe rendezvous
+    def attach(self, *, slot: Slot, request: LaunchRequest) -> Workload:
+        """Watch the running process of a ``--beside`` request in ``slot``, through its probe rendezvous
         when it has one; gpumon never signals it."""
         target = request.beside
         if target is None:
             raise ValueError("attach needs a --beside request")
         if self.shutting_down:
-            raise UsageError(f"not attaching {process}: gpumon is shutting down")
+            raise UsageError(f"not attaching {slot}: gpumon is shutting down")
         if not target.alive():
             raise UsageError(f"--beside {target.pid}: the process has exited")
         if self.metrics is not None:
-            self.metrics.metrics.name_job(process, request.spec)
-        return self.launcher.attach(process, request, rendezvous.connect(target.pid))
+            self.metrics.metrics.name_job(slot, request.spec)
+        return self.launcher.attach(slot=slot, request=request, probe=rendezvous.connect(target.pid))
 
-    def _share_env(self, slot: str) -> dict[str, str]:
+    def _share_env(self, slot: Slot) -> dict[str, str]:
         """The MPS client environment for ``slot`` (gpumon's daemon starts with the first job)."""
         if not self.config.share.mps:
             return {}
@@ -176,8 +179,8 @@ class Session:
             "Hostname": socket.gethostname(),
         }
 
-    def stop(self, process: str) -> None:
-        self.launcher.stop(process)
+    def stop(self, slot: Slot) -> None:
+        self.launcher.stop(slot)
 
     @property
     def capturing(self) -> bool:

@@ -25,7 +25,7 @@ ENDED = ENDED_STATES
 class LiveFigures:
     """What a workload is doing now; NaN where nothing was measured."""
 
-    process: str
+    slot: str
     steps: int
     iter_per_s: float
     samples_per_s: float
@@ -69,53 +69,53 @@ class LiveStats:
                 with self._lock:
                     self._absorb()
         elif isinstance(item, ProcessSample):
-            self._last_sample[item.process] = item
+            self._last_sample[item.slot] = item
         elif isinstance(item, WorkloadState) and item.state in ENDED and self._overlap is not None:
             with self._lock:
                 self._absorb()  # the job's last steps belong to the overlap it leaves
-                self._overlap.close(item.process)
+                self._overlap.close(item.slot)
 
     def _absorb(self) -> None:
         """Take in the waiting steps, in order (the lock held)."""
         pending, steps, counts, overlap = self._pending, self._steps, self._counts, self._overlap
         for _ in range(len(pending)):
             item = pending.popleft()
-            window = steps.get(item.process)
+            window = steps.get(item.slot)
             if window is None:
-                window = steps[item.process] = deque()
+                window = steps[item.slot] = deque()
             window.append(item)
-            counts[item.process] = item.step + 1
+            counts[item.slot] = item.step + 1
             if overlap is not None:
-                overlap.add(item.process, _point(item), item.warmup)
+                overlap.add(item.slot, _point(item), item.warmup)
 
-    def reset(self, process: str) -> None:
+    def reset(self, slot: str) -> None:
         """Forget a slot's history (a new workload was launched in it)."""
         with self._lock:
             self._absorb()
-            self._steps.pop(process, None)
-            self._anchor.pop(process, None)
-            self._counts.pop(process, None)
-            self._last_sample.pop(process, None)
+            self._steps.pop(slot, None)
+            self._anchor.pop(slot, None)
+            self._counts.pop(slot, None)
+            self._last_sample.pop(slot, None)
             if self._overlap is not None:
-                self._overlap.forget(process)
+                self._overlap.forget(slot)
 
-    def shared_rates(self, processes: Iterable[str]) -> dict[str, float]:
+    def shared_rates(self, slots: Iterable[str]) -> dict[str, float]:
         """Each job's rate over the overlap window so far (``gpumon.core.records.rates.OverlapRates``)."""
         if self._overlap is None:
             raise RuntimeError("this LiveStats keeps no shared rates (shared=False)")
         with self._lock:
             self._absorb()
-            return self._overlap.rates(processes)
+            return self._overlap.rates(slots)
 
-    def figures(self, process: str, now: float) -> LiveFigures:
+    def figures(self, slot: str, now: float) -> LiveFigures:
         with self._lock:
             self._absorb()
-            window = self._steps.setdefault(process, deque())
+            window = self._steps.setdefault(slot, deque())
             while window and window[0].t < now - self.window_s:
-                self._anchor[process] = window.popleft()
+                self._anchor[slot] = window.popleft()
             steps = list(window)
-            anchor = self._anchor.get(process)
-            count = self._counts.get(process, 0)
+            anchor = self._anchor.get(slot)
+            count = self._counts.get(slot, 0)
         ends = [_point(steps[0]), _point(steps[-1])] if steps else []  # all live_rate reads of the window
         rate = live_rate(_point(anchor) if anchor is not None else None, ends, count > 0)
         counted = steps if anchor is not None else steps[1:]
@@ -123,9 +123,9 @@ class LiveStats:
         samples = [s.samples for s in counted if not math.isnan(s.samples)]
         copy_bytes = sum(s.copy_bytes for s in counted)
         copy_s = sum(s.copy_s for s in counted if not math.isnan(s.copy_s))
-        sample = self._last_sample.get(process)
+        sample = self._last_sample.get(slot)
         return LiveFigures(
-            process=process,
+            slot=slot,
             steps=count,
             iter_per_s=rate,
             samples_per_s=sum(samples) / span if span > 0 and samples else math.nan,

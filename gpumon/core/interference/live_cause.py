@@ -146,7 +146,7 @@ class LiveCauses:
 
     def handle(self, item: object) -> None:
         if isinstance(item, WorkloadMeta):
-            self._meta[item.process] = dict(item.info)
+            self._meta[item.slot] = dict(item.info)
         elif isinstance(item, SourceStatus) and item.name == "nvml":
             self._nvml = item.available
         else:

@@ -22,10 +22,10 @@ from gpumon.core.jobs.interpreter import child_path
 from gpumon.core.jobs.lifeline import die_with_parent
 from gpumon.core.probing.listener import Listener
 from gpumon.core.records.model import LogLine, WorkloadState
-from gpumon.core.probing.probe import ENV_FD, ENV_PROCESS, ENV_WARMUP
+from gpumon.core.records.slots import SLOTS, Slot, is_slot
+from gpumon.core.probing.probe import ENV_FD, ENV_SLOT, ENV_WARMUP
 from gpumon.errors import UsageError
 
-SLOTS = ("A", "B")
 TAIL_LINES = 20
 OUTPUT_EOF_WAIT_S = 2.0
 ATTACHED_POLL_S = 0.5
@@ -84,7 +84,7 @@ class LaunchRequest:
 class Workload:
     """A running or finished workload in one slot: a child gpumon owns (``popen``), or an attached process."""
 
-    process: str
+    slot: Slot
     request: LaunchRequest
     pid: int
     start_t: float
@@ -124,44 +124,45 @@ class Launcher:
         self.clock = clock
         self.listener = listener
         self.warmup = warmup
-        self.workloads: dict[str, Workload] = {}
+        self.workloads: dict[Slot, Workload] = {}
         self._lock = threading.Lock()
         self._reapers: list[threading.Thread] = []
         bus.subscribe(self._on_event, LogLine)
 
     def _on_event(self, item: object) -> None:
-        if isinstance(item, LogLine) and item.process in self.workloads:
-            self.workloads[item.process].tail.append(item.text)
+        if isinstance(item, LogLine) and is_slot(item.slot) and item.slot in self.workloads:
+            self.workloads[item.slot].tail.append(item.text)
 
     def failed(self) -> list[Workload]:
         """Workloads that ended on their own with a non-zero status, by slot."""
         with self._lock:
             return [w for _, w in sorted(self.workloads.items()) if w.failed]
 
-    def pids(self) -> dict[str, int]:
+    def pids(self) -> dict[Slot, int]:
         """PIDs of the running workloads by slot."""
         with self._lock:
             return {p: w.pid for p, w in self.workloads.items() if w.running}
 
     def start(
         self,
-        process: str,
+        *,
+        slot: Slot,
         request: LaunchRequest,
         default_threads: int | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> Workload:
-        """Start ``request`` in slot ``process``; ``extra_env`` is added to the child's environment."""
-        if process not in SLOTS:
-            raise UsageError(f"unknown slot {process!r} (choose from A, B)")
+        """Start ``request`` in ``slot``; ``extra_env`` is added to the child's environment."""
+        if slot not in SLOTS:
+            raise UsageError(f"unknown slot {slot!r} (choose from A, B)")
         with self._lock:
-            if process in self.workloads and self.workloads[process].running:
-                raise UsageError(f"slot {process} is busy")
+            if slot in self.workloads and self.workloads[slot].running:
+                raise UsageError(f"slot {slot} is busy")
         gpumon_path = child_path()
         probe_r, probe_w = os.pipe()
         out_r, out_w = os.pipe()
-        env = self._child_env(process, request, probe_w, default_threads, gpumon_path)
+        env = self._child_env(slot, request, probe_w, default_threads, gpumon_path)
         env.update(extra_env or {})
-        self.bus.publish(WorkloadState(process, "starting", self.clock.now()))
+        self.bus.publish(WorkloadState(slot, "starting", self.clock.now()))
         try:
             popen = subprocess.Popen(
                 request.argv,
@@ -176,42 +177,42 @@ class Launcher:
         except OSError as exc:
             for fd in (probe_r, probe_w, out_r, out_w):
                 os.close(fd)
-            self.bus.publish(WorkloadState(process, "failed", self.clock.now(), tail=str(exc)))
+            self.bus.publish(WorkloadState(slot, "failed", self.clock.now(), tail=str(exc)))
             raise UsageError(f"cannot start {request.argv[0]}: {exc.strerror or exc}") from None
         os.close(probe_w)
         os.close(out_w)
-        workload = Workload(process, request, popen.pid, self.clock.now(), popen=popen)
+        workload = Workload(slot, request, popen.pid, self.clock.now(), popen=popen)
         with self._lock:
-            self.workloads[process] = workload
-        self.listener.watch(probe_r, process, "probe")
-        output_closed = self.listener.watch(out_r, process, "output")
-        self.bus.publish(WorkloadState(process, "running", workload.start_t, pid=popen.pid))
+            self.workloads[slot] = workload
+        self.listener.watch(probe_r, slot, "probe")
+        output_closed = self.listener.watch(out_r, slot, "output")
+        self.bus.publish(WorkloadState(slot, "running", workload.start_t, pid=popen.pid))
         reaper = threading.Thread(
-            target=self._reap, args=(workload, output_closed), name=f"gpumon-reap-{process}", daemon=True
+            target=self._reap, args=(workload, output_closed), name=f"gpumon-reap-{slot}", daemon=True
         )
         reaper.start()
         self._reapers.append(reaper)
         return workload
 
-    def attach(self, process: str, request: LaunchRequest, probe: socket.socket | None) -> Workload:
-        """Watch the running process of ``request`` in slot ``process``: its tree is sampled like a child's and
+    def attach(self, *, slot: Slot, request: LaunchRequest, probe: socket.socket | None) -> Workload:
+        """Watch the running process of ``request`` in ``slot``: its tree is sampled like a child's and
         its probe connection (None: no rendezvous) read like a child's pipe. It is never signalled."""
         target = request.beside
         if target is None:
             raise ValueError("attach needs a --beside request")
-        if process not in SLOTS:
-            raise UsageError(f"unknown slot {process!r} (choose from A, B)")
+        if slot not in SLOTS:
+            raise UsageError(f"unknown slot {slot!r} (choose from A, B)")
         with self._lock:
-            if process in self.workloads and self.workloads[process].running:
-                raise UsageError(f"slot {process} is busy")
-            workload = Workload(process, request, target.pid, self.clock.now(), probe=probe)
-            self.workloads[process] = workload
+            if slot in self.workloads and self.workloads[slot].running:
+                raise UsageError(f"slot {slot} is busy")
+            workload = Workload(slot, request, target.pid, self.clock.now(), probe=probe)
+            self.workloads[slot] = workload
         if probe is not None:
-            self.listener.watch(os.dup(probe.fileno()), process, "probe")
+            self.listener.watch(os.dup(probe.fileno()), slot, "probe")
         self.bus.publish(
-            WorkloadState(process, "running", workload.start_t, pid=target.pid, attached=target.to_json(probe is not None))
+            WorkloadState(slot, "running", workload.start_t, pid=target.pid, attached=target.to_json(probe is not None))
         )
-        watcher = threading.Thread(target=self._watch_attached, args=(workload,), name=f"gpumon-watch-{process}", daemon=True)
+        watcher = threading.Thread(target=self._watch_attached, args=(workload,), name=f"gpumon-watch-{slot}", daemon=True)
         watcher.start()
         self._reapers.append(watcher)
         return workload
@@ -249,15 +250,15 @@ class Launcher:
                 pass
             workload.probe.close()
         workload.stop_t = self.clock.now()
-        self.bus.publish(WorkloadState(workload.process, state, workload.stop_t, pid=workload.pid))
+        self.bus.publish(WorkloadState(workload.slot, state, workload.stop_t, pid=workload.pid))
 
     def _child_env(
-        self, process: str, request: LaunchRequest, probe_fd: int, default_threads: int | None, gpumon_path: str
+        self, slot: Slot, request: LaunchRequest, probe_fd: int, default_threads: int | None, gpumon_path: str
     ) -> dict[str, str]:
         env = dict(os.environ)
         env.update(request.env)
         env[ENV_FD] = str(probe_fd)
-        env[ENV_PROCESS] = process
+        env[ENV_SLOT] = slot
         env["PYTHONUNBUFFERED"] = "1"
         if self.warmup is not None:
             env[ENV_WARMUP] = str(self.warmup)
@@ -278,14 +279,14 @@ class Launcher:
         state = "stopped" if workload.stop_requested else "exited"
         self.bus.publish(
             WorkloadState(
-                workload.process, state, stop_t, pid=workload.pid, exit_status=status, tail="\n".join(workload.tail)
+                workload.slot, state, stop_t, pid=workload.pid, exit_status=status, tail="\n".join(workload.tail)
             )
         )
 
-    def stop(self, process: str, timeout: float = 5.0) -> None:
+    def stop(self, slot: Slot, timeout: float = 5.0) -> None:
         """SIGTERM the workload's process group, SIGKILL it after ``timeout`` seconds; an attached process is
         only let go (never signalled)."""
-        workload = self.workloads.get(process)
+        workload = self.workloads.get(slot)
         if workload is None or not workload.running:
             return
         if not workload.owned:

@@ -191,7 +191,7 @@ class FollowSource:
         out = []
         for entry in self.run.workloads:
             for t, order, item in workload_events(entry):
-                key = (getattr(item, "process", ""), t, order, getattr(item, "state", ""))
+                key = (getattr(item, "slot", ""), t, order, getattr(item, "state", ""))
                 if key not in self._published:
                     self._published.add(key)
                     out.append((t, order, item))
@@ -221,9 +221,9 @@ class FollowSource:
     def _publish_logs(self) -> int:
         published = 0
         for entry in self.run.workloads:
-            process = str(entry.get("process", "?"))
-            tail = self._logs.setdefault(process, Tail(self.run.path / "logs" / f"{process}.out"))
+            slot = str(entry.get("process", "?"))
+            tail = self._logs.setdefault(slot, Tail(self.run.path / "logs" / f"{slot}.out"))
             for line in tail.lines():
-                self.bus.publish(LogLine(process, self._last_t if math.isfinite(self._last_t) else 0.0, line))
+                self.bus.publish(LogLine(slot, self._last_t if math.isfinite(self._last_t) else 0.0, line))
                 published += 1
         return published

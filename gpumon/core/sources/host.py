@@ -106,7 +106,7 @@ class HostSource:
         """One sample per workload: CPU% (100 = one core), RSS and threads summed over its tree."""
         samples = []
         live: set[int] = set()
-        for process, pids in trees.items():
+        for slot, pids in trees.items():
             if not pids:
                 continue
             cpu = rss = 0.0
@@ -133,7 +133,7 @@ class HostSource:
             samples.append(
                 ProcessSample(
                     t,
-                    process,
+                    slot,
                     pids[0],
                     cpu,
                     rss / MIB,

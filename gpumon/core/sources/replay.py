@@ -24,11 +24,13 @@ from gpumon.core.records.model import (
     GpuOthers,
     HostSample,
     LogLine,
+    SLOT_COLUMN,
     OtherGpuProcess,
     ProcessSample,
     StepEvent,
     WorkloadMeta,
     WorkloadState,
+    field_of,
 )
 from gpumon.core.store.trace import Run, TraceError, load_run
 
@@ -39,7 +41,7 @@ INT_FIELDS = frozenset({"pid", "step", "copy_bytes", "threads"})
 
 
 def _value(name: str, text: str) -> Any:
-    if name == "process":
+    if name == SLOT_COLUMN:
         return text
     if name == "per_core":
         return tuple(float(v) for v in text.split())
@@ -53,7 +55,7 @@ def _value(name: str, text: str) -> Any:
 def record(cls: type, row: dict[str, str], where: Path) -> Any:
     """One CSV row (column → text) of ``where`` as its record (a StepEvent, DeviceSample…)."""
     try:
-        return cls(**{k: _value(k, v) for k, v in row.items()})
+        return cls(**{field_of(k): _value(k, v) for k, v in row.items()})
     except (TypeError, ValueError):
         raise TraceError(f"{where}: corrupt row {row}") from None
 
@@ -62,8 +64,8 @@ def _records(run: Run, table: str, cls: type) -> list[Any]:
     return [record(cls, row, run.path / f"{table}.csv") for row in run.rows(table)]
 
 
-def _log_lines(run: Run, process: str) -> list[str]:
-    path = run.path / "logs" / f"{process}.out"
+def _log_lines(run: Run, slot: str) -> list[str]:
+    path = run.path / "logs" / f"{slot}.out"
     try:
         return path.read_text(encoding="utf-8", errors="replace").splitlines()
     except FileNotFoundError:
@@ -100,21 +102,21 @@ class _Timed:
 
 def workload_events(entry: dict[str, Any]) -> list[tuple[float, int, object]]:
     """What run.json says of one workload as (t, order, record): its start, meta and (once ended) its end."""
-    process = str(entry.get("process", "?"))
+    slot = str(entry.get("process", "?"))
     start = entry.get("start_t")
     if start is None:
         return []
     pid = entry.get("pid")
     out: list[tuple[float, int, object]] = [
-        (float(start), 0, WorkloadState(process, "starting", float(start))),
-        (float(start), 1, WorkloadState(process, "running", float(start), pid=pid)),
+        (float(start), 0, WorkloadState(slot, "starting", float(start))),
+        (float(start), 1, WorkloadState(slot, "running", float(start), pid=pid)),
     ]
     if isinstance(entry.get("meta"), dict):
-        out.append((float(start), 2, WorkloadMeta(process, pid or 0, entry["meta"])))
+        out.append((float(start), 2, WorkloadMeta(slot, pid or 0, entry["meta"])))
     stop = entry.get("stop_t")
     if stop is not None:
         state = entry.get("state") or ("exited" if entry.get("exit_status") is not None else "stopped")
-        ended = WorkloadState(process, state, float(stop), pid=pid, exit_status=entry.get("exit_status"),
+        ended = WorkloadState(slot, state, float(stop), pid=pid, exit_status=entry.get("exit_status"),
                               tail=entry.get("tail", ""))
         out.append((float(stop), 4, ended))
     return out
@@ -127,11 +129,11 @@ def _workload_records(run: Run, end_t: float) -> list[_Timed]:
         events = workload_events(entry)
         if not events:
             continue
-        process = str(entry.get("process", "?"))
+        slot = str(entry.get("process", "?"))
         stop = entry.get("stop_t")
         stop_t = float(stop) if stop is not None else end_t
         out += [_Timed(t, order, item) for t, order, item in events]
-        out += [_Timed(stop_t, 3, LogLine(process, stop_t, line)) for line in _log_lines(run, process)]
+        out += [_Timed(stop_t, 3, LogLine(slot, stop_t, line)) for line in _log_lines(run, slot)]
     return out
 
 

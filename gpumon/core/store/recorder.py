@@ -32,6 +32,7 @@ from gpumon.core.records.model import (
     WorkloadMeta,
     ENDED_STATES,
     WorkloadState,
+    field_of,
 )
 from gpumon.core.store.trace import SCHEMA_VERSION
 from gpumon.errors import UsageError
@@ -56,7 +57,7 @@ OTHERS_TABLE = "gpu_others"
 # Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
 MAX_NOTICES = 100
 # Record type -> (table, its values in column order): one C call per row.
-ROWS = {cls: (table, attrgetter(*columns)) for cls, table, columns in TABLES}
+ROWS = {cls: (table, attrgetter(*map(field_of, columns))) for cls, table, columns in TABLES}
 OTHER_ROW = attrgetter(*OTHER_COLUMNS)
 
 
@@ -250,36 +251,36 @@ class Recorder:
         if isinstance(item, GpuOthers):
             self._writers[OTHERS_TABLE].writerows([_cells(OTHER_ROW(other)) for other in item.processes])
         elif isinstance(item, LogLine):
-            self._log(item.process).write(item.text + "\n")
+            self._log(item.slot).write(item.text + "\n")
         elif isinstance(item, WorkloadState):
             self._on_state(item)
         elif isinstance(item, Notice):
             notices = self.meta.setdefault("notices", [])
             if len(notices) < MAX_NOTICES:
-                notices.append({"t": round(item.t, 3), "process": item.process, "text": item.text})
+                notices.append({"t": round(item.t, 3), "process": item.slot, "text": item.text})
                 self._meta_dirty = True
         elif isinstance(item, WorkloadMeta):
-            entry = self._workload(item.process)
+            entry = self._workload(item.slot)
             entry["meta"] = item.info
             if item.info.get("torch"):
                 self.meta.setdefault("versions", {})["torch"] = item.info["torch"]
             self._meta_dirty = True
 
-    def _log(self, process: str) -> IO[str]:
-        if process not in self._logs:
-            self._logs[process] = open(self.path / "logs" / f"{process}.out", "a", encoding="utf-8")
-        return self._logs[process]
+    def _log(self, slot: str) -> IO[str]:
+        if slot not in self._logs:
+            self._logs[slot] = open(self.path / "logs" / f"{slot}.out", "a", encoding="utf-8")
+        return self._logs[slot]
 
-    def _workload(self, process: str) -> dict[str, Any]:
+    def _workload(self, slot: str) -> dict[str, Any]:
         for entry in self.meta["workloads"]:
-            if entry["process"] == process:
+            if entry["process"] == slot:
                 return entry
-        entry = {"process": process}
+        entry = {"process": slot}
         self.meta["workloads"].append(entry)
         return entry
 
     def _on_state(self, state: WorkloadState) -> None:
-        entry = self._workload(state.process)
+        entry = self._workload(state.slot)
         if state.state == "running":
             entry.update(pid=state.pid, start_t=state.t, stop_t=None, exit_status=None, state="running")
             entry.update(state.attached or {})

@@ -206,10 +206,10 @@ class Run:
             self._memo["jobs"] = held
         return held[1]
 
-    def job_steps(self, process: str) -> "pd.DataFrame":
-        """``process``'s rows of the steps table, in file order (none: an empty frame)."""
+    def job_steps(self, slot: str) -> "pd.DataFrame":
+        """``slot``'s rows of the steps table, in file order (none: an empty frame)."""
         jobs = self.jobs()
-        return jobs[process] if process in jobs else self.steps().iloc[0:0]
+        return jobs[slot] if slot in jobs else self.steps().iloc[0:0]
 
     def step_columns(self, wanted: Sequence[str], whole: bool = True
                      ) -> "tuple[np.ndarray, list[Any], list[np.ndarray]]":
@@ -222,15 +222,15 @@ class Run:
         if "steps" not in self._memo and "read_steps" not in self._memo:
             table = _cached_steps(self.path, ("process", *wanted))
             if table is not None:
-                process = table.column("process").unify_dictionaries().combine_chunks()
-                names = process.dictionary.to_pylist()
-                return _numpy(process.indices), names, [_numpy(table.column(c)) for c in wanted]
+                slots = table.column("process").unify_dictionaries().combine_chunks()
+                names = slots.dictionary.to_pylist()
+                return _numpy(slots.indices), names, [_numpy(table.column(c)) for c in wanted]
         if light and "steps" not in self._memo:
             codes, names, columns = self.cached("read_steps", self.path / "steps.csv", self._read_steps)
             return codes, names, [columns[c] for c in wanted]
         steps = self.steps()
-        process = steps["process"].astype("category")
-        return process.cat.codes.to_numpy(), list(process.cat.categories), [steps[c].to_numpy() for c in wanted]
+        slots = steps["process"].astype("category")
+        return slots.cat.codes.to_numpy(), list(slots.cat.categories), [steps[c].to_numpy() for c in wanted]
 
     def _read_steps(self) -> "tuple[np.ndarray, list[Any], dict[str, np.ndarray]]":
         """The job codes and names and ``READ_STEP_COLUMNS`` of steps.csv: by pyarrow where it reads them as pandas
@@ -239,9 +239,9 @@ class Run:
         if parsed is not None:
             return parsed
         steps = self._frame_of("steps", ("process", *READ_STEP_COLUMNS))
-        process = steps["process"].astype("category")
+        slots = steps["process"].astype("category")
         columns = {c: steps[c].to_numpy() for c in READ_STEP_COLUMNS}
-        return process.cat.codes.to_numpy(), list(process.cat.categories), columns
+        return slots.cat.codes.to_numpy(), list(slots.cat.categories), columns
 
     def columns(self, table: str) -> dict[str, list[str]]:
         """``rows(table)`` as columns of strings; a finished run's is read once while the file is unchanged."""
@@ -278,12 +278,12 @@ def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
     import numpy as np
     import pandas as pd
 
-    process = steps["process"]
-    if process.dtype != "category":
-        process = process.astype("category")
-    codes = process.cat.codes.to_numpy()
+    slots = steps["process"]
+    if slots.dtype != "category":
+        slots = slots.astype("category")
+    codes = slots.cat.codes.to_numpy()
     out = {}
-    for code, name in enumerate(process.cat.categories):
+    for code, name in enumerate(slots.cat.categories):
         rows = np.flatnonzero(codes == code)
         if len(rows) == len(steps):
             out[name] = steps
@@ -479,7 +479,7 @@ COLUMNS_BYTES = 4 << 20
 
 def exclusive_rates(run: Run) -> dict[str, float]:
     """Each process's ``exclusive_rate`` over its post-warm-up steps: from its first to its last by time."""
-    return {process: exclusive_rate(ts, ns) for process, (ts, ns) in exclusive_ends(run).items()}
+    return {slot: exclusive_rate(ts, ns) for slot, (ts, ns) in exclusive_ends(run).items()}
 
 
 def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float], list[float]]]:
@@ -511,7 +511,7 @@ def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float],
     codes, names, t, n, warmup = columns
     counted = np.isfinite(t) & np.isfinite(n) & (n == np.floor(n)) & (warmup != 1)
     ends: list[tuple[int, str, list[float], list[float]]] = []
-    for code, process in enumerate(names):
+    for code, slot in enumerate(names):
         at = np.flatnonzero(counted & (codes == code))
         if not len(at):
             continue
@@ -519,9 +519,9 @@ def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float],
         first = at[int(np.argmin(ts))]  # the first of equal times, as a stable sort leaves them
         last = at[len(ts) - 1 - int(np.argmax(ts[::-1]))]  # the last of equal times
         chosen = [first] if len(at) == 1 else [first, last]
-        ends.append((int(at[0]), str(process), [float(t[i]) for i in chosen], [float(n[i]) for i in chosen]))
+        ends.append((int(at[0]), str(slot), [float(t[i]) for i in chosen], [float(n[i]) for i in chosen]))
     # in the order of each job's first counted step in steps.csv, as reading it row by row gives them
-    return {process: (ts, ns) for _, process, ts, ns in sorted(ends)}
+    return {slot: (ts, ns) for _, slot, ts, ns in sorted(ends)}
 
 
 def _rate_columns(run: Run, whole: bool = True

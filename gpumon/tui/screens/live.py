@@ -8,6 +8,7 @@ from textual.binding import Binding
 
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.launcher import LaunchRequest
+from gpumon.core.records.slots import Slot
 from gpumon.errors import UsageError
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
@@ -62,7 +63,7 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
 
     # -- launch / stop ----------------------------------------------------------
 
-    def action_launch(self, slot: str) -> None:
+    def action_launch(self, slot: Slot) -> None:
         from gpumon.tui.screens.launch import LaunchScreen
 
         if self.controller.running(slot) is not None:
@@ -72,28 +73,28 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         screen = LaunchScreen(slot, session.device, session.python)
         self.app.push_screen(screen, lambda request: self._launched(slot, request))
 
-    def _launched(self, slot: str, request: LaunchRequest | None) -> None:
+    def _launched(self, slot: Slot, request: LaunchRequest | None) -> None:
         if request is None:
             return
         self.launch(slot, request)
 
-    def launch(self, slot: str, request: LaunchRequest) -> None:
+    def launch(self, slot: Slot, request: LaunchRequest) -> None:
         """Start ``request`` in ``slot`` from the UI (main) thread, so the child is tied to the monitor."""
         try:
-            workload = self.controller.launch(slot, request)
+            workload = self.controller.launch(slot=slot, request=request)
         except UsageError as exc:
             self.notify(str(exc), severity="error")
             return
         self.notify(f"{slot}: started {request.spec} (pid {workload.pid})")
 
-    def action_stop(self, slot: str) -> None:
+    def action_stop(self, slot: Slot) -> None:
         if self.controller.running(slot) is None:
             self.notify(f"nothing runs in slot {slot}", severity="warning")
             return
         self._stop(slot)
 
     @work(thread=True, group="stop", exit_on_error=False)
-    def _stop(self, slot: str) -> None:
+    def _stop(self, slot: Slot) -> None:
         self.controller.stop(slot)
 
     # -- attach (--beside from the monitor) -----------------------------------------
@@ -143,7 +144,7 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
 
     # -- stack ------------------------------------------------------------------
 
-    def action_stack(self, slot: str) -> None:
+    def action_stack(self, slot: Slot) -> None:
         from gpumon.tui.screens.stack import open_stack
 
         workload = self.controller.running(slot)

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def dry_run(cells: list[Cell], out: Path) -> int:
-    from gpumon.experiments.runner import cell_argv
+    from gpumon.experiments.cellrun import cell_argv
 
     print(f"{len(cells)} cells into {out}:")
     for cell in cells:
@@ -164,7 +164,7 @@ def execute(
     from gpumon.experiments.pyspy import check_pyspy
     from gpumon.experiments.report import counts, write_results
     from gpumon.experiments.results import Context
-    from gpumon.experiments.runner import Runner
+    from gpumon.experiments.cellrun import CellScheduler
 
     header = {"name": spec.name, "title": spec.title, "spec": str(spec.path), "analysis": spec.analysis,
               "preset": preset, "device": device}
@@ -184,13 +184,13 @@ def execute(
         print(f"gpumon: Ray workers: {describe(pool)}", file=sys.stderr)
     ctx = Context(spec, settings, preset, device, cells, manifest, predict=args.predict)
     try:
-        runner = Runner(manifest, cuda_status, pyspy, args.retry_failed, pool=pool)
-        signum = runner.run([c for c in cells if c.mode == "exclusive"]) if args.predict else None
+        scheduler = CellScheduler(manifest, cuda_status, pyspy, args.retry_failed, pool=pool)
+        signum = scheduler.run([c for c in cells if c.mode == "exclusive"]) if args.predict else None
         if args.predict and signum is None:
             from gpumon.experiments.predicted import write_predicted
 
             print(f"gpumon: predicted from the exclusive cells: {write_predicted(ctx)}", file=sys.stderr)
-        signum = signum if signum is not None else runner.run(cells)
+        signum = signum if signum is not None else scheduler.run(cells)
     finally:
         if pool is not None:
             pool.stop()

@@ -13,7 +13,7 @@ from gpumon.commands.argtypes import finite_number, whole_number
 from gpumon.commands.base import EPILOG
 from gpumon.console.terminal import output_not_terminal
 from gpumon.errors import UsageError
-from gpumon.frontends.detach import RUNNER_FLAG
+from gpumon.frontends.detach import DETACHED_CHILD_FLAG
 
 if TYPE_CHECKING:
     from gpumon.frontends.plan import RunPlan
@@ -109,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "drop, a closed laptop). Prints the run directory and returns once the capture has started; watch it with "
         "'gpumon attach', stop it with 'gpumon stop'. The jobs still die with their runner (even kill -9)",
     )
-    p.add_argument(RUNNER_FLAG, action="store_true", help=argparse.SUPPRESS)  # the detached runner itself
+    p.add_argument(DETACHED_CHILD_FLAG, action="store_true", help=argparse.SUPPRESS)  # the detached runner itself
     p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects; with --detach: "
                    "one object with the run directory and the runner's PID")
     p.set_defaults(handler=run)
@@ -124,8 +124,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json and not (args.headless or args.detach):
         raise UsageError("--json goes with --headless or --detach")
-    if args.runner and not args.detach:
-        raise UsageError("--runner is gpumon's own (the process --detach starts)")
+    if args.detached_child and not args.detach:
+        raise UsageError("--detached-child is gpumon's own (the process --detach starts)")
     gpu = argtypes.gpu(args.gpu) if args.gpu is not None else None
     if gpu is not None and not args.no_nvml:
         check_gpu_present(gpu)
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         nvml=not args.no_nvml,
         python=args.python,
         on_capture_error=args.on_capture_error,
-        detached=args.runner,
+        detached=args.detached_child,
     )
     plan = make_plan(
         args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=stagger,
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     if args.detach:
         if not plan.jobs:
             raise UsageError("--detach needs at least one workload (e.g. gpumon run fcn --detach)")
-        if args.runner:
+        if args.detached_child:
             from gpumon.frontends.headless import run_headless
 
             return run_headless(plan, args.json, detached=True)

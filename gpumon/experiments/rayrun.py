@@ -4,7 +4,7 @@ A cell measures interference, so two cells must never share a GPU or, on the CPU
 worker is a Ray actor that owns one GPU (``num_gpus=1``: Ray sets its CUDA_VISIBLE_DEVICES) or
 one CPU core (``num_cpus=1``; it claims a free core of its node with a lock file and pins itself,
 and so every process of its cells, to that core). A worker runs one cell at a time exactly as the
-sequential runner does (``CellRun``: a ``gpumon run --headless`` child) in a node-local directory,
+sequential scheduler does (``CellRun``: a ``gpumon run --headless`` child) in a node-local directory,
 then ships the cell's run directory and log back as a tar archive; the driver unpacks them into
 the experiment directory, so cells.json, runs/ and logs/ look as if the cells had run here.
 """
@@ -94,7 +94,7 @@ class CellWorker:
         self.signal = signal.SIGINT
 
     def run(self, cell: Cell, pyspy: Any) -> tuple[dict[str, Any], bytes]:
-        from gpumon.experiments.runner import CellRun
+        from gpumon.experiments.cellrun import CellRun
 
         # Ray gave this worker one GPU as CUDA device 0; a CPU worker is pinned already
         local = replace(cell, device="cuda") if cell.device.startswith("cuda") else cell

@@ -1,6 +1,6 @@
 """``gpumon run --detach``: the headless runner in a session of its own, so the run outlives the terminal.
 
-The terminal's ``gpumon run … --detach`` starts ``gpumon run … --runner`` with ``start_new_session``
+The terminal's ``gpumon run … --detach`` starts ``gpumon run … --detached-child`` with ``start_new_session``
 (no controlling terminal: a hang-up, a closed laptop or a dropped SSH connection does not reach it),
 shows the runner's first lines until it has opened its run directory, prints that directory and how
 to attach, and returns. The runner is the same headless run; once its capture is open it moves its
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-RUNNER_FLAG = "--runner"
+DETACHED_CHILD_FLAG = "--detached-child"  # marks the process that --detach starts: the run's runner
 RUNNER_LOG = "runner.log"
 CAPTURING = "gpumon: capturing to "  # the line that names the run directory (headless prints it)
 
@@ -28,7 +28,7 @@ def start_runner(argv: list[str], as_json: bool, out: TextIO = sys.stdout, err: 
     read_end, write_end = os.pipe()
     try:
         runner = subprocess.Popen(
-            [sys.executable, "-m", "gpumon", *argv, RUNNER_FLAG],
+            [sys.executable, "-m", "gpumon", *argv, DETACHED_CHILD_FLAG],
             stdin=subprocess.DEVNULL,
             stdout=write_end,
             stderr=write_end,

@@ -339,7 +339,7 @@ class CellRun:
 
 
 @dataclass
-class Runner:
+class CellScheduler:
     """Runs the cells in order, skipping those already done, recording each in the manifest."""
 
     manifest: Manifest

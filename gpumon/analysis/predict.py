@@ -95,10 +95,10 @@ def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) ->
     groups: dict[str, list[Member]] = {}
     for run in exclusive:
         ends = exclusive_ends(run, whole=False)  # each job's first and last post-warm-up step, read once
-        named = [w for w in run.workloads if isinstance(w, dict) and w.get("process")]
+        named = [w for w in run.workloads if w.slot]
         if run.mode == "shared" or len(ends) > 1 or len(named) > 1:
             raise UsageError(f"{run.path}: not an exclusive run (two workloads shared the device); predict reads solo runs")
-        slot = str(named[0]["process"]) if named else next(iter(ends), "")
+        slot = named[0].slot if named else next(iter(ends), "")
         spec = run.specs.get(slot, "?")
         key = (assign or {}).get(str(run.path)) or spec_key(spec)
         groups.setdefault(key, []).append((run, slot, spec, ends))

@@ -22,6 +22,7 @@ from gpumon.console.color import use_color
 from gpumon.core.records.model import StepEvent, WorkloadState
 from gpumon.core.capture.session import Session, SessionConfig
 from gpumon.core.sources.nvml import pid_namespace_hint
+from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.trace import Run, exclusive_ends, load_run
 from gpumon.core.records.units import bytes_per_s
 from gpumon.checks.doctor import FAIL, OK, WARN, Check, check_nvml, check_torch, render_text
@@ -83,7 +84,7 @@ def busy_span(run: Run, slot: str = "A") -> tuple[float, float]:
 
 def evidence_from_run(run: Run, slot: str = "A") -> RunEvidence:
     """Reduce a capture of one `h2d` job to the numbers the checks need."""
-    entry = next((w for w in run.workloads if w.get("process") == slot), {})
+    entry = run.meta.workload(slot) or WorkloadRecord(slot)
     steps = run.steps()
     device = run.device()
     procs = run.processes()
@@ -103,9 +104,9 @@ def evidence_from_run(run: Run, slot: str = "A") -> RunEvidence:
     idle = device[device["t"] < job["t"].min()] if len(job) else device
     mem = procs.loc[procs["process"] == slot, "gpu_mem_mib"]
     return RunEvidence(
-        device=str((entry.get("meta") or {}).get("device") or run.meta.get("device") or "?"),
-        job_pid=entry.get("pid"),
-        exit_status=entry.get("exit_status"),
+        device=str((entry.meta or {}).get("device") or run.meta.device or "?"),
+        job_pid=entry.pid,
+        exit_status=entry.exit_status,
         busy_s=float(busy_s),
         probe_rx_bps=float(probe),
         nvml_rx_bps=float(rx.mean()) if rx.notna().any() else nan,
@@ -113,7 +114,7 @@ def evidence_from_run(run: Run, slot: str = "A") -> RunEvidence:
         idle_util=float(idle["gpu_util"].median()) if idle["gpu_util"].notna().any() else nan,
         busy_util=float(busy["gpu_util"].median()) if busy["gpu_util"].notna().any() else nan,
         job_gpu_mem_mib=float(mem.max()) if mem.notna().any() else nan,
-        tail=str(entry.get("tail") or ""),
+        tail=entry.tail or "",
     )
 
 

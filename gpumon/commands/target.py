@@ -27,21 +27,19 @@ class Target:
 
 def owner(run: "Run") -> int:
     """The user ID of whoever writes (wrote) ``run``: its runner's, else the directory's owner."""
-    from gpumon.core.store.runner import RunnerInfo
-
-    runner = RunnerInfo.from_meta(run.meta)
+    runner = run.meta.runner
     return runner.uid if runner is not None else run.path.stat().st_uid
 
 
 def find(text: str | None, runs_dir: Path, verb: str) -> Target:
     """The run ``text`` names (None: this user's newest running run), refused in one line when it is another user's
     or is written on another host (which ``verb``, attach or stop, must be run on)."""
-    from gpumon.core.store.runner import RECORDING, RUNNING, RunnerInfo, run_status, user_name
+    from gpumon.core.store.runner import RECORDING, RUNNING, user_name
     from gpumon.core.store.runstore import resolve_run
     from gpumon.core.store.trace import list_runs, load_live
 
     if text is None:
-        mine = [r for r in list_runs(runs_dir) if run_status(r.meta) == RUNNING and owner(r) == os.getuid()]
+        mine = [r for r in list_runs(runs_dir) if r.meta.live_status() == RUNNING and owner(r) == os.getuid()]
         if not mine:
             raise UsageError(f"no running run in {runs_dir} (gpumon runs lists them; gpumon run … --detach starts one)")
         run, status = load_live(mine[-1].path)
@@ -50,7 +48,7 @@ def find(text: str | None, runs_dir: Path, verb: str) -> Target:
     uid = owner(run)
     if uid != os.getuid():
         raise UsageError(f"{run.path.name} belongs to user {user_name(uid)}: you can attach to and stop your own runs only")
-    runner = RunnerInfo.from_meta(run.meta)
+    runner = run.meta.runner
     if status == RECORDING and runner is not None:
         raise UsageError(f"{run.path.name} is written on host {runner.host}: {verb} it there")
     return Target(run.path, status, runner)

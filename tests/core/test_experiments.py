@@ -23,6 +23,7 @@ from gpumon.experiments import pyspy
 from gpumon.experiments.progress import Progress
 from gpumon.experiments.report import write_results
 from gpumon.experiments.results import Context
+from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.experiments.cellrun import CellScheduler, cell_argv, failure_reason
 from gpumon.experiments.similarity import jaccard, weighted_jaccard
 from gpumon.experiments.spec import load_spec, shipped_specs
@@ -362,10 +363,10 @@ def test_steps_tail_reads_only_complete_lines_and_measures_the_overlap(tmp_path)
 
 
 def test_failure_reason_names_out_of_memory():
-    oom = {"process": "A", "spec": "resnet50", "exit_status": 1,
-           "tail": "Traceback...\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB"}
+    oom = WorkloadRecord("A", spec="resnet50", exit_status=1,
+                         tail="Traceback...\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB")
     assert failure_reason(oom).startswith("OOM: A (resnet50): torch.OutOfMemoryError")
-    assert failure_reason({"process": "B", "spec": "fcn", "exit_status": -9, "tail": ""}) == "B (fcn) exited with status -9"
+    assert failure_reason(WorkloadRecord("B", spec="fcn", exit_status=-9, tail="")) == "B (fcn) exited with status -9"
 
 
 def test_similarities():

@@ -46,7 +46,7 @@ def test_a_capture_records_the_job_and_the_fake_host_then_completes(tmp_path):
     wait_for(lambda: len(items.of(HostSample)) > hosts, what="a host sample during the capture")
     assert session.shutdown() == path
     run = load_run(path)
-    assert run.meta["status"] == "complete" and run.meta["mode"] == "exclusive"
+    assert run.meta.status == "complete" and run.meta.mode == "exclusive"
     assert len(run.steps()) == 40 and set(run.steps()["process"]) == {"A"}
     assert not run.host().empty and set(run.host()["cpu_pct"]) == {12.5}, "host rows come from the sampler's source"
     with pytest.raises(UsageError, match="shutting down"):
@@ -101,7 +101,7 @@ def test_headless_runs_a_pair_to_completion_with_json_status_lines(tmp_path):
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[-1]["status"] == 0
     run = load_run(lines[-1]["run"])
-    assert run.meta["mode"] == "shared" and {w["process"]: w["exit_status"] for w in run.workloads} == {"A": 0, "B": 0}
+    assert run.meta.mode == "shared" and {w.slot: w.exit_status for w in run.workloads} == {"A": 0, "B": 0}
     assert len(run.steps()) == 600
     assert {s["process"] for s in lines if "process" in s} <= {"A", "B"}
 
@@ -142,4 +142,4 @@ def test_headless_exits_1_naming_the_failed_job_and_never_starts_the_staggered_o
     assert "workload A" in failure and "exited with status 4" in failure and "workload B not started" in failure
     run = load_run(json.loads(out.splitlines()[-1])["run"])
     a, b = run.workloads
-    assert (a["process"], a["exit_status"]) == ("A", 4) and b["state"] == "not started" and "pid" not in b
+    assert (a.slot, a.exit_status) == ("A", 4) and b.state == "not started" and "pid" not in b.to_json()

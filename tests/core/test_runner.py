@@ -11,7 +11,13 @@ from dataclasses import replace
 import psutil
 import pytest
 
+from gpumon.core.store.runmeta import RunMeta
 from gpumon.core.store.runner import INTERRUPTED, RUNNING, RunnerInfo, run_status
+
+
+def _meta(**fields: object) -> RunMeta:
+    """A run.json with these fields, read as every reader reads it."""
+    return RunMeta.from_json({"schema": 1, "workloads": [], **fields})
 
 
 @pytest.fixture
@@ -31,7 +37,8 @@ def _info(pid: int) -> RunnerInfo:
 def test_this_process_is_alive_and_ours() -> None:
     me = RunnerInfo.current(detached=True)
     assert me.pid == os.getpid() and me.alive() and me.uid == os.getuid() and me.detached
-    assert RunnerInfo.from_meta({"runner": me.to_json()}) == me
+    assert RunnerInfo.from_json(me.to_json()) == me
+    assert RunMeta.from_json({"schema": 1, "workloads": [], "runner": me.to_json()}).runner == me
 
 
 def test_a_recycled_pid_is_not_the_runner(child) -> None:
@@ -42,12 +49,12 @@ def test_a_recycled_pid_is_not_the_runner(child) -> None:
 
 def test_an_ended_runner_is_not_alive_and_a_recording_run_reads_interrupted(child) -> None:
     info = _info(child.pid)
-    meta = {"status": "recording", "runner": info.to_json()}
-    assert run_status(meta) == RUNNING
+    meta = _meta(status="recording", runner=info.to_json())
+    assert meta.live_status() == RUNNING
     child.kill()
     child.wait()
     assert not info.alive()
-    assert run_status(meta) == INTERRUPTED
+    assert meta.live_status() == INTERRUPTED
 
 
 def test_a_zombie_runner_is_not_alive(child) -> None:
@@ -59,11 +66,12 @@ def test_a_zombie_runner_is_not_alive(child) -> None:
 
 
 def test_status_of_finished_old_and_foreign_runs() -> None:
-    assert run_status({"status": "complete"}) == "complete"
-    assert run_status({"status": "recording"}) == INTERRUPTED  # recorded before runners were named
-    assert run_status({"status": "recording", "runner": {"pid": 1}}) == INTERRUPTED  # garbled entry
+    assert _meta(status="complete").live_status() == "complete"
+    assert _meta(status="recording").live_status() == INTERRUPTED  # recorded before runners were named
+    assert _meta(status="recording", runner={"pid": 1}).live_status() == INTERRUPTED  # garbled entry
     elsewhere = {"pid": 1, "started": 0.0, "uid": 0, "user": "x", "host": "another-host.invalid"}
-    assert run_status({"status": "recording", "runner": elsewhere}) == "recording"  # this machine cannot tell
+    assert _meta(status="recording", runner=elsewhere).live_status() == "recording"  # this machine cannot tell
+    assert run_status(None, None) == "?"  # no status recorded
 
 
 def test_stop_sends_sigterm_to_that_process_only(child) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.commands import argtypes
-from gpumon.core.records.share import ShareMode, parse_share, share_of
+from gpumon.core.records.share import ShareMode, parse_share
 from gpumon.errors import UsageError
 from tests.helpers import GPUMON, gpumon, only_run, wait_for
 
@@ -95,8 +95,9 @@ def test_share_modes_parse_and_describe() -> None:
             parse_share(bad)
         with pytest.raises(UsageError, match="^bad --share"):
             argtypes.share(bad)
-    assert share_of({}) == "timeslice"
-    assert share_of({"share": {"mode": "mps", "threads": [30, 70], "existing_daemon": False}}) == "mps 30/70"
+    assert ShareMode.from_json(None) == ShareMode() and ShareMode.from_json("mps") == ShareMode()
+    assert ShareMode.from_json({"mode": "mps", "threads": [30, 70], "existing_daemon": False}).describe() == "mps 30/70"
+    assert ShareMode.from_json(ShareMode("mps", existing=True).to_json()) == ShareMode("mps", existing=True)
 
 
 def test_mps_daemon_private_dirs_client_env_and_quit(tmp_path: Path, fake_mps: dict[str, str]) -> None:

@@ -97,7 +97,7 @@ def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path)
     (t1, c1), (t2, c2) = samples[0], samples[-1]
     scraped_rate = (c2 - c1) / (t2 - t1)
     steps = run.steps()
-    walls = steps["t"].map(lambda t: wall(run.meta["started_at"], t))
+    walls = steps["t"].map(lambda t: wall(run.meta.started_at, t))
     trace_rate = ((walls > t1) & (walls <= t2)).sum() / (t2 - t1)
     assert trace_rate > 0
     assert abs(scraped_rate / trace_rate - 1) <= 0.10, (scraped_rate, trace_rate)

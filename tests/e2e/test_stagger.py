@@ -28,15 +28,15 @@ def test_a_first_job_that_fails_early_is_recorded_in_its_slot_and_the_second_nev
     assert "workload B not started" in failure[0]
 
     run = load_run(only_run(tmp_path))
-    a, b = (next(w for w in run.workloads if w["process"] == slot) for slot in ("A", "B"))
-    assert a["spec"] == "cmd:bash -c 'sleep 1; exit 3'"
-    assert a["exit_status"] == 3 and a["state"] == "exited"
-    assert a["stop_t"] < STAGGER_S
-    assert b["spec"] == "cmd:sleep 2"
-    assert b.get("start_t") is None or b["start_t"] >= STAGGER_S
-    assert b["state"] == "not started" and "A exited with status 3" in b["reason"]
-    assert run.meta["mode"] == "shared", "a planned pair is not an exclusive run"
-    assert run.meta["status"] == "complete"
+    a, b = (next(w for w in run.workloads if w.slot == slot) for slot in ("A", "B"))
+    assert a.spec == "cmd:bash -c 'sleep 1; exit 3'"
+    assert a.exit_status == 3 and a.state == "exited"
+    assert a.stop_t < STAGGER_S
+    assert b.spec == "cmd:sleep 2"
+    assert b.start_t is None or b.start_t >= STAGGER_S
+    assert b.state == "not started" and "A exited with status 3" in b.reason
+    assert run.meta.mode == "shared", "a planned pair is not an exclusive run"
+    assert run.meta.status == "complete"
 
 
 def test_a_first_job_that_ends_well_early_leaves_the_second_to_start_at_the_stagger_in_its_own_slot(tmp_path):
@@ -44,9 +44,9 @@ def test_a_first_job_that_ends_well_early_leaves_the_second_to_start_at_the_stag
 
     assert result.returncode == 0, result.stderr
     run = load_run(only_run(tmp_path))
-    a, b = (next(w for w in run.workloads if w["process"] == slot) for slot in ("A", "B"))
-    assert (a["spec"], a["exit_status"]) == ("cmd:sleep 0.5", 0) and a["stop_t"] < STAGGER_S
-    assert b["spec"] == "cmd:sleep 0.5" and b["exit_status"] == 0
-    assert b["start_t"] >= STAGGER_S
-    assert run.meta["mode"] == "shared"
+    a, b = (next(w for w in run.workloads if w.slot == slot) for slot in ("A", "B"))
+    assert (a.spec, a.exit_status) == ("cmd:sleep 0.5", 0) and a.stop_t < STAGGER_S
+    assert b.spec == "cmd:sleep 0.5" and b.exit_status == 0
+    assert b.start_t >= STAGGER_S
+    assert run.meta.mode == "shared"
     assert json.loads(result.stdout.splitlines()[-1])["status"] == 0

@@ -37,7 +37,7 @@ def test_toggle_capture_after_shutdown_is_refused_and_opens_no_run(runs_dir):
     with pytest.raises(UsageError, match="shutting down"):
         controller.toggle_capture()
     assert _runs(runs_dir) == [first]
-    assert load_run(first).meta["status"] == "complete"
+    assert load_run(first).meta.status == "complete"
     assert controller.session.recorder is None
 
 
@@ -54,7 +54,7 @@ def test_toggle_capture_while_shutdown_is_under_way_is_refused_at_once(runs_dir)
     assert stopper.is_alive(), "the refusal came while shutdown was still under way"
     stopper.join(30)
     assert _runs(runs_dir) == [first]
-    assert load_run(first).meta["status"] == "complete"
+    assert load_run(first).meta.status == "complete"
 
 
 @run_async
@@ -71,7 +71,7 @@ async def test_c_during_shutdown_does_nothing_and_says_why(runs_dir):
         )
         await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
     assert _runs(runs_dir) == [first]
-    assert load_run(first).meta["status"] == "complete"
+    assert load_run(first).meta.status == "complete"
 
 
 @run_async

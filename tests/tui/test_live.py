@@ -78,7 +78,7 @@ async def test_capture_on_and_off_writes_a_run_and_exports_csv(runs_dir, tmp_pat
             pilot, lambda: "not capturing" in app.monitor.query_one("#status", TextLine).plain and app.monitor.query_one("#status", TextLine).plain
         ))
         run = load_run(path)
-        assert run.meta["status"] == "complete" and run.label == "probe"
+        assert run.meta.status == "complete" and run.label == "probe"
         assert sum(1 for _ in run.rows("steps")) > 10
 
         await pilot.press("c")
@@ -89,7 +89,7 @@ async def test_capture_on_and_off_writes_a_run_and_exports_csv(runs_dir, tmp_pat
         out = export_root / f"{second.name}-csv"
         await wait_until(pilot, lambda: (out / "steps.csv").exists(), what="the CSV export")
         await _quit(pilot, app)
-    assert load_run(second).meta["status"] == "complete"
+    assert load_run(second).meta.status == "complete"
     assert sum(1 for _ in load_run(second).rows("steps")) > 0
     assert sorted(p.name for p in out.iterdir()) == ["device.csv", "gpu_others.csv", "host.csv", "processes.csv", "steps.csv"]
 

@@ -27,6 +27,7 @@ from gpumon.core.jobs.mps import MpsControl
 from gpumon.core.records.share import ShareMode
 from gpumon.core.records.slots import SLOTS, Slot
 from gpumon.core.store.recorder import FLUSH_INTERVAL_S, CaptureError, Recorder, create_run_dir, initial_meta
+from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.capture.sampler import Sampler
 from gpumon.core.sources.host import HostSource
@@ -208,7 +209,7 @@ class Session:
         else:
             runs = [(slot, w.request) for slot, w in sorted(self.launcher.workloads.items()) if w.running]
         path = create_run_dir(self.config.runs_dir, label, time.localtime())
-        workloads = [self._workload_entry(slot, req) for slot, req in runs]
+        workloads = [self._workload_record(slot, req) for slot, req in runs]
         meta = initial_meta(
             label=label,
             mode="shared" if len(runs) > 1 else "exclusive",
@@ -219,15 +220,14 @@ class Session:
             stagger_s=self.config.stagger_s,
             host=self._host_info(),
             gpu=self.nvml.device_info() if self.nvml is not None and self.nvml_status.available else None,
-            nvml={"available": self.nvml_status.available, "reason": self.nvml_status.reason},
+            nvml=self.nvml_status,
             versions=self._versions(),
             workloads=workloads,
         )
-        meta["capture_start_t"] = round(self.clock.now(), 6)
-        meta["share"] = self.config.share.to_json()
-        meta["runner"] = RunnerInfo.current(self.config.detached).to_json()
-        if baselines:
-            meta["baselines"] = {slot: run for slot, run in baselines}
+        meta.capture_start_t = round(self.clock.now(), 6)
+        meta.share = self.config.share
+        meta.runner = RunnerInfo.current(self.config.detached)
+        meta.baselines = dict(baselines)
         self.recorder = Recorder(path, meta, on_error=self._on_capture_error)
         if self.config.share.mps and self.mps is None:
             try:
@@ -252,17 +252,17 @@ class Session:
             self.bus.publish(Notice(now, "stopping the workloads (--on-capture-error continue keeps them)"))
             threading.Thread(target=self.launcher.stop_all, name="gpumon-capture-stop", daemon=True).start()
 
-    def _workload_entry(self, slot: str, request: LaunchRequest) -> dict[str, Any]:
-        entry: dict[str, Any] = {"process": slot, "spec": request.spec, "kind": request.kind, "argv": list(request.argv)}
+    def _workload_record(self, slot: Slot, request: LaunchRequest) -> WorkloadRecord:
+        entry = WorkloadRecord(slot, spec=request.spec, kind=request.kind, argv=list(request.argv))
         running = self.launcher.workloads.get(slot)
         if request.beside is not None:
-            entry.update(request.beside.to_json())
+            entry.attach(request.beside.to_json())
         if running is not None and running.request == request:
-            entry.update(pid=running.pid, start_t=running.start_t, exit_status=running.exit_status)
+            entry.pid, entry.start_t, entry.exit_status = running.pid, running.start_t, running.exit_status
             if request.beside is not None:
-                entry.update(probe=running.probe is not None)
+                entry.probe = running.probe is not None
             if slot in self.workload_meta:
-                entry["meta"] = self.workload_meta[slot]
+                entry.meta = self.workload_meta[slot]
         return entry
 
     def stop_capture(self) -> Path | None:
@@ -272,8 +272,7 @@ class Session:
         recorder, self.recorder = self.recorder, None
         if self._unsubscribe_recorder is not None:
             self._unsubscribe_recorder()
-        started = recorder.meta.get("capture_start_t", 0.0)
-        return recorder.close(self.clock.now() - started)
+        return recorder.close(self.clock.now() - recorder.meta.capture_start_t)
 
     def shutdown(self) -> Path | None:
         """Stop every workload, wait for their last events, stop sampling, finish the capture."""

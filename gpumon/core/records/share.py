@@ -34,6 +34,15 @@ class ShareMode:
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.kind, "threads": list(self.threads) or None, "existing_daemon": self.existing}
 
+    @classmethod
+    def from_json(cls, entry: object) -> "ShareMode":
+        """The share mode run.json recorded (``to_json``'s; runs recorded before share modes: time slicing)."""
+        if not isinstance(entry, dict) or entry.get("mode") != "mps":
+            return cls()
+        threads = entry.get("threads")
+        counted = tuple(int(t) for t in threads if isinstance(t, int)) if isinstance(threads, list) else ()
+        return cls("mps", counted, bool(entry.get("existing_daemon")))
+
 
 def parse_share(text: str) -> ShareMode:
     """A share mode's text (``--share``, an experiment spec's ``shares``) as a ShareMode.
@@ -57,16 +66,3 @@ def parse_share(text: str) -> ShareMode:
     if not all(1 <= t <= 100 for t in threads):
         raise ValueError("thread percentages must be between 1 and 100")
     return ShareMode("mps", threads=threads)
-
-
-def recorded_share(meta: dict[str, Any]) -> ShareMode:
-    """The share mode run.json recorded (runs recorded before share modes: time slicing)."""
-    share = meta.get("share") or {}
-    if share.get("mode") != "mps":
-        return ShareMode()
-    return ShareMode("mps", tuple(share.get("threads") or ()), bool(share.get("existing_daemon")))
-
-
-def share_of(meta: dict[str, Any]) -> str:
-    """The share-mode label of a recorded run (runs recorded before share modes: ``timeslice``)."""
-    return recorded_share(meta).describe()

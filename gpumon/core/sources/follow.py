@@ -29,7 +29,7 @@ from gpumon.core.records.model import (
     ProcessSample,
     StepEvent,
 )
-from gpumon.core.store.runner import INTERRUPTED, RUNNING, RunnerInfo, run_status
+from gpumon.core.store.runner import INTERRUPTED, RUNNING
 from gpumon.core.sources.replay import others_by_tick, record, workload_events
 from gpumon.core.store.trace import TABLES, Run, TraceError, load_live, load_run
 
@@ -90,7 +90,7 @@ class FollowSource:
 
     def __init__(self, run_path: str | os.PathLike[str], bus: Bus, poll_s: float = POLL_S) -> None:
         self.run, self.status = load_live(run_path)
-        self.runner = RunnerInfo.from_meta(self.run.meta)  # who writes it (None for runs recorded before runners)
+        self.runner = self.run.meta.runner  # who writes it (None for runs recorded before runners)
         self.bus = bus
         self.poll_s = poll_s
         self._tables = {name: TableTail(self.run.path / f"{name}.csv", TABLES[name]) for name, _ in RECORD_TABLES}
@@ -113,16 +113,16 @@ class FollowSource:
 
     def now(self) -> float:
         """The run's time: the runner's clock (CLOCK_MONOTONIC since its t0) while it runs, its end after."""
-        t0 = self.run.meta.get("t0_monotonic_ns")
-        if self.ended or not isinstance(t0, int):
+        t0 = self.run.meta.t0_monotonic_ns
+        if self.ended or t0 is None:
             return self.end_t()
         return max(self._last_t, (time.monotonic_ns() - t0) / 1e9)
 
     def end_t(self) -> float:
         """Where the run ended: capture start + duration when run.json has one, else the last record."""
-        duration = self.run.meta.get("duration_s")
-        if isinstance(duration, (int, float)):
-            return max(self._last_t, float(self.run.meta.get("capture_start_t", 0.0)) + float(duration))
+        duration = self.run.meta.duration_s
+        if duration is not None:
+            return max(self._last_t, self.run.meta.capture_start_t + duration)
         return self._last_t if math.isfinite(self._last_t) else 0.0
 
     def poll(self) -> int:
@@ -181,7 +181,7 @@ class FollowSource:
         if key != self._meta_key:
             self.run = load_run(self.run.path)
             self._meta_key = key
-        self.status = run_status(self.run.meta)
+        self.status = self.run.meta.live_status()
         if self.status == INTERRUPTED:  # or it finalised run.json and exited since it was read: read it again
             self.run, self.status = load_live(self.run.path)
         return self.status != RUNNING
@@ -195,11 +195,8 @@ class FollowSource:
                 if key not in self._published:
                     self._published.add(key)
                     out.append((t, order, item))
-        notices = self.run.meta.get("notices") or []
-        for entry in notices[self._notices :]:
-            if isinstance(entry, dict):
-                notice = Notice(float(entry.get("t", 0.0)), str(entry.get("text", "")), entry.get("process"))
-                out.append((notice.t, 5, notice))
+        notices = self.run.meta.notices
+        out += [(notice.t, 5, notice) for notice in notices[self._notices :]]
         self._notices = len(notices)
         return out
 
@@ -221,7 +218,7 @@ class FollowSource:
     def _publish_logs(self) -> int:
         published = 0
         for entry in self.run.workloads:
-            slot = str(entry.get("process", "?"))
+            slot = entry.slot
             tail = self._logs.setdefault(slot, Tail(self.run.path / "logs" / f"{slot}.out"))
             for line in tail.lines():
                 self.bus.publish(LogLine(slot, self._last_t if math.isfinite(self._last_t) else 0.0, line))

@@ -32,6 +32,7 @@ from gpumon.core.records.model import (
     WorkloadState,
     field_of,
 )
+from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.trace import Run, TraceError, load_run
 
 AS_FAST_AS_POSSIBLE = math.inf
@@ -100,25 +101,21 @@ class _Timed:
     item: object
 
 
-def workload_events(entry: dict[str, Any]) -> list[tuple[float, int, object]]:
+def workload_events(entry: WorkloadRecord) -> list[tuple[float, int, object]]:
     """What run.json says of one workload as (t, order, record): its start, meta and (once ended) its end."""
-    slot = str(entry.get("process", "?"))
-    start = entry.get("start_t")
+    slot, start, pid = entry.slot, entry.start_t, entry.pid
     if start is None:
         return []
-    pid = entry.get("pid")
     out: list[tuple[float, int, object]] = [
-        (float(start), 0, WorkloadState(slot, "starting", float(start))),
-        (float(start), 1, WorkloadState(slot, "running", float(start), pid=pid)),
+        (start, 0, WorkloadState(slot, "starting", start)),
+        (start, 1, WorkloadState(slot, "running", start, pid=pid)),
     ]
-    if isinstance(entry.get("meta"), dict):
-        out.append((float(start), 2, WorkloadMeta(slot, pid or 0, entry["meta"])))
-    stop = entry.get("stop_t")
-    if stop is not None:
-        state = entry.get("state") or ("exited" if entry.get("exit_status") is not None else "stopped")
-        ended = WorkloadState(slot, state, float(stop), pid=pid, exit_status=entry.get("exit_status"),
-                              tail=entry.get("tail", ""))
-        out.append((float(stop), 4, ended))
+    if entry.meta is not None:
+        out.append((start, 2, WorkloadMeta(slot, pid or 0, entry.meta)))
+    if entry.stop_t is not None:
+        state = entry.state or ("exited" if entry.exit_status is not None else "stopped")
+        ended = WorkloadState(slot, state, entry.stop_t, pid=pid, exit_status=entry.exit_status, tail=entry.tail or "")
+        out.append((entry.stop_t, 4, ended))
     return out
 
 
@@ -129,11 +126,9 @@ def _workload_records(run: Run, end_t: float) -> list[_Timed]:
         events = workload_events(entry)
         if not events:
             continue
-        slot = str(entry.get("process", "?"))
-        stop = entry.get("stop_t")
-        stop_t = float(stop) if stop is not None else end_t
+        stop_t = entry.stop_t if entry.stop_t is not None else end_t
         out += [_Timed(t, order, item) for t, order, item in events]
-        out += [_Timed(stop_t, 3, LogLine(slot, stop_t, line)) for line in _log_lines(run, slot)]
+        out += [_Timed(stop_t, 3, LogLine(entry.slot, stop_t, line)) for line in _log_lines(run, entry.slot)]
     return out
 
 
@@ -170,9 +165,9 @@ class ReplaySource:
         ]
         timed += [_Timed(o.t, 5, o) for o in _others(self.run)]
         end = max((x.t for x in timed), default=0.0)
-        duration = self.run.meta.get("duration_s")
-        if isinstance(duration, (int, float)):
-            end = max(end, float(self.run.meta.get("capture_start_t", 0.0)) + float(duration))
+        duration = self.run.meta.duration_s
+        if duration is not None:
+            end = max(end, self.run.meta.capture_start_t + duration)
         timed += _workload_records(self.run, end)
         timed.sort(key=lambda x: (x.t, x.order))
         self._timeline = [_Timed(-math.inf, 0, self.run.nvml_status), *timed]

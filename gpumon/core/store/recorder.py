@@ -28,13 +28,14 @@ from gpumon.core.records.model import (
     LogLine,
     Notice,
     ProcessSample,
+    SourceStatus,
     StepEvent,
     WorkloadMeta,
     ENDED_STATES,
     WorkloadState,
     field_of,
 )
-from gpumon.core.store.trace import SCHEMA_VERSION
+from gpumon.core.store.runmeta import CaptureFailure, RunMeta, WorkloadRecord
 from gpumon.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -155,13 +156,12 @@ class Recorder:
     def __init__(
         self,
         path: Path,
-        meta: dict[str, Any],
+        meta: RunMeta,
         on_error: Callable[[CaptureError], None] | None = None,
         queue_max: int = QUEUE_MAX,
     ) -> None:
         self.path = path
         self.meta = meta
-        self.meta.setdefault("workloads", [])
         self.on_error = on_error
         self.error: CaptureError | None = None
         self._queue: deque[object] = deque()  # appended by the publishers' threads, emptied by the writer's
@@ -255,15 +255,13 @@ class Recorder:
         elif isinstance(item, WorkloadState):
             self._on_state(item)
         elif isinstance(item, Notice):
-            notices = self.meta.setdefault("notices", [])
-            if len(notices) < MAX_NOTICES:
-                notices.append({"t": round(item.t, 3), "process": item.slot, "text": item.text})
+            if len(self.meta.notices) < MAX_NOTICES:
+                self.meta.notices.append(item)
                 self._meta_dirty = True
         elif isinstance(item, WorkloadMeta):
-            entry = self._workload(item.slot)
-            entry["meta"] = item.info
+            self._workload(item.slot).meta = item.info
             if item.info.get("torch"):
-                self.meta.setdefault("versions", {})["torch"] = item.info["torch"]
+                self.meta.versions = {**(self.meta.versions or {}), "torch": item.info["torch"]}
             self._meta_dirty = True
 
     def _log(self, slot: str) -> IO[str]:
@@ -271,23 +269,24 @@ class Recorder:
             self._logs[slot] = open(self.path / "logs" / f"{slot}.out", "a", encoding="utf-8")
         return self._logs[slot]
 
-    def _workload(self, slot: str) -> dict[str, Any]:
-        for entry in self.meta["workloads"]:
-            if entry["process"] == slot:
-                return entry
-        entry = {"process": slot}
-        self.meta["workloads"].append(entry)
+    def _workload(self, slot: str) -> WorkloadRecord:
+        entry = self.meta.workload(slot)
+        if entry is None:
+            entry = WorkloadRecord(slot)
+            self.meta.workloads.append(entry)
         return entry
 
     def _on_state(self, state: WorkloadState) -> None:
         entry = self._workload(state.slot)
         if state.state == "running":
-            entry.update(pid=state.pid, start_t=state.t, stop_t=None, exit_status=None, state="running")
-            entry.update(state.attached or {})
+            entry.pid, entry.start_t, entry.stop_t, entry.exit_status = state.pid, state.t, None, None
+            entry.state = "running"
+            if state.attached is not None:
+                entry.attach(state.attached)
         elif state.state in ENDED_STATES:
-            entry.update(stop_t=state.t, exit_status=state.exit_status, tail=state.tail, state=state.state)
+            entry.stop_t, entry.exit_status, entry.tail, entry.state = state.t, state.exit_status, state.tail, state.state
         elif state.state == "not started":
-            entry.update(state="not started", reason=state.tail)
+            entry.state, entry.reason = "not started", state.tail
         self._meta_dirty = True
 
     def _flush(self) -> None:
@@ -296,7 +295,7 @@ class Recorder:
         self._check_linked()
         if self._meta_dirty:
             self._meta_dirty = False
-            write_json_atomic(self.path / "run.json", self.meta)
+            write_json_atomic(self.path / "run.json", self.meta.to_json())
 
     def _check_linked(self) -> None:
         """Writes into a removed directory succeed on Linux; notice the removal instead."""
@@ -305,9 +304,9 @@ class Recorder:
             raise FileNotFoundError(errno.ENOENT, "run directory removed", str(self.path))
 
     def _finish_meta(self, status: str, duration_s: float) -> None:
-        self.meta["mode"] = "shared" if len(self.meta["workloads"]) > 1 else "exclusive"
-        self.meta["status"] = status
-        self.meta["duration_s"] = round(duration_s, 3)
+        self.meta.mode = "shared" if len(self.meta.workloads) > 1 else "exclusive"
+        self.meta.status = status
+        self.meta.duration_s = round(duration_s, 3)
         self._meta_dirty = True
 
     def _fail(self, reason: str) -> None:
@@ -317,10 +316,10 @@ class Recorder:
         self._drop_queue()
         self._release_reserve()
         self._finish_meta("truncated", t)
-        self.meta["capture_error"] = {"t": round(t, 3), "reason": reason}
+        self.meta.capture_error = CaptureFailure(round(t, 3), reason)
         finalise_error = None
         try:
-            write_json_atomic(self.path / "run.json", self.meta)
+            write_json_atomic(self.path / "run.json", self.meta.to_json())
         except OSError as exc:
             finalise_error = describe_write_error(exc, self.path)
         self.error = CaptureError(t, self.path, reason, finalise_error)
@@ -373,25 +372,24 @@ def initial_meta(
     stagger_s: float,
     host: dict[str, Any],
     gpu: dict[str, Any] | None,
-    nvml: dict[str, Any],
+    nvml: SourceStatus,
     versions: dict[str, Any],
-    workloads: list[dict[str, Any]],
-) -> dict[str, Any]:
+    workloads: list[WorkloadRecord],
+) -> RunMeta:
     """The run.json written when a capture starts (status "recording")."""
-    return {
-        "schema": SCHEMA_VERSION,
-        "label": label,
-        "mode": mode,
-        "status": "recording",
-        "started_at": started_at,
-        "t0_monotonic_ns": clock_t0_ns,
-        "duration_s": None,
-        "interval_ms": interval_ms,
-        "device": device,
-        "host": host,
-        "gpu": gpu,
-        "nvml": nvml,
-        "versions": versions,
-        "stagger_s": stagger_s,
-        "workloads": workloads,
-    }
+    return RunMeta(
+        label=label,
+        mode=mode,
+        status="recording",
+        started_at=started_at,
+        t0_monotonic_ns=clock_t0_ns,
+        duration_s=None,
+        interval_ms=interval_ms,
+        device=device,
+        host=host,
+        gpu=gpu,
+        nvml=nvml,
+        versions=versions,
+        stagger_s=stagger_s,
+        workloads=workloads,
+    )

@@ -51,9 +51,8 @@ class RunnerInfo:
         return cls(pid, psutil.Process(pid).create_time(), uid, user_name(uid), socket.gethostname(), detached)
 
     @classmethod
-    def from_meta(cls, meta: dict[str, Any]) -> "RunnerInfo | None":
-        """run.json's ``runner``; None for runs recorded before it, or a garbled entry."""
-        entry = meta.get("runner")
+    def from_json(cls, entry: object) -> "RunnerInfo | None":
+        """run.json's ``runner``; None for runs recorded before it (no entry), or a garbled entry."""
         if not isinstance(entry, dict):
             return None
         try:
@@ -98,16 +97,16 @@ class RunnerInfo:
         return True
 
 
-def run_status(meta: dict[str, Any]) -> str:
-    """``running`` or ``interrupted`` for a run still marked ``recording``; else its recorded status.
+def run_status(recorded: str | None, runner: RunnerInfo | None) -> str:
+    """``running`` or ``interrupted`` for a run whose ``recorded`` status is still ``recording``; else that status
+    (``?`` when none was recorded).
 
     A recording run without a runner (recorded before runners were named) reads as ``interrupted``:
     no gpumon of that age can still be writing it.
     """
-    status = str(meta.get("status", "?"))
+    status = recorded if recorded is not None else "?"
     if status != RECORDING:
         return status
-    runner = RunnerInfo.from_meta(meta)
     if runner is not None and not runner.here:
         return RECORDING  # another machine's: this one cannot tell
     return RUNNING if runner is not None and runner.alive() else INTERRUPTED

@@ -26,9 +26,9 @@ from gpumon.core.records.model import (
     STEP_COLUMNS,
     SourceStatus,
 )
-from gpumon.core.records.share import share_of
 from gpumon.core.records.rates import exclusive_rate
-from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, run_status
+from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
+from gpumon.core.store.runner import INTERRUPTED, RunnerInfo
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 _T = TypeVar("_T")
-SCHEMA_VERSION = 1
 # the steps columns that rates (exclusive_ends) and evidence (copies per step) read
 READ_STEP_COLUMNS = ("t", "step", "warmup", "copy_bytes", "copy_s")
 TABLES: dict[str, tuple[str, ...]] = {
@@ -80,42 +79,40 @@ class Run:
     """
 
     path: Path
-    meta: dict[str, Any]
+    meta: RunMeta
     _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def label(self) -> str:
-        return str(self.meta.get("label", self.path.name))
+        return self.meta.label if self.meta.label is not None else self.path.name
 
     @property
     def mode(self) -> str:
-        return str(self.meta.get("mode", "?"))
+        return self.meta.mode if self.meta.mode is not None else "?"
 
     @property
     def share(self) -> str:
         """How the jobs shared the GPU: ``timeslice`` (also for runs recorded before modes), ``mps``..."""
-        return share_of(self.meta)
+        return self.meta.share.describe()
 
     @property
-    def workloads(self) -> list[dict[str, Any]]:
-        return list(self.meta.get("workloads", []))
+    def workloads(self) -> list[WorkloadRecord]:
+        return list(self.meta.workloads)
 
     @property
     def gpu(self) -> dict[str, Any] | None:
         """run.json's ``gpu`` (None without NVML)."""
-        gpu = self.meta.get("gpu")
-        return gpu if isinstance(gpu, dict) else None
+        return self.meta.gpu
 
     @property
     def specs(self) -> dict[str, str]:
         """The spec of each recorded workload by slot."""
-        return {str(w.get("process")): str(w.get("spec", "?")) for w in self.workloads}
+        return {w.slot: w.spec_or_unknown for w in self.workloads}
 
     @property
     def nvml_status(self) -> SourceStatus:
         """Whether NVML was read during the run, and why not, as the live session published it."""
-        nvml = self.meta.get("nvml") or {}
-        return SourceStatus("nvml", bool(nvml.get("available")), str(nvml.get("reason", "")))
+        return self.meta.nvml
 
     def table_text(self, table: str) -> str:
         path = self.path / f"{table}.csv"
@@ -168,7 +165,7 @@ class Run:
         if table == "steps":
             # a few job names over millions of rows: categorical, as the cache stores them (dictionary-encoded)
             frame["process"] = frame["process"].astype("category")
-            if self.meta.get("status") != "recording":
+            if self.meta.status != "recording":
                 write_steps_cache(self.path, frame)
         return frame
 
@@ -184,7 +181,7 @@ class Run:
 
     def cached(self, name: str, path: Path, read: Callable[[], _T]) -> _T:
         """``read()``, kept under ``name`` while ``path`` keeps its size and mtime (a recording run: every time)."""
-        key = None if self.meta.get("status") == "recording" else _file_key(path)
+        key = None if self.meta.status == "recording" else _file_key(path)
         held = self._memo.get(name)
         if key is not None and held is not None and held[0] == key:
             return held[1]
@@ -376,21 +373,17 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         raise TraceError(f"{root}: no such run directory")
     meta_path = root / "run.json"
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        data = json.loads(meta_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TraceError(f"{root}: not a gpumon run (no run.json)") from None
     except OSError as exc:
         raise TraceError(f"cannot read {meta_path}: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise TraceError(f"{meta_path}: corrupt (not valid JSON)") from None
-    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA_VERSION:
-        raise TraceError(f"{meta_path}: not a gpumon run of schema {SCHEMA_VERSION}")
-    if not isinstance(meta.get("workloads"), list):
-        raise TraceError(f"{meta_path}: corrupt (no workloads list)")
-    problem = meta_problem(meta)
-    if problem:
-        raise TraceError(f"{meta_path}: corrupt ({problem})")
-    return Run(root, meta)
+    try:
+        return Run(root, RunMeta.from_json(data))
+    except ValueError as exc:
+        raise TraceError(f"{meta_path}: {exc}") from None
 
 
 def load_live(path: str | os.PathLike[str]) -> tuple[Run, str]:
@@ -400,47 +393,11 @@ def load_live(path: str | os.PathLike[str]) -> tuple[Run, str]:
     exited between the first read and the check that it is gone, and the second read sees the final file.
     """
     run = load_run(path)
-    status = run_status(run.meta)
+    status = run.meta.live_status()
     if status == INTERRUPTED:
         run = load_run(path)
-        status = run_status(run.meta)
+        status = run.meta.live_status()
     return run, status
-
-
-# What the readers take from run.json, by type (a key may be absent; null is allowed where listed).
-_NUMBER = (int, float)
-META_TYPES: dict[str, tuple[type, ...]] = {
-    "label": (str,), "mode": (str,), "status": (str,), "started_at": (str,), "device": (str, type(None)),
-    "duration_s": (*_NUMBER, type(None)), "interval_ms": (*_NUMBER, type(None)),
-    "stagger_s": (*_NUMBER, type(None)), "t0_monotonic_ns": (int, type(None)),
-    "host": (dict, type(None)), "gpu": (dict, type(None)), "nvml": (dict, type(None)),
-    "versions": (dict, type(None)), "runner": (dict, type(None)), "baselines": (dict, type(None)),
-    "notices": (list, type(None)),
-}
-WORKLOAD_TYPES: dict[str, tuple[type, ...]] = {
-    "process": (str,), "spec": (str,), "kind": (str,), "state": (str,), "tail": (str, type(None)),
-    "argv": (list,), "pid": (int, type(None)), "exit_status": (int, type(None)),
-    "start_t": (*_NUMBER, type(None)), "stop_t": (*_NUMBER, type(None)), "meta": (dict, type(None)),
-}
-
-
-def meta_problem(meta: dict[str, Any]) -> str | None:
-    """What is wrong with run.json's fields, in a few words, or None."""
-    for where, fields, types in [("", meta, META_TYPES)] + [
-        (f"workloads[{i}].", w, WORKLOAD_TYPES) for i, w in enumerate(meta["workloads"])
-    ]:
-        if not isinstance(fields, dict):
-            return f"{where.rstrip('.')} is not an object"
-        for key, allowed in types.items():
-            value = fields.get(key)
-            if key in fields and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
-                return f"{where}{key} is {json.dumps(value)[:40]}"
-            if isinstance(value, float) and not math.isfinite(value):
-                return f"{where}{key} is not finite"
-    processes = [w["process"] for w in meta["workloads"] if "process" in w]
-    if len(set(processes)) != len(processes):
-        return "two workloads with the same process"
-    return None
 
 
 def list_runs(runs_dir: Path) -> list[Run]:
@@ -629,17 +586,17 @@ def baseline_rate(slot: str, path: str | os.PathLike[str]) -> float:
 
 def summarize(run: Run) -> RunSummary:
     """What ``gpumon runs`` shows: metadata and each process's exclusive rate (post-warm-up slope)."""
-    specs = " + ".join(f"{w.get('process', '?')}={w.get('spec', '?')}" for w in run.workloads)
+    specs = " + ".join(f"{w.slot}={w.spec_or_unknown}" for w in run.workloads)
     return RunSummary(
         name=run.path.name,
         label=run.label,
         mode=run.mode,
         share=run.share,
-        status=run_status(run.meta),
+        status=run.meta.live_status(),
         workloads=specs,
-        duration_s=float(run.meta.get("duration_s") or math.nan),
+        duration_s=run.meta.duration_s or math.nan,
         rates=exclusive_rates(run),
-        runner=RunnerInfo.from_meta(run.meta),
+        runner=run.meta.runner,
     )
 
 

@@ -12,7 +12,7 @@ from gpumon import __version__
 from gpumon.commands.base import EPILOG, Command
 from gpumon.console import stopsignals
 from gpumon.core.jobs import lifeline
-from gpumon.errors import UsageError
+from gpumon.errors import GpumonError
 
 # In the order ``gpumon --help`` lists them.
 COMMANDS = ("run", "attach", "stop", "runs", "export", "compare", "predict", "doctor", "experiment", "wrap")
@@ -58,9 +58,9 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     handler = getattr(args, "handler", None) or command("monitor").run
     try:
         status = int(handler(args) or 0)
-    except UsageError as exc:
+    except GpumonError as exc:  # bad input (2) or a failure of the machine (1): one line, no traceback
         print(f"gpumon: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_status
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.manifest import FAILED, INTERRUPTED, CellRecord, Manifest
 
@@ -139,7 +139,7 @@ class RayPool:
         if self.address:
             problem = unreachable(self.address)
             if problem:  # Ray would retry a dead address for minutes
-                raise UsageError(f"--ray: nothing answers at {self.address}: {problem} (is `ray start --head` running there?)")
+                raise EnvironmentFailure(f"--ray: nothing answers at {self.address}: {problem} (is `ray start --head` running there?)")
             kwargs["address"] = self.address
         else:  # "local": a new cluster even where `ray start` made one or RAY_ADDRESS names one (ray.init() joins those)
             kwargs["address"] = "local"
@@ -147,7 +147,7 @@ class RayPool:
         try:
             ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UsageError(connect_error(self.address, exc, os.environ)) from None
+            raise EnvironmentFailure(connect_error(self.address, exc, os.environ)) from None
         self._started_cluster = not self.address
         resources = ray.cluster_resources()
         count = int(resources.get("GPU", 0) if self.on_gpu else resources.get("CPU", 0))

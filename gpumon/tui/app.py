@@ -24,7 +24,7 @@ from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.beside import SoloHistory
 from gpumon.core.jobs.launcher import LaunchRequest
 from gpumon.frontends.plan import RunPlan
-from gpumon.errors import UsageError
+from gpumon.errors import GpumonError, UsageError
 from gpumon.console.stopsignals import StopGuard
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
@@ -183,7 +183,7 @@ class GpumonApp(App[int]):
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
-        if isinstance(error, UsageError):
+        if isinstance(error, GpumonError):
             text = str(error)
         else:
             log.error("worker %s failed", event.worker.name, exc_info=error)

@@ -20,7 +20,7 @@ from gpumon.core.interference.live_cause import load_baseline
 from gpumon.core.capture.session import Session
 from gpumon.core.records.slots import Slot
 from gpumon.core.store.trace import Run, baseline_rate, export, load_run
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.tui.model import LiveModel, current_user
 
 
@@ -106,7 +106,7 @@ class Controller:
             raise UsageError(f"slot {BESIDE_SLOT} is busy; {BESIDE_SLOT} (shift) stops it first")
         with self._lock:
             if self._shut_down:
-                raise UsageError("shutting down: nothing can be attached now")
+                raise EnvironmentFailure("shutting down: nothing can be attached now")
             if not self.session.capturing:
                 self.session.start_capture(short_name(request), [request])
         self.model.set_spec(BESIDE_SLOT, request.spec)
@@ -129,12 +129,12 @@ class Controller:
     def toggle_capture(self) -> tuple[bool, Path | None]:
         """Start a capture, or finish the current one; returns (capturing now, run directory).
 
-        Refused (UsageError) once shutdown has begun: shutdown finishes the capture, and
+        Refused (EnvironmentFailure) once shutdown has begun: shutdown finishes the capture, and
         nothing may open a new one that would stay "recording" forever.
         """
         with self._lock:
             if self._shut_down:
-                raise UsageError("shutting down: the capture is being finished, no capture can start now")
+                raise EnvironmentFailure("shutting down: the capture is being finished, no capture can start now")
             if self.session.capturing:
                 path = self.session.stop_capture()
                 self.last_capture = path

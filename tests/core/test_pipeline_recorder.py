@@ -15,7 +15,7 @@ from gpumon.core.records.model import DeviceSample, LogLine, Notice, StepEvent, 
 from gpumon.core.store.runmeta import RunMeta
 from gpumon.core.store.recorder import RESERVE_FILE, CaptureError, Recorder, create_run_dir
 from gpumon.core.store.trace import export, load_run, summarize
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 from tests.helpers import wait_for
 
 
@@ -167,7 +167,7 @@ def test_the_queue_is_bounded_and_a_writer_that_falls_behind_ends_the_capture(tm
 def test_an_unwritable_run_directory_at_the_start_is_one_usage_error(tmp_path):
     path = _run_dir(tmp_path)
     os.symlink("/dev/full", path / "steps.csv")
-    with pytest.raises(UsageError, match=f"cannot write the capture: no space left on {path}"):
+    with pytest.raises(EnvironmentFailure, match=f"cannot write the capture: no space left on {path}"):
         Recorder(path, _meta())
 
 

@@ -15,7 +15,7 @@ from gpumon.core.records.model import HostSample, Notice
 from gpumon.frontends.plan import make_plan
 from gpumon.core.capture.session import Session, SessionConfig
 from gpumon.core.store.trace import load_run
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 from gpumon.frontends.headless import HeadlessRun
 from tests.core.test_pipeline_sampler import Collect, FakeHost
 from tests.helpers import wait_for
@@ -49,9 +49,9 @@ def test_a_capture_records_the_job_and_the_fake_host_then_completes(tmp_path):
     assert run.meta.status == "complete" and run.meta.mode == "exclusive"
     assert len(run.steps()) == 40 and set(run.steps()["process"]) == {"A"}
     assert not run.host().empty and set(run.host()["cpu_pct"]) == {12.5}, "host rows come from the sampler's source"
-    with pytest.raises(UsageError, match="shutting down"):
+    with pytest.raises(EnvironmentFailure, match="shutting down"):
         session.start_capture("late")
-    with pytest.raises(UsageError, match="shutting down"):
+    with pytest.raises(EnvironmentFailure, match="shutting down"):
         session.launch(slot="B", request=request)
 
 
@@ -68,7 +68,7 @@ def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
     assert texts[0] == session.capture_error.line() and texts[0].endswith("was removed")
     assert any(t.startswith("could not finalise") for t in texts)
     assert not session.capturing
-    with pytest.raises(UsageError, match="capture stopped"):
+    with pytest.raises(EnvironmentFailure, match="capture stopped"):
         session.launch(slot="B", request=request)
     session.shutdown()
 

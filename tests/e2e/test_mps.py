@@ -156,7 +156,7 @@ def test_failure_to_start_the_daemon_is_one_line_and_leaves_nothing(tmp_path: Pa
     runs = tmp_path / "runs"
     env = {**fake_mps, "FAKE_MPS_FAIL": "cannot open /dev/nvidiactl"}
     result = gpumon("run", "--cmd", job(tmp_path, 5), "--share", "mps", "--headless", "--no-nvml", "--out", str(runs), env=env)
-    assert result.returncode == 2
+    assert result.returncode == 1, "the daemon would not start: this machine, not the input"
     assert result.stderr.strip().splitlines()[-1] == (
         "gpumon: error: could not start the MPS daemon: nvidia-cuda-mps-control exited with status 1: "
         "cannot open /dev/nvidiactl"

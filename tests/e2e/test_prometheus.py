@@ -114,7 +114,7 @@ def test_metrics_address_errors_are_one_line(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         result = gpumon("run", "--cmd", "true", "--headless", "--metrics", str(port), "--out", str(tmp_path / "runs"))
-    assert result.returncode == 2
+    assert result.returncode == 1, "a taken port is the machine, not bad input"
     assert result.stderr.strip() == f"gpumon: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
     assert not (tmp_path / "runs").exists()
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from gpumon.core.store.trace import load_run
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.widgets.lines import TextLine
@@ -34,7 +34,7 @@ def test_toggle_capture_after_shutdown_is_refused_and_opens_no_run(runs_dir):
     capturing, first = controller.toggle_capture()
     assert capturing and first is not None
     assert controller.shutdown() == first
-    with pytest.raises(UsageError, match="shutting down"):
+    with pytest.raises(EnvironmentFailure, match="shutting down"):
         controller.toggle_capture()
     assert _runs(runs_dir) == [first]
     assert load_run(first).meta.status == "complete"
@@ -49,7 +49,7 @@ def test_toggle_capture_while_shutdown_is_under_way_is_refused_at_once(runs_dir)
     stopper = threading.Thread(target=controller.shutdown)
     stopper.start()
     wait_for(lambda: controller.shutting_down, what="shutdown to begin")
-    with pytest.raises(UsageError, match="shutting down"):
+    with pytest.raises(EnvironmentFailure, match="shutting down"):
         controller.toggle_capture()
     assert stopper.is_alive(), "the refusal came while shutdown was still under way"
     stopper.join(30)

@@ -19,7 +19,7 @@ from gpumon.core.records.bus import Bus
 from gpumon.core.interference.live import LiveStats
 from gpumon.core.records.model import ENDED_STATES, DeviceSample, StepEvent, WorkloadState
 from gpumon.core.records.rates import VERDICTS, interference
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 
 MIB = 1024 * 1024
 DEVICE_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
@@ -159,7 +159,7 @@ class MetricsServer:
         try:
             self._server, self._thread = start_http_server(port, host, registry)
         except (OSError, socket.gaierror) as exc:
-            raise UsageError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+            raise EnvironmentFailure(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
         self._unsubscribe = bus.subscribe(self.metrics.handle)
 
     @property

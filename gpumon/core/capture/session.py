@@ -33,7 +33,7 @@ from gpumon.core.capture.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
 from gpumon.core.store.runstore import default_runs_dir
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, GpumonError, UsageError
 
 # What happens to the workloads when the capture fails (disk full, directory removed...).
 CAPTURE_ERROR_POLICIES = ("stop", "continue")
@@ -127,9 +127,9 @@ class Session:
     def launch(self, *, slot: Slot, request: LaunchRequest) -> Workload:
         """Start ``request`` in ``slot`` (a job keeps its slot: no other slot is chosen)."""
         if self.shutting_down:
-            raise UsageError(f"not starting {slot}: gpumon is shutting down")
+            raise EnvironmentFailure(f"not starting {slot}: gpumon is shutting down")
         if self.capture_error is not None and self.config.on_capture_error == "stop":
-            raise UsageError(f"not starting {slot}: {self.capture_error.line()}")
+            raise EnvironmentFailure(f"not starting {slot}: {self.capture_error.line()}")
         if self.metrics is not None:
             self.metrics.metrics.name_job(slot, request.spec)
         return self.launcher.start(
@@ -143,7 +143,7 @@ class Session:
         if target is None:
             raise ValueError("attach needs a --beside request")
         if self.shutting_down:
-            raise UsageError(f"not attaching {slot}: gpumon is shutting down")
+            raise EnvironmentFailure(f"not attaching {slot}: gpumon is shutting down")
         if not target.alive():
             raise UsageError(f"--beside {target.pid}: the process has exited")
         if self.metrics is not None:
@@ -200,7 +200,7 @@ class Session:
         attached later (``gpumon attach``) shows the same live slowdown.
         """
         if self.shutting_down:
-            raise UsageError("no new capture: gpumon is shutting down")
+            raise EnvironmentFailure("no new capture: gpumon is shutting down")
         if self.recorder is not None and not self.recorder.failed:
             return self.recorder.path
         self.stop_capture()
@@ -232,7 +232,7 @@ class Session:
         if self.config.share.mps and self.mps is None:
             try:
                 self._start_mps(path)  # its pipe and log directories live in the run directory
-            except UsageError:
+            except GpumonError:  # the daemon would not start (or --share was refused): nothing recorded
                 self.recorder.close(0.0)
                 self.recorder = None
                 shutil.rmtree(path, ignore_errors=True)  # nothing was recorded: leave nothing behind

@@ -24,7 +24,7 @@ from gpumon.core.probing.listener import Listener
 from gpumon.core.records.model import LogLine, WorkloadState
 from gpumon.core.records.slots import SLOTS, Slot, is_slot
 from gpumon.core.probing.probe import ENV_FD, ENV_SLOT, ENV_WARMUP
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 
 TAIL_LINES = 20
 OUTPUT_EOF_WAIT_S = 2.0
@@ -178,7 +178,7 @@ class Launcher:
             for fd in (probe_r, probe_w, out_r, out_w):
                 os.close(fd)
             self.bus.publish(WorkloadState(slot, "failed", self.clock.now(), tail=str(exc)))
-            raise UsageError(f"cannot start {request.argv[0]}: {exc.strerror or exc}") from None
+            raise EnvironmentFailure(f"cannot start {request.argv[0]}: {exc.strerror or exc}") from None
         os.close(probe_w)
         os.close(out_w)
         workload = Workload(slot, request, popen.pid, self.clock.now(), popen=popen)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.records.share import ShareMode
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 
 CONTROL = "nvidia-cuda-mps-control"
 SERVER = "nvidia-cuda-mps-server"
@@ -135,7 +135,7 @@ class MpsControl:
         if answer != "ready":
             self.stop()
             reason = answer.removeprefix("error: ") or f"no answer from {CONTROL}"
-            raise UsageError(f"could not start the MPS daemon: {reason}")
+            raise EnvironmentFailure(f"could not start the MPS daemon: {reason}")
 
     def client_env(self, index: int) -> dict[str, str]:
         """The environment that makes the job in slot ``index`` (0 or 1) a client of the daemon."""

@@ -36,7 +36,7 @@ from gpumon.core.records.model import (
     field_of,
 )
 from gpumon.core.store.runmeta import CaptureFailure, RunMeta, WorkloadRecord
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Pat
     try:
         runs_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create runs directory {runs_dir}: {exc.strerror}") from None
+        raise EnvironmentFailure(f"cannot create runs directory {runs_dir}: {exc.strerror}") from None
     base = f"{time.strftime('%Y%m%d-%H%M%S', started)}-{safe_label(label)}"
     for n in range(1, 1000):
         path = runs_dir / (base if n == 1 else f"{base}-{n}")
@@ -136,10 +136,10 @@ def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Pat
         except FileExistsError:
             continue
         except OSError as exc:
-            raise UsageError(f"cannot create run directory {path}: {exc.strerror}") from None
+            raise EnvironmentFailure(f"cannot create run directory {path}: {exc.strerror}") from None
         (path / "logs").mkdir()
         return path
-    raise UsageError(f"too many runs named {base} in {runs_dir}")
+    raise EnvironmentFailure(f"too many runs named {base} in {runs_dir}")
 
 
 class Recorder:
@@ -184,7 +184,7 @@ class Recorder:
             self._flush()
         except OSError as exc:
             self._close_files()
-            raise UsageError(f"cannot write the capture: {describe_write_error(exc, path)}") from None
+            raise EnvironmentFailure(f"cannot write the capture: {describe_write_error(exc, path)}") from None
         self._thread = threading.Thread(target=self._run, name="gpumon-recorder", daemon=True)
         self._thread.start()
 

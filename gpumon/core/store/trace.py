@@ -29,7 +29,7 @@ from gpumon.core.records.model import (
 from gpumon.core.records.rates import exclusive_rate
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -605,18 +605,21 @@ def export(run: Run, out_dir: Path, fmt: str = "csv") -> list[Path]:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise TraceError(f"cannot create {out_dir}: {exc.strerror}") from None
+        raise EnvironmentFailure(f"cannot create {out_dir}: {exc.strerror}") from None
     written = []
     for table in TABLES:
         if not (run.path / f"{table}.csv").exists():
             continue
         target = out_dir / f"{table}.{fmt}"
-        if fmt == "csv":
-            target.write_text(run.table_text(table), encoding="utf-8")
-        else:
-            frame = run.frame(table)
-            if table == "steps":  # the job names as read from steps.csv, not the reader's categorical
-                frame = frame.astype({"process": frame["process"].cat.categories.dtype})
-            frame.to_parquet(target, index=False)
+        try:
+            if fmt == "csv":
+                target.write_text(run.table_text(table), encoding="utf-8")
+            else:
+                frame = run.frame(table)
+                if table == "steps":  # the job names as read from steps.csv, not the reader's categorical
+                    frame = frame.astype({"process": frame["process"].cat.categories.dtype})
+                frame.to_parquet(target, index=False)
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot write {target}: {exc.strerror or exc}") from None
         written.append(target)
     return written

@@ -9,7 +9,7 @@ from textual.binding import Binding
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.launcher import LaunchRequest
 from gpumon.core.records.slots import Slot
-from gpumon.errors import UsageError
+from gpumon.errors import GpumonError
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.tui.screens.monitor import STACK_BINDINGS, VIEW_BINDINGS, Feed, MonitorScreen
@@ -82,7 +82,7 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         """Start ``request`` in ``slot`` from the UI (main) thread, so the child is tied to the monitor."""
         try:
             workload = self.controller.launch(slot=slot, request=request)
-        except UsageError as exc:
+        except GpumonError as exc:
             self.notify(str(exc), severity="error")
             return
         self.notify(f"{slot}: started {request.spec} (pid {workload.pid})")

@@ -13,8 +13,8 @@ from typing import Callable, TextIO
 
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse, SoloHistory
-from gpumon.core.jobs.launcher import LaunchRequest, exit_text
-from gpumon.core.records.slots import SLOTS
+from gpumon.core.jobs.launcher import LaunchRequest, Workload
+from gpumon.core.records.slots import SLOTS, Slot, is_slot
 from gpumon.core.interference.live import LiveFigures, LiveStats
 from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_baseline
 from gpumon.core.records.model import ENDED_STATES, Notice, SourceStatus, WorkloadState
@@ -240,7 +240,7 @@ class HeadlessRun:
 
     def _any_running(self) -> bool:
         """A job gpumon launched still runs (an attached one keeps the run going only when none was launched)."""
-        workloads = self.session.launcher.workloads.values()
+        workloads = self.session.launcher.snapshot().values()
         owned = [w for w in workloads if w.owned]
         return any(w.running for w in (owned or workloads))
 
@@ -256,14 +256,14 @@ class HeadlessRun:
     def _not_started(self, slot: str, request: LaunchRequest, at: float) -> None:
         """Record and say why the job of ``slot`` never started."""
         failed = self.session.launcher.failed()
-        attached = self.session.launcher.workloads.get(BESIDE_SLOT)
+        attached = self.session.launcher.get(BESIDE_SLOT)
         if self.signal_received is not None:
             why = f"stopped by {signal.Signals(self.signal_received).name} before its start"
         elif attached is not None and not attached.owned and not attached.running:
             why = f"{BESIDE_SLOT} (pid {attached.pid}) ended at {attached.stop_t or 0:.1f} s, before {slot}'s start"
         elif failed:
             w = failed[0]
-            why = f"{w.slot} {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s, before {slot}'s start"
+            why = f"{w.slot} {w.ending()} at {w.stop_t or 0:.1f} s, before {slot}'s start"
         elif self.session.capture_error is None and self.plan.duration_s:
             why = f"--duration {self.plan.duration_s:g} ended before its start"
         else:
@@ -288,7 +288,7 @@ class HeadlessRun:
     def _failure_line(self) -> str:
         """One line saying which job failed and how (and what did not start), or "" when none did."""
         parts = [
-            f"workload {w.slot} ({one_line(w.request.spec)}) {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s"
+            f"workload {w.slot} ({one_line(w.request.spec)}) {w.ending()} at {w.stop_t or 0:.1f} s"
             for w in self.session.launcher.failed()
         ]
         if not parts:
@@ -298,30 +298,31 @@ class HeadlessRun:
 
     def _print_status(self) -> None:
         now = self.session.clock.now()
-        for slot, workload in sorted(self.session.launcher.workloads.items()):
+        workloads = self.session.launcher.snapshot()
+        for slot, workload in workloads.items():
             if not workload.running:
                 continue
             figures = self.live.figures(slot, now)
             if not workload.owned and workload.probe is None:
-                other = next((short_name(w.request) for p, w in self.session.launcher.workloads.items() if p != slot), "")
+                other = next((short_name(w.request) for p, w in workloads.items() if p != slot), "")
                 render_blind = blind_json if self.as_json else blind_line
                 self._emit(render_blind(now, workload.request.spec, figures, self.known.known(), other), self.out)
                 continue
             state = "starting" if not figures.steps else "warm-up" if figures.warmup else "running"
             render = status_json if self.as_json else status_line
             self._emit(render(now, workload.request.spec, state, figures), self.out)
-        running = [p for p, w in self.session.launcher.workloads.items() if w.running]
+        running = [p for p, w in workloads.items() if w.running]
         if len(running) > 1:
-            self._print_interference(now, running)
+            self._print_interference(now, running, workloads)
 
-    def _print_interference(self, now: float, slots: list[str]) -> None:
+    def _print_interference(self, now: float, slots: list[Slot], workloads: dict[Slot, Workload]) -> None:
         """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far."""
         if self.exclusive:
             shared = self.live.shared_rates(sorted(slots))
             result = interference(self.exclusive, shared)
             figures = {p: self.live.figures(p, now) for p in slots}
             causes = self.causes.causes(shared, figures, self.gpu_info)
-            requests = {p: self.session.launcher.workloads[p].request for p in slots}
+            requests = {p: workloads[p].request for p in slots}
             words = cause_words({p: short_name(r) for p, r in requests.items()}, result.slowdown, causes)
             if self.as_json:
                 self._emit(interference_json(now, result, words, causes), self.out)
@@ -336,8 +337,9 @@ class HeadlessRun:
                 return
             if isinstance(item, WorkloadState) and item.state in ENDED_STATES:
                 self._say(f"gpumon: workload {item.slot} {self._ended_words(item)}")
-                if len(self.session.launcher.workloads) > 1:  # the overlap's final figures
-                    self._print_interference(item.t, list(self.session.launcher.workloads))
+                workloads = self.session.launcher.snapshot()
+                if len(workloads) > 1:  # the overlap's final figures
+                    self._print_interference(item.t, list(workloads), workloads)
                 if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
                     last = [line for line in item.tail.splitlines() if line.strip()][-3:]
                     for line in last:
@@ -350,7 +352,7 @@ class HeadlessRun:
 
     def _ended_words(self, state: WorkloadState) -> str:
         """How a job ended; an attached process was never ours to stop, and its status is not ours to know."""
-        workload = self.session.launcher.workloads.get(state.slot)
+        workload = self.session.launcher.get(state.slot) if is_slot(state.slot) else None
         if workload is None or workload.owned:
             return f"{state.state} with status {state.exit_status}"
         if state.state == "detached":

@@ -117,13 +117,13 @@ class Controller:
         self.session.stop(slot)
 
     def running(self, slot: Slot) -> Workload | None:
-        workload = self.session.launcher.workloads.get(slot)
+        workload = self.session.launcher.get(slot)
         return workload if workload is not None and workload.running else None
 
     def capture_label(self) -> str:
         if self.plan.requests:
             return self.plan.label
-        names = [short_name(w.request) for _, w in sorted(self.session.launcher.workloads.items()) if w.running]
+        names = [short_name(w.request) for _, w in self.session.launcher.snapshot().items() if w.running]
         return "-".join(names) or "idle"
 
     def toggle_capture(self) -> tuple[bool, Path | None]:

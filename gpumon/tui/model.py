@@ -79,7 +79,7 @@ def gpm_fields(gpu: dict[str, Any] | None) -> tuple[str, ...]:
 
 @dataclass
 class _Slot:
-    """Mutable per-slot state, written by bus threads, read by the refresh thread."""
+    """Mutable per-slot state, written by bus threads, read by the refresh thread, both under ``LiveModel._lock``."""
 
     iter_rate: BinnedSeries
     sample_rate: BinnedSeries
@@ -127,6 +127,10 @@ class LiveModel:
         self._host_cpu = BinnedSeries(bin_s, history)
         self._host_mem = BinnedSeries(bin_s, history)
         self._log_lines = log_lines
+        # A slot's state is replaced when a new job starts in it, while bus threads may still be writing the last
+        # steps or lines of the one before: replacing, writing and reading all hold this lock, so a writer never
+        # fills a state that has just been replaced and the refresh never sees half of one.
+        self._lock = threading.Lock()
         self._slots = {slot: self._new_slot() for slot in SLOTS}
 
     def _new_slot(self) -> _Slot:
@@ -134,7 +138,8 @@ class LiveModel:
 
     def set_spec(self, slot: str, spec: str) -> None:
         """Name what is (about to be) running in ``slot``."""
-        self._slots[slot].spec = spec
+        with self._lock:
+            self._slots[slot].spec = spec
 
     def set_baseline(self, slot: str, rate: float, source: str, evidence: Baseline | None = None) -> None:
         """An exclusive rate from elsewhere (a ``--baseline`` run); it wins over the exclusive phase.
@@ -158,13 +163,15 @@ class LiveModel:
         elif isinstance(item, HostSample):
             self._on_host(item)
         elif isinstance(item, LogLine):
-            if item.slot in self._slots:
-                self._slots[item.slot].log.append(item.text)
+            with self._lock:
+                if item.slot in self._slots:
+                    self._slots[item.slot].log.append(item.text)
         elif isinstance(item, WorkloadState):
             self._on_state(item)
         elif isinstance(item, WorkloadMeta):
-            if item.slot in self._slots:
-                self._slots[item.slot].meta = dict(item.info)
+            with self._lock:
+                if item.slot in self._slots:
+                    self._slots[item.slot].meta = dict(item.info)
         elif isinstance(item, SourceStatus) and item.name == "nvml":
             self.nvml = item
         elif isinstance(item, Notice):
@@ -179,6 +186,11 @@ class LiveModel:
         self.wake.set()
 
     def _on_step(self, step: StepEvent) -> None:
+        with self._lock:
+            self._file_step(step)
+
+    def _file_step(self, step: StepEvent) -> None:
+        """The step in its slot's state (the lock held)."""
         slot = self._slots.get(step.slot)
         if slot is None:
             return
@@ -231,6 +243,11 @@ class LiveModel:
         self._host_mem.add(sample.t, sample.mem_used_mib)
 
     def _on_state(self, state: WorkloadState) -> None:
+        with self._lock:
+            self._file_state(state)
+
+    def _file_state(self, state: WorkloadState) -> None:
+        """A job's new state; a job starting in a slot gets a fresh state there (the lock held)."""
         if state.slot not in self._slots:
             return
         if state.state == "starting":
@@ -248,7 +265,8 @@ class LiveModel:
     def view(self, now: float, width: int = HISTORY_BINS) -> View:
         """The snapshot one refresh draws; ``width`` bins of history per graph."""
         n = min(width, self.history)
-        workloads = tuple(self._workload_view(name, slot, now, n) for name, slot in self._slots.items())
+        with self._lock:
+            workloads = tuple(self._workload_view(name, slot, now, n) for name, slot in self._slots.items())
         running = [w for w in workloads if w.active]
         shared = {
             slot: rate

@@ -40,8 +40,8 @@ def test_a_capture_records_the_job_and_the_fake_host_then_completes(tmp_path):
     request = LaunchRequest.command(_stepper(40))
     session.start()
     path = session.start_capture("unit", [request])
-    workload = session.launch(slot="A", request=request)
-    wait_for(lambda: not workload.running, what="the job to finish")
+    session.launch(slot="A", request=request)
+    wait_for(lambda: not session.launcher.get("A").running, what="the job to finish")
     hosts = len(items.of(HostSample))
     wait_for(lambda: len(items.of(HostSample)) > hosts, what="a host sample during the capture")
     assert session.shutdown() == path
@@ -60,10 +60,10 @@ def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
     request = LaunchRequest.command("sleep 60")
     session.start()
     path = session.start_capture("unit", [request])
-    workload = session.launch(slot="A", request=request)
+    session.launch(slot="A", request=request)
     shutil.rmtree(path)
     wait_for(lambda: session.capture_error is not None, what="the capture error")
-    wait_for(lambda: not workload.running, what="the job to be stopped")
+    wait_for(lambda: not session.launcher.get("A").running, what="the job to be stopped")
     texts = [n.text for n in items.of(Notice)]
     assert texts[0] == session.capture_error.line() and texts[0].endswith("was removed")
     assert any(t.startswith("could not finalise") for t in texts)
@@ -78,11 +78,12 @@ def test_on_capture_error_continue_keeps_the_jobs(tmp_path):
     request = LaunchRequest.command("sleep 60")
     session.start()
     path = session.start_capture("unit", [request])
-    workload = session.launch(slot="A", request=request)
+    session.launch(slot="A", request=request)
     shutil.rmtree(path)
     wait_for(lambda: session.capture_error is not None, what="the capture error")
-    assert workload.running
+    assert session.launcher.get("A").running
     session.shutdown()
+    workload = session.launcher.get("A")
     assert not workload.running and workload.stop_requested
 
 

@@ -45,7 +45,7 @@ def test_toggle_capture_while_shutdown_is_under_way_is_refused_at_once(runs_dir)
     controller = Controller(make_test_plan(runs_dir, [STUBBORN], label="stubborn"))
     first = controller.start()
     controller.launch(slot="A", request=controller.plan.requests[0])
-    wait_for(lambda: "up" in "\n".join(controller.session.launcher.workloads["A"].tail), what="the child to start")
+    wait_for(lambda: "up" in "\n".join(controller.session.launcher.get("A").tail), what="the child to start")
     stopper = threading.Thread(target=controller.shutdown)
     stopper.start()
     wait_for(lambda: controller.shutting_down, what="shutdown to begin")
@@ -79,7 +79,7 @@ async def test_a_capture_that_cannot_be_written_is_shown_and_stops_the_jobs(runs
     app = GpumonApp(Controller(make_test_plan(runs_dir, [probe_command()], label="probe")))
     async with app.run_test(size=(100, 30)) as pilot:
         path = await wait_until(pilot, lambda: app.controller.capture_path, what="the capture")
-        workload = await wait_until(pilot, lambda: app.controller.running("A"), what="the job")
+        await wait_until(pilot, lambda: app.controller.running("A"), what="the job")
         shutil.rmtree(path)
         await wait_until(
             pilot,
@@ -89,7 +89,7 @@ async def test_a_capture_that_cannot_be_written_is_shown_and_stops_the_jobs(runs
         await wait_until(
             pilot, lambda: "✖ capture stopped at" in app.monitor.query_one("#status", TextLine).plain, what="the status line"
         )
-        await wait_until(pilot, lambda: not workload.running, what="the job to be stopped")
+        await wait_until(pilot, lambda: not app.controller.running("A"), what="the job to be stopped")
         await pilot.press("q")
         await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
     assert app.return_value == 1

@@ -56,7 +56,7 @@ async def test_launch_from_the_dialog_and_quit_leaves_no_child(runs_dir):
         workload = await wait_until(pilot, lambda: app.controller.running("B"), what="B to start")
         assert workload.request.spec == "gemm:preset=tiny,steps=100000"
         assert workload.request.argv[1:6] == ("-m", "gpumon.workloads", "gemm", "--device", "cpu")
-        pids = [w.pid for w in app.controller.session.launcher.workloads.values()]
+        pids = [w.pid for w in app.controller.session.launcher.snapshot().values()]
         await _quit(pilot, app)
     assert len(pids) == 2 and not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie" for pid in pids)
     assert app.return_value == 0

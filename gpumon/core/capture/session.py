@@ -207,7 +207,7 @@ class Session:
         if planned_workloads:
             runs = planned_slots(planned_workloads)
         else:
-            runs = [(slot, w.request) for slot, w in sorted(self.launcher.workloads.items()) if w.running]
+            runs = [(slot, w.request) for slot, w in self.launcher.snapshot().items() if w.running]
         path = create_run_dir(self.config.runs_dir, label, time.localtime())
         workloads = [self._workload_record(slot, req) for slot, req in runs]
         meta = initial_meta(
@@ -254,7 +254,7 @@ class Session:
 
     def _workload_record(self, slot: Slot, request: LaunchRequest) -> WorkloadRecord:
         entry = WorkloadRecord(slot, spec=request.spec, kind=request.kind, argv=list(request.argv))
-        running = self.launcher.workloads.get(slot)
+        running = self.launcher.get(slot)
         if request.beside is not None:
             entry.attach(request.beside.to_json())
         if running is not None and running.request == request:

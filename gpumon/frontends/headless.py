@@ -3,30 +3,32 @@
 from __future__ import annotations
 
 import json
+import math
 import queue
 import signal
 import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
-from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
-from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse, SoloHistory
-from gpumon.core.jobs.launcher import LaunchRequest, Workload
-from gpumon.core.records.slots import SLOTS, Slot, is_slot
-from gpumon.core.interference.live import LiveFigures, LiveStats
-from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_baseline
-from gpumon.core.records.model import ENDED_STATES, Notice, SourceStatus, WorkloadState
-from gpumon.core.capture.outcome import exit_code
-from gpumon.core.records.rates import Interference, interference
-from gpumon.core.capture.session import Session
-from gpumon.core.store.trace import baseline_rate
-from gpumon.core.records.units import bytes_per_s, fmt_rate, json_number, pct
-from gpumon.frontends.detach import CAPTURING, move_output_to_log
-from gpumon.errors import UsageError
-from gpumon.frontends.plan import RunPlan, short_name
 from gpumon.console.stopsignals import StopGuard
+from gpumon.core.capture.outcome import exit_code
+from gpumon.core.capture.sequence import LaunchFailed, NotStarted, RunSequence, Started
+from gpumon.core.capture.session import Session
+from gpumon.core.interference.live import LiveFigures, LiveNow
+from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_baseline
+from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
+from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse
+from gpumon.core.jobs.launcher import Workload
+from gpumon.core.records.model import ENDED_STATES, Notice, SourceStatus, WorkloadState
+from gpumon.core.records.rates import Interference, interference
+from gpumon.core.records.slots import Slot, is_slot
+from gpumon.core.records.units import bytes_per_s, fmt_rate, json_number, pct
+from gpumon.core.store.trace import baseline_rate
+from gpumon.errors import UsageError
+from gpumon.frontends.detach import CAPTURING, move_output_to_log
+from gpumon.frontends.plan import RunPlan, short_name
 
 STATUS_PERIOD_S = 1.0
 EVENTS = (WorkloadState, Notice, SourceStatus)  # what the main thread prints besides the status lines
@@ -110,12 +112,14 @@ class HeadlessRun:
         self.detached = detached
         self.out = out
         self.err = err
-        self.session = Session(replace(plan.session, listen_s=LISTEN_S))
-        self.live = LiveStats(shared=bool(plan.baselines))  # the interference line needs --baseline runs
+        # the interference line needs --baseline runs: without them, no overlap rates are kept
+        self.session = Session(replace(plan.session, listen_s=LISTEN_S, live_overlap=bool(plan.baselines)))
+        self.sequence = RunSequence(
+            self.session, plan.requests, stagger_s=plan.stagger_s, duration_s=plan.duration_s, beside=plan.beside
+        )
         self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.signal_received: int | None = None
-        self.not_started: dict[str, str] = {}
         self._shutdown_lock = threading.Lock()
         self._final: tuple[Path | None] | None = None
         self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
@@ -155,7 +159,6 @@ class HeadlessRun:
             guard.restore()
 
     def _run(self) -> int:
-        self.session.bus.subscribe(self.live.handle, *LiveStats.TAKES)
         self.session.bus.subscribe(self._on_event, *EVENTS)
         if self.causes.baselines:  # causes are only said against --baseline runs
             self.session.bus.subscribe(self.causes.handle, *LiveCauses.TAKES)
@@ -187,56 +190,33 @@ class HeadlessRun:
         return self._exit_code()
 
     def _run_workloads(self) -> None:
-        """Each job in its own slot (A, B); B starts at the stagger or not at all. An attached process (``--beside``)
-        is B from the start, and A starts once enough of B's steps alone are known (``SoloHistory``)."""
+        """Drive the plan's run sequence (``RunSequence``: what starts when, or why not) and print a status line a
+        second until the jobs gpumon launched have ended (with none, the attached one), a signal, or --duration."""
         clock = self.session.clock
-        start = clock.now()
-        waiting = None
-        if self.plan.beside is not None:
-            waiting = self._attach(start)
-        else:
-            self._launch_staggered(start)
-        end = start + self.plan.duration_s if self.plan.duration_s else None
-        while self.signal_received is None and self._any_running():
-            next_status = clock.now() + STATUS_PERIOD_S
-            if end is not None:
-                next_status = min(next_status, end)
-            self._wait_until(next_status, lambda: not self._any_running() or waiting is not None and waiting())
+        sequence = self.sequence
+        self._advance()
+        next_status = clock.now() + STATUS_PERIOD_S
+        while not sequence.over and (sequence.pending or self._any_running()):
+            due = sequence.wake_at()
+            self._wait_until(next_status if due is None else min(next_status, due))
             self._print_events()
-            if waiting is not None and waiting():
-                waiting = None
-                if self._start_cancelled():
-                    break
-                self.session.launch(slot="A", request=self.plan.requests[0])
-            self._print_status()
-            if end is not None and clock.now() >= end:
-                break
-        if waiting is not None:
-            self._not_started("A", self.plan.requests[0], clock.now())
+            self._advance()
+            if clock.now() >= next_status and not sequence.over:
+                self._print_status()
+                next_status = clock.now() + STATUS_PERIOD_S
 
-    def _attach(self, start: float) -> Callable[[], bool] | None:
-        """Watch the ``--beside`` process as B; returns when A may start (None: no A to start)."""
-        assert self.plan.beside is not None
-        history = SoloHistory(BESIDE_SLOT)
-        self.session.bus.subscribe(history.handle, *SoloHistory.TAKES)
-        attached = self.session.attach(slot=BESIDE_SLOT, request=self.plan.beside)
-        how = "reading its probe" if attached.probe is not None else "no probe: its rate is unknown"
-        self._say(f"gpumon: watching pid {attached.pid} as {BESIDE_SLOT} ({how}); gpumon never signals it")
-        if not self.plan.requests:
-            return None
-        clock, lead = self.session.clock, self.plan.stagger_s
-        return lambda: self._start_cancelled() or history.enough(clock.now() - start, lead)
-
-    def _launch_staggered(self, start: float) -> None:
-        for i, (slot, request) in enumerate(zip(SLOTS, self.plan.requests)):
-            at = start + self.plan.stagger_s * i
-            if i and self.plan.stagger_s and not self._wait_until(at, self._start_cancelled):
-                self._not_started(slot, request, at)
-                return
-            if self._start_cancelled():
-                self._not_started(slot, request, at)
-                return
-            self.session.launch(slot=slot, request=request)
+    def _advance(self) -> None:
+        """Let the run sequence start what is due (on this, the main thread) and say what it did."""
+        stopping = f"stopped by {signal.Signals(self.signal_received).name}" if self.signal_received else None
+        for event in self.sequence.advance(stopping):
+            if isinstance(event, Started) and event.slot == BESIDE_SLOT and self.plan.beside is not None:
+                attached = event.workload
+                how = "reading its probe" if attached.probe is not None else "no probe: its rate is unknown"
+                self._say(f"gpumon: watching pid {attached.pid} as {BESIDE_SLOT} ({how}); gpumon never signals it")
+            elif isinstance(event, NotStarted):
+                self._say(f"gpumon: workload {event.slot} not started ({one_line(event.request.spec)}): {event.reason}")
+            elif isinstance(event, LaunchFailed):
+                self._say(f"gpumon: workload {event.slot} ({one_line(event.request.spec)}) could not start: {event.error}")
 
     def _any_running(self) -> bool:
         """A job gpumon launched still runs (an attached one keeps the run going only when none was launched)."""
@@ -244,46 +224,11 @@ class HeadlessRun:
         owned = [w for w in workloads if w.owned]
         return any(w.running for w in (owned or workloads))
 
-    def _start_cancelled(self) -> bool:
-        """A job that has not started yet must not: a signal came, a started job failed, or the capture stopped."""
-        stop_on_capture_error = self.session.config.on_capture_error == "stop"
-        return (
-            self.signal_received is not None
-            or bool(self.session.launcher.failed())
-            or (self.session.capture_error is not None and stop_on_capture_error)
-        )
-
-    def _not_started(self, slot: str, request: LaunchRequest, at: float) -> None:
-        """Record and say why the job of ``slot`` never started."""
-        failed = self.session.launcher.failed()
-        attached = self.session.launcher.get(BESIDE_SLOT)
-        if self.signal_received is not None:
-            why = f"stopped by {signal.Signals(self.signal_received).name} before its start"
-        elif attached is not None and not attached.owned and not attached.running:
-            why = f"{BESIDE_SLOT} (pid {attached.pid}) ended at {attached.stop_t or 0:.1f} s, before {slot}'s start"
-        elif failed:
-            w = failed[0]
-            why = f"{w.slot} {w.ending()} at {w.stop_t or 0:.1f} s, before {slot}'s start"
-        elif self.session.capture_error is None and self.plan.duration_s:
-            why = f"--duration {self.plan.duration_s:g} ended before its start"
-        else:
-            why = "the capture stopped before its start"
-        if self.plan.stagger_s:
-            why += f" at {at:.1f} s (--stagger {self.plan.stagger_s:g})"
-        self.not_started[slot] = why
-        self.session.bus.publish(WorkloadState(slot, "not started", self.session.clock.now(), tail=why))
-        self._say(f"gpumon: workload {slot} not started ({one_line(request.spec)}): {why}")
-
-    def _wait_until(self, t: float, interrupt: Callable[[], bool]) -> bool:
-        """Wait until run time ``t``, printing events as they come; False if a signal or ``interrupt()`` came first."""
-        while self.signal_received is None and not interrupt():
-            remaining = t - self.session.clock.now()
-            if remaining <= 0:
-                return True
-            if self.wake.wait(remaining):
-                self.wake.clear()
-                self._print_events()
-        return False
+    def _wait_until(self, t: float) -> None:
+        """Wait until run time ``t`` or until something happened (a job ended, a notice, a signal), printing events."""
+        remaining = t - self.session.clock.now()
+        if remaining > 0 and self.signal_received is None and self.wake.wait(remaining):
+            self.wake.clear()
 
     def _failure_line(self) -> str:
         """One line saying which job failed and how (and what did not start), or "" when none did."""
@@ -291,18 +236,24 @@ class HeadlessRun:
             f"workload {w.slot} ({one_line(w.request.spec)}) {w.ending()} at {w.stop_t or 0:.1f} s"
             for w in self.session.launcher.failed()
         ]
+        failed = {w.slot for w in self.session.launcher.failed()}
+        parts += [f"workload {slot} could not start: {error}" for slot, error in sorted(self.sequence.failed_starts.items())
+                  if slot not in failed]
         if not parts:
             return ""
-        parts += [f"workload {slot} not started" for slot in sorted(self.not_started)]
+        parts += [f"workload {slot} not started" for slot in sorted(self.sequence.not_started)]
         return "gpumon: run failed: " + "; ".join(parts)
 
     def _print_status(self) -> None:
-        now = self.session.clock.now()
+        """One line per running job, and the interference line while two run (from the session's live figures)."""
+        live = self.session.live.now(self.session.clock.now())
+        now = live.t
         workloads = self.session.launcher.snapshot()
-        for slot, workload in workloads.items():
-            if not workload.running:
+        for slot in live.running:
+            workload = workloads.get(slot) if is_slot(slot) else None
+            if workload is None:
                 continue
-            figures = self.live.figures(slot, now)
+            figures = live.figures[slot]
             if not workload.owned and workload.probe is None:
                 other = next((short_name(w.request) for p, w in workloads.items() if p != slot), "")
                 render_blind = blind_json if self.as_json else blind_line
@@ -311,16 +262,16 @@ class HeadlessRun:
             state = "starting" if not figures.steps else "warm-up" if figures.warmup else "running"
             render = status_json if self.as_json else status_line
             self._emit(render(now, workload.request.spec, state, figures), self.out)
-        running = [p for p, w in workloads.items() if w.running]
-        if len(running) > 1:
-            self._print_interference(now, running, workloads)
+        if len(live.running) > 1:
+            self._print_interference(live, [s for s in live.running if s in workloads], workloads)
 
-    def _print_interference(self, now: float, slots: list[Slot], workloads: dict[Slot, Workload]) -> None:
+    def _print_interference(self, live: LiveNow, slots: list[Slot], workloads: dict[Slot, Workload]) -> None:
         """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far."""
         if self.exclusive:
-            shared = self.live.shared_rates(sorted(slots))
+            now = live.t
+            shared = {p: live.shared.get(p, math.nan) for p in sorted(slots)}
             result = interference(self.exclusive, shared)
-            figures = {p: self.live.figures(p, now) for p in slots}
+            figures = {p: live.figures[p] for p in slots if p in live.figures}
             causes = self.causes.causes(shared, figures, self.gpu_info)
             requests = {p: workloads[p].request for p in slots}
             words = cause_words({p: short_name(r) for p, r in requests.items()}, result.slowdown, causes)
@@ -335,11 +286,13 @@ class HeadlessRun:
                 item = self.events.get_nowait()
             except queue.Empty:
                 return
+            if isinstance(item, WorkloadState) and item.state == "failed":
+                continue  # it could not be started: the run sequence's LaunchFailed said so, with the reason
             if isinstance(item, WorkloadState) and item.state in ENDED_STATES:
                 self._say(f"gpumon: workload {item.slot} {self._ended_words(item)}")
                 workloads = self.session.launcher.snapshot()
                 if len(workloads) > 1:  # the overlap's final figures
-                    self._print_interference(item.t, list(workloads), workloads)
+                    self._print_interference(self.session.live.now(item.t), list(workloads), workloads)
                 if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
                     last = [line for line in item.tail.splitlines() if line.strip()][-3:]
                     for line in last:
@@ -371,7 +324,7 @@ class HeadlessRun:
             pass
 
     def _exit_code(self) -> int:
-        return exit_code(self.session, self.signal_received)
+        return exit_code(self.session, self.signal_received, bool(self.sequence.failed_starts))
 
 
 def run_headless(plan: RunPlan, as_json: bool, detached: bool = False) -> int:

@@ -17,6 +17,7 @@ from gpumon.core.capture.outcome import exit_code
 from gpumon.core.capture.probescan import ProbeScanner
 from gpumon.frontends.plan import RunPlan, beside_request, short_name
 from gpumon.core.interference.live_cause import load_baseline
+from gpumon.core.capture.sequence import Event, RunSequence, Started
 from gpumon.core.capture.session import Session
 from gpumon.core.records.slots import Slot
 from gpumon.core.store.trace import Run, baseline_rate, export, load_run
@@ -52,7 +53,11 @@ class Controller:
         self.export_root = export_root
         # the monitor shows every GPU of the box (overview lines); a headless run does not read them
         self.session = session or Session(dataclasses.replace(plan.session, gpu_overview=True))
-        self.model = LiveModel(jobs_user=current_user())
+        self.model = LiveModel(jobs_user=current_user(), live=self.session.live)
+        # what the plan starts, when, or why not (the app advances it on its main thread)
+        self.sequence = RunSequence(
+            self.session, plan.requests, stagger_s=plan.stagger_s, duration_s=plan.duration_s, beside=plan.beside
+        )
         self.session.bus.subscribe(self.model.handle)
         self.probes = ProbeScanner(self.session.clock)  # this user's probed processes gpumon did not start
         self.last_capture: Path | None = None
@@ -98,10 +103,10 @@ class Controller:
         self.model.set_spec(slot, request.spec)
         return self.session.launch(slot=slot, request=request)
 
-    def attach(self, pid: int | str | LaunchRequest) -> Workload:
+    def attach(self, pid: int) -> Workload:
         """Watch a running process of this user as job B (never signalled), capturing from before it is attached so
         that its probe's history is recorded too (blocking: the rendezvous connection)."""
-        request = pid if isinstance(pid, LaunchRequest) else beside_request(str(pid))
+        request = beside_request(str(pid))
         if self.running(BESIDE_SLOT) is not None:
             raise UsageError(f"slot {BESIDE_SLOT} is busy; {BESIDE_SLOT} (shift) stops it first")
         with self._lock:
@@ -165,6 +170,15 @@ class Controller:
             self.last_capture = self._final
         return self._final
 
+    def advance(self, stopping: str | None = None) -> list[Event]:
+        """Start what the plan has due now (call on the main thread), and name each job started in the model."""
+        events = self.sequence.advance(stopping)
+        for event in events:
+            if isinstance(event, Started):
+                self.model.set_spec(event.slot, event.workload.request.spec)
+        return events
+
     def exit_code(self) -> int:
-        """1 when a workload failed on its own or the capture failed, else 0 (as ``gpumon run --headless``)."""
-        return exit_code(self.session)
+        """1 when a workload failed on its own (or could not be started) or the capture failed, else 0 (as ``gpumon
+        run --headless``)."""
+        return exit_code(self.session, start_failed=bool(self.sequence.failed_starts))

@@ -16,7 +16,7 @@ from typing import Any
 from gpumon.core.jobs.beside import UNKNOWN_RATE
 from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import meaningful
-from gpumon.core.interference.live import LiveStats
+from gpumon.core.interference.live import RUNNING_STATES, LiveFigures, LiveStats
 from gpumon.core.interference.live_cause import Baseline, LiveCauses
 from gpumon.core.records.rates import Point, exclusive_rate, interference
 from gpumon.core.sources.pcie import link_capacity_bps
@@ -45,7 +45,6 @@ NOTICES = 20
 MIN_EXCLUSIVE_STEPS = 10
 MIN_EXCLUSIVE_S = 1.0
 DEFAULT_LINK_BPS = 15.75e9
-ACTIVE_STATES = ("starting", "running")
 OTHERS_STALE_S = 3.0  # a list of other GPU processes older than this is no longer shown (NVML went away)
 DEVICE_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "pcie_rx_bps", "pcie_tx_bps", "power_w", "temp_c")
 # What the overview reads of a GPU that is not the jobs' (no PCIe: it is read on the jobs' GPU only).
@@ -95,20 +94,28 @@ class _Slot:
 
     @property
     def active(self) -> bool:
-        return self.state is not None and self.state.state in ACTIVE_STATES
+        return self.state is not None and self.state.state in RUNNING_STATES
 
 
 class LiveModel:
     """Everything the monitor needs from the bus; ``wake`` is set on every item."""
 
     def __init__(
-        self, bin_s: float = BIN_S, history: int = HISTORY_BINS, log_lines: int = LOG_LINES, jobs_user: str | None = None
+        self,
+        bin_s: float = BIN_S,
+        history: int = HISTORY_BINS,
+        log_lines: int = LOG_LINES,
+        jobs_user: str | None = None,
+        live: LiveStats | None = None,
     ) -> None:
-        """``jobs_user``: whose our jobs are in the process table (None: not known, as in a replay)."""
+        """``jobs_user``: whose our jobs are in the process table (None: not known, as in a replay). ``live``: the live
+        computation of the bus this model is fed from (a session's, ``Session.live``); None: the model's feed has no
+        other (a replay, a followed run), so the model keeps that bus's one and feeds it itself."""
         self.jobs_user = jobs_user
         self.bin_s = bin_s
         self.history = history
-        self.stats = LiveStats()
+        self._feeds_live = live is None
+        self.live = live if live is not None else LiveStats()
         self.wake = threading.Event()
         self.nvml = SourceStatus("nvml", False, "unavailable: not started yet")
         self.gpu: dict[str, Any] | None = None
@@ -155,6 +162,8 @@ class LiveModel:
 
     def handle(self, item: object) -> None:
         """Bus subscriber: file the item, then wake the refresh thread."""
+        if self._feeds_live:
+            self.live.handle(item)
         self.causes.handle(item)
         if isinstance(item, StepEvent):
             self._on_step(item)
@@ -181,8 +190,6 @@ class LiveModel:
             self.others = item
         elif isinstance(item, GpuOverview):
             self._on_overview(item)
-        else:
-            self.stats.handle(item)
         self.wake.set()
 
     def _on_step(self, step: StepEvent) -> None:
@@ -194,13 +201,12 @@ class LiveModel:
         slot = self._slots.get(step.slot)
         if slot is None:
             return
-        self.stats.handle(step)
         slot.last_step = step
         slot.iter_rate.add(step.t, 1.0, step.iter_s)
         slot.sample_rate.add(step.t, step.samples, step.iter_s)
         if step.warmup or slot.exclusive_over:
             return
-        if any(s.active for name, s in self._slots.items() if name != step.slot):
+        if any(other != step.slot for other in self.live.running()):  # the other job runs: sharing, not alone
             slot.exclusive_over = slot.exclusive_first is not None
             return
         point = Point(step.t, step.step)
@@ -252,7 +258,6 @@ class LiveModel:
             return
         if state.state == "starting":
             spec = self._slots[state.slot].spec
-            self.stats.reset(state.slot)
             self._slots[state.slot] = self._new_slot()
             self._slots[state.slot].spec = spec
         slot = self._slots[state.slot]
@@ -265,16 +270,14 @@ class LiveModel:
     def view(self, now: float, width: int = HISTORY_BINS) -> View:
         """The snapshot one refresh draws; ``width`` bins of history per graph."""
         n = min(width, self.history)
+        live = self.live.now(now)
         with self._lock:
-            workloads = tuple(self._workload_view(name, slot, now, n) for name, slot in self._slots.items())
-        running = [w for w in workloads if w.active]
-        shared = {
-            slot: rate
-            for slot, rate in self.stats.shared_rates(w.slot for w in running).items()
-            if rate > 0
-        }
+            workloads = tuple(
+                self._workload_view(name, slot, now, n, live.figures.get(name)) for name, slot in self._slots.items()
+            )
+        shared = {slot: rate for slot, rate in live.shared.items() if slot in live.running and rate > 0}
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
-        result = interference(exclusive, shared) if len(running) > 1 else None
+        result = interference(exclusive, shared) if len(live.running) > 1 else None
         figures = {w.slot: w.figures for w in workloads if w.figures is not None}
         causes = self.causes.causes(shared, figures, self.gpu) if result is not None else {}
         gpus = self._gpus(now)
@@ -338,12 +341,12 @@ class LiveModel:
             return exclusive_rate((first.t, last.t), (first.n, last.n)), "exclusive phase"
         return NAN, ""
 
-    def _workload_view(self, name: str, slot: _Slot, now: float, n: int) -> WorkloadView:
+    def _workload_view(self, name: str, slot: _Slot, now: float, n: int, figures: LiveFigures | None) -> WorkloadView:
         state = slot.state
-        figures = self.stats.figures(name, now) if state is not None else None
+        figures = figures if state is not None else None
         label, healthy = _state_label(state, slot.last_step)
         exclusive, source = self._exclusive(name, slot)
-        end = state.t if state is not None and state.state not in ACTIVE_STATES else now
+        end = state.t if state is not None and state.state not in RUNNING_STATES else now
         iter_values = slot.iter_rate.values(now, n, 0.0 if slot.active else NAN)
         top = nice_ceiling(max(slot.iter_rate.peak, exclusive if exclusive > 0 else 0.0))
         return WorkloadView(

@@ -108,7 +108,7 @@ async def test_quitting_the_viewer_never_signals_the_runner(tmp_path, runner):
     source, feed = open_follow(run_dir)
     app = replay_app(AttachedScreen(source, feed))
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: source.status == "running" and feed.model.stats.figures("A", 5.0).steps, what="steps")
+        await wait_until(pilot, lambda: source.status == "running" and feed.model.live.figures("A", 5.0).steps, what="steps")
         await pilot.press("q")
     assert runner.poll() is None
 

@@ -22,6 +22,7 @@ from gpumon.core.records.clock import RunClock
 from gpumon.core.jobs.launcher import LaunchRequest, Launcher, Workload
 from gpumon.core.probing.listener import GATHER_S, Listener
 from gpumon.core.capture.metrics import MetricsServer
+from gpumon.core.interference.live import LiveStats
 from gpumon.core.records.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.jobs.mps import MpsControl
 from gpumon.core.records.share import ShareMode
@@ -57,6 +58,9 @@ class SessionConfig:
     # How often the listener reads the jobs' probes: a screen's step-to-screen latency (GATHER_S); a front end
     # that only records and prints a line a second reads less often, for less CPU (steps carry their own times).
     listen_s: float = GATHER_S
+    # Keep each job's rate over the overlap (the live slowdown's shared rate); a front end with nothing to compare
+    # it with (a headless run without --baseline) spares that work at every step.
+    live_overlap: bool = True
 
 
 def planned_slots(requests: list[LaunchRequest]) -> list[tuple[str, LaunchRequest]]:
@@ -82,13 +86,15 @@ class Session:
         gathered = self._write_capture_soon if config.listen_s >= FLUSH_INTERVAL_S else None
         self.listener = Listener(self.bus, self.clock, config.listen_s, gathered)
         self.launcher = Launcher(self.bus, self.clock, self.listener, config.warmup)
+        # the one live computation of this session's jobs: the TUI, the headless lines and Prometheus all read it
+        self.live = LiveStats(shared=config.live_overlap, bus=self.bus)
         self.host = HostSource()
         self.nvml = NvmlSource(config.gpu_index) if config.nvml else None
         self.nvml_status = SourceStatus("nvml", False, "unavailable: disabled (--no-nvml)")
         self.sampler: Sampler | None = None
         self.mps: MpsControl | None = None
         # bound here, on the caller's thread, so a taken port is one clear error before anything starts
-        self.metrics = MetricsServer(*config.metrics, self.bus, self.clock.now) if config.metrics else None
+        self.metrics = MetricsServer(*config.metrics, self.bus, self.clock.now, self.live) if config.metrics else None
         self.recorder: Recorder | None = None
         self._unsubscribe_recorder = None
         self.capture_error: CaptureError | None = None

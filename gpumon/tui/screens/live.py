@@ -112,7 +112,7 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
             self.attach(pid)
 
     @work(thread=True, group="attach", exit_on_error=False)
-    def attach(self, pid: "int | LaunchRequest") -> None:
+    def attach(self, pid: int) -> None:
         """Watch a running process as job B (a capture starts first, so its probe's history is recorded)."""
         workload = self.controller.attach(pid)
         how = "its probe's steps" if workload.probe is not None else "no probe: rate unknown"

@@ -125,7 +125,7 @@ def capture(root: Path, minutes: float, window_min: float, rate: float) -> None:
         for c in captures:
             c.proc.wait()
         elapsed_h = (time.monotonic() - began) / 3600
-    print(f"exit status: " + ", ".join(f"{c.name} {c.proc.returncode}" for c in captures), flush=True)
+    print("exit status: " + ", ".join(f"{c.name} {c.proc.returncode}" for c in captures), flush=True)
     if len(rss_windows) >= 2:
         base = rss_windows[0]
         growth = 100 * (max(rss_windows[1:]) - base) / base

@@ -130,7 +130,6 @@ class RayPool:
     on_gpu: bool
     ray: ModuleType = field(default_factory=require_ray)
     workers: list[Any] = field(default_factory=list)
-    _started_cluster: bool = False
 
     def start(self) -> int:
         """Connect (or start a local cluster using this machine's GPUs or cores); returns the worker count."""
@@ -148,7 +147,6 @@ class RayPool:
             ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise EnvironmentFailure(connect_error(self.address, exc, os.environ)) from None
-        self._started_cluster = not self.address
         resources = ray.cluster_resources()
         count = int(resources.get("GPU", 0) if self.on_gpu else resources.get("CPU", 0))
         if count < 1:

@@ -94,7 +94,7 @@ def test_a_run_written_by_the_recorder_is_followed_until_it_completes(tmp_path) 
     writer.publish(StepEvent("A", 4242, 21, 2.6, 0.1, 32.0))
     writer.publish(WorkloadState("A", "stopped", 2.7, pid=4242, exit_status=-15))
     recorder.close(2.7)
-    assert source.wait_ended(10)
+    wait_for(lambda: source.ended, timeout=10, what="the run to end")
     assert source.status == "complete"
     assert [s.step for s in seen.of(StepEvent)][-1] == 21
     assert seen.of(WorkloadState)[-1].state == "stopped"

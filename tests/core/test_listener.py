@@ -61,7 +61,7 @@ def test_steps_meta_and_output_become_events():
     assert first.copy_bytes == 1024 and first.copy_s == 0.001 and first.copy_bandwidth == 1024 / 0.001
     assert steps[1].samples != steps[1].samples and steps[1].copy_s != steps[1].copy_s
     assert [m.info for m in items if isinstance(m, WorkloadMeta)] == [{"model": "fcn"}]
-    assert [l.text for l in items if isinstance(l, LogLine)] == ["epoch 1", "loss 0.5", "partial"]
+    assert [line.text for line in items if isinstance(line, LogLine)] == ["epoch 1", "loss 0.5", "partial"]
     notices = [n.text for n in items if isinstance(n, Notice)]
     assert any("dropped 3 steps" in n for n in notices)
     assert any("v2" in n for n in notices)

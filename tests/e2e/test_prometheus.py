@@ -72,7 +72,7 @@ def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path)
         )
         base = f"http://{web}"
         # the counter's scrapes over the last minute, once they span SPAN_S of steady steps
-        series = f"gpumon_job_iterations_total{{slot=\"A\"}}[1m]"
+        series = "gpumon_job_iterations_total{slot=\"A\"}[1m]"
 
         def spanned() -> list | None:
             result = query(base, series)

@@ -37,7 +37,7 @@ async def test_b_is_not_started_once_a_has_failed_and_the_run_says_why(runs_dir)
         controller = app.controller
         await wait_until(pilot, lambda: "B" in controller.sequence.not_started, what="B to be given up")
         reason = controller.sequence.not_started["B"]
-        assert re.fullmatch(rf"A exited with status 3 at [\d.]+ s, before B's start at 3\d\.\d s \(--stagger 30\)", reason), reason
+        assert re.fullmatch(r"A exited with status 3 at [\d.]+ s, before B's start at 3\d\.\d s \(--stagger 30\)", reason), reason
         assert not controller.sequence.pending, "nothing is left to start: B can never be launched now"
         assert controller.session.launcher.get("B") is None, "B was never launched"
         assert any(m == f"B not started: {reason}" for m in _messages(app))

@@ -8,18 +8,20 @@ device panels; units are in the metric names and counters end in ``_total``. Det
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.interference.live import LiveStats
 from gpumon.core.records.model import DeviceSample, StepEvent
 from gpumon.core.records.rates import VERDICTS, interference
 from gpumon.errors import EnvironmentFailure
+
+if TYPE_CHECKING:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 MIB = 1024 * 1024
 DEVICE_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
@@ -41,12 +43,6 @@ DEVICE_GAUGES = (
     ("gpumon_gpu_tensor_active_ratio", "tensor_active_pct", 0.01, "fraction of cycles the tensor cores were busy (GPM)"),
 )
 
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 @dataclass
@@ -85,7 +81,7 @@ class RunMetrics:
         with self._lock:
             self.jobs[slot] = _Job(spec=spec)
 
-    def collect(self) -> Iterator[object]:
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         base = [self.labels.get(k, "") for k in DEVICE_LABELS]
@@ -99,7 +95,7 @@ class RunMetrics:
         live = self.live.now(self.clock())
         with self._lock:
             jobs = {slot: (job.spec, job.steps, job.copy_bytes) for slot, job in sorted(self.jobs.items())}
-        families = {
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             "steps": CounterMetricFamily("gpumon_job_iterations", "training steps the probe reported", labels=JOB_LABELS),
             "copy": CounterMetricFamily("gpumon_job_copy_bytes", "bytes the job copied host to device", labels=JOB_LABELS),
             "rate": GaugeMetricFamily("gpumon_job_iterations_per_second", "iterations per second over the last 2 s", labels=JOB_LABELS),
@@ -158,7 +154,8 @@ class MetricsServer:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        address, port = self._server.server_address[:2]
+        host = address.decode() if isinstance(address, bytes) else address
         return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ returns (``Started``, ``NotStarted``, ``LaunchFailed``, ``TimeUp``) and never de
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from gpumon.core.capture.session import Session
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
@@ -94,7 +95,7 @@ class RunSequence:
         self.failed_starts: dict[Slot, str] = {}  # jobs whose start or attach raised, and what it said
         self._waiting: list[_Waiting] = []
         self._history: SoloHistory | None = None
-        self._unsubscribe = None
+        self._unsubscribe: Callable[[], None] | None = None
 
     @property
     def pending(self) -> bool:

@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 
@@ -36,9 +36,6 @@ from gpumon.core.sources.nvml import NvmlSource
 from gpumon.core.store.runstore import default_runs_dir
 from gpumon.errors import EnvironmentFailure, GpumonError, UsageError
 
-# What happens to the workloads when the capture fails (disk full, directory removed...).
-CAPTURE_ERROR_POLICIES = ("stop", "continue")
-
 
 @dataclass(frozen=True)
 class SessionConfig:
@@ -63,7 +60,7 @@ class SessionConfig:
     live_overlap: bool = True
 
 
-def planned_slots(requests: list[LaunchRequest]) -> list[tuple[str, LaunchRequest]]:
+def planned_slots(requests: list[LaunchRequest]) -> list[tuple[Slot, LaunchRequest]]:
     """The slot of each planned job: an attached process (``--beside``) is B, the launched ones take A, then B."""
     free = [slot for slot in SLOTS if slot != BESIDE_SLOT or not any(r.beside for r in requests)]
     return sorted(((BESIDE_SLOT if r.beside else free.pop(0), r) for r in requests), key=lambda pair: pair[0])
@@ -96,7 +93,7 @@ class Session:
         # bound here, on the caller's thread, so a taken port is one clear error before anything starts
         self.metrics = MetricsServer(*config.metrics, self.bus, self.clock.now, self.live) if config.metrics else None
         self.recorder: Recorder | None = None
-        self._unsubscribe_recorder = None
+        self._unsubscribe_recorder: Callable[[], None] | None = None
         self.capture_error: CaptureError | None = None
         self.shutting_down = False
         self.workload_meta: dict[str, dict[str, Any]] = {}
@@ -160,14 +157,14 @@ class Session:
         """The MPS client environment for ``slot`` (gpumon's daemon starts with the first job)."""
         if not self.config.share.mps:
             return {}
-        if self.mps is None:
-            self._start_mps(None)
-        return self.mps.client_env(SLOTS.index(slot))
+        mps = self.mps if self.mps is not None else self._start_mps(None)
+        return mps.client_env(SLOTS.index(slot))
 
-    def _start_mps(self, home: Path | None) -> None:
+    def _start_mps(self, home: Path | None) -> MpsControl:
         mps = MpsControl(self.config.share)
         mps.start(home)
         self.mps = mps
+        return mps
 
     def set_exclusive_rates(self, rates: dict[str, float]) -> None:
         """Exclusive rates (from --baseline runs) for the live slowdown, STP and verdict metrics."""

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from gpumon.core.interference.attribution import Box, Side, link_capacity
-from gpumon.core.records.model import DeviceSample, HostSample
 from gpumon.core.store.trace import TABLES, Run, TraceError, csv_columns
 
 if TYPE_CHECKING:
@@ -219,24 +218,3 @@ def copy_bandwidth(side: Side) -> float:
     if side.copy_s > 0 and not math.isnan(side.copy_bytes):
         return side.copy_bytes / side.copy_s
     return NAN
-
-
-def live_side(
-    step_s: float,
-    copy_bytes_per_step: float,
-    copy_s_per_step: float,
-    cpu_pct: float,
-    device: DeviceSample | None,
-    host: HostSample | None,
-) -> Side:
-    """A job's shared side right now, from the live figures and the last device and host samples."""
-    return Side(
-        step_s=step_s,
-        copy_s=copy_s_per_step,
-        copy_bytes=copy_bytes_per_step,
-        cpu_pct=cpu_pct,
-        host_cpu_pct=host.cpu_pct if host is not None else NAN,
-        **{name: float(getattr(device, column, NAN)) if device is not None else NAN
-           for name, column in DEVICE_FIELDS.items()},
-    )
-

@@ -100,7 +100,6 @@ class MpsControl:
     pipe_dir: Path | None = None
     log_dir: Path | None = None
     _guardian: subprocess.Popen | None = None
-    _lifeline: Any = None
     _temp: list[Path] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -130,7 +129,7 @@ class MpsControl:
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
             start_new_session=True, text=True,
         )
-        self._guardian, self._lifeline = guardian, guardian.stdin
+        self._guardian = guardian
         answer = _read_line(guardian, READY_TIMEOUT_S)
         if answer != "ready":
             self.stop()
@@ -153,7 +152,8 @@ class MpsControl:
         if guardian is None:
             return
         try:
-            guardian.stdin.close()  # the lifeline: EOF tells the guardian to quit the daemon
+            if guardian.stdin is not None:  # started with a pipe: always
+                guardian.stdin.close()  # the lifeline: EOF tells the guardian to quit the daemon
         except OSError:
             pass
         try:
@@ -172,7 +172,10 @@ class MpsControl:
 def _read_line(proc: subprocess.Popen, timeout: float) -> str:
     """The first line ``proc`` prints, or '' if it prints none within ``timeout`` seconds."""
     result: list[str] = []
-    reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)
+    stdout = proc.stdout
+    if stdout is None:  # not started with a pipe: it cannot say anything
+        return ""
+    reader = threading.Thread(target=lambda: result.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(timeout)
     return result[0].strip() if result else ""

@@ -31,7 +31,7 @@ from gpumon.core.records.model import (
 )
 from gpumon.core.store.runner import INTERRUPTED, RUNNING
 from gpumon.core.sources.replay import others_by_tick, record, workload_events
-from gpumon.core.store.trace import TABLES, Run, TraceError, load_live, load_run
+from gpumon.core.store.trace import TABLES, TraceError, load_live, load_run
 
 POLL_S = 0.25
 RECORD_TABLES: tuple[tuple[str, type], ...] = (
@@ -154,9 +154,6 @@ class FollowSource:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(2.0)
-
-    def wait_ended(self, timeout: float | None = None) -> bool:
-        return self._ended.wait(timeout)
 
     def _run(self) -> None:
         while not self._stop.is_set() and not self.ended:

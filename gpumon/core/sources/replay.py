@@ -80,7 +80,7 @@ def others_by_tick(rows: Iterable[dict[str, str]], where: Path) -> list[GpuOther
     by_t: dict[float, list[OtherGpuProcess]] = {}
     for row in rows:
         try:
-            fields = {k: (v or None) if k in ("user", "command") else _value(k, v) for k, v in row.items()}
+            fields: dict[str, Any] = {k: (v or None) if k in ("user", "command") else _value(k, v) for k, v in row.items()}
             by_t.setdefault(fields["t"], []).append(OtherGpuProcess(**fields))
         except (TypeError, ValueError):
             raise TraceError(f"{where}: corrupt row {row}") from None
@@ -249,10 +249,3 @@ class ReplaySource:
             if wait > MIN_WAIT_S and self._stop.wait(wait):
                 return
             self.seek(self.now())
-
-
-def replay_all(run_path: str | os.PathLike[str] | Path, bus: Bus) -> ReplaySource:
-    """Publish a whole run at once (the end state of a recorded run)."""
-    source = ReplaySource(run_path, bus, AS_FAST_AS_POSSIBLE)
-    source.seek(source.end_t)
-    return source

@@ -58,7 +58,9 @@ OTHERS_TABLE = "gpu_others"
 # Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
 MAX_NOTICES = 100
 # Record type -> (table, its values in column order): one C call per row.
-ROWS = {cls: (table, attrgetter(*map(field_of, columns))) for cls, table, columns in TABLES}
+ROWS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
+    cls: (table, attrgetter(*map(field_of, columns))) for cls, table, columns in TABLES
+}
 OTHER_ROW = attrgetter(*OTHER_COLUMNS)
 
 
@@ -226,7 +228,7 @@ class Recorder:
         try:
             work()
         except OSError as exc:
-            self._fail(describe_write_error(exc, self.path) if exc.errno != errno.ENOBUFS else exc.strerror)
+            self._fail(describe_write_error(exc, self.path) if exc.errno != errno.ENOBUFS else exc.strerror or str(exc))
             return False
         except Exception as exc:  # a bug must not leave the capture "recording" forever
             log.exception("recorder failed")
@@ -244,8 +246,8 @@ class Recorder:
                 rows.setdefault(table[0], []).append(_cells(table[1](item)))
             else:
                 self._write(item)
-        for table, cells in rows.items():
-            self._writers[table].writerows(cells)
+        for name, cells in rows.items():
+            self._writers[name].writerows(cells)
 
     def _write(self, item: object) -> None:
         if isinstance(item, GpuOthers):

@@ -225,20 +225,17 @@ class HeadlessRun:
         return any(w.running for w in (owned or workloads))
 
     def _wait_until(self, t: float) -> None:
-        """Wait until run time ``t`` or until something happened (a job ended, a notice, a signal), printing events."""
+        """Wait until run time ``t`` or until something happened (a job ended, a notice, a signal)."""
         remaining = t - self.session.clock.now()
         if remaining > 0 and self.signal_received is None and self.wake.wait(remaining):
             self.wake.clear()
 
     def _failure_line(self) -> str:
         """One line saying which job failed and how (and what did not start), or "" when none did."""
-        parts = [
-            f"workload {w.slot} ({one_line(w.request.spec)}) {w.ending()} at {w.stop_t or 0:.1f} s"
-            for w in self.session.launcher.failed()
-        ]
-        failed = {w.slot for w in self.session.launcher.failed()}
+        failed = self.session.launcher.failed()
+        parts = [f"workload {w.slot} ({one_line(w.request.spec)}) {w.ending()} at {w.stop_t or 0:.1f} s" for w in failed]
         parts += [f"workload {slot} could not start: {error}" for slot, error in sorted(self.sequence.failed_starts.items())
-                  if slot not in failed]
+                  if slot not in {w.slot for w in failed}]  # an attach that raised: no workload records it
         if not parts:
             return ""
         parts += [f"workload {slot} not started" for slot in sorted(self.sequence.not_started)]

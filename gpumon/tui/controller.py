@@ -58,7 +58,7 @@ class Controller:
         self.sequence = RunSequence(
             self.session, plan.requests, stagger_s=plan.stagger_s, duration_s=plan.duration_s, beside=plan.beside
         )
-        self.session.bus.subscribe(self.model.handle)
+        self.session.bus.subscribe(self.model.handle, *LiveModel.TAKES)
         self.probes = ProbeScanner(self.session.clock)  # this user's probed processes gpumon did not start
         self.last_capture: Path | None = None
         self._lock = threading.Lock()

@@ -28,6 +28,7 @@ from gpumon.core.records.model import (
     HostSample,
     LogLine,
     Notice,
+    ProcessSample,
     RingBuffer,
     SourceStatus,
     StepEvent,
@@ -98,7 +99,14 @@ class _Slot:
 
 
 class LiveModel:
-    """Everything the monitor needs from the bus; ``wake`` is set on every item."""
+    """Everything the monitor needs from the bus; ``wake`` is set on every item it takes."""
+
+    # what ``handle`` takes (Bus.subscribe): not the LiveNow records a refresh's own view() publishes, which would
+    # wake the refresh thread again for nothing
+    TAKES = (
+        StepEvent, DeviceSample, HostSample, ProcessSample, LogLine, WorkloadState, WorkloadMeta, SourceStatus,
+        Notice, GpuOthers, GpuOverview,
+    )
 
     def __init__(
         self,

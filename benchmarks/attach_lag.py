@@ -44,7 +44,7 @@ def main() -> None:
     run_dir = Path(json.loads(started.stdout)["run"])
     lags: list[float] = []
     source = FollowSource(run_dir, Bus())
-    t0 = int(source.run.meta["t0_monotonic_ns"])
+    t0 = int(source.run.meta.t0_monotonic_ns)
     measuring = False
 
     def on_item(item: object) -> None:

@@ -398,7 +398,7 @@ def _signal_group(pgid: int, signum: int) -> None:
 
 def wall(run: Run, t: float) -> float:
     """Seconds since 1970 of run time ``t`` (run.json's started_at is run time 0)."""
-    started = datetime.fromisoformat(run.meta["started_at"].replace("Z", "+00:00"))
+    started = datetime.fromisoformat(run.meta.started_at.replace("Z", "+00:00"))
     return started.timestamp() + t
 
 
@@ -427,7 +427,7 @@ def dmon_mean(ctx: Context, run: Run, column: str, a: float, b: float) -> float:
 def pcie_checks(ctx: Context, run_dir: Path, method: str) -> list[Check]:
     """The PCIe RX of one h2d capture: the path taken, samples present, against the copied bytes and dmon."""
     run = load_run(run_dir)
-    gpu = run.meta.get("gpu") or {}
+    gpu = run.meta.gpu or {}
     taken = gpu.get("pcie_method")
     why = gpu.get("gpm_reason") or ""
     path = Check("PCIe path", f"{taken}" + (f" ({why})" if why and taken != "gpm" else ""), method, taken == method)
@@ -491,8 +491,8 @@ def row_per_process_sm(ctx: Context) -> tuple[list[Check], list[str]]:
     if window is None:
         raise RuntimeError(f"the two jobs never stepped together ({spans})")
     a, b = window
-    pids = {w["process"]: w.get("pid") for w in run.workloads}
-    specs = {w["process"]: w["spec"] for w in run.workloads}
+    pids = {w.slot: w.pid for w in run.workloads}
+    specs = {w.slot: w.spec for w in run.workloads}
     procs = run.processes()
     pmon = pmon_shares(ctx, run, a, b)
     checks = []

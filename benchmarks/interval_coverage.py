@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import random
 import sys
@@ -42,10 +41,12 @@ TRIES = 3
 def existing(out: Path) -> dict[str, Path]:
     """Captures already in ``out`` by label (complete ones only)."""
     found = {}
+    from gpumon.core.store.trace import load_run
+
     for meta_path in sorted(out.glob("*/run.json")):
-        meta = json.loads(meta_path.read_text())
-        if meta.get("status") == "complete":
-            found[str(meta.get("label"))] = meta_path.parent
+        run = load_run(meta_path.parent)
+        if run.meta.status == "complete":
+            found[run.label] = meta_path.parent
     return found
 
 
@@ -55,8 +56,9 @@ def steady_steps(run: Path) -> int:
 
     with open(run / "steps.csv", encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if r["warmup"] == "0"]
-    meta = json.loads((run / "run.json").read_text())
-    return min(sum(1 for r in rows if r["process"] == w["process"]) for w in meta["workloads"])
+    from gpumon.core.store.trace import load_run
+
+    return min(sum(1 for r in rows if r["process"] == w.slot) for w in load_run(run).workloads)
 
 
 def record(out: Path, repeats: int, duration: float) -> list[dict[str, Path]]:

@@ -19,7 +19,6 @@ Prints figures measured in this run; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import subprocess
@@ -126,7 +125,7 @@ def capture(root: Path, minutes: float, window_min: float, rate: float) -> None:
         for c in captures:
             c.proc.wait()
         elapsed_h = (time.monotonic() - began) / 3600
-    print(f"exit status: " + ", ".join(f"{c.name} {c.proc.returncode}" for c in captures), flush=True)
+    print("exit status: " + ", ".join(f"{c.name} {c.proc.returncode}" for c in captures), flush=True)
     if len(rss_windows) >= 2:
         base = rss_windows[0]
         growth = 100 * (max(rss_windows[1:]) - base) / base
@@ -151,6 +150,8 @@ def timed(cmd: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
 
 def readers(root: Path, repeats: int = 3) -> None:
     """Time ``runs``, ``export --csv`` and ``compare`` on the captures under ``root``, ``repeats`` times each."""
+    from gpumon.core.store.trace import load_run
+
     gpumon = [sys.executable, "-m", "gpumon"]
     runs = {name: next((p for p in (root / name).iterdir() if (p / "run.json").is_file()), None) for name in CAPTURES}
     missing = [name for name, run in runs.items() if run is None]
@@ -158,10 +159,10 @@ def readers(root: Path, repeats: int = 3) -> None:
         print(f"no capture for {', '.join(missing)} under {root}", flush=True)
         return
     for name, run in runs.items():
-        meta = json.loads((run / "run.json").read_text())
+        meta = load_run(run).meta
         with open(run / "steps.csv", "rb") as f:
             rows = sum(1 for _ in f) - 1
-        print(f"{name}: {rows:,} step rows, status {meta.get('status')}, duration {meta.get('duration_s')} s", flush=True)
+        print(f"{name}: {rows:,} step rows, status {meta.status}, duration {meta.duration_s} s", flush=True)
     shared = runs["shared-AB"]
 
     def no_cache() -> None:  # what a first reader finds: steps.csv only

@@ -220,7 +220,7 @@ def steps_per_s(runs: str, window: tuple[float, float]) -> float:
     if not dirs or math.isnan(window[0]):
         return math.nan
     run = load_run(dirs[-1].parent)
-    start, end = ((w * 1e9 - run.meta["t0_monotonic_ns"]) / 1e9 for w in window)
+    start, end = ((w * 1e9 - run.meta.t0_monotonic_ns) / 1e9 for w in window)
     return sum(start <= float(t) < end for t in run.columns("steps")["t"]) / (end - start)
 
 

@@ -153,7 +153,7 @@ class Fitter:
         self.pairs = pairs
         self.base = base  # per dataset: the constants a mode's fit starts from (MPS: the GPU's time-slicing fit)
 
-    @lru_cache(maxsize=None)
+    @lru_cache(maxsize=None)  # noqa: B019 - one Fits per benchmark run: the cache is the point, and dies with it
     def fit(self, train: frozenset[int], mode: str, dataset: str) -> Constants:
         """The constants that predict the pairs ``train`` (indices into ``pairs``) best."""
         chosen = [self.pairs[i] for i in sorted(train)]

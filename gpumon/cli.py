@@ -14,7 +14,7 @@ from gpumon.commands.base import EPILOG, Command
 from gpumon.commands.sessionargs import MONITOR, OPTIONS, add_session_options, given
 from gpumon.console import stopsignals
 from gpumon.core.jobs import lifeline
-from gpumon.errors import UsageError
+from gpumon.errors import GpumonError, UsageError
 
 # In the order ``gpumon --help`` lists them.
 COMMANDS = ("run", "attach", "stop", "runs", "export", "compare", "predict", "calibrate", "doctor", "experiment", "wrap")
@@ -102,9 +102,9 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
             raise UsageError(f"{' '.join(misplaced)} before the command {args.command} would be the monitor's option: "
                              f"give it after the command (gpumon {args.command} {misplaced[0]} …)")
         status = int(handler(args) or 0)
-    except UsageError as exc:
+    except GpumonError as exc:  # bad input (2) or a failure of the machine (1): one line, no traceback
         print(f"gpumon: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_status
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -126,7 +126,7 @@ def hold_run(run_dir: Path) -> "tuple[subprocess.Popen, RunnerInfo]":
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     import json
 
-    info = RunnerInfo.from_meta(json.loads((run_dir / "run.json").read_text()))
+    info = RunnerInfo.from_json(json.loads((run_dir / "run.json").read_text()).get("runner"))
     assert info is not None and info.pid == proc.pid
     return proc, info
 

@@ -25,11 +25,13 @@ from gpumon.core.records.model import (
     LogLine,
     OtherGpuProcess,
     ProcessSample,
+    SourceStatus,
     StepEvent,
     WorkloadMeta,
     WorkloadState,
 )
 from gpumon.core.store.recorder import Recorder, initial_meta, write_json_atomic
+from gpumon.core.store.runmeta import WorkloadRecord
 
 Value = float | Callable[[float], float]
 DeviceRow = Callable[[float, int], dict[str, float]]
@@ -155,9 +157,9 @@ def write_run(
         stagger_s=stagger_s if stagger_s is not None else max(j.start for j in jobs) - min(j.start for j in jobs),
         host={"hostname": hostname, "cpus": 2, "mem_total_mib": 24000},
         gpu=gpu,
-        nvml={"available": gpu is not None, "reason": "" if gpu else "unavailable: libnvidia-ml.so.1 not found"},
+        nvml=SourceStatus("nvml", gpu is not None, "" if gpu else "unavailable: libnvidia-ml.so.1 not found"),
         versions={"python": "3.11.7", "gpumon": "0.1.0", "torch": None, "driver": (gpu or {}).get("driver")},
-        workloads=[{"process": j.slot, "spec": j.spec, "kind": "builtin", "argv": []} for j in jobs],
+        workloads=[WorkloadRecord(j.slot, spec=j.spec, kind="builtin", argv=[]) for j in jobs],
     )
     events = [e for job in jobs for e in _job_events(job, pids[job.slot])]
     for t in (float(x) for x in np.arange(0.0, end + interval_s / 2, interval_s)):
@@ -178,7 +180,7 @@ def write_run(
         recorder.handle(item)
     recorder.close(end)
     if status != "complete":
-        write_json_atomic(root / "run.json", {**recorder.meta, "status": status, "duration_s": None})
+        write_json_atomic(root / "run.json", {**recorder.meta.to_json(), "status": status, "duration_s": None})
     return root
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from gpumon.analysis import distributions as dist
 from gpumon.analysis import rates, slowdown, spread, stats_helper, unprobed
 from gpumon.analysis.rates import Curve, Segment, Window
+from gpumon.core.records.slots import SLOTS
 from gpumon.analysis.slowdown import Estimate, RateSample
 from gpumon.analysis.why import attribute_jobs, nvml_warning
 from gpumon.core.interference.attribution import Attribution
@@ -25,6 +26,7 @@ from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse
 from gpumon.core.interference.evidence import device_of, mixed_devices
 from gpumon.core.store.others import Disturbance, disturbances
 from gpumon.core.records.rates import verdict
+from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.trace import Run, load_run
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import parse_workload_spec
@@ -32,7 +34,6 @@ from gpumon.workloads.spec import parse_workload_spec
 if TYPE_CHECKING:
     import pandas as pd
 
-SLOTS = ("A", "B")
 MIN_OVERLAP_S = 5.0
 MIN_STEPS = 20
 NUMERIC_STEP_COLUMNS = ("pid", "step", "t", "iter_s", "samples", "warmup", "copy_bytes", "copy_s")
@@ -154,11 +155,11 @@ class _RunData:
         self._job: dict[str, pd.DataFrame] = {}
         self._post_warmup: dict[str, pd.DataFrame] = {}
 
-    def workloads(self) -> dict[str, dict[str, Any]]:
-        """Workloads by slot: from run.json, else the processes seen in steps.csv."""
-        found = {str(w.get("process")): w for w in self.run.workloads if isinstance(w, dict) and w.get("process")}
+    def workloads(self) -> dict[str, WorkloadRecord]:
+        """Workloads by slot: from run.json, else the slots seen in steps.csv."""
+        found = {w.slot: w for w in self.run.workloads}
         for slot in self.run.jobs():
-            found.setdefault(str(slot), {"process": str(slot), "spec": "?"})
+            found.setdefault(str(slot), WorkloadRecord(str(slot), spec="?"))
         return dict(sorted(found.items()))
 
     def job(self, slot: str) -> "pd.DataFrame":
@@ -181,13 +182,13 @@ class _RunData:
 
     def span(self, slot: str) -> tuple[float, float]:
         """When the slot's process ran: run.json start_t/stop_t, else its first step start and last step end."""
-        meta = self.workloads().get(slot, {})
+        entry = self.workloads().get(slot)
         rows = self.job(slot)
         first = float((rows["t"] - rows["iter_s"].fillna(0)).min()) if len(rows) else math.inf
         last = float(rows["t"].max()) if len(rows) else -math.inf
-        start = meta.get("start_t")
-        stop = meta.get("stop_t")
-        return (float(start) if start is not None else first, float(stop) if stop is not None else last)
+        start = entry.start_t if entry is not None else None
+        stop = entry.stop_t if entry is not None else None
+        return (start if start is not None else first, stop if stop is not None else last)
 
 
 def _numeric(frame: "pd.DataFrame", path: Path, columns: Sequence[str]) -> "pd.DataFrame":
@@ -220,13 +221,13 @@ def _shared_slots(shared: Sequence[_RunData]) -> tuple[dict[str, str], list[dict
     first = shared[0].workloads()
     if len(first) != 2:
         raise UsageError(f"{shared[0].run.path}: not a shared run ({len(first)} workload(s), need 2)")
-    specs = {slot: str(w.get("spec", "?")) for slot, w in zip(SLOTS, first.values())}
+    specs = {slot: w.spec_or_unknown for slot, w in zip(SLOTS, first.values())}
     mappings = []
     for data in shared:
         own = data.workloads()
         if len(own) != 2:
             raise UsageError(f"{data.run.path}: not a shared run ({len(own)} workload(s), need 2)")
-        own_specs = {slot: str(w.get("spec", "?")) for slot, w in own.items()}
+        own_specs = {slot: w.spec_or_unknown for slot, w in own.items()}
         order = list(own_specs)
         straight = [spec_key(own_specs[order[i]]) == spec_key(specs[SLOTS[i]]) for i in range(2)]
         crossed = [spec_key(own_specs[order[1 - i]]) == spec_key(specs[SLOTS[i]]) for i in range(2)]
@@ -430,7 +431,7 @@ def _baseline_of(
     for data in exclusive:
         own_slot, meta = next(iter(data.workloads().items()))
         target = assign.get(str(data.run.path))
-        if target == slot or (target is None and spec_key(str(meta.get("spec", "?"))) == spec_key(specs[slot])):
+        if target == slot or (target is None and spec_key(meta.spec_or_unknown) == spec_key(specs[slot])):
             c = data.curve(own_slot)
             found.append((c, c.span()))
     if exclusive:
@@ -511,7 +512,7 @@ def _lost_staggers(shared: Sequence[_RunData], mappings: Sequence[dict[str, str]
     """Why a staggered run has no exclusive phase: the second job started before the first was past its warm-up."""
     lost = []
     for data, mapping in zip(shared, mappings):
-        stagger = data.run.meta.get("stagger_s")
+        stagger = data.run.meta.stagger_s
         if not isinstance(stagger, (int, float)) or stagger <= 0:
             continue
         first, second = sorted(SLOTS, key=lambda s: data.span(mapping[s])[0])
@@ -576,7 +577,7 @@ def _exclusive_baselines(
         if len(own) != 1:
             raise UsageError(f"{data.run.path}: not an exclusive run ({len(own)} workloads, need 1)")
         own_slot, meta = next(iter(own.items()))
-        own_spec = str(meta.get("spec", "?"))
+        own_spec = meta.spec_or_unknown
         path = str(data.run.path)
         if path in assign:
             target = assign[path]
@@ -650,11 +651,11 @@ def _pooled(data: dict[str, _RunData], segments: Sequence[Segment], metric: str)
 
 def _device_of(data: _RunData) -> str:
     meta = data.run.meta
-    gpu = meta.get("gpu") or {}
-    name = gpu.get("name") if isinstance(gpu, dict) else None
-    uuid = gpu.get("uuid") if isinstance(gpu, dict) else None
-    host = (meta.get("host") or {}).get("hostname") if isinstance(meta.get("host"), dict) else None
-    parts = [str(meta.get("device", "?"))]
+    gpu = meta.gpu or {}
+    name = gpu.get("name")
+    uuid = gpu.get("uuid")
+    host = (meta.host or {}).get("hostname")
+    parts = [meta.device if meta.device is not None else "?"]
     if name:
         parts.append(f"{name} {uuid or ''}".strip())
     if host:
@@ -684,19 +685,19 @@ def _warnings(
         if not math.isnan(result.slowdown.value) and not result.slowdown.has_interval:
             out.append(f"{result.slot}: too few steps for a confidence interval of its slowdown")
     for data in [*exclusive, *shared]:
-        status = data.run.meta.get("status")
+        status = data.run.meta.status
         if status == "truncated":
-            error = data.run.meta.get("capture_error")
-            reason = error.get("reason") if isinstance(error, dict) else "no reason recorded"
+            error = data.run.meta.capture_error
+            reason = error.reason if error is not None and error.reason is not None else "no reason recorded"
             out.append(f"{data.name}: run is truncated ({reason}): its capture ended before its jobs")
         elif status not in (None, "complete", "failed"):  # failed: the job's own line below says how
             out.append(f"{data.name}: run is {status!r}, not complete (it may have crashed)")
         for slot, meta in data.workloads().items():
-            code = meta.get("exit_status")
-            if code not in (None, 0) and meta.get("state") != "stopped":
-                tail = str(meta.get("tail") or "").strip().splitlines()
+            code = meta.exit_status
+            if code not in (None, 0) and meta.state != "stopped":
+                tail = (meta.tail or "").strip().splitlines()
                 why = f": {tail[-1]}" if tail else ""
-                out.append(f"{data.name}: workload {slot} ({meta.get('spec', '?')}) exited early with status {code}{why}")
+                out.append(f"{data.name}: workload {slot} ({meta.spec_or_unknown}) exited early with status {code}{why}")
     devices: dict[str, list[str]] = {}
     for data in [*exclusive, *shared]:
         devices.setdefault(_device_of(data), []).append(data.name)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gpumon.analysis.compare import SLOTS, spec_key
+from gpumon.analysis.compare import spec_key
 from gpumon.analysis.predict_model import (
     CPU,
     DEFAULT,
@@ -29,6 +29,7 @@ from gpumon.analysis.predict_model import (
     predict_pair,
     reason,
 )
+from gpumon.core.records.slots import SLOTS
 from gpumon.analysis.slowdown import Estimate
 from gpumon.core.interference import evidence
 from gpumon.core.interference.evidence import Window, mixed_devices, run_side
@@ -101,10 +102,9 @@ Member = tuple[Run, str, str, dict[str, tuple[list[float], list[float]]]]  # a s
 def _copies_recorded(run: Run, slot: str) -> bool:
     """Whether the job's copy time is known: a step of it timed a copy, or its meta declares its copies (a
     built-in job's ``copy_bytes_per_step``, 0 for one that copies nothing); else copies it made went unseen."""
-    for w in run.workloads:
-        if isinstance(w, dict) and w.get("process") == slot and isinstance(w.get("meta"), dict) \
-                and "copy_bytes_per_step" in w["meta"]:
-            return True
+    job = run.meta.workload(slot)
+    if job is not None and isinstance(job.meta, dict) and "copy_bytes_per_step" in job.meta:
+        return True
     try:
         codes, names, (copy_s,) = run.step_columns(("copy_s",), whole=False)
     except TraceError:
@@ -144,10 +144,10 @@ def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) ->
     groups: dict[str, list[Member]] = {}
     for run in exclusive:
         ends = exclusive_ends(run, whole=False)  # each job's first and last post-warm-up step, read once
-        named = [w for w in run.workloads if isinstance(w, dict) and w.get("process")]
+        named = [w for w in run.workloads if w.slot]
         if run.mode == "shared" or len(ends) > 1 or len(named) > 1:
             raise UsageError(f"{run.path}: not an exclusive run (two workloads shared the device); predict reads solo runs")
-        slot = str(named[0]["process"]) if named else next(iter(ends), "")
+        slot = named[0].slot if named else next(iter(ends), "")
         spec = run.specs.get(slot, "?")
         key = (assign or {}).get(str(run.path)) or spec_key(spec)
         groups.setdefault(key, []).append((run, slot, spec, ends))
@@ -286,7 +286,7 @@ def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]
         unseen = ", ".join(j.slot for j in jobs if math.isnan(j.solo.cpu_share))
         notes = [*notes, f"no CPU samples for {unseen} (processes.csv has none in its window): its share of its "
                  "cores is unknown, so the interval spans a job idle on them (0) to one that fills them (1)"]
-        points = [predict_pair(*(_cpu_share(j, x) for j in jobs), mode, c) for x in (0.5, 0.0, 1.0)]
+        points = [predict_pair(_cpu_share(jobs[0], x), _cpu_share(jobs[1], x), mode, c) for x in (0.5, 0.0, 1.0)]
         a, b = (_cpu_share(j, 0.5) for j in jobs)  # the reason in words is the estimate's
     widen, more = lacking(jobs, mode, model.calibrated, c)
     r, pair = intervals(points, mode, [j.spread for j in jobs], widen)

@@ -73,9 +73,9 @@ class Curve:
         return Window(self.first_t, self.last_t)
 
 
-def job_steps(run: "Run", process: str) -> "pd.DataFrame":
+def job_steps(run: "Run", slot: str) -> "pd.DataFrame":
     """One job's rows with a valid time and step number, sorted by time (from the run's split by job)."""
-    return timed(run.job_steps(process))
+    return timed(run.job_steps(slot))
 
 
 def timed(rows: "pd.DataFrame") -> "pd.DataFrame":
@@ -99,9 +99,9 @@ def where(rows: "pd.DataFrame", keep: "pd.Series") -> "pd.DataFrame":
     return rows[keep]
 
 
-def post_warmup(run: "Run", process: str) -> "pd.DataFrame":
+def post_warmup(run: "Run", slot: str) -> "pd.DataFrame":
     """One job's steps without its warm-up steps."""
-    return without_warmup(job_steps(run, process))
+    return without_warmup(job_steps(run, slot))
 
 
 def inside(rows: "pd.DataFrame", window: Window) -> "pd.DataFrame":
@@ -110,9 +110,9 @@ def inside(rows: "pd.DataFrame", window: Window) -> "pd.DataFrame":
     return rows.iloc[int(t.searchsorted(window.start, side="left")):int(t.searchsorted(window.end, side="right"))]
 
 
-def curve(run: "Run", process: str) -> Curve | None:
+def curve(run: "Run", slot: str) -> Curve | None:
     """The post-warm-up cumulative-steps curve of one job (None with fewer than two steps)."""
-    return curve_of(post_warmup(run, process))
+    return curve_of(post_warmup(run, slot))
 
 
 def curve_of(rows: "pd.DataFrame") -> Curve | None:

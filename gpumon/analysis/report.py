@@ -16,7 +16,7 @@ from gpumon.analysis.text import (
     verdict_text, why_evidence, why_rows,
 )
 from gpumon.core.store.trace import Run
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 from gpumon.extras import ANALYSIS, install_hint, installed
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def write_report(comparison: "Comparison", runs: Sequence[Run], out_dir: Path) -
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create report directory {out_dir}: {exc.strerror}") from None
+        raise EnvironmentFailure(f"cannot create report directory {out_dir}: {exc.strerror}") from None
     frames = tables(comparison, runs)
     written = []
     for name, frame in frames.items():

@@ -17,8 +17,8 @@ from gpumon.core.store.trace import Run
 def blind_slot(run: Run) -> str | None:
     """The slot of a job that was attached without a probe (its steps unseen), else None."""
     for entry in run.workloads:
-        if isinstance(entry, dict) and entry.get("attached") and entry.get("probe") is False:
-            return str(entry.get("process"))
+        if entry.attached and entry.probe is False:
+            return entry.slot
     return None
 
 

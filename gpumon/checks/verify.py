@@ -14,7 +14,7 @@ import math
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -22,6 +22,7 @@ from gpumon.console.color import use_color
 from gpumon.core.records.model import StepEvent, WorkloadState
 from gpumon.core.capture.session import Session, SessionConfig
 from gpumon.core.sources.nvml import pid_namespace_hint
+from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.trace import Run, exclusive_ends, load_run
 from gpumon.core.records.units import bytes_per_s
 from gpumon.checks.doctor import FAIL, OK, WARN, Check, check_nvml, check_torch, render_text
@@ -76,19 +77,19 @@ class LiveEvidence:
 # -- evidence ---------------------------------------------------------------
 
 
-def busy_span(run: Run, process: str = "A") -> tuple[float, float]:
+def busy_span(run: Run, slot: str = "A") -> tuple[float, float]:
     """Run times of a job's first and last post-warm-up steps (NaN, NaN with fewer than two)."""
-    ends = exclusive_ends(run).get(process)
+    ends = exclusive_ends(run).get(slot)
     return (ends[0][0], ends[0][-1]) if ends is not None and len(ends[0]) > 1 else (math.nan, math.nan)
 
 
-def evidence_from_run(run: Run, process: str = "A") -> RunEvidence:
+def evidence_from_run(run: Run, slot: str = "A") -> RunEvidence:
     """Reduce a capture of one `h2d` job to the numbers the checks need."""
-    entry = next((w for w in run.workloads if w.get("process") == process), {})
+    entry = run.meta.workload(slot) or WorkloadRecord(slot)
     steps = run.steps()
     device = run.device()
     procs = run.processes()
-    job = steps[steps["process"] == process]
+    job = steps[steps["process"] == slot]
     post = job[job["warmup"].astype(int) == 0]
     nan = math.nan
     a, b = (post["t"].min(), post["t"].max()) if len(post) > 1 else (nan, nan)
@@ -102,11 +103,11 @@ def evidence_from_run(run: Run, process: str = "A") -> RunEvidence:
         probe = nan
     rx = busy["pcie_rx_bps"]
     idle = device[device["t"] < job["t"].min()] if len(job) else device
-    mem = procs.loc[procs["process"] == process, "gpu_mem_mib"]
+    mem = procs.loc[procs["process"] == slot, "gpu_mem_mib"]
     return RunEvidence(
-        device=str((entry.get("meta") or {}).get("device") or run.meta.get("device") or "?"),
-        job_pid=entry.get("pid"),
-        exit_status=entry.get("exit_status"),
+        device=str((entry.meta or {}).get("device") or run.meta.device or "?"),
+        job_pid=entry.pid,
+        exit_status=entry.exit_status,
         busy_s=float(busy_s),
         probe_rx_bps=float(probe),
         nvml_rx_bps=float(rx.mean()) if rx.notna().any() else nan,
@@ -114,7 +115,7 @@ def evidence_from_run(run: Run, process: str = "A") -> RunEvidence:
         idle_util=float(idle["gpu_util"].median()) if idle["gpu_util"].notna().any() else nan,
         busy_util=float(busy["gpu_util"].median()) if busy["gpu_util"].notna().any() else nan,
         job_gpu_mem_mib=float(mem.max()) if mem.notna().any() else nan,
-        tail=str(entry.get("tail") or ""),
+        tail=entry.tail or "",
     )
 
 
@@ -288,7 +289,7 @@ def capture(device: str, gpu: int | None, runs_dir: Path, busy_s: float = BUSY_S
         other = nvml.all_gpu_pids() if nvml is not None else set()
         request = builtin_request(JOB, device)
         session.start_capture("verify", [request])
-        session.launch(request, "A")
+        session.launch(slot="A", request=request)
         if progress.half.wait(START_TIMEOUT_S) and nvml is not None:
             seen = nvml.all_gpu_pids()
         progress.done.wait(busy_s * 4)

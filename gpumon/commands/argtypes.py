@@ -1,4 +1,6 @@
-"""argparse ``type=`` converters shared by every subcommand (bad values become argparse errors)."""
+"""The commands' argument types: argparse ``type=`` converters shared by every subcommand (bad values become
+argparse errors), and the options whose bad values are gpumon's one-line ``UsageError`` (exit 2): ``--gpu``,
+``--share``, ``--metrics``, the A=/B= run arguments."""
 
 from __future__ import annotations
 
@@ -6,6 +8,14 @@ import argparse
 import math
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpumon.errors import UsageError
+
+if TYPE_CHECKING:
+    from gpumon.core.records.share import ShareMode
+
+DEFAULT_METRICS_HOST = "127.0.0.1"
 
 
 def whole_number(text: str) -> int:
@@ -75,3 +85,38 @@ def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], lis
         if twice is not None:
             raise UsageError(f"run {twice.name} is given twice: a run counts once (repeats are runs of their own)")
     return exclusive_paths, shared_paths, assign
+
+
+def gpu(text: str) -> int | str:
+    """``--gpu``: an NVML index (``0``) or a UUID (``GPU-…``, ``MIG-…``); anything else is a UsageError."""
+    from gpumon.core.jobs.devices import UUID_PREFIXES
+
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    if text.startswith(UUID_PREFIXES):
+        return text
+    raise UsageError(f"--gpu {text!r}: expected a GPU index (0, 1, ...) or a UUID (GPU-..., as nvidia-smi -L lists)")
+
+
+def share(text: str) -> ShareMode:
+    """``--share``: a share mode (``gpumon.core.records.share``, which experiment specs share), else a UsageError."""
+    from gpumon.core.records.share import SHARE_SYNTAX, parse_share
+
+    try:
+        return parse_share(text)
+    except ValueError as exc:
+        if str(exc):
+            raise UsageError(f"bad --share {text!r}: {exc}") from None
+        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})") from None
+
+
+def metrics_address(text: str) -> tuple[str, int]:
+    """``--metrics [HOST:]PORT`` (``[::1]:9400`` for IPv6) as (host, port); host defaults to 127.0.0.1."""
+    host, sep, port_text = text.strip().rpartition(":")
+    host = host.strip("[]") if sep else DEFAULT_METRICS_HOST
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise UsageError(f"bad --metrics {text!r} (expected [HOST:]PORT, e.g. 9400 or 0.0.0.0:9400)")
+    if not host:
+        raise UsageError(f"bad --metrics {text!r}: empty host")
+    return host, int(port_text)

@@ -158,7 +158,7 @@ def resume_python(out: Path, explicit: bool) -> None:
 
 
 def dry_run(cells: list[Cell], out: Path) -> int:
-    from gpumon.experiments.runner import cell_args
+    from gpumon.experiments.cellrun import cell_args
 
     print(f"{len(cells)} cells into {out}:")
     for cell in cells:
@@ -176,7 +176,7 @@ def execute(
     from gpumon.experiments.pyspy import check_pyspy
     from gpumon.experiments.report import counts, write_results
     from gpumon.experiments.results import Context
-    from gpumon.experiments.runner import Runner
+    from gpumon.experiments.cellrun import CellScheduler
 
     from gpumon.core.jobs.interpreter import choose
 
@@ -199,13 +199,13 @@ def execute(
         print(f"gpumon: Ray workers: {describe(pool)}", file=sys.stderr)
     ctx = Context(spec, settings, preset, device, cells, manifest, predict=args.predict)
     try:
-        runner = Runner(manifest, cuda_status, pyspy, args.retry_failed, pool=pool)
-        signum = runner.run([c for c in cells if c.mode == "exclusive"]) if args.predict else None
+        scheduler = CellScheduler(manifest, cuda_status, pyspy, args.retry_failed, pool=pool)
+        signum = scheduler.run([c for c in cells if c.mode == "exclusive"]) if args.predict else None
         if args.predict and signum is None:
             from gpumon.experiments.predicted import write_predicted
 
             print(f"gpumon: predicted from the exclusive cells: {write_predicted(ctx)}", file=sys.stderr)
-        signum = signum if signum is not None else runner.run(cells)
+        signum = signum if signum is not None else scheduler.run(cells)
     finally:
         if pool is not None:
             pool.stop()

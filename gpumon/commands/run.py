@@ -7,12 +7,13 @@ import dataclasses
 import sys
 from typing import TYPE_CHECKING
 
+from gpumon.commands import argtypes
 from gpumon.commands.argtypes import finite_number
 from gpumon.commands.base import EPILOG, RUN_HELP
 from gpumon.commands.sessionargs import add_session_options, session_config
 from gpumon.console.terminal import output_not_terminal
 from gpumon.errors import UsageError
-from gpumon.frontends.detach import RUNNER_FLAG
+from gpumon.frontends.detach import DETACHED_CHILD_FLAG
 
 if TYPE_CHECKING:
     from gpumon.frontends.plan import RunPlan
@@ -87,28 +88,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         "drop, a closed laptop). Prints the run directory and returns once the capture has started; watch it with "
         "'gpumon attach', stop it with 'gpumon stop'. The jobs still die with their runner (even kill -9)",
     )
-    p.add_argument(RUNNER_FLAG, action="store_true", help=argparse.SUPPRESS)  # the detached runner itself
+    p.add_argument(DETACHED_CHILD_FLAG, action="store_true", help=argparse.SUPPRESS)  # the detached runner itself
     p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects; with --detach: "
                    "one object with the run directory and the runner's PID")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpumon.core.capture.metrics import parse_address
     from gpumon.core.jobs.beside import DEFAULT_LEAD_S
     from gpumon.frontends.plan import make_plan
 
     if args.json and not (args.headless or args.detach):
         raise UsageError("--json goes with --headless or --detach")
-    if args.runner and not args.detach:
-        raise UsageError("--runner is gpumon's own (the process --detach starts)")
+    if args.detached_child and not args.detach:
+        raise UsageError("--detached-child is gpumon's own (the process --detach starts)")
     stagger = args.stagger if args.stagger is not None else DEFAULT_LEAD_S if args.beside is not None else 0.0
     config = session_config(
         args,
-        metrics=parse_address(args.metrics) if args.metrics is not None else None,
+        metrics=argtypes.metrics_address(args.metrics) if args.metrics is not None else None,
         stagger_s=stagger,
         on_capture_error=args.on_capture_error,
-        detached=args.runner,
+        detached=args.detached_child,
     )
     plan = make_plan(
         args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=stagger,
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.detach:
         if not plan.jobs:
             raise UsageError("--detach needs at least one workload (e.g. gpumon run fcn --detach)")
-        if args.runner:
+        if args.detached_child:
             from gpumon.frontends.headless import run_headless
 
             return run_headless(plan, args.json, detached=True)

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpumon.commands import argtypes
 from gpumon.commands.argtypes import count, whole_number
 
 if TYPE_CHECKING:
@@ -59,16 +60,15 @@ def session_config(args: argparse.Namespace, prefix: str = "", **more: Any) -> "
     """The SessionConfig of the options (GPU index checked against NVML before anything starts); ``more``: the
     fields only ``run`` has."""
     from gpumon.core.capture.session import SessionConfig
-    from gpumon.core.jobs.devices import check_gpu_present, parse_gpu
-    from gpumon.core.records.share import parse_share
+    from gpumon.core.jobs.devices import check_gpu_present
     from gpumon.core.store.runstore import runs_dir_or_default
 
     value = lambda flag: getattr(args, dest(flag, prefix))  # noqa: E731
-    gpu = parse_gpu(value("--gpu")) if value("--gpu") is not None else None
+    gpu = argtypes.gpu(value("--gpu")) if value("--gpu") is not None else None
     if gpu is not None and not value("--no-nvml"):
         check_gpu_present(gpu)
     return SessionConfig(
-        share=parse_share(value("--share")),
+        share=argtypes.share(value("--share")),
         device=value("--device"),
         interval_ms=value("--interval"),
         gpu_index=gpu,

@@ -38,19 +38,19 @@ def find(text: str | None, runs_dir: Path, verb: str, any_user: bool = False) ->
     """The run ``text`` names (None: this user's newest running run), refused in one line when it is another user's
     (unless ``any_user``), written on another host (which ``verb``, attach or stop, must be run on), or one whose
     runner this user may not inspect."""
-    from gpumon.core.store.runner import RECORDING, RUNNING, RunnerInfo, run_owner, run_status, user_name
+    from gpumon.core.store.runner import RECORDING, RUNNING, run_owner, user_name
     from gpumon.core.store.runstore import resolve_run
     from gpumon.core.store.trace import list_runs, load_live
 
     if text is None:
-        mine = [r for r in list_runs(runs_dir) if run_status(r.meta, r.path) == RUNNING
-                and run_owner(r.path, RunnerInfo.from_meta(r.meta)) == os.getuid()]
+        mine = [r for r in list_runs(runs_dir) if r.meta.live_status(r.path) == RUNNING
+                and run_owner(r.path, r.meta.runner) == os.getuid()]
         if not mine:
             raise UsageError(f"no running run in {runs_dir} (gpumon runs lists them; gpumon run … --detach starts one)")
         run, status = load_live(mine[-1].path)
     else:
         run, status = load_live(resolve_run(text, runs_dir))
-    runner = RunnerInfo.from_meta(run.meta)
+    runner = run.meta.runner
     uid = run_owner(run.path, runner)
     if uid != os.getuid() and not any_user:
         raise UsageError(f"{run.path.name} belongs to user {user_name(uid)}: you can attach to and stop your own runs "

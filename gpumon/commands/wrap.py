@@ -57,9 +57,9 @@ def wrap_env(environ: dict[str, str]) -> dict[str, str]:
     """The command's environment: the auto-probe on its Python path, and no launching monitor's pipe."""
     from gpumon.core.jobs.interpreter import child_path
     from gpumon.core.jobs.launcher import probe_pythonpath
-    from gpumon.core.probing.probe import ENV_FD, ENV_PROCESS, ENV_RENDEZVOUS
+    from gpumon.core.probing.probe import ENV_FD, ENV_SLOT, ENV_RENDEZVOUS
 
-    env = {k: v for k, v in environ.items() if k not in (ENV_FD, ENV_PROCESS)}
+    env = {k: v for k, v in environ.items() if k not in (ENV_FD, ENV_SLOT)}
     if env.get(ENV_RENDEZVOUS, "").lower() in ("off", "0", "no"):
         raise UsageError(f"{ENV_RENDEZVOUS}={env[ENV_RENDEZVOUS]} switches off what wrap is for; unset it")
     env[ENV_AUTOPROBE] = "1"

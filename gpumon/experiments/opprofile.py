@@ -2,8 +2,8 @@
 
 ``python -m gpumon.experiments.opprofile SPEC --device D --out FILE --start-when GO [--steps N] [--window S]``
 
-Builds and trains the workload with gpumon's own harness. Once the file GO exists (the experiment
-runner creates it when every job of the cell is past its warm-up, so both jobs of a shared cell are
+Builds and trains the workload with gpumon's own harness. Once the file GO exists (the experiment's
+CellRun creates it when every job of the cell is past its warm-up, so both jobs of a shared cell are
 profiled while they run together), it profiles N steps, at most S seconds, writes each operator's
 call count and self CPU and device time as JSON (atomically), then keeps training until stopped so
 a co-resident job keeps its contention. Run under ``gpumon run --cmd "python -I -m ..."``: ``-I``

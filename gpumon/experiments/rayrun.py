@@ -4,7 +4,7 @@ A cell measures interference, so two cells must never share a GPU or, on the CPU
 worker is a Ray actor that owns one GPU (``num_gpus=1``: Ray sets its CUDA_VISIBLE_DEVICES) or
 one CPU core (``num_cpus=1``; it claims a free core of its node with a lock file and pins itself,
 and so every process of its cells, to that core). A worker runs one cell at a time exactly as the
-sequential runner does (``CellRun``: a ``gpumon run --headless`` child) in a node-local directory,
+sequential scheduler does (``CellRun``: a ``gpumon run --headless`` child) in a node-local directory,
 then ships the cell's run directory and log back as a tar archive; the driver unpacks them into
 the experiment directory, so cells.json, runs/ and logs/ look as if the cells had run here.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.manifest import FAILED, INTERRUPTED, CellRecord, Manifest
 
@@ -94,7 +94,7 @@ class CellWorker:
         self.signal = signal.SIGINT
 
     def run(self, cell: Cell, pyspy: Any) -> tuple[dict[str, Any], bytes]:
-        from gpumon.experiments.runner import CellRun
+        from gpumon.experiments.cellrun import CellRun
 
         # Ray gave this worker one GPU as CUDA device 0; a CPU worker is pinned already
         local = replace(cell, device="cuda") if cell.device.startswith("cuda") else cell
@@ -130,7 +130,6 @@ class RayPool:
     on_gpu: bool
     ray: ModuleType = field(default_factory=require_ray)
     workers: list[Any] = field(default_factory=list)
-    _started_cluster: bool = False
 
     def start(self) -> int:
         """Connect (or start a local cluster using this machine's GPUs or cores); returns the worker count."""
@@ -139,7 +138,7 @@ class RayPool:
         if self.address:
             problem = unreachable(self.address)
             if problem:  # Ray would retry a dead address for minutes
-                raise UsageError(f"--ray: nothing answers at {self.address}: {problem} (is `ray start --head` running there?)")
+                raise EnvironmentFailure(f"--ray: nothing answers at {self.address}: {problem} (is `ray start --head` running there?)")
             kwargs["address"] = self.address
         else:  # "local": a new cluster even where `ray start` made one or RAY_ADDRESS names one (ray.init() joins those)
             kwargs["address"] = "local"
@@ -147,8 +146,7 @@ class RayPool:
         try:
             ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UsageError(connect_error(self.address, exc, os.environ)) from None
-        self._started_cluster = not self.address
+            raise EnvironmentFailure(connect_error(self.address, exc, os.environ)) from None
         resources = ray.cluster_resources()
         count = int(resources.get("GPU", 0) if self.on_gpu else resources.get("CPU", 0))
         if count < 1:

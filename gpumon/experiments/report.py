@@ -34,9 +34,9 @@ def machine_line(ctx: Context) -> str:
     run = next((r for c in ctx.cells if (r := ctx.run(c)) is not None), None)
     if run is None:
         return "No run completed."
-    host = run.meta.get("host") or {}
-    gpu = run.meta.get("gpu") or {}
-    versions = run.meta.get("versions") or {}
+    host = run.meta.host or {}
+    gpu = run.meta.gpu or {}
+    versions = run.meta.versions or {}
     where = f"{host.get('cpus', '?')} CPUs, {host.get('mem_total_mib', '?')} MiB"
     device = f"GPU {gpu.get('name')} (driver {gpu.get('driver')})" if gpu else "no GPU (NVML unavailable)"
     return f"Machine: {host.get('hostname', '?')}, {where}, {device}; torch {versions.get('torch')}, gpumon {versions.get('gpumon')}."

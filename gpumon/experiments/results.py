@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from gpumon.analysis.text import fmt
-from gpumon.core.jobs.launcher import SLOTS
+from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import disturbances
 from gpumon.core.store.trace import Run, TraceError, load_run
 from gpumon.experiments.cells import Cell
@@ -146,10 +146,8 @@ def scaled(e: "Estimate", factor: float) -> "Estimate":
 
 def workload_meta(run: Run, slot: str = "A") -> dict[str, Any]:
     """The ``meta`` a workload reported (model, batch, threads, ignored options...)."""
-    for w in run.workloads:
-        if w.get("process") == slot:
-            return dict(w.get("meta") or {})
-    return {}
+    entry = run.meta.workload(slot)
+    return dict(entry.meta or {}) if entry is not None else {}
 
 
 def median_metric(runs: Sequence[Run], slot: str, metric: str) -> float:
@@ -201,8 +199,8 @@ def cells_section(ctx: Context) -> list[str]:
         run = f"[{Path(record.run).name}]({record.run})" if record.run else ""
         detail = record.reason or record.note or ""
         run_read = ctx.run(cell)
-        duration = run_read.meta.get("duration_s") if run_read is not None else None
-        others = disturbances(run_read, [(0.0, float(duration))]) if isinstance(duration, (int, float)) else []
+        duration = run_read.meta.duration_s if run_read is not None else None
+        others = disturbances(run_read, [(0.0, duration)]) if run_read is not None and duration is not None else []
         status = record.status
         if others:  # the whole capture's window: a cell is marked when anything else used the GPU in it
             status += " ⚠ disturbed"

@@ -130,7 +130,7 @@ def _shares(table: str, key: str, value: Any) -> tuple[str, ...]:
     for mode in value:
         try:
             parse_share(mode)
-        except UsageError:
+        except ValueError:
             raise _fail(table, key, f"share modes {SHARE_SYNTAX}", value) from None
     if len(set(value)) != len(value):
         raise _fail(table, key, "distinct share modes", value)

@@ -1,7 +1,7 @@
 """``gpumon run --detach``: the headless runner in a session of its own, so the run outlives the terminal.
 
-The terminal's ``gpumon run … --detach`` starts ``gpumon run … --runner`` (this very gpumon, whatever the working
-directory holds: ``module_argv``) with ``start_new_session``
+The terminal's ``gpumon run … --detach`` starts ``gpumon run … --detached-child`` (this very gpumon, whatever the
+working directory holds: ``module_argv``) with ``start_new_session``
 (no controlling terminal: a hang-up, a closed laptop or a dropped SSH connection does not reach it),
 shows the runner's first lines until it has opened its run directory, prints that directory and how
 to attach, and returns. The runner is the same headless run; once its capture is open it moves its
@@ -21,7 +21,7 @@ from typing import TextIO
 
 from gpumon.core.jobs.interpreter import module_argv
 
-RUNNER_FLAG = "--runner"
+DETACHED_CHILD_FLAG = "--detached-child"  # marks the process that --detach starts: the run's runner
 RUNNER_LOG = "runner.log"
 CAPTURING = "gpumon: capturing to "  # the line that names the run directory (headless prints it)
 
@@ -31,7 +31,7 @@ def start_runner(argv: list[str], as_json: bool, out: TextIO = sys.stdout, err: 
     read_end, write_end = os.pipe()
     try:
         runner = subprocess.Popen(
-            [*module_argv("gpumon"), *argv, RUNNER_FLAG],
+            [*module_argv("gpumon"), *argv, DETACHED_CHILD_FLAG],
             stdin=subprocess.DEVNULL,
             stdout=write_end,
             stderr=write_end,

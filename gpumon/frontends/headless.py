@@ -3,29 +3,32 @@
 from __future__ import annotations
 
 import json
+import math
 import queue
 import signal
 import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
-from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
-from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse, SoloHistory
-from gpumon.core.jobs.launcher import SLOTS, LaunchRequest, exit_text
-from gpumon.core.interference.live import LiveFigures, LiveStats
-from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_baseline
-from gpumon.core.records.model import ENDED_STATES, NO_STEPS, Notice, SourceStatus, WorkloadState
-from gpumon.core.capture.outcome import exit_code
-from gpumon.core.records.rates import Interference, interference
-from gpumon.core.capture.session import Session
-from gpumon.core.store.trace import baseline_rate
-from gpumon.core.records.units import bytes_per_s, fmt_rate, json_number, pct
-from gpumon.frontends.detach import CAPTURING, move_output_to_log
-from gpumon.errors import UsageError
-from gpumon.frontends.plan import RunPlan, short_name
 from gpumon.console.stopsignals import StopGuard
+from gpumon.core.capture.outcome import exit_code
+from gpumon.core.capture.sequence import LaunchFailed, NotStarted, RunSequence, Started, TimeUp
+from gpumon.core.capture.session import Session
+from gpumon.core.interference.live import LiveFigures, LiveNow
+from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_baseline
+from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
+from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse
+from gpumon.core.jobs.launcher import Workload
+from gpumon.core.records.model import ENDED_STATES, NO_STEPS, Notice, SourceStatus, WorkloadState
+from gpumon.core.records.rates import Interference, interference
+from gpumon.core.records.slots import Slot, is_slot
+from gpumon.core.records.units import bytes_per_s, fmt_rate, json_number, pct
+from gpumon.core.store.trace import baseline_rate
+from gpumon.errors import UsageError
+from gpumon.frontends.detach import CAPTURING, move_output_to_log
+from gpumon.frontends.plan import RunPlan, short_name
 
 STATUS_PERIOD_S = 1.0
 EVENTS = (WorkloadState, Notice, SourceStatus)  # what the main thread prints besides the status lines
@@ -51,7 +54,7 @@ def status_line(t: float, spec: str, state: str, f: LiveFigures, copy_word: str 
     """``copy_word``: ``memcpy`` for a job on the CPU (a RAM-to-RAM copy timed on the host, no link)."""
     copy = f"{copy_word} {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
     return (
-        f"{t:7.1f}s {f.process} {one_line(spec, width):<{width}} {state:<8} {fmt_rate(f.iter_per_s):>11} "
+        f"{t:7.1f}s {f.slot} {one_line(spec, width):<{width}} {state:<8} {fmt_rate(f.iter_per_s):>11} "
         f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}  {copy}  cpu {pct(f.cpu_pct)}  steps {f.steps}"
     )
 
@@ -60,7 +63,7 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
     return json.dumps(
         {
             "t": round(t, 3),
-            "process": f.process,
+            "process": f.slot,
             "spec": spec,
             "state": state,
             "steps": f.steps,
@@ -76,12 +79,12 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
 
 def blind_line(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str, width: int = SPEC_WIDTH) -> str:
     """An attached job without a probe: its rate unknown, and its SM % and GPU memory alone and now."""
-    return (f"{t:7.1f}s {f.process} {one_line(spec, width):<{width}} running  rate {UNKNOWN_RATE}  "
+    return (f"{t:7.1f}s {f.slot} {one_line(spec, width):<{width}} running  rate {UNKNOWN_RATE}  "
             f"{known.phrase(other or 'the other job')}  cpu {pct(f.cpu_pct)}")
 
 
 def blind_json(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str) -> str:
-    return json.dumps({"t": round(t, 3), "process": f.process, "spec": spec, "state": "running", "steps": None,
+    return json.dumps({"t": round(t, 3), "process": f.slot, "spec": spec, "state": "running", "steps": None,
                        "iter_per_s": None, "rate": UNKNOWN_RATE, "known": known.to_dict(),
                        "cpu_pct": json_number(f.cpu_pct)})
 
@@ -118,12 +121,14 @@ class HeadlessRun:
         self.detached = detached
         self.out = out
         self.err = err
-        self.session = Session(replace(plan.session, listen_s=LISTEN_S))
-        self.live = LiveStats(shared=bool(plan.baselines))  # the interference line needs --baseline runs
+        # the interference line needs --baseline runs: without them, no overlap rates are kept
+        self.session = Session(replace(plan.session, listen_s=LISTEN_S, live_overlap=bool(plan.baselines)))
+        self.sequence = RunSequence(
+            self.session, plan.requests, stagger_s=plan.stagger_s, duration_s=plan.duration_s, beside=plan.beside
+        )
         self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.signal_received: int | None = None
-        self.not_started: dict[str, str] = {}
         self._shutdown_lock = threading.Lock()
         self._final: tuple[Path | None] | None = None
         self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
@@ -166,7 +171,6 @@ class HeadlessRun:
             guard.restore()
 
     def _run(self) -> int:
-        self.session.bus.subscribe(self.live.handle, *LiveStats.TAKES)
         self.session.bus.subscribe(self._on_event, *EVENTS)
         if self.causes.baselines:  # causes are only said against --baseline runs
             self.session.bus.subscribe(self.causes.handle, *LiveCauses.TAKES)
@@ -198,149 +202,96 @@ class HeadlessRun:
         return self._exit_code()
 
     def _run_workloads(self) -> None:
-        """Each job in its own slot (A, B); B starts at the stagger or not at all. An attached process (``--beside``)
-        is B from the start, and A starts once enough of B's steps alone are known (``SoloHistory``)."""
+        """Drive the plan's run sequence (``RunSequence``: what starts when, or why not) and print a status line a
+        second until the jobs gpumon launched have ended (with none, the attached one), a signal, or --duration."""
         clock = self.session.clock
-        start = clock.now()
-        waiting = None
-        if self.plan.beside is not None:
-            waiting = self._attach(start)
-        else:
-            self._launch_staggered(start)
-        end = start + self.plan.duration_s if self.plan.duration_s else None
-        while self.signal_received is None and self._any_running():
-            next_status = clock.now() + STATUS_PERIOD_S
-            if end is not None:
-                next_status = min(next_status, end)
-            self._wait_until(next_status, lambda: not self._any_running() or waiting is not None and waiting())
+        sequence = self.sequence
+        self._advance()
+        next_status = clock.now() + STATUS_PERIOD_S
+        while not sequence.over and (sequence.pending or self._any_running()):
+            due = sequence.wake_at()
+            self._wait_until(next_status if due is None else min(next_status, due))
             self._print_events()
-            if waiting is not None and waiting():
-                waiting = None
-                if self._start_cancelled():
-                    break
-                self.session.launch(self.plan.requests[0], "A")
-            self._print_status()
-            if end is not None and clock.now() >= end:
+            self._advance()
+            if clock.now() >= next_status and not sequence.over:
+                self._print_status()
+                next_status = clock.now() + STATUS_PERIOD_S
+
+    def _advance(self) -> None:
+        """Let the run sequence start what is due (on this, the main thread) and say what it did."""
+        stopping = f"stopped by {signal.Signals(self.signal_received).name}" if self.signal_received else None
+        for event in self.sequence.advance(stopping):
+            if isinstance(event, Started) and event.slot == BESIDE_SLOT and self.plan.beside is not None:
+                attached = event.workload
+                how = "reading its probe" if attached.probe is not None else "no probe: its rate is unknown"
+                self._say(f"gpumon: watching pid {attached.pid} as {BESIDE_SLOT} ({how}); gpumon never signals it")
+            elif isinstance(event, NotStarted):
+                self._say(f"gpumon: workload {event.slot} not started ({one_line(event.request.spec)}): {event.reason}")
+            elif isinstance(event, LaunchFailed):
+                self._say(f"gpumon: workload {event.slot} ({one_line(event.request.spec)}) could not start: {event.error}")
+            elif isinstance(event, TimeUp):
                 self.duration_ended = True
-                break
-        if waiting is not None:
-            self._not_started("A", self.plan.requests[0], clock.now())
-
-    def _attach(self, start: float) -> Callable[[], bool] | None:
-        """Watch the ``--beside`` process as B; returns when A may start (None: no A to start)."""
-        assert self.plan.beside is not None
-        history = SoloHistory(BESIDE_SLOT)
-        self.session.bus.subscribe(history.handle, *SoloHistory.TAKES)
-        attached = self.session.attach(self.plan.beside, BESIDE_SLOT)
-        how = "reading its probe" if attached.probe is not None else "no probe: its rate is unknown"
-        self._say(f"gpumon: watching pid {attached.pid} as {BESIDE_SLOT} ({how}); gpumon never signals it")
-        if not self.plan.requests:
-            return None
-        clock, lead = self.session.clock, self.plan.stagger_s
-        return lambda: self._start_cancelled() or history.enough(clock.now() - start, lead)
-
-    def _launch_staggered(self, start: float) -> None:
-        for i, (slot, request) in enumerate(zip(SLOTS, self.plan.requests)):
-            at = start + self.plan.stagger_s * i
-            if i and self.plan.stagger_s and not self._wait_until(at, self._start_cancelled):
-                self._not_started(slot, request, at)
-                return
-            if self._start_cancelled():
-                self._not_started(slot, request, at)
-                return
-            self.session.launch(request, slot)
 
     def _any_running(self) -> bool:
         """A job gpumon launched still runs (an attached one keeps the run going only when none was launched)."""
-        workloads = self.session.launcher.workloads.values()
+        workloads = self.session.launcher.snapshot().values()
         owned = [w for w in workloads if w.owned]
         return any(w.running for w in (owned or workloads))
 
-    def _start_cancelled(self) -> bool:
-        """A job that has not started yet must not: a signal came, a started job failed, or the capture stopped."""
-        stop_on_capture_error = self.session.config.on_capture_error == "stop"
-        return (
-            self.signal_received is not None
-            or bool(self.session.launcher.failed())
-            or (self.session.capture_error is not None and stop_on_capture_error)
-        )
-
-    def _not_started(self, slot: str, request: LaunchRequest, at: float) -> None:
-        """Record and say why the job of ``slot`` never started."""
-        failed = self.session.launcher.failed()
-        attached = self.session.launcher.workloads.get(BESIDE_SLOT)
-        if self.signal_received is not None:
-            why = f"stopped by {signal.Signals(self.signal_received).name} before its start"
-        elif attached is not None and not attached.owned and not attached.running:
-            why = f"{BESIDE_SLOT} (pid {attached.pid}) ended at {attached.stop_t or 0:.1f} s, before {slot}'s start"
-        elif failed:
-            w = failed[0]
-            why = f"{w.process} {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s, before {slot}'s start"
-        elif self.session.capture_error is None and self.plan.duration_s:
-            why = f"--duration {self.plan.duration_s:g} ended before its start"
-        else:
-            why = "the capture stopped before its start"
-        if self.plan.stagger_s:
-            why += f" at {at:.1f} s (--stagger {self.plan.stagger_s:g})"
-        self.not_started[slot] = why
-        self.session.bus.publish(WorkloadState(slot, "not started", self.session.clock.now(), tail=why))
-        self._say(f"gpumon: workload {slot} not started ({one_line(request.spec)}): {why}")
-
-    def _wait_until(self, t: float, interrupt: Callable[[], bool]) -> bool:
-        """Wait until run time ``t``, printing events as they come; False if a signal or ``interrupt()`` came first."""
-        while self.signal_received is None and not interrupt():
-            remaining = t - self.session.clock.now()
-            if remaining <= 0:
-                return True
-            if self.wake.wait(remaining):
-                self.wake.clear()
-                self._print_events()
-        return False
+    def _wait_until(self, t: float) -> None:
+        """Wait until run time ``t`` or until something happened (a job ended, a notice, a signal)."""
+        remaining = t - self.session.clock.now()
+        if remaining > 0 and self.signal_received is None and self.wake.wait(remaining):
+            self.wake.clear()
 
     def _failure_line(self) -> str:
         """One line saying which job failed and how (and what did not start), or "" when none did."""
-        parts = [
-            f"workload {w.process} ({one_line(w.request.spec)}) {exit_text(w.exit_status or 0)} at {w.stop_t or 0:.1f} s"
-            for w in self.session.launcher.failed()
-        ]
+        failed = self.session.launcher.failed()
+        parts = [f"workload {w.slot} ({one_line(w.request.spec)}) {w.ending()} at {w.stop_t or 0:.1f} s" for w in failed]
+        parts += [f"workload {slot} could not start: {error}" for slot, error in sorted(self.sequence.failed_starts.items())
+                  if slot not in {w.slot for w in failed}]  # an attach that raised: no workload records it
         if not parts:
             return ""
-        parts += [f"workload {slot} not started" for slot in sorted(self.not_started)]
+        parts += [f"workload {slot} not started" for slot in sorted(self.sequence.not_started)]
         return "gpumon: run failed: " + "; ".join(parts)
 
     def _print_status(self) -> None:
-        now = self.session.clock.now()
-        for process, workload in sorted(self.session.launcher.workloads.items()):
-            if not workload.running:
+        """One line per running job, and the interference line while two run (from the session's live figures)."""
+        live = self.session.live.now(self.session.clock.now())
+        now = live.t
+        workloads = self.session.launcher.snapshot()
+        for slot in live.running:
+            workload = workloads.get(slot) if is_slot(slot) else None
+            if workload is None:
                 continue
-            figures = self.live.figures(process, now)
+            figures = live.figures[slot]
             if not workload.owned and workload.probe is None:
-                other = next((short_name(w.request) for p, w in self.session.launcher.workloads.items() if p != process), "")
+                other = next((short_name(w.request) for p, w in workloads.items() if p != slot), "")
                 known = self.known.known()
                 line = (blind_json(now, workload.request.spec, figures, known, other) if self.as_json else
                         blind_line(now, workload.request.spec, figures, known, other, self.spec_width))
                 self._emit(line, self.out)
                 continue
-            waiting = NO_STEPS if process in self.no_steps else "starting"
+            waiting = NO_STEPS if slot in self.no_steps else "starting"
             state = waiting if not figures.steps else "warm-up" if figures.warmup else "running"
             if self.as_json:
                 self._emit(status_json(now, workload.request.spec, state, figures), self.out)
             else:
-                device = str(self.session.workload_meta.get(process, {}).get("device") or "")
+                device = str(self.session.workload_meta.get(slot, {}).get("device") or "")
                 copy_word = "memcpy" if device == "cpu" else "copy"
                 self._emit(status_line(now, workload.request.spec, state, figures, copy_word, self.spec_width), self.out)
-        running = [p for p, w in self.session.launcher.workloads.items() if w.running]
-        if len(running) > 1:
-            self._print_interference(now, running)
+        if len(live.running) > 1:
+            self._print_interference(live, [s for s in live.running if s in workloads], workloads)
 
-    def _print_interference(self, now: float, slots: list[str]) -> None:
+    def _print_interference(self, live: LiveNow, slots: list[Slot], workloads: dict[Slot, Workload]) -> None:
         """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far."""
         if self.exclusive:
-            shared = self.live.shared_rates(sorted(slots))
+            now = live.t
+            shared = {p: live.shared.get(p, math.nan) for p in sorted(slots)}
             result = interference(self.exclusive, shared)
-            figures = {p: self.live.figures(p, now) for p in slots}
+            figures = {p: live.figures[p] for p in slots if p in live.figures}
             causes = self.causes.causes(shared, figures, self.gpu_info)
-            requests = {p: self.session.launcher.workloads[p].request for p in slots}
+            requests = {p: workloads[p].request for p in slots}
             words = cause_words({p: short_name(r) for p, r in requests.items()}, result.slowdown, causes)
             if self.as_json:
                 self._emit(interference_json(now, result, words, causes), self.out)
@@ -353,25 +304,28 @@ class HeadlessRun:
                 item = self.events.get_nowait()
             except queue.Empty:
                 return
+            if isinstance(item, WorkloadState) and item.state == "failed":
+                continue  # it could not be started: the run sequence's LaunchFailed said so, with the reason
             if isinstance(item, WorkloadState) and item.state in ENDED_STATES:
-                self._say(f"gpumon: workload {item.process} {self._ended_words(item)}")
-                if len(self.session.launcher.workloads) > 1:  # the overlap's final figures
-                    self._print_interference(item.t, list(self.session.launcher.workloads))
+                self._say(f"gpumon: workload {item.slot} {self._ended_words(item)}")
+                workloads = self.session.launcher.snapshot()
+                if len(workloads) > 1:  # the overlap's final figures
+                    self._print_interference(self.session.live.now(item.t), list(workloads), workloads)
                 if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
                     last = [line for line in item.tail.splitlines() if line.strip()][-3:]
                     for line in last:
-                        self._say(f"gpumon:   {item.process}| {line}")
+                        self._say(f"gpumon:   {item.slot}| {line}")
             elif isinstance(item, Notice):
-                if item.kind == NO_STEPS and item.process:
-                    self.no_steps.add(item.process)
-                who = f" {item.process}" if item.process else ""
+                if item.kind == NO_STEPS and item.slot:
+                    self.no_steps.add(item.slot)
+                who = f" {item.slot}" if item.slot else ""
                 self._say(f"gpumon:{who} {item.text}")
             elif isinstance(item, SourceStatus) and not item.available:
                 self._say(f"gpumon: NVML {item.reason}")
 
     def _ended_words(self, state: WorkloadState) -> str:
         """How a job ended; an attached process was never ours to stop, and its status is not ours to know."""
-        workload = self.session.launcher.workloads.get(state.process)
+        workload = self.session.launcher.get(state.slot) if is_slot(state.slot) else None
         if state.state == "stopped" and (workload is None or workload.owned):  # gpumon stopped it: its status is ours
             if self.signal_received is not None:
                 return f"stopped ({signal.Signals(self.signal_received).name} to gpumon)"
@@ -394,7 +348,7 @@ class HeadlessRun:
             pass
 
     def _exit_code(self) -> int:
-        return exit_code(self.session, self.signal_received)
+        return exit_code(self.session, self.signal_received, bool(self.sequence.failed_starts))
 
 
 def run_headless(plan: RunPlan, as_json: bool, detached: bool = False) -> int:

@@ -13,18 +13,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
 from textual.app import App
 from textual.binding import Binding
+from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
-from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
-from gpumon.core.jobs.beside import SoloHistory
-from gpumon.core.jobs.launcher import LaunchRequest
+from gpumon.core.capture.sequence import Event, LaunchFailed, NotStarted, Started, TimeUp
 from gpumon.frontends.plan import RunPlan
-from gpumon.errors import UsageError
+from gpumon.errors import GpumonError, UsageError
 from gpumon.console.stopsignals import StopGuard
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
@@ -35,6 +35,9 @@ from gpumon.tui.screens.monitor import NOTICE_S, MonitorScreen
 log = logging.getLogger(__name__)
 
 REFRESH_ENV = "GPUMON_REFRESH_HZ"
+# While the plan still has a start to make (or --duration to end), the sequence is looked at this often: a stagger's
+# start is on time to this, and a job that fails before its partner's start is answered this soon.
+SEQUENCE_POLL_S = 0.25
 
 
 def refresh_hz_from_env(default: float = DEFAULT_HZ) -> float:
@@ -76,7 +79,9 @@ class GpumonApp(App[int]):
         self.monitor: LiveMonitorScreen | None = None
         self.quitting = False
         self.stop_signalled = False
+        self.stop_signum: int | None = None
         self.session_ready = False
+        self._sequence_timer: Timer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def on_mount(self) -> None:
@@ -106,56 +111,44 @@ class GpumonApp(App[int]):
         self._launch_plan()
 
     def _launch_plan(self) -> None:
+        """Drive the plan's run sequence (``RunSequence``: what starts when, or why not) from this, the main thread:
+        now, then whenever it is due again, until nothing is left to start and no --duration to end."""
         assert self.controller is not None and self.monitor is not None
-        plan = self.controller.plan
-        requests = plan.requests
-        if self.quitting or self.stop_signalled:
-            return
-        if plan.beside is not None:
-            self._attach_then_launch(plan)
-            return
-        if not requests:
-            return
-        self.monitor.launch("A", requests[0])
-        if len(requests) > 1:
-            if plan.stagger_s:
-                self.set_timer(plan.stagger_s, lambda: self._launch_later("B", requests[1]))
+        self._sequence_timer = None
+        for event in self.controller.advance(self._stopping()):
+            self._say(event)
+        sequence = self.controller.sequence
+        due = sequence.wake_at()
+        if due is not None and not self.quitting:
+            delay = max(0.0, min(due - self.controller.clock_now, SEQUENCE_POLL_S))
+            self._sequence_timer = self.set_timer(delay, self._launch_plan)
+
+    def _stopping(self) -> str | None:
+        """Why nothing more may start (a signal, the user quit), in the words a job's "not started" reason uses."""
+        if self.stop_signalled:
+            return f"stopped by {signal.Signals(self.stop_signum).name}" if self.stop_signum else "stopped"
+        return "the monitor was quit" if self.quitting else None
+
+    def _say(self, event: Event) -> None:
+        """One notification for what the run sequence did."""
+        assert self.monitor is not None
+        if isinstance(event, Started):
+            if event.workload.owned:
+                self.notify(f"{event.slot}: started {event.workload.request.spec} (pid {event.workload.pid})")
             else:
-                self.monitor.launch("B", requests[1])
-        if plan.duration_s:
-            self.set_timer(plan.duration_s, self.action_quit)
-
-    def _attach_then_launch(self, plan: RunPlan) -> None:
-        """``--beside``: watch the process as B, and start A once B's solo steps span the lead (``SoloHistory``)."""
-        assert self.controller is not None and self.monitor is not None and plan.beside is not None
-        session = self.controller.session
-        history = SoloHistory(BESIDE_SLOT)
-        unsubscribe = session.bus.subscribe(history.handle)
-        start = session.clock.now()
-        self.monitor.attach(plan.beside)
-        if plan.duration_s:
-            self.set_timer(plan.duration_s, self.action_quit)
-        if not plan.requests:
-            unsubscribe()
-            return
-
-        def check() -> None:
-            if self.quitting or self.stop_signalled:
-                timer.stop()
-                unsubscribe()
-            elif history.enough(session.clock.now() - start, plan.stagger_s):
-                timer.stop()
-                unsubscribe()
-                self._launch_later("A", plan.requests[0])
-
-        timer = self.set_interval(0.25, check)
-
-    def _launch_later(self, slot: str, request: LaunchRequest) -> None:
-        if not self.quitting and not self.stop_signalled and self.monitor is not None:
-            self.monitor.launch(slot, request)
+                how = "its probe's steps" if event.workload.probe is not None else "no probe: rate unknown"
+                self.notify(f"{event.slot}: watching pid {event.workload.pid} ({how}); never signalled")
+            self.monitor.pump_soon()
+        elif isinstance(event, NotStarted):
+            self.notify(f"{event.slot} not started: {event.reason}", severity="warning", timeout=15)
+        elif isinstance(event, LaunchFailed):
+            self.notify(f"{event.slot} could not start: {event.error}", severity="error", timeout=15)
+        elif isinstance(event, TimeUp):
+            self.call_later(self.action_quit)
 
     def stop_from_signal(self, signum: int) -> None:
         """From a signal handler: launch nothing more, and quit through the event loop when it runs."""
+        self.stop_signum = signum
         self.stop_signalled = True
         loop = self._loop
         if loop is not None and not loop.is_closed():
@@ -169,6 +162,11 @@ class GpumonApp(App[int]):
         if self.controller is None:
             self.exit(0)
             return
+        if self.session_ready:  # what the plan had still to start never will: each is recorded "not started"
+            if self._sequence_timer is not None:
+                self._sequence_timer.stop()
+            for event in self.controller.advance(self._stopping()):
+                self._say(event)
         self.notify("stopping workloads and finishing the capture…", timeout=30)
         self.run_worker(self._stop_session, thread=True, group="shutdown", exit_on_error=False)
 
@@ -184,7 +182,7 @@ class GpumonApp(App[int]):
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
-        if isinstance(error, UsageError):
+        if isinstance(error, GpumonError):
             text = str(error)
         else:
             log.error("worker %s failed", event.worker.name, exc_info=error)

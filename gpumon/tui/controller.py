@@ -17,10 +17,12 @@ from gpumon.core.capture.outcome import exit_code
 from gpumon.core.capture.probescan import ProbeScanner
 from gpumon.frontends.plan import RunPlan, beside_request, short_name
 from gpumon.core.interference.live_cause import load_baseline
+from gpumon.core.capture.sequence import Event, RunSequence, Started
 from gpumon.core.capture.session import Session
+from gpumon.core.records.slots import Slot
 from gpumon.core.store.runstore import export_dir
 from gpumon.core.store.trace import Run, baseline_rate, export, load_run
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.tui.model import LiveModel, current_user
 
 
@@ -54,8 +56,12 @@ class Controller:
         self.export_root = export_root
         # the monitor shows every GPU of the box (overview lines); a headless run does not read them
         self.session = session or Session(dataclasses.replace(plan.session, gpu_overview=True))
-        self.model = LiveModel(jobs_user=current_user())
-        self.session.bus.subscribe(self.model.handle)
+        self.model = LiveModel(jobs_user=current_user(), live=self.session.live)
+        # what the plan starts, when, or why not (the app advances it on its main thread)
+        self.sequence = RunSequence(
+            self.session, plan.requests, stagger_s=plan.stagger_s, duration_s=plan.duration_s, beside=plan.beside
+        )
+        self.session.bus.subscribe(self.model.handle, *LiveModel.TAKES)
         self.probes = ProbeScanner(self.session.clock)  # this user's probed processes gpumon did not start
         self.last_capture: Path | None = None
         self._lock = threading.Lock()
@@ -95,48 +101,48 @@ class Controller:
                 return self.session.start_capture(self.plan.label, list(self.plan.jobs), self.plan.baselines)
             return None
 
-    def launch(self, slot: str, request: LaunchRequest) -> Workload:
+    def launch(self, *, slot: Slot, request: LaunchRequest) -> Workload:
         """Start ``request`` in ``slot`` (call on the main thread)."""
         self.model.set_spec(slot, request.spec)
-        return self.session.launch(request, slot)
+        return self.session.launch(slot=slot, request=request)
 
-    def attach(self, pid: int | str | LaunchRequest) -> Workload:
+    def attach(self, pid: int) -> Workload:
         """Watch a running process of this user as job B (never signalled), capturing from before it is attached so
         that its probe's history is recorded too (blocking: the rendezvous connection)."""
-        request = pid if isinstance(pid, LaunchRequest) else beside_request(str(pid))
+        request = beside_request(str(pid))
         if self.running(BESIDE_SLOT) is not None:
             raise UsageError(f"slot {BESIDE_SLOT} is busy; {BESIDE_SLOT} (shift) stops it first")
         with self._lock:
             if self._shut_down:
-                raise UsageError("shutting down: nothing can be attached now")
+                raise EnvironmentFailure("shutting down: nothing can be attached now")
             if not self.session.capturing:
                 self.session.start_capture(short_name(request), [request])
         self.model.set_spec(BESIDE_SLOT, request.spec)
-        return self.session.attach(request, BESIDE_SLOT)
+        return self.session.attach(slot=BESIDE_SLOT, request=request)
 
-    def stop(self, slot: str) -> None:
+    def stop(self, slot: Slot) -> None:
         """Stop the workload in ``slot`` (blocking up to the launcher's timeout)."""
         self.session.stop(slot)
 
-    def running(self, slot: str) -> Workload | None:
-        workload = self.session.launcher.workloads.get(slot)
+    def running(self, slot: Slot) -> Workload | None:
+        workload = self.session.launcher.get(slot)
         return workload if workload is not None and workload.running else None
 
     def capture_label(self) -> str:
         if self.plan.requests:
             return self.plan.label
-        names = [short_name(w.request) for _, w in sorted(self.session.launcher.workloads.items()) if w.running]
+        names = [short_name(w.request) for _, w in self.session.launcher.snapshot().items() if w.running]
         return "-".join(names) or "idle"
 
     def toggle_capture(self) -> tuple[bool, Path | None]:
         """Start a capture, or finish the current one; returns (capturing now, run directory).
 
-        Refused (UsageError) once shutdown has begun: shutdown finishes the capture, and
+        Refused (EnvironmentFailure) once shutdown has begun: shutdown finishes the capture, and
         nothing may open a new one that would stay "recording" forever.
         """
         with self._lock:
             if self._shut_down:
-                raise UsageError("shutting down: the capture is being finished, no capture can start now")
+                raise EnvironmentFailure("shutting down: the capture is being finished, no capture can start now")
             if self.session.capturing:
                 path = self.session.stop_capture()
                 self.last_capture = path
@@ -167,6 +173,15 @@ class Controller:
             self.last_capture = self._final
         return self._final
 
+    def advance(self, stopping: str | None = None) -> list[Event]:
+        """Start what the plan has due now (call on the main thread), and name each job started in the model."""
+        events = self.sequence.advance(stopping)
+        for event in events:
+            if isinstance(event, Started):
+                self.model.set_spec(event.slot, event.workload.request.spec)
+        return events
+
     def exit_code(self) -> int:
-        """1 when a workload failed on its own or the capture failed, else 0 (as ``gpumon run --headless``)."""
-        return exit_code(self.session)
+        """1 when a workload failed on its own (or could not be started) or the capture failed, else 0 (as ``gpumon
+        run --headless``)."""
+        return exit_code(self.session, start_failed=bool(self.sequence.failed_starts))

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpumon.core.jobs.beside import UNKNOWN_RATE
-from gpumon.core.jobs.launcher import SLOTS
+from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import meaningful
-from gpumon.core.interference.live import LiveStats
+from gpumon.core.interference.live import RUNNING_STATES, LiveFigures, LiveStats
 from gpumon.core.interference.live_cause import Baseline, LiveCauses
 from gpumon.core.records.rates import Point, exclusive_rate, interference
 from gpumon.core.sources.pcie import link_capacity_bps
@@ -29,6 +29,7 @@ from gpumon.core.records.model import (
     LogLine,
     NO_STEPS,
     Notice,
+    ProcessSample,
     RingBuffer,
     SourceStatus,
     StepEvent,
@@ -46,7 +47,6 @@ NOTICES = 20
 MIN_EXCLUSIVE_STEPS = 10
 MIN_EXCLUSIVE_S = 1.0
 DEFAULT_LINK_BPS = 15.75e9
-ACTIVE_STATES = ("starting", "running")
 OTHERS_STALE_S = 3.0  # a list of other GPU processes older than this is no longer shown (NVML went away)
 DEVICE_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "pcie_rx_bps", "pcie_tx_bps", "power_w", "temp_c")
 # What the overview reads of a GPU that is not the jobs' (no PCIe: it is read on the jobs' GPU only).
@@ -80,7 +80,7 @@ def gpm_fields(gpu: dict[str, Any] | None) -> tuple[str, ...]:
 
 @dataclass
 class _Slot:
-    """Mutable per-slot state, written by bus threads, read by the refresh thread."""
+    """Mutable per-slot state, written by bus threads, read by the refresh thread, both under ``LiveModel._lock``."""
 
     iter_rate: BinnedSeries
     sample_rate: BinnedSeries
@@ -97,20 +97,35 @@ class _Slot:
 
     @property
     def active(self) -> bool:
-        return self.state is not None and self.state.state in ACTIVE_STATES
+        return self.state is not None and self.state.state in RUNNING_STATES
 
 
 class LiveModel:
-    """Everything the monitor needs from the bus; ``wake`` is set on every item."""
+    """Everything the monitor needs from the bus; ``wake`` is set on every item it takes."""
+
+    # what ``handle`` takes (Bus.subscribe): not the LiveNow records a refresh's own view() publishes, which would
+    # wake the refresh thread again for nothing
+    TAKES = (
+        StepEvent, DeviceSample, HostSample, ProcessSample, LogLine, WorkloadState, WorkloadMeta, SourceStatus,
+        Notice, GpuOthers, GpuOverview,
+    )
 
     def __init__(
-        self, bin_s: float = BIN_S, history: int = HISTORY_BINS, log_lines: int = LOG_LINES, jobs_user: str | None = None
+        self,
+        bin_s: float = BIN_S,
+        history: int = HISTORY_BINS,
+        log_lines: int = LOG_LINES,
+        jobs_user: str | None = None,
+        live: LiveStats | None = None,
     ) -> None:
-        """``jobs_user``: whose our jobs are in the process table (None: not known, as in a replay)."""
+        """``jobs_user``: whose our jobs are in the process table (None: not known, as in a replay). ``live``: the live
+        computation of the bus this model is fed from (a session's, ``Session.live``); None: the model's feed has no
+        other (a replay, a followed run), so the model keeps that bus's one and feeds it itself."""
         self.jobs_user = jobs_user
         self.bin_s = bin_s
         self.history = history
-        self.stats = LiveStats()
+        self._feeds_live = live is None
+        self.live = live if live is not None else LiveStats()
         self.wake = threading.Event()
         self.nvml = SourceStatus("nvml", False, "unavailable: not started yet")
         self.gpu: dict[str, Any] | None = None
@@ -129,6 +144,10 @@ class LiveModel:
         self._host_cpu = BinnedSeries(bin_s, history)
         self._host_mem = BinnedSeries(bin_s, history)
         self._log_lines = log_lines
+        # A slot's state is replaced when a new job starts in it, while bus threads may still be writing the last
+        # steps or lines of the one before: replacing, writing and reading all hold this lock, so a writer never
+        # fills a state that has just been replaced and the refresh never sees half of one.
+        self._lock = threading.Lock()
         self._slots = {slot: self._new_slot() for slot in SLOTS}
 
     def _new_slot(self) -> _Slot:
@@ -136,7 +155,8 @@ class LiveModel:
 
     def set_spec(self, slot: str, spec: str) -> None:
         """Name what is (about to be) running in ``slot``."""
-        self._slots[slot].spec = spec
+        with self._lock:
+            self._slots[slot].spec = spec
 
     def set_baseline(self, slot: str, rate: float, source: str, evidence: Baseline | None = None) -> None:
         """An exclusive rate from elsewhere (a ``--baseline`` run); it wins over the exclusive phase.
@@ -152,6 +172,8 @@ class LiveModel:
 
     def handle(self, item: object) -> None:
         """Bus subscriber: file the item, then wake the refresh thread."""
+        if self._feeds_live:
+            self.live.handle(item)
         self.causes.handle(item)
         if isinstance(item, StepEvent):
             self._on_step(item)
@@ -160,39 +182,43 @@ class LiveModel:
         elif isinstance(item, HostSample):
             self._on_host(item)
         elif isinstance(item, LogLine):
-            if item.process in self._slots:
-                self._slots[item.process].log.append(item.text)
+            with self._lock:
+                if item.slot in self._slots:
+                    self._slots[item.slot].log.append(item.text)
         elif isinstance(item, WorkloadState):
             self._on_state(item)
         elif isinstance(item, WorkloadMeta):
-            if item.process in self._slots:
-                self._slots[item.process].meta = dict(item.info)
+            with self._lock:
+                if item.slot in self._slots:
+                    self._slots[item.slot].meta = dict(item.info)
         elif isinstance(item, SourceStatus) and item.name == "nvml":
             self.nvml = item
         elif isinstance(item, Notice):
             self.notices.append(item)
             self.notice_total += 1
-            if item.kind == NO_STEPS and item.process in self._slots:
-                self._slots[item.process].no_steps = item.text
+            if item.kind == NO_STEPS and item.slot in self._slots:
+                self._slots[item.slot].no_steps = item.text
         elif isinstance(item, GpuOthers):
             self.others = item
         elif isinstance(item, GpuOverview):
             self._on_overview(item)
-        else:
-            self.stats.handle(item)
         self.wake.set()
 
     def _on_step(self, step: StepEvent) -> None:
-        slot = self._slots.get(step.process)
+        with self._lock:
+            self._file_step(step)
+
+    def _file_step(self, step: StepEvent) -> None:
+        """The step in its slot's state (the lock held)."""
+        slot = self._slots.get(step.slot)
         if slot is None:
             return
-        self.stats.handle(step)
         slot.last_step = step
         slot.iter_rate.add(step.t, 1.0, step.iter_s)
         slot.sample_rate.add(step.t, step.samples, step.iter_s)
         if step.warmup or slot.exclusive_over:
             return
-        if any(s.active for name, s in self._slots.items() if name != step.process):
+        if any(other != step.slot for other in self.live.running()):  # the other job runs: sharing, not alone
             slot.exclusive_over = slot.exclusive_first is not None
             return
         point = Point(step.t, step.step)
@@ -235,14 +261,18 @@ class LiveModel:
         self._host_mem.add(sample.t, sample.mem_used_mib)
 
     def _on_state(self, state: WorkloadState) -> None:
-        if state.process not in self._slots:
+        with self._lock:
+            self._file_state(state)
+
+    def _file_state(self, state: WorkloadState) -> None:
+        """A job's new state; a job starting in a slot gets a fresh state there (the lock held)."""
+        if state.slot not in self._slots:
             return
         if state.state == "starting":
-            spec = self._slots[state.process].spec
-            self.stats.reset(state.process)
-            self._slots[state.process] = self._new_slot()
-            self._slots[state.process].spec = spec
-        slot = self._slots[state.process]
+            spec = self._slots[state.slot].spec
+            self._slots[state.slot] = self._new_slot()
+            self._slots[state.slot].spec = spec
+        slot = self._slots[state.slot]
         if state.state == "running":
             slot.start_t = state.t
         slot.state = state
@@ -252,15 +282,14 @@ class LiveModel:
     def view(self, now: float, width: int = HISTORY_BINS) -> View:
         """The snapshot one refresh draws; ``width`` bins of history per graph."""
         n = min(width, self.history)
-        workloads = tuple(self._workload_view(name, slot, now, n) for name, slot in self._slots.items())
-        running = [w for w in workloads if w.active]
-        shared = {
-            slot: rate
-            for slot, rate in self.stats.shared_rates(w.slot for w in running).items()
-            if rate > 0
-        }
+        live = self.live.now(now)
+        with self._lock:
+            workloads = tuple(
+                self._workload_view(name, slot, now, n, live.figures.get(name)) for name, slot in self._slots.items()
+            )
+        shared = {slot: rate for slot, rate in live.shared.items() if slot in live.running and rate > 0}
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
-        result = interference(exclusive, shared) if len(running) > 1 else None
+        result = interference(exclusive, shared) if len(live.running) > 1 else None
         figures = {w.slot: w.figures for w in workloads if w.figures is not None}
         causes = self.causes.causes(shared, figures, self.gpu) if result is not None else {}
         gpus = self._gpus(now)
@@ -276,7 +305,7 @@ class LiveModel:
             interference=result,
             causes=causes,
             predicted=self.predicted,
-            notices=tuple(n.text if not n.process else f"{n.process}: {n.text}" for n in self.notices.snapshot()),
+            notices=tuple(n.text if not n.slot else f"{n.slot}: {n.text}" for n in self.notices.snapshot()),
             notice_total=self.notice_total,
             gpus=gpus,
             shown_gpu=(shown or jobs).index if jobs is not None else None,
@@ -325,13 +354,13 @@ class LiveModel:
             return exclusive_rate((first.t, last.t), (first.n, last.n)), "exclusive phase"
         return NAN, ""
 
-    def _workload_view(self, name: str, slot: _Slot, now: float, n: int) -> WorkloadView:
+    def _workload_view(self, name: str, slot: _Slot, now: float, n: int, figures: LiveFigures | None) -> WorkloadView:
         state = slot.state
-        figures = self.stats.figures(name, now) if state is not None else None
+        figures = figures if state is not None else None
         label, healthy = _state_label(state, slot.last_step)
         hint = slot.no_steps if label == "starting" else ""
         exclusive, source = self._exclusive(name, slot)
-        end = state.t if state is not None and state.state not in ACTIVE_STATES else now
+        end = state.t if state is not None and state.state not in RUNNING_STATES else now
         iter_values = slot.iter_rate.values(now, n, 0.0 if slot.active else NAN)
         top = nice_ceiling(max(slot.iter_rate.peak, exclusive if exclusive > 0 else 0.0))
         return WorkloadView(

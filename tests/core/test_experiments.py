@@ -23,7 +23,8 @@ from gpumon.experiments import pyspy
 from gpumon.experiments.progress import Progress
 from gpumon.experiments.report import write_results
 from gpumon.experiments.results import Context
-from gpumon.experiments.runner import Runner, cell_argv, failure_reason
+from gpumon.core.store.runmeta import WorkloadRecord
+from gpumon.experiments.cellrun import CellScheduler, cell_argv, failure_reason
 from gpumon.experiments.similarity import jaccard, weighted_jaccard
 from gpumon.experiments.spec import load_spec, shipped_specs
 from gpumon.experiments.steady import StepsTail
@@ -228,7 +229,7 @@ def test_dry_run_lists_cells_and_commands(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
-# --- manifest, runner, resume ------------------------------------------------------------------
+# --- manifest, scheduler, resume ------------------------------------------------------------------
 
 
 def fake_run(directory: Path, cell: Cell, rate: float = 10.0) -> str:
@@ -243,9 +244,9 @@ def fake_run(directory: Path, cell: Cell, rate: float = 10.0) -> str:
 class FakeExecutor:
     """Stands in for ``gpumon run``: records calls; an interrupt arrives during cell number ``interrupt_at``."""
 
-    def __init__(self, directory: Path, runner_box: list, interrupt_at: int | None = None, fail: str | None = None):
+    def __init__(self, directory: Path, scheduler_box: list, interrupt_at: int | None = None, fail: str | None = None):
         self.directory = directory
-        self.runner_box = runner_box
+        self.scheduler_box = scheduler_box
         self.interrupt_at = interrupt_at
         self.fail = fail
         self.calls: list[str] = []
@@ -253,7 +254,7 @@ class FakeExecutor:
     def __call__(self, cell: Cell, progress: Progress) -> CellRecord:
         self.calls.append(cell.id)
         if len(self.calls) == self.interrupt_at:
-            self.runner_box[0].signal_received = signal.SIGINT
+            self.scheduler_box[0].signal_received = signal.SIGINT
             return CellRecord(id=cell.id, status=INTERRUPTED, config=cell.config(), reason="stopped by a signal")
         if cell.id == self.fail:
             return CellRecord(id=cell.id, status=FAILED, config=cell.config(), reason="OOM: A (fcn): out of memory")
@@ -267,9 +268,9 @@ def run_with(
     box: list = []
     executor = FakeExecutor(directory, box, **executor_args)
     stream = io.StringIO()
-    runner = Runner(manifest, lambda: NO_CUDA, retry_failed=retry_failed, stream=stream, execute=executor)
-    box.append(runner)
-    return executor, runner.run(cells), stream.getvalue()
+    scheduler = CellScheduler(manifest, lambda: NO_CUDA, retry_failed=retry_failed, stream=stream, execute=executor)
+    box.append(scheduler)
+    return executor, scheduler.run(cells), stream.getvalue()
 
 
 def test_resume_after_an_interrupt_skips_completed_cells(tmp_path):
@@ -345,7 +346,7 @@ def test_progress_on_a_terminal_redraws_one_line_and_honours_no_color(monkeypatc
     assert progress.extra == 4.0 and progress.eta() == pytest.approx(5.0 + 4.0)
 
 
-# --- pieces the runner and reports rely on -----------------------------------------------------
+# --- pieces the cell scheduler and reports rely on -----------------------------------------------------
 
 
 def test_steps_tail_reads_only_complete_lines_and_measures_the_overlap(tmp_path):
@@ -362,10 +363,10 @@ def test_steps_tail_reads_only_complete_lines_and_measures_the_overlap(tmp_path)
 
 
 def test_failure_reason_names_out_of_memory():
-    oom = {"process": "A", "spec": "resnet50", "exit_status": 1,
-           "tail": "Traceback...\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB"}
+    oom = WorkloadRecord("A", spec="resnet50", exit_status=1,
+                         tail="Traceback...\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB")
     assert failure_reason(oom).startswith("OOM: A (resnet50): torch.OutOfMemoryError")
-    assert failure_reason({"process": "B", "spec": "fcn", "exit_status": -9, "tail": ""}) == "B (fcn) exited with status -9"
+    assert failure_reason(WorkloadRecord("B", spec="fcn", exit_status=-9, tail="")) == "B (fcn) exited with status -9"
 
 
 def test_similarities():
@@ -444,7 +445,7 @@ def test_device_cost_report_prices_the_cpu_and_says_the_gpu_needs_a_gpu(tmp_path
 
 
 def test_the_experiment_process_never_imports_torch_or_textual():
-    modules = ["runner", "report", "cells", "spec", "manifest", "pyspy", "device", "progress"]
+    modules = ["cellrun", "report", "cells", "spec", "manifest", "pyspy", "device", "progress"]
     code = "; ".join(["import gpumon.commands.experiment", *(f"import gpumon.experiments.{m}" for m in modules)])
     code += "; import sys; print('torch' in sys.modules, 'textual' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -12,7 +12,7 @@ from gpumon.experiments.manifest import OK, CellRecord, Manifest
 from gpumon.experiments.pairwise import better_mode
 from gpumon.experiments.report import write_results
 from gpumon.experiments.results import Context
-from gpumon.experiments.runner import Runner, cell_argv
+from gpumon.experiments.cellrun import CellScheduler, cell_argv
 from gpumon.analysis.slowdown import Estimate
 from tests.core.test_experiments import NO_CUDA, PAIRWISE, error_of, spec_of
 from tests.tracegen import Job, write_run
@@ -58,7 +58,7 @@ def test_report_puts_the_stp_of_each_mode_side_by_side(tmp_path: Path) -> None:
     def execute(cell: Cell, progress: object) -> CellRecord:
         return CellRecord(id=cell.id, status=OK, config=cell.config(), run=fake_run(out, cell), elapsed_s=1.0)
 
-    Runner(manifest, lambda: NO_CUDA, execute=execute, stream=open("/dev/null", "w")).run(cells)
+    CellScheduler(manifest, lambda: NO_CUDA, execute=execute, stream=open("/dev/null", "w")).run(cells)
     ctx = Context(spec, spec.presets["tiny"], "tiny", "cpu", cells, Manifest.open(out, {"name": spec.name}))
     text = write_results(ctx).read_text()
     assert "## System throughput per pair (timeslice)" in text and "## System throughput per pair (mps:threads=50,50)" in text

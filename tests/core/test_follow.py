@@ -22,20 +22,20 @@ from gpumon.core.records.model import (
     WorkloadState,
 )
 from gpumon.core.store.recorder import Recorder, create_run_dir, initial_meta
+from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, RunnerLock
 from gpumon.core.sources.follow import FollowSource, Tail
 from gpumon.core.store.trace import TABLES
 from tests.helpers import wait_for
 
 
-def _meta(runner: RunnerInfo) -> dict:
+def _meta(runner: RunnerInfo) -> RunMeta:
     meta = initial_meta(
         label="t", mode="exclusive", clock_t0_ns=time.monotonic_ns(), started_at="2026-11-25T00:00:00", interval_ms=100,
-        device="cpu", stagger_s=0.0, host={}, gpu=None, nvml={"available": False, "reason": "disabled"}, versions={},
-        workloads=[{"process": "A", "spec": "gemm", "kind": "builtin", "argv": []}],
+        device="cpu", stagger_s=0.0, host={}, gpu=None, nvml=SourceStatus("nvml", False, "disabled"), versions={},
+        workloads=[WorkloadRecord("A", spec="gemm", kind="builtin", argv=[])],
     )
-    meta["capture_start_t"] = 0.0
-    meta["runner"] = runner.to_json()
+    meta.runner = runner
     return meta
 
 
@@ -94,7 +94,7 @@ def test_a_run_written_by_the_recorder_is_followed_until_it_completes(tmp_path) 
     writer.publish(StepEvent("A", 4242, 21, 2.6, 0.1, 32.0))
     writer.publish(WorkloadState("A", "stopped", 2.7, pid=4242, exit_status=-15))
     recorder.close(2.7)
-    assert source.wait_ended(10)
+    wait_for(lambda: source.ended, timeout=10, what="the run to end")
     assert source.status == "complete"
     assert [s.step for s in seen.of(StepEvent)][-1] == 21
     assert seen.of(WorkloadState)[-1].state == "stopped"
@@ -105,7 +105,7 @@ def test_a_run_written_by_the_recorder_is_followed_until_it_completes(tmp_path) 
 def _handmade_run(tmp_path: Path, runner: RunnerInfo) -> Path:
     """A run directory as a runner leaves it mid-run: run.json "recording", each table's header."""
     run_dir = create_run_dir(tmp_path, "t", time.localtime())
-    (run_dir / "run.json").write_text(json.dumps(_meta(runner)))
+    (run_dir / "run.json").write_text(json.dumps(_meta(runner).to_json()))
     for table, columns in TABLES.items():
         (run_dir / f"{table}.csv").write_text(",".join(columns) + "\n")
     return run_dir

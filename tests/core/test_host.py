@@ -49,7 +49,7 @@ def test_tree_includes_grandchildren_and_sums_resources(family, monkeypatch, pro
         return sample if sample.cpu_pct > 20 else None
 
     sample = wait_for(busy_sample, timeout=20, interval=0.2, what="CPU use of the busy parent")
-    assert sample.process == "A" and sample.pid == root
+    assert sample.slot == "A" and sample.pid == root
     assert sample.rss_mib > 64 and sample.threads >= 2
     assert sample.gpu_mem_mib != sample.gpu_mem_mib
 

@@ -57,11 +57,11 @@ def test_steps_meta_and_output_become_events():
     steps = [i for i in items if isinstance(i, StepEvent)]
     assert [s.step for s in steps] == [0, 1]
     first = steps[0]
-    assert (first.process, first.pid, first.t, first.iter_s, first.samples, first.warmup) == ("B", 7, 1.5, 0.25, 8.0, True)
+    assert (first.slot, first.pid, first.t, first.iter_s, first.samples, first.warmup) == ("B", 7, 1.5, 0.25, 8.0, True)
     assert first.copy_bytes == 1024 and first.copy_s == 0.001 and first.copy_bandwidth == 1024 / 0.001
     assert steps[1].samples != steps[1].samples and steps[1].copy_s != steps[1].copy_s
     assert [m.info for m in items if isinstance(m, WorkloadMeta)] == [{"model": "fcn"}]
-    assert [l.text for l in items if isinstance(l, LogLine)] == ["epoch 1", "loss 0.5", "partial"]
+    assert [line.text for line in items if isinstance(line, LogLine)] == ["epoch 1", "loss 0.5", "partial"]
     notices = [n.text for n in items if isinstance(n, Notice)]
     assert any("dropped 3 steps" in n for n in notices)
     assert any("v2" in n for n in notices)
@@ -181,7 +181,7 @@ def test_the_period_is_the_front_ends_and_a_longer_one_loses_nothing():
     listener, steps, elapsed = _gather(period_s=0.5, batches=300, rows=1, every_s=0.005)
     assert len(steps) == 2 * 300
     for process in "AB":
-        assert [s.step for s in steps if s.process == process] == list(range(300))
+        assert [s.step for s in steps if s.slot == process] == list(range(300))
     # one wake-up per period, plus those that register the pipes, hurry and stop
     assert listener.wakeups <= elapsed / 0.5 + 5, (listener.wakeups, elapsed)
 

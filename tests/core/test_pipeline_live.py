@@ -82,3 +82,31 @@ def test_steps_wait_for_the_next_question_and_never_pile_up():
     assert rates["B"] == pytest.approx(100.0, rel=0.02) and rates["A"] == pytest.approx(50.0, rel=0.05)
     with pytest.raises(RuntimeError, match="no shared rates"):
         LiveStats(shared=False).shared_rates(["A"])
+
+
+def test_one_computation_per_bus_says_which_jobs_run_and_publishes_each_answer():
+    from gpumon.core.interference.live import LiveNow
+    from gpumon.core.records.bus import Bus
+    from gpumon.core.records.model import WorkloadState
+
+    bus = Bus()
+    live = LiveStats(window_s=2.0, bus=bus)
+    published: list[LiveNow] = []
+    bus.subscribe(published.append, LiveNow)
+    for slot in ("A", "B"):
+        bus.publish(WorkloadState(slot, "starting", 0.0))
+        bus.publish(WorkloadState(slot, "running", 0.0, pid=1))
+    assert live.running() == ("A", "B")
+    for i in range(300):  # A at 100 it/s, B at 50 it/s, together from the start
+        bus.publish(StepEvent("A", 1, i, (i + 1) * 0.01, 0.01, warmup=i < 2))
+        if i % 2:
+            bus.publish(StepEvent("B", 2, i // 2, (i + 1) * 0.01, 0.02, warmup=i < 4))
+    now = live.now(3.0)
+    assert published == [now] and now.running == ("A", "B")
+    assert now.figures["A"].steps == 300 and now.shared["A"] == pytest.approx(100.0, rel=0.02)
+    assert now.shared["B"] == pytest.approx(50.0, rel=0.05)
+    bus.publish(WorkloadState("B", "exited", 3.0, pid=2, exit_status=0))
+    after = live.now(3.1)
+    assert after.running == ("A",) and after.shared["B"] == now.shared["B"], "the overlap's figures stay as it ended"
+    bus.publish(WorkloadState("B", "starting", 4.0))  # a new job in B: its history starts again
+    assert live.figures("B", 4.0).steps == 0 and live.running() == ("A", "B")

@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.records.model import DeviceSample, LogLine, Notice, StepEvent, WorkloadState
+from gpumon.core.store.runmeta import RunMeta
 from gpumon.core.store.recorder import RESERVE_FILE, CaptureError, Recorder, create_run_dir
 from gpumon.core.store.trace import export, load_run, summarize
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 from tests.helpers import wait_for
 
 
-def _meta(workloads: list[dict] | None = None) -> dict:
-    return {"schema": 1, "label": "unit", "mode": "exclusive", "status": "recording", "workloads": workloads or []}
+def _meta(workloads: list[dict] | None = None) -> RunMeta:
+    return RunMeta.from_json({"schema": 1, "label": "unit", "mode": "exclusive", "status": "recording",
+                              "workloads": workloads or []})
 
 
 def _run_dir(tmp_path: Path) -> Path:
@@ -56,9 +58,9 @@ def test_writes_every_table_and_a_complete_run_json(tmp_path):
         recorder.handle(item)
     assert recorder.close(0.7) == path
     run = load_run(path)
-    assert run.meta["status"] == "complete" and run.meta["mode"] == "exclusive" and run.meta["duration_s"] == 0.7
+    assert run.meta.status == "complete" and run.meta.mode == "exclusive" and run.meta.duration_s == 0.7
     (a,) = run.workloads
-    assert (a["process"], a["pid"], a["exit_status"], a["state"]) == ("A", 100, 0, "exited")
+    assert (a.slot, a.pid, a.exit_status, a.state) == ("A", 100, 0, "exited")
     assert len(run.steps()) == 50 and run.device()["gpu_util"].tolist() == [50.0]
     assert (path / "logs" / "A.out").read_text() == "hello\n"
     assert not (path / RESERVE_FILE).exists()
@@ -73,9 +75,9 @@ def test_a_planned_pair_stays_shared_when_the_second_never_starts(tmp_path):
     recorder.handle(WorkloadState("B", "not started", 1.0, tail="A failed first"))
     recorder.close(1.0)
     run = load_run(path)
-    assert run.meta["mode"] == "shared"
+    assert run.meta.mode == "shared"
     a, b = run.workloads
-    assert a["exit_status"] == 3 and b == {"process": "B", "spec": "y", "state": "not started", "reason": "A failed first"}
+    assert a.exit_status == 3 and b.to_json() == {"process": "B", "spec": "y", "state": "not started", "reason": "A failed first"}
 
 
 def test_rows_are_flushed_while_recording(tmp_path):
@@ -113,9 +115,10 @@ def test_no_space_left_stops_the_capture_at_once_and_finalises_it_as_truncated(t
     assert errors.seen == [error], "on_error is called once"
 
     run = load_run(path)
-    assert run.meta["status"] == "truncated"
-    assert run.meta["capture_error"] == {"t": pytest.approx(error.t, abs=1e-3), "reason": error.reason}
-    assert run.meta["duration_s"] == pytest.approx(error.t, abs=1e-3)
+    assert run.meta.status == "truncated"
+    assert run.meta.capture_error is not None and run.meta.capture_error.reason == error.reason
+    assert run.meta.capture_error.t == pytest.approx(error.t, abs=1e-3)
+    assert run.meta.duration_s == pytest.approx(error.t, abs=1e-3)
     assert len(run.steps()) == 20, "what was written before the failure stays readable"
     assert summarize(run).status == "truncated"
     assert [p.name for p in export(run, tmp_path / "csv")] == ["steps.csv", "device.csv", "processes.csv", "host.csv", "gpu_others.csv"]
@@ -158,13 +161,13 @@ def test_the_queue_is_bounded_and_a_writer_that_falls_behind_ends_the_capture(tm
     (error,) = errors.seen
     assert "not keeping up (10 records waiting)" in error.reason
     recorder.close(1.0)
-    assert load_run(path).meta["status"] == "truncated"
+    assert load_run(path).meta.status == "truncated"
 
 
 def test_an_unwritable_run_directory_at_the_start_is_one_usage_error(tmp_path):
     path = _run_dir(tmp_path)
     os.symlink("/dev/full", path / "steps.csv")
-    with pytest.raises(UsageError, match=f"cannot write the capture: no space left on {path}"):
+    with pytest.raises(EnvironmentFailure, match=f"cannot write the capture: no space left on {path}"):
         Recorder(path, _meta())
 
 
@@ -175,7 +178,7 @@ def test_items_it_does_not_record_are_ignored(tmp_path):
     recorder.handle(object())
     recorder.close(0.1)
     run = load_run(path)
-    assert run.meta["status"] == "complete" and run.steps().empty
+    assert run.meta.status == "complete" and run.steps().empty
 
 
 def test_flush_soon_writes_at_once_instead_of_at_the_end_of_the_interval(tmp_path, monkeypatch):

@@ -94,7 +94,7 @@ def test_device_every_tick_host_and_processes_every_process_period():
     assert [d.gpu_util for d in items.of(DeviceSample)] == [float(i) for i in range(1, 13)]
     assert len(items.of(HostSample)) == 3, "ticks 0, 5 and 10"
     procs = items.of(ProcessSample)
-    assert [(p.process, p.pid, p.threads) for p in procs] == [("A", 1000, 2)] * 3
+    assert [(p.slot, p.pid, p.threads) for p in procs] == [("A", 1000, 2)] * 3
 
 
 def test_job_trees_are_read_through_every_thread_once_every_ten_process_ticks():

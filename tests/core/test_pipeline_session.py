@@ -15,7 +15,7 @@ from gpumon.core.records.model import HostSample, Notice
 from gpumon.frontends.plan import make_plan
 from gpumon.core.capture.session import Session, SessionConfig
 from gpumon.core.store.trace import load_run
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 from gpumon.frontends.headless import HeadlessRun
 from tests.core.test_pipeline_sampler import Collect, FakeHost
 from tests.helpers import wait_for
@@ -40,19 +40,19 @@ def test_a_capture_records_the_job_and_the_fake_host_then_completes(tmp_path):
     request = LaunchRequest.command(_stepper(40))
     session.start()
     path = session.start_capture("unit", [request])
-    workload = session.launch(request, "A")
-    wait_for(lambda: not workload.running, what="the job to finish")
+    session.launch(slot="A", request=request)
+    wait_for(lambda: not session.launcher.get("A").running, what="the job to finish")
     hosts = len(items.of(HostSample))
     wait_for(lambda: len(items.of(HostSample)) > hosts, what="a host sample during the capture")
     assert session.shutdown() == path
     run = load_run(path)
-    assert run.meta["status"] == "complete" and run.meta["mode"] == "exclusive"
+    assert run.meta.status == "complete" and run.meta.mode == "exclusive"
     assert len(run.steps()) == 40 and set(run.steps()["process"]) == {"A"}
     assert not run.host().empty and set(run.host()["cpu_pct"]) == {12.5}, "host rows come from the sampler's source"
-    with pytest.raises(UsageError, match="shutting down"):
+    with pytest.raises(EnvironmentFailure, match="shutting down"):
         session.start_capture("late")
-    with pytest.raises(UsageError, match="shutting down"):
-        session.launch(request, "B")
+    with pytest.raises(EnvironmentFailure, match="shutting down"):
+        session.launch(slot="B", request=request)
 
 
 def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
@@ -60,16 +60,16 @@ def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
     request = LaunchRequest.command("sleep 60")
     session.start()
     path = session.start_capture("unit", [request])
-    workload = session.launch(request, "A")
+    session.launch(slot="A", request=request)
     shutil.rmtree(path)
     wait_for(lambda: session.capture_error is not None, what="the capture error")
-    wait_for(lambda: not workload.running, what="the job to be stopped")
+    wait_for(lambda: not session.launcher.get("A").running, what="the job to be stopped")
     texts = [n.text for n in items.of(Notice)]
     assert texts[0] == session.capture_error.line() and texts[0].endswith("was removed")
     assert any(t.startswith("could not finalise") for t in texts)
     assert not session.capturing
-    with pytest.raises(UsageError, match="capture stopped"):
-        session.launch(request, "B")
+    with pytest.raises(EnvironmentFailure, match="capture stopped"):
+        session.launch(slot="B", request=request)
     session.shutdown()
 
 
@@ -78,11 +78,12 @@ def test_on_capture_error_continue_keeps_the_jobs(tmp_path):
     request = LaunchRequest.command("sleep 60")
     session.start()
     path = session.start_capture("unit", [request])
-    workload = session.launch(request, "A")
+    session.launch(slot="A", request=request)
     shutil.rmtree(path)
     wait_for(lambda: session.capture_error is not None, what="the capture error")
-    assert workload.running
+    assert session.launcher.get("A").running
     session.shutdown()
+    workload = session.launcher.get("A")
     assert not workload.running and workload.stop_requested
 
 
@@ -101,7 +102,7 @@ def test_headless_runs_a_pair_to_completion_with_json_status_lines(tmp_path):
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[-1]["status"] == 0
     run = load_run(lines[-1]["run"])
-    assert run.meta["mode"] == "shared" and {w["process"]: w["exit_status"] for w in run.workloads} == {"A": 0, "B": 0}
+    assert run.meta.mode == "shared" and {w.slot: w.exit_status for w in run.workloads} == {"A": 0, "B": 0}
     assert len(run.steps()) == 600
     assert {s["process"] for s in lines if "process" in s} <= {"A", "B"}
 
@@ -142,4 +143,4 @@ def test_headless_exits_1_naming_the_failed_job_and_never_starts_the_staggered_o
     assert "workload A" in failure and "exited with status 4" in failure and "workload B not started" in failure
     run = load_run(json.loads(out.splitlines()[-1])["run"])
     a, b = run.workloads
-    assert (a["process"], a["exit_status"]) == ("A", 4) and b["state"] == "not started" and "pid" not in b
+    assert (a.slot, a.exit_status) == ("A", 4) and b.state == "not started" and "pid" not in b.to_json()

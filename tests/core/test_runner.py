@@ -20,14 +20,21 @@ import psutil
 import pytest
 
 from gpumon.core.store.runner import (
-    INTERRUPTED, LOCK_FILE, RECORDING, RUNNING, RunnerInfo, RunnerLock, run_owner, run_status, runner_process,
+    INTERRUPTED, LOCK_FILE, RECORDING, RUNNING, RunnerInfo, RunnerLock, run_owner, runner_process,
     stop_runner,
 )
+from gpumon.core.store.runmeta import RunMeta
 from gpumon.errors import UsageError
 from tests.helpers import fork_as_nobody, hold_run, hold_run_as_nobody, reachable_by_others, victim
 
+
 def _meta(run_dir: Path) -> dict:
     return json.loads((run_dir / "run.json").read_text())
+
+
+def _status(meta: dict, run_dir: Path) -> str:
+    """What every reader makes of run.json ``meta`` (a dict, as forged) for the run in ``run_dir``."""
+    return RunMeta.from_json({"schema": 1, "workloads": [], **meta}).live_status(run_dir)
 
 
 def _forge(run_dir: Path, process: psutil.Process, status: str = RECORDING) -> dict:
@@ -52,17 +59,18 @@ def holder(tmp_path):
 def test_this_process_is_ours_and_its_entry_round_trips() -> None:
     me = RunnerInfo.current(detached=True)
     assert me.pid == os.getpid() and me.claimed() is not None and me.uid == os.getuid() and me.detached
-    assert RunnerInfo.from_meta({"runner": me.to_json()}) == me
+    assert RunnerInfo.from_json(me.to_json()) == me
+    assert RunMeta.from_json({"schema": 1, "workloads": [], "runner": me.to_json()}).runner == me
 
 
 def test_the_runner_holding_its_lock_is_proven_running_and_stopped_by_sigterm(holder) -> None:
     run_dir, proc, info = holder
     meta = _meta(run_dir)
     assert runner_process(run_dir, info).pid == proc.pid
-    assert run_status(meta, run_dir) == RUNNING and run_owner(run_dir, info) == os.getuid()
+    assert _status(meta, run_dir) == RUNNING and run_owner(run_dir, info) == os.getuid()
     assert stop_runner(run_dir, info)
     assert proc.wait(10) == -signal.SIGTERM
-    assert run_status(meta, run_dir) == INTERRUPTED  # the kernel let go of its lock: killed, not finalised
+    assert _status(meta, run_dir) == INTERRUPTED  # the kernel let go of its lock: killed, not finalised
     assert not stop_runner(run_dir, info)
 
 
@@ -70,9 +78,9 @@ def test_a_copy_of_the_run_directory_is_not_running_and_stopping_it_signals_noth
     run_dir, proc, info = holder
     copy = run_dir.parent / "20991231-000000-backup-copy"
     shutil.copytree(run_dir, copy)  # runner.lock too: another inode, which nobody holds
-    assert run_status(_meta(copy), copy) == INTERRUPTED and runner_process(copy, info) is None
+    assert _status(_meta(copy), copy) == INTERRUPTED and runner_process(copy, info) is None
     assert not stop_runner(copy, info)
-    assert proc.poll() is None and run_status(_meta(run_dir), run_dir) == RUNNING
+    assert proc.poll() is None and _status(_meta(run_dir), run_dir) == RUNNING
 
 
 def test_a_hard_link_to_the_lock_in_another_directory_proves_nothing_there(holder) -> None:
@@ -94,8 +102,8 @@ def test_a_run_json_naming_another_process_never_gets_it_signalled(tmp_path) -> 
     with victim() as sleeper:
         try:
             forged = _forge(run_dir, psutil.Process(sleeper.pid))
-            info = RunnerInfo.from_meta(forged)
-            assert runner_process(run_dir, info) is None and run_status(forged, run_dir) == INTERRUPTED
+            info = RunnerInfo.from_json(forged["runner"])
+            assert runner_process(run_dir, info) is None and _status(forged, run_dir) == INTERRUPTED
             assert not stop_runner(run_dir, info)
             assert sleeper.poll() is None
         finally:
@@ -115,7 +123,7 @@ def test_holding_the_file_open_without_its_lock_is_not_being_the_runner(tmp_path
     try:
         assert reader.stdout.readline()
         forged = _forge(run_dir, psutil.Process(reader.pid))
-        info = RunnerInfo.from_meta(forged)
+        info = RunnerInfo.from_json(forged["runner"])
         assert runner_process(run_dir, info) is None and not stop_runner(run_dir, info)
         assert reader.poll() is None
     finally:
@@ -134,16 +142,16 @@ def test_a_recycled_pid_or_a_zombie_is_not_the_runner(holder) -> None:
 
 
 def test_status_of_finished_old_garbled_and_foreign_runs(tmp_path) -> None:
-    assert run_status({"status": "complete"}, tmp_path) == "complete"
-    assert run_status({"status": "recording"}, tmp_path) == INTERRUPTED  # recorded before runners were named
-    assert run_status({"status": "recording", "runner": {"pid": 1}}, tmp_path) == INTERRUPTED  # garbled entry
+    assert _status({"status": "complete"}, tmp_path) == "complete"
+    assert _status({"status": "recording"}, tmp_path) == INTERRUPTED  # recorded before runners were named
+    assert _status({"status": "recording", "runner": {"pid": 1}}, tmp_path) == INTERRUPTED  # garbled entry
     here = RunnerInfo.current().host
     for pid in (-1, 0, "x", 2**80, None):
         entry = {"pid": pid, "started": 0.0, "uid": 0, "user": "x", "host": here}
-        assert RunnerInfo.from_meta({"runner": entry}) is None
-        assert run_status({"status": "recording", "runner": entry}, tmp_path) == INTERRUPTED
+        assert RunnerInfo.from_json(entry) is None
+        assert _status({"status": "recording", "runner": entry}, tmp_path) == INTERRUPTED
     elsewhere = {"pid": 1, "started": 0.0, "uid": 0, "user": "x", "host": "another-host.invalid"}
-    assert run_status({"status": "recording", "runner": elsewhere}, tmp_path) == RECORDING  # this machine cannot tell
+    assert _status({"status": "recording", "runner": elsewhere}, tmp_path) == RECORDING  # this machine cannot tell
 
 
 def test_the_lock_is_a_new_file_and_is_removed_once_released(tmp_path) -> None:
@@ -172,10 +180,10 @@ def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(shared_di
     run_dir = shared_dir / "20260101-000000-theirs"
     pid = hold_run_as_nobody(run_dir)
     try:
-        info = RunnerInfo.from_meta(_meta(run_dir))
+        info = RunnerInfo.from_json(_meta(run_dir)["runner"])
         nobody = pwd.getpwnam("nobody").pw_uid
         assert info.uid == nobody and run_owner(run_dir, info) == nobody
-        assert run_status(_meta(run_dir), run_dir) == RUNNING  # root may look at another user's descriptors
+        assert _status(_meta(run_dir), run_dir) == RUNNING  # root may look at another user's descriptors
         with pytest.raises(UsageError, match="belongs to user nobody"):
             stop_runner(run_dir, info)
         assert psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -195,8 +203,8 @@ def test_a_user_who_may_not_inspect_the_runner_reads_recording(shared_dir) -> No
     proc, info = hold_run(run_dir)
     try:
         meta = _meta(run_dir)
-        assert run_status(meta, run_dir) == RUNNING
-        assert fork_as_nobody(lambda: run_status(meta, run_dir)) == RECORDING
+        assert _status(meta, run_dir) == RUNNING
+        assert fork_as_nobody(lambda: _status(meta, run_dir)) == RECORDING
         assert fork_as_nobody(lambda: str(stop_runner(run_dir, info))).startswith("UsageError")
         assert proc.poll() is None
     finally:

@@ -86,12 +86,12 @@ def test_the_process_is_job_b_and_is_left_running(capture) -> None:
     assert f"gpumon: watching pid {proc.pid} as B (reading its probe); gpumon never signals it" in stderr
     assert f"gpumon: workload B detached: pid {proc.pid} still running" in stderr
     run = load_run(path)
-    b = next(w for w in run.workloads if w["process"] == "B")
-    assert b["kind"] == "beside" and b["owned"] is False and b["attached"] is True and b["probe"] is True
-    assert b["pid"] == proc.pid and b["user"] == pwd.getpwuid(os.getuid()).pw_name
-    assert b["argv"] == psutil.Process(proc.pid).cmdline() and b["command"] == shlex.join(b["argv"])
-    assert b["state"] == "detached"
-    assert b["exit_status"] is None and run.meta["mode"] == "shared"
+    b = next(w for w in run.workloads if w.slot == "B")
+    assert b.kind == "beside" and b.owned is False and b.attached is True and b.probe is True
+    assert b.pid == proc.pid and b.user == pwd.getpwuid(os.getuid()).pw_name
+    assert b.argv == psutil.Process(proc.pid).cmdline() and b.command == shlex.join(b.argv)
+    assert b.state == "detached"
+    assert b.exit_status is None and run.meta.mode == "shared"
     procs = run.processes()
     mine = procs[procs.process == "B"]
     assert len(mine) >= 8 and (mine.pid == proc.pid).all() and (mine.rss_mib > 1).all()
@@ -105,7 +105,7 @@ def test_its_steps_are_its_own_clock(capture) -> None:
     run = load_run(path)
     steps = run.steps()
     b = steps[steps.process == "B"].set_index("step")
-    t0 = run.meta["t0_monotonic_ns"]
+    t0 = run.meta.t0_monotonic_ns
     logged = {int(s): int(ns) for s, ns in (line.split() for line in own_log.read_text().splitlines())}
     seen = {s: ns for s, ns in logged.items() if s in b.index}
     assert len(seen) >= 20
@@ -122,7 +122,7 @@ def test_its_steps_are_its_own_clock(capture) -> None:
 def test_its_exclusive_rate_comes_from_before_a_started(capture) -> None:
     path, proc, _, _, _ = capture
     run = load_run(path)
-    a_start = next(w for w in run.workloads if w["process"] == "A")["start_t"]
+    a_start = next(w for w in run.workloads if w.slot == "A").start_t
     assert a_start >= 2.0  # B was watched alone first
     done = gpumon("compare", "--shared", str(path), "--json")
     assert done.returncode == 0, done.stderr
@@ -147,7 +147,7 @@ def test_kill_9_of_gpumon_leaves_it_running(tmp_path: Path) -> None:
         monitor.send_signal(signal.SIGINT)  # Ctrl-C
         assert monitor.wait(timeout=60) == 128 + signal.SIGINT
         assert proc.poll() is None
-        assert load_run(only_run(runs)).workloads[0]["state"] == "detached"
+        assert load_run(only_run(runs)).workloads[0].state == "detached"
 
         again = subprocess.Popen([*GPUMON, "run", "--beside", str(proc.pid), "--headless", "--device", "cpu",
                                   "--no-nvml", "--out", str(tmp_path / "runs2")], stdout=subprocess.DEVNULL,
@@ -219,7 +219,7 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
     assert "beside fcn" in live[-1] and "GPU memory 2.0 GiB → 2.0 GiB" in live[-1]
 
     path = only_run(tmp_path / "runs")
-    assert load_run(path).workloads[1]["probe"] is False
+    assert load_run(path).workloads[1].probe is False
     text_out = gpumon("compare", "--shared", str(path))
     assert text_out.returncode == 0, text_out.stderr
     assert "B: rate unknown (no probe); what is known: SM 80 % alone → 67 % beside fcn (-17 %), " \
@@ -246,4 +246,4 @@ def test_a_process_that_ends_while_watched(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"gpumon: workload B (pid {proc.pid}) exited by itself (status unknown: gpumon did not start it)" in done.stderr
     (entry,) = load_run(only_run(tmp_path / "runs")).workloads
-    assert entry["state"] == "exited" and entry["exit_status"] is None and entry["stop_t"] > entry["start_t"]
+    assert entry.state == "exited" and entry.exit_status is None and entry.stop_t > entry.start_t

@@ -102,11 +102,11 @@ def test_a_full_filesystem_truncates_the_run_and_keeps_it_readable(tmp_path):
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     (run_dir,) = saved.iterdir()
-    line = next(l for l in result.stderr.splitlines() if l.startswith("gpumon: capture stopped at "))
+    line = next(s for s in result.stderr.splitlines() if s.startswith("gpumon: capture stopped at "))
     assert line.endswith(f"no space left on {mnt / run_dir.name}"), result.stderr
     assert f"gpumon: run saved to {mnt / run_dir.name} (truncated)" in result.stderr
     run = load_run(run_dir)
-    assert run.meta["status"] == "truncated" and "no space left" in run.meta["capture_error"]["reason"]
+    assert run.meta.status == "truncated" and "no space left" in run.meta.capture_error.reason
     assert len(run.steps()) > 100
     for args in (["runs", str(saved), "--json"], ["export", str(run_dir), "--csv", str(tmp_path / "csv")]):
         listing = subprocess.run([*GPUMON, *args], capture_output=True, text=True, timeout=120)

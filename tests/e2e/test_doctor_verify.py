@@ -10,10 +10,10 @@ The verdicts on real numbers are in tests/core/test_verify.py.
 
 from __future__ import annotations
 
+from pathlib import Path
 import json
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 

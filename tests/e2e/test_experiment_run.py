@@ -73,8 +73,8 @@ def test_interrupted_experiment_resumes_and_fills_the_matrix_from_real_runs(tmp_
     assert [p.name for p in fcn_runs] == [cells["x-fcn-r1"]["run"].split("/")[-1]], "x-fcn-r1 must not run twice"
     for cell in cells.values():
         run = load_run(out / cell["run"])
-        assert run.meta["status"] == "complete" and run.label == cell["id"]
-        assert run.meta["device"] == "cpu" and all(w["exit_status"] == 0 for w in run.workloads)
+        assert run.meta.status == "complete" and run.label == cell["id"]
+        assert run.meta.device == "cpu" and all(w.exit_status == 0 for w in run.workloads)
         command = cell["command"][cell["command"].index("run"):]  # after the interpreter running this gpumon
         assert command[:2] == ["run", "fcn:preset=tiny,threads=1"] or cell["id"] == "x-gemm-r1"
         assert cell["command"][0] == sys.executable and cell["command"][-2:] == ["--python", sys.executable]

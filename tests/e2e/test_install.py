@@ -103,9 +103,9 @@ def test_builtin_workload_runs_in_another_python(light, training_env):
     run = load_run(run_dir)
     steps = run.steps()
     assert len(steps[steps.process == "A"]) == 40
-    assert run.meta["versions"]["torch"], "the child's torch version is recorded"
+    assert run.meta.versions["torch"], "the child's torch version is recorded"
     (workload,) = run.workloads
-    assert workload["exit_status"] == 0
+    assert workload.exit_status == 0
 
 
 def test_builtin_workload_without_torch_says_how_to_get_it(light):

@@ -28,7 +28,7 @@ def test_live_line_carries_each_jobs_cause_and_words(tmp_path: Path) -> None:
     assert entries, result.stdout
     for entry in entries:
         assert set(entry["cause"]) == {"A", "B"}
-        for slot, why in entry["cause"].items():
+        for why in entry["cause"].values():
             assert why["cause"] in CAUSES
             if why["cause"] not in ("none", "unknown"):
                 assert abs(sum(why["shares"].values()) - 1) < 1e-3 and why["evidence"]

@@ -37,7 +37,7 @@ def _live_lines(shared: Path, exclusive: dict[str, float]) -> list[Interference]
 
     def track(item: object) -> None:
         if isinstance(item, WorkloadState):
-            (running.add if item.state == "running" else running.discard)(item.process)
+            (running.add if item.state == "running" else running.discard)(item.slot)
 
     bus.subscribe(live.handle)
     bus.subscribe(track)

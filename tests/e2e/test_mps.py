@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.records.share import ShareMode, parse_share, share_of
+from gpumon.commands import argtypes
+from gpumon.core.records.share import ShareMode, parse_share
 from gpumon.errors import UsageError
 from tests.helpers import GPUMON, gpumon, only_run, wait_for
 
@@ -90,10 +91,13 @@ def test_share_modes_parse_and_describe() -> None:
     assert parse_share("mps:existing") == ShareMode("mps", existing=True)
     assert parse_share("mps:threads=30,70").describe() == "mps 30/70"
     for bad in ("mig", "mps:threads=0,50", "mps:threads=30", "mps:threads=30,101", "timeslice:x", "mps:bogus"):
-        with pytest.raises(UsageError):
+        with pytest.raises(ValueError):
             parse_share(bad)
-    assert share_of({}) == "timeslice"
-    assert share_of({"share": {"mode": "mps", "threads": [30, 70], "existing_daemon": False}}) == "mps 30/70"
+        with pytest.raises(UsageError, match="^bad --share"):
+            argtypes.share(bad)
+    assert ShareMode.from_json(None) == ShareMode() and ShareMode.from_json("mps") == ShareMode()
+    assert ShareMode.from_json({"mode": "mps", "threads": [30, 70], "existing_daemon": False}).describe() == "mps 30/70"
+    assert ShareMode.from_json(ShareMode("mps", existing=True).to_json()) == ShareMode("mps", existing=True)
 
 
 def test_mps_daemon_private_dirs_client_env_and_quit(tmp_path: Path, fake_mps: dict[str, str]) -> None:
@@ -152,7 +156,7 @@ def test_failure_to_start_the_daemon_is_one_line_and_leaves_nothing(tmp_path: Pa
     runs = tmp_path / "runs"
     env = {**fake_mps, "FAKE_MPS_FAIL": "cannot open /dev/nvidiactl"}
     result = gpumon("run", "--cmd", job(tmp_path, 5), "--share", "mps", "--headless", "--no-nvml", "--out", str(runs), env=env)
-    assert result.returncode == 2
+    assert result.returncode == 1, "the daemon would not start: this machine, not the input"
     assert result.stderr.strip().splitlines()[-1] == (
         "gpumon: error: could not start the MPS daemon: nvidia-cuda-mps-control exited with status 1: "
         "cannot open /dev/nvidiactl"

@@ -19,10 +19,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-LOCK_FILE = "runner.lock"  # gpumon.core.store.runner.LOCK_FILE, spelled out so this file runs against older gpumon too
 from tests.e2e.test_detach import STEPPER, Pane, _detach, _env, _jobs, _steps, needs_tmux
 from tests.e2e.test_run_headless import stepping
 from tests.helpers import gpumon, hold_run, hold_run_as_nobody, reachable_by_others, victim, wait_for
+
+LOCK_FILE = "runner.lock"  # gpumon.core.store.runner.LOCK_FILE, spelled out so this file runs against older gpumon too
 
 DATA = Path(__file__).parents[1] / "data" / "cpu_same_core" / "x-fcn"
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to make a run directory of another user")

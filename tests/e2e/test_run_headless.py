@@ -39,10 +39,10 @@ def test_two_workloads_overlap_and_match_status_lines(tmp_path):
     assert min(running.values()) >= RUNNING_LINES, result.stdout + result.stderr
     assert result.returncode == 128 + signal.SIGINT, result.stderr
     run = load_run(only_run(tmp_path))
-    assert run.meta["status"] == "complete" and run.meta["mode"] == "shared"
-    assert {w["spec"].split(":")[0] for w in run.workloads} == {"fcn", "gemm"}
-    assert all(w["exit_status"] is not None and w["meta"]["device"] == "cpu" for w in run.workloads)
-    assert run.meta["versions"]["torch"]
+    assert run.meta.status == "complete" and run.meta.mode == "shared"
+    assert {w.spec.split(":")[0] for w in run.workloads} == {"fcn", "gemm"}
+    assert all(w.exit_status is not None and w.meta["device"] == "cpu" for w in run.workloads)
+    assert run.meta.versions["torch"]
 
     steps = run.steps()
     spans = {}
@@ -113,7 +113,7 @@ def test_unmodified_script_gets_rate_from_auto_probe(tmp_path):
     steps = run.steps()
     assert list(steps["step"]) == list(range(40)), "one step per iteration of the first optimizer"
     assert (run.path / "logs" / "A.out").read_text().strip().endswith("trained")
-    assert run.workloads[0]["kind"] == "cmd" and run.workloads[0]["exit_status"] == 0
+    assert run.workloads[0].kind == "cmd" and run.workloads[0].exit_status == 0
 
 
 def _block_stop_signals() -> None:
@@ -156,7 +156,7 @@ def test_kill_9_of_the_monitor_leaves_no_orphans_and_a_readable_trace(tmp_path):
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert not alive, f"orphans survived: {alive}"
     run = load_run(run_dir)
-    assert run.meta["status"] == "recording"
+    assert run.meta.status == "recording"
     steps = run.steps()
     assert set(steps["process"]) == {"A", "B"}
     assert not run.processes().empty
@@ -179,8 +179,8 @@ def test_signals_stop_children_and_finalise(tmp_path, signum, blocked):
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert not alive
     run = load_run(run_dir)
-    assert run.meta["status"] == "complete"
-    assert all(w["state"] == "stopped" for w in run.workloads)
+    assert run.meta.status == "complete"
+    assert all(w.state == "stopped" for w in run.workloads)
     assert "run saved to" in err
 
 
@@ -193,11 +193,11 @@ def test_a_crashing_child_does_not_stop_the_other(tmp_path):
     assert "workload B exited with status 3" in result.stderr
     assert "out of cheese" in result.stderr
     run = load_run(only_run(tmp_path))
-    b = next(w for w in run.workloads if w["process"] == "B")
-    assert b["exit_status"] == 3 and "out of cheese" in b["tail"]
+    b = next(w for w in run.workloads if w.slot == "B")
+    assert b.exit_status == 3 and "out of cheese" in b.tail
     steps = run.steps()
     a = steps[steps.process == "A"]
-    assert a["t"].max() > b["stop_t"] + 2, "A kept training after B crashed"
+    assert a["t"].max() > b.stop_t + 2, "A kept training after B crashed"
 
 
 @pytest.mark.parametrize(
@@ -266,5 +266,5 @@ def test_a_closed_stdout_does_not_stop_the_run(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     run = load_run(only_run(tmp_path))
-    assert run.meta["status"] == "complete"
+    assert run.meta.status == "complete"
     assert len(run.steps()) == 400

@@ -11,7 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpumon.core.records.model import SourceStatus
 from gpumon.core.store.recorder import create_run_dir, initial_meta
+from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.store.trace import TABLES
 from gpumon.tui.app import replay_app
@@ -57,13 +59,13 @@ def _live_run(tmp_path: Path, runner: subprocess.Popen) -> Path:
     t0 = time.monotonic_ns() - 5_000_000_000  # the runner started 5 s ago
     meta = initial_meta(
         label="gemm", mode="exclusive", clock_t0_ns=t0, started_at="2026-11-25T00:00:00", interval_ms=100, device="cpu",
-        stagger_s=0.0, host={}, gpu=None, nvml={"available": False, "reason": "disabled (--no-nvml)"}, versions={},
-        workloads=[{"process": "A", "spec": "gemm", "kind": "builtin", "argv": [], "pid": runner_pid, "start_t": 0.5,
-                    "state": "running"}],
+        stagger_s=0.0, host={}, gpu=None, nvml=SourceStatus("nvml", False, "disabled (--no-nvml)"), versions={},
+        workloads=[WorkloadRecord("A", spec="gemm", kind="builtin", argv=[], pid=runner_pid, start_t=0.5,
+                                  state="running")],
     )
-    info = RunnerInfo(runner_pid, psutil.Process(runner_pid).create_time(), 0, "me", RunnerInfo.current().host, True)
-    meta.update(capture_start_t=0.0, runner=info.to_json(), baselines={"A": str(baseline)})
-    (run_dir / "run.json").write_text(json.dumps(meta))
+    meta.runner = RunnerInfo(runner_pid, psutil.Process(runner_pid).create_time(), 0, "me", RunnerInfo.current().host, True)
+    meta.baselines = {"A": str(baseline)}
+    (run_dir / "run.json").write_text(json.dumps(meta.to_json()))
     for table, columns in TABLES.items():
         (run_dir / f"{table}.csv").write_text(",".join(columns) + "\n")
     with open(run_dir / "steps.csv", "a") as f:
@@ -115,7 +117,7 @@ async def test_quitting_the_viewer_never_signals_the_runner(tmp_path, runner):
     source, feed = open_follow(run_dir)
     app = replay_app(AttachedScreen(source, feed))
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: source.status == "running" and feed.model.stats.figures("A", 5.0).steps, what="steps")
+        await wait_until(pilot, lambda: source.status == "running" and feed.model.live.figures("A", 5.0).steps, what="steps")
         await pilot.press("q")
     assert runner.poll() is None
 

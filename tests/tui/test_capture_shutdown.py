@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from gpumon.core.store.trace import load_run
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.widgets.lines import TextLine
@@ -34,27 +34,27 @@ def test_toggle_capture_after_shutdown_is_refused_and_opens_no_run(runs_dir):
     capturing, first = controller.toggle_capture()
     assert capturing and first is not None
     assert controller.shutdown() == first
-    with pytest.raises(UsageError, match="shutting down"):
+    with pytest.raises(EnvironmentFailure, match="shutting down"):
         controller.toggle_capture()
     assert _runs(runs_dir) == [first]
-    assert load_run(first).meta["status"] == "complete"
+    assert load_run(first).meta.status == "complete"
     assert controller.session.recorder is None
 
 
 def test_toggle_capture_while_shutdown_is_under_way_is_refused_at_once(runs_dir):
     controller = Controller(make_test_plan(runs_dir, [STUBBORN], label="stubborn"))
     first = controller.start()
-    controller.launch("A", controller.plan.requests[0])
-    wait_for(lambda: "up" in "\n".join(controller.session.launcher.workloads["A"].tail), what="the child to start")
+    controller.launch(slot="A", request=controller.plan.requests[0])
+    wait_for(lambda: "up" in "\n".join(controller.session.launcher.get("A").tail), what="the child to start")
     stopper = threading.Thread(target=controller.shutdown)
     stopper.start()
     wait_for(lambda: controller.shutting_down, what="shutdown to begin")
-    with pytest.raises(UsageError, match="shutting down"):
+    with pytest.raises(EnvironmentFailure, match="shutting down"):
         controller.toggle_capture()
     assert stopper.is_alive(), "the refusal came while shutdown was still under way"
     stopper.join(30)
     assert _runs(runs_dir) == [first]
-    assert load_run(first).meta["status"] == "complete"
+    assert load_run(first).meta.status == "complete"
 
 
 @run_async
@@ -71,7 +71,7 @@ async def test_c_during_shutdown_does_nothing_and_says_why(runs_dir):
         )
         await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
     assert _runs(runs_dir) == [first]
-    assert load_run(first).meta["status"] == "complete"
+    assert load_run(first).meta.status == "complete"
 
 
 @run_async
@@ -79,7 +79,7 @@ async def test_a_capture_that_cannot_be_written_is_shown_and_stops_the_jobs(runs
     app = GpumonApp(Controller(make_test_plan(runs_dir, [probe_command()], label="probe")))
     async with app.run_test(size=(100, 30)) as pilot:
         path = await wait_until(pilot, lambda: app.controller.capture_path, what="the capture")
-        workload = await wait_until(pilot, lambda: app.controller.running("A"), what="the job")
+        await wait_until(pilot, lambda: app.controller.running("A"), what="the job")
         shutil.rmtree(path)
         await wait_until(
             pilot,
@@ -89,7 +89,7 @@ async def test_a_capture_that_cannot_be_written_is_shown_and_stops_the_jobs(runs
         await wait_until(
             pilot, lambda: "✖ capture stopped at" in app.monitor.query_one("#status", TextLine).plain, what="the status line"
         )
-        await wait_until(pilot, lambda: not workload.running, what="the job to be stopped")
+        await wait_until(pilot, lambda: not app.controller.running("A"), what="the job to be stopped")
         await pilot.press("q")
         await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
     assert app.return_value == 1

@@ -56,7 +56,7 @@ async def test_launch_from_the_dialog_and_quit_leaves_no_child(runs_dir):
         workload = await wait_until(pilot, lambda: app.controller.running("B"), what="B to start")
         assert workload.request.spec == "gemm:preset=tiny,steps=100000"
         assert workload.request.argv[1:6] == ("-m", "gpumon.workloads", "gemm", "--device", "cpu")
-        pids = [w.pid for w in app.controller.session.launcher.workloads.values()]
+        pids = [w.pid for w in app.controller.session.launcher.snapshot().values()]
         await _quit(pilot, app)
     assert len(pids) == 2 and not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie" for pid in pids)
     assert app.return_value == 0
@@ -78,7 +78,7 @@ async def test_capture_on_and_off_writes_a_run_and_exports_csv(runs_dir, tmp_pat
             pilot, lambda: "not capturing" in app.monitor.query_one("#status", TextLine).plain and app.monitor.query_one("#status", TextLine).plain
         ))
         run = load_run(path)
-        assert run.meta["status"] == "complete" and run.label == "probe"
+        assert run.meta.status == "complete" and run.label == "probe"
         assert sum(1 for _ in run.rows("steps")) > 10
 
         await pilot.press("c")
@@ -89,7 +89,7 @@ async def test_capture_on_and_off_writes_a_run_and_exports_csv(runs_dir, tmp_pat
         out = export_root / f"{second.name}-csv"
         await wait_until(pilot, lambda: (out / "steps.csv").exists(), what="the CSV export")
         await _quit(pilot, app)
-    assert load_run(second).meta["status"] == "complete"
+    assert load_run(second).meta.status == "complete"
     assert sum(1 for _ in load_run(second).rows("steps")) > 0
     assert sorted(p.name for p in out.iterdir()) == ["device.csv", "gpu_others.csv", "host.csv", "processes.csv", "steps.csv"]
 

@@ -71,7 +71,7 @@ async def test_listed_with_its_rate_then_watched_with_w(stepper, runs_dir):
     assert stepper.poll() is None  # q left it running
     run, b = recorded_b(path)
     entry = run.workloads[0]
-    assert entry["process"] == "B" and entry["owned"] is False and entry["state"] == "detached" and entry["probe"]
+    assert entry.slot == "B" and entry.owned is False and entry.state == "detached" and entry.probe
     assert b["t"].min() < 0  # its history from before the capture
 
 
@@ -87,4 +87,4 @@ async def test_beside_in_the_monitor(stepper, runs_dir):
         await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
     assert stepper.poll() is None
     run = load_run(path)
-    assert [(w["process"], w["state"]) for w in run.workloads] == [("A", "stopped"), ("B", "detached")]
+    assert [(w.slot, w.state) for w in run.workloads] == [("A", "stopped"), ("B", "detached")]

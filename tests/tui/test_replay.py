@@ -9,7 +9,7 @@ import pytest
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.model import DeviceSample, HostSample, LogLine, ProcessSample, SourceStatus, StepEvent, WorkloadState
-from gpumon.core.sources.replay import AS_FAST_AS_POSSIBLE, ReplaySource, replay_all
+from gpumon.core.sources.replay import AS_FAST_AS_POSSIBLE, ReplaySource
 from gpumon.core.store.trace import TraceError
 from tests.tracegen import staggered_pair
 
@@ -33,7 +33,7 @@ def test_seek_publishes_everything_up_to_t_in_time_order(tmp_path):
     assert times == sorted(times) and max(times) <= 15.0
     kinds = {type(x) for x in items}
     assert {StepEvent, DeviceSample, ProcessSample, HostSample, WorkloadState} <= kinds
-    states = [(x.process, x.state) for x in items if isinstance(x, WorkloadState)]
+    states = [(x.slot, x.state) for x in items if isinstance(x, WorkloadState)]
     assert states == [("A", "starting"), ("A", "running"), ("B", "starting"), ("B", "running")]
     assert source.now() == 15.0
     first = len(items)
@@ -43,15 +43,16 @@ def test_seek_publishes_everything_up_to_t_in_time_order(tmp_path):
     assert source.finished
     assert [x.text for x in items if isinstance(x, LogLine)][0].startswith("gpumon.workloads: training fcn")
     exits = [x for x in items if isinstance(x, WorkloadState) and x.state == "exited"]
-    assert {(x.process, x.exit_status) for x in exits} == {("A", 0), ("B", 0)}
+    assert {(x.slot, x.exit_status) for x in exits} == {("A", 0), ("B", 0)}
 
 
 def test_replay_of_the_same_run_is_identical(tmp_path):
     root = staggered_pair(tmp_path / "run", crash_b=True)
     first, second = Bus(), Bus()
     a, b = _collect(first), _collect(second)
-    replay_all(root, first)
-    replay_all(root, second)
+    for bus in (first, second):  # the whole run at once: its end state
+        source = ReplaySource(root, bus, AS_FAST_AS_POSSIBLE)
+        source.seek(source.end_t)
     assert a and [repr(x) for x in a] == [repr(x) for x in b]
     steps = [x for x in a if isinstance(x, StepEvent)]
     assert all(isinstance(x.pid, int) and isinstance(x.warmup, bool) for x in steps)
@@ -62,7 +63,7 @@ def test_play_as_fast_as_possible_reaches_the_end(tmp_path):
     root = staggered_pair(tmp_path / "run")
     bus = Bus()
     done = threading.Event()
-    bus.subscribe(lambda x: done.set() if isinstance(x, WorkloadState) and x.process == "B" and x.state == "exited" else None)
+    bus.subscribe(lambda x: done.set() if isinstance(x, WorkloadState) and x.slot == "B" and x.state == "exited" else None)
     source = ReplaySource(root, bus, AS_FAST_AS_POSSIBLE)
     source.play()
     try:

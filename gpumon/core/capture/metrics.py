@@ -8,20 +8,21 @@ device panels; units are in the metric names and counters end in ``_total``. Det
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.interference.live import LiveStats
-from gpumon.core.records.model import ENDED_STATES, DeviceSample, StepEvent, WorkloadState
+from gpumon.core.records.model import DeviceSample, StepEvent
 from gpumon.core.records.rates import VERDICTS, interference
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 
-DEFAULT_HOST = "127.0.0.1"
+if TYPE_CHECKING:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
 MIB = 1024 * 1024
 DEVICE_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
 JOB_LABELS = (*DEVICE_LABELS, "slot", "workload")
@@ -43,23 +44,6 @@ DEVICE_GAUGES = (
 )
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """``[HOST:]PORT`` (``[::1]:9400`` for IPv6) as (host, port); host defaults to 127.0.0.1."""
-    host, sep, port_text = text.strip().rpartition(":")
-    host = host.strip("[]") if sep else DEFAULT_HOST
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise UsageError(f"bad --metrics {text!r} (expected [HOST:]PORT, e.g. 9400 or 0.0.0.0:9400)")
-    if not host:
-        raise UsageError(f"bad --metrics {text!r}: empty host")
-    return host, int(port_text)
-
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
 
 @dataclass
 class _Job:
@@ -70,40 +54,34 @@ class _Job:
 
 @dataclass(eq=False)
 class RunMetrics:
-    """What the collector reads at scrape time; fed from the bus (only appends and assignments)."""
+    """What the collector reads at scrape time: counters and the device sample fed from the bus (only appends and
+    assignments), and the session's live computation (``live``: rates, which jobs run, the overlap), asked then."""
 
     clock: Callable[[], float]
     labels: dict[str, str]
+    live: LiveStats
     exclusive: dict[str, float] = field(default_factory=dict)
-    live: LiveStats = field(default_factory=LiveStats)
     device: DeviceSample | None = None
     jobs: dict[str, _Job] = field(default_factory=dict)
-    running: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    TAKES = (StepEvent, DeviceSample)  # what ``handle`` reads (Bus.subscribe)
+
     def handle(self, item: object) -> None:
-        self.live.handle(item)
         if isinstance(item, StepEvent):
             with self._lock:
-                job = self.jobs.setdefault(item.process, _Job())
+                job = self.jobs.setdefault(item.slot, _Job())
                 job.steps += 1
                 job.copy_bytes += item.copy_bytes
         elif isinstance(item, DeviceSample):
             self.device = item
-        elif isinstance(item, WorkloadState):
-            with self._lock:
-                if item.state == "running":
-                    self.running.add(item.process)
-                elif item.state in ENDED_STATES:
-                    self.running.discard(item.process)
 
     def name_job(self, slot: str, spec: str) -> None:
         """The workload spec of ``slot`` (a new workload in a slot starts its counters at zero)."""
         with self._lock:
             self.jobs[slot] = _Job(spec=spec)
-        self.live.reset(slot)
 
-    def collect(self) -> Iterator[object]:
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         base = [self.labels.get(k, "") for k in DEVICE_LABELS]
@@ -114,11 +92,10 @@ class RunMetrics:
                 family = GaugeMetricFamily(name, text, labels=DEVICE_LABELS)
                 family.add_metric(base, value * scale)
                 yield family
-        now = self.clock()
+        live = self.live.now(self.clock())
         with self._lock:
             jobs = {slot: (job.spec, job.steps, job.copy_bytes) for slot, job in sorted(self.jobs.items())}
-            running = set(self.running)
-        families = {
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             "steps": CounterMetricFamily("gpumon_job_iterations", "training steps the probe reported", labels=JOB_LABELS),
             "copy": CounterMetricFamily("gpumon_job_copy_bytes", "bytes the job copied host to device", labels=JOB_LABELS),
             "rate": GaugeMetricFamily("gpumon_job_iterations_per_second", "iterations per second over the last 2 s", labels=JOB_LABELS),
@@ -132,16 +109,16 @@ class RunMetrics:
             labels = [*base, slot, spec]
             families["steps"].add_metric(labels, steps)
             families["copy"].add_metric(labels, copy_bytes)
-            if slot not in running:
+            f = live.figures.get(slot)
+            if slot not in live.running or f is None:
                 continue
             shared_slots.append(slot)
-            f = self.live.figures(slot, now)
             for key, value in (("rate", f.iter_per_s), ("samples", f.samples_per_s),
                                ("bandwidth", f.copy_bandwidth), ("wall", f.copy_bytes_per_s)):
                 if not math.isnan(value):
                     families[key].add_metric(labels, value)
-        if self.exclusive and len(shared_slots) > 1:
-            result = interference(self.exclusive, self.live.shared_rates(shared_slots))
+        if self.exclusive and len(shared_slots) > 1 and live.shared:
+            result = interference(self.exclusive, {slot: live.shared.get(slot, math.nan) for slot in shared_slots})
             for slot, r in result.slowdown.items():
                 if not math.isnan(r):
                     families["slowdown"].add_metric([*base, slot, jobs[slot][0]], r)
@@ -159,24 +136,26 @@ class RunMetrics:
 class MetricsServer:
     """An HTTP /metrics endpoint over a run's bus, alive while the session is."""
 
-    def __init__(self, host: str, port: int, bus: Bus, clock: Callable[[], float]) -> None:
+    def __init__(self, host: str, port: int, bus: Bus, clock: Callable[[], float], live: LiveStats) -> None:
+        """``live``: the session's live computation (it lives on ``bus`` too)."""
         from prometheus_client import CollectorRegistry
         from prometheus_client.exposition import start_http_server
         from prometheus_client.process_collector import ProcessCollector
 
-        self.metrics = RunMetrics(clock, {})
+        self.metrics = RunMetrics(clock, {}, live)
         registry = CollectorRegistry()
         registry.register(self.metrics)
         ProcessCollector(registry=registry)  # gpumon's own CPU and memory: what watching costs
         try:
             self._server, self._thread = start_http_server(port, host, registry)
         except (OSError, socket.gaierror) as exc:
-            raise UsageError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
-        self._unsubscribe = bus.subscribe(self.metrics.handle)
+            raise EnvironmentFailure(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+        self._unsubscribe = bus.subscribe(self.metrics.handle, *RunMetrics.TAKES)
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        address, port = self._server.server_address[:2]
+        host = address.decode() if isinstance(address, bytes) else address
         return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
 
     def close(self) -> None:

@@ -39,18 +39,18 @@ class NoStepsWatch:
     def handle(self, item: object) -> None:
         if isinstance(item, WorkloadState):
             if item.state == "running" and (item.job or {}).get("kind") == "cmd":
-                self._watched[item.process] = _Watched(item.t)
+                self._watched[item.slot] = _Watched(item.t)
             elif item.state in ENDED_STATES:
-                self._watched.pop(item.process, None)
+                self._watched.pop(item.slot, None)
         elif isinstance(item, StepEvent):
-            self._watched.pop(item.process, None)
+            self._watched.pop(item.slot, None)
         elif isinstance(item, ProcessSample):
-            watched = self._watched.get(item.process)
+            watched = self._watched.get(item.slot)
             if watched is None or item.t <= watched.t:
                 return
             if item.cpu_pct == item.cpu_pct:  # NaN: not measured this tick
                 watched.cpu_s += item.cpu_pct / 100 * (item.t - watched.t)
             watched.t = item.t
             if watched.cpu_s >= self.cpu_s:
-                del self._watched[item.process]
-                self.publish(Notice(item.t, no_steps_text(watched.cpu_s), item.process, kind=NO_STEPS))
+                del self._watched[item.slot]
+                self.publish(Notice(item.t, no_steps_text(watched.cpu_s), item.slot, kind=NO_STEPS))

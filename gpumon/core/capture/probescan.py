@@ -2,7 +2,9 @@
 
 A thread looks in the rendezvous directory every ``SCAN_S`` seconds (``gpumon.core.probing.rendezvous``: stale entries
 are removed there), connects to each new probe and reads its steps on a listener and a bus of its own, so
-nothing here reaches a capture; attaching one as job B is ``Session.attach``.
+nothing here reaches a capture; attaching one as job B is ``Session.attach``. Each followed probe is a job of that
+bus, keyed by its PID: "running" while its connection is open, "exited" once it closed, and its rate comes from the
+bus's live computation (``LiveStats``), as a session's jobs' do.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
 from gpumon.core.probing.listener import Listener
 from gpumon.core.interference.live import LiveStats
+from gpumon.core.records.model import WorkloadState
 
 SCAN_S = 2.0
 
@@ -39,8 +42,7 @@ class ProbeScanner(threading.Thread):
         super().__init__(name="gpumon-probe-scan", daemon=True)
         self.clock = clock
         self.bus = Bus()
-        self.live = LiveStats()
-        self.bus.subscribe(self.live.handle, *LiveStats.TAKES)
+        self.live = LiveStats(shared=False, bus=self.bus)
         self.listener = Listener(self.bus, clock)
         self._followed: dict[int, tuple[str, threading.Event]] = {}
         self._lock = threading.Lock()
@@ -59,10 +61,7 @@ class ProbeScanner(threading.Thread):
 
     def scan(self) -> None:
         """Follow every probe not followed yet; forget the ones whose connection closed."""
-        with self._lock:
-            for pid in [p for p, (_, closed) in self._followed.items() if closed.is_set()]:
-                del self._followed[pid]
-            followed = set(self._followed)
+        followed = self._forget_closed()
         for pid in rendezvous.probed_pids():
             if pid in followed or pid == os.getpid():
                 continue
@@ -72,17 +71,30 @@ class ProbeScanner(threading.Thread):
             closed = self.listener.watch(sock.detach(), str(pid), "probe")
             with self._lock:
                 self._followed[pid] = (_command(pid), closed)
+            self.bus.publish(WorkloadState(str(pid), "running", self.clock.now(), pid=pid))
+
+    def _forget_closed(self) -> set[int]:
+        """Drop the probes whose connection closed (each one "exited" on the bus); the PIDs still followed."""
+        with self._lock:
+            gone = [pid for pid, (_, closed) in self._followed.items() if closed.is_set()]
+            for pid in gone:
+                del self._followed[pid]
+            followed = set(self._followed)
+        for pid in gone:
+            self.bus.publish(WorkloadState(str(pid), "exited", self.clock.now(), pid=pid))
+        return followed
 
     def processes(self) -> list[Probed]:
         """The probed processes followed now, by PID."""
-        now = self.clock.now()
+        self._forget_closed()
+        live = self.live.now(self.clock.now())
         with self._lock:
-            followed = sorted((pid, command) for pid, (command, closed) in self._followed.items() if not closed.is_set())
-        found = []
-        for pid, command in followed:
-            figures = self.live.figures(str(pid), now)
-            found.append(Probed(pid, command, figures.iter_per_s, figures.steps))
-        return found
+            commands = {str(pid): command for pid, (command, _) in self._followed.items()}
+        return sorted(
+            (Probed(int(key), commands[key], live.figures[key].iter_per_s, live.figures[key].steps)
+             for key in live.running if key in commands),
+            key=lambda probed: probed.pid,
+        )
 
 
 def _command(pid: int) -> str:

@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Mapping
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
 from gpumon.core.records.model import GpuOthers, GpuOverview, Notice
+from gpumon.core.records.slots import Slot
 from gpumon.core.store.others import meaningful
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
@@ -47,7 +48,7 @@ class Sampler(threading.Thread):
         host: HostSource,
         nvml: NvmlSource | None,
         interval_s: float,
-        workload_pids: Callable[[], Mapping[str, int]],
+        workload_pids: Callable[[], Mapping[Slot, int]],
         expect_gpu_processes: bool = False,
         overview: bool = False,
     ) -> None:
@@ -87,10 +88,10 @@ class Sampler(threading.Thread):
     def _wait_until(self, next_tick: float) -> None:
         """Sleep until ``next_tick``, polling NVML's wrapping PCIe counters on their own cadence meanwhile."""
         while not self._stop_event.is_set():
-            nvml = self.nvml
-            period = nvml.pcie_poll_period_s if nvml is not None and nvml.status.available else None
+            nvml = self.nvml if self.nvml is not None and self.nvml.status.available else None
+            period = nvml.pcie_poll_period_s if nvml is not None else None
             now = self.clock.now()
-            if period is None:
+            if nvml is None or period is None:
                 self._sleep(next_tick - now)
                 return
             if self._next_poll < now - period:  # woke late: poll now, then on cadence again
@@ -116,16 +117,16 @@ class Sampler(threading.Thread):
     def tick(self) -> None:
         """NVML device metrics every tick; processes and host every ``process_every`` ticks."""
         t = self.clock.now()
-        nvml = self.nvml
-        nvml_up = nvml is not None and nvml.status.available
+        nvml = self.nvml if self.nvml is not None and self.nvml.status.available else None
+        nvml_up = nvml is not None
         device = None
-        if nvml_up:
+        if nvml is not None:
             device = nvml.sample(t)
             if device is not None:
                 self.bus.publish(device)
         if self.ticks % self.process_every == 0:
             every_thread = self.ticks // self.process_every % FULL_TREE_EVERY == 0
-            trees = {process: self.host.tree_pids(pid, every_thread) for process, pid in self.workload_pids().items()}
+            trees = {slot: self.host.tree_pids(pid, every_thread) for slot, pid in self.workload_pids().items()}
             all_pids = [p for pids in trees.values() for p in pids]
             every = nvml.gpu_process_metrics(t) if nvml_up and nvml is not None else {}
             ours = set(all_pids)

@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 
@@ -19,24 +19,24 @@ from gpumon.core.probing import rendezvous
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
-from gpumon.core.jobs.launcher import SLOTS, LaunchRequest, Launcher, Workload
+from gpumon.core.jobs.launcher import LaunchRequest, Launcher, Workload
 from gpumon.core.probing.listener import GATHER_S, Listener
 from gpumon.core.capture.metrics import MetricsServer
 from gpumon.core.capture.nosteps import NoStepsWatch
 from gpumon.core.capture.stagger import StaggerWatch
+from gpumon.core.interference.live import LiveStats
 from gpumon.core.records.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.jobs.mps import MpsControl
 from gpumon.core.records.share import ShareMode
+from gpumon.core.records.slots import SLOTS, Slot
 from gpumon.core.store.recorder import FLUSH_INTERVAL_S, CaptureError, Recorder, create_run_dir, initial_meta
+from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.capture.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
 from gpumon.core.store.runstore import default_runs_dir
-from gpumon.errors import UsageError
-
-# What happens to the workloads when the capture fails (disk full, directory removed...).
-CAPTURE_ERROR_POLICIES = ("stop", "continue")
+from gpumon.errors import EnvironmentFailure, GpumonError, UsageError
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,12 @@ class SessionConfig:
     # How often the listener reads the jobs' probes: a screen's step-to-screen latency (GATHER_S); a front end
     # that only records and prints a line a second reads less often, for less CPU (steps carry their own times).
     listen_s: float = GATHER_S
+    # Keep each job's rate over the overlap (the live slowdown's shared rate); a front end with nothing to compare
+    # it with (a headless run without --baseline) spares that work at every step.
+    live_overlap: bool = True
 
 
-def planned_slots(requests: list[LaunchRequest]) -> list[tuple[str, LaunchRequest]]:
+def planned_slots(requests: list[LaunchRequest]) -> list[tuple[Slot, LaunchRequest]]:
     """The slot of each planned job: an attached process (``--beside``) is B, the launched ones take A, then B."""
     free = [slot for slot in SLOTS if slot != BESIDE_SLOT or not any(r.beside for r in requests)]
     return sorted(((BESIDE_SLOT if r.beside else free.pop(0), r) for r in requests), key=lambda pair: pair[0])
@@ -82,15 +85,17 @@ class Session:
         gathered = self._write_capture_soon if config.listen_s >= FLUSH_INTERVAL_S else None
         self.listener = Listener(self.bus, self.clock, config.listen_s, gathered)
         self.launcher = Launcher(self.bus, self.clock, self.listener, config.warmup)
+        # the one live computation of this session's jobs: the TUI, the headless lines and Prometheus all read it
+        self.live = LiveStats(shared=config.live_overlap, bus=self.bus)
         self.host = HostSource()
         self.nvml = NvmlSource(config.gpu_index) if config.nvml else None
         self.nvml_status = SourceStatus("nvml", False, "unavailable: disabled (--no-nvml)")
         self.sampler: Sampler | None = None
         self.mps: MpsControl | None = None
         # bound here, on the caller's thread, so a taken port is one clear error before anything starts
-        self.metrics = MetricsServer(*config.metrics, self.bus, self.clock.now) if config.metrics else None
+        self.metrics = MetricsServer(*config.metrics, self.bus, self.clock.now, self.live) if config.metrics else None
         self.recorder: Recorder | None = None
-        self._unsubscribe_recorder = None
+        self._unsubscribe_recorder: Callable[[], None] | None = None
         self.capture_error: CaptureError | None = None
         self.shutting_down = False
         self.workload_meta: dict[str, dict[str, Any]] = {}
@@ -105,7 +110,7 @@ class Session:
 
     def _on_event(self, item: object) -> None:
         if isinstance(item, WorkloadMeta):
-            self.workload_meta[item.process] = item.info
+            self.workload_meta[item.slot] = item.info
 
     def start(self) -> None:
         if self.nvml is not None:
@@ -126,46 +131,48 @@ class Session:
         )
         self.sampler.start()
 
-    def launch(self, request: LaunchRequest, process: str) -> Workload:
-        """Start ``request`` in slot ``process`` (a job keeps its slot: no other slot is chosen)."""
+    def launch(self, *, slot: Slot, request: LaunchRequest) -> Workload:
+        """Start ``request`` in ``slot`` (a job keeps its slot: no other slot is chosen)."""
         if self.shutting_down:
-            raise UsageError(f"not starting {process}: gpumon is shutting down")
+            raise EnvironmentFailure(f"not starting {slot}: gpumon is shutting down")
         if self.capture_error is not None and self.config.on_capture_error == "stop":
-            raise UsageError(f"not starting {process}: {self.capture_error.line()}")
+            raise EnvironmentFailure(f"not starting {slot}: {self.capture_error.line()}")
         if self.metrics is not None:
-            self.metrics.metrics.name_job(process, request.spec)
-        return self.launcher.start(process, request, default_threads(), self._share_env(process))
+            self.metrics.metrics.name_job(slot, request.spec)
+        return self.launcher.start(
+            slot=slot, request=request, default_threads=default_threads(), extra_env=self._share_env(slot)
+        )
 
-    def attach(self, request: LaunchRequest, process: str) -> Workload:
-        """Watch the running process of a ``--beside`` request in slot ``process``, through its probe rendezvous
+    def attach(self, *, slot: Slot, request: LaunchRequest) -> Workload:
+        """Watch the running process of a ``--beside`` request in ``slot``, through its probe rendezvous
         when it has one; gpumon never signals it."""
         target = request.beside
         if target is None:
             raise ValueError("attach needs a --beside request")
         if self.shutting_down:
-            raise UsageError(f"not attaching {process}: gpumon is shutting down")
+            raise EnvironmentFailure(f"not attaching {slot}: gpumon is shutting down")
         if not target.alive():
             raise UsageError(f"--beside {target.pid}: the process has exited")
         if self.metrics is not None:
-            self.metrics.metrics.name_job(process, request.spec)
+            self.metrics.metrics.name_job(slot, request.spec)
         probe = rendezvous.connect(target.pid)
         unusable = rendezvous.problem() if probe is None else None
         if unusable:  # else the process simply runs no probe
             self.bus.publish(Notice(self.clock.now(), f"cannot read the probe of pid {target.pid}: {unusable}"))
-        return self.launcher.attach(process, request, probe)
+        return self.launcher.attach(slot=slot, request=request, probe=probe)
 
-    def _share_env(self, slot: str) -> dict[str, str]:
+    def _share_env(self, slot: Slot) -> dict[str, str]:
         """The MPS client environment for ``slot`` (gpumon's daemon starts with the first job)."""
         if not self.config.share.mps:
             return {}
-        if self.mps is None:
-            self._start_mps(None)
-        return self.mps.client_env(SLOTS.index(slot))
+        mps = self.mps if self.mps is not None else self._start_mps(None)
+        return mps.client_env(SLOTS.index(slot))
 
-    def _start_mps(self, home: Path | None) -> None:
+    def _start_mps(self, home: Path | None) -> MpsControl:
         mps = MpsControl(self.config.share)
         mps.start(home)
         self.mps = mps
+        return mps
 
     def set_exclusive_rates(self, rates: dict[str, float]) -> None:
         """Exclusive rates (from --baseline runs) for the live slowdown, STP and verdict metrics."""
@@ -184,8 +191,8 @@ class Session:
             "Hostname": socket.gethostname(),
         }
 
-    def stop(self, process: str) -> None:
-        self.launcher.stop(process)
+    def stop(self, slot: Slot) -> None:
+        self.launcher.stop(slot)
 
     @property
     def capturing(self) -> bool:
@@ -204,16 +211,16 @@ class Session:
         attached later (``gpumon attach``) shows the same live slowdown.
         """
         if self.shutting_down:
-            raise UsageError("no new capture: gpumon is shutting down")
+            raise EnvironmentFailure("no new capture: gpumon is shutting down")
         if self.recorder is not None and not self.recorder.failed:
             return self.recorder.path
         self.stop_capture()
         if planned_workloads:
             runs = planned_slots(planned_workloads)
         else:
-            runs = [(slot, w.request) for slot, w in sorted(self.launcher.workloads.items()) if w.running]
+            runs = [(slot, w.request) for slot, w in self.launcher.snapshot().items() if w.running]
         path = create_run_dir(self.config.runs_dir, label, time.localtime())
-        workloads = [self._workload_entry(slot, req) for slot, req in runs]
+        workloads = [self._workload_record(slot, req) for slot, req in runs]
         meta = initial_meta(
             label=label,
             mode="shared" if len(runs) > 1 else "exclusive",
@@ -224,24 +231,23 @@ class Session:
             stagger_s=self.config.stagger_s,
             host=self._host_info(),
             gpu=self.nvml.device_info() if self.nvml is not None and self.nvml_status.available else None,
-            nvml={"available": self.nvml_status.available, "reason": self.nvml_status.reason},
+            nvml=self.nvml_status,
             versions=self._versions(),
             workloads=workloads,
         )
-        meta["capture_start_t"] = round(self.clock.now(), 6)
-        meta["share"] = self.config.share.to_json()
-        meta["runner"] = RunnerInfo.current(self.config.detached).to_json()
-        if baselines:
-            meta["baselines"] = {slot: run for slot, run in baselines}
+        meta.capture_start_t = round(self.clock.now(), 6)
+        meta.share = self.config.share
+        meta.runner = RunnerInfo.current(self.config.detached)
+        meta.baselines = dict(baselines)
         try:
             self.recorder = Recorder(path, meta, on_error=self._on_capture_error)
-        except UsageError:
+        except EnvironmentFailure:
             shutil.rmtree(path, ignore_errors=True)  # it could not even start (a full disk): leave nothing behind
             raise
         if self.config.share.mps and self.mps is None:
             try:
                 self._start_mps(path)  # its pipe and log directories live in the run directory
-            except UsageError:
+            except GpumonError:  # the daemon would not start (or --share was refused): nothing recorded
                 self.recorder.close(0.0)
                 self.recorder = None
                 shutil.rmtree(path, ignore_errors=True)  # nothing was recorded: leave nothing behind
@@ -261,17 +267,17 @@ class Session:
             self.bus.publish(Notice(now, "stopping the workloads (--on-capture-error continue keeps them)"))
             threading.Thread(target=self.launcher.stop_all, name="gpumon-capture-stop", daemon=True).start()
 
-    def _workload_entry(self, slot: str, request: LaunchRequest) -> dict[str, Any]:
-        entry: dict[str, Any] = {"process": slot, "spec": request.spec, "kind": request.kind, "argv": list(request.argv)}
-        running = self.launcher.workloads.get(slot)
+    def _workload_record(self, slot: Slot, request: LaunchRequest) -> WorkloadRecord:
+        entry = WorkloadRecord(slot, spec=request.spec, kind=request.kind, argv=list(request.argv))
+        running = self.launcher.get(slot)
         if request.beside is not None:
-            entry.update(request.beside.to_json())
+            entry.attach(request.beside.to_json())
         if running is not None and running.request == request:
-            entry.update(pid=running.pid, start_t=running.start_t, exit_status=running.exit_status)
+            entry.pid, entry.start_t, entry.exit_status = running.pid, running.start_t, running.exit_status
             if request.beside is not None:
-                entry.update(probe=running.probe is not None)
+                entry.probe = running.probe is not None
             if slot in self.workload_meta:
-                entry["meta"] = self.workload_meta[slot]
+                entry.meta = self.workload_meta[slot]
         return entry
 
     def stop_capture(self) -> Path | None:
@@ -281,8 +287,7 @@ class Session:
         recorder, self.recorder = self.recorder, None
         if self._unsubscribe_recorder is not None:
             self._unsubscribe_recorder()
-        started = recorder.meta.get("capture_start_t", 0.0)
-        return recorder.close(self.clock.now() - started)
+        return recorder.close(self.clock.now() - recorder.meta.capture_start_t)
 
     def shutdown(self) -> Path | None:
         """Stop every workload, wait for their last events, stop sampling, finish the capture."""

@@ -28,11 +28,11 @@ class StaggerWatch:
             return
         if isinstance(item, StepEvent):
             if not item.warmup:
-                self._alone.add(item.process)
+                self._alone.add(item.slot)
         elif isinstance(item, WorkloadState) and item.state == "running" and item.job is not None:
-            if item.process in self._started:
+            if item.slot in self._started:
                 return
-            self._started.append(item.process)
+            self._started.append(item.slot)
             if len(self._started) == 2 and self._started[0] not in self._alone:
                 first, second = self._started
                 self.publish(Notice(item.t, (

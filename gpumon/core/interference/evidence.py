@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from gpumon.core.interference.attribution import Box, Side, link_capacity
-from gpumon.core.records.model import DeviceSample, HostSample
-from gpumon.core.records.share import share_of
 from gpumon.core.store.trace import TABLES, Run, TraceError, csv_columns
 
 if TYPE_CHECKING:
@@ -148,26 +146,22 @@ def merge(sides: Sequence[tuple[Side, float]], step_s: float) -> Side:
     return Side(step_s=step_s, **{name: weighted(name) for name in names})
 
 
-def cores(workload: dict[str, Any]) -> frozenset[int]:
-    """The CPUs a workload could run on, from its meta in run.json or its probe (empty: unknown)."""
-    meta = workload.get("meta") if isinstance(workload.get("meta"), dict) else workload
-    affinity = meta.get("affinity") if isinstance(meta, dict) else None
+def cores(meta: dict[str, Any] | None) -> frozenset[int]:
+    """The CPUs a workload could run on, from the meta it reported (run.json's or its probe's; empty: unknown)."""
+    affinity = meta.get("affinity") if meta is not None else None
     if isinstance(affinity, list) and all(isinstance(c, int) for c in affinity):
         return frozenset(affinity)
     return frozenset()
 
 
 def workload_cores(run: Run, slot: str) -> frozenset[int]:
-    for w in run.workloads:
-        if isinstance(w, dict) and w.get("process") == slot:
-            return cores(w)
-    return frozenset()
+    entry = run.meta.workload(slot)
+    return cores(entry.meta) if entry is not None else frozenset()
 
 
 def has_nvml_data(run: Run) -> bool:
     """run.json says NVML was available and device.csv holds at least one GPU utilisation reading."""
-    nvml = run.meta.get("nvml")
-    if not (isinstance(nvml, dict) and nvml.get("available")):
+    if not run.meta.nvml.available:
         return False
     import numpy as np
 
@@ -203,8 +197,8 @@ def mixed_devices(runs: Sequence[Run]) -> str:
 def box_of(runs: Sequence[Run], h2d_bps: float | None = None) -> Box:
     """The machine of ``runs`` (assumed one: callers check): device, NVML data in every run, link capacity."""
     first = runs[0].meta
-    gpu = first.get("gpu") if isinstance(first.get("gpu"), dict) else {}
-    host = first.get("host") if isinstance(first.get("host"), dict) else {}
+    gpu = first.gpu or {}
+    host = first.host or {}
     link = link_capacity(gpu.get("pcie_max_bps"), h2d_bps, gpu.get("pcie_gen"), gpu.get("pcie_width"))
     return Box(
         device=device_of(runs[0]),
@@ -212,7 +206,7 @@ def box_of(runs: Sequence[Run], h2d_bps: float | None = None) -> Box:
         link=link,
         host_cpus=int(host.get("cpus") or 0),
         pcie_method=gpu.get("pcie_method"),
-        share=next((share_of(r.meta) for r in runs if r.mode == "shared"), "timeslice"),
+        share=next((r.share for r in runs if r.mode == "shared"), "timeslice"),
     )
 
 
@@ -221,24 +215,3 @@ def copy_bandwidth(side: Side) -> float:
     if side.copy_s > 0 and not math.isnan(side.copy_bytes):
         return side.copy_bytes / side.copy_s
     return NAN
-
-
-def live_side(
-    step_s: float,
-    copy_bytes_per_step: float,
-    copy_s_per_step: float,
-    cpu_pct: float,
-    device: DeviceSample | None,
-    host: HostSample | None,
-) -> Side:
-    """A job's shared side right now, from the live figures and the last device and host samples."""
-    return Side(
-        step_s=step_s,
-        copy_s=copy_s_per_step,
-        copy_bytes=copy_bytes_per_step,
-        cpu_pct=cpu_pct,
-        host_cpu_pct=host.cpu_pct if host is not None else NAN,
-        **{name: float(getattr(device, column, NAN)) if device is not None else NAN
-           for name, column in DEVICE_FIELDS.items()},
-    )
-

@@ -1,6 +1,10 @@
-"""Live per-workload figures over a sliding window of step events (for status lines and panels).
+"""The live computation of a bus: per-job figures over a sliding window of steps, which jobs run, and each
+running job's rate over the overlap so far (the live slowdown's shared rate).
 
-Rates follow ``gpumon.core.records.rates``: wall-clock slopes, never steps over busy time.
+There is one per bus: the session's (``Session.live``: what the TUI, the headless status lines and the Prometheus
+collector show), a replayed or followed run's (its ``LiveModel``'s), the probe scanner's. Each reader asks
+``now(t)``; every answer is published on the bus as a ``LiveNow`` record. Rates follow
+``gpumon.core.records.rates``: wall-clock slopes, never steps over busy time.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
+from gpumon.core.records.bus import Bus
 from gpumon.core.records.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
 from gpumon.core.records.rates import LIVE_WINDOW_S, OverlapRates, Point, live_rate
 
@@ -19,13 +24,14 @@ WINDOW_S = LIVE_WINDOW_S
 # publisher itself once this many wait (nobody asks): a step costs the publisher an append, not a lock and a window.
 ABSORB_AT = 4096
 ENDED = ENDED_STATES
+RUNNING_STATES = ("starting", "running")  # a job runs from its start until it ends (exited, stopped, detached...)
 
 
 @dataclass(frozen=True)
 class LiveFigures:
     """What a workload is doing now; NaN where nothing was measured."""
 
-    process: str
+    slot: str
     steps: int
     iter_per_s: float
     samples_per_s: float
@@ -38,22 +44,39 @@ class LiveFigures:
     warmup: bool
 
 
+@dataclass(frozen=True)
+class LiveNow:
+    """What the jobs on a bus are doing at run time ``t``, as its one live computation sees it (published on it)."""
+
+    t: float
+    figures: dict[str, LiveFigures]  # every job seen so far, by slot
+    running: tuple[str, ...]  # the jobs that run now, by slot: the one answer to "which jobs are running"
+    # each job's rate over the overlap so far (every job that stepped, once two have: the ones that still run for
+    # the live line, all of them for the overlap's final figures when one leaves); empty without overlap rates
+    shared: dict[str, float]
+
+
 def _point(step: StepEvent) -> Point:
     return Point(step.t, step.step)
 
 
 class LiveStats:
-    """Keeps the last ``window_s`` of steps per workload (and the step before them); safe to feed from the bus thread.
+    """Keeps the last ``window_s`` of steps per workload (and the step before them) and each job's state; safe to
+    feed from the bus thread.
 
     Steps wait in a queue until figures or shared rates are asked for (``ABSORB_AT``), then are taken in, in order.
+    A job's history starts again when a new job starts in its slot ("starting").
     """
 
     TAKES = (StepEvent, ProcessSample, WorkloadState)  # what ``handle`` reads (Bus.subscribe)
 
-    def __init__(self, window_s: float = WINDOW_S, shared: bool = True) -> None:
+    def __init__(self, window_s: float = WINDOW_S, shared: bool = True, bus: Bus | None = None) -> None:
         """``shared``: keep each job's rate over the overlap (``shared_rates``); a front end that never asks for it
-        (a runner without ``--baseline``) spares that work at every step."""
+        (a runner without ``--baseline``) spares that work at every step. ``bus``: the bus it is the live computation
+        of (it subscribes, and publishes every ``now``); None: fed through ``handle``, publishes nothing."""
         self.window_s = window_s
+        self.bus = bus
+        self._states: dict[str, str] = {}  # each job's last state
         self._steps: dict[str, deque[StepEvent]] = {}
         self._anchor: dict[str, StepEvent] = {}
         self._counts: dict[str, int] = {}
@@ -61,6 +84,8 @@ class LiveStats:
         self._overlap = OverlapRates() if shared else None
         self._pending: deque[StepEvent] = deque()  # appended by the publisher, taken in under the lock
         self._lock = threading.Lock()
+        if bus is not None:
+            bus.subscribe(self.handle, *self.TAKES)
 
     def handle(self, item: object) -> None:
         if isinstance(item, StepEvent):
@@ -69,53 +94,77 @@ class LiveStats:
                 with self._lock:
                     self._absorb()
         elif isinstance(item, ProcessSample):
-            self._last_sample[item.process] = item
-        elif isinstance(item, WorkloadState) and item.state in ENDED and self._overlap is not None:
+            self._last_sample[item.slot] = item
+        elif isinstance(item, WorkloadState):
+            if item.state == "starting":
+                self.reset(item.slot)
             with self._lock:
-                self._absorb()  # the job's last steps belong to the overlap it leaves
-                self._overlap.close(item.process)
+                self._states[item.slot] = item.state
+                if item.state in ENDED and self._overlap is not None:
+                    self._absorb()  # the job's last steps belong to the overlap it leaves
+                    self._overlap.close(item.slot)
 
     def _absorb(self) -> None:
         """Take in the waiting steps, in order (the lock held)."""
         pending, steps, counts, overlap = self._pending, self._steps, self._counts, self._overlap
         for _ in range(len(pending)):
             item = pending.popleft()
-            window = steps.get(item.process)
+            window = steps.get(item.slot)
             if window is None:
-                window = steps[item.process] = deque()
+                window = steps[item.slot] = deque()
             window.append(item)
-            counts[item.process] = item.step + 1
+            counts[item.slot] = item.step + 1
             if overlap is not None:
-                overlap.add(item.process, _point(item), item.warmup)
+                overlap.add(item.slot, _point(item), item.warmup)
 
-    def reset(self, process: str) -> None:
+    def running(self) -> tuple[str, ...]:
+        """The jobs that run now, by slot: started (a "starting" or "running" state) and not ended since."""
+        with self._lock:
+            return tuple(sorted(slot for slot, state in self._states.items() if state in RUNNING_STATES))
+
+    def now(self, t: float) -> LiveNow:
+        """Every job's figures at run time ``t``, which run, and (two running, ``shared``) their overlap rates;
+        published on the bus this computation belongs to."""
+        with self._lock:
+            self._absorb()
+            seen = sorted(set(self._steps) | set(self._last_sample) | set(self._states))
+        running = self.running()
+        figures = {slot: self.figures(slot, t) for slot in seen}
+        stepped = [slot for slot in seen if figures[slot].steps]
+        shared = self.shared_rates(stepped) if self._overlap is not None and len(stepped) > 1 else {}
+        live = LiveNow(t, figures, running, shared)
+        if self.bus is not None:
+            self.bus.publish(live)
+        return live
+
+    def reset(self, slot: str) -> None:
         """Forget a slot's history (a new workload was launched in it)."""
         with self._lock:
             self._absorb()
-            self._steps.pop(process, None)
-            self._anchor.pop(process, None)
-            self._counts.pop(process, None)
-            self._last_sample.pop(process, None)
+            self._steps.pop(slot, None)
+            self._anchor.pop(slot, None)
+            self._counts.pop(slot, None)
+            self._last_sample.pop(slot, None)
             if self._overlap is not None:
-                self._overlap.forget(process)
+                self._overlap.forget(slot)
 
-    def shared_rates(self, processes: Iterable[str]) -> dict[str, float]:
+    def shared_rates(self, slots: Iterable[str]) -> dict[str, float]:
         """Each job's rate over the overlap window so far (``gpumon.core.records.rates.OverlapRates``)."""
         if self._overlap is None:
             raise RuntimeError("this LiveStats keeps no shared rates (shared=False)")
         with self._lock:
             self._absorb()
-            return self._overlap.rates(processes)
+            return self._overlap.rates(slots)
 
-    def figures(self, process: str, now: float) -> LiveFigures:
+    def figures(self, slot: str, now: float) -> LiveFigures:
         with self._lock:
             self._absorb()
-            window = self._steps.setdefault(process, deque())
+            window = self._steps.setdefault(slot, deque())
             while window and window[0].t < now - self.window_s:
-                self._anchor[process] = window.popleft()
+                self._anchor[slot] = window.popleft()
             steps = list(window)
-            anchor = self._anchor.get(process)
-            count = self._counts.get(process, 0)
+            anchor = self._anchor.get(slot)
+            count = self._counts.get(slot, 0)
         ends = [_point(steps[0]), _point(steps[-1])] if steps else []  # all live_rate reads of the window
         rate = live_rate(_point(anchor) if anchor is not None else None, ends, count > 0)
         counted = steps if anchor is not None else steps[1:]
@@ -123,9 +172,9 @@ class LiveStats:
         samples = [s.samples for s in counted if not math.isnan(s.samples)]
         copy_bytes = sum(s.copy_bytes for s in counted)
         copy_s = sum(s.copy_s for s in counted if not math.isnan(s.copy_s))
-        sample = self._last_sample.get(process)
+        sample = self._last_sample.get(slot)
         return LiveFigures(
-            process=process,
+            slot=slot,
             steps=count,
             iter_per_s=rate,
             samples_per_s=sum(samples) / span if span > 0 and samples else math.nan,

@@ -38,7 +38,7 @@ class Baseline:
 def load_baseline(slot: str, path: str | Path, rate: float) -> Baseline:
     """The evidence of ``slot`` (or the run's only job) over its post-warm-up steps; its step is ``1 / rate``."""
     run = load_run(path)
-    slots = sorted({str(w.get("process")) for w in run.workloads if isinstance(w, dict)})
+    slots = sorted({w.slot for w in run.workloads})
     own = slot if slot in slots else (slots[0] if len(slots) == 1 else slot)
     steps = run.steps()  # pandas and its cache: run_side reads the same table
     times = steps.loc[(steps["process"] == own) & (steps["warmup"] != 1), "t"]
@@ -146,7 +146,7 @@ class LiveCauses:
 
     def handle(self, item: object) -> None:
         if isinstance(item, WorkloadMeta):
-            self._meta[item.process] = dict(item.info)
+            self._meta[item.slot] = dict(item.info)
         elif isinstance(item, SourceStatus) and item.name == "nvml":
             self._nvml = item.available
         else:

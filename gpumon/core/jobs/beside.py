@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import psutil
 
 from gpumon.core.records.model import ProcessSample, SourceStatus, StepEvent, WorkloadState
+from gpumon.core.records.slots import Slot
 
-SLOT = "B"
+SLOT: Slot = "B"
 # The process is sampled alone (NVML, /proc) at least this long before job A starts, whatever its history.
 MIN_ALONE_S = 2.0
 DEFAULT_LEAD_S = 10.0
@@ -105,14 +106,14 @@ class SoloHistory:
 
     TAKES = (StepEvent,)  # what ``handle`` reads (Bus.subscribe)
 
-    def __init__(self, process: str = SLOT) -> None:
-        self.process = process
+    def __init__(self, slot: str = SLOT) -> None:
+        self.slot = slot
         self.first: float | None = None
         self.last: float | None = None
         self.steps = 0
 
     def handle(self, item: object) -> None:
-        if isinstance(item, StepEvent) and item.process == self.process and not item.warmup:
+        if isinstance(item, StepEvent) and item.slot == self.slot and not item.warmup:
             if self.first is None:
                 self.first = item.t
             self.last = item.t
@@ -168,19 +169,19 @@ class LiveKnownUse:
 
     TAKES = (ProcessSample, WorkloadState, SourceStatus)  # what ``handle`` reads (Bus.subscribe)
 
-    def __init__(self, process: str = SLOT) -> None:
-        self.process = process
+    def __init__(self, slot: str = SLOT) -> None:
+        self.slot = slot
         self.other_started = False
         self.nvml_off = ""
         self._alone: list[tuple[float, float]] = []
         self._now: tuple[float, float] = (math.nan, math.nan)
 
     def handle(self, item: object) -> None:
-        if isinstance(item, ProcessSample) and item.process == self.process:
+        if isinstance(item, ProcessSample) and item.slot == self.slot:
             self._now = (item.gpu_sm_util, item.gpu_mem_mib)
             if not self.other_started:
                 self._alone.append(self._now)
-        elif isinstance(item, WorkloadState) and item.process != self.process and item.state == "running":
+        elif isinstance(item, WorkloadState) and item.slot != self.slot and item.state == "running":
             self.other_started = True
         elif isinstance(item, SourceStatus) and item.name == "nvml":
             self.nvml_off = "" if item.available else item.reason

@@ -94,16 +94,6 @@ def check_device_present(device: str, use_nvml: bool = True, env: Mapping[str, s
     )
 
 
-def parse_gpu(text: str) -> int | str:
-    """``--gpu``: an NVML index (``0``) or a UUID (``GPU-…``, ``MIG-…``); anything else is a UsageError."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    if text.startswith(UUID_PREFIXES):
-        return text
-    raise UsageError(f"--gpu {text!r}: expected a GPU index (0, 1, ...) or a UUID (GPU-..., as nvidia-smi -L lists)")
-
-
 def check_gpu_present(gpu: int | str) -> None:
     """Raise UsageError (one line) when NVML answers and has no GPU ``gpu``; nothing when NVML does not load."""
     try:

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.extras import TORCH, install_hint, installed
 
 ENV_PYTHON = "GPUMON_PYTHON"
@@ -164,7 +164,7 @@ def child_path() -> str:
         scratch.symlink_to(PACKAGE_DIR, target_is_directory=True)
         os.replace(scratch, link)
     except OSError as exc:
-        raise UsageError(f"cannot prepare the workloads' path in {directory}: {exc.strerror or exc}") from None
+        raise EnvironmentFailure(f"cannot prepare the workloads' path in {directory}: {exc.strerror or exc}") from None
     return str(directory)
 
 

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpumon.core.jobs.beside import BesideTarget
@@ -22,10 +22,10 @@ from gpumon.core.jobs.interpreter import child_path, command_argv
 from gpumon.core.jobs.lifeline import die_with_parent
 from gpumon.core.probing.listener import Listener
 from gpumon.core.records.model import LogLine, WorkloadState
-from gpumon.core.probing.probe import ENV_FD, ENV_PROCESS, ENV_WARMUP
-from gpumon.errors import UsageError
+from gpumon.core.records.slots import SLOTS, Slot, is_slot
+from gpumon.core.probing.probe import ENV_FD, ENV_SLOT, ENV_WARMUP
+from gpumon.errors import EnvironmentFailure, UsageError
 
-SLOTS = ("A", "B")
 TAIL_LINES = 20
 OUTPUT_EOF_WAIT_S = 2.0
 ATTACHED_POLL_S = 0.5
@@ -96,15 +96,21 @@ class LaunchRequest:
 
 @dataclass
 class Workload:
-    """A running or finished workload in one slot: a child gpumon owns (``popen``), or an attached process."""
+    """A workload in one slot: a child gpumon owns (``owned``, its ``popen`` once started), or an attached process.
 
-    process: str
+    The launcher changes it only under its lock; everyone else reads copies taken under that lock
+    (``Launcher.snapshot``, ``Launcher.get``), so the fields a reader sees belong together.
+    """
+
+    slot: Slot
     request: LaunchRequest
-    pid: int
+    pid: int  # 0 while the slot is reserved and the child not forked yet
     start_t: float
+    owned: bool  # gpumon started it (and stops it); an attached process is never signalled
     popen: subprocess.Popen | None = None
     stop_t: float | None = None
     exit_status: int | None = None
+    start_error: str | None = None  # why it could not be started (Popen failed): it never ran
     stop_requested: bool = False
     ended: bool = False
     probe: socket.socket | None = None  # an attached process's rendezvous connection
@@ -112,25 +118,28 @@ class Workload:
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
 
     @property
-    def owned(self) -> bool:
-        """gpumon started it (and stops it); an attached process is never signalled."""
-        return self.popen is not None
-
-    @property
     def running(self) -> bool:
         return not self.ended
 
     @property
     def failed(self) -> bool:
-        """Ended on its own with a non-zero status (gpumon did not stop it)."""
-        return not self.stop_requested and self.exit_status not in (0, None)
+        """It could not be started, or it ended on its own with a non-zero status (gpumon did not stop it)."""
+        return self.start_error is not None or (not self.stop_requested and self.exit_status not in (0, None))
+
+    def ending(self) -> str:
+        """How it ended, in words: "could not start: ...", "exited with status 3", "was killed by SIGKILL"."""
+        if self.start_error is not None:
+            return f"could not start: {self.start_error}"
+        return exit_text(self.exit_status or 0)
 
 
 class Launcher:
     """Owns the child processes: own process group each, probe pipe, output pipe, reaper thread.
 
     Call ``start`` from a long-lived thread (the main thread): Linux delivers
-    PDEATHSIG when the *thread* that forked the child exits.
+    PDEATHSIG when the *thread* that forked the child exits. The workloads are kept under ``_lock``:
+    a slot is reserved there before its child is forked, the reapers and watchers end workloads there,
+    and readers get copies (``snapshot``, ``get``).
     """
 
     def __init__(self, bus: Bus, clock: RunClock, listener: Listener, warmup: int | None = None) -> None:
@@ -138,44 +147,69 @@ class Launcher:
         self.clock = clock
         self.listener = listener
         self.warmup = warmup
-        self.workloads: dict[str, Workload] = {}
+        self._workloads: dict[Slot, Workload] = {}
         self._lock = threading.Lock()
         self._reapers: list[threading.Thread] = []
         bus.subscribe(self._on_event, LogLine)
 
     def _on_event(self, item: object) -> None:
-        if isinstance(item, LogLine) and item.process in self.workloads:
-            self.workloads[item.process].tail.append(item.text)
+        if isinstance(item, LogLine) and is_slot(item.slot):
+            with self._lock:
+                workload = self._workloads.get(item.slot)
+                if workload is not None:
+                    workload.tail.append(item.text)
+
+    def snapshot(self) -> dict[Slot, Workload]:
+        """Every slot's workload as it is now, by slot (copies: later changes do not show in them)."""
+        with self._lock:
+            return {slot: replace(w, tail=deque(w.tail, maxlen=TAIL_LINES)) for slot, w in sorted(self._workloads.items())}
+
+    def get(self, slot: Slot) -> Workload | None:
+        """A copy of ``slot``'s workload as it is now (None: the slot was never used)."""
+        with self._lock:
+            workload = self._workloads.get(slot)
+            return replace(workload, tail=deque(workload.tail, maxlen=TAIL_LINES)) if workload is not None else None
 
     def failed(self) -> list[Workload]:
-        """Workloads that ended on their own with a non-zero status, by slot."""
-        with self._lock:
-            return [w for _, w in sorted(self.workloads.items()) if w.failed]
+        """Workloads that could not start or ended on their own with a non-zero status, by slot."""
+        return [w for w in self.snapshot().values() if w.failed]
 
-    def pids(self) -> dict[str, int]:
-        """PIDs of the running workloads by slot."""
+    def pids(self) -> dict[Slot, int]:
+        """PIDs of the running workloads by slot (a slot reserved for a child not forked yet has none)."""
         with self._lock:
-            return {p: w.pid for p, w in self.workloads.items() if w.running}
+            return {p: w.pid for p, w in self._workloads.items() if w.running and w.pid}
+
+    def _reserve(self, workload: Workload) -> None:
+        """Claim the workload's slot, or UsageError if something still runs there."""
+        if workload.slot not in SLOTS:
+            raise UsageError(f"unknown slot {workload.slot!r} (choose from A, B)")
+        with self._lock:
+            current = self._workloads.get(workload.slot)
+            if current is not None and current.running:
+                raise UsageError(f"slot {workload.slot} is busy")
+            self._workloads[workload.slot] = workload
 
     def start(
         self,
-        process: str,
+        *,
+        slot: Slot,
         request: LaunchRequest,
         default_threads: int | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> Workload:
-        """Start ``request`` in slot ``process``; ``extra_env`` is added to the child's environment."""
-        if process not in SLOTS:
-            raise UsageError(f"unknown slot {process!r} (choose from A, B)")
-        with self._lock:
-            if process in self.workloads and self.workloads[process].running:
-                raise UsageError(f"slot {process} is busy")
+        """Start ``request`` in ``slot``; ``extra_env`` is added to the child's environment.
+
+        The slot is reserved before the child is forked, so a ``stop_all`` meanwhile stops this child too; a child
+        that cannot be forked stays in its slot as failed (``start_error``) and raises EnvironmentFailure.
+        """
+        workload = Workload(slot, request, 0, self.clock.now(), owned=True)
+        self._reserve(workload)
         gpumon_path = child_path()
         probe_r, probe_w = os.pipe()
         out_r, out_w = os.pipe()
-        env = self._child_env(process, request, probe_w, default_threads, gpumon_path)
+        env = self._child_env(slot, request, probe_w, default_threads, gpumon_path)
         env.update(extra_env or {})
-        self.bus.publish(WorkloadState(process, "starting", self.clock.now()))
+        self.bus.publish(WorkloadState(slot, "starting", self.clock.now()))
         try:
             popen = subprocess.Popen(
                 request.argv,
@@ -190,46 +224,48 @@ class Launcher:
         except OSError as exc:
             for fd in (probe_r, probe_w, out_r, out_w):
                 os.close(fd)
-            self.bus.publish(WorkloadState(process, "failed", self.clock.now(), tail=str(exc)))
-            raise UsageError(f"cannot start {request.argv[0]}: {exc.strerror or exc}") from None
+            error = f"cannot start {request.argv[0]}: {exc.strerror or exc}"
+            with self._lock:
+                workload.start_error, workload.stop_t, workload.ended = error, self.clock.now(), True
+            self.bus.publish(WorkloadState(slot, "failed", workload.stop_t, tail=str(exc)))
+            raise EnvironmentFailure(error) from None
         os.close(probe_w)
         os.close(out_w)
-        workload = Workload(process, request, popen.pid, self.clock.now(), popen=popen)
         with self._lock:
-            self.workloads[process] = workload
-        self.listener.watch(probe_r, process, "probe")
-        output_closed = self.listener.watch(out_r, process, "output")
+            workload.popen, workload.pid, workload.start_t = popen, popen.pid, self.clock.now()
+            stopped_meanwhile = workload.stop_requested
+        self.listener.watch(probe_r, slot, "probe")
+        output_closed = self.listener.watch(out_r, slot, "output")
         job = {"spec": request.spec, "kind": request.kind, "argv": list(request.argv)}
-        self.bus.publish(WorkloadState(process, "running", workload.start_t, pid=popen.pid, job=job))
+        self.bus.publish(WorkloadState(slot, "running", workload.start_t, pid=popen.pid, job=job))
         reaper = threading.Thread(
-            target=self._reap, args=(workload, output_closed), name=f"gpumon-reap-{process}", daemon=True
+            target=self._reap, args=(workload, output_closed), name=f"gpumon-reap-{slot}", daemon=True
         )
         reaper.start()
-        self._reapers.append(reaper)
-        return workload
+        with self._lock:
+            self._reapers.append(reaper)
+        if stopped_meanwhile:  # stop_all came while the child was being forked: it stops like the others
+            self._terminate(workload)
+        return self.get(slot) or workload
 
-    def attach(self, process: str, request: LaunchRequest, probe: socket.socket | None) -> Workload:
-        """Watch the running process of ``request`` in slot ``process``: its tree is sampled like a child's and
+    def attach(self, *, slot: Slot, request: LaunchRequest, probe: socket.socket | None) -> Workload:
+        """Watch the running process of ``request`` in ``slot``: its tree is sampled like a child's and
         its probe connection (None: no rendezvous) read like a child's pipe. It is never signalled."""
         target = request.beside
         if target is None:
             raise ValueError("attach needs a --beside request")
-        if process not in SLOTS:
-            raise UsageError(f"unknown slot {process!r} (choose from A, B)")
-        with self._lock:
-            if process in self.workloads and self.workloads[process].running:
-                raise UsageError(f"slot {process} is busy")
-            workload = Workload(process, request, target.pid, self.clock.now(), probe=probe)
-            self.workloads[process] = workload
+        workload = Workload(slot, request, target.pid, self.clock.now(), owned=False, probe=probe)
+        self._reserve(workload)
         if probe is not None:
-            self.listener.watch(os.dup(probe.fileno()), process, "probe")
+            self.listener.watch(os.dup(probe.fileno()), slot, "probe")
         self.bus.publish(
-            WorkloadState(process, "running", workload.start_t, pid=target.pid, attached=target.to_json(probe is not None))
+            WorkloadState(slot, "running", workload.start_t, pid=target.pid, attached=target.to_json(probe is not None))
         )
-        watcher = threading.Thread(target=self._watch_attached, args=(workload,), name=f"gpumon-watch-{process}", daemon=True)
+        watcher = threading.Thread(target=self._watch_attached, args=(workload,), name=f"gpumon-watch-{slot}", daemon=True)
         watcher.start()
-        self._reapers.append(watcher)
-        return workload
+        with self._lock:
+            self._reapers.append(watcher)
+        return self.get(slot) or workload
 
     def _watch_attached(self, workload: Workload) -> None:
         """Until the attached process ends (a pidfd when the kernel has them, else /proc) or gpumon detaches."""
@@ -256,23 +292,22 @@ class Launcher:
         with self._lock:
             if workload.ended:
                 return
-            workload.ended = True
+            workload.ended, workload.stop_t = True, self.clock.now()
         if workload.probe is not None:
             try:
                 workload.probe.shutdown(socket.SHUT_RDWR)  # the listener reads EOF and closes its copy
             except OSError:
                 pass
             workload.probe.close()
-        workload.stop_t = self.clock.now()
-        self.bus.publish(WorkloadState(workload.process, state, workload.stop_t, pid=workload.pid))
+        self.bus.publish(WorkloadState(workload.slot, state, workload.stop_t, pid=workload.pid))
 
     def _child_env(
-        self, process: str, request: LaunchRequest, probe_fd: int, default_threads: int | None, gpumon_path: str
+        self, slot: Slot, request: LaunchRequest, probe_fd: int, default_threads: int | None, gpumon_path: str
     ) -> dict[str, str]:
         env = dict(os.environ)
         env.update(request.env)
         env[ENV_FD] = str(probe_fd)
-        env[ENV_PROCESS] = process
+        env[ENV_SLOT] = slot
         env["PYTHONUNBUFFERED"] = "1"
         if self.warmup is not None:
             env[ENV_WARMUP] = str(self.warmup)
@@ -287,27 +322,30 @@ class Launcher:
         stop_t = self.clock.now()
         self.listener.hurry()  # its last steps and the EOF are in the pipes now
         output_closed.wait(OUTPUT_EOF_WAIT_S)
-        workload.stop_t = stop_t
-        workload.exit_status = status
-        workload.ended = True
-        state = "stopped" if workload.stop_requested else "exited"
-        self.bus.publish(
-            WorkloadState(
-                workload.process, state, stop_t, pid=workload.pid, exit_status=status, tail="\n".join(workload.tail)
-            )
-        )
+        with self._lock:
+            workload.stop_t, workload.exit_status, workload.ended = stop_t, status, True
+            state = "stopped" if workload.stop_requested else "exited"
+            tail = "\n".join(workload.tail)
+        self.bus.publish(WorkloadState(workload.slot, state, stop_t, pid=workload.pid, exit_status=status, tail=tail))
 
-    def stop(self, process: str, timeout: float = 5.0) -> None:
+    def stop(self, slot: Slot, timeout: float = 5.0) -> None:
         """SIGTERM the workload's process group, SIGKILL it after ``timeout`` seconds; an attached process is
         only let go (never signalled)."""
-        workload = self.workloads.get(process)
-        if workload is None or not workload.running:
-            return
+        with self._lock:
+            workload = self._workloads.get(slot)
+            if workload is None or not workload.running:
+                return
+            workload.stop_requested = True
         if not workload.owned:
             self._detach(workload)
-            return
-        workload.stop_requested = True
+        else:
+            self._terminate(workload, timeout)
+
+    def _terminate(self, workload: Workload, timeout: float = 5.0) -> None:
+        """SIGTERM to a child's group, SIGKILL after ``timeout``; a child not forked yet is stopped once it is."""
         self._signal_group(workload, signal.SIGTERM)
+        if workload.popen is None:
+            return
         try:
             workload.popen.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -315,21 +353,24 @@ class Launcher:
             workload.popen.wait()
 
     def _detach(self, workload: Workload) -> None:
-        workload.stop_requested = True
         workload.detach.set()
         self._let_go(workload, "detached")
 
     def stop_all(self, timeout: float = 5.0) -> None:
         """Stop every child gpumon started; let go of every attached process (never signalled)."""
         with self._lock:
-            running = [w for w in self.workloads.values() if w.running and w.owned]
-            attached = [w for w in self.workloads.values() if w.running and not w.owned]
-        for workload in attached:
-            self._detach(workload)
+            running = [w for w in self._workloads.values() if w.running]
+            for workload in running:
+                workload.stop_requested = True
         for workload in running:
-            workload.stop_requested = True
+            if not workload.owned:
+                self._detach(workload)
+        children = [w for w in running if w.owned]
+        for workload in children:
             self._signal_group(workload, signal.SIGTERM)
-        for workload in running:
+        for workload in children:
+            if workload.popen is None:  # its start() stops it once forked
+                continue
             try:
                 workload.popen.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -339,12 +380,15 @@ class Launcher:
 
     def join_reapers(self, timeout: float = OUTPUT_EOF_WAIT_S + 1.0) -> None:
         """Wait until every exited workload has published its final state."""
-        for reaper in self._reapers:
+        with self._lock:
+            reapers = list(self._reapers)
+        for reaper in reapers:
             reaper.join(timeout)
 
     @staticmethod
     def _signal_group(workload: Workload, signum: int) -> None:
-        if not workload.owned:  # a process gpumon did not start is never signalled
+        # a process gpumon did not start is never signalled; a reserved slot has no child (pid 0 is our own group)
+        if not workload.owned or workload.pid <= 0:
             return
         try:
             os.killpg(workload.pid, signum)

@@ -21,7 +21,7 @@ from typing import Any
 
 from gpumon.core.jobs.interpreter import module_argv
 from gpumon.core.records.share import ShareMode
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 
 CONTROL = "nvidia-cuda-mps-control"
 SERVER = "nvidia-cuda-mps-server"
@@ -100,7 +100,6 @@ class MpsControl:
     pipe_dir: Path | None = None
     log_dir: Path | None = None
     _guardian: subprocess.Popen | None = None
-    _lifeline: Any = None
     _temp: list[Path] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -128,12 +127,12 @@ class MpsControl:
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True, text=True,
         )
-        self._guardian, self._lifeline = guardian, guardian.stdin
+        self._guardian = guardian
         answer = _read_line(guardian, READY_TIMEOUT_S)
         if answer != "ready":
             self.stop()
             reason = answer.removeprefix("error: ") or f"no answer from {CONTROL}"
-            raise UsageError(f"could not start the MPS daemon: {reason}")
+            raise EnvironmentFailure(f"could not start the MPS daemon: {reason}")
 
     def client_env(self, index: int) -> dict[str, str]:
         """The environment that makes the job in slot ``index`` (0 or 1) a client of the daemon."""
@@ -151,7 +150,8 @@ class MpsControl:
         if guardian is None:
             return
         try:
-            guardian.stdin.close()  # the lifeline: EOF tells the guardian to quit the daemon
+            if guardian.stdin is not None:  # started with a pipe: always
+                guardian.stdin.close()  # the lifeline: EOF tells the guardian to quit the daemon
         except OSError:
             pass
         try:
@@ -170,7 +170,10 @@ class MpsControl:
 def _read_line(proc: subprocess.Popen, timeout: float) -> str:
     """The first line ``proc`` prints, or '' if it prints none within ``timeout`` seconds."""
     result: list[str] = []
-    reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)
+    stdout = proc.stdout
+    if stdout is None:  # not started with a pipe: it cannot say anything
+        return ""
+    reader = threading.Thread(target=lambda: result.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(timeout)
     return result[0].strip() if result else ""

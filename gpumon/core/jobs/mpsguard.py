@@ -78,7 +78,12 @@ def main(argv: list[str]) -> int:
             _say(f"error: cannot run {CONTROL}: {exc.strerror or exc}")
             return 1
     gone = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), gone.set()), daemon=True).start()
+
+    def wait_for_eof() -> None:
+        sys.stdin.read()
+        gone.set()
+
+    threading.Thread(target=wait_for_eof, daemon=True).start()
     answer = _wait_ready(control, pipe_dir / "control", log_path)
     _say(answer)
     if answer == "ready":

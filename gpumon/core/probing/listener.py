@@ -40,7 +40,7 @@ DEFAULT_PIPE_BYTES = 65536
 
 @dataclass
 class _Stream:
-    process: str
+    slot: str
     kind: str
     safe_bytes: int = DEFAULT_PIPE_BYTES // 4  # read before the pipe holds more than this
     buffer: bytes = b""
@@ -80,9 +80,9 @@ class Listener(threading.Thread):
         self._warned: set[object] = set()
         self.wakeups = 0
 
-    def watch(self, fd: int, process: str, kind: str) -> threading.Event:
+    def watch(self, fd: int, slot: str, kind: str) -> threading.Event:
         """Read ``fd`` (``kind`` "probe" or "output") until EOF; the event is set at EOF."""
-        stream = _Stream(process, kind)
+        stream = _Stream(slot, kind)
         with self._lock:
             self._pending.append((fd, stream))
         self._wake()
@@ -182,45 +182,45 @@ class Listener(threading.Thread):
         if stream.kind == "output":
             t = self.clock.now()
             for line in lines:
-                self.bus.publish(LogLine(stream.process, t, line.decode("utf-8", "replace").rstrip("\r")))
+                self.bus.publish(LogLine(stream.slot, t, line.decode("utf-8", "replace").rstrip("\r")))
             return
         for line in lines:
             if line:
-                self._message(stream.process, line)
+                self._message(stream.slot, line)
 
-    def _message(self, process: str, line: bytes) -> None:
+    def _message(self, slot: str, line: bytes) -> None:
         try:
             message = json.loads(line)
             version = message.get("v")
             kind = message.get("type")
             pid = int(message.get("pid", 0))
         except (ValueError, AttributeError, TypeError):
-            self._notice_once(("bad", process), process, "ignored a malformed probe message")
+            self._notice_once(("bad", slot), slot, "ignored a malformed probe message")
             return
         if version != PROTOCOL_VERSION:
-            self._notice_once(version, process, f"probe protocol v{version} is not v{PROTOCOL_VERSION}; ignored")
+            self._notice_once(version, slot, f"probe protocol v{version} is not v{PROTOCOL_VERSION}; ignored")
             return
         if kind == "steps":
-            self._steps(process, pid, message)
+            self._steps(slot, pid, message)
         elif kind == "meta" and isinstance(message.get("info"), dict):
-            self.bus.publish(WorkloadMeta(process, pid, message["info"]))
+            self.bus.publish(WorkloadMeta(slot, pid, message["info"]))
 
-    def _steps(self, process: str, pid: int, message: dict) -> None:
+    def _steps(self, slot: str, pid: int, message: dict) -> None:
         at, publish, nan = self.clock.at, self.bus.publish, math.nan  # per step, hundreds a second: positional
         try:
             for step, t_ns, iter_ns, samples, warmup, copy_bytes, copy_ns in message["rows"]:
-                publish(StepEvent(process, pid, int(step), at(int(t_ns)), int(iter_ns) / 1e9,
+                publish(StepEvent(slot, pid, int(step), at(int(t_ns)), int(iter_ns) / 1e9,
                                   nan if samples is None else float(samples), bool(warmup), int(copy_bytes),
                                   nan if copy_ns is None else int(copy_ns) / 1e9))
         except (KeyError, TypeError, ValueError):
-            self._notice_once(("bad", process), process, "ignored a malformed probe message")
+            self._notice_once(("bad", slot), slot, "ignored a malformed probe message")
             return
         if message.get("dropped"):
             self.bus.publish(
-                Notice(self.clock.now(), f"probe dropped {message['dropped']} steps (monitor too slow)", process)
+                Notice(self.clock.now(), f"probe dropped {message['dropped']} steps (monitor too slow)", slot)
             )
 
-    def _notice_once(self, key: object, process: str, text: str) -> None:
+    def _notice_once(self, key: object, slot: str, text: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
-            self.bus.publish(Notice(self.clock.now(), text, process))
+            self.bus.publish(Notice(self.clock.now(), text, slot))

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 PROTOCOL_VERSION = 1
 ENV_FD = "GPUMON_PROBE_FD"
-ENV_PROCESS = "GPUMON_PROCESS"
+ENV_SLOT = "GPUMON_PROCESS"
 ENV_WARMUP = "GPUMON_WARMUP"
 ENV_RENDEZVOUS = "GPUMON_RENDEZVOUS"  # "off": no rendezvous without a launching monitor
 DEFAULT_WARMUP_STEPS = 5
@@ -172,8 +172,8 @@ class _Rendezvous:
 class _Channel:
     """Buffers step rows and writes them without ever blocking the trainer."""
 
-    def __init__(self, fd: int | None, process: str, warmup_steps: int, rendezvous: _Rendezvous | None = None) -> None:
-        self.process = process
+    def __init__(self, fd: int | None, slot: str, warmup_steps: int, rendezvous: _Rendezvous | None = None) -> None:
+        self.slot = slot
         self.warmup_steps = warmup_steps
         self.pid = os.getpid()
         self.step = 0
@@ -206,7 +206,7 @@ class _Channel:
         return bool(self.sinks)
 
     def _hello(self) -> dict[str, Any]:
-        hello = {"type": "hello", "process": self.process, "t_ns": self.started_ns, "warmup_steps": self.warmup_steps}
+        hello = {"type": "hello", "process": self.slot, "t_ns": self.started_ns, "warmup_steps": self.warmup_steps}
         if self.rendezvous is not None:
             hello.update(rendezvous=True, argv=list(sys.argv), steps=self.step, history=len(self.ring or ()))
         return hello
@@ -398,7 +398,7 @@ def _open_from_env(inherit_fd: bool) -> _Channel:
         warmup = int(os.environ.get(ENV_WARMUP, DEFAULT_WARMUP_STEPS))
     except ValueError:
         warmup = DEFAULT_WARMUP_STEPS
-    channel = _Channel(fd, os.environ.get(ENV_PROCESS, "A"), max(0, warmup), rendezvous)
+    channel = _Channel(fd, os.environ.get(ENV_SLOT, "A"), max(0, warmup), rendezvous)
     if rendezvous is not None:
         rendezvous.serve(channel.welcome)
     atexit.register(channel.close)

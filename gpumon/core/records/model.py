@@ -33,6 +33,14 @@ PROCESS_COLUMNS = ("t", "process", "pid", "cpu_pct", "rss_mib", "threads", "gpu_
 HOST_COLUMNS = ("t", "cpu_pct", "mem_used_mib", "mem_total_mib", "per_core")  # per_core: "12.5 97.0" (% each core)
 # gpu_others.csv: the GPU processes that were not our jobs, one row per process per process tick.
 OTHER_COLUMNS = ("t", "pid", "user", "command", "gpu_mem_mib", "sm_pct", "cpu_pct", "rss_mib", "elapsed_s")
+# Every recorded steps.csv and processes.csv names a job's slot in its "process" column (old runs must still read);
+# the records call it ``slot``. Every other column is its record's field of the same name.
+SLOT_COLUMN = "process"
+
+
+def field_of(column: str) -> str:
+    """The record field a CSV column holds."""
+    return "slot" if column == SLOT_COLUMN else column
 
 
 @dataclass(slots=True)
@@ -42,7 +50,7 @@ class StepEvent:
     Read-only by convention, not frozen: hundreds are built a second (and every row of a replayed capture), and a
     frozen dataclass costs five times as much to build (0.66 against 0.13 µs on the 2-core VM)."""
 
-    process: str
+    slot: str
     pid: int
     step: int
     t: float
@@ -90,7 +98,7 @@ class ProcessSample:
     """Resource use of one workload's process tree at one tick."""
 
     t: float
-    process: str
+    slot: str
     pid: int
     cpu_pct: float
     rss_mib: float
@@ -197,7 +205,7 @@ class WorkloadState:
     (gpumon let go of it; it still runs).
     """
 
-    process: str
+    slot: str
     state: str
     t: float
     pid: int | None = None
@@ -244,7 +252,7 @@ class RingBuffer(Generic[T]):
 class WorkloadMeta:
     """What a workload said about itself through ``probe.meta()`` (model, device, batch...)."""
 
-    process: str
+    slot: str
     pid: int
     info: dict
 
@@ -253,7 +261,7 @@ class WorkloadMeta:
 class LogLine:
     """One line of a workload's merged stdout/stderr."""
 
-    process: str
+    slot: str
     t: float
     text: str
 
@@ -268,5 +276,5 @@ class Notice:
 
     t: float
     text: str
-    process: str | None = None
+    slot: str | None = None
     kind: str = ""

@@ -165,36 +165,36 @@ class OverlapRates:
         self._end: dict[str, tuple[Point, Point | None]] = {}
         self._closed = False
 
-    def add(self, process: str, point: Point, warmup: bool) -> None:
+    def add(self, slot: str, point: Point, warmup: bool) -> None:
         if self._closed:
             return
-        if not warmup and process not in self._first:
-            self._first[process] = point
+        if not warmup and slot not in self._first:
+            self._first[slot] = point
             for other in self._first:
-                self._start[other] = (point, point) if other == process else (self._last[other], None)
-        elif process in self._start and self._start[process][1] is None:
-            self._start[process] = (self._start[process][0], point)
-        if process in self._end and self._end[process][1] is None:
-            self._end[process] = (self._end[process][0], point)
-        self._last[process] = point
+                self._start[other] = (point, point) if other == slot else (self._last[other], None)
+        elif slot in self._start and self._start[slot][1] is None:
+            self._start[slot] = (self._start[slot][0], point)
+        if slot in self._end and self._end[slot][1] is None:
+            self._end[slot] = (self._end[slot][0], point)
+        self._last[slot] = point
         for other in self._last:
-            if other != process:
+            if other != slot:
                 self._end[other] = (self._last[other], None)
 
-    def close(self, process: str) -> None:
+    def close(self, slot: str) -> None:
         """A job of the overlap left: the window ends at the last step it took; the rates stay as they were."""
-        self._closed = self._closed or process in self._first and len(self._first) > 1
+        self._closed = self._closed or slot in self._first and len(self._first) > 1
 
-    def forget(self, process: str) -> None:
+    def forget(self, slot: str) -> None:
         """A job left its slot for a new one: the overlap starts again when every job is past its warm-up."""
         for table in (self._first, self._last, self._start, self._end):
-            table.pop(process, None)
+            table.pop(slot, None)
         self._start.clear()
         self._closed = False
 
-    def rates(self, processes: Iterable[str]) -> dict[str, float]:
-        """Shared rates of ``processes`` (NaN until every one is past its warm-up)."""
-        wanted = list(processes)
+    def rates(self, slots: Iterable[str]) -> dict[str, float]:
+        """Shared rates of ``slots`` (NaN until every one is past its warm-up)."""
+        wanted = list(slots)
         if not wanted or not all(p in self._first and p in self._start for p in wanted):
             return {p: NAN for p in wanted}
         window = overlap_window([self._first[p].t for p in wanted], [self._last[p].t for p in wanted])

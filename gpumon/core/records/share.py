@@ -7,8 +7,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gpumon.errors import UsageError
-
 SHARE_SYNTAX = "timeslice, mps, mps:threads=PCT_A,PCT_B or mps:existing"
 
 
@@ -36,33 +34,38 @@ class ShareMode:
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.kind, "threads": list(self.threads) or None, "existing_daemon": self.existing}
 
+    @classmethod
+    def from_json(cls, entry: object) -> "ShareMode":
+        """The share mode run.json recorded (``to_json``'s; runs recorded before share modes: time slicing)."""
+        if not isinstance(entry, dict) or entry.get("mode") != "mps":
+            return cls()
+        threads = entry.get("threads")
+        counted = tuple(int(t) for t in threads if isinstance(t, int)) if isinstance(threads, list) else ()
+        return cls("mps", counted, bool(entry.get("existing_daemon")))
+
 
 def parse_share(text: str) -> ShareMode:
-    """``--share`` text as a ShareMode; UsageError with the accepted forms otherwise."""
+    """A share mode's text (``--share``, an experiment spec's ``shares``) as a ShareMode.
+
+    ValueError otherwise: with an empty message when the text is not of ``SHARE_SYNTAX`` at all, else saying
+    what is wrong with it (each caller words the error for its own input: ``commands/argtypes.py``).
+    """
     kind, _, options = text.strip().partition(":")
     if kind == "timeslice" and not options:
         return ShareMode()
     if kind != "mps":
-        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})")
+        raise ValueError("")
     if not options:
         return ShareMode("mps")
     if options == "existing":
         return ShareMode("mps", existing=True)
     match = re.fullmatch(r"threads=(\d+),(\d+)", options)
     if not match:
-        raise UsageError(f"bad --share {text!r} (choose {SHARE_SYNTAX})")
+        raise ValueError("")
     threads = tuple(int(g) for g in match.groups())
     if not all(1 <= t <= 100 for t in threads):
-        raise UsageError(f"bad --share {text!r}: thread percentages must be between 1 and 100")
+        raise ValueError("thread percentages must be between 1 and 100")
     return ShareMode("mps", threads=threads)
-
-
-def recorded_share(meta: dict[str, Any]) -> ShareMode:
-    """The share mode run.json recorded (runs recorded before share modes: time slicing)."""
-    share = meta.get("share") or {}
-    if share.get("mode") != "mps":
-        return ShareMode()
-    return ShareMode("mps", tuple(share.get("threads") or ()), bool(share.get("existing_daemon")))
 
 
 CPU_SHARE = "cpu cores"  # jobs on the CPU: the operating system's scheduler shares the cores; no GPU time slicing
@@ -72,8 +75,3 @@ def shown_share(label: str, device: str) -> str:
     """How a share mode reads for jobs on ``device`` (``cpu``, ``cuda:0``...): on the CPU the jobs shared its cores,
     whatever --share said (it applies to a GPU)."""
     return CPU_SHARE if device.split(":")[0] == "cpu" else label
-
-
-def share_of(meta: dict[str, Any]) -> str:
-    """The share-mode label of a recorded run (runs recorded before share modes: ``timeslice``)."""
-    return recorded_share(meta).describe()

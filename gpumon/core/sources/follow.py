@@ -29,9 +29,9 @@ from gpumon.core.records.model import (
     ProcessSample,
     StepEvent,
 )
-from gpumon.core.store.runner import INTERRUPTED, RUNNING, RunnerInfo, run_status
+from gpumon.core.store.runner import INTERRUPTED, RUNNING
 from gpumon.core.sources.replay import others_by_tick, record, workload_events
-from gpumon.core.store.trace import TABLES, Run, TraceError, load_live, load_run
+from gpumon.core.store.trace import TABLES, TraceError, load_live, load_run
 
 POLL_S = 0.25
 RECORD_TABLES: tuple[tuple[str, type], ...] = (
@@ -90,7 +90,7 @@ class FollowSource:
 
     def __init__(self, run_path: str | os.PathLike[str], bus: Bus, poll_s: float = POLL_S) -> None:
         self.run, self.status = load_live(run_path)
-        self.runner = RunnerInfo.from_meta(self.run.meta)  # who writes it (None for runs recorded before runners)
+        self.runner = self.run.meta.runner  # who writes it (None for runs recorded before runners)
         self.bus = bus
         self.poll_s = poll_s
         self._tables = {name: TableTail(self.run.path / f"{name}.csv", TABLES[name]) for name, _ in RECORD_TABLES}
@@ -113,16 +113,16 @@ class FollowSource:
 
     def now(self) -> float:
         """The run's time: the runner's clock (CLOCK_MONOTONIC since its t0) while it runs, its end after."""
-        t0 = self.run.meta.get("t0_monotonic_ns")
-        if self.ended or not isinstance(t0, int):
+        t0 = self.run.meta.t0_monotonic_ns
+        if self.ended or t0 is None:
             return self.end_t()
         return max(self._last_t, (time.monotonic_ns() - t0) / 1e9)
 
     def end_t(self) -> float:
         """Where the run ended: capture start + duration when run.json has one, else the last record."""
-        duration = self.run.meta.get("duration_s")
-        if isinstance(duration, (int, float)):
-            return max(self._last_t, float(self.run.meta.get("capture_start_t", 0.0)) + float(duration))
+        duration = self.run.meta.duration_s
+        if duration is not None:
+            return max(self._last_t, self.run.meta.capture_start_t + duration)
         return self._last_t if math.isfinite(self._last_t) else 0.0
 
     def poll(self) -> int:
@@ -155,9 +155,6 @@ class FollowSource:
         if self._thread is not None:
             self._thread.join(2.0)
 
-    def wait_ended(self, timeout: float | None = None) -> bool:
-        return self._ended.wait(timeout)
-
     def _run(self) -> None:
         while not self._stop.is_set() and not self.ended:
             try:
@@ -181,7 +178,7 @@ class FollowSource:
         if key != self._meta_key:
             self.run = load_run(self.run.path)
             self._meta_key = key
-        self.status = run_status(self.run.meta, self.run.path)
+        self.status = self.run.meta.live_status(self.run.path)
         if self.status == INTERRUPTED:  # or it finalised run.json and exited since it was read: read it again
             self.run, self.status = load_live(self.run.path)
         return self.status != RUNNING
@@ -191,16 +188,12 @@ class FollowSource:
         out = []
         for entry in self.run.workloads:
             for t, order, item in workload_events(entry):
-                key = (getattr(item, "process", ""), t, order, getattr(item, "state", ""))
+                key = (getattr(item, "slot", ""), t, order, getattr(item, "state", ""))
                 if key not in self._published:
                     self._published.add(key)
                     out.append((t, order, item))
-        notices = self.run.meta.get("notices") or []
-        for entry in notices[self._notices :]:
-            if isinstance(entry, dict):
-                notice = Notice(float(entry.get("t", 0.0)), str(entry.get("text", "")), entry.get("process"),
-                                str(entry.get("kind") or ""))
-                out.append((notice.t, 5, notice))
+        notices = self.run.meta.notices
+        out += [(notice.t, 5, notice) for notice in notices[self._notices :]]
         self._notices = len(notices)
         return out
 
@@ -222,9 +215,9 @@ class FollowSource:
     def _publish_logs(self) -> int:
         published = 0
         for entry in self.run.workloads:
-            process = str(entry.get("process", "?"))
-            tail = self._logs.setdefault(process, Tail(self.run.path / "logs" / f"{process}.out"))
+            slot = entry.slot
+            tail = self._logs.setdefault(slot, Tail(self.run.path / "logs" / f"{slot}.out"))
             for line in tail.lines():
-                self.bus.publish(LogLine(process, self._last_t if math.isfinite(self._last_t) else 0.0, line))
+                self.bus.publish(LogLine(slot, self._last_t if math.isfinite(self._last_t) else 0.0, line))
                 published += 1
         return published

@@ -10,6 +10,7 @@ from typing import Mapping
 import psutil
 
 from gpumon.core.records.model import GpuProcessMetrics, HostSample, OtherGpuProcess, ProcessSample, SourceStatus
+from gpumon.core.records.slots import Slot
 
 MIB = 1024 * 1024
 PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
@@ -100,13 +101,13 @@ class HostSource:
     def sample_processes(
         self,
         t: float,
-        trees: Mapping[str, list[int]],
+        trees: Mapping[Slot, list[int]],
         gpu: Mapping[int, GpuProcessMetrics],
     ) -> list[ProcessSample]:
         """One sample per workload: CPU% (100 = one core), RSS and threads summed over its tree."""
         samples = []
         live: set[int] = set()
-        for process, pids in trees.items():
+        for slot, pids in trees.items():
             if not pids:
                 continue
             cpu = rss = 0.0
@@ -133,7 +134,7 @@ class HostSource:
             samples.append(
                 ProcessSample(
                     t,
-                    process,
+                    slot,
                     pids[0],
                     cpu,
                     rss / MIB,

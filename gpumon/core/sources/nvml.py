@@ -11,7 +11,6 @@ one-off N/A. ``pynvml`` is imported lazily in ``NvmlSource.open()``. Details: do
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
 import math
 import os
@@ -301,6 +300,18 @@ class NvmlSource:
         self._temperature_fns: tuple[Callable, ...] = ()
         self._peers: list[_Peer] = []
 
+    @property
+    def _api(self) -> ModuleType:
+        """pynvml, once ``open`` has imported it (every method that reads the GPU runs after a successful open)."""
+        assert self._nv is not None, "NvmlSource used before open()"
+        return self._nv
+
+    @property
+    def _query(self) -> _Query:
+        """The GPU's query (set with ``_api`` by ``open``)."""
+        assert self._q is not None, "NvmlSource used before open()"
+        return self._q
+
     # -- lifecycle ---------------------------------------------------------
 
     def open(self) -> SourceStatus:
@@ -319,7 +330,8 @@ class NvmlSource:
         self._q = q
         if q("init", nv.nvmlInitWithFlags, 0) is NA:
             code = q.last_error
-            return self._unavailable(INIT_REASONS.get(code, f"nvmlInit failed: {q.text(code)}"), code)
+            known = INIT_REASONS.get(code) if code is not None else None
+            return self._unavailable(known or f"nvmlInit failed: {q.text(code)}", code)
         self._initialized = True
         count = q("device_count", nv.nvmlDeviceGetCount)
         if count is NA or count == 0:
@@ -358,7 +370,7 @@ class NvmlSource:
         ours = self._info["index"]
         if count < 2 or ours is None:
             return []
-        nv, peers = self._nv, []
+        nv, peers = self._api, []
         for index in range(count):
             if index == ours:
                 continue
@@ -378,15 +390,16 @@ class NvmlSource:
         self._process_util = _process_utilization(nv)
         memory: tuple[Callable, ...] = (nv.nvmlDeviceGetMemoryInfo,)
         if hasattr(nv, "nvmlMemory_v2"):
-            memory_v2 = functools.partial(nv.nvmlDeviceGetMemoryInfo, version=nv.nvmlMemory_v2)
-            memory_v2.__name__ = "nvmlDeviceGetMemoryInfo_v2"
-            memory = (memory_v2, *memory)
+            def nvmlDeviceGetMemoryInfo_v2(handle: Any) -> Any:  # named as NVML names it: the log says which one ran
+                return nv.nvmlDeviceGetMemoryInfo(handle, version=nv.nvmlMemory_v2)
+
+            memory = (nvmlDeviceGetMemoryInfo_v2, *memory)
         self._memory_fns = memory
         self._temperature_fns = _present(nv, "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature")
 
     def _probe_fields(self) -> None:
         """Query each metric once so that device_info()["unsupported"] is complete before sampling."""
-        q, nv, h = self._q, self._nv, self._handle
+        q, nv, h = self._query, self._api, self._handle
         q("utilization", nv.nvmlDeviceGetUtilizationRates, h)
         q("power", nv.nvmlDeviceGetPowerUsage, h)
         q("temperature", self._temperature_fns, h, nv.NVML_TEMPERATURE_GPU)
@@ -426,7 +439,7 @@ class NvmlSource:
         with self._lock:
             if not self._info:
                 return {}
-            if self._handle is not None and not self._q.lost:
+            if self._handle is not None and not self._query.lost:
                 self._refresh_link()
             period = self.pcie_poll_period_s
             return {
@@ -442,7 +455,7 @@ class NvmlSource:
 
     def _refresh_link(self) -> None:
         """Re-read the PCIe link (it can train down when idle) and the memory size."""
-        q, nv, h = self._q, self._nv, self._handle
+        q, nv, h = self._query, self._api, self._handle
         memory = q("memory", self._memory_fns, h)
         self._info.update(
             pcie_gen=_int(q("pcie_gen", nv.nvmlDeviceGetCurrPcieLinkGeneration, h)),
@@ -452,7 +465,7 @@ class NvmlSource:
 
     def _link_capacity(self) -> float:
         """Bytes/s of the link at its best (it trains down when idle): max generation × max width."""
-        q, nv, h = self._q, self._nv, self._handle
+        q, nv, h = self._query, self._api, self._handle
         gen = _int(q("pcie_max_gen", nv.nvmlDeviceGetMaxPcieLinkGeneration, h))
         width = _int(q("pcie_max_width", nv.nvmlDeviceGetMaxPcieLinkWidth, h))
         capacity = link_capacity_bps(gen, width)
@@ -462,7 +475,7 @@ class NvmlSource:
         return capacity
 
     def _unsupported_fields(self) -> list[str]:
-        fields = {f for key in self._q.unsupported for f in KEY_FIELDS.get(key, ())}
+        fields = {f for key in self._query.unsupported for f in KEY_FIELDS.get(key, ())}
         if self._pcie_method is None:
             fields |= {"pcie_rx_bps", "pcie_tx_bps"}
         return sorted(fields)  # GPM fields are listed by what works: device_info()["gpm_metrics"]
@@ -472,7 +485,7 @@ class NvmlSource:
         with self._lock:
             if self._handle is None or not self.status.available:
                 return None
-            cheap = self._cheap_fields(self._q, self._handle)
+            cheap = self._cheap_fields(self._query, self._handle)
             gpm = self._gpm.read(t) if self._gpm is not None else {}
             rx, tx = self._pcie(t, gpm)
             if not math.isnan(cheap["gpu_util"]):
@@ -480,11 +493,11 @@ class NvmlSource:
             sample = DeviceSample(
                 t=t, pcie_rx_bps=rx, pcie_tx_bps=tx, **cheap, **{f: gpm.get(f, NAN) for f in GPM_COLUMNS}
             )
-            return None if self._q.lost else sample
+            return None if self._query.lost else sample
 
     def _cheap_fields(self, q: _Query, h: Any) -> dict[str, float]:
         """Utilisation, memory, power, temperature, SM clock of device ``h`` (1-6 µs a call on the H100); NaN if N/A."""
-        nv = self._nv
+        nv = self._api
         util = q("utilization", nv.nvmlDeviceGetUtilizationRates, h)
         memory = q("memory", self._memory_fns, h)
         return {
@@ -532,8 +545,8 @@ class NvmlSource:
         if switch not in ("", "0"):
             self._gpm_reason = f"GPM switched off ({NO_GPM_ENV}={switch})"
             return
-        nv, h = self._nv, self._handle
-        mig = self._q("mig_mode", nv.nvmlDeviceGetMigMode, h)
+        nv, h = self._api, self._handle
+        mig = self._query("mig_mode", nv.nvmlDeviceGetMigMode, h)
         if mig is not NA and mig[0] == 1:
             self._gpm_reason = "MIG is enabled (GPM device samples do not cover MIG instances)"
             return
@@ -557,7 +570,7 @@ class NvmlSource:
         self._counters = None
         if self._read_counters():
             return "counters"
-        probe = self._q("pcie_throughput", self._nv.nvmlDeviceGetPcieThroughput, self._handle, PCIE_UTIL_RX_BYTES)
+        probe = self._query("pcie_throughput", self._api.nvmlDeviceGetPcieThroughput, self._handle, PCIE_UTIL_RX_BYTES)
         return None if probe is NA else "throughput"
 
     @property
@@ -571,24 +584,24 @@ class NvmlSource:
     def poll_pcie(self, t: float) -> None:
         """Read the wrapping PCIe counters between ticks (run time ``t``) so no gap hides a wrap."""
         with self._lock:
-            if self._handle is not None and self._pcie_method == "counters" and not self._q.lost:
+            if self._handle is not None and self._pcie_method == "counters" and not self._query.lost:
                 self._read_counters(t)
 
     def _read_counters(self, t: float = -math.inf) -> bool:
         """Read both byte counters by their valueType into the wrap-safe totals; False if they fail."""
-        values = self._q(
-            "pcie_counters", self._nv.nvmlDeviceGetFieldValues, self._handle,
+        values = self._query(
+            "pcie_counters", self._api.nvmlDeviceGetFieldValues, self._handle,
             [FI_PCIE_COUNT_RX_BYTES, FI_PCIE_COUNT_TX_BYTES],
         )
         if values is NA:
             return False
         for value in values:
-            if value.nvmlReturn != self._nv.NVML_SUCCESS:
-                self._q.fail("pcie_counters", value.nvmlReturn)
+            if value.nvmlReturn != self._api.NVML_SUCCESS:
+                self._query.fail("pcie_counters", value.nvmlReturn)
                 return False
         bits = COUNTER_BITS.get(values[0].valueType)
         if bits is None or COUNTER_BITS.get(values[1].valueType) != bits:
-            self._q.fail("pcie_counters", NOT_SUPPORTED)
+            self._query.fail("pcie_counters", NOT_SUPPORTED)
             return False
         if self._counters is None or self._counters.bits != bits:
             self._counters = WrapCounters(bits, self._capacity_bps)
@@ -609,15 +622,15 @@ class NvmlSource:
             # Between ticks the sampler polls; read here only when that poll is overdue.
             if period is None or t - self._counters_read_t >= period:
                 self._read_counters(t)
-            if "pcie_counters" not in self._q.unsupported and self._counters is not None:
+            if "pcie_counters" not in self._query.unsupported and self._counters is not None:
                 return self._counters.rates()
             self._pcie_method = self._choose_pcie()
             return NAN, NAN
         if self._pcie_method == "throughput":
-            fn = self._nv.nvmlDeviceGetPcieThroughput
-            rx = self._q("pcie_throughput", fn, self._handle, PCIE_UTIL_RX_BYTES)
-            tx = self._q("pcie_throughput", fn, self._handle, PCIE_UTIL_TX_BYTES)
-            if "pcie_throughput" in self._q.unsupported:
+            fn = self._api.nvmlDeviceGetPcieThroughput
+            rx = self._query("pcie_throughput", fn, self._handle, PCIE_UTIL_RX_BYTES)
+            tx = self._query("pcie_throughput", fn, self._handle, PCIE_UTIL_TX_BYTES)
+            if "pcie_throughput" in self._query.unsupported:
                 self._pcie_method = None
             return _number(rx, 1024.0), _number(tx, 1024.0)
         return NAN, NAN
@@ -626,15 +639,15 @@ class NvmlSource:
 
     def _running(self) -> dict[int, float]:
         """PID → used GPU memory (MiB, NaN if N/A) over the compute and graphics lists of the jobs' GPU."""
-        return _listed(self._q, self._process_fns, self._handle) or {}
+        return _listed(self._query, self._process_fns, self._handle) or {}
 
     def _update_sm_util(self, running: dict[int, float]) -> None:
         """Every utilisation sample since the last one seen: each PID's mean, all clamped together to the device."""
-        samples = self._q(
+        samples = self._query(
             "process_utilization", self._process_util, self._handle, self._util_last_seen_us
         )
         if samples is NA:
-            no_new = self._q.last_error == NOT_FOUND
+            no_new = self._query.last_error == NOT_FOUND
             if not (no_new and time.time_ns() // 1000 - self._util_last_seen_us < 2 * PROCESS_UTIL_PERIOD_S * 1e6):
                 # Nothing new for two periods: no process was on the SMs (or the call failed).
                 self._sm_util = {pid: 0.0 for pid in running} if no_new else {}
@@ -650,7 +663,7 @@ class NvmlSource:
         device = list(self._device_util)
         self._device_util.clear()
         if not device:
-            util = self._q("utilization", self._nv.nvmlDeviceGetUtilizationRates, self._handle)
+            util = self._query("utilization", self._api.nvmlDeviceGetUtilizationRates, self._handle)
             device = [] if util is NA else [float(util.gpu)]
         self._sm_util = clamp_to_device(means, sum(device) / len(device) if device else NAN)
 
@@ -664,14 +677,14 @@ class NvmlSource:
             if self._handle is None or not self.status.available:
                 return {}
             running = self._running()
-            util_known = "process_utilization" not in self._q.unsupported
+            util_known = "process_utilization" not in self._query.unsupported
             # 0.9: the sampler's 0.5 s process ticks drift by milliseconds; a read is due every second tick,
             # and at once when a process appears that the last read did not cover (its share is not known yet).
             newcomer = bool(running.keys() - self._sm_util.keys())
             if util_known and (t is None or newcomer or t - self._util_read_t >= 0.9 * PROCESS_UTIL_PERIOD_S):
                 self._util_read_t = -math.inf if t is None else t
                 self._update_sm_util(running)
-            if self._q.lost:
+            if self._query.lost:
                 return {}
             sampled = {pid for pid, sm in self._sm_util.items() if not math.isnan(sm)}
             return {

@@ -24,12 +24,15 @@ from gpumon.core.records.model import (
     GpuOthers,
     HostSample,
     LogLine,
+    SLOT_COLUMN,
     OtherGpuProcess,
     ProcessSample,
     StepEvent,
     WorkloadMeta,
     WorkloadState,
+    field_of,
 )
+from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.trace import Run, TraceError, load_run
 
 AS_FAST_AS_POSSIBLE = math.inf
@@ -39,7 +42,7 @@ INT_FIELDS = frozenset({"pid", "step", "copy_bytes", "threads"})
 
 
 def _value(name: str, text: str) -> Any:
-    if name == "process":
+    if name == SLOT_COLUMN:
         return text
     if name == "per_core":
         return tuple(float(v) for v in text.split())
@@ -53,7 +56,7 @@ def _value(name: str, text: str) -> Any:
 def record(cls: type, row: dict[str, str], where: Path) -> Any:
     """One CSV row (column → text) of ``where`` as its record (a StepEvent, DeviceSample…)."""
     try:
-        return cls(**{k: _value(k, v) for k, v in row.items()})
+        return cls(**{field_of(k): _value(k, v) for k, v in row.items()})
     except (TypeError, ValueError):
         raise TraceError(f"{where}: corrupt row {row}") from None
 
@@ -62,8 +65,8 @@ def _records(run: Run, table: str, cls: type) -> list[Any]:
     return [record(cls, row, run.path / f"{table}.csv") for row in run.rows(table)]
 
 
-def _log_lines(run: Run, process: str) -> list[str]:
-    path = run.path / "logs" / f"{process}.out"
+def _log_lines(run: Run, slot: str) -> list[str]:
+    path = run.path / "logs" / f"{slot}.out"
     try:
         return path.read_text(encoding="utf-8", errors="replace").splitlines()
     except FileNotFoundError:
@@ -77,7 +80,7 @@ def others_by_tick(rows: Iterable[dict[str, str]], where: Path) -> list[GpuOther
     by_t: dict[float, list[OtherGpuProcess]] = {}
     for row in rows:
         try:
-            fields = {k: (v or None) if k in ("user", "command") else _value(k, v) for k, v in row.items()}
+            fields: dict[str, Any] = {k: (v or None) if k in ("user", "command") else _value(k, v) for k, v in row.items()}
             by_t.setdefault(fields["t"], []).append(OtherGpuProcess(**fields))
         except (TypeError, ValueError):
             raise TraceError(f"{where}: corrupt row {row}") from None
@@ -98,25 +101,21 @@ class _Timed:
     item: object
 
 
-def workload_events(entry: dict[str, Any]) -> list[tuple[float, int, object]]:
+def workload_events(entry: WorkloadRecord) -> list[tuple[float, int, object]]:
     """What run.json says of one workload as (t, order, record): its start, meta and (once ended) its end."""
-    process = str(entry.get("process", "?"))
-    start = entry.get("start_t")
+    slot, start, pid = entry.slot, entry.start_t, entry.pid
     if start is None:
         return []
-    pid = entry.get("pid")
     out: list[tuple[float, int, object]] = [
-        (float(start), 0, WorkloadState(process, "starting", float(start))),
-        (float(start), 1, WorkloadState(process, "running", float(start), pid=pid)),
+        (start, 0, WorkloadState(slot, "starting", start)),
+        (start, 1, WorkloadState(slot, "running", start, pid=pid)),
     ]
-    if isinstance(entry.get("meta"), dict):
-        out.append((float(start), 2, WorkloadMeta(process, pid or 0, entry["meta"])))
-    stop = entry.get("stop_t")
-    if stop is not None:
-        state = entry.get("state") or ("exited" if entry.get("exit_status") is not None else "stopped")
-        ended = WorkloadState(process, state, float(stop), pid=pid, exit_status=entry.get("exit_status"),
-                              tail=entry.get("tail", ""))
-        out.append((float(stop), 4, ended))
+    if entry.meta is not None:
+        out.append((start, 2, WorkloadMeta(slot, pid or 0, entry.meta)))
+    if entry.stop_t is not None:
+        state = entry.state or ("exited" if entry.exit_status is not None else "stopped")
+        ended = WorkloadState(slot, state, entry.stop_t, pid=pid, exit_status=entry.exit_status, tail=entry.tail or "")
+        out.append((entry.stop_t, 4, ended))
     return out
 
 
@@ -127,11 +126,9 @@ def _workload_records(run: Run, end_t: float) -> list[_Timed]:
         events = workload_events(entry)
         if not events:
             continue
-        process = str(entry.get("process", "?"))
-        stop = entry.get("stop_t")
-        stop_t = float(stop) if stop is not None else end_t
+        stop_t = entry.stop_t if entry.stop_t is not None else end_t
         out += [_Timed(t, order, item) for t, order, item in events]
-        out += [_Timed(stop_t, 3, LogLine(process, stop_t, line)) for line in _log_lines(run, process)]
+        out += [_Timed(stop_t, 3, LogLine(entry.slot, stop_t, line)) for line in _log_lines(run, entry.slot)]
     return out
 
 
@@ -168,9 +165,9 @@ class ReplaySource:
         ]
         timed += [_Timed(o.t, 5, o) for o in _others(self.run)]
         end = max((x.t for x in timed), default=0.0)
-        duration = self.run.meta.get("duration_s")
-        if isinstance(duration, (int, float)):
-            end = max(end, float(self.run.meta.get("capture_start_t", 0.0)) + float(duration))
+        duration = self.run.meta.duration_s
+        if duration is not None:
+            end = max(end, self.run.meta.capture_start_t + duration)
         timed += _workload_records(self.run, end)
         timed.sort(key=lambda x: (x.t, x.order))
         self._timeline = [_Timed(-math.inf, 0, self.run.nvml_status), *timed]
@@ -252,10 +249,3 @@ class ReplaySource:
             if wait > MIN_WAIT_S and self._stop.wait(wait):
                 return
             self.seek(self.now())
-
-
-def replay_all(run_path: str | os.PathLike[str] | Path, bus: Bus) -> ReplaySource:
-    """Publish a whole run at once (the end state of a recorded run)."""
-    source = ReplaySource(run_path, bus, AS_FAST_AS_POSSIBLE)
-    source.seek(source.end_t)
-    return source

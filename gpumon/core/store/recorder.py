@@ -28,14 +28,16 @@ from gpumon.core.records.model import (
     LogLine,
     Notice,
     ProcessSample,
+    SourceStatus,
     StepEvent,
     WorkloadMeta,
     ENDED_STATES,
     WorkloadState,
+    field_of,
 )
+from gpumon.core.store.runmeta import CaptureFailure, RunMeta, WorkloadRecord
 from gpumon.core.store.runner import RunnerLock
-from gpumon.core.store.trace import SCHEMA_VERSION
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +56,14 @@ TABLES = (
 )
 # The GPU processes that were not our jobs: a GpuOthers record gives one row per process (docs/trace.md).
 OTHERS_TABLE = "gpu_others"
-# run.json's status of a capture that finished normally but one of whose jobs failed (``job_failed``)
+# run.json's status of a capture that finished normally but one of whose jobs failed (``WorkloadRecord.failed``)
 FAILED = "failed"
 # Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
 MAX_NOTICES = 100
 # Record type -> (table, its values in column order): one C call per row.
-ROWS = {cls: (table, attrgetter(*columns)) for cls, table, columns in TABLES}
+ROWS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
+    cls: (table, attrgetter(*map(field_of, columns))) for cls, table, columns in TABLES
+}
 OTHER_ROW = attrgetter(*OTHER_COLUMNS)
 
 
@@ -72,14 +76,6 @@ def _cells(values: tuple) -> list:
 
 def _joined(values: tuple) -> str:
     return " ".join(f"{v:.1f}" for v in values)
-
-
-def job_failed(workload: dict[str, Any]) -> bool:
-    """A job of run.json failed: gpumon started it and it ended on its own with a non-zero status (a signal it was
-    not sent included), or it could not be started. A job gpumon stopped did not fail; nor did one it only watched
-    (``--beside``: its status is not gpumon's to know)."""
-    state = workload.get("state")
-    return state == "failed" or (state == "exited" and workload.get("exit_status") not in (0, None))
 
 
 def safe_label(label: str) -> str:
@@ -136,7 +132,7 @@ def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Pat
     try:
         runs_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create runs directory {runs_dir}: {exc.strerror}") from None
+        raise EnvironmentFailure(f"cannot create runs directory {runs_dir}: {exc.strerror}") from None
     base = f"{time.strftime('%Y%m%d-%H%M%S', started)}-{safe_label(label)}"
     for n in range(1, 1000):
         path = runs_dir / (base if n == 1 else f"{base}-{n}")
@@ -145,10 +141,10 @@ def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Pat
         except FileExistsError:
             continue
         except OSError as exc:
-            raise UsageError(f"cannot create run directory {path}: {exc.strerror}") from None
+            raise EnvironmentFailure(f"cannot create run directory {path}: {exc.strerror}") from None
         (path / "logs").mkdir()
         return path
-    raise UsageError(f"too many runs named {base} in {runs_dir}")
+    raise EnvironmentFailure(f"too many runs named {base} in {runs_dir}")
 
 
 class Recorder:
@@ -168,13 +164,12 @@ class Recorder:
     def __init__(
         self,
         path: Path,
-        meta: dict[str, Any],
+        meta: RunMeta,
         on_error: Callable[[CaptureError], None] | None = None,
         queue_max: int = QUEUE_MAX,
     ) -> None:
         self.path = path
         self.meta = meta
-        self.meta.setdefault("workloads", [])
         self.on_error = on_error
         self.error: CaptureError | None = None
         self._queue: deque[object] = deque()  # appended by the publishers' threads, emptied by the writer's
@@ -200,7 +195,7 @@ class Recorder:
         except OSError as exc:
             self._close_files()
             self._release_runner()
-            raise UsageError(f"cannot write the capture: {describe_write_error(exc, path)}") from None
+            raise EnvironmentFailure(f"cannot write the capture: {describe_write_error(exc, path)}") from None
         self._thread = threading.Thread(target=self._run, name="gpumon-recorder", daemon=True)
         self._thread.start()
 
@@ -242,7 +237,7 @@ class Recorder:
         try:
             work()
         except OSError as exc:
-            self._fail(describe_write_error(exc, self.path) if exc.errno != errno.ENOBUFS else exc.strerror)
+            self._fail(describe_write_error(exc, self.path) if exc.errno != errno.ENOBUFS else exc.strerror or str(exc))
             return False
         except Exception as exc:  # a bug must not leave the capture "recording" forever
             log.exception("recorder failed")
@@ -260,52 +255,51 @@ class Recorder:
                 rows.setdefault(table[0], []).append(_cells(table[1](item)))
             else:
                 self._write(item)
-        for table, cells in rows.items():
-            self._writers[table].writerows(cells)
+        for name, cells in rows.items():
+            self._writers[name].writerows(cells)
 
     def _write(self, item: object) -> None:
         if isinstance(item, GpuOthers):
             self._writers[OTHERS_TABLE].writerows([_cells(OTHER_ROW(other)) for other in item.processes])
         elif isinstance(item, LogLine):
-            self._log(item.process).write(item.text + "\n")
+            self._log(item.slot).write(item.text + "\n")
         elif isinstance(item, WorkloadState):
             self._on_state(item)
         elif isinstance(item, Notice):
-            notices = self.meta.setdefault("notices", [])
-            if len(notices) < MAX_NOTICES:
-                notices.append({"t": round(item.t, 3), "process": item.process, "text": item.text,
-                                **({"kind": item.kind} if item.kind else {})})
+            if len(self.meta.notices) < MAX_NOTICES:
+                self.meta.notices.append(item)
                 self._meta_dirty = True
         elif isinstance(item, WorkloadMeta):
-            entry = self._workload(item.process)
-            entry["meta"] = item.info
+            self._workload(item.slot).meta = item.info
             if item.info.get("torch"):
-                self.meta.setdefault("versions", {})["torch"] = item.info["torch"]
+                self.meta.versions = {**(self.meta.versions or {}), "torch": item.info["torch"]}
             self._meta_dirty = True
 
-    def _log(self, process: str) -> IO[str]:
-        if process not in self._logs:
-            self._logs[process] = open(self.path / "logs" / f"{process}.out", "a", encoding="utf-8")
-        return self._logs[process]
+    def _log(self, slot: str) -> IO[str]:
+        if slot not in self._logs:
+            self._logs[slot] = open(self.path / "logs" / f"{slot}.out", "a", encoding="utf-8")
+        return self._logs[slot]
 
-    def _workload(self, process: str) -> dict[str, Any]:
-        for entry in self.meta["workloads"]:
-            if entry["process"] == process:
-                return entry
-        entry = {"process": process}
-        self.meta["workloads"].append(entry)
+    def _workload(self, slot: str) -> WorkloadRecord:
+        entry = self.meta.workload(slot)
+        if entry is None:
+            entry = WorkloadRecord(slot)
+            self.meta.workloads.append(entry)
         return entry
 
     def _on_state(self, state: WorkloadState) -> None:
-        entry = self._workload(state.process)
+        entry = self._workload(state.slot)
         if state.state == "running":
-            entry.update(pid=state.pid, start_t=state.t, stop_t=None, exit_status=None, state="running")
-            entry.update(state.job or {})
-            entry.update(state.attached or {})
+            entry.pid, entry.start_t, entry.stop_t, entry.exit_status = state.pid, state.t, None, None
+            entry.state = "running"
+            if state.job is not None:
+                entry.launched(state.job)
+            if state.attached is not None:
+                entry.attach(state.attached)
         elif state.state in ENDED_STATES:
-            entry.update(stop_t=state.t, exit_status=state.exit_status, tail=state.tail, state=state.state)
+            entry.stop_t, entry.exit_status, entry.tail, entry.state = state.t, state.exit_status, state.tail, state.state
         elif state.state == "not started":
-            entry.update(state="not started", reason=state.tail)
+            entry.state, entry.reason = "not started", state.tail
         self._meta_dirty = True
 
     def _flush(self) -> None:
@@ -314,7 +308,7 @@ class Recorder:
         self._check_linked()
         if self._meta_dirty:
             self._meta_dirty = False
-            write_json_atomic(self.path / "run.json", self.meta)
+            write_json_atomic(self.path / "run.json", self.meta.to_json())
 
     def _check_linked(self) -> None:
         """Writes into a removed directory succeed on Linux; notice the removal instead."""
@@ -323,9 +317,9 @@ class Recorder:
             raise FileNotFoundError(errno.ENOENT, "run directory removed", str(self.path))
 
     def _finish_meta(self, status: str, duration_s: float) -> None:
-        self.meta["mode"] = "shared" if len(self.meta["workloads"]) > 1 else "exclusive"
-        self.meta["status"] = status
-        self.meta["duration_s"] = round(duration_s, 3)
+        self.meta.mode = "shared" if len(self.meta.workloads) > 1 else "exclusive"
+        self.meta.status = status
+        self.meta.duration_s = round(duration_s, 3)
         self._meta_dirty = True
 
     def _fail(self, reason: str) -> None:
@@ -335,10 +329,10 @@ class Recorder:
         self._drop_queue()
         self._release_reserve()
         self._finish_meta("truncated", t)
-        self.meta["capture_error"] = {"t": round(t, 3), "reason": reason}
+        self.meta.capture_error = CaptureFailure(round(t, 3), reason)
         finalise_error = None
         try:
-            write_json_atomic(self.path / "run.json", self.meta)
+            write_json_atomic(self.path / "run.json", self.meta.to_json())
         except OSError as exc:
             finalise_error = describe_write_error(exc, self.path)
         self.error = CaptureError(t, self.path, reason, finalise_error)
@@ -374,7 +368,7 @@ class Recorder:
 
     def _complete(self, duration_s: float) -> None:
         self._drain()
-        self._finish_meta(FAILED if any(map(job_failed, self.meta["workloads"])) else "complete", duration_s)
+        self._finish_meta(FAILED if any(w.failed for w in self.meta.workloads) else "complete", duration_s)
         self._flush()
         for f in (*self._files.values(), *self._logs.values()):
             f.close()
@@ -398,25 +392,24 @@ def initial_meta(
     stagger_s: float,
     host: dict[str, Any],
     gpu: dict[str, Any] | None,
-    nvml: dict[str, Any],
+    nvml: SourceStatus,
     versions: dict[str, Any],
-    workloads: list[dict[str, Any]],
-) -> dict[str, Any]:
+    workloads: list[WorkloadRecord],
+) -> RunMeta:
     """The run.json written when a capture starts (status "recording")."""
-    return {
-        "schema": SCHEMA_VERSION,
-        "label": label,
-        "mode": mode,
-        "status": "recording",
-        "started_at": started_at,
-        "t0_monotonic_ns": clock_t0_ns,
-        "duration_s": None,
-        "interval_ms": interval_ms,
-        "device": device,
-        "host": host,
-        "gpu": gpu,
-        "nvml": nvml,
-        "versions": versions,
-        "stagger_s": stagger_s,
-        "workloads": workloads,
-    }
+    return RunMeta(
+        label=label,
+        mode=mode,
+        status="recording",
+        started_at=started_at,
+        t0_monotonic_ns=clock_t0_ns,
+        duration_s=None,
+        interval_ms=interval_ms,
+        device=device,
+        host=host,
+        gpu=gpu,
+        nvml=nvml,
+        versions=versions,
+        stagger_s=stagger_s,
+        workloads=workloads,
+    )

@@ -65,9 +65,8 @@ class RunnerInfo:
         return cls(pid, psutil.Process(pid).create_time(), uid, user_name(uid), socket.gethostname(), detached)
 
     @classmethod
-    def from_meta(cls, meta: dict[str, Any]) -> "RunnerInfo | None":
-        """run.json's ``runner``; None for runs recorded before it, or a garbled entry (a PID that is not one)."""
-        entry = meta.get("runner")
+    def from_json(cls, entry: object) -> "RunnerInfo | None":
+        """run.json's ``runner``; None for runs recorded before it (no entry), or a garbled entry (a PID that is not one)."""
         if not isinstance(entry, dict):
             return None
         try:
@@ -195,18 +194,18 @@ def runner_process(run_dir: Path, info: RunnerInfo | None) -> psutil.Process | N
     return process
 
 
-def run_status(meta: dict[str, Any], run_dir: Path) -> str:
-    """``running`` or ``interrupted`` for a run still marked ``recording``; else its recorded status.
+def run_status(recorded: str | None, runner: RunnerInfo | None, run_dir: Path) -> str:
+    """``running`` or ``interrupted`` for the run in ``run_dir`` whose ``recorded`` status is still ``recording``;
+    else that status (``?`` when none was recorded).
 
     A recording run is ``running`` only while its runner is proven (``runner_process``): a run recorded before
     runners were named or locked, a copy of a run, and a run.json naming some other process read ``interrupted``.
     One written on another host, or whose runner this user may not inspect (another user's), stays ``recording``:
     this machine, or this user, cannot tell.
     """
-    status = str(meta.get("status", "?"))
+    status = recorded if recorded is not None else "?"
     if status != RECORDING:
         return status
-    runner = RunnerInfo.from_meta(meta)
     if runner is not None and not runner.here:
         return RECORDING
     try:
@@ -238,7 +237,7 @@ def stop_runner(run_dir: Path, info: RunnerInfo | None, any_user: bool = False) 
     try:
         process = runner_process(run_dir, info)
     except PermissionError:
-        raise UsageError(f"{Path(run_dir).name}: its runner is another user's process; you can stop your own runs only")
+        raise UsageError(f"{Path(run_dir).name}: its runner is another user's process; you can stop your own runs only") from None
     if process is None:
         return False
     try:

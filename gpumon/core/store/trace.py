@@ -27,10 +27,11 @@ from gpumon.core.records.model import (
     STEP_COLUMNS,
     SourceStatus,
 )
-from gpumon.core.records.share import share_of, shown_share
+from gpumon.core.records.share import shown_share
 from gpumon.core.records.rates import exclusive_rate
-from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, run_status
-from gpumon.errors import UsageError
+from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
+from gpumon.core.store.runner import INTERRUPTED, RunnerInfo
+from gpumon.errors import EnvironmentFailure, UsageError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 _T = TypeVar("_T")
-SCHEMA_VERSION = 1
 # the steps columns that rates (exclusive_ends) and evidence (copies per step) read
 READ_STEP_COLUMNS = ("t", "step", "warmup", "copy_bytes", "copy_s")
 TABLES: dict[str, tuple[str, ...]] = {
@@ -81,51 +81,48 @@ class Run:
     """
 
     path: Path
-    meta: dict[str, Any]
+    meta: RunMeta
     _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def label(self) -> str:
-        return str(self.meta.get("label", self.path.name))
+        return self.meta.label if self.meta.label is not None else self.path.name
 
     @property
     def mode(self) -> str:
-        return str(self.meta.get("mode", "?"))
+        return self.meta.mode if self.meta.mode is not None else "?"
 
     @property
     def trained_on(self) -> str:
         """``cpu`` or ``cuda[:N]``: what the workloads said they trained on, else run.json's device ("?" if neither)."""
         for w in self.workloads:
-            meta = w.get("meta") if isinstance(w, dict) else None
-            if isinstance(meta, dict) and meta.get("device") not in (None, "", "auto"):
-                return str(meta["device"])
-        return str(self.meta.get("device") or "?")
+            if isinstance(w.meta, dict) and w.meta.get("device") not in (None, "", "auto"):
+                return str(w.meta["device"])
+        return self.meta.device or "?"
 
     @property
     def share(self) -> str:
         """How the jobs shared the GPU: ``timeslice`` (also for runs recorded before modes), ``mps``..."""
-        return share_of(self.meta)
+        return self.meta.share.describe()
 
     @property
-    def workloads(self) -> list[dict[str, Any]]:
-        return list(self.meta.get("workloads", []))
+    def workloads(self) -> list[WorkloadRecord]:
+        return list(self.meta.workloads)
 
     @property
     def gpu(self) -> dict[str, Any] | None:
         """run.json's ``gpu`` (None without NVML)."""
-        gpu = self.meta.get("gpu")
-        return gpu if isinstance(gpu, dict) else None
+        return self.meta.gpu
 
     @property
     def specs(self) -> dict[str, str]:
         """The spec of each recorded workload by slot."""
-        return {str(w.get("process")): str(w.get("spec", "?")) for w in self.workloads}
+        return {w.slot: w.spec_or_unknown for w in self.workloads}
 
     @property
     def nvml_status(self) -> SourceStatus:
         """Whether NVML was read during the run, and why not, as the live session published it."""
-        nvml = self.meta.get("nvml") or {}
-        return SourceStatus("nvml", bool(nvml.get("available")), str(nvml.get("reason", "")))
+        return self.meta.nvml
 
     def table_text(self, table: str) -> str:
         path = self.path / f"{table}.csv"
@@ -178,7 +175,7 @@ class Run:
         if table == "steps":
             # a few job names over millions of rows: categorical, as the cache stores them (dictionary-encoded)
             frame["process"] = frame["process"].astype("category")
-            if self.meta.get("status") != "recording":
+            if self.meta.status != "recording":
                 write_steps_cache(self.path, frame)
         return frame
 
@@ -194,7 +191,7 @@ class Run:
 
     def cached(self, name: str, path: Path, read: Callable[[], _T]) -> _T:
         """``read()``, kept under ``name`` while ``path`` keeps its size and mtime (a recording run: every time)."""
-        key = None if self.meta.get("status") == "recording" else _file_key(path)
+        key = None if self.meta.status == "recording" else _file_key(path)
         held = self._memo.get(name)
         if key is not None and held is not None and held[0] == key:
             return held[1]
@@ -216,10 +213,10 @@ class Run:
             self._memo["jobs"] = held
         return held[1]
 
-    def job_steps(self, process: str) -> "pd.DataFrame":
-        """``process``'s rows of the steps table, in file order (none: an empty frame)."""
+    def job_steps(self, slot: str) -> "pd.DataFrame":
+        """``slot``'s rows of the steps table, in file order (none: an empty frame)."""
         jobs = self.jobs()
-        return jobs[process] if process in jobs else self.steps().iloc[0:0]
+        return jobs[slot] if slot in jobs else self.steps().iloc[0:0]
 
     def step_columns(self, wanted: Sequence[str], whole: bool = True
                      ) -> "tuple[np.ndarray, list[Any], list[np.ndarray]]":
@@ -232,15 +229,15 @@ class Run:
         if "steps" not in self._memo and "read_steps" not in self._memo:
             table = _cached_steps(self.path, ("process", *wanted))
             if table is not None:
-                process = table.column("process").unify_dictionaries().combine_chunks()
-                names = process.dictionary.to_pylist()
-                return _numpy(process.indices), names, [_numpy(table.column(c)) for c in wanted]
+                slots = table.column("process").unify_dictionaries().combine_chunks()
+                names = slots.dictionary.to_pylist()
+                return _numpy(slots.indices), names, [_numpy(table.column(c)) for c in wanted]
         if light and "steps" not in self._memo:
             codes, names, columns = self.cached("read_steps", self.path / "steps.csv", self._read_steps)
             return codes, names, [columns[c] for c in wanted]
         steps = self.steps()
-        process = steps["process"].astype("category")
-        return process.cat.codes.to_numpy(), list(process.cat.categories), [steps[c].to_numpy() for c in wanted]
+        slots = steps["process"].astype("category")
+        return slots.cat.codes.to_numpy(), list(slots.cat.categories), [steps[c].to_numpy() for c in wanted]
 
     def _read_steps(self) -> "tuple[np.ndarray, list[Any], dict[str, np.ndarray]]":
         """The job codes and names and ``READ_STEP_COLUMNS`` of steps.csv: by pyarrow where it reads them as pandas
@@ -249,9 +246,9 @@ class Run:
         if parsed is not None:
             return parsed
         steps = self._frame_of("steps", ("process", *READ_STEP_COLUMNS))
-        process = steps["process"].astype("category")
+        slots = steps["process"].astype("category")
         columns = {c: steps[c].to_numpy() for c in READ_STEP_COLUMNS}
-        return process.cat.codes.to_numpy(), list(process.cat.categories), columns
+        return slots.cat.codes.to_numpy(), list(slots.cat.categories), columns
 
     def columns(self, table: str) -> dict[str, list[str]]:
         """``rows(table)`` as columns of strings; a finished run's is read once while the file is unchanged."""
@@ -288,12 +285,12 @@ def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
     import numpy as np
     import pandas as pd
 
-    process = steps["process"]
-    if process.dtype != "category":
-        process = process.astype("category")
-    codes = process.cat.codes.to_numpy()
+    slots = steps["process"]
+    if slots.dtype != "category":
+        slots = slots.astype("category")
+    codes = slots.cat.codes.to_numpy()
     out = {}
-    for code, name in enumerate(process.cat.categories):
+    for code, name in enumerate(slots.cat.categories):
         rows = np.flatnonzero(codes == code)
         if len(rows) == len(steps):
             out[name] = steps
@@ -386,21 +383,17 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         raise TraceError(f"{root}: no such run directory")
     meta_path = root / "run.json"
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        data = json.loads(meta_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TraceError(f"{root}: not a gpumon run (no run.json)") from None
     except OSError as exc:
         raise TraceError(f"cannot read {meta_path}: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise TraceError(f"{meta_path}: corrupt (not valid JSON)") from None
-    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA_VERSION:
-        raise TraceError(f"{meta_path}: not a gpumon run of schema {SCHEMA_VERSION}")
-    if not isinstance(meta.get("workloads"), list):
-        raise TraceError(f"{meta_path}: corrupt (no workloads list)")
-    problem = meta_problem(meta)
-    if problem:
-        raise TraceError(f"{meta_path}: corrupt ({problem})")
-    return Run(root, meta)
+    try:
+        return Run(root, RunMeta.from_json(data))
+    except ValueError as exc:
+        raise TraceError(f"{meta_path}: {exc}") from None
 
 
 def load_live(path: str | os.PathLike[str]) -> tuple[Run, str]:
@@ -410,47 +403,11 @@ def load_live(path: str | os.PathLike[str]) -> tuple[Run, str]:
     exited between the first read and the check that it is gone, and the second read sees the final file.
     """
     run = load_run(path)
-    status = run_status(run.meta, run.path)
+    status = run.meta.live_status(run.path)
     if status == INTERRUPTED:
         run = load_run(path)
-        status = run_status(run.meta, run.path)
+        status = run.meta.live_status(run.path)
     return run, status
-
-
-# What the readers take from run.json, by type (a key may be absent; null is allowed where listed).
-_NUMBER = (int, float)
-META_TYPES: dict[str, tuple[type, ...]] = {
-    "label": (str,), "mode": (str,), "status": (str,), "started_at": (str,), "device": (str, type(None)),
-    "duration_s": (*_NUMBER, type(None)), "interval_ms": (*_NUMBER, type(None)),
-    "stagger_s": (*_NUMBER, type(None)), "t0_monotonic_ns": (int, type(None)),
-    "host": (dict, type(None)), "gpu": (dict, type(None)), "nvml": (dict, type(None)),
-    "versions": (dict, type(None)), "runner": (dict, type(None)), "baselines": (dict, type(None)),
-    "notices": (list, type(None)),
-}
-WORKLOAD_TYPES: dict[str, tuple[type, ...]] = {
-    "process": (str,), "spec": (str,), "kind": (str,), "state": (str,), "tail": (str, type(None)),
-    "argv": (list,), "pid": (int, type(None)), "exit_status": (int, type(None)),
-    "start_t": (*_NUMBER, type(None)), "stop_t": (*_NUMBER, type(None)), "meta": (dict, type(None)),
-}
-
-
-def meta_problem(meta: dict[str, Any]) -> str | None:
-    """What is wrong with run.json's fields, in a few words, or None."""
-    for where, fields, types in [("", meta, META_TYPES)] + [
-        (f"workloads[{i}].", w, WORKLOAD_TYPES) for i, w in enumerate(meta["workloads"])
-    ]:
-        if not isinstance(fields, dict):
-            return f"{where.rstrip('.')} is not an object"
-        for key, allowed in types.items():
-            value = fields.get(key)
-            if key in fields and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
-                return f"{where}{key} is {json.dumps(value)[:40]}"
-            if isinstance(value, float) and not math.isfinite(value):
-                return f"{where}{key} is not finite"
-    processes = [w["process"] for w in meta["workloads"] if "process" in w]
-    if len(set(processes)) != len(processes):
-        return "two workloads with the same process"
-    return None
 
 
 @dataclass(frozen=True)
@@ -512,7 +469,7 @@ COLUMNS_BYTES = 4 << 20
 
 def exclusive_rates(run: Run) -> dict[str, float]:
     """Each process's ``exclusive_rate`` over its post-warm-up steps: from its first to its last by time."""
-    return {process: exclusive_rate(ts, ns) for process, (ts, ns) in exclusive_ends(run).items()}
+    return {slot: exclusive_rate(ts, ns) for slot, (ts, ns) in exclusive_ends(run).items()}
 
 
 def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float], list[float]]]:
@@ -544,7 +501,7 @@ def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float],
     codes, names, t, n, warmup = columns
     counted = np.isfinite(t) & np.isfinite(n) & (n == np.floor(n)) & (warmup != 1)
     ends: list[tuple[int, str, list[float], list[float]]] = []
-    for code, process in enumerate(names):
+    for code, slot in enumerate(names):
         at = np.flatnonzero(counted & (codes == code))
         if not len(at):
             continue
@@ -552,9 +509,9 @@ def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float],
         first = at[int(np.argmin(ts))]  # the first of equal times, as a stable sort leaves them
         last = at[len(ts) - 1 - int(np.argmax(ts[::-1]))]  # the last of equal times
         chosen = [first] if len(at) == 1 else [first, last]
-        ends.append((int(at[0]), str(process), [float(t[i]) for i in chosen], [float(n[i]) for i in chosen]))
+        ends.append((int(at[0]), str(slot), [float(t[i]) for i in chosen], [float(n[i]) for i in chosen]))
     # in the order of each job's first counted step in steps.csv, as reading it row by row gives them
-    return {process: (ts, ns) for _, process, ts, ns in sorted(ends)}
+    return {slot: (ts, ns) for _, slot, ts, ns in sorted(ends)}
 
 
 def _rate_columns(run: Run, whole: bool = True
@@ -662,17 +619,17 @@ def baseline_rate(slot: str, path: str | os.PathLike[str]) -> float:
 
 def summarize(run: Run) -> RunSummary:
     """What ``gpumon runs`` shows: metadata and each process's exclusive rate (post-warm-up slope)."""
-    specs = " + ".join(f"{w.get('process', '?')}={w.get('spec', '?')}" for w in run.workloads)
+    specs = " + ".join(f"{w.slot}={w.spec_or_unknown}" for w in run.workloads)
     return RunSummary(
         name=run.path.name,
         label=run.label,
         mode=run.mode,
         share=run.share,
-        status=run_status(run.meta, run.path),
+        status=run.meta.live_status(run.path),
         workloads=specs,
-        duration_s=float(run.meta.get("duration_s") or math.nan),
+        duration_s=run.meta.duration_s or math.nan,
         rates=exclusive_rates(run),
-        runner=RunnerInfo.from_meta(run.meta),
+        runner=run.meta.runner,
         device=run.trained_on,
     )
 
@@ -694,7 +651,7 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise TraceError(f"cannot create {out_dir}: {exc.strerror}") from None
+        raise EnvironmentFailure(f"cannot create {out_dir}: {exc.strerror}") from None
     temporary: list[tuple[Path, Path]] = []
     target = out_dir
     try:
@@ -718,5 +675,5 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
                 pass  # never made (a read-only folder), or already gone
         if created:
             shutil.rmtree(out_dir, ignore_errors=True)
-        raise TraceError(f"cannot write {target}: {exc.strerror or exc}; nothing was exported") from None
+        raise EnvironmentFailure(f"cannot write {target}: {exc.strerror or exc}; nothing was exported") from None
     return [target for _, target in targets]

@@ -14,7 +14,6 @@ from textual import work
 from textual.binding import Binding
 
 from gpumon.core.records.bus import Bus
-from gpumon.core.records.share import recorded_share
 from gpumon.core.store.runner import INTERRUPTED, stop_runner
 from gpumon.errors import UsageError
 from gpumon.core.sources.follow import FollowSource
@@ -60,8 +59,8 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
         self.set_interval(1.0, self._check_end)
 
     def _load_and_follow(self) -> None:
-        baselines = {**(self.source.run.meta.get("baselines") or {}), **dict(self.baselines)}
-        load_baselines(self.feed.model, tuple(sorted(baselines.items())), recorded_share(self.source.run.meta).kind)
+        baselines = {**self.source.run.meta.baselines, **dict(self.baselines)}
+        load_baselines(self.feed.model, tuple(sorted(baselines.items())), self.source.run.meta.share.kind)
         self.source.poll()  # the history so far, at once
         self.source.start()
 
@@ -81,7 +80,7 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
         return "no exclusive rates yet: gpumon attach --baseline A=RUN --baseline B=RUN"
 
     def status_text(self, view: View) -> Text:
-        share = recorded_share(self.source.run.meta)
+        share = self.source.run.meta.share
         text = self.status_head("gpumon attach", view, share.describe(), share.mps)
         if self.source.ended:
             text.append(f"■ ended: {self.source.status}", style="bold red" if self.source.status == INTERRUPTED else "bold")

@@ -8,7 +8,8 @@ from textual.binding import Binding
 
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.launcher import LaunchRequest
-from gpumon.errors import UsageError
+from gpumon.core.records.slots import Slot
+from gpumon.errors import GpumonError
 from gpumon.tui.controller import Controller
 from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.tui.screens.monitor import STACK_BINDINGS, VIEW_BINDINGS, Feed, MonitorScreen
@@ -62,7 +63,7 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
 
     # -- launch / stop ----------------------------------------------------------
 
-    def action_launch(self, slot: str) -> None:
+    def action_launch(self, slot: Slot) -> None:
         from gpumon.tui.screens.launch import LaunchScreen
 
         if self.controller.running(slot) is not None:
@@ -72,28 +73,28 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         screen = LaunchScreen(slot, session.device, session.python)
         self.app.push_screen(screen, lambda request: self._launched(slot, request))
 
-    def _launched(self, slot: str, request: LaunchRequest | None) -> None:
+    def _launched(self, slot: Slot, request: LaunchRequest | None) -> None:
         if request is None:
             return
         self.launch(slot, request)
 
-    def launch(self, slot: str, request: LaunchRequest) -> None:
+    def launch(self, slot: Slot, request: LaunchRequest) -> None:
         """Start ``request`` in ``slot`` from the UI (main) thread, so the child is tied to the monitor."""
         try:
-            workload = self.controller.launch(slot, request)
-        except UsageError as exc:
+            workload = self.controller.launch(slot=slot, request=request)
+        except GpumonError as exc:
             self.notify(str(exc), severity="error")
             return
         self.notify(f"{slot}: started {request.spec} (pid {workload.pid})")
 
-    def action_stop(self, slot: str) -> None:
+    def action_stop(self, slot: Slot) -> None:
         if self.controller.running(slot) is None:
             self.notify(f"nothing runs in slot {slot}", severity="warning")
             return
         self._stop(slot)
 
     @work(thread=True, group="stop", exit_on_error=False)
-    def _stop(self, slot: str) -> None:
+    def _stop(self, slot: Slot) -> None:
         self.controller.stop(slot)
 
     # -- attach (--beside from the monitor) -----------------------------------------
@@ -111,7 +112,7 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
             self.attach(pid)
 
     @work(thread=True, group="attach", exit_on_error=False)
-    def attach(self, pid: "int | LaunchRequest") -> None:
+    def attach(self, pid: int) -> None:
         """Watch a running process as job B (a capture starts first, so its probe's history is recorded)."""
         workload = self.controller.attach(pid)
         how = "its probe's steps" if workload.probe is not None else "no probe: rate unknown"
@@ -143,7 +144,7 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
 
     # -- stack ------------------------------------------------------------------
 
-    def action_stack(self, slot: str) -> None:
+    def action_stack(self, slot: Slot) -> None:
         from gpumon.tui.screens.stack import open_stack
 
         workload = self.controller.running(slot)

@@ -31,10 +31,10 @@ from gpumon.tui.widgets.interference import NO_RATES, InterferenceLine
 from gpumon.tui.widgets.lines import TextLine
 from gpumon.tui.widgets.output import ChildOutput
 from gpumon.tui.widgets.processes import MAX_ROWS, ProcessTable
+from gpumon.tui.widgets.workload import WorkloadPanel
 
 SMALL_HEIGHT = 30  # rows below which the process table replaces the workloads' output
 SMALL_ROWS = 3
-from gpumon.tui.widgets.workload import WorkloadPanel
 
 
 @dataclass(frozen=True)

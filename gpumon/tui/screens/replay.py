@@ -24,7 +24,7 @@ MAX_SPEED = 64.0
 def replay_feed(source: "ReplaySource | FollowSource", model: LiveModel) -> Feed:
     """Subscribe ``model`` to the bus of a source of recorded data (a replay, a followed run) and give it what
     run.json knows."""
-    source.bus.subscribe(model.handle)
+    source.bus.subscribe(model.handle, *LiveModel.TAKES)
     model.gpu = source.run.gpu
     for slot, spec in source.run.specs.items():
         if slot in ("A", "B"):

@@ -57,7 +57,7 @@ class _OptimizerHookFinder(importlib.abc.MetaPathFinder):
             original(module)
             _install_step_hook(module)
 
-        spec.loader.exec_module = exec_module
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]  # the hook: wrapping the loader's method is the point
         return spec
 
 

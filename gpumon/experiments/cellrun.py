@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import shlex
 import shutil
@@ -20,6 +19,9 @@ from typing import Any, Callable, Protocol, TextIO
 
 from gpumon.core.jobs.interpreter import choose, module_argv
 from gpumon.core.jobs.lifeline import die_with_parent
+from gpumon.core.records.slots import SLOTS
+from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
+from gpumon.core.store.trace import TraceError, load_run
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.device import CudaStatus
 from gpumon.experiments.manifest import FAILED, INTERRUPTED, OK, SKIPPED, CellRecord, Manifest
@@ -35,7 +37,6 @@ class CellPool(Protocol):
             finished: Callable[[Cell, CellRecord], None]) -> None: ...
 
 
-SLOTS = ("A", "B")
 POLL_S = 0.25
 STATE_POLL_S = 1.0
 STOP_GRACE_S = 30.0
@@ -92,15 +93,15 @@ def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
     return argv
 
 
-def failure_reason(workload: dict[str, Any]) -> str:
+def failure_reason(workload: WorkloadRecord) -> str:
     """Why a workload failed, from its exit status and last output lines; OOM is named as such."""
-    tail = str(workload.get("tail") or "")
+    tail = workload.tail or ""
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
     last = lines[-1] if lines else ""
-    who = f"{workload.get('process', '?')} ({workload.get('spec', '?')})"
+    who = f"{workload.slot} ({workload.spec_or_unknown})"
     if "out of memory" in tail.lower():
         return f"OOM: {who}: {last}"
-    return f"{who} exited with status {workload.get('exit_status')}" + (f": {last}" if last else "")
+    return f"{who} exited with status {workload.exit_status}" + (f": {last}" if last else "")
 
 
 def last_line(path: Path) -> str:
@@ -236,43 +237,40 @@ class CellRun:
             if path.name in self.before:
                 continue
             meta = self._meta(path)
-            if meta is not None and meta.get("label") == self.cell.id:
+            if meta is not None and meta.label == self.cell.id:
                 return path
         return None
 
     @staticmethod
-    def _meta(path: Path) -> dict[str, Any] | None:
+    def _meta(path: Path | None) -> RunMeta | None:
+        """The run's run.json (None: no run yet, or not readable as one)."""
         try:
-            data = json.loads((path / "run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return load_run(path).meta if path is not None else None
+        except TraceError:
             return None
-        return data if isinstance(data, dict) else None
 
-    def _workloads(self) -> list[dict[str, Any]]:
-        meta = self._meta(self.run_dir) if self.run_dir is not None else None
-        return [w for w in (meta or {}).get("workloads", []) if isinstance(w, dict)]
+    def _workloads(self) -> list[WorkloadRecord]:
+        meta = self._meta(self.run_dir)
+        return meta.workloads if meta is not None else []
 
     def _capture_error(self) -> str | None:
         """Why the cell's capture stopped early (run.json status "truncated"), else None."""
-        meta = self._meta(self.run_dir) if self.run_dir is not None else None
-        if meta is None or meta.get("status") != "truncated":
+        meta = self._meta(self.run_dir)
+        if meta is None or meta.status != "truncated":
             return None
-        error = meta.get("capture_error")
-        return str(error.get("reason")) if isinstance(error, dict) else "no reason recorded"
+        error = meta.capture_error
+        return error.reason if error is not None and error.reason is not None else "no reason recorded"
 
-    def _failed_workloads(self) -> list[dict[str, Any]]:
+    def _failed_workloads(self) -> list[WorkloadRecord]:
         """Workloads that could not start or exited with an error on their own (not stopped by gpumon)."""
-        return [
-            w for w in self._workloads()
-            if w.get("state") == "failed" or (w.get("state") == "exited" and w.get("exit_status") not in (0, None))
-        ]
+        return [w for w in self._workloads() if w.failed]
 
     def _start_recorders(self) -> None:
         assert self.pyspy is not None and self.pyspy.path is not None and self.run_dir is not None
         with open(self.log_path, "a", encoding="utf-8") as log:
             for workload in self._workloads():
-                slot, pid = workload.get("process"), workload.get("pid")
-                if slot in SLOTS and isinstance(pid, int) and workload.get("state") == "running":
+                slot, pid = workload.slot, workload.pid
+                if slot in SLOTS and pid is not None and workload.state == "running":
                     self.recorders[slot] = subprocess.Popen(
                         record_argv(self.pyspy.path, pid, self.run_dir / f"pyspy-{slot}.json"),
                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM),
@@ -347,7 +345,7 @@ class CellRun:
 
 
 @dataclass
-class Runner:
+class CellScheduler:
     """Runs the cells in order, skipping those already done, recording each in the manifest."""
 
     manifest: Manifest

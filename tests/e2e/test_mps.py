@@ -212,9 +212,12 @@ def test_compare_prints_the_share_mode_and_refuses_to_mix_modes(tmp_path: Path) 
     pair = [Job("A", "fcn", phases=((10, 0.2),), warmup=3), Job("B", "lstm", phases=((10, 0.1),), warmup=3)]
     sliced = write_run(tmp_path / "sliced", pair)
     mps = write_run(tmp_path / "mps", pair)
-    meta = json.loads((mps / "run.json").read_text())
-    meta["share"] = {"mode": "mps", "threads": None, "existing_daemon": False}
-    (mps / "run.json").write_text(json.dumps(meta))
+    for run in (xa, xb, sliced, mps):  # GPU runs: on the CPU the jobs share cores, whatever --share said
+        meta = json.loads((run / "run.json").read_text())
+        meta["device"] = "cuda:0"
+        if run == mps:
+            meta["share"] = {"mode": "mps", "threads": None, "existing_daemon": False}
+        (run / "run.json").write_text(json.dumps(meta))
 
     base = ["compare", "--exclusive", str(xa), "--exclusive", str(xb)]
     result = gpumon(*base, "--shared", str(mps), "--json")

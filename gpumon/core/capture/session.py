@@ -144,6 +144,8 @@ class Session:
             raise UsageError(f"--beside {target.pid}: the process has exited")
         if self.metrics is not None:
             self.metrics.metrics.name_job(process, request.spec)
+        if self.sampler is not None:
+            self.sampler.claim(target.pid)
         return self.launcher.attach(process, request, rendezvous.connect(target.pid))
 
     def _share_env(self, slot: str) -> dict[str, str]:
@@ -202,6 +204,9 @@ class Session:
         self.stop_capture()
         if planned_workloads:
             runs = planned_slots(planned_workloads)
+            for _, request in runs:
+                if request.beside is not None and self.sampler is not None:
+                    self.sampler.claim(request.beside.pid)  # job B from the capture's first tick, not "another"
         else:
             runs = [(slot, w.request) for slot, w in sorted(self.launcher.workloads.items()) if w.running]
         path = create_run_dir(self.config.runs_dir, label, time.localtime())

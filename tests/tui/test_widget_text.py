@@ -1,0 +1,162 @@
+"""The text the TUI's widgets draw, character by character: the GPU overview lines, the process table, the probed
+line, the block graphs, the device panel's GPM and per-core lines. Each expectation is written out by hand."""
+
+from __future__ import annotations
+
+import math
+
+from gpumon.core.capture.probescan import Probed
+from gpumon.core.records.model import DeviceSample, GpuSummary
+from gpumon.tui.view import DeviceView, ProcessRow
+from gpumon.tui.widgets.device import cores_text, gpm_text
+from gpumon.tui.widgets.gpus import render_lines
+from gpumon.tui.widgets.graph import graph_rows, level
+from gpumon.tui.widgets.probed import probed_text
+from gpumon.tui.widgets.processes import render_table
+
+NAN = math.nan
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _styles(text) -> list[tuple[str, str]]:
+    return [(text.plain[s.start:s.end], str(s.style)) for s in text.spans]
+
+
+def _gpus() -> tuple[GpuSummary, ...]:
+    return (
+        GpuSummary(0, H100, "GPU-0", DeviceSample(1.0, gpu_util=97.0, mem_used_mib=41984.0, mem_total_mib=81920.0,
+                                                  power_w=512.0), 3, jobs=True),
+        GpuSummary(1, H100, "GPU-1", DeviceSample(1.0, gpu_util=5.0, mem_used_mib=512.0, mem_total_mib=81920.0,
+                                                  power_w=70.0), 1),
+        GpuSummary(10, None, None, None, None),  # lost: no sample, processes unknown
+    )
+
+
+def test_gpu_lines_align_their_columns_and_mark_the_shown_gpu() -> None:
+    text = render_lines(_gpus(), shown=1, width=100)
+    assert text.plain.split("\n") == [
+        "   0 NVIDIA H100 80GB HBM3  util 97%  mem 41.0/80 GiB  512 W  3 procs  jobs",
+        "▸  1 NVIDIA H100 80GB HBM3  util  5%  mem  0.5/80 GiB   70 W   1 proc",
+        "  10 GPU                    util   –  mem           –      –  ? procs  lost",
+    ]
+    assert _styles(text) == [  # (a line of the jobs' GPU that is not shown has no style of its own)
+        ("  jobs", "bold cyan"),
+        ("▸  1 NVIDIA H100 80GB HBM3  util  5%  mem  0.5/80 GiB   70 W   1 proc", "bold"),
+        ("  10 GPU                    util   –  mem           –      –  ? procs", "dim"),
+        ("  lost", "bold"),
+    ]
+
+
+def test_gpu_names_lose_the_vendor_then_their_end_when_short_of_room() -> None:
+    lines = render_lines(_gpus(), shown=None, width=60).plain.split("\n")
+    assert lines[0] == "   0 H100 …  util 97%  mem 41.0/80 GiB  512 W  3 procs  jobs"
+    assert lines[2].startswith("  10 GPU     util")
+    # the vendor stays while the longest name fits; a name of exactly the room is not cut
+    fixed = len("▸ 0 " + "  util 97%  mem 41.0/80 GiB  512 W  3 procs  jobs")  # all but the name
+    exact = render_lines(_gpus()[:1], shown=0, width=fixed + len(H100)).plain
+    assert exact.startswith("▸ 0 " + H100 + "  util 97%")
+    tight = render_lines(_gpus()[:1], shown=0, width=fixed + len(H100) - 1).plain
+    assert tight.startswith("▸ 0 H100 80GB HBM3  util 97%")
+    assert render_lines(_gpus()[:1], shown=0, width=10).plain.startswith("▸ 0 H10…  util")  # 4 characters at least
+
+
+def test_a_gpu_with_one_process_and_one_with_none() -> None:
+    one = GpuSummary(0, "X", None, DeviceSample(0.0, gpu_util=0.0, mem_used_mib=100.0, mem_total_mib=512.0), 0)
+    assert render_lines((one,), shown=None, width=80).plain == "  0 X  util 0%  mem 100/512 MiB  –  0 procs"
+
+
+def _rows() -> tuple[ProcessRow, ...]:
+    return (
+        ProcessRow("A", 4242, "alice", 2048.0, 55.0, 97.0, 512.0, 3725.0, "python train.py", 12.5),
+        ProcessRow("", 777, None, 100.0, NAN, NAN, NAN, NAN, None),
+        ProcessRow("", 31337, "bob", NAN, 9.0, 150.0, 20480.0, 90061.0, "python other.py --lr 0.1"),
+        ProcessRow("B", 5, None, 1023.0, 100.0, 0.0, 1024.0, 86399.0, "x", 150.0),
+    )
+
+
+def test_the_process_table_row_by_row() -> None:
+    text = render_table(_rows(), width=200)
+    assert text.plain.split("\n") == [
+        "  PID     USER      GPU MEM  SM%  CPU% HOST MEM  ELAPSED   IT/S COMMAND",
+        "A 4242    alice        2.0G   55    97     512M  1:02:05   12.5 python train.py",
+        "  777     hidden       100M    ?     ?        ?        ?      - hidden (PID namespace)",
+        "  31337   bob             ?    9   150    20.0G    1d01h      - python other.py --lr 0.1",
+        "B 5       ?           1023M  100     0     1.0G 23:59:59    150 x",
+    ]
+    lines = text.plain.split("\n")
+    assert _styles(text) == [(lines[0], "bold"), (lines[2], "dim"), (lines[3], "dim")]  # ours plain, others dim
+
+
+def test_the_process_table_cuts_long_lines_and_rates() -> None:
+    lines = render_table(_rows()[:1], width=40).plain.split("\n")
+    assert lines == ["  PID     USER      GPU MEM  SM%  CPU% …", "A 4242    alice        2.0G   55    97 …"]
+    rates = [ProcessRow("A", 1, "u", 1.0, 1.0, 1.0, 1.0, 1.0, "c", r) for r in (99.0, 100.0, 0.05)]
+    assert [line.split()[-2] for line in render_table(tuple(rates), 200).plain.split("\n")[1:]] == ["99.0", "100",
+                                                                                                     "0.1"]
+    long_user = ProcessRow("", 1, "averyverylongname", 1.0, 1.0, 1.0, 1.0, 86400.0, "c")
+    assert render_table((long_user,), 200).plain.split("\n")[1] == (
+        "  1       averyver       1M    1     1       1M    1d00h      - c")
+
+
+def test_the_probed_line() -> None:
+    found = [Probed(4242, "python train.py", 12.5, 100), Probed(7, "x" * 50, NAN, 0)]
+    text = probed_text(found)
+    assert text.plain == ("probed, not ours: 4242 python train.py 12.5 it/s  7 " + "x" * 40 +
+                          " – it/s  ·  w watches one as B")
+    assert str(text.style) == "dim"
+    assert _styles(text)[:2] == [("4242 ", "bold"), ("12.5 it/s  ", "cyan")]
+    assert _styles(text)[-1] == ("·  w watches one as B", "dim")
+    assert probed_text([]).plain == "probed, not ours: ·  w watches one as B"
+
+
+def test_graph_levels_in_eighths_of_a_cell() -> None:
+    assert level(NAN, 10, 1) == -1 and level(None, 10, 1) == -1
+    assert level(5.0, 0.0, 1) == 0 and level(-1.0, 10, 1) == 0 and level(0.0, 10, 1) == 0
+    assert level(0.01, 10, 1) == 1  # something: at least one eighth
+    assert level(5.0, 10, 1) == 4 and level(10.0, 10, 1) == 8 and level(20.0, 10, 1) == 8
+    assert level(5.0, 10, 2) == 8 and level(10.0, 10, 2) == 16
+
+
+def test_graph_rows_right_aligned_top_row_first() -> None:
+    assert graph_rows([NAN, 0.0, 5.0, 10.0], 10.0, 6) == ["    ▄█"]
+    assert graph_rows([2.5, 5.0, 10.0], 10.0, 3, rows=2) == ["  █", "▄██"]
+    assert graph_rows([1.0, 2.0, 10.0, 5.0], 10.0, 2) == ["█▄"]  # the last ``width`` values
+    assert graph_rows([1.0], 10.0, 0, rows=2) == ["", ""] and graph_rows([1.0], 10.0, 3, rows=0) == []
+    assert graph_rows([], 10.0, 2, rows=1) == ["  "]
+
+
+def _device(gpm: tuple[str, ...], sample: DeviceSample | None, rx: float = 12.0, tx: float = 1.0) -> DeviceView:
+    return DeviceView(True, "", H100, sample, None, {}, gpm, rx, tx)
+
+
+GPM = ("sm_active_pct", "sm_occupancy_pct", "dram_bw_pct", "tensor_active_pct")
+HOPPER = DeviceSample(1.0, sm_active_pct=96.0, sm_occupancy_pct=14.0, dram_bw_pct=24.0, tensor_active_pct=93.0)
+
+
+def test_gpm_line_with_tensor_when_it_fits() -> None:
+    wide = "SM active 96%  occupancy 14%  DRAM bw 24%  tensor 93%  link RX 12%  TX 1%"
+    assert gpm_text(_device(GPM, HOPPER), width=len(wide)).plain == wide
+    assert gpm_text(_device(GPM, HOPPER), width=len(wide) - 1).plain == (
+        "SM active 96%  occupancy 14%  DRAM bw 24%  link RX 12%  TX 1%")
+    assert gpm_text(_device(GPM[:3], HOPPER), width=200).plain == (
+        "SM active 96%  occupancy 14%  DRAM bw 24%  link RX 12%  TX 1%")  # GPM without tensor activity
+    styles = _styles(gpm_text(_device(GPM, HOPPER), width=200))
+    assert styles[:2] == [("SM active ", "dim"), ("96%", "bold")] and styles[-1] == ("1%", "bold")
+
+
+def test_gpm_line_without_gpm_or_a_sample() -> None:
+    assert gpm_text(_device((), HOPPER, rx=NAN), width=200).plain == (
+        "SM active · occupancy · DRAM bw n/a (no GPM)  link RX –  TX 1%")
+    assert gpm_text(_device(GPM, None), width=200).plain == (
+        "SM active –  occupancy –  DRAM bw –  tensor –  link RX 12%  TX 1%")
+
+
+def test_cores_as_numbers_when_they_fit_else_blocks() -> None:
+    assert cores_text((), 80) == "–"
+    assert cores_text((12.5, 97.0), 80) == "0: 12%  1: 97%"
+    assert cores_text((12.5, 97.0), len("0: 12%  1: 97%")) == "0: 12%  1: 97%"
+    assert cores_text((12.5, 97.0), len("0: 12%  1: 97%") - 1) == "▁█"
+    assert cores_text((0.0, 0.1, 50.0, 150.0), 3) == " ▁▄█"
+    nine = cores_text((100.0,) * 9, 1000)
+    assert nine == "█" * 9  # more than eight cores: blocks whatever the width
+    assert cores_text((100.0,) * 8, 1000) == "  ".join(f"{i}:100%" for i in range(8))

@@ -61,7 +61,8 @@ MODULES: dict[str, Target] = {
         CORE + "test_intervals_exact.py", CORE + "test_analysis.py", CORE + "test_spread.py",
         CORE + "test_experiments_share.py")),
     "analysis.compare": Target("gpumon/analysis/compare.py", (
-        CORE + "test_analysis.py", CORE + "test_compare_reads.py", CORE + "test_attribution.py")),
+        CORE + "test_compare_exact.py", CORE + "test_analysis.py", CORE + "test_compare_reads.py",
+        CORE + "test_attribution.py")),
     "analysis.spread": Target("gpumon/analysis/spread.py", (CORE + "test_intervals_exact.py", CORE + "test_spread.py")),
     # Being rewritten on the predict branch: configured here so the tool can be re-run after the merge.
     "analysis.predict_model": Target("gpumon/analysis/predict_model.py", (CORE + "test_predict.py",)),

@@ -68,6 +68,14 @@ def test_what_is_not_a_process_id(text, message: str) -> None:
     assert str(err.value) == message
 
 
+def test_pid_1_is_a_process_id() -> None:
+    """init: a process like any other here (root's: the target as root, another user's otherwise)."""
+    try:
+        assert check_target("1").pid == 1 and os.getuid() == 0
+    except ValueError as err:
+        assert str(err) == ("--beside 1 belongs to root, not to you (gpumon watches only your own processes)")
+
+
 def test_gpumon_itself_and_a_gone_process_are_refused() -> None:
     with pytest.raises(ValueError) as err:
         check_target(os.getpid())
@@ -100,15 +108,25 @@ def test_another_users_process_is_refused() -> None:
         os.setgid(nobody.pw_gid)
         os.setuid(nobody.pw_uid)
 
+    def become_unnamed() -> None:  # a uid without a name in /etc/passwd
+        os.setgid(54321)
+        os.setuid(54321)
+
     other = subprocess.Popen(["sleep", "60"], preexec_fn=become_nobody)
+    unnamed = subprocess.Popen(["sleep", "60"], preexec_fn=become_unnamed)
     try:
         with pytest.raises(ValueError) as err:
             check_target(other.pid)
         assert str(err.value) == (f"--beside {other.pid} belongs to nobody, not to you "
                                   "(gpumon watches only your own processes)")
+        with pytest.raises(ValueError) as err:
+            check_target(unnamed.pid)
+        assert str(err.value) == (f"--beside {unnamed.pid} belongs to 54321, not to you "
+                                  "(gpumon watches only your own processes)")
     finally:
-        other.kill()
-        other.wait()
+        for proc in (other, unnamed):
+            proc.kill()
+            proc.wait()
 
 
 def test_the_spec_is_the_program_without_its_directory_on_one_line() -> None:
@@ -131,6 +149,7 @@ def _step(t: float, process: str = "B", warmup: bool = False) -> StepEvent:
 def test_solo_history_counts_post_warmup_steps_of_its_process_only() -> None:
     history = SoloHistory()
     assert history.process == "B" and history.span() == 0.0 and history.steps == 0
+    assert history.first is None and history.last is None
     for item in (_step(-5.0, warmup=True), _step(-4.0), _step(-3.0, "A"), WorkloadState("B", "running", 0.0),
                  _step(-2.5), _step(1.0)):
         history.handle(item)
@@ -167,6 +186,9 @@ def test_known_use_phrases_what_nvml_gave() -> None:
     assert KnownUse(40.0, 50.0, NAN, NAN).phrase("gemm") == "SM 40 % alone → 50 % beside gemm (+25 %)"
     assert KnownUse(NAN, 50.0, NAN, NAN).phrase("gemm") == "SM n/a alone → 50 % beside gemm"
     assert KnownUse(0.0, 50.0, NAN, NAN).phrase("gemm") == "SM 0 % alone → 50 % beside gemm"
+    assert KnownUse(0.5, 1.0, NAN, NAN).phrase("x") == "SM 0 % alone → 1 % beside x (+100 %)"  # under 1 %: a change
+    assert KnownUse(10.0, 19.0, NAN, NAN).phrase("x") == "SM 10 % alone → 19 % beside x (+90 %)"
+    assert KnownUse(NAN, NAN, 102400.0, 51200.0).phrase("x") == "GPU memory 100.0 GiB → 50.0 GiB"
     assert KnownUse(40.0, NAN, NAN, NAN).phrase("gemm") == "SM 40 % alone → n/a beside gemm"
     assert KnownUse(NAN, NAN, 1536.0, NAN).phrase("x") == "GPU memory 1.5 GiB → n/a"
     assert KnownUse(NAN, NAN, NAN, NAN).phrase("x") == "no GPU figures for it (NVML gave none)"
@@ -182,7 +204,7 @@ def _sample(t: float, sm: float, mem: float, process: str = "B") -> ProcessSampl
 
 def test_live_known_use_means_before_the_other_job_and_the_last_sample_now() -> None:
     live = LiveKnownUse()
-    assert live.process == "B" and not live.other_started
+    assert live.process == "B" and live.other_started is False
     known = live.known()
     assert all(math.isnan(v) for v in (known.sm_alone, known.sm_shared, known.mem_alone_mib, known.mem_shared_mib))
     for item in (_sample(0.5, 80.0, 2000.0), _sample(1.0, NAN, 2100.0), _sample(1.5, 70.0, NAN),

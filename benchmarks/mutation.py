@@ -71,7 +71,8 @@ MODULES: dict[str, Target] = {
     "core.store.trace": Target("gpumon/core/store/trace.py", (
         CORE + "test_roundtrip.py", CORE + "test_trace.py", CORE + "test_trace_fuzz.py", CORE + "test_steps_cache.py",
         CORE + "test_compare_reads.py", CORE + "test_analysis.py")),
-    "core.store.runner": Target("gpumon/core/store/runner.py", (CORE + "test_runner.py", CORE + "test_follow.py")),
+    "core.store.runner": Target("gpumon/core/store/runner.py", (
+        CORE + "test_runner_edges.py", CORE + "test_runner.py", CORE + "test_follow.py")),
     "core.jobs.beside": Target("gpumon/core/jobs/beside.py", (CORE + "test_beside_target.py",)),
     # Being refactored on the arch/firsthour branches: configured, re-run after the merge.
     "tui.widgets.interference": Target("gpumon/tui/widgets/interference.py", (

@@ -6,6 +6,7 @@ bootstrap, and between-run replicates distributed as a Student t on log rates. W
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ import pytest
 from gpumon.analysis import spread
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import (
-    MAX_BINS, MIN_BINS, Estimate, RateSample, bin_count, block_bootstrap_means, combine, interval, window_rates,
+    MAX_BINS, MIN_BINS, Estimate, RateSample, bin_count, block_bootstrap_means, combine, interval, ratio,
+    window_rates,
 )
 
 NAN = math.nan
@@ -98,3 +100,16 @@ def test_what_an_interval_reflects() -> None:
 def test_an_estimate_without_an_interval() -> None:
     assert not Estimate(1.0, NAN, 2.0).has_interval and not Estimate(1.0, 0.5, NAN).has_interval
     assert Estimate(NAN).to_dict() == {"estimate": None, "low": None, "high": None}
+
+
+def test_a_replicate_of_zero_gives_an_infinite_or_undefined_ratio_silently() -> None:
+    """A bootstrap replicate with no steps divides by zero: inf or NaN (interval() drops them), and no numpy warning
+    on gpumon's stderr."""
+    x = RateSample(np.array([2.0]), np.array([[1.0], [0.0], [2.0]]))
+    s = RateSample(np.array([1.0, 1.0]), np.array([[0.5, 0.0], [1.0, 0.0], [1.0, 1.0]]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value, reps = ratio(x, s, 1)
+    assert value == 2.0
+    assert reps[0] == math.inf and math.isnan(reps[1]) and reps[2] == 2.0
+    assert ratio(x, RateSample(s.points, None), 0) == (2.0, None)

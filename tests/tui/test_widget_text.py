@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import math
 
+from textual.app import App, ComposeResult
+
 from gpumon.core.capture.probescan import Probed
 from gpumon.core.records.model import DeviceSample, GpuSummary
 from gpumon.tui.view import DeviceView, ProcessRow
 from gpumon.tui.widgets.device import cores_text, gpm_text
-from gpumon.tui.widgets.gpus import render_lines
+from gpumon.tui.widgets.gpus import GpuLines, render_lines
 from gpumon.tui.widgets.graph import graph_rows, level
 from gpumon.tui.widgets.probed import probed_text
-from gpumon.tui.widgets.processes import render_table
+from gpumon.tui.widgets.processes import ProcessTable, render_table
+from tests.tui.conftest import run_async
 
 NAN = math.nan
 H100 = "NVIDIA H100 80GB HBM3"
@@ -160,3 +163,71 @@ def test_cores_as_numbers_when_they_fit_else_blocks() -> None:
     nine = cores_text((100.0,) * 9, 1000)
     assert nine == "█" * 9  # more than eight cores: blocks whatever the width
     assert cores_text((100.0,) * 8, 1000) == "  ".join(f"{i}:100%" for i in range(8))
+
+
+# -- the widgets themselves, mounted in a real Textual app ---------------------------------------------------------
+
+
+class _WidgetsApp(App):
+    CSS = "GpuLines, ProcessTable { width: 100; }"
+
+    def compose(self) -> ComposeResult:
+        yield GpuLines()
+        yield ProcessTable()
+
+
+def _screen(app: App) -> list[str]:
+    return [strip.text.rstrip() for strip in app.screen._compositor.render_strips()]
+
+
+@run_async
+async def test_the_gpu_lines_widget_shows_every_gpu_and_hides_without_any() -> None:
+    app = _WidgetsApp()
+    async with app.run_test(size=(110, 20)) as pilot:
+        lines = app.query_one(GpuLines)
+        assert lines.display is False and lines.lines == []  # hidden until there is a box of GPUs to show
+        lines.show(_gpus(), 1)
+        await pilot.pause()
+        assert lines.display is True and lines.styles.height.value == 3
+        assert lines.lines == render_lines(_gpus(), 1, 98).plain.split("\n")  # its width less its padding
+        assert _screen(app)[:3] == [" " + line for line in lines.lines]
+        lines.show(_gpus()[:2], None)
+        await pilot.pause()
+        assert lines.styles.height.value == 2 and lines.lines == render_lines(_gpus()[:2], None, 98).plain.split("\n")
+        assert _screen(app)[:2] == [" " + line for line in lines.lines]
+        lines.show((), None)
+        await pilot.pause()
+        assert lines.display is False and lines.lines == []
+
+
+@run_async
+async def test_the_gpu_lines_redraw_at_the_new_width() -> None:
+    app = _WidgetsApp()
+    async with app.run_test(size=(110, 20)) as pilot:
+        lines = app.query_one(GpuLines)
+        lines.show(_gpus(), 0)
+        await pilot.pause()
+        assert lines.lines[0].startswith("▸  0 NVIDIA H100 80GB HBM3")
+        lines.styles.width = 60
+        await pilot.pause()
+        await pilot.pause()
+        assert lines.lines == render_lines(_gpus(), 0, 58).plain.split("\n")
+        assert lines.lines[0].startswith("▸  0 H10…  util 97%")  # the name cut to the room left
+
+
+@run_async
+async def test_the_process_table_widget_shows_at_most_max_rows() -> None:
+    app = _WidgetsApp()
+    async with app.run_test(size=(110, 20)) as pilot:
+        table = app.query_one(ProcessTable)
+        table.show(_rows(), max_rows=2)
+        await pilot.pause()
+        assert table.display is True and table.styles.height.value == 3  # the header and two rows
+        screen = _screen(app)
+        assert screen[:3] == render_table(_rows()[:2], 100).plain.split("\n")
+        table.show(_rows())
+        await pilot.pause()
+        assert table.styles.height.value == 5 and _screen(app)[4].startswith("B 5")
+        table.show(())
+        await pilot.pause()
+        assert table.display is False

@@ -67,7 +67,8 @@ MODULES: dict[str, Target] = {
     # Being rewritten on the predict branch: configured here so the tool can be re-run after the merge.
     "analysis.predict_model": Target("gpumon/analysis/predict_model.py", (CORE + "test_predict.py",)),
     "core.store.recorder": Target("gpumon/core/store/recorder.py", (
-        CORE + "test_roundtrip.py", CORE + "test_pipeline_recorder.py", CORE + "test_follow.py")),
+        CORE + "test_roundtrip.py", CORE + "test_recorder_errors.py", CORE + "test_pipeline_recorder.py",
+        CORE + "test_follow.py")),
     "core.store.trace": Target("gpumon/core/store/trace.py", (
         CORE + "test_roundtrip.py", CORE + "test_trace.py", CORE + "test_trace_fuzz.py", CORE + "test_steps_cache.py",
         CORE + "test_compare_reads.py", CORE + "test_analysis.py")),

@@ -9,6 +9,7 @@ so a column added to any table without a value below fails ``test_every_recorded
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpumon.core.records.model import GpuOthers, OtherGpuProcess
+from gpumon.core.records.model import GpuOthers, LogLine, Notice, OtherGpuProcess, WorkloadMeta, WorkloadState
 from gpumon.core.sources.replay import others_by_tick, record
 from gpumon.core.store import recorder
 from gpumon.core.store.recorder import Recorder, create_run_dir
@@ -124,3 +125,53 @@ def test_the_steps_cache_and_the_light_columns_read_back_every_step_column(run_d
     assert [names[c] for c in codes] == [VALUES["steps"]["process"]]
     for column, values in zip(wanted, columns):
         assert values.tolist() == [_in_file(VALUES["steps"][column])], f"steps.{column} (light columns)"
+
+
+# -- run.json: what the capture knows besides the tables ---------------------------------------------------------
+
+META = {
+    "label": "round-trip", "mode": "shared", "clock_t0_ns": 123_456_789, "started_at": "2026-11-26T05:00:00.000Z",
+    "interval_ms": 250, "device": "cuda:1", "stagger_s": 7.5, "host": {"hostname": "box", "cpus": 16},
+    "gpu": {"name": "NVIDIA H100 80GB HBM3", "index": 1}, "nvml": {"available": True, "reason": ""},
+    "versions": {"python": "3.11.7", "gpumon": "0.1.0"}, "workloads": [{"process": "A", "spec": "fcn"}],
+}
+
+
+def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
+    """initial_meta's fields, the workloads' lifecycle, their metadata, notices (the first MAX_NOTICES) and logs."""
+    path = create_run_dir(tmp_path, "meta", time.localtime())
+    rec = Recorder(path, recorder.initial_meta(**META))
+    items = [
+        WorkloadState("A", "running", 1.25, pid=4242),
+        WorkloadMeta("A", 4242, {"model": "fcn", "torch": "2.14.1"}),
+        WorkloadState("B", "running", 2.5, pid=4343, attached={"attached": True, "owned": False}),
+        LogLine("A", 1.5, "époque 1: loss 0.25"),
+        *[Notice(3.0 + i / 1000 + 0.0004, f"notice {i}", "B" if i % 2 else None) for i in range(recorder.MAX_NOTICES + 2)],
+        WorkloadState("A", "exited", 9.75, pid=4242, exit_status=3, tail="Traceback: boom"),
+        WorkloadState("C", "not started", 10.0, tail="A exited with status 3 at 9.8 s"),
+    ]
+    for item in items:
+        rec.handle(item)
+    rec.close(12.5)
+    meta = json.loads((path / "run.json").read_text())
+    expected = {
+        "schema": 1, "label": "round-trip", "mode": "shared", "status": "complete", "started_at": META["started_at"],
+        "t0_monotonic_ns": 123_456_789, "duration_s": 12.5, "interval_ms": 250, "device": "cuda:1",
+        "host": META["host"], "gpu": META["gpu"], "nvml": META["nvml"], "stagger_s": 7.5,
+        "versions": {**META["versions"], "torch": "2.14.1"},
+    }
+    assert {k: meta[k] for k in expected} == expected
+    a, b, c = meta["workloads"]
+    assert a == {"process": "A", "spec": "fcn", "pid": 4242, "start_t": 1.25, "stop_t": 9.75, "exit_status": 3,
+                 "state": "exited", "tail": "Traceback: boom", "meta": {"model": "fcn", "torch": "2.14.1"}}
+    assert b == {"process": "B", "pid": 4343, "start_t": 2.5, "stop_t": None, "exit_status": None, "state": "running",
+                 "attached": True, "owned": False}
+    assert c == {"process": "C", "state": "not started", "reason": "A exited with status 3 at 9.8 s"}
+    notices = meta["notices"]
+    assert len(notices) == recorder.MAX_NOTICES  # the first ones
+    assert notices[0] == {"t": 3.0, "process": None, "text": "notice 0"}
+    assert notices[1] == {"t": 3.001, "process": "B", "text": "notice 1"}  # rounded to the millisecond
+    assert notices[-1]["text"] == f"notice {recorder.MAX_NOTICES - 1}"
+    assert (path / "logs" / "A.out").read_bytes() == "époque 1: loss 0.25\n".encode("utf-8")
+    assert meta == load_run(path).meta
+    assert not (path / recorder.RESERVE_FILE).exists()

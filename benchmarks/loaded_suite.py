@@ -31,7 +31,7 @@ def summary(output: str) -> str:
     return lines[-1].strip("= ") if lines else "(no output)"
 
 
-def run_once(busy: int, pytest_args: list[str]) -> tuple[int, str, float]:
+def run_once(busy: int, pytest_args: list[str], log: Path | None) -> tuple[int, str, float]:
     loops = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(busy)]
     started = time.monotonic()
     try:
@@ -42,6 +42,9 @@ def run_once(busy: int, pytest_args: list[str]) -> tuple[int, str, float]:
             loop.kill()
             loop.wait()
     output = done.stdout + done.stderr
+    if log is not None:
+        with log.open("a") as f:
+            f.write(output)
     failures = [line for line in output.splitlines() if line.startswith(("FAILED", "ERROR"))]
     return done.returncode, "\n".join([*failures, summary(output)]), time.monotonic() - started
 
@@ -50,12 +53,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--busy", type=int, default=2, help="busy-loop processes beside pytest (default 2)")
     parser.add_argument("--repeat", type=int, default=1, help="run pytest this many times in a row (default 1)")
+    parser.add_argument("--log", type=Path, help="append pytest's whole output of every run to this file")
     parser.add_argument("pytest_args", nargs="*", help="what pytest runs (after --; default: the whole suite)")
     args = parser.parse_args()
     status = 0
     for i in range(args.repeat):
         before = os.getloadavg()
-        code, result, seconds = run_once(args.busy, args.pytest_args)
+        code, result, seconds = run_once(args.busy, args.pytest_args, args.log)
         after = os.getloadavg()
         print(f"run {i + 1}/{args.repeat}, {args.busy} busy loops, {os.cpu_count()} cores: {result} "
               f"(exit {code}, {seconds:.0f} s wall; load average {before[0]:.1f} before, {after[0]:.1f} after)",

@@ -208,12 +208,13 @@ def test_live_known_use_means_before_the_other_job_and_the_last_sample_now() -> 
     known = live.known()
     assert all(math.isnan(v) for v in (known.sm_alone, known.sm_shared, known.mem_alone_mib, known.mem_shared_mib))
     for item in (_sample(0.5, 80.0, 2000.0), _sample(1.0, NAN, 2100.0), _sample(1.5, 70.0, NAN),
-                 _sample(1.7, 5.0, 5.0, process="A"), WorkloadState("B", "running", 1.8),
-                 WorkloadState("A", "starting", 1.9)):
+                 _sample(1.7, 5.0, 5.0, process="A"), WorkloadState("B", "running", 1.8)):
         live.handle(item)
-    assert not live.other_started  # B's own state, and A not yet running
+    assert live.other_started is False  # A's sample and B's own state do not end B's time alone
+    live.handle(WorkloadState("A", "starting", 1.9))  # before A's process exists: what follows is beside it
+    assert live.other_started is True
+    live.handle(_sample(1.95, 60.0, 2500.0))  # sampled while A was being launched: beside A, not alone
     live.handle(WorkloadState("A", "running", 2.0))
-    assert live.other_started
     live.handle(_sample(2.5, 40.0, 3000.0))
     live.handle(_sample(3.0, 30.0, 3500.0))
     assert live.known() == KnownUse(75.0, 30.0, 2050.0, 3500.0)

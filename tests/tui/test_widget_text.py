@@ -101,6 +101,19 @@ def test_the_process_table_cuts_long_lines_and_rates() -> None:
         "  1       averyver       1M    1     1       1M    1d00h      - c")
 
 
+def test_process_table_units_at_their_edges() -> None:
+    def row(gpu_mib: float, elapsed: float) -> str:
+        return render_table((ProcessRow("A", 1, "u", gpu_mib, 1.0, 1.0, 1.0, elapsed, "c"),), 200).plain.split("\n")[1]
+
+    assert row(102400.0, 3600.0).split()[3:7] == ["100.0G", "1", "1", "1M"]
+    assert row(1.0, 3600.0).split()[7] == "1:00:00" and row(1.0, 3599.0).split()[7] == "0:59:59"
+    assert row(1.0, 90000.0).split()[7] == "1d01h"
+    header = render_table((), 200).plain
+    assert render_table((), len(header)).plain == header  # exactly the width: not cut
+    assert render_table((), len(header) - 1).plain == header[: len(header) - 2] + "…"
+    assert render_table((), 0).plain == "…"
+
+
 def test_the_probed_line() -> None:
     found = [Probed(4242, "python train.py", 12.5, 100), Probed(7, "x" * 50, NAN, 0)]
     text = probed_text(found)
@@ -118,6 +131,7 @@ def test_graph_levels_in_eighths_of_a_cell() -> None:
     assert level(0.01, 10, 1) == 1  # something: at least one eighth
     assert level(5.0, 10, 1) == 4 and level(10.0, 10, 1) == 8 and level(20.0, 10, 1) == 8
     assert level(5.0, 10, 2) == 8 and level(10.0, 10, 2) == 16
+    assert level(0.25, 0.5, 1) == 4  # a scale under one
 
 
 def test_graph_rows_right_aligned_top_row_first() -> None:
@@ -126,6 +140,7 @@ def test_graph_rows_right_aligned_top_row_first() -> None:
     assert graph_rows([1.0, 2.0, 10.0, 5.0], 10.0, 2) == ["█▄"]  # the last ``width`` values
     assert graph_rows([1.0], 10.0, 0, rows=2) == ["", ""] and graph_rows([1.0], 10.0, 3, rows=0) == []
     assert graph_rows([], 10.0, 2, rows=1) == ["  "]
+    assert graph_rows([5.0, 10.0], 10.0, 1) == ["█"]  # one column wide
 
 
 def _device(gpm: tuple[str, ...], sample: DeviceSample | None, rx: float = 12.0, tx: float = 1.0) -> DeviceView:

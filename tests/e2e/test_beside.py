@@ -53,10 +53,13 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def scenario(pid: int) -> str:
+    """The attached process and job A on the GPU. A is matched by its command line (the built-in workloads), not as
+    any child of gpumon: gpumon's own short-lived children (platform.platform() runs `uname -p` as the capture
+    starts) would be listed too, at A's 40 %, and scale B's SM before A ever started."""
     return f"""
         driver 550.54.15
         device name="NVIDIA Fake H100" uuid=GPU-beside mem_total_mib=81559 gpu_util=100 mem_used_mib=9000
-        proc children_of=self mem_mib=321 sm_util=40
+        proc args="-m gpumon.workloads" under={os.getpid()} mem_mib=321 sm_util=40
         proc pid={pid} mem_mib=2048 sm_util=30
     """
 

@@ -233,7 +233,7 @@ def test_the_attached_pid_is_never_another_gpu_process() -> None:
 
     bus = Bus()
     items = Collect(bus)
-    sampler = Sampler(bus, RunClock.start(), Host(), Listing(), 0.5, lambda: {})
+    sampler = Sampler(bus, RunClock.start(), Host(), Listing(), 0.5, dict)
     sampler.tick()
     sampler.claim(4242)
     sampler.tick()

@@ -172,6 +172,6 @@ def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
     assert notices[0] == {"t": 3.0, "process": None, "text": "notice 0"}
     assert notices[1] == {"t": 3.001, "process": "B", "text": "notice 1"}  # rounded to the millisecond
     assert notices[-1]["text"] == f"notice {recorder.MAX_NOTICES - 1}"
-    assert (path / "logs" / "A.out").read_bytes() == "époque 1: loss 0.25\n".encode("utf-8")
+    assert (path / "logs" / "A.out").read_bytes() == "époque 1: loss 0.25\n".encode()
     assert meta == load_run(path).meta
     assert not (path / recorder.RESERVE_FILE).exists()

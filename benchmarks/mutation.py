@@ -70,7 +70,7 @@ MODULES: dict[str, Target] = {
         CORE + "test_roundtrip.py", CORE + "test_recorder_errors.py", CORE + "test_pipeline_recorder.py",
         CORE + "test_follow.py")),
     "core.store.trace": Target("gpumon/core/store/trace.py", (
-        CORE + "test_roundtrip.py", CORE + "test_trace.py", CORE + "test_trace_fuzz.py", CORE + "test_steps_cache.py",
+        CORE + "test_trace_reader.py", CORE + "test_roundtrip.py", CORE + "test_trace.py", CORE + "test_trace_fuzz.py", CORE + "test_steps_cache.py",
         CORE + "test_compare_reads.py", CORE + "test_analysis.py")),
     "core.store.runner": Target("gpumon/core/store/runner.py", (
         CORE + "test_runner_edges.py", CORE + "test_runner.py", CORE + "test_follow.py")),

@@ -10,7 +10,7 @@ score. The score is killed / (mutants - equivalent).
 
     python benchmarks/mutation.py                      # every module (about 20 min on the 2-core VM)
     python benchmarks/mutation.py core.records.rates   # one module (or several; --list names them)
-    python benchmarks/mutation.py --markdown ...       # also the summary table for docs/testing.md
+    python benchmarks/mutation.py --report --markdown  # no run: the last results, as docs/testing.md's tables
 
 Needs ``pip install -e '.[mutation]'``. Work directories go to ``build/mutation/<module>/`` (the
 project's ``gpumon/`` and ``tests/`` linked, a pyproject with the module's mutmut settings);
@@ -163,7 +163,8 @@ def mutmut(work: Path, *args: str, log: Path | None = None) -> str:
     return ""
 
 
-def run_module(module: str, jobs: int, known: dict[tuple[str, str, str, str], str]) -> Score:
+def run_module(module: str, jobs: int) -> float:
+    """Mutate ``module`` in a fresh work directory against its tests; the seconds it took."""
     target = MODULES[module]
     work = WORK / module
     if work.exists():
@@ -175,7 +176,17 @@ def run_module(module: str, jobs: int, known: dict[tuple[str, str, str, str], st
     started = time.monotonic()
     dotted = target.path.removesuffix(".py").replace("/", ".")
     mutmut(work, "run", "--max-children", str(jobs), f"{dotted}.*", log=work / "mutmut.log")
-    score = Score(module, seconds=time.monotonic() - started)
+    seconds = time.monotonic() - started
+    (work / "seconds").write_text(f"{seconds:.0f}\n")
+    return seconds
+
+
+def read_score(module: str, known: dict[tuple[str, str, str, str], str]) -> Score | None:
+    """The results of the last run of ``module`` (None if it has none), equivalents matched, survivors written out."""
+    work = WORK / module
+    if not (work / "seconds").exists():
+        return None
+    score = Score(module, seconds=float((work / "seconds").read_text()))
     for line in mutmut(work, "results", "--all", "true").splitlines():
         name, _, status = line.strip().rpartition(": ")
         if name:
@@ -200,13 +211,40 @@ def report(score: Score) -> None:
         print(f"  {mutant.status}: {mutant.name}\n      - {removed}\n      + {added}")
 
 
+def _cell(text: str) -> str:
+    return "`" + text.replace("|", "\\|").replace("\n", " ⏎ ").replace("`", "'") + "`"
+
+
+def markdown(scores: list[Score]) -> None:
+    """The tables of docs/testing.md: scores, equivalent mutants, survivors."""
+    print("\n| module | mutants | killed | equivalent | survivors | score | seconds |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for s in scores:
+        print(f"| `{s.module}` | {len(s.mutants)} | {s.killed} | {len(s.equivalent)} | {len(s.survivors)} | "
+              f"{s.score:.1f} % | {s.seconds:.0f} |")
+    print("\n| module | function | mutant (removed → added) | why it is equivalent |\n| --- | --- | --- | --- |")
+    for s in scores:
+        for mutant, why in s.equivalent:
+            removed, added = mutant.changed()
+            print(f"| `{s.module}` | `{mutant.function}` | {_cell(removed)} → {_cell(added)} | {why} |")
+    print("\n| module | mutant | status | removed → added |\n| --- | --- | --- | --- |")
+    for s in scores:
+        for mutant in s.survivors:
+            removed, added = mutant.changed()
+            print(f"| `{s.module}` | `{mutant.name.rsplit('.', 1)[-1]}` | {mutant.status} | "
+                  f"{_cell(removed)} → {_cell(added)} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", metavar="MODULE", help="modules to mutate (default: all; --list)")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, then exit")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
     parser.add_argument("--target", type=float, default=90.0, help="score each module must reach (default 90)")
-    parser.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table too")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print the scores, equivalent mutants and survivors as Markdown tables too")
+    parser.add_argument("--report", action="store_true",
+                        help="do not run: report the last results of the modules (default: every one that has some)")
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
@@ -221,15 +259,18 @@ def main(argv: list[str] | None = None) -> int:
     known = equivalents()
     scores = []
     for module in args.modules or list(MODULES):
-        scores.append(run_module(module, args.jobs, known))
-        report(scores[-1])
+        if not args.report:
+            run_module(module, args.jobs)
+        score = read_score(module, known)
+        if score is None:
+            if args.modules:
+                print(f"{module}: no results (run it without --report first)")
+            continue
+        scores.append(score)
+        report(score)
     if args.markdown:
-        print("\n| module | mutants | killed | equivalent | survivors | score |\n| --- | --- | --- | --- | --- | --- |")
-        for s in scores:
-            print(f"| `{s.module}` | {len(s.mutants)} | {s.killed} | {len(s.equivalent)} | {len(s.survivors)} | "
-                  f"{s.score:.1f} % |")
-    return 0 if all(s.score >= args.target for s in scores) else 1
-
+        markdown(scores)
+    return 0 if scores and all(s.score >= args.target for s in scores) else 1
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,7 +19,7 @@ import pytest
 from gpumon.core.probing import rendezvous
 from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
-from tests.helpers import GPUMON, gpumon, only_run, recorded, run_until, steps_span, wait_for
+from tests.helpers import GPUMON, gpumon, only_run, post_warmup_steps, recorded, run_until, steps_span, wait_for
 
 # A training loop of its own (not started by gpumon): ~100 steps/s, and it logs its own clock every 20 steps.
 STEPPER = textwrap.dedent(
@@ -218,10 +218,10 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
         text = scenario(proc.pid).replace("sm_util=30", "sm_util=80")  # alone 80 %; beside A (40 %) scaled to 67 %
         env = fake.environment(lib, fake.write_scenario(tmp_path / "scenario.txt", text))
         runs = tmp_path / "runs"
-        # until A has stepped beside B and B was sampled beside it for 2 s (4 process ticks)
+        # until A's steps span 2 s and B was sampled 4 times inside them (compare's shared window)
         done = run_until(["fcn:preset=tiny", "--beside", str(proc.pid), "--stagger", "2", "--headless", "--device",
-                          "cpu"], runs, env=env, what="A's steps and 2 s of B sampled beside A",
-                         enough=lambda: steps_span(runs, "A")[0] >= 5 and _sampled_beside_a(runs) >= 4)
+                          "cpu"], runs, env=env, what="2 s of A's steps and 4 samples of B beside them",
+                         enough=lambda: steps_span(runs, "A")[1] >= 2.0 and _sampled_beside_a(runs) >= 4)
         assert done.returncode == 128 + signal.SIGINT, done.stderr
         assert proc.poll() is None
     finally:
@@ -248,10 +248,9 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
 
 
 def _sampled_beside_a(runs: Path) -> int:
-    """How many process ticks sampled B after A's first sample."""
-    rows = recorded(runs, "processes")
-    a = [float(row["t"]) for row in rows if row["process"] == "A"]
-    return sum(row["process"] == "B" and float(row["t"]) > min(a) for row in rows) if a else 0
+    """How many process ticks sampled B after A's first post-warm-up step (inside compare's shared window)."""
+    a = post_warmup_steps(runs).get("A")
+    return sum(row["process"] == "B" and float(row["t"]) > min(a) for row in recorded(runs, "processes")) if a else 0
 
 
 def test_a_process_that_ends_while_watched(tmp_path: Path) -> None:

@@ -4,9 +4,15 @@ labels a run directory may carry. Written for the mutation run (benchmarks/mutat
 from __future__ import annotations
 
 import errno
+import json
+import math
+import time
 from pathlib import Path
 
-from gpumon.core.store.recorder import describe_write_error, safe_label
+import pytest
+
+from gpumon.core.store.recorder import create_run_dir, describe_write_error, safe_label, write_json_atomic
+from gpumon.errors import UsageError
 
 RUN = Path("/runs/20261126-050000-x")
 
@@ -34,3 +40,25 @@ def test_a_label_usable_in_a_directory_name() -> None:
     assert safe_label("../../etc/passwd") == "etc-passwd"
     assert safe_label("...") == "run" and safe_label("") == "run"
     assert safe_label("x" * 100) == "x" * 80
+
+
+def test_run_directories_are_named_by_start_and_label(tmp_path: Path) -> None:
+    started = time.strptime("2026-11-26 05:04:03", "%Y-%m-%d %H:%M:%S")
+    first = create_run_dir(tmp_path / "a" / "runs", "fcn gemm", started)  # the runs directory made with its parents
+    assert first == tmp_path / "a" / "runs" / "20261126-050403-fcn-gemm" and (first / "logs").is_dir()
+    assert create_run_dir(tmp_path / "a" / "runs", "fcn gemm", started).name == "20261126-050403-fcn-gemm-2"
+    assert create_run_dir(tmp_path / "a" / "runs", "fcn gemm", started).name == "20261126-050403-fcn-gemm-3"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError) as err:
+        create_run_dir(tmp_path / "file", "x", started)
+    assert str(err.value) == f"cannot create runs directory {tmp_path / 'file'}: File exists"
+
+
+def test_run_json_is_written_whole_readable_and_strict(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    write_json_atomic(path, {"label": "é", "where": Path("/runs/x"), "n": [1]})
+    assert path.read_text(encoding="utf-8") == '{\n  "label": "\\u00e9",\n  "where": "/runs/x",\n  "n": [\n    1\n  ]\n}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temporary file left
+    with pytest.raises(ValueError):
+        write_json_atomic(path, {"duration_s": math.nan})  # NaN is not JSON: never written as such
+    assert json.loads(path.read_text())["label"] == "é"

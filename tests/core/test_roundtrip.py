@@ -17,7 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpumon.core.records.model import GpuOthers, LogLine, Notice, OtherGpuProcess, WorkloadMeta, WorkloadState
+from gpumon.core.records.model import (
+    DeviceSample, GpuOthers, LogLine, Notice, OtherGpuProcess, StepEvent, WorkloadMeta, WorkloadState,
+)
 from gpumon.core.sources.replay import others_by_tick, record
 from gpumon.core.store import recorder
 from gpumon.core.store.recorder import Recorder, create_run_dir
@@ -175,3 +177,15 @@ def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
     assert (path / "logs" / "A.out").read_bytes() == "époque 1: loss 0.25\n".encode()
     assert meta == load_run(path).meta
     assert not (path / recorder.RESERVE_FILE).exists()
+
+
+def test_unknown_values_are_empty_cells_and_booleans_digits(tmp_path: Path) -> None:
+    """What docs/trace.md promises of the CSV text itself: NaN an empty cell, a boolean 0 or 1."""
+    path = create_run_dir(tmp_path, "cells", time.localtime())
+    rec = Recorder(path, {"schema": 1, "label": "cells", "status": "recording", "workloads": []})
+    rec.handle(StepEvent("A", 7, 3, 0.5, 0.125, warmup=False))  # samples and copy_s unknown
+    rec.handle(StepEvent("A", 7, 4, 0.625, 0.125, warmup=True))
+    rec.handle(DeviceSample(0.75))  # nothing known but the time
+    rec.close(1.0)
+    assert (path / "steps.csv").read_text().splitlines()[1:] == ["A,7,3,0.5,0.125,,0,0,", "A,7,4,0.625,0.125,,1,0,"]
+    assert (path / "device.csv").read_text().splitlines()[1] == "0.75" + "," * 13

@@ -7,13 +7,14 @@ import math
 
 from textual.app import App, ComposeResult
 
-from gpumon.core.capture.probescan import Probed
+from gpumon.core.capture.probescan import Probed, ProbeScanner
+from gpumon.core.records.clock import RunClock
 from gpumon.core.records.model import DeviceSample, GpuSummary
 from gpumon.tui.view import DeviceView, ProcessRow
 from gpumon.tui.widgets.device import cores_text, gpm_text
 from gpumon.tui.widgets.gpus import GpuLines, render_lines
 from gpumon.tui.widgets.graph import graph_rows, level
-from gpumon.tui.widgets.probed import probed_text
+from gpumon.tui.widgets.probed import ProbedLine, probed_text
 from gpumon.tui.widgets.processes import ProcessTable, render_table
 from tests.tui.conftest import run_async
 
@@ -246,3 +247,20 @@ async def test_the_process_table_widget_shows_at_most_max_rows() -> None:
         table.show(())
         await pilot.pause()
         assert table.display is False
+
+
+@run_async
+async def test_the_probed_line_is_hidden_until_a_probed_process_is_found() -> None:
+    scanner = ProbeScanner(RunClock.start())  # not started: it has found nothing
+
+    class _App(App):
+        def compose(self) -> ComposeResult:
+            yield ProbedLine(scanner, lambda: True)
+
+    app = _App()
+    async with app.run_test(size=(80, 5)) as pilot:
+        line = app.query_one(ProbedLine)
+        assert line.display is False  # from the start, not only after its first refresh
+        line.update_line()
+        await pilot.pause()
+        assert line.display is False

@@ -108,7 +108,7 @@ def test_process_table_units_at_their_edges() -> None:
 
     assert row(102400.0, 3600.0).split()[3:7] == ["100.0G", "1", "1", "1M"]
     assert row(1.0, 3600.0).split()[7] == "1:00:00" and row(1.0, 3599.0).split()[7] == "0:59:59"
-    assert row(1.0, 90000.0).split()[7] == "1d01h"
+    assert row(1.0, 90000.0).split()[7] == "1d01h" and row(1.0, 60.0).split()[7] == "0:01:00"
     header = render_table((), 200).plain
     assert render_table((), len(header)).plain == header  # exactly the width: not cut
     assert render_table((), len(header) - 1).plain == header[: len(header) - 2] + "…"
@@ -264,3 +264,27 @@ async def test_the_probed_line_is_hidden_until_a_probed_process_is_found() -> No
         line.update_line()
         await pilot.pause()
         assert line.display is False
+
+
+@run_async
+async def test_the_process_table_starts_blank_and_redraws_only_what_changed() -> None:
+    class _App(App):
+        def compose(self) -> ComposeResult:
+            yield ProcessTable(id="procs")
+
+    app = _App()
+    async with app.run_test(size=(110, 10)) as pilot:
+        table = app.query_one("#procs", ProcessTable)  # its keyword arguments reach the widget
+        assert _screen(app)[0] == ""  # nothing until the first view
+        drawn = []
+        update = table.update
+        table.update = lambda content="", **kw: (drawn.append(content), update(content, **kw))[1]
+        table.show(_rows())
+        await pilot.pause()  # its new height: laid out (and redrawn at its width) once
+        before = len(drawn)
+        assert before >= 1
+        table.show(_rows())  # the same rows at the same width: not drawn again
+        await pilot.pause()
+        assert len(drawn) == before
+        table.show(_rows()[:1])
+        assert len(drawn) == before + 1

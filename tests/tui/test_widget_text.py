@@ -64,6 +64,11 @@ def test_gpu_names_lose_the_vendor_then_their_end_when_short_of_room() -> None:
     assert render_lines(_gpus()[:1], shown=0, width=10).plain.startswith("▸ 0 H10…  util")  # 4 characters at least
 
 
+def test_a_lost_gpu_keeps_its_process_count() -> None:
+    lost = GpuSummary(3, "X", None, None, 2)
+    assert render_lines((lost,), shown=None, width=80).plain == "  3 X  util –  mem –  –  2 procs  lost"
+
+
 def test_a_gpu_with_one_process_and_one_with_none() -> None:
     one = GpuSummary(0, "X", None, DeviceSample(0.0, gpu_util=0.0, mem_used_mib=100.0, mem_total_mib=512.0), 0)
     assert render_lines((one,), shown=None, width=80).plain == "  0 X  util 0%  mem 100/512 MiB  –  0 procs"
@@ -188,7 +193,7 @@ class _WidgetsApp(App):
     CSS = "GpuLines, ProcessTable { width: 100; }"
 
     def compose(self) -> ComposeResult:
-        yield GpuLines()
+        yield GpuLines(id="gpus")
         yield ProcessTable()
 
 
@@ -200,7 +205,7 @@ def _screen(app: App) -> list[str]:
 async def test_the_gpu_lines_widget_shows_every_gpu_and_hides_without_any() -> None:
     app = _WidgetsApp()
     async with app.run_test(size=(110, 20)) as pilot:
-        lines = app.query_one(GpuLines)
+        lines = app.query_one("#gpus", GpuLines)  # its keyword arguments reach the widget
         assert lines.display is False and lines.lines == []  # hidden until there is a box of GPUs to show
         lines.show(_gpus(), 1)
         await pilot.pause()

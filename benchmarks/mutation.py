@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "mutation"
 EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.toml"
 KILLED = {"killed", "timeout", "caught by type check"}
+UNCHECKED = "not checked"  # a run stopped before it reached the mutant
 
 CORE = "tests/core/"
 TUI = "tests/tui/"
@@ -120,13 +122,18 @@ class Score:
         return sum(m.status in KILLED for m in self.mutants)
 
     @property
+    def unchecked(self) -> int:
+        return sum(m.status == UNCHECKED for m in self.mutants)
+
+    @property
     def survivors(self) -> list[Mutant]:
         equivalent = {m.name for m, _ in self.equivalent}
-        return [m for m in self.mutants if m.status not in KILLED and m.name not in equivalent]
+        return [m for m in self.mutants if m.status not in (*KILLED, UNCHECKED) and m.name not in equivalent]
 
     @property
     def counted(self) -> int:
-        return len(self.mutants) - len(self.equivalent)
+        """The mutants that count: checked and not equivalent."""
+        return len(self.mutants) - len(self.equivalent) - self.unchecked
 
     @property
     def score(self) -> float:
@@ -184,15 +191,16 @@ def run_module(module: str, jobs: int) -> float:
 def read_score(module: str, known: dict[tuple[str, str, str, str], str]) -> Score | None:
     """The results of the last run of ``module`` (None if it has none), equivalents matched, survivors written out."""
     work = WORK / module
-    if not (work / "seconds").exists():
+    if not (work / "mutants").exists():
         return None
-    score = Score(module, seconds=float((work / "seconds").read_text()))
+    done = work / "seconds"  # absent: the run was stopped (or is still going), the score is of what it checked
+    score = Score(module, seconds=float(done.read_text()) if done.exists() else math.nan)
     for line in mutmut(work, "results", "--all", "true").splitlines():
         name, _, status = line.strip().rpartition(": ")
         if name:
             score.mutants.append(Mutant(name, status))
     for mutant in score.mutants:
-        if mutant.status not in KILLED:
+        if mutant.status not in (*KILLED, UNCHECKED):
             mutant.diff = mutmut(work, "show", mutant.name)
             why = known.get((module, mutant.function, *mutant.changed()))
             if why is not None:
@@ -203,9 +211,14 @@ def read_score(module: str, known: dict[tuple[str, str, str, str], str]) -> Scor
     return score
 
 
+def _partial(score: Score) -> str:
+    return f"; PARTIAL: {score.unchecked} of {len(score.mutants)} not checked" if score.unchecked else ""
+
+
 def report(score: Score) -> None:
     print(f"{score.module}: {score.score:.1f} % ({score.killed} killed of {score.counted} mutants; "
-          f"{len(score.equivalent)} equivalent left out; {len(score.survivors)} survivors) in {score.seconds:.0f} s")
+          f"{len(score.equivalent)} equivalent left out; {len(score.survivors)} survivors{_partial(score)}) "
+          f"in {score.seconds:.0f} s")
     for mutant in score.survivors:
         removed, added = mutant.changed()
         print(f"  {mutant.status}: {mutant.name}\n      - {removed}\n      + {added}")
@@ -220,8 +233,9 @@ def markdown(scores: list[Score]) -> None:
     print("\n| module | mutants | killed | equivalent | survivors | score | seconds |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for s in scores:
-        print(f"| `{s.module}` | {len(s.mutants)} | {s.killed} | {len(s.equivalent)} | {len(s.survivors)} | "
-              f"{s.score:.1f} % | {s.seconds:.0f} |")
+        print(f"| `{s.module}` | {len(s.mutants)}{f' ({s.unchecked} not checked)' if s.unchecked else ''} | "
+              f"{s.killed} | {len(s.equivalent)} | {len(s.survivors)} | {s.score:.1f} %{' (partial)' if s.unchecked else ''} | "
+              f"{s.seconds:.0f} |")
     print("\n| module | function | mutant (removed → added) | why it is equivalent |\n| --- | --- | --- | --- |")
     for s in scores:
         for mutant, why in s.equivalent:

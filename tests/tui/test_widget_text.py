@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import math
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 
 from gpumon.core.capture.probescan import Probed, ProbeScanner
 from gpumon.core.records.clock import RunClock
 from gpumon.core.records.model import DeviceSample, GpuSummary
-from gpumon.tui.view import DeviceView, ProcessRow
+from gpumon.tui.view import DeviceView, ProcessRow, Series
 from gpumon.tui.widgets.device import cores_text, gpm_text
 from gpumon.tui.widgets.gpus import GpuLines, render_lines
 from gpumon.tui.widgets.graph import graph_rows, level
+from gpumon.tui.widgets.lines import MetricRow, TextLine
 from gpumon.tui.widgets.probed import ProbedLine, probed_text
 from gpumon.tui.widgets.processes import ProcessTable, render_table
 from tests.tui.conftest import run_async
@@ -293,3 +295,51 @@ async def test_the_process_table_starts_blank_and_redraws_only_what_changed() ->
         assert len(drawn) == before
         table.show(_rows()[:1])
         assert len(drawn) == before + 1
+
+
+# -- TextLine and MetricRow (gpumon/tui/widgets/lines.py): the cells they draw ----------------------------------------
+
+
+class _LinesApp(App):
+    CSS = "TextLine { width: 20; height: 2; } MetricRow { width: 40; height: 3; }"
+
+    def compose(self) -> ComposeResult:
+        yield TextLine("short", id="line")
+        yield MetricRow("iterations per s", id="row")
+
+
+@run_async
+async def test_a_text_line_is_one_line_cut_with_an_ellipsis() -> None:
+    app = _LinesApp()
+    async with app.run_test(size=(50, 8)) as pilot:
+        line = app.query_one("#line", TextLine)
+        assert _screen(app)[:2] == ["short", ""] and line.plain == "short"
+        line.show(Text("abcdefghijklmnopqrstuvwxyz", style="bold"))
+        await pilot.pause()
+        assert _screen(app)[:2] == ["abcdefghijklmnopqrs…", ""] and line.plain == "abcdefghijklmnopqrstuvwxyz"
+        strip = line.render_line(0)
+        assert strip.cell_length == 20 and all(seg.style.bold for seg in strip if seg.text.strip())
+        assert line.render_line(1).text == " " * 20
+        line.styles.width = 10
+        await pilot.pause()
+        assert _screen(app)[0] == "abcdefghi…"  # redrawn at its new width
+
+
+@run_async
+async def test_a_metric_row_draws_label_value_scale_and_graph() -> None:
+    app = _LinesApp()
+    async with app.run_test(size=(50, 8)) as pilot:
+        row = app.query_one("#row", MetricRow)
+        history = Series((0.0, 5.0, 10.0, 20.0) * 6, 20.0, "it/s")
+        row.show("1234567890123", history)  # a value wider than its column is cut
+        await pilot.pause()
+        graph = graph_rows(history.values, 20.0, 40 - 10 - 11 - 1, rows=3)
+        assert _screen(app)[2:5] == [
+            ("iterations per s"[:10] + "12345678901" + " " + graph[0]).rstrip(),
+            ("0–20 it/s".rjust(21) + " " + graph[1]).rstrip(),
+            (" " * 22 + graph[2]).rstrip(),
+        ]
+        assert row.value == "1234567890123"
+        row.show("7", Series((), 50.0))  # no history yet: the scale without a unit
+        await pilot.pause()
+        assert _screen(app)[2].rstrip() == "iterations" + " " * 10 + "7" and _screen(app)[3].strip() == "0–50"

@@ -8,6 +8,7 @@ so a column added to any table without a value below fails ``test_every_recorded
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -24,6 +25,7 @@ from gpumon.core.sources.replay import others_by_tick, record
 from gpumon.core.store import recorder
 from gpumon.core.store.recorder import Recorder, create_run_dir
 from gpumon.core.store.trace import STEPS_CACHE, load_run
+from tests.helpers import wait_for
 
 # What the recorder writes: table -> (the record it writes a row of, its columns in file order).
 SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
@@ -142,7 +144,7 @@ META = {
 def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
     """initial_meta's fields, the workloads' lifecycle, their metadata, notices (the first MAX_NOTICES) and logs."""
     path = create_run_dir(tmp_path, "meta", time.localtime())
-    rec = Recorder(path, recorder.initial_meta(**META))
+    rec = Recorder(path, recorder.initial_meta(**copy.deepcopy(META)))
     items = [
         WorkloadState("A", "running", 1.25, pid=4242),
         WorkloadMeta("A", 4242, {"model": "fcn", "torch": "2.14.1"}),
@@ -189,3 +191,25 @@ def test_unknown_values_are_empty_cells_and_booleans_digits(tmp_path: Path) -> N
     rec.close(1.0)
     assert (path / "steps.csv").read_text().splitlines()[1:] == ["A,7,3,0.5,0.125,,0,0,", "A,7,4,0.625,0.125,,1,0,"]
     assert (path / "device.csv").read_text().splitlines()[1] == "0.75" + "," * 13
+
+
+def test_run_json_while_recording_and_a_new_job_in_a_slot(tmp_path: Path) -> None:
+    """What a viewer reads before the end: initial_meta as written at the start, then each state change soon after
+    it (flush_soon); a slot's new job clears the ended one's stop time and status."""
+    path = create_run_dir(tmp_path, "live", time.localtime())
+    rec = Recorder(path, recorder.initial_meta(**copy.deepcopy(META)))
+    first = json.loads((path / "run.json").read_text())
+    assert (first["status"], first["mode"], first["duration_s"], first["label"]) == ("recording", "shared", None,
+                                                                                    "round-trip")
+    rec.handle(WorkloadState("A", "running", 1.0, pid=1))
+    rec.handle(WorkloadState("A", "exited", 2.0, pid=1, exit_status=3, tail="boom"))
+    rec.handle(WorkloadState("A", "running", 3.0, pid=2))  # a new job in slot A
+    rec.flush_soon()
+
+    def entry() -> dict:
+        return json.loads((path / "run.json").read_text())["workloads"][0]
+
+    wait_for(lambda: entry().get("pid") == 2, what="run.json rewritten with A's new job")
+    assert entry() == {"process": "A", "spec": "fcn", "pid": 2, "start_t": 3.0, "stop_t": None, "exit_status": None,
+                       "state": "running", "tail": "boom"}
+    rec.close(4.0)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import errno
 import json
 import math
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from gpumon.core.store.recorder import create_run_dir, describe_write_error, safe_label, write_json_atomic
+from gpumon.core.store.recorder import Recorder, create_run_dir, describe_write_error, safe_label, write_json_atomic
 from gpumon.errors import UsageError
 
 RUN = Path("/runs/20261126-050000-x")
@@ -62,3 +63,24 @@ def test_run_json_is_written_whole_readable_and_strict(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         write_json_atomic(path, {"duration_s": math.nan})  # NaN is not JSON: never written as such
     assert json.loads(path.read_text())["label"] == "é"
+
+
+def test_a_thousandth_run_of_one_name_and_second_is_refused(tmp_path: Path) -> None:
+    started = time.strptime("2026-11-26 05:04:03", "%Y-%m-%d %H:%M:%S")
+    runs = tmp_path / "runs"
+    base = "20261126-050403-x"
+    for name in [base, *(f"{base}-{n}" for n in range(2, 1000))]:
+        (runs / name).mkdir(parents=True)
+    with pytest.raises(UsageError) as err:
+        create_run_dir(runs, "x", started)
+    assert str(err.value) == f"too many runs named {base} in {runs}"
+
+
+def test_the_writer_thread_is_named_and_does_not_hold_the_process(tmp_path: Path) -> None:
+    path = create_run_dir(tmp_path, "thread", time.localtime())
+    rec = Recorder(path, {"schema": 1, "label": "thread", "status": "recording"})  # no workloads yet
+    writers = [t for t in threading.enumerate() if t.name == "gpumon-recorder"]
+    assert len(writers) == 1 and writers[0].daemon
+    rec.close(1.0)
+    meta = json.loads((path / "run.json").read_text())
+    assert meta["workloads"] == [] and meta["mode"] == "exclusive" and meta["status"] == "complete"

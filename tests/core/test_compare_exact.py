@@ -171,3 +171,29 @@ def test_where_a_slot_ran_without_run_json_times(tmp_path: Path) -> None:
     assert data.span("B") == (pytest.approx(10.0), pytest.approx(30.0))  # 10.1 - 0.1, its last step at 30
     assert data.span("A") == (pytest.approx(0.0), pytest.approx(40.0))
     assert data.span("C") == (float("inf"), float("-inf"))
+
+
+def test_every_reason_the_data_may_not_support_a_claim(tmp_path: Path) -> None:
+    """Short windows, few steps, no interval, a job that failed, runs not complete, runs from two machines."""
+    xa = write_run(tmp_path / "xa", [Job("A", FCN, ((3.0, 0.2),))], hostname="box-a")  # 15 steps: 14 in its window
+    _edit(xa, status="truncated", capture_error={"t": 2.9, "reason": "no space left on /runs"})
+    xb = write_run(tmp_path / "xb", [Job("A", GEMM, ((10.0, 0.1),))], status="recording")
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((4.0, 0.1),)),
+                                     Job("B", GEMM, ((4.0, 0.125),), exit_status=3, log=("Traceback", "RuntimeError: boom"))])
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
+    assert list(c.warnings) == [
+        "ab: overlap window is 3.9 s (< 5 s): too short to support a claim",
+        "xa: A has only 14 steps in its exclusive window (< 20)",
+        "A: too few steps for a confidence interval of its slowdown",  # 14 steps alone: 7 bins (< 8); B has 15
+        "xa: run is truncated (no space left on /runs): its capture ended before its jobs",
+        "xb: run is 'recording', not complete (it may have crashed)",
+        f"ab: workload B ({GEMM}) exited early with status 3: RuntimeError: boom",
+        "runs were recorded on different devices: cpu on box-a (xa); cpu on testhost (xb, ab)",
+    ]
+
+
+def _edit(path: Path, **changes) -> Path:
+    meta = json.loads((path / "run.json").read_text())
+    meta.update(changes)
+    (path / "run.json").write_text(json.dumps(meta))
+    return path

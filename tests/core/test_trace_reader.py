@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.store.trace import (
-    STEPS_CACHE, TraceError, baseline_rate, complete_text, list_runs, load_live, load_run, meta_problem,
+    STEPS_CACHE, TraceError, baseline_rate, complete_text, list_runs, load_live, load_run, meta_problem, summarize,
 )
 from gpumon.errors import UsageError
 from tests.tracegen import COLLEAGUE, Job, write_run
@@ -147,3 +147,17 @@ def test_the_baseline_rate_of_a_slot_or_of_the_only_job(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as err:
         baseline_rate("A", none)
     assert str(err.value) == f"baseline run {none.name} has no post-warm-up rate for A"
+
+
+def test_what_gpumon_runs_shows_of_a_run(tmp_path: Path) -> None:
+    path = _run(tmp_path / "20261126-050000-pair", [Job("A", "fcn", ((3.0, 0.1),)), Job("B", "gemm", ((3.0, 0.25),))],
+                label="pair")
+    summary = summarize(load_run(path))
+    assert (summary.name, summary.label, summary.mode, summary.share, summary.status) == (
+        "20261126-050000-pair", "pair", "shared", "timeslice", "complete")
+    assert summary.workloads == "A=fcn + B=gemm" and summary.duration_s == 3.0
+    assert summary.rates == {"A": pytest.approx(10.0), "B": pytest.approx(4.0)} and summary.runner is None
+    recording = summarize(load_run(_edit(_run(tmp_path / "r"), status="recording", duration_s=None,
+                                         workloads=[{"process": "A"}])))
+    assert recording.status == "interrupted" and recording.workloads == "A=?"
+    assert recording.duration_s != recording.duration_s  # NaN: not known yet

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 if TYPE_CHECKING:
     from gpumon.core.store.runner import RunnerInfo
@@ -40,6 +42,70 @@ def wait_for(condition: Callable[[], T], timeout: float = 30.0, interval: float 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+# A run that a test stops once it has recorded what it needs: long enough never to end first on any machine.
+UNTIL_STOPPED_S = 900
+# How long a run may take to record what a test needs, on a loaded 2-core box: beyond it the test fails.
+RECORDING_DEADLINE_S = 240
+
+
+def recorded(runs_dir: Path, table: str = "steps") -> list[dict[str, str]]:
+    """The complete rows recorded so far in ``table`` of the one run under ``runs_dir`` ([] before it exists)."""
+    found = list(runs_dir.glob(f"*/{table}.csv")) if runs_dir.exists() else []
+    if len(found) != 1:
+        return []
+    text = found[0].read_text(encoding="utf-8", errors="replace")
+    return list(csv.DictReader(text[: text.rfind("\n") + 1].splitlines()))
+
+
+def post_warmup_steps(runs_dir: Path) -> dict[str, list[float]]:
+    """Each job's post-warm-up step times recorded so far in the one run under ``runs_dir``."""
+    steps: dict[str, list[float]] = {}
+    for row in recorded(runs_dir):
+        if row.get("warmup") == "0" and row.get("t"):
+            steps.setdefault(row["process"], []).append(float(row["t"]))
+    return steps
+
+
+def steps_span(runs_dir: Path, slot: str) -> tuple[int, float]:
+    """How many post-warm-up steps ``slot`` has recorded, and the seconds from its first to its last."""
+    times = post_warmup_steps(runs_dir).get(slot, [])
+    return len(times), (max(times) - min(times) if times else 0.0)
+
+
+def run_until(args: Sequence[str], runs_dir: Path, enough: Callable[[], object], what: str,
+              timeout: float = RECORDING_DEADLINE_S, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``gpumon run ARGS --out RUNS_DIR`` with a ``--duration`` no machine reaches, stopped with SIGINT (Ctrl-C)
+    as soon as ``enough()`` holds: the run lasts as long as this machine needs to record what the test reads.
+
+    Fails the test, with the steps recorded so far and gpumon's stderr, when the run ends by itself first or
+    ``timeout`` seconds pass. The result's returncode is gpumon's (128 + SIGINT once stopped).
+    """
+    cmd = [*GPUMON, "run", *args, "--duration", str(UNTIL_STOPPED_S), "--out", str(runs_dir)]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env={**os.environ, **(env or {})})
+        deadline = time.monotonic() + timeout
+        try:
+            while proc.poll() is None and time.monotonic() < deadline and not enough():
+                time.sleep(0.1)
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
+    if not enough():
+        counts = {slot: len(times) for slot, times in post_warmup_steps(runs_dir).items()}
+        raise AssertionError(f"{what}: not recorded (gpumon exited with status {done.returncode}, at most "
+                             f"{timeout:.0f} s after its start); post-warm-up steps recorded: {counts}; "
+                             f"stderr:\n{done.stderr[-3000:]}")
+    return done
 
 
 def only_run(runs_dir: Path) -> Path:

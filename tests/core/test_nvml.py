@@ -964,10 +964,12 @@ emit(every={{str(k): v.gpu_sm_util for k, v in every.items()}}, ours={{str(k): v
 
 
 def test_clamp_rule() -> None:
-    from gpumon.core.sources.nvml import SM_SUM_TOLERANCE_PCT, clamp_to_device
+    from gpumon.core.sources.nvml import clamp_to_device
 
     assert clamp_to_device({1: 60.0, 2: 44.0}, 100.0) == {1: 60.0, 2: 44.0}  # within the tolerance
-    assert SM_SUM_TOLERANCE_PCT == 5.0
+    # the tolerance is 5 points of SM: a sum of 105 % on a device at 100 % is read as is, 105.5 % is scaled
+    assert clamp_to_device({1: 60.0, 2: 45.0}, 100.0) == {1: 60.0, 2: 45.0}
+    assert clamp_to_device({1: 60.0, 2: 45.5}, 100.0) == pytest.approx({1: 60 * 100 / 105.5, 2: 45.5 * 100 / 105.5})
     assert clamp_to_device({1: 80.0, 2: 40.0}, 60.0) == {1: 40.0, 2: 20.0}
     assert clamp_to_device({1: 80.0, 2: 40.0}, math.nan) == {1: 80.0, 2: 40.0}  # no device figure: as read
     clamped = clamp_to_device({1: math.nan, 2: 90.0}, 50.0)

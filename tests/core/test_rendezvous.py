@@ -218,12 +218,12 @@ def test_another_user_cannot_read_or_attach(stepper: subprocess.Popen, runtime: 
 
 
 FORK_WHILE_SCANNING = """
-import os, time
+import os
 from gpumon.core.records.clock import RunClock
 from gpumon.core.capture.probescan import ProbeScanner
 scanner = ProbeScanner(RunClock.start())
-scanner.start()
-time.sleep(0.1)
+scanner.start()  # returns once the thread runs: the fork's after-fork hook sees it
+assert scanner.is_alive()
 pid = os.fork()  # what launching a job from the monitor does while the scanner runs
 if pid == 0:
     os._exit(0)

@@ -19,7 +19,7 @@ import pytest
 from gpumon.core.probing import rendezvous
 from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
-from tests.helpers import GPUMON, gpumon, only_run, wait_for
+from tests.helpers import GPUMON, gpumon, only_run, post_warmup_steps, recorded, run_until, steps_span, wait_for
 
 # A training loop of its own (not started by gpumon): ~100 steps/s, and it logs its own clock every 20 steps.
 STEPPER = textwrap.dedent(
@@ -53,17 +53,25 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def scenario(pid: int) -> str:
+    """The attached process and job A on the GPU. A is matched by its command line (the built-in workloads), not as
+    any child of gpumon: gpumon's own short-lived children (platform.platform() runs `uname -p` as the capture
+    starts) would be listed too, at A's 40 %, and scale B's SM before A ever started."""
     return f"""
         driver 550.54.15
         device name="NVIDIA Fake H100" uuid=GPU-beside mem_total_mib=81559 gpu_util=100 mem_used_mib=9000
-        proc children_of=self mem_mib=321 sm_util=40
+        proc args="-m gpumon.workloads" under={os.getpid()} mem_mib=321 sm_util=40
         proc pid={pid} mem_mib=2048 sm_util=30
     """
 
 
+def _rows_of(runs: Path, table: str, slot: str) -> int:
+    return sum(row["process"] == slot for row in recorded(runs, table))
+
+
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory: pytest.TempPathFactory):
-    """A probed stepper running for a while, then ``gpumon run fcn --beside PID`` for 8 s (B alone 3 s first)."""
+    """A probed stepper running for a while, then ``gpumon run fcn --beside PID`` (B alone 3 s first), stopped
+    with Ctrl-C once A has 20 post-warm-up steps beside B and B 8 sampled rows."""
     if fake.compiler() is None:
         pytest.skip("no C compiler to build the fake libnvidia-ml")
     tmp = tmp_path_factory.mktemp("beside")
@@ -71,9 +79,11 @@ def capture(tmp_path_factory: pytest.TempPathFactory):
     try:
         lib = fake.build(tmp / "lib")
         env = fake.environment(lib, fake.write_scenario(tmp / "scenario.txt", scenario(proc.pid)))
-        result = gpumon("run", "fcn:preset=tiny", "--beside", str(proc.pid), "--stagger", "3", "--duration", "8",
-                        "--headless", "--device", "cpu", "--out", str(tmp / "runs"), env=env)
-        assert result.returncode == 0, result.stderr
+        runs = tmp / "runs"
+        result = run_until(["fcn:preset=tiny", "--beside", str(proc.pid), "--stagger", "3", "--headless", "--device",
+                            "cpu"], runs, env=env, what="A's 20 steps beside B and 8 samples of B",
+                           enough=lambda: steps_span(runs, "A")[0] >= 20 and _rows_of(runs, "processes", "B") >= 8)
+        assert result.returncode == 128 + signal.SIGINT, result.stderr
         alive_after = proc.poll() is None
         yield only_run(tmp / "runs"), proc, own_log, result.stderr, alive_after
     finally:
@@ -82,7 +92,7 @@ def capture(tmp_path_factory: pytest.TempPathFactory):
 
 def test_the_process_is_job_b_and_is_left_running(capture) -> None:
     path, proc, _, stderr, alive_after = capture
-    assert alive_after  # --duration ended the run; the attached process was not signalled
+    assert alive_after  # Ctrl-C ended the run; the attached process was not signalled
     assert f"gpumon: watching pid {proc.pid} as B (reading its probe); gpumon never signals it" in stderr
     assert f"gpumon: workload B detached: pid {proc.pid} still running" in stderr
     run = load_run(path)
@@ -207,9 +217,12 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
         lib = fake.build(tmp_path / "lib")
         text = scenario(proc.pid).replace("sm_util=30", "sm_util=80")  # alone 80 %; beside A (40 %) scaled to 67 %
         env = fake.environment(lib, fake.write_scenario(tmp_path / "scenario.txt", text))
-        done = gpumon("run", "fcn:preset=tiny", "--beside", str(proc.pid), "--stagger", "2", "--duration", "6",
-                      "--headless", "--device", "cpu", "--out", str(tmp_path / "runs"), env=env)
-        assert done.returncode == 0, done.stderr
+        runs = tmp_path / "runs"
+        # until A's steps span 2 s and B was sampled 4 times inside them (compare's shared window)
+        done = run_until(["fcn:preset=tiny", "--beside", str(proc.pid), "--stagger", "2", "--headless", "--device",
+                          "cpu"], runs, env=env, what="2 s of A's steps and 4 samples of B beside them",
+                         enough=lambda: steps_span(runs, "A")[1] >= 2.0 and _sampled_beside_a(runs) >= 4)
+        assert done.returncode == 128 + signal.SIGINT, done.stderr
         assert proc.poll() is None
     finally:
         stop(proc)
@@ -232,6 +245,12 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
     assert as_json["pair"]["stp"]["estimate"] is None and as_json["pair"]["verdict"] == "cannot tell"
     assert as_json["workloads"]["A"]["shared_rate"] > 0
     assert "rate unknown (no probe)" in as_json["summary"]
+
+
+def _sampled_beside_a(runs: Path) -> int:
+    """How many process ticks sampled B after A's first post-warm-up step (inside compare's shared window)."""
+    a = post_warmup_steps(runs).get("A")
+    return sum(row["process"] == "B" and float(row["t"]) > min(a) for row in recorded(runs, "processes")) if a else 0
 
 
 def test_a_process_that_ends_while_watched(tmp_path: Path) -> None:

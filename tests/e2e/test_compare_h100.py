@@ -3,7 +3,9 @@
 tests/data/h100/ holds trimmed copies (scripts/trim_run.py) of runs recorded on one H100 80GB
 HBM3 on 2026-11-23 (before the GPM columns existed). The expected numbers below were computed
 once with `gpumon compare --json` on the untrimmed runs; the trimmed ones must agree within
-TOLERANCE (relative), and give the same verdict.
+TOLERANCE (relative), and give the same verdict. They are a regression guard; the last test derives
+the same figures from the trimmed steps.csv by hand (pandas, none of gpumon's functions), so a
+wrong rate cannot hide behind a golden value recorded with the same mistake.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from tests.helpers import gpumon
@@ -60,3 +64,39 @@ def test_text_report_reads_the_old_runs() -> None:
     done = gpumon("compare", "--exclusive", str(RESNET50), "--exclusive", str(VGG19), "--shared", str(SHARED))
     assert done.returncode == 0 and not done.stderr, done.stderr
     assert "resnet50" in done.stdout and "vgg19" in done.stdout and "cannot tell" in done.stdout
+
+
+def _post_warmup(run: Path, slot: str) -> pd.DataFrame:
+    steps = pd.read_csv(run / "steps.csv")
+    return steps[(steps["process"] == slot) & (steps["warmup"] == 0)].sort_values("t")
+
+
+def _rate(t0: float, n0: float, t1: float, n1: float) -> float:
+    return (n1 - n0) / (t1 - t0)
+
+
+def test_the_figures_derived_by_hand_from_steps_csv(result: dict) -> None:
+    """Exclusive rate: first to last post-warm-up step alone. Shared rate: over the overlap (the later first
+    post-warm-up step to the earlier last step), each job's step count at the edges interpolated between its
+    steps. r = x / s, STP = 1/r_A + 1/r_B."""
+    alone = {"A": _post_warmup(RESNET50, "A"), "B": _post_warmup(VGG19, "A")}  # each recorded in slot A alone
+    x = {slot: _rate(s["t"].iloc[0], s["step"].iloc[0], s["t"].iloc[-1], s["step"].iloc[-1]) for slot, s in alone.items()}
+    shared = {slot: _post_warmup(SHARED, slot) for slot in ("A", "B")}
+    start = max(s["t"].iloc[0] for s in shared.values())
+    end = min(s["t"].iloc[-1] for s in shared.values())
+    s_rate = {}
+    for slot, steps in shared.items():
+        n0, n1 = np.interp([start, end], steps["t"], steps["step"])
+        s_rate[slot] = _rate(start, n0, end, n1)
+    r = {slot: x[slot] / s_rate[slot] for slot in x}
+    for slot in ("A", "B"):
+        got = result["workloads"][slot]
+        assert got["exclusive_rate"] == pytest.approx(x[slot], rel=1e-9), slot
+        assert got["shared_rate"] == pytest.approx(s_rate[slot], rel=1e-9), slot
+        assert got["slowdown"]["estimate"] == pytest.approx(r[slot], rel=1e-9), slot
+        # and the golden values of the untrimmed runs, from the trimmed steps by hand
+        assert x[slot] == pytest.approx(UNTRIMMED[slot]["exclusive_rate"], rel=TOLERANCE), slot
+        assert s_rate[slot] == pytest.approx(UNTRIMMED[slot]["shared_rate"], rel=TOLERANCE), slot
+    stp = 1 / r["A"] + 1 / r["B"]
+    assert result["pair"]["stp"]["estimate"] == pytest.approx(stp, rel=1e-9)
+    assert stp == pytest.approx(UNTRIMMED_STP, rel=TOLERANCE)

@@ -43,4 +43,11 @@ def test_predict_fills_the_pairs_first_then_puts_predicted_beside_measured(tmp_p
         physics = 1 + solo_core_share(alone[partner])
         assert abs(row[f"r_{slot}_predicted"] - physics) <= 0.1, (slot, row[f"r_{slot}_predicted"], physics)
         assert row[f"r_{slot}_error"] == pytest.approx((row[f"r_{slot}_predicted"] - row[f"r_{slot}_measured"]) / row[f"r_{slot}_measured"])
-    assert row["verdict_measured"] in ("pays", "loses", "cannot tell")
+    # each verdict is the one its STP interval implies: pays wholly above 1, loses wholly below, else cannot tell
+    measured = pd.read_csv(out / "stp.csv").set_index("pair").loc["fcn+gemm"]
+    assert row["verdict_measured"] == implied_verdict(measured["low"], measured["high"]), measured.to_dict()
+    assert row["verdict_predicted"] == implied_verdict(row["stp_low"], row["stp_high"]), row.to_dict()
+
+
+def implied_verdict(low: float, high: float) -> str:
+    return "pays" if low > 1 else "loses" if high < 1 else "cannot tell"

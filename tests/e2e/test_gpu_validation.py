@@ -64,7 +64,9 @@ def validated(tmp_path_factory: pytest.TempPathFactory) -> Validated:
     scenario = fake.write_scenario(tmp / "h100.txt", SCENARIO.format(pid=os.getpid()))
     env = fake.environment(fake.build(tmp / "lib"), scenario)
     env.update(
-        PATH=os.pathsep.join((str(FAKE_SMI), str(FAKE_MPS), env["PATH"])),
+        # the fake nvidia-smi is `#!/usr/bin/env python3` and needs pynvml: this interpreter's python3 first, not
+        # whichever python3 a PATH without this venv finds (that one printed a traceback instead of dmon lines)
+        PATH=os.pathsep.join((str(FAKE_SMI), str(FAKE_MPS), str(Path(sys.executable).parent), env["PATH"])),
         FAKE_MPS_LOG=str(tmp / "mps.log"),
         CUDA_MPS_PIPE_DIRECTORY=str(tmp / "no-default-daemon"),
         GPUMON_RUNS=str(tmp / "runs"),

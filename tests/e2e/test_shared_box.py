@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
-from tests.helpers import gpumon, only_run
+from tests.helpers import gpumon, only_run, recorded, run_until, steps_span
 
 needs_cc = pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
 # Someone else's job: it steps forever until the test ends it (gpumon never signals it).
@@ -62,9 +63,11 @@ def capture(tmp_path_factory: pytest.TempPathFactory, stepper: subprocess.Popen)
     env = fake.environment(lib, fake.write_scenario(tmp / "scenario.txt", scenario(stepper.pid)))
     runs = tmp / "runs"
     job = shlex.join([sys.executable, "-c", JOB])
-    result = gpumon("run", "--cmd", job, "--cmd", job, "--stagger", "4", "--headless", "--duration", "7",
-                    "--out", str(runs), env=env)
-    assert result.returncode == 0, result.stderr
+    # until B has stepped beside A for 2 s and the other process was seen at 5 process ticks
+    result = run_until(["--cmd", job, "--cmd", job, "--stagger", "4", "--headless"], runs, env=env,
+                       what="2 s of B's steps and 5 ticks of the other process",
+                       enough=lambda: steps_span(runs, "B")[1] >= 2.0 and len(recorded(runs, "gpu_others")) >= 5)
+    assert result.returncode == 128 + signal.SIGINT, result.stderr
     (tmp / "stderr.txt").write_text(result.stderr)
     return only_run(runs)
 

@@ -6,30 +6,31 @@ Marked ``gpu``: skipped with the reason where there is no GPU with CUDA torch (t
 
 from __future__ import annotations
 
-import re
+import signal
 from pathlib import Path
 
 import pytest
 
 from gpumon.analysis.compare import compare
 from gpumon.core.store.trace import load_run
-from tests.helpers import gpumon
+from tests.helpers import only_run, run_until, steps_span
 
 pytestmark = pytest.mark.gpu
-SAVED = re.compile(r"run saved to (\S+)")
 
 
-def capture(out: Path, *specs: str, seconds: int = 20) -> Path:
-    done = gpumon("run", *specs, "--headless", "--device", "cuda", "--duration", str(seconds), "--stagger",
-                  "5" if len(specs) > 1 else "0", "--out", str(out), timeout=seconds + 240)
-    assert done.returncode == 0, done.stderr
-    return Path(SAVED.search(done.stderr + done.stdout).group(1))
+def capture(out: Path, *specs: str, seconds: int = 15) -> Path:
+    """A capture stopped with Ctrl-C once the last job's post-warm-up steps span ``seconds`` (B: beside A)."""
+    last = "B" if len(specs) > 1 else "A"
+    done = run_until([*specs, "--headless", "--device", "cuda", "--stagger", "5" if len(specs) > 1 else "0"], out,
+                     enough=lambda: steps_span(out, last)[1] >= seconds, what=f"{seconds} s of {last}'s steps")
+    assert done.returncode == 128 + signal.SIGINT, done.stderr
+    return only_run(out)
 
 
 @pytest.mark.parametrize(("job", "cause"), [("h2d:preset=paper", "link"), ("fcn:preset=paper", "gpu")])
 def test_a_job_beside_itself_slows_for_the_expected_reason(tmp_path: Path, job: str, cause: str) -> None:
-    alone = capture(tmp_path, job)
-    pair = capture(tmp_path, job, job, seconds=30)
+    alone = capture(tmp_path / "alone", job)
+    pair = capture(tmp_path / "pair", job, job, seconds=20)
     c = compare([load_run(alone)], [load_run(pair)])
     for w in c.workloads:
         assert w.slowdown.value > 1.3, w.slowdown

@@ -125,7 +125,11 @@ def test_help_and_footer_offer_g_only_with_several_gpus(tmp_path, gpus):
             actions = lambda: {key.action for key in footer.query("FooterKey")}  # noqa: E731
             await wait_until(pilot, lambda: "toggle_output" in actions() and ("next_gpu" in actions()) == (gpus > 1),
                              what="the footer")
-            await pilot.pause(0.3)  # and it stays so
+            for _ in range(2):  # and it stays so: two more frames drawn, then the footer checked again
+                frames = app.screen.frames
+                app.screen.pump.poke()
+                await wait_until(pilot, lambda before=frames: app.screen.frames > before, what="another frame")
+            await pilot.pause()
             actions = actions()
             assert "toggle_output" in actions and ("next_gpu" in actions) == (gpus > 1), actions
             await pilot.press("question_mark")

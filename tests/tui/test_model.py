@@ -153,9 +153,26 @@ def test_link_capacity_prefers_run_json_max_and_is_unknown_without_a_link():
     assert device.graphs["pcie_rx_bps"].top == pytest.approx(15.75e9), "the graph still gets a scale"
 
 
+class WatchedEvent(threading.Event):
+    """A threading.Event that records its waits: when one begins, and what each returned with ``state()`` then."""
+
+    def __init__(self, state) -> None:
+        super().__init__()
+        self.state = state
+        self.waiting = threading.Event()
+        self.returned: list[tuple[bool, object]] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting.set()
+        done = super().wait(timeout)
+        self.returned.append((done, self.state()))
+        return done
+
+
 def test_pump_merges_ticks_until_the_ui_has_drawn():
     model = LiveModel()
     views = []
+    drawn_calls = 0
     delivered = threading.Event()
 
     def deliver(view):
@@ -163,17 +180,22 @@ def test_pump_merges_ticks_until_the_ui_has_drawn():
         delivered.set()
 
     pump = RefreshPump(model, lambda: 1.0, deliver, hz=1000)
+    pump._drawn = waits = WatchedEvent(lambda: drawn_calls)  # the pump's wait for the UI's draw, observed
+    waits.set()
     pump.start()
     try:
         model.handle(LogLine("A", 0.0, "x"))
         assert delivered.wait(5)
         delivered.clear()
-        for i in range(50):
+        assert waits.waiting.wait(5), "the pump never waited for the UI to draw its view"
+        for i in range(50):  # ticks while the first view is being drawn
             model.handle(LogLine("A", 0.0, str(i)))
-        assert not delivered.wait(0.2), "a second view came before the first was drawn"
+        drawn_calls += 1
         pump.drawn()
         assert delivered.wait(5)
-        assert len(views) == 2 and views[-1].workload("A").log[-1] == "49"
+        # the pump's wait ended with the draw, not before it: no second view could come before the first was drawn
+        assert waits.returned[0] == (True, 1), waits.returned
+        assert len(views) == 2 and views[-1].workload("A").log[-1] == "49"  # the 50 ticks merged into one view
     finally:
         pump.stop()
         pump.join(5)

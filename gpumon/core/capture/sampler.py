@@ -71,6 +71,12 @@ class Sampler(threading.Thread):
         self._ever_ours: set[int] = set()
         self._next_poll = 0.0
 
+    def claim(self, pid: int) -> None:
+        """Count ``pid`` as a job's from now on, before its slot knows it (a ``--beside`` process about to be
+        attached: connecting to its probe and reading its history takes time a process tick may fall into), so it
+        is never listed among the other GPU processes."""
+        self._ever_ours.add(pid)
+
     def stop(self) -> None:
         self._stop_event.set()
 

@@ -155,6 +155,8 @@ class Session:
             raise UsageError(f"--beside {target.pid}: the process has exited")
         if self.metrics is not None:
             self.metrics.metrics.name_job(slot, request.spec)
+        if self.sampler is not None:
+            self.sampler.claim(target.pid)
         probe = rendezvous.connect(target.pid)
         unusable = rendezvous.problem() if probe is None else None
         if unusable:  # else the process simply runs no probe
@@ -217,6 +219,9 @@ class Session:
         self.stop_capture()
         if planned_workloads:
             runs = planned_slots(planned_workloads)
+            for _, request in runs:
+                if request.beside is not None and self.sampler is not None:
+                    self.sampler.claim(request.beside.pid)  # job B from the capture's first tick, not "another"
         else:
             runs = [(slot, w.request) for slot, w in self.launcher.snapshot().items() if w.running]
         path = create_run_dir(self.config.runs_dir, label, time.localtime())

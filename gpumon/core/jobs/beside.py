@@ -165,7 +165,8 @@ def _figure(value: float, unit: str, digits: int = 0) -> str:
 
 class LiveKnownUse:
     """The live counterpart of ``KnownUse`` for the attached job: its SM % and GPU memory before the other job
-    started (mean), and now (the last sample)."""
+    started (mean), and now (the last sample). "Started" is the other job's ``starting`` state, published before
+    its process exists: a sample taken while it is being launched already shows it beside this one."""
 
     TAKES = (ProcessSample, WorkloadState, SourceStatus)  # what ``handle`` reads (Bus.subscribe)
 
@@ -181,7 +182,7 @@ class LiveKnownUse:
             self._now = (item.gpu_sm_util, item.gpu_mem_mib)
             if not self.other_started:
                 self._alone.append(self._now)
-        elif isinstance(item, WorkloadState) and item.slot != self.slot and item.state == "running":
+        elif isinstance(item, WorkloadState) and item.slot != self.slot and item.state in ("starting", "running"):
             self.other_started = True
         elif isinstance(item, SourceStatus) and item.name == "nvml":
             self.nvml_off = "" if item.available else item.reason

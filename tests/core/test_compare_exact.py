@@ -1,0 +1,199 @@
+"""gpumon.analysis.compare on synthetic runs whose answers are known by construction: the JSON says what the
+result holds, key by key; a job watched without a probe; baselines from exclusive phases before and after the
+other job, merged by duration; where a slot's process ran when run.json does not say. Written for the mutation
+run (benchmarks/mutation.py, docs/testing.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gpumon.analysis.compare import EXCLUSIVE_PHASE, EXCLUSIVE_RUNS, _RunData, compare
+from gpumon.analysis.slowdown import CONFIDENCE
+from gpumon.core.store.trace import load_run
+from tests.tracegen import COLLEAGUE, Job, write_run
+
+FCN, GEMM = "fcn:preset=tiny", "gemm:preset=tiny"
+
+
+def _alone(root: Path, slot: str, spec: str, step_s: float, seconds: float = 20.0) -> Path:
+    return write_run(root, [Job(slot, spec, ((seconds, step_s),))], label=f"{spec.split(':')[0]}-alone")
+
+
+def test_the_json_holds_what_the_result_holds(tmp_path: Path) -> None:
+    xa = _alone(tmp_path / "xa", "A", FCN, 0.05)  # 20 it/s alone
+    xb = _alone(tmp_path / "xb", "A", GEMM, 0.1)  # 10 it/s alone
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),)), Job("B", GEMM, ((20.0, 0.125),))],
+                   others=(COLLEAGUE,), gpu_util=50.0)
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=200)
+    a, b = c.workload("A"), c.workload("B")
+    assert (a.exclusive_rate, a.shared_rate) == (pytest.approx(20.0), pytest.approx(10.0))
+    assert (b.exclusive_rate, b.shared_rate) == (pytest.approx(10.0), pytest.approx(8.0))
+    assert a.baseline == EXCLUSIVE_RUNS and b.slowdown.value == pytest.approx(1.25)
+    data = json.loads(json.dumps(c.to_dict(), allow_nan=False))
+    assert set(data) == {"confidence", "interval_basis", "exclusive_runs", "shared_runs", "workloads", "pair",
+                         "warnings", "notes", "caution"}
+    assert data["confidence"] == CONFIDENCE and data["interval_basis"] == c.interval_basis
+    assert data["exclusive_runs"] == [str(xa), str(xb)] and data["shared_runs"] == [str(ab)]
+    assert data["warnings"] == list(c.warnings) and data["notes"] == list(c.notes) and data["caution"]
+    for slot, w in (("A", a), ("B", b)):
+        got = data["workloads"][slot]
+        assert got["spec"] == w.spec and got["baseline"] == w.baseline
+        assert (got["exclusive_rate"], got["shared_rate"]) == (w.exclusive_rate, w.shared_rate)
+        assert got["slowdown"] == {"estimate": w.slowdown.value, "low": w.slowdown.low, "high": w.slowdown.high}
+        inverse = w.normalized_throughput
+        assert got["normalized_throughput"] == {"estimate": inverse.value, "low": inverse.low, "high": inverse.high}
+        assert got["exclusive"] == [s.to_dict() for s in w.exclusive] and len(got["exclusive"]) == 1
+        assert got["shared"] == [s.to_dict() for s in w.shared] and got["shared"][0]["role"] == "shared"
+        assert got["distributions"] == {d.metric: d.to_dict() for d in w.distributions}
+        assert got["cause"] == w.why.cause and got["shares"] == w.why.to_dict()["shares"]
+        assert "rate" not in got and "known" not in got
+    pair = data["pair"]
+    assert pair["stp"] == {"estimate": c.pair.stp.value, "low": c.pair.stp.low, "high": c.pair.stp.high}
+    assert pair["verdict"] == c.pair.verdict and pair["share"] == "timeslice"
+    assert pair["windows"] == [w.to_dict() for w in c.pair.windows] and pair["windows"][0]["role"] == "overlap"
+    assert pair["disturbed_by"] == [d.to_dict() for d in c.disturbed_by]
+    assert {d["role"] for d in pair["disturbed_by"]} == {"pair"} and pair["disturbed_by"][0]["pid"] == COLLEAGUE.pid
+
+
+def _blind_pair(root: Path, a_start: float = 5.0, a_stop: float = 20.0, b_stop: float = 20.0) -> Path:
+    """B (no probe) from 0 s, at SM 80 % alone then 40 % beside A; A steps every 0.1 s from ``a_start``."""
+    a = Job("A", FCN, ((a_stop, 0.1),), start=a_start)
+    b = Job("B", "python blind.py", (), stop=b_stop, gpu_sm_util=80.0, gpu_mem_mib=2048.0)
+    path = write_run(root, [a, b])
+    meta = json.loads((path / "run.json").read_text())
+    meta["workloads"][1].update(kind="beside", attached=True, owned=False, probe=False)
+    (path / "run.json").write_text(json.dumps(meta))
+    procs = pd.read_csv(path / "processes.csv")
+    procs.loc[(procs["process"] == "B") & (procs["t"] > a_start), "gpu_sm_util"] = 40.0
+    procs.to_csv(path / "processes.csv", index=False)
+    return path
+
+
+def test_a_job_without_a_probe_is_told_in_what_is_known(tmp_path: Path) -> None:
+    xa = _alone(tmp_path / "xa", "A", FCN, 0.05)
+    shared = _blind_pair(tmp_path / "ab")
+    c = compare([load_run(xa)], [load_run(shared)])
+    a, b = c.workload("A"), c.workload("B")
+    assert (a.exclusive_rate, a.shared_rate, a.slowdown.value) == (pytest.approx(20.0), pytest.approx(10.0),
+                                                                   pytest.approx(2.0))
+    assert a.normalized_throughput.value == pytest.approx(0.5) and a.baseline == EXCLUSIVE_RUNS
+    assert (a.shared[0].start, a.shared[0].end) == (pytest.approx(5.1), pytest.approx(20.0))
+    assert (c.pair.windows[0].start, c.pair.windows[0].end, c.pair.windows[0].steps) == (
+        pytest.approx(5.1), pytest.approx(20.0), 149)
+    assert b.baseline == "unknown (no probe)" and b.known is not None
+    assert (b.known.sm_alone, b.known.sm_shared, b.known.mem_alone_mib, b.known.mem_shared_mib) == (
+        80.0, 40.0, 2048.0, 2048.0)
+    assert c.warnings[0] == ("B (python blind.py) has no probe: its rate is unknown (no probe), so no slowdown for "
+                             "it and no STP; what is known: SM 80 % alone → 40 % beside fcn (-50 %), "
+                             "GPU memory 2.0 GiB → 2.0 GiB")
+    assert c.pair.verdict == "cannot tell" and not c.pair.stp.has_interval
+    assert c.notes == ("No intervals: one job's steps are unseen, so there is no joint bootstrap of the pair.",)
+    assert c.exclusive_runs == (str(xa),) and c.shared_runs == (str(shared),)
+    as_json = c.to_dict()["workloads"]["B"]
+    assert as_json["rate"] == "unknown (no probe)" and as_json["known"]["sm_pct_alone"] == 80.0
+
+
+def test_without_a_probe_and_without_a_baseline(tmp_path: Path) -> None:
+    other = _alone(tmp_path / "xg", "A", GEMM, 0.05)  # another job's run: not A's baseline
+    c = compare([load_run(other)], [load_run(_blind_pair(tmp_path / "ab"))])
+    a = c.workload("A")
+    assert a.exclusive_rate != a.exclusive_rate and a.slowdown.value != a.slowdown.value  # NaN: no baseline
+    assert c.warnings[1] == f"A ({FCN}) never ran alone: no baseline, so no slowdown for it."
+    assigned = compare([load_run(other)], [load_run(_blind_pair(tmp_path / "ab2"))], assign={str(other): "A"})
+    assert assigned.workload("A").exclusive_rate == pytest.approx(20.0)  # --exclusive A=RUN: whatever its spec
+
+
+def test_without_a_probe_the_baseline_from_the_jobs_own_solo_phase(tmp_path: Path) -> None:
+    """No exclusive run: A's baseline is where it ran alone, after B (no probe) ended at 12 s."""
+    a = Job("A", FCN, ((12.0, 0.1), (20.0, 0.05)), start=5.0)  # 10 it/s beside B, 20 it/s alone after it
+    b = Job("B", "python blind.py", (), stop=12.0, gpu_sm_util=80.0, gpu_mem_mib=2048.0)
+    path = write_run(tmp_path / "ab", [a, b])
+    meta = json.loads((path / "run.json").read_text())
+    meta["workloads"][1].update(kind="beside", attached=True, owned=False, probe=False)
+    (path / "run.json").write_text(json.dumps(meta))
+    c = compare([], [load_run(path)])
+    w = c.workload("A")
+    assert w.baseline == EXCLUSIVE_PHASE
+    assert (w.exclusive_rate, w.shared_rate) == (pytest.approx(20.0), pytest.approx(10.0))
+    assert w.slowdown.value == pytest.approx(2.0)
+
+
+def test_neither_job_probed_is_refused(tmp_path: Path) -> None:
+    path = _blind_pair(tmp_path / "ab")
+    meta = json.loads((path / "run.json").read_text())
+    meta["workloads"][0].update(attached=True, probe=False)
+    (path / "run.json").write_text(json.dumps(meta))
+    from gpumon.errors import UsageError
+
+    with pytest.raises(UsageError):
+        compare([], [load_run(path)])
+
+
+def _staggered(root: Path, alone_before: float, alone_after: float) -> Path:
+    """A alone 0-10 s at 20 it/s, with B 10-30 s at 10 it/s, alone again 30-40 s at 40 it/s; B steps every 0.1 s."""
+    a = Job("A", FCN, ((10.0, 1 / alone_before), (30.0, 0.1), (40.0, 1 / alone_after)))
+    b = Job("B", GEMM, ((30.0, 0.1),), start=10.0)
+    return write_run(root, [a, b], stagger_s=10.0)
+
+
+def test_exclusive_phases_before_and_after_merge_by_duration(tmp_path: Path) -> None:
+    """A's baseline: 20 it/s for 10 s before B, 40 it/s for 10 s after: merged by their durations."""
+    runs = [load_run(_staggered(tmp_path / f"s{i}", 20.0, 40.0)) for i in range(2)]
+    c = compare([], runs, n_boot=200)
+    a = c.workload("A")
+    head, tail = (seg for seg in a.exclusive if seg.run == str(runs[0].path))
+    assert (head.start, head.end) == (pytest.approx(0.05), pytest.approx(10.0))
+    assert (tail.start, tail.end) == (pytest.approx(30.0), pytest.approx(40.0))
+    weights = [(head.end - head.start), (tail.end - tail.start)]
+    expected = (20.0 * weights[0] + 40.0 * weights[1]) / sum(weights)
+    assert a.exclusive_rate == pytest.approx(expected, rel=1e-9)
+    assert a.baseline == EXCLUSIVE_PHASE and c.interval_basis["exclusive A"] == "between 2 runs"
+    assert c.notes[0] == f"Baseline of A comes from the {EXCLUSIVE_PHASE} ({runs[0].path.name}, {runs[1].path.name}), " \
+                         "not from exclusive runs."
+    assert c.warnings[0] == f"B ({GEMM}) never ran alone: no baseline, so no slowdown for it and no STP."
+
+
+def test_where_a_slot_ran_without_run_json_times(tmp_path: Path) -> None:
+    """From run.json's start_t/stop_t, else from its first step's start (t - iter_s) to its last step's end."""
+    path = _staggered(tmp_path / "s", 20.0, 40.0)
+    data = _RunData(load_run(path))
+    assert data.span("B") == (10.0, pytest.approx(30.0))
+    meta = json.loads((path / "run.json").read_text())
+    for entry in meta["workloads"]:
+        entry.pop("start_t", None)
+        entry.pop("stop_t", None)
+    (path / "run.json").write_text(json.dumps(meta))
+    data = _RunData(load_run(path))
+    assert data.span("B") == (pytest.approx(10.0), pytest.approx(30.0))  # 10.1 - 0.1, its last step at 30
+    assert data.span("A") == (pytest.approx(0.0), pytest.approx(40.0))
+    assert data.span("C") == (float("inf"), float("-inf"))
+
+
+def test_every_reason_the_data_may_not_support_a_claim(tmp_path: Path) -> None:
+    """Short windows, few steps, no interval, a job that failed, runs not complete, runs from two machines."""
+    xa = write_run(tmp_path / "xa", [Job("A", FCN, ((3.0, 0.2),))], hostname="box-a")  # 15 steps: 14 in its window
+    _edit(xa, status="truncated", capture_error={"t": 2.9, "reason": "no space left on /runs"})
+    xb = write_run(tmp_path / "xb", [Job("A", GEMM, ((10.0, 0.1),))], status="recording")
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((4.0, 0.1),)),
+                                     Job("B", GEMM, ((4.0, 0.125),), exit_status=3, log=("Traceback", "RuntimeError: boom"))])
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
+    assert list(c.warnings) == [
+        "ab: overlap window is 3.9 s (< 5 s): too short to support a claim",
+        "xa: A has only 14 steps in its exclusive window (< 20)",
+        "A: too few steps for a confidence interval of its slowdown",  # 14 steps alone: 7 bins (< 8); B has 15
+        "xa: run is truncated (no space left on /runs): its capture ended before its jobs",
+        "xb: run is 'recording', not complete (it may have crashed)",
+        f"ab: workload B ({GEMM}) exited early with status 3: RuntimeError: boom",
+        "runs were recorded on different devices: cpu on box-a (xa); cpu on testhost (xb, ab)",
+    ]
+
+
+def _edit(path: Path, **changes) -> Path:
+    meta = json.loads((path / "run.json").read_text())
+    meta.update(changes)
+    (path / "run.json").write_text(json.dumps(meta))
+    return path

@@ -1,0 +1,86 @@
+"""What a failed write means to the user, in a few words (gpumon.core.store.recorder.describe_write_error), and the
+labels a run directory may carry. Written for the mutation run (benchmarks/mutation.py, docs/testing.md)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.store.recorder import Recorder, create_run_dir, describe_write_error, safe_label, write_json_atomic
+from gpumon.errors import UsageError
+
+RUN = Path("/runs/20261126-050000-x")
+
+
+def test_each_errno_in_words() -> None:
+    assert describe_write_error(OSError(errno.ENOSPC, "No space left on device"), RUN) == f"no space left on {RUN}"
+    assert describe_write_error(OSError(errno.EDQUOT, "Disk quota exceeded"), RUN) == f"disk quota exceeded on {RUN}"
+    assert describe_write_error(OSError(errno.EROFS, "Read-only"), RUN) == f"{RUN} is on a read-only file system"
+    assert describe_write_error(OSError(errno.ENOENT, "No such file"), RUN) == f"run directory {RUN} was removed"
+    for code in (errno.EACCES, errno.EPERM):
+        assert describe_write_error(OSError(code, "Permission denied"), RUN) == f"permission denied writing {RUN}"
+        named = OSError(code, "Permission denied", "/runs/x/steps.csv")
+        assert describe_write_error(named, RUN) == "permission denied writing /runs/x/steps.csv"
+
+
+def test_any_other_error_by_its_own_words() -> None:
+    assert describe_write_error(OSError(errno.EIO, "Input/output error"), RUN) == f"Input/output error ({RUN})"
+    assert describe_write_error(OSError(errno.EIO, "Input/output error", "/runs/x/device.csv"), RUN) == (
+        "Input/output error (/runs/x/device.csv)")
+    assert describe_write_error(OSError("the disk is not keeping up"), RUN) == f"the disk is not keeping up ({RUN})"
+
+
+def test_a_label_usable_in_a_directory_name() -> None:
+    assert safe_label("fcn+gemm r1") == "fcn+gemm-r1"
+    assert safe_label("../../etc/passwd") == "etc-passwd"
+    assert safe_label("...") == "run" and safe_label("") == "run"
+    assert safe_label("x" * 100) == "x" * 80
+
+
+def test_run_directories_are_named_by_start_and_label(tmp_path: Path) -> None:
+    started = time.strptime("2026-11-26 05:04:03", "%Y-%m-%d %H:%M:%S")
+    first = create_run_dir(tmp_path / "a" / "runs", "fcn gemm", started)  # the runs directory made with its parents
+    assert first == tmp_path / "a" / "runs" / "20261126-050403-fcn-gemm" and (first / "logs").is_dir()
+    assert create_run_dir(tmp_path / "a" / "runs", "fcn gemm", started).name == "20261126-050403-fcn-gemm-2"
+    assert create_run_dir(tmp_path / "a" / "runs", "fcn gemm", started).name == "20261126-050403-fcn-gemm-3"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError) as err:
+        create_run_dir(tmp_path / "file", "x", started)
+    assert str(err.value) == f"cannot create runs directory {tmp_path / 'file'}: File exists"
+
+
+def test_run_json_is_written_whole_readable_and_strict(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    write_json_atomic(path, {"label": "é", "where": Path("/runs/x"), "n": [1]})
+    assert path.read_text(encoding="utf-8") == '{\n  "label": "\\u00e9",\n  "where": "/runs/x",\n  "n": [\n    1\n  ]\n}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temporary file left
+    with pytest.raises(ValueError):
+        write_json_atomic(path, {"duration_s": math.nan})  # NaN is not JSON: never written as such
+    assert json.loads(path.read_text())["label"] == "é"
+
+
+def test_a_thousandth_run_of_one_name_and_second_is_refused(tmp_path: Path) -> None:
+    started = time.strptime("2026-11-26 05:04:03", "%Y-%m-%d %H:%M:%S")
+    runs = tmp_path / "runs"
+    base = "20261126-050403-x"
+    for name in [base, *(f"{base}-{n}" for n in range(2, 1000))]:
+        (runs / name).mkdir(parents=True)
+    with pytest.raises(UsageError) as err:
+        create_run_dir(runs, "x", started)
+    assert str(err.value) == f"too many runs named {base} in {runs}"
+
+
+def test_the_writer_thread_is_named_and_does_not_hold_the_process(tmp_path: Path) -> None:
+    path = create_run_dir(tmp_path, "thread", time.localtime())
+    rec = Recorder(path, {"schema": 1, "label": "thread", "status": "recording"})  # no workloads yet
+    writers = [t for t in threading.enumerate() if t.name == "gpumon-recorder"]
+    assert len(writers) == 1 and writers[0].daemon
+    rec.close(1.0)
+    meta = json.loads((path / "run.json").read_text())
+    assert meta["workloads"] == [] and meta["mode"] == "exclusive" and meta["status"] == "complete"

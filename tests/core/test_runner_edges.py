@@ -1,0 +1,37 @@
+"""run.json's runner at its edges: defaults of an entry, a uid without a name, a run without a status. Written for
+the mutation run (benchmarks/mutation.py, docs/testing.md)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import psutil
+
+from gpumon.core.store.runner import RECORDING, RunnerInfo, run_status, user_name
+
+
+def test_a_uid_without_a_name_is_its_number() -> None:
+    assert user_name(54321) == "54321"
+    assert user_name(os.getuid()) == RunnerInfo.current().user
+
+
+def test_this_process_as_its_runner() -> None:
+    me = RunnerInfo.current()
+    assert (me.pid, me.uid, me.host, me.detached) == (os.getpid(), os.getuid(), socket.gethostname(), False)
+    assert me.started == psutil.Process().create_time()
+    assert RunnerInfo.current(detached=True).detached is True
+
+
+def test_an_entry_without_detached_was_not_detached() -> None:
+    entry = {"pid": 7, "started": 1.5, "uid": 0, "user": "root", "host": "h"}
+    assert RunnerInfo.from_meta({"runner": entry}) == RunnerInfo(7, 1.5, 0, "root", "h", False)
+    assert RunnerInfo.from_meta({"runner": {**entry, "detached": True}}).detached is True
+    assert RunnerInfo.from_meta({"runner": RunnerInfo(7, 1.5, 0, "root", "h", True).to_json()}).detached is True
+
+
+def test_a_run_without_a_status() -> None:
+    assert run_status({}) == "?"
+    assert run_status({"status": "complete"}) == "complete"
+    elsewhere = {"pid": 1, "started": 0.0, "uid": 0, "user": "root", "host": socket.gethostname() + "-other"}
+    assert run_status({"status": RECORDING, "runner": elsewhere}) == RECORDING

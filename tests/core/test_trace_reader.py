@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from gpumon.core.store.runmeta import meta_problem
 from gpumon.core.store.trace import (
-    STEPS_CACHE, TraceError, baseline_rate, complete_text, list_runs, load_live, load_run, meta_problem, summarize,
+    STEPS_CACHE, TraceError, baseline_rate, complete_text, list_runs, load_live, load_run, summarize,
 )
 from gpumon.errors import UsageError
 from tests.tracegen import COLLEAGUE, Job, write_run

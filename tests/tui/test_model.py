@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 
@@ -108,6 +109,33 @@ def test_model_measures_the_exclusive_phase_and_the_slowdown():
     assert view.workload("B").exclusive_source == "baseline run-b"
     assert view.interference.stp == pytest.approx(0.5 + 1 / 3, rel=0.05)
     assert view.interference.text.startswith("sharing loses: STP 0.8")
+
+
+def test_a_process_watched_with_beside_runs_in_its_panel_and_in_the_interference_line():
+    """Issue 34 item 8: B, watched with --beside, reads "watched, not ours" and runs: its panel has its iter/s on the
+    scale of its rate (its probe's first step, timed from the probe's start, is no rate), and the line has its r."""
+    model = LiveModel()
+    attached = {"pid": 4242, "user": "alice", "command": "python train.py", "owned": False, "attached": True,
+                "probe": True}
+    model.handle(WorkloadState("B", "running", 0.5, pid=4242, attached=attached))
+    history = _events("B", -8.0, 10.0, 91.16)  # its probe's history, then its steps alone until A starts
+    history[0] = dataclasses.replace(history[0], iter_s=0.0002)  # its first step: 0.2 ms after the probe started
+    for e in history:
+        model.handle(e)
+    model.handle(WorkloadState("A", "starting", 10.0))
+    model.handle(WorkloadState("A", "running", 10.0, pid=1000))
+    together = _events("A", 10.0, 30.0, 28.0, warmup=5) + _events("B", 10.0, 30.0, 90.99, first=len(history))
+    for e in sorted(together, key=lambda e: e.t):
+        model.handle(e)
+    model.handle(SourceStatus("nvml", True, ""))
+    view = model.view(30.0)
+    b = view.workload("B")
+    assert b.state == "watched, not ours" and b.active
+    assert b.figures is not None and b.figures.iter_per_s == pytest.approx(90.99, rel=0.01)
+    assert b.iter_rate.top == 100.0 and b.iter_rate.values[-1] == pytest.approx(90.99, rel=0.02)
+    assert b.exclusive_rate == pytest.approx(91.16, rel=1e-3) and b.exclusive_source == "exclusive phase"
+    assert [row.mark for row in view.processes] == ["A", "B"]  # the process table lists it as one of the jobs
+    assert view.interference is not None and view.interference.slowdown["B"] == pytest.approx(91.16 / 90.99, rel=0.01)
 
 
 def test_model_states_logs_and_relaunch_reset():

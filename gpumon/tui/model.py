@@ -285,11 +285,11 @@ class LiveModel:
                 self._workload_view(name, slot, now, n, live.figures.get(name), name in live.running)
                 for name, slot in self._slots.items()
             )
-        shared = {slot: rate for slot, rate in live.shared.items() if slot in live.running and rate > 0}
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
-        result = interference(exclusive, shared) if len(live.running) > 1 else None
+        overlap = live.overlap if len(live.running) > 1 else None
+        result = interference(exclusive, overlap) if overlap is not None else None
         figures = {w.slot: w.figures for w in workloads if w.figures is not None}
-        causes = self.causes.causes(shared, figures, self.gpu) if result is not None else {}
+        causes = self.causes.causes(result.shared, figures, self.gpu) if result is not None and not result.measuring else {}
         gpus = self._gpus(now)
         jobs = next((g for g in gpus if g.jobs), None)
         shown = next((g for g in gpus if g.index == self.shown_gpu and not g.jobs), None)

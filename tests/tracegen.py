@@ -74,7 +74,15 @@ class Job:
     gpu_sm_util: float = NAN
     pid: int = 0
     log: tuple[str, ...] = ()
+    # a process gpumon did not start (--beside): watched from ``start`` (its steps before it are its probe's history,
+    # ``delay`` < 0), never "starting", and "detached" at the end (it goes on running)
+    attached: bool = False
     steps: list[tuple[float, float, bool]] = field(default_factory=list, init=False)
+
+    def attachment(self, pid: int) -> dict[str, Any]:
+        """What gpumon --beside says of it (BesideTarget.to_json, with its probe read)."""
+        return {"pid": pid, "user": "alice", "command": f"python train_{self.spec.split(':')[0]}.py", "owned": False,
+                "attached": True, "probe": True}
 
     def build(self) -> list[tuple[float, float, bool]]:
         """(t end, duration, warm-up) of every step; noise is AR(1), multiplicative, mean one."""
@@ -106,17 +114,30 @@ def _value(v: Value | None, t: float) -> float:
 
 def _job_events(job: Job, pid: int) -> list[tuple[float, int, object]]:
     """(t, order, item) of one job: its start, metadata, log, steps and exit."""
+    attached = job.attachment(pid) if job.attached else None
     events: list[tuple[float, int, object]] = [
-        (job.start, 0, WorkloadState(job.slot, "running", job.start, pid=pid)),
+        (job.start, 0, WorkloadState(job.slot, "running", job.start, pid=pid, attached=attached)),
         (job.start, 1, WorkloadMeta(job.slot, pid, {"model": job.spec.split(":")[0], "batch": job.batch})),
     ]
     events += [(job.start, 2, LogLine(job.slot, job.start, line)) for line in job.log]
     for n, (t, d, warm) in enumerate(job.steps):
         step = StepEvent(job.slot, pid, n, t, d, float(job.batch), warm, job.copy_bytes, _value(job.copy_s, t))
         events.append((t, 3, step))
-    stop = WorkloadState(job.slot, "exited", job.end, pid=pid, exit_status=job.exit_status, tail="\n".join(job.log[-5:]))
+    stop = (WorkloadState(job.slot, "detached", job.end, pid=pid) if job.attached else
+            WorkloadState(job.slot, "exited", job.end, pid=pid, exit_status=job.exit_status,
+                          tail="\n".join(job.log[-5:])))
     events.append((job.end, 9, stop))
     return events
+
+
+def _record(job: Job, pid: int) -> WorkloadRecord:
+    """The job as the capture planned it: a built-in workload, or a process watched with --beside."""
+    if not job.attached:
+        return WorkloadRecord(job.slot, spec=job.spec, kind="builtin", argv=[])
+    found = job.attachment(pid)
+    entry = WorkloadRecord(job.slot, spec=f"pid {pid}: {found['command']}", kind="beside", argv=found["command"].split())
+    entry.attach(found)
+    return entry
 
 
 def write_run(
@@ -159,7 +180,7 @@ def write_run(
         gpu=gpu,
         nvml=SourceStatus("nvml", gpu is not None, "" if gpu else "unavailable: libnvidia-ml.so.1 not found"),
         versions={"python": "3.11.7", "gpumon": "0.1.0", "torch": None, "driver": (gpu or {}).get("driver")},
-        workloads=[WorkloadRecord(j.slot, spec=j.spec, kind="builtin", argv=[]) for j in jobs],
+        workloads=[_record(j, pids[j.slot]) for j in jobs],
     )
     events = [e for job in jobs for e in _job_events(job, pids[job.slot])]
     for t in (float(x) for x in np.arange(0.0, end + interval_s / 2, interval_s)):
@@ -230,6 +251,19 @@ def staggered_pair(root: Path, *, gpu: bool = False, crash_b: bool = False, othe
     return write_run(root, (a, b), gpu=SIMULATED_GPU if gpu else None, device="cuda" if gpu else "cpu",
                      device_row=simulated_device if gpu else None, host_cpu=lambda t: wave(t, 40, 95),
                      label="fcn-gemm", interval_s=0.5, stagger_s=10.0, others=(COLLEAGUE, HIDDEN) if others else ())
+
+
+def beside_pair(root: Path) -> Path:
+    """``gpumon run fcn --beside PID``: B, a probed lstm gpumon did not start, watched from 0.5 s with 8 s of its
+    probe's history, alone at 91.16 it/s; A launched at 10 s (B's lead) runs beside it, and B goes on at 90.99 it/s
+    (issue 34's run, as headless and compare read it); at 40 s gpumon lets go of B (detached, still running)."""
+    a = paced_job("A", "fcn:preset=tiny", 10.0, 40.0, alone=28.0, shared=28.0, shared_from=0.0, cpu=98.5,
+                  copy_bytes=200_704, copy_s=200_704 / 12e9,
+                  log=("gpumon.workloads: training fcn (preset tiny, batch 64) on cpu",))
+    b = Job("B", "lstm:preset=tiny", ((10.0, 1 / 91.16), (40.0, 1 / 90.99)), start=0.5, delay=-8.5, stop=40.0,
+            batch=8, cpu=97.0, rss_mib=650.0, pid=4242, attached=True, log=("epoch 3: loss 0.412",))
+    return write_run(root, (a, b), label="fcn-beside-lstm", host_cpu=lambda t: wave(t, 40, 95), interval_s=0.5,
+                     stagger_s=10.0)
 
 
 def exclusive(root: Path, slot: str = "A", rate: float = 40.0, spec: str = "fcn:preset=tiny") -> Path:

@@ -24,7 +24,7 @@ from gpumon.core.jobs.launcher import Workload
 from gpumon.core.records.model import ENDED_STATES, NO_STEPS, Notice, SourceStatus, WorkloadState
 from gpumon.core.records.rates import Interference, interference
 from gpumon.core.records.slots import Slot, is_slot
-from gpumon.core.records.units import bytes_per_s, fmt_rate, json_number, pct
+from gpumon.core.records.units import DASH, bytes_per_s, fmt_rate, json_number, pct
 from gpumon.core.store.trace import baseline_rate
 from gpumon.errors import UsageError
 from gpumon.frontends.detach import CAPTURING, move_output_to_log
@@ -90,7 +90,11 @@ def blind_json(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str)
 
 
 def interference_line(t: float, result: Interference, words: str = "") -> str:
-    ratios = "  ".join(f"{slot} r {r:.2f}" for slot, r in result.slowdown.items())
+    """``  12.0s interference  A r 1.42  B r 1.05  sharing pays: STP 1.66; fcn runs 1.42× slower, …``; while the
+    window cannot hold a verdict, ``   3.0s interference  measuring… (4 s left)`` (no r)."""
+    if result.measuring:
+        return f"{t:7.1f}s interference  {result.text}"
+    ratios = "  ".join(f"{slot} r {DASH if math.isnan(r) else f'{r:.2f}'}" for slot, r in result.slowdown.items())
     line = f"{t:7.1f}s interference  {ratios}  {result.text}".rstrip()
     return f"{line}; {words}" if words and result.text else f"{line}  {words}".rstrip()
 
@@ -103,6 +107,9 @@ def interference_json(t: float, result: Interference, words: str = "", causes: d
             "slowdown": {slot: json_number(r) for slot, r in result.slowdown.items()},
             "stp": json_number(result.stp),
             "verdict": result.verdict,
+            "measuring": result.measuring,
+            "left_s": json_number(result.left_s),
+            "text": result.text,
             "words": words,
             "cause": {slot: why.to_dict() for slot, why in (causes or {}).items()},
         }
@@ -285,12 +292,11 @@ class HeadlessRun:
 
     def _print_interference(self, live: LiveNow, slots: list[Slot], workloads: dict[Slot, Workload]) -> None:
         """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far."""
-        if self.exclusive:
+        if self.exclusive and live.overlap is not None:
             now = live.t
-            shared = {p: live.shared.get(p, math.nan) for p in sorted(slots)}
-            result = interference(self.exclusive, shared)
+            result = interference(self.exclusive, live.overlap)
             figures = {p: live.figures[p] for p in slots if p in live.figures}
-            causes = self.causes.causes(shared, figures, self.gpu_info)
+            causes = self.causes.causes(result.shared, figures, self.gpu_info) if not result.measuring else {}
             requests = {p: workloads[p].request for p in slots}
             words = cause_words({p: short_name(r) for p, r in requests.items()}, result.slowdown, causes)
             if self.as_json:

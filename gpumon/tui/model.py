@@ -95,10 +95,6 @@ class _Slot:
     meta: dict[str, Any] = field(default_factory=dict)
     no_steps: str = ""  # the NO_STEPS notice's words: a command that works and takes no step the probe sees
 
-    @property
-    def active(self) -> bool:
-        return self.state is not None and self.state.state in RUNNING_STATES
-
 
 class LiveModel:
     """Everything the monitor needs from the bus; ``wake`` is set on every item it takes."""
@@ -213,9 +209,10 @@ class LiveModel:
         slot = self._slots.get(step.slot)
         if slot is None:
             return
-        slot.last_step = step
-        slot.iter_rate.add(step.t, 1.0, step.iter_s)
-        slot.sample_rate.add(step.t, step.samples, step.iter_s)
+        previous, slot.last_step = slot.last_step, step
+        if previous is not None:  # the graphs' rates are wall-clock too: each step over the time since the one before
+            slot.iter_rate.add(step.t, 1.0, step.t - previous.t)
+            slot.sample_rate.add(step.t, step.samples, step.t - previous.t)
         if step.warmup or slot.exclusive_over:
             return
         if any(other != step.slot for other in self.live.running()):  # the other job runs: sharing, not alone
@@ -285,13 +282,14 @@ class LiveModel:
         live = self.live.now(now)
         with self._lock:
             workloads = tuple(
-                self._workload_view(name, slot, now, n, live.figures.get(name)) for name, slot in self._slots.items()
+                self._workload_view(name, slot, now, n, live.figures.get(name), name in live.running)
+                for name, slot in self._slots.items()
             )
-        shared = {slot: rate for slot, rate in live.shared.items() if slot in live.running and rate > 0}
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
-        result = interference(exclusive, shared) if len(live.running) > 1 else None
+        overlap = live.overlap if len(live.running) > 1 else None
+        result = interference(exclusive, overlap) if overlap is not None else None
         figures = {w.slot: w.figures for w in workloads if w.figures is not None}
-        causes = self.causes.causes(shared, figures, self.gpu) if result is not None else {}
+        causes = self.causes.causes(result.shared, figures, self.gpu) if result is not None and not result.measuring else {}
         gpus = self._gpus(now)
         jobs = next((g for g in gpus if g.jobs), None)
         shown = next((g for g in gpus if g.index == self.shown_gpu and not g.jobs), None)
@@ -354,14 +352,16 @@ class LiveModel:
             return exclusive_rate((first.t, last.t), (first.n, last.n)), "exclusive phase"
         return NAN, ""
 
-    def _workload_view(self, name: str, slot: _Slot, now: float, n: int, figures: LiveFigures | None) -> WorkloadView:
+    def _workload_view(
+        self, name: str, slot: _Slot, now: float, n: int, figures: LiveFigures | None, running: bool
+    ) -> WorkloadView:
         state = slot.state
         figures = figures if state is not None else None
         label, healthy = _state_label(state, slot.last_step)
         hint = slot.no_steps if label == "starting" else ""
         exclusive, source = self._exclusive(name, slot)
         end = state.t if state is not None and state.state not in RUNNING_STATES else now
-        iter_values = slot.iter_rate.values(now, n, 0.0 if slot.active else NAN)
+        iter_values = slot.iter_rate.values(now, n, 0.0 if running else NAN)
         top = nice_ceiling(max(slot.iter_rate.peak, exclusive if exclusive > 0 else 0.0))
         return WorkloadView(
             slot=name,
@@ -381,6 +381,7 @@ class LiveModel:
             log=tuple(slot.log.snapshot()),
             hint=hint,
             device=str(slot.meta.get("device") or ""),
+            active=running,
         )
 
     @staticmethod

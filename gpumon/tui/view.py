@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gpumon.core.interference.attribution import Attribution
 from gpumon.core.interference.live import LiveFigures
-from gpumon.core.records.model import NO_STEPS, DeviceSample, GpuSummary, HostSample
+from gpumon.core.records.model import DeviceSample, GpuSummary, HostSample
 from gpumon.core.records.rates import Interference
 
 NAN = math.nan
@@ -82,14 +82,13 @@ class WorkloadView:
     log: tuple[str, ...]
     hint: str = ""  # why a running job shows no rate (state "no steps"), with what to do
     device: str = ""  # what the job said it trains on (cpu, cuda:0; "" not said): on the CPU a copy is a memcpy
+    # the job runs now: one of the live computation's running jobs (LiveNow.running), whatever word its state shows
+    # (a process watched with --beside reads "watched, not ours" and runs)
+    active: bool = False
 
     @property
     def empty(self) -> bool:
         return self.state == "empty"
-
-    @property
-    def active(self) -> bool:
-        return self.state in ("starting", NO_STEPS, "warm-up", "running")
 
 
 @dataclass(frozen=True)

@@ -395,3 +395,26 @@ def test_analysis_imports_stay_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[] []"
+
+
+def test_compare_and_the_live_line_call_a_slowdown_the_same_at_the_thresholds(tmp_path: Path) -> None:
+    """Issue 34 item 9: r 1.19 (16 % slower) is 'runs 1.19× slower', not 'barely notices' (BARELY was 1.2); r 1.03 is
+    within 5 %: 'barely notices'. compare's sentence and the live line, replayed on the same run, say the same."""
+    from gpumon.analysis.text import verdict_sentence
+    from gpumon.core.interference.live import LiveStats
+    from gpumon.core.interference.live_cause import cause_words
+    from gpumon.core.records.bus import Bus
+    from gpumon.core.records.rates import interference
+    from gpumon.core.sources.replay import ReplaySource
+
+    xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
+    xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
+    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((30, 0.119),)), Job("B", LSTM, phases=((30, 0.103),)))
+    said = verdict_sentence(compare([load_run(xa), load_run(xb)], [load_run(ab)]))
+    assert "fcn runs 1.19× slower" in said and "lstm barely notices fcn (r 1.03)" in said, said
+
+    bus, live = Bus(), LiveStats()
+    bus.subscribe(live.handle)
+    ReplaySource(ab, bus).seek(29.0)
+    result = interference({"A": 10.0, "B": 10.0}, live.overlap("AB"))
+    assert cause_words({"A": FCN, "B": LSTM}, result.slowdown, {}) == "fcn runs 1.19× slower; lstm barely notices fcn (r 1.03)"

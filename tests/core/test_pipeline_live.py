@@ -78,10 +78,10 @@ def test_steps_wait_for_the_next_question_and_never_pile_up():
         live.handle(StepEvent("B", 2, i, t, 0.01, warmup=i < 2))
     live.handle(WorkloadState("B", "exited", end + 3.0, exit_status=0))  # its last steps, still waiting, count
     _feed(live, "A", 100, 0.001, t0=end + 3.0)  # after B left: not in the overlap
-    rates = live.shared_rates(["A", "B"])
+    rates = live.overlap(["A", "B"]).rates
     assert rates["B"] == pytest.approx(100.0, rel=0.02) and rates["A"] == pytest.approx(50.0, rel=0.05)
     with pytest.raises(RuntimeError, match="no shared rates"):
-        LiveStats(shared=False).shared_rates(["A"])
+        LiveStats(shared=False).overlap(["A"])
 
 
 def test_one_computation_per_bus_says_which_jobs_run_and_publishes_each_answer():

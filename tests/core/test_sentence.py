@@ -4,18 +4,33 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from gpumon.core.interference.attribution import GPU, UNKNOWN, Attribution
-from gpumon.core.interference.sentence import JobWords, labels, sentence
+from gpumon.core.interference.sentence import JobWords, job_words, labels, sentence
 
 GPU_WAIT = Attribution("fcn", GPU, {GPU: 0.9}, 0.01, "mostly waiting for the GPU", "")
 
 
 def test_the_issue_example_reads_as_written() -> None:
-    jobs = [JobWords("lstm", "fcn", 1.14), JobWords("fcn", "lstm", 2.4, GPU_WAIT)]
-    assert sentence("pays", 1.30, "1.30 [1.26, 1.33]", jobs) == (
-        "sharing pays: together they do 1.30× the work of one alone (STP 1.30 [1.26, 1.33]); "
-        "lstm barely notices fcn (r 1.14); fcn runs 2.4× slower, mostly waiting for the GPU"
+    jobs = [JobWords("lstm", "fcn", 1.03), JobWords("fcn", "lstm", 2.4, GPU_WAIT)]
+    assert sentence("pays", 1.39, "1.39 [1.35, 1.43]", jobs) == (
+        "sharing pays: together they do 1.39× the work of one alone (STP 1.39 [1.35, 1.43]); "
+        "lstm barely notices fcn (r 1.03); fcn runs 2.4× slower, mostly waiting for the GPU"
     )
+
+
+@pytest.mark.parametrize("r, words", [
+    (0.9499, "lstm runs faster beside fcn (r 0.95)"),
+    (0.95, "lstm barely notices fcn (r 0.95)"),
+    (1.0499, "lstm barely notices fcn (r 1.05)"),
+    (1.05, "lstm runs 1.05× slower, mostly waiting for the GPU"),
+    (1.19, "lstm runs 1.19× slower, mostly waiting for the GPU"),  # issue 34: BARELY = 1.2 called it "barely notices"
+    (1.5, "lstm runs 1.5× slower, mostly waiting for the GPU"),
+])
+def test_a_slowdown_is_called_by_its_band_at_the_edges(r: float, words: str) -> None:
+    """Within 5 % of its speed alone a job barely notices the other; from 1.05 it runs slower, below 0.95 faster."""
+    assert job_words(JobWords("lstm", "fcn", r, GPU_WAIT)) == words
 
 
 def test_losing_undecided_and_live_heads() -> None:

@@ -5,6 +5,7 @@ in a command."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import shlex
 import shutil
@@ -303,3 +304,31 @@ def test_cpu_runs_are_said_to_share_cores_and_copy_with_memcpy(runs, tmp_path):
             proc.kill()
             proc.wait()
     assert len(running) == 3 and all(" memcpy " in line and " copy " not in line for line in running), running
+
+
+def _loop(steps: int) -> str:
+    """A probed loop of ``steps`` steps of about 10 ms (a training job that ends by itself)."""
+    return shlex.join([sys.executable, "-c", "import time\nfrom gpumon import probe\n"
+                       f"for _ in range({steps}):\n    time.sleep(0.01)\n    probe.step()\n"])
+
+
+def test_the_live_line_measures_before_its_first_verdict_and_never_prints_nan(tmp_path):
+    """Issue 34 item 9: the headless interference line of a --baseline run says 'measuring… (N s left)', with no r
+    and no verdict, until the overlap holds MIN_OVERLAP_S and MIN_OVERLAP_STEPS of each job; then r and the
+    verdict. On the base it printed 'A r nan' and then a verdict from its first steps."""
+    runs = tmp_path / "runs"
+    exclusive(tmp_path / "x-a", "A", 90.0)
+    exclusive(tmp_path / "x-b", "A", 90.0)
+    done = gpumon("run", "--cmd", _loop(1500), "--cmd", _loop(1500), "--baseline", f"A={tmp_path / 'x-a'}",
+                  "--baseline", f"B={tmp_path / 'x-b'}", "--headless", "--no-nvml", "--device", "cpu",
+                  "--duration", "240", "--out", str(runs), timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = [line.split(" interference  ", 1)[1] for line in done.stdout.splitlines() if " interference  " in line]
+    first = next((i for i, line in enumerate(lines) if not line.startswith("measuring…")), len(lines))
+    assert first > 0 and first < len(lines), done.stdout
+    assert any(re.fullmatch(r"measuring… \(\d+ s left\)", line) for line in lines[:first]), done.stdout
+    assert all(re.fullmatch(r"measuring… \((\d+ s left|waiting for (A|B|A and B) to pass (its|their) warm-up)\)", line)
+               for line in lines[:first]), done.stdout
+    assert all(re.match(r"A r \d\.\d\d  B r \d\.\d\d  (sharing pays|sharing loses|cannot tell): STP \d\.\d\d", line)
+               for line in lines[first:]), done.stdout
+    assert "nan" not in done.stdout

@@ -16,10 +16,10 @@ from gpumon.core.sources.replay import ReplaySource
 from gpumon.core.store.trace import baseline_rate
 from tests.helpers import gpumon, only_run
 
-A = "fcn:preset=tiny,steps=400"
-# B outlasts the start-up skew of the two children (A imports torch ~1 s later on a busy box: with 250 steps
-# B once ended before A left its warm-up, and the pair never overlapped)
-B = "gemm:preset=tiny,steps=1000"
+# By time, not steps: the pair must overlap MIN_OVERLAP_S for the live line to give r and STP, whatever the machine's
+# speed; B outlasts A and the start-up skew of the two children (A imports torch ~1 s later on a busy box)
+A = "fcn:preset=tiny,duration=8"
+B = "gemm:preset=tiny,duration=12"
 STATUS_PERIOD_S = 1.0  # as gpumon.frontends.headless
 
 
@@ -50,7 +50,7 @@ def _live_lines(shared: Path, exclusive: dict[str, float]) -> list[Interference]
     while len(running) == 2:
         t += STATUS_PERIOD_S
         source.seek(t)
-        lines.append(interference(exclusive, live.shared_rates("AB")))
+        lines.append(interference(exclusive, live.overlap("AB")))
     return lines  # the last one: the final line, printed when the first job leaves the overlap
 
 

@@ -148,17 +148,22 @@ def test_exposition_uses_dcgm_exporter_labels_units_and_total_counters() -> None
     for slot, spec in (("A", "fcn"), ("B", "vgg19")):
         metrics.name_job(slot, spec)
         bus.publish(WorkloadState(slot, "running", 0.0, pid=1))
-    for i in range(20):  # A at 20 it/s (r = 2), B at 10 it/s (r = 2): STP 1.0
-        bus.publish(StepEvent("A", 1, i, 9.0 + i / 20 + 0.05, 0.05, samples=64, copy_bytes=1000, copy_s=1e-6))
-        if i % 2 == 0:
-            bus.publish(StepEvent("B", 2, i // 2, 9.0 + i / 20 + 0.1, 0.1))
-    bus.publish(DeviceSample(10.0, gpu_util=97.0, mem_used_mib=1024.0, pcie_rx_bps=5e9, sm_clock_mhz=1980.0))
     registry = CollectorRegistry()
     registry.register(metrics)
+    steps = 6 * 20  # 6 s together: a window that can hold a verdict (MIN_OVERLAP_S, MIN_OVERLAP_STEPS of each)
+    for i in range(steps):  # A at 20 it/s (r = 2), B at 10 it/s (r = 2): STP 1.0
+        bus.publish(StepEvent("A", 1, i, 4.0 + i / 20 + 0.05, 0.05, samples=64, copy_bytes=1000, copy_s=1e-6))
+        if i % 2 == 0:
+            bus.publish(StepEvent("B", 2, i // 2, 4.0 + i / 20 + 0.1, 0.1))
+        if i == 40:  # 2 s in: still measuring, so no slowdown, STP nor verdict yet
+            early = generate_latest(registry).decode()
+            assert "gpumon_job_slowdown_ratio{" not in early and "gpumon_pair_verdict{" not in early
+    bus.publish(DeviceSample(10.0, gpu_util=97.0, mem_used_mib=1024.0, pcie_rx_bps=5e9, sm_clock_mhz=1980.0))
+    published.clear()
     text = generate_latest(registry).decode()
     job = 'Hostname="box",UUID="GPU-1234",device="nvidia0",gpu="0",modelName="NVIDIA H100 80GB HBM3",slot="A",workload="fcn"'
-    assert f"gpumon_job_iterations_total{{{job}}} 20.0" in text
-    assert f"gpumon_job_copy_bytes_total{{{job}}} 20000.0" in text
+    assert f"gpumon_job_iterations_total{{{job}}} 120.0" in text
+    assert f"gpumon_job_copy_bytes_total{{{job}}} 120000.0" in text
     device = 'Hostname="box",UUID="GPU-1234",device="nvidia0",gpu="0",modelName="NVIDIA H100 80GB HBM3"'
     assert f"gpumon_gpu_utilization_ratio{{{device}}} 0.97" in text
     assert f"gpumon_gpu_memory_used_bytes{{{device}}} 1.073741824e+09" in text

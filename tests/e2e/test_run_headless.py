@@ -236,7 +236,8 @@ def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
     base_a = exclusive(tmp_path / "base-a", "A", rate=500.0, spec="lstm")
     base_b = exclusive(tmp_path / "base-b", "A", rate=250.0, spec="gemm")
     result = gpumon(
-        "run", "lstm:steps=400", "gemm:steps=400", "--headless", "--json", "--device", "cpu", "--no-nvml",
+        # 10 s each: the live line gives r and STP once the overlap holds MIN_OVERLAP_S (whatever the machine's speed)
+        "run", "lstm:duration=10", "gemm:duration=10", "--headless", "--json", "--device", "cpu", "--no-nvml",
         "--out", str(tmp_path / "runs"), "--baseline", f"A={base_a}", "--baseline", f"B={base_b}",
     )
     assert result.returncode == 0, result.stderr

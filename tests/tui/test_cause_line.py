@@ -55,9 +55,12 @@ def test_the_prediction_from_both_baselines_shows_beside_the_measured() -> None:
         model.set_baseline(slot, rate, "baseline x-fcn")
         model.handle(WorkloadState(slot, "running", 0.0, pid=1 + (slot == "B")))
     shared = 0.5 * rate
-    for n in range(int(5 * shared)):
+    for n in range(int(8 * shared)):
         t = round((n + 1) / shared, 6)
         for pid, slot in enumerate("AB", start=1):
             model.handle(StepEvent(slot, pid, n, t, 1 / shared, samples=64.0, warmup=n < 5))
-    text = interference_text(model.view(5.0)).plain
+        if n == int(2 * shared):  # still measuring: the prediction shows already
+            text = interference_text(model.view(t)).plain
+            assert text.startswith("measuring… (") and text.endswith(line), text
+    text = interference_text(model.view(8.0)).plain
     assert "A r 2.0" in text and text.endswith(line) and text.index("A r 2.0") < text.index("predicted")

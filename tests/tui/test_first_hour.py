@@ -15,7 +15,7 @@ from gpumon.tui.controller import Controller
 from gpumon.tui.screens.compare import CompareScreen
 from gpumon.tui.screens.launch import LaunchScreen
 from gpumon.tui.screens.monitor import NOTICE_S
-from tests.tracegen import Job, exclusive, paced_job, staggered_pair, write_run
+from tests.tracegen import Job, beside_pair, exclusive, paced_job, staggered_pair, write_run
 from tests.tui.conftest import make_test_plan, run_async, screen_text, wait_until
 from tests.tui.test_snapshots import SIZES, _first_frame, _replay
 
@@ -58,6 +58,13 @@ def test_a_job_with_no_steps_says_why_in_its_panel(snap_compare, tmp_path, size)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_a_replay_without_exclusive_rates_points_at_compare(snap_compare, tmp_path, size):
     assert snap_compare(together_app(tmp_path / "run"), terminal_size=size, run_before=_first_frame)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_process_watched_with_beside_shows_its_rate_and_slowdown(snap_compare, tmp_path, size):
+    """B, a probed process gpumon did not start (--beside): its panel reads "watched, not ours" with its iter/s on
+    its own scale (0-100 it/s, not 0-5k), and the interference line has its r while A runs beside it."""
+    assert snap_compare(_replay(beside_pair(tmp_path / "run"), 30.0), terminal_size=size, run_before=_first_frame)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

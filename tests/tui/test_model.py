@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 
 import pytest
 
 from gpumon.core.records.model import DeviceSample, LogLine, SourceStatus, StepEvent, WorkloadState
-from gpumon.core.records.rates import CANNOT_TELL, LOSES, PAYS, interference, slowdown, stp, verdict
+from gpumon.core.records.rates import (
+    CANNOT_TELL,
+    LOSES,
+    MIN_OVERLAP_S,
+    PAYS,
+    Overlap,
+    interference,
+    slowdown,
+    stp,
+    verdict,
+)
 from gpumon.tui.model import LiveModel, link_bps
 from gpumon.tui.pump import RefreshPump
 from gpumon.tui.series import BinnedSeries, nice_ceiling
 from gpumon.tui.widgets.graph import graph_rows, level
+from gpumon.tui.widgets.interference import interference_text
 from gpumon.tui.widgets.output import clean
 
 
@@ -51,17 +63,22 @@ def test_graph_is_fixed_scale_and_right_aligned():
     assert level(0.1, 100, 1) == 1 and level(0, 100, 1) == 0 and level(math.nan, 100, 1) == -1
 
 
+def overlap(rates: dict[str, float], duration: float = 20.0) -> Overlap:
+    """An overlap window of ``duration`` seconds with each job at its rate."""
+    return Overlap(0.0, duration, {slot: rate * duration for slot, rate in rates.items()}, dict(rates))
+
+
 def test_slowdown_stp_and_verdict():
     assert slowdown(40, 20) == 2 and math.isnan(slowdown(math.nan, 20)) and math.isnan(slowdown(40, 0))
-    pays = interference({"A": 40, "B": 20}, {"A": 30, "B": 15})
+    pays = interference({"A": 40, "B": 20}, overlap({"A": 30, "B": 15}))
     assert pays.slowdown == {"A": pytest.approx(4 / 3), "B": pytest.approx(4 / 3)}
     assert pays.stp == pytest.approx(1.5) and pays.verdict == PAYS and pays.text == "sharing pays: STP 1.50"
-    assert pays.shared == {"A": 30, "B": 15}
-    loses = interference({"A": 40, "B": 20}, {"A": 10, "B": 5})
+    assert pays.shared == {"A": 30, "B": 15} and not pays.measuring
+    loses = interference({"A": 40, "B": 20}, overlap({"A": 10, "B": 5}))
     assert loses.verdict == LOSES and loses.text == "sharing loses: STP 0.50"
-    even = interference({"A": 40, "B": 20}, {"A": 20.02, "B": 10})
+    even = interference({"A": 40, "B": 20}, overlap({"A": 20.02, "B": 10}))
     assert even.verdict == CANNOT_TELL and even.text == "cannot tell: STP 1.00"
-    missing = interference({"A": 40}, {"A": 30, "B": 15})
+    missing = interference({"A": 40}, overlap({"A": 30, "B": 15}))
     assert math.isnan(missing.stp) and missing.verdict == "" and missing.text == "STP needs the exclusive rate of B"
     assert stp([2.0, 4.0]) == pytest.approx(0.75)
     assert verdict(math.nan, math.nan) == CANNOT_TELL and verdict(1.1, 1.2) == PAYS and verdict(0.8, 0.9) == LOSES
@@ -108,6 +125,60 @@ def test_model_measures_the_exclusive_phase_and_the_slowdown():
     assert view.workload("B").exclusive_source == "baseline run-b"
     assert view.interference.stp == pytest.approx(0.5 + 1 / 3, rel=0.05)
     assert view.interference.text.startswith("sharing loses: STP 0.8")
+
+
+def test_a_process_watched_with_beside_runs_in_its_panel_and_in_the_interference_line():
+    """Issue 34 item 8: B, watched with --beside, reads "watched, not ours" and runs: its panel has its iter/s on the
+    scale of its rate (its probe's first step, timed from the probe's start, is no rate), and the line has its r."""
+    model = LiveModel()
+    attached = {"pid": 4242, "user": "alice", "command": "python train.py", "owned": False, "attached": True,
+                "probe": True}
+    model.handle(WorkloadState("B", "running", 0.5, pid=4242, attached=attached))
+    history = _events("B", -8.0, 10.0, 91.16)  # its probe's history, then its steps alone until A starts
+    history[0] = dataclasses.replace(history[0], iter_s=0.0002)  # its first step: 0.2 ms after the probe started
+    for e in history:
+        model.handle(e)
+    model.handle(WorkloadState("A", "starting", 10.0))
+    model.handle(WorkloadState("A", "running", 10.0, pid=1000))
+    together = _events("A", 10.0, 30.0, 28.0, warmup=5) + _events("B", 10.0, 30.0, 90.99, first=len(history))
+    for e in sorted(together, key=lambda e: e.t):
+        model.handle(e)
+    model.handle(SourceStatus("nvml", True, ""))
+    view = model.view(30.0)
+    b = view.workload("B")
+    assert b.state == "watched, not ours" and b.active
+    assert b.figures is not None and b.figures.iter_per_s == pytest.approx(90.99, rel=0.01)
+    assert b.iter_rate.top == 100.0 and b.iter_rate.values[-1] == pytest.approx(90.99, rel=0.02)
+    assert b.exclusive_rate == pytest.approx(91.16, rel=1e-3) and b.exclusive_source == "exclusive phase"
+    assert [row.mark for row in view.processes] == ["A", "B"]  # the process table lists it as one of the jobs
+    assert view.interference is not None and view.interference.slowdown["B"] == pytest.approx(91.16 / 90.99, rel=0.01)
+
+
+def test_the_live_line_measures_until_its_window_can_hold_a_verdict():
+    """Issue 34 item 9: before the overlap holds MIN_OVERLAP_S and MIN_OVERLAP_STEPS of each job, the line says
+    "measuring… (N s left)" with no r and no verdict (on the base it gave a verdict from its first steps)."""
+    model = LiveModel()
+    model.handle(WorkloadState("A", "starting", 0.0))
+    model.handle(WorkloadState("A", "running", 0.0, pid=1))
+    a_next = _steps(model, "A", 0.0, 10.0, 40, warmup=5)  # alone at 40 it/s: the exclusive phase
+    model.handle(WorkloadState("B", "starting", 10.0))
+    model.handle(WorkloadState("B", "running", 10.0, pid=2))
+    model.set_baseline("B", 40.0, "baseline run-b")
+    together = _events("A", 10.0, 30.0, 20, first=a_next) + _events("B", 10.0, 30.0, 30, warmup=2)
+    for e in sorted((e for e in together if e.t <= 12.0), key=lambda e: e.t):
+        model.handle(e)
+    view = model.view(12.0)
+    text = interference_text(view).plain
+    left = view.interference.left_s
+    assert left == pytest.approx(MIN_OVERLAP_S - (12.0 - 10.0 - 3 / 30), abs=0.05)  # from B's first step after warm-up
+    assert text.startswith(f"measuring… ({math.ceil(left)} s left)  ·  xA 40 it/s (exclusive phase)  ·  xB 40 it/s")
+    assert " r " not in text and "STP" not in text and "pays" not in text and "loses" not in text
+    assert view.interference.verdict == "" and all(math.isnan(r) for r in view.interference.slowdown.values())
+    for e in sorted((e for e in together if e.t > 12.0), key=lambda e: e.t):
+        model.handle(e)
+    view = model.view(30.0)
+    assert not view.interference.measuring
+    assert interference_text(view).plain.startswith("sharing pays: STP 1.25 │ A r 2.00 (40→20 it/s)  B r 1.33")
 
 
 def test_model_states_logs_and_relaunch_reset():

@@ -117,8 +117,8 @@ class RunMetrics:
                                ("bandwidth", f.copy_bandwidth), ("wall", f.copy_bytes_per_s)):
                 if not math.isnan(value):
                     families[key].add_metric(labels, value)
-        if self.exclusive and len(shared_slots) > 1 and live.shared:
-            result = interference(self.exclusive, {slot: live.shared.get(slot, math.nan) for slot in shared_slots})
+        if self.exclusive and len(shared_slots) > 1 and live.overlap is not None:
+            result = interference(self.exclusive, live.overlap)  # no r, STP nor verdict before it can hold one
             for slot, r in result.slowdown.items():
                 if not math.isnan(r):
                     families["slowdown"].add_metric([*base, slot, jobs[slot][0]], r)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from gpumon.core.records.rates import BARELY_BELOW
 from gpumon.core.sources.pcie import link_capacity_bps
 
 NAN = math.nan
@@ -36,7 +37,8 @@ PHRASES = {
     LINK: "waiting for the host-to-device link",
     CPU: "short of CPU",
 }
-NEGLIGIBLE = 0.05  # extra time under 5 % of the exclusive step: nothing to explain
+# extra time under 5 % of the exclusive step (r below BARELY_BELOW: the job "barely notices" the other): nothing to explain
+NEGLIGIBLE = BARELY_BELOW - 1
 MOSTLY = 0.5
 LINK_IDLE, LINK_BUSY = 0.30, 0.70
 GPU_BUSY_PCT, GPU_RISE_PCT = 90.0, 10.0

@@ -17,7 +17,7 @@ from typing import Iterable
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
-from gpumon.core.records.rates import LIVE_WINDOW_S, OverlapRates, Point, live_rate
+from gpumon.core.records.rates import LIVE_WINDOW_S, Overlap, OverlapRates, Point, live_rate
 
 WINDOW_S = LIVE_WINDOW_S
 # Steps are taken in when figures are asked for (a status line, a refresh: once a second), in one pass, or by the
@@ -51,9 +51,14 @@ class LiveNow:
     t: float
     figures: dict[str, LiveFigures]  # every job seen so far, by slot
     running: tuple[str, ...]  # the jobs that run now, by slot: the one answer to "which jobs are running"
-    # each job's rate over the overlap so far (every job that stepped, once two have: the ones that still run for
-    # the live line, all of them for the overlap's final figures when one leaves); empty without overlap rates
-    shared: dict[str, float]
+    # the overlap so far of every job that stepped or runs, once there are two (the ones that still run for the live
+    # line, all of them for the overlap's final figures when one leaves); None without overlap rates
+    overlap: Overlap | None
+
+    @property
+    def shared(self) -> dict[str, float]:
+        """Each job's rate over the overlap so far (empty without one)."""
+        return self.overlap.rates if self.overlap is not None else {}
 
 
 def _point(step: StepEvent) -> Point:
@@ -71,7 +76,7 @@ class LiveStats:
     TAKES = (StepEvent, ProcessSample, WorkloadState)  # what ``handle`` reads (Bus.subscribe)
 
     def __init__(self, window_s: float = WINDOW_S, shared: bool = True, bus: Bus | None = None) -> None:
-        """``shared``: keep each job's rate over the overlap (``shared_rates``); a front end that never asks for it
+        """``shared``: keep each job's rate over the overlap (``overlap``); a front end that never asks for it
         (a runner without ``--baseline``) spares that work at every step. ``bus``: the bus it is the live computation
         of (it subscribes, and publishes every ``now``); None: fed through ``handle``, publishes nothing."""
         self.window_s = window_s
@@ -123,16 +128,16 @@ class LiveStats:
             return tuple(sorted(slot for slot, state in self._states.items() if state in RUNNING_STATES))
 
     def now(self, t: float) -> LiveNow:
-        """Every job's figures at run time ``t``, which run, and (two running, ``shared``) their overlap rates;
+        """Every job's figures at run time ``t``, which run, and (two jobs, ``shared``) their overlap so far;
         published on the bus this computation belongs to."""
         with self._lock:
             self._absorb()
             seen = sorted(set(self._steps) | set(self._last_sample) | set(self._states))
         running = self.running()
         figures = {slot: self.figures(slot, t) for slot in seen}
-        stepped = [slot for slot in seen if figures[slot].steps]
-        shared = self.shared_rates(stepped) if self._overlap is not None and len(stepped) > 1 else {}
-        live = LiveNow(t, figures, running, shared)
+        jobs = sorted({slot for slot in seen if figures[slot].steps} | set(running))
+        overlap = self.overlap(jobs) if self._overlap is not None and len(jobs) > 1 else None
+        live = LiveNow(t, figures, running, overlap)
         if self.bus is not None:
             self.bus.publish(live)
         return live
@@ -148,13 +153,14 @@ class LiveStats:
             if self._overlap is not None:
                 self._overlap.forget(slot)
 
-    def shared_rates(self, slots: Iterable[str]) -> dict[str, float]:
-        """Each job's rate over the overlap window so far (``gpumon.core.records.rates.OverlapRates``)."""
+    def overlap(self, slots: Iterable[str]) -> Overlap:
+        """The overlap window of ``slots`` so far, with each job's steps and rate in it
+        (``gpumon.core.records.rates.OverlapRates``)."""
         if self._overlap is None:
             raise RuntimeError("this LiveStats keeps no shared rates (shared=False)")
         with self._lock:
             self._absorb()
-            return self._overlap.rates(slots)
+            return self._overlap.window(slots)
 
     def figures(self, slot: str, now: float) -> LiveFigures:
         with self._lock:

@@ -1,8 +1,8 @@
 """The verdict in the user's words: does sharing pay, how much each job slowed, and why.
 
 "sharing pays: together they do 1.30x the work of one alone (STP 1.30 [1.26, 1.33]);
-lstm barely notices fcn (r 1.14); fcn runs 2.4x slower, mostly waiting for the GPU".
-Wording only: the verdict word, r and STP come from gpumon.core.records.rates, the cause
+lstm barely notices fcn (r 1.03); fcn runs 2.4x slower, mostly waiting for the GPU".
+Wording only: the verdict word, r, STP and what a slowdown is called come from gpumon.core.records.rates, the cause
 from gpumon.core.interference.attribution. No torch, no pandas.
 """
 
@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from gpumon.core.interference.attribution import NONE, UNKNOWN, Attribution
-from gpumon.core.records.rates import LOSES, PAYS
+from gpumon.core.records.rates import BARELY, FASTER, LOSES, PAYS, effect
 
-BARELY = 1.2  # a job slowed by less than this "barely notices" the other
-FASTER = 0.95
+TWO_DIGITS_BELOW = 1.5  # "runs 1.19× slower" (a small slowdown to the digit r has), "runs 2.4× slower"
 
 
 @dataclass(frozen=True)
@@ -38,16 +37,18 @@ def labels(names: Sequence[str], slots: Sequence[str]) -> list[str]:
 
 
 def job_words(job: JobWords) -> str:
-    """``fcn runs 2.4x slower, mostly waiting for the GPU``, ``lstm barely notices fcn (r 1.14)`` ..."""
+    """``fcn runs 2.4x slower, mostly waiting for the GPU``, ``lstm barely notices fcn (r 1.03)`` ...
+
+    The words follow ``gpumon.core.records.rates.effect``: the live line and compare call a slowdown the same.
+    """
     if job.known:
         return f"{job.label}: {job.known}"
-    if math.isnan(job.r):
+    said = effect(job.r)
+    if not said:
         return f"{job.label}: no exclusive rate, so no slowdown"
-    if job.r < FASTER:
-        return f"{job.label} runs faster beside {job.other} (r {job.r:.2f})"
-    if job.r < BARELY:
-        return f"{job.label} barely notices {job.other} (r {job.r:.2f})"
-    text = f"{job.label} runs {job.r:.1f}× slower"
+    if said in (FASTER, BARELY):
+        return f"{job.label} {said} {job.other} (r {job.r:.2f})"
+    text = f"{job.label} runs {job.r:.{2 if job.r < TWO_DIGITS_BELOW else 1}f}× slower"
     why = job.why
     if why is None or why.cause == NONE:
         return text

@@ -22,15 +22,29 @@ calls these functions for every point value.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 NAN = math.nan
 PAYS, LOSES, CANNOT_TELL = "pays", "loses", "cannot tell"
 VERDICTS = (PAYS, LOSES, CANNOT_TELL)
+# A job's slowdown r in words, the same in the live line and compare (docs/numbers.md says why these thresholds):
+FASTER, BARELY, SLOWER = "runs faster beside", "barely notices", "runs slower"
+FASTER_BELOW = 0.95  # r below this: it runs faster beside the other job
+BARELY_BELOW = 1.05  # r from FASTER_BELOW to below this: it barely notices the other job; from it on, it runs slower
 ROUNDING = 1e-9
 LIVE_DIGITS = 2
 LIVE_WINDOW_S = 2.0  # the live rate's window (panels, status lines, the process table)
+# The live line's overlap: each job's steps of the last KEEP_S seconds stay for an edge that comes late (the other
+# job's batch), kept at least RESOLUTION_S apart (interpolating across a millisecond of steps), MAX_KEPT at most.
+KEEP_S = 10.0
+RESOLUTION_S = 0.001
+MAX_KEPT = 20_000
+TRIM_EVERY = 64  # a job's kept points are trimmed every this many of its steps
+# The live line's verdict waits for a window that can hold one (docs/numbers.md says why these):
+MIN_OVERLAP_S = 5.0
+MIN_OVERLAP_STEPS = 50
 
 # The one vocabulary: what each figure is, in the words the monitor's help (?), ``gpumon compare --help`` and
 # docs/numbers.md say (the first two are made from this; tests/core/test_vocabulary.py reads all three).
@@ -49,7 +63,12 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     ("STP", "1/r_A + 1/r_B, the pair's combined throughput in units of one job alone: sharing pays when STP > 1; "
      "below 1 the jobs would finish sooner one after the other"),
     ("verdict", "'sharing pays' when the whole 95 % interval of STP is above 1, 'sharing loses' when it is below 1, "
-     "else 'cannot tell'; the live line, which has no interval, judges STP rounded to two digits"),
+     "else 'cannot tell'; the live line, which has no interval, judges STP rounded to two digits, and only once its "
+     f"overlap window holds {MIN_OVERLAP_S:g} s and {MIN_OVERLAP_STEPS} steps of each job: before, it says "
+     "'measuring… (N s left)' and gives no r"),
+    ("barely notices", f"a job's r from {FASTER_BELOW:g} to below {BARELY_BELOW:g}: within "
+     f"{round(100 * (BARELY_BELOW - 1)):g} % of its speed alone; below {FASTER_BELOW:g} it 'runs faster beside' the "
+     f"other job, from {BARELY_BELOW:g} it 'runs r× slower' (the live line and compare say the same)"),
 )
 
 
@@ -118,28 +137,66 @@ def verdict(low: float, high: float) -> str:
 
 @dataclass(frozen=True)
 class Interference:
-    """What sharing costs now: shared rate s and r per job (NaN without an exclusive rate), STP, verdict word, a line."""
+    """What sharing costs now: shared rate s and r per job (NaN without an exclusive rate), STP, verdict word, a line.
+
+    ``left_s``: while the overlap cannot hold a verdict yet, the seconds until it can (NaN: not known yet); r, STP
+    and the verdict wait for it (NaN, "") and the line says so.
+    """
 
     shared: dict[str, float]
     slowdown: dict[str, float]
     stp: float
     verdict: str
     text: str
+    left_s: float = 0.0
+
+    @property
+    def measuring(self) -> bool:
+        return not self.left_s == 0
 
 
-def interference(exclusive: Mapping[str, float], shared: Mapping[str, float]) -> Interference:
-    """Slowdowns of every job in ``shared``; STP and the (point) verdict when every job has both rates."""
-    ratios = {slot: slowdown(exclusive.get(slot, NAN), rate) for slot, rate in sorted(shared.items())}
+def effect(r: float) -> str:
+    """What slowdown ``r`` is called: ``FASTER``, ``BARELY`` or ``SLOWER`` ("" without one)."""
+    if math.isnan(r):
+        return ""
+    return FASTER if r < FASTER_BELOW else BARELY if r < BARELY_BELOW else SLOWER
+
+
+def measuring_words(overlap: Overlap, left: float) -> str:
+    """What the live line says while its window cannot hold a verdict yet (or, over, never could)."""
+    if overlap.waiting:
+        who = " and ".join(overlap.waiting)
+        if overlap.closed:
+            return f"no overlap: {who} never passed the warm-up beside the other job"
+        return f"measuring… (waiting for {who} to pass {'its' if len(overlap.waiting) == 1 else 'their'} warm-up)"
+    if overlap.closed:
+        return (f"too short to tell: the jobs overlapped {overlap.duration:.1f} s (a verdict needs {MIN_OVERLAP_S:g} s "
+                f"and {MIN_OVERLAP_STEPS} steps of each job)")
+    return "measuring…" if math.isnan(left) else f"measuring… ({math.ceil(left)} s left)"
+
+
+def interference(exclusive: Mapping[str, float], overlap: Overlap) -> Interference:
+    """Slowdowns of the overlap's jobs; STP and the (point) verdict when every job has both rates.
+
+    None of them before the window can hold a verdict (``Overlap.left_s``): the text says how long it still
+    measures, and which exclusive rate STP will need.
+    """
+    shared = dict(sorted(overlap.rates.items()))
+    missing = [slot for slot in shared if math.isnan(exclusive.get(slot, NAN))]
+    needs = f"STP needs the exclusive rate of {' and '.join(missing)}" if missing and len(shared) > 1 else ""
+    left = overlap.left_s()
+    if left != 0:
+        text = "; ".join(part for part in (measuring_words(overlap, left), needs) if part)
+        return Interference(shared, {slot: NAN for slot in shared}, NAN, "", text, left)
+    ratios = {slot: slowdown(exclusive.get(slot, NAN), rate) for slot, rate in shared.items()}
     known = [r for r in ratios.values() if not math.isnan(r)]
     if len(ratios) < 2 or len(known) < len(ratios):
-        missing = [slot for slot, r in ratios.items() if math.isnan(r) and math.isnan(exclusive.get(slot, NAN))]
-        text = f"STP needs the exclusive rate of {' and '.join(missing)}" if missing and len(ratios) > 1 else ""
-        return Interference(dict(sorted(shared.items())), ratios, NAN, "", text)
+        return Interference(shared, ratios, NAN, "", needs)
     value = stp(known)
     shown = round(value, LIVE_DIGITS)
     word = verdict(shown, shown)
     text = f"sharing {word}: STP {value:.2f}" if word != CANNOT_TELL else f"{word}: STP {value:.2f}"
-    return Interference(dict(sorted(shared.items())), ratios, value, word, text)
+    return Interference(shared, ratios, value, word, text)
 
 
 def _between(before: Point, after: Point | None, t: float) -> Point:
@@ -149,61 +206,185 @@ def _between(before: Point, after: Point | None, t: float) -> Point:
     return Point(t, before.n + (after.n - before.n) * (t - before.t) / (after.t - before.t))
 
 
-class OverlapRates:
-    """The live shared rate of each job: ``slope`` over the overlap window so far, as compare reads it (O(1) state).
+@dataclass(frozen=True)
+class Overlap:
+    """The overlap window so far (``OverlapRates.window``): its edges, each job's steps and rate in it.
 
-    Feed every step in time order. The window starts at the later of the jobs'
-    first post-warm-up steps and ends at the earlier of their latest steps (or
-    where the first job to leave took its last step); each job's step count at
-    both edges is interpolated between its steps around them, as compare does.
+    ``start``/``end`` are NaN while a job has no step after its warm-up (``waiting`` names it); ``closed``: a job of
+    it left, so it will grow no more.
+    """
+
+    start: float
+    end: float
+    steps: dict[str, float]  # each job's step count at the end minus at the start (both interpolated)
+    rates: dict[str, float]  # each job's shared rate s
+    closed: bool = False
+    waiting: tuple[str, ...] = ()
+
+    @property
+    def duration(self) -> float:
+        return max(0.0, self.end - self.start) if not (math.isnan(self.start) or math.isnan(self.end)) else NAN
+
+    def left_s(self) -> float:
+        """Seconds until the window holds a verdict: ``MIN_OVERLAP_S`` long with ``MIN_OVERLAP_STEPS`` steps of each
+        job, at each job's rate so far; 0 once it does; NaN while that cannot be told (a job has not passed its
+        warm-up, or has no rate in the window yet)."""
+        if self.waiting or not self.rates or math.isnan(self.duration):
+            return NAN
+        left = MIN_OVERLAP_S - self.duration
+        for slot, rate in self.rates.items():
+            missing = MIN_OVERLAP_STEPS - self.steps.get(slot, NAN)
+            if missing > ROUNDING:
+                if not rate > 0:
+                    return NAN
+                left = max(left, missing / rate)
+            elif math.isnan(missing):
+                return NAN
+        return max(0.0, left)
+
+
+class _Curve:
+    """One job's post-warm-up cumulative-steps curve, as far as the overlap's edges may still need it."""
+
+    __slots__ = ("first", "points", "start", "added")
+
+    def __init__(self, first: Point) -> None:
+        self.first = first
+        self.points: deque[Point] = deque([first])  # oldest first, RESOLUTION_S apart but for the last (exact)
+        self.start: float | None = None  # the step count at the window's start, once the job reached it
+        self.added = 0
+
+    @property
+    def last(self) -> Point:
+        return self.points[-1]
+
+    def add(self, point: Point) -> None:
+        points = self.points
+        if point.t < points[-1].t:
+            return  # a job's own steps come in order: an older one was seen already
+        if len(points) >= 2 and points[-1].t - points[-2].t < RESOLUTION_S:
+            points[-1] = point  # the last point is still within RESOLUTION_S of the one before: it moves on
+        else:
+            points.append(point)
+        self.added += 1
+
+    def at(self, t: float) -> float | None:
+        """The step count at ``t``, interpolated between the kept points around it; None before the job reached it.
+
+        Before the oldest kept point (an edge that came more than ``KEEP_S`` late), along the kept points' slope.
+        """
+        points = self.points
+        first, last = points[0], points[-1]
+        if t > last.t:
+            return None
+        if t <= first.t:
+            return first.n - (first.t - t) * slope(first, last) if last.t > first.t else first.n
+        if t - first.t < last.t - t:
+            before = first
+            for point in points:
+                if point.t >= t:
+                    return _between(before, point, t).n
+                before = point
+        after = last
+        for point in reversed(points):
+            if point.t <= t:
+                return _between(point, after, t).n
+            after = point
+        return first.n
+
+    def drop_before(self, t: float) -> None:
+        """Forget the points that no edge at or after ``t`` needs (the last one at or before ``t`` stays), and the
+        oldest beyond ``MAX_KEPT``."""
+        points = self.points
+        while len(points) > 1 and (points[1].t <= t or len(points) > MAX_KEPT):
+            points.popleft()
+
+
+class OverlapRates:
+    """The live shared rate of each job: ``slope`` over the overlap window so far, as compare reads it.
+
+    Feed each job's steps in its own time order; the jobs may interleave in any order: each job's steps reach the
+    monitor in batches of their own (the probe writes every 0.1 s, headless reads every second), so one job's batch
+    can come after the other's later steps. The window starts at the later of the jobs' first post-warm-up steps
+    and ends at the earlier of their latest steps (or where the first job to leave took its last step); each job's
+    step count at both edges is interpolated between its steps around them, as compare does. Each job keeps the
+    points its edges may still need: the last ``KEEP_S`` seconds, and back to the window's end and (until counted)
+    its start.
     """
 
     def __init__(self) -> None:
-        self._first: dict[str, Point] = {}
-        self._last: dict[str, Point] = {}
-        self._start: dict[str, tuple[Point, Point | None]] = {}
-        self._end: dict[str, tuple[Point, Point | None]] = {}
-        self._closed = False
+        self._curves: dict[str, _Curve] = {}
+        self._start: float | None = None  # the later of the jobs' first post-warm-up steps, once two have one
+        self._end: float | None = None  # where the window ended: the last step of the first job to leave it
+        self._left = False  # a job left (the window, if there was one, grows no more)
 
     def add(self, slot: str, point: Point, warmup: bool) -> None:
-        if self._closed:
-            return
-        if not warmup and slot not in self._first:
-            self._first[slot] = point
-            for other in self._first:
-                self._start[other] = (point, point) if other == slot else (self._last[other], None)
-        elif slot in self._start and self._start[slot][1] is None:
-            self._start[slot] = (self._start[slot][0], point)
-        if slot in self._end and self._end[slot][1] is None:
-            self._end[slot] = (self._end[slot][0], point)
-        self._last[slot] = point
-        for other in self._last:
-            if other != slot:
-                self._end[other] = (self._last[other], None)
+        if warmup:
+            return  # compare's curves have no warm-up steps
+        curve = self._curves.get(slot)
+        if curve is None:
+            curve = self._curves[slot] = _Curve(point)
+            self._restart()
+        elif self._end is not None and curve.last.t >= self._end:
+            return  # the window is over and this job's curve already reaches its end
+        else:
+            curve.add(point)
+        start = self._start
+        if curve.start is None and start is not None and point.t >= start:
+            curve.start = curve.at(start)
+        if curve.added % TRIM_EVERY == 0:
+            self._trim(curve)
+
+    def _restart(self) -> None:
+        """The window's start moved (a job joined or left): each job counts it again."""
+        firsts = [c.first.t for c in self._curves.values()]
+        self._start = max(firsts) if len(firsts) > 1 else None
+        for curve in self._curves.values():
+            curve.start = curve.at(self._start) if self._start is not None else None
+
+    def _trim(self, curve: _Curve) -> None:
+        """Drop the points of ``curve`` that no edge needs any more: before its last ``KEEP_S`` seconds, and before
+        the window's end (and, until it is counted there, its start)."""
+        keep_from = curve.last.t - KEEP_S
+        if self._start is not None:
+            end = self._end if self._end is not None else min(c.last.t for c in self._curves.values())
+            keep_from = min(keep_from, end if curve.start is not None else self._start)
+        curve.drop_before(keep_from)
 
     def close(self, slot: str) -> None:
         """A job of the overlap left: the window ends at the last step it took; the rates stay as they were."""
-        self._closed = self._closed or slot in self._first and len(self._first) > 1
+        self._left = True
+        curve = self._curves.get(slot)
+        if self._end is None and curve is not None and len(self._curves) > 1:
+            self._end = curve.last.t
 
     def forget(self, slot: str) -> None:
         """A job left its slot for a new one: the overlap starts again when every job is past its warm-up."""
-        for table in (self._first, self._last, self._start, self._end):
-            table.pop(slot, None)
-        self._start.clear()
-        self._closed = False
+        self._curves.pop(slot, None)
+        self._end = None
+        self._left = False
+        self._restart()
+
+    def window(self, slots: Iterable[str]) -> Overlap:
+        """The overlap of ``slots`` so far: its edges, each job's steps and rate in it (NaN until every one is past
+        its warm-up)."""
+        curves = {slot: self._curves.get(slot) for slot in slots}
+        unknown = {slot: NAN for slot in curves}
+        waiting = tuple(slot for slot, curve in curves.items() if curve is None)
+        if not curves or waiting:
+            return Overlap(NAN, NAN, unknown, dict(unknown), self._left, waiting)
+        known = {slot: curve for slot, curve in curves.items() if curve is not None}
+        start = max(c.first.t for c in known.values())
+        end = self._end if self._end is not None else min(c.last.t for c in known.values())
+        steps, rates = dict(unknown), dict(unknown)
+        for slot, curve in known.items():
+            counted = curve.start if curve.start is not None and start == self._start else curve.at(start)
+            at_end = curve.at(end) if curve.last.t > end else None
+            last = curve.last if at_end is None else Point(end, at_end)
+            if counted is not None and last.t > start:
+                steps[slot], rates[slot] = last.n - counted, slope(Point(start, counted), last)
+        return Overlap(start, max(start, end), steps, rates, self._left)
 
     def rates(self, slots: Iterable[str]) -> dict[str, float]:
         """Shared rates of ``slots`` (NaN until every one is past its warm-up)."""
-        wanted = list(slots)
-        if not wanted or not all(p in self._first and p in self._start for p in wanted):
-            return {p: NAN for p in wanted}
-        window = overlap_window([self._first[p].t for p in wanted], [self._last[p].t for p in wanted])
-        if window is None:
-            return {p: NAN for p in wanted}
-        start, end = window
-        out = {}
-        for p in wanted:
-            first = _between(*self._start[p], start)
-            last = self._last[p] if self._last[p].t <= end else _between(*self._end.get(p, (self._last[p], None)), end)
-            out[p] = slope(first, last)
-        return out
+        return self.window(slots).rates

@@ -102,14 +102,18 @@ class _Timed:
 
 
 def workload_events(entry: WorkloadRecord) -> list[tuple[float, int, object]]:
-    """What run.json says of one workload as (t, order, record): its start, meta and (once ended) its end."""
+    """What run.json says of one workload as (t, order, record): its start, meta and (once ended) its end.
+
+    An attached process (``--beside``) is taken as the live run took it: running, attached, never "starting" (a
+    start would forget the steps of its probe's history, which come before it).
+    """
     slot, start, pid = entry.slot, entry.start_t, entry.pid
     if start is None:
         return []
-    out: list[tuple[float, int, object]] = [
-        (start, 0, WorkloadState(slot, "starting", start)),
-        (start, 1, WorkloadState(slot, "running", start, pid=pid)),
-    ]
+    attached = entry.attachment()
+    out: list[tuple[float, int, object]] = [(start, 1, WorkloadState(slot, "running", start, pid=pid, attached=attached))]
+    if attached is None:
+        out.insert(0, (start, 0, WorkloadState(slot, "starting", start)))
     if entry.meta is not None:
         out.append((start, 2, WorkloadMeta(slot, pid or 0, entry.meta)))
     if entry.stop_t is not None:

@@ -69,6 +69,9 @@ def _of(entry: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     return value if isinstance(value, kind) else None
 
 
+ATTACHED_KEYS = ("pid", "user", "command", "owned", "attached", "probe")  # what run.json keeps of an attached process
+
+
 @dataclass
 class WorkloadRecord:
     """One job of a run: what was planned in its slot and what became of it (run.json ``workloads[i]``).
@@ -113,9 +116,16 @@ class WorkloadRecord:
 
     def attach(self, found: dict[str, Any]) -> None:
         """Take what run.json records of an attached process (``BesideTarget.to_json``: pid, user, command...)."""
-        for key in ("pid", "user", "command", "owned", "attached", "probe"):
+        for key in ATTACHED_KEYS:
             if key in found:
                 setattr(self, key, found[key])
+
+    def attachment(self) -> dict[str, Any] | None:
+        """An attached process as ``WorkloadState.attached`` carried it when it was taken (None: a launched job)."""
+        if not self.attached:
+            return None
+        found = {key: getattr(self, key) for key in ATTACHED_KEYS}
+        return {key: value for key, value in found.items() if value is not None}
 
     def to_json(self) -> dict[str, Any]:
         """The entry as run.json writes it: ``stop_t`` and ``exit_status`` (null while unknown) once it started."""

@@ -7,11 +7,10 @@ import math
 from rich.text import Text
 
 from gpumon.core.interference.attribution import NONE
-from gpumon.core.records.rates import CANNOT_TELL, LOSES, PAYS
-from gpumon.core.interference.sentence import BARELY
+from gpumon.core.records.rates import CANNOT_TELL, LOSES, PAYS, SLOWER, effect
 from gpumon.core.records.units import DASH
 from gpumon.core.records import units as fmt
-from gpumon.tui.view import View
+from gpumon.tui.view import View, WorkloadView
 from gpumon.tui.widgets.lines import TextLine
 
 
@@ -26,14 +25,17 @@ def interference_text(view: View, no_rates: str = NO_RATES) -> Text:
     """
     text = Text("sharing ", style="dim")
     result = view.interference
+    known = [w for w in view.workloads if w.exclusive_rate > 0]
     if result is None:
-        known = [w for w in view.workloads if w.exclusive_rate > 0]
         text.append("needs two running jobs", style="dim")
-        for w in known:
-            text.append(f"  ·  x{w.slot} {fmt.num(w.exclusive_rate)} it/s ({w.exclusive_source})", style="dim")
-        return text
-    if all(math.isnan(r) for r in result.slowdown.values()):
+        return _exclusive_rates(text, known)
+    if not any(w.slot in result.shared for w in known):
         text.append(no_rates, style="dim")
+        return text
+    if result.measuring:  # "measuring… (3 s left)": no r and no verdict before the window can hold one
+        text = _exclusive_rates(Text(result.text, style="yellow"), known)
+        if view.predicted:
+            text.append(f" │ {view.predicted}", style="cyan")
         return text
     if result.text:
         style = {PAYS: "bold green", LOSES: "bold red", CANNOT_TELL: "bold yellow"}.get(result.verdict, "dim")
@@ -49,10 +51,17 @@ def interference_text(view: View, no_rates: str = NO_RATES) -> Text:
         text.append(f"r {r:.2f}", style="bold")
         text.append(f" ({fmt.num(w.exclusive_rate)}→{fmt.num(shared)} it/s)  ", style="dim")
         why = view.causes.get(slot)
-        if why is not None and why.cause != NONE and r >= BARELY:
+        if why is not None and why.cause != NONE and effect(r) == SLOWER:
             text.append(f"{why.phrase}  ", style="yellow")
     if view.predicted:
         text.append(f"│ {view.predicted}", style="cyan")
+    return text
+
+
+def _exclusive_rates(text: Text, known: list[WorkloadView]) -> Text:
+    """``text  ·  xB 91.2 it/s (exclusive phase)``: the exclusive rates known so far."""
+    for w in known:
+        text.append(f"  ·  x{w.slot} {fmt.num(w.exclusive_rate)} it/s ({w.exclusive_source})", style="dim")
     return text
 
 

@@ -10,11 +10,17 @@ import numpy as np
 import pytest
 
 from gpumon.core.records.rates import (
-    CANNOT_TELL, LOSES, PAYS, ROUNDING, OverlapRates, Point, _between, interference, live_rate, overlap_window,
-    slowdown, verdict,
+    CANNOT_TELL, LOSES, MIN_OVERLAP_S, PAYS, ROUNDING, Overlap, OverlapRates, Point, _between, interference,
+    live_rate, overlap_window, slowdown, verdict,
 )
 
 NAN = math.nan
+
+
+def _over(rates: dict[str, float]) -> Overlap:
+    """An overlap window long enough to hold a verdict (ten times the minimum), with these shared rates."""
+    duration = 10 * MIN_OVERLAP_S
+    return Overlap(0.0, duration, {slot: rate * duration for slot, rate in rates.items()}, dict(rates))
 
 
 def test_the_verdict_needs_the_whole_interval_beyond_rounding() -> None:
@@ -52,27 +58,27 @@ def test_the_curve_between_two_steps_is_a_straight_line() -> None:
 
 
 def test_the_interference_line_in_words() -> None:
-    even = interference({"A": 100.0, "B": 50.0}, {"B": 25.0, "A": 50.0})
+    even = interference({"A": 100.0, "B": 50.0}, _over({"B": 25.0, "A": 50.0}))
     assert list(even.shared.items()) == [("A", 50.0), ("B", 25.0)] and even.slowdown == {"A": 2.0, "B": 2.0}
     assert (even.stp, even.verdict, even.text) == (1.0, CANNOT_TELL, "cannot tell: STP 1.00")
-    pays = interference({"A": 100.0, "B": 100.0}, {"A": 80.0, "B": 80.0})
+    pays = interference({"A": 100.0, "B": 100.0}, _over({"A": 80.0, "B": 80.0}))
     assert (pays.stp, pays.verdict, pays.text) == (pytest.approx(1.6), PAYS, "sharing pays: STP 1.60")
-    loses = interference({"A": 100.0, "B": 100.0}, {"A": 40.0, "B": 40.0})
+    loses = interference({"A": 100.0, "B": 100.0}, _over({"A": 40.0, "B": 40.0}))
     assert (loses.verdict, loses.text) == (LOSES, "sharing loses: STP 0.80")
-    barely = interference({"A": 100.0, "B": 100.0}, {"A": 50.2, "B": 50.0})  # STP 1.002: 1.00 as shown
+    barely = interference({"A": 100.0, "B": 100.0}, _over({"A": 50.2, "B": 50.0}))  # STP 1.002: 1.00 as shown
     assert barely.verdict == CANNOT_TELL and barely.text == "cannot tell: STP 1.00"
 
 
 def test_the_interference_line_says_which_exclusive_rate_is_missing() -> None:
-    one = interference({"A": 100.0}, {"B": 50.0, "A": 80.0})
+    one = interference({"A": 100.0}, _over({"B": 50.0, "A": 80.0}))
     assert list(one.shared.items()) == [("A", 80.0), ("B", 50.0)]
     assert one.slowdown["A"] == 1.25 and math.isnan(one.slowdown["B"]) and math.isnan(one.stp)
     assert (one.verdict, one.text) == ("", "STP needs the exclusive rate of B")
-    both = interference({}, {"A": 1.0, "B": 2.0})
+    both = interference({}, _over({"A": 1.0, "B": 2.0}))
     assert both.text == "STP needs the exclusive rate of A and B"
-    stalled = interference({"A": 100.0, "B": 100.0}, {"A": 50.0, "B": 0.0})  # B known alone, no shared rate yet
-    assert math.isnan(stalled.slowdown["B"]) and stalled.text == "" and stalled.verdict == ""
-    alone = interference({}, {"A": 5.0})
+    stalled = interference({"A": 100.0, "B": 100.0}, _over({"A": 50.0, "B": 0.0}))  # B known alone, no shared steps
+    assert math.isnan(stalled.slowdown["B"]) and stalled.verdict == "" and stalled.text == "measuring…"
+    alone = interference({}, _over({"A": 5.0}))
     assert alone.text == "" and alone.shared == {"A": 5.0}
 
 

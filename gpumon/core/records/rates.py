@@ -371,7 +371,7 @@ class OverlapRates:
         curves = {slot: self._curves.get(slot) for slot in slots}
         unknown = {slot: NAN for slot in curves}
         waiting = tuple(slot for slot, curve in curves.items() if curve is None)
-        if not curves or waiting:
+        if len(curves) < 2 or waiting:  # one job alone overlaps nothing
             return Overlap(NAN, NAN, unknown, dict(unknown), self._left, waiting)
         known = {slot: curve for slot, curve in curves.items() if curve is not None}
         start = max(c.first.t for c in known.values())

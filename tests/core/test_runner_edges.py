@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from gpumon.core.store.runner import INTERRUPTED, RECORDING, RunnerInfo, run_status, user_name
+from gpumon.core.store.runner import INTERRUPTED, PID_MAX, RECORDING, RunnerInfo, run_status, user_name
 
 
 def test_a_uid_without_a_name_is_its_number() -> None:
@@ -29,6 +29,14 @@ def test_an_entry_without_detached_was_not_detached() -> None:
     assert RunnerInfo.from_json(entry) == RunnerInfo(7, 1.5, 0, "root", "h", False)
     assert RunnerInfo.from_json({**entry, "detached": True}).detached is True
     assert RunnerInfo.from_json(RunnerInfo(7, 1.5, 0, "root", "h", True).to_json()).detached is True
+
+
+def test_pid_max_limit_itself_is_no_pid() -> None:
+    """PIDs are below pid_max, which is at most PID_MAX_LIMIT (4194304): that number is a garbled entry, not a PID."""
+    entry = {"started": 1.5, "uid": 0, "user": "root", "host": "h"}
+    assert PID_MAX == 4_194_304
+    assert RunnerInfo.from_json({**entry, "pid": PID_MAX - 1}) == RunnerInfo(PID_MAX - 1, 1.5, 0, "root", "h")
+    assert RunnerInfo.from_json({**entry, "pid": PID_MAX}) is None
 
 
 def test_a_run_without_a_status(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from gpumon.core.sources.replay import others_by_tick, record
 from gpumon.core.store import recorder
 from gpumon.core.store.recorder import Recorder, create_run_dir
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
+from gpumon.core.store.runner import LOCK_FILE
 from gpumon.core.store.trace import STEPS_CACHE, load_run
 from tests.helpers import wait_for
 
@@ -144,7 +145,8 @@ META = {
 
 
 def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
-    """initial_meta's fields, the workloads' lifecycle, their metadata, notices (the first MAX_NOTICES) and logs."""
+    """initial_meta's fields, the workloads' lifecycle (one launched into the running capture), their metadata,
+    notices (the first MAX_NOTICES) and logs; the runner's lock and the reserve gone once final."""
     path = create_run_dir(tmp_path, "meta", time.localtime())
     rec = Recorder(path, recorder.initial_meta(**copy.deepcopy(META)))
     items = [
@@ -155,6 +157,8 @@ def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
         *[Notice(3.0 + i / 1000 + 0.0004, f"notice {i}", "B" if i % 2 else None) for i in range(recorder.MAX_NOTICES + 2)],
         WorkloadState("A", "exited", 9.75, pid=4242, exit_status=3, tail="Traceback: boom"),
         WorkloadState("C", "not started", 10.0, tail="A exited with status 3 at 9.8 s"),
+        WorkloadState("D", "running", 10.5, pid=4444, job={"spec": "gemm", "kind": "builtin", "argv": ["--n", "2"]}),
+        WorkloadState("D", "stopped", 11.5, pid=4444, exit_status=-15),
     ]
     for item in items:
         rec.handle(item)
@@ -168,12 +172,14 @@ def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
         "versions": {**META["versions"], "torch": "2.14.1"},
     }
     assert {k: meta[k] for k in expected} == expected
-    a, b, c = meta["workloads"]
+    a, b, c, d = meta["workloads"]
     assert a == {"process": "A", "spec": "fcn", "pid": 4242, "start_t": 1.25, "stop_t": 9.75, "exit_status": 3,
                  "state": "exited", "tail": "Traceback: boom", "meta": {"model": "fcn", "torch": "2.14.1"}}
     assert b == {"process": "B", "pid": 4343, "start_t": 2.5, "stop_t": None, "exit_status": None, "state": "running",
                  "attached": True, "owned": False}
     assert c == {"process": "C", "state": "not started", "reason": "A exited with status 3 at 9.8 s"}
+    assert d == {"process": "D", "spec": "gemm", "kind": "builtin", "argv": ["--n", "2"], "pid": 4444, "start_t": 10.5,
+                 "stop_t": 11.5, "exit_status": -15, "state": "stopped", "tail": ""}
     notices = meta["notices"]
     assert len(notices) == recorder.MAX_NOTICES  # the first ones
     assert notices[0] == {"t": 3.0, "process": None, "text": "notice 0"}
@@ -181,7 +187,7 @@ def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
     assert notices[-1]["text"] == f"notice {recorder.MAX_NOTICES - 1}"
     assert (path / "logs" / "A.out").read_bytes() == "époque 1: loss 0.25\n".encode()
     assert load_run(path).meta.to_json() == meta  # the reader gives back every field written
-    assert not (path / recorder.RESERVE_FILE).exists()
+    assert not (path / recorder.RESERVE_FILE).exists() and not (path / LOCK_FILE).exists()
 
 
 def test_unknown_values_are_empty_cells_and_booleans_digits(tmp_path: Path) -> None:
@@ -202,6 +208,7 @@ def test_run_json_while_recording_and_a_new_job_in_a_slot(tmp_path: Path) -> Non
     path = create_run_dir(tmp_path, "live", time.localtime())
     rec = Recorder(path, recorder.initial_meta(**copy.deepcopy(META)))
     first = json.loads((path / "run.json").read_text())
+    assert (path / LOCK_FILE).is_file()  # held while it records: what proves the runner (core/store/runner.py)
     assert (first["status"], first["mode"], first["duration_s"], first["label"]) == ("recording", "shared", None,
                                                                                     "round-trip")
     rec.handle(WorkloadState("A", "running", 1.0, pid=1))
@@ -216,3 +223,4 @@ def test_run_json_while_recording_and_a_new_job_in_a_slot(tmp_path: Path) -> Non
     assert entry() == {"process": "A", "spec": "fcn", "pid": 2, "start_t": 3.0, "stop_t": None, "exit_status": None,
                        "state": "running", "tail": "boom"}
     rec.close(4.0)
+    assert not (path / LOCK_FILE).exists()

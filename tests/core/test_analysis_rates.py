@@ -17,6 +17,7 @@ from gpumon.analysis.rates import (
 )
 from gpumon.core.records.model import StepEvent
 from gpumon.core.store.recorder import Recorder, create_run_dir
+from gpumon.core.store.runmeta import RunMeta
 from gpumon.core.store.trace import load_run
 
 NAN = math.nan
@@ -107,7 +108,7 @@ def test_a_segment_says_where_its_rate_was_measured() -> None:
 
 def test_a_jobs_curve_from_a_run_directory(tmp_path) -> None:
     path = create_run_dir(tmp_path, "curve", time.localtime())
-    recorder = Recorder(path, {"schema": 1, "label": "curve", "status": "recording", "workloads": []})
+    recorder = Recorder(path, RunMeta.from_json({"schema": 1, "label": "curve", "status": "recording", "workloads": []}))
     for n, (t, warm) in enumerate([(0.5, True), (1.0, False), (2.0, False), (4.0, False)]):
         recorder.handle(StepEvent("A", 9, n, t, 0.1, warmup=warm))
         recorder.handle(StepEvent("B", 8, n, t + 0.25, 0.1, warmup=False))

@@ -69,11 +69,19 @@ def test_what_is_not_a_process_id(text, message: str) -> None:
 
 
 def test_pid_1_is_a_process_id() -> None:
-    """init: a process like any other here (root's: the target as root, another user's otherwise)."""
-    try:
-        assert check_target("1").pid == 1 and os.getuid() == 0
-    except ValueError as err:
-        assert str(err) == ("--beside 1 belongs to root, not to you (gpumon watches only your own processes)")
+    """init: a process id like any other, refused for what it is: another user's process, or (one's own, as root
+    here) an ancestor of gpumon, as every process of its PID namespace is."""
+    init = psutil.Process(1)
+    assert init in psutil.Process().parents()
+    with pytest.raises(ValueError) as err:
+        check_target("1")
+    if init.uids().real == os.getuid():
+        assert str(err.value) == (f"--beside 1 ({init.name()}) is an ancestor of gpumon: its process tree holds "
+                                  "gpumon and its jobs, whose use would be counted as its own; name the training "
+                                  "process itself")
+    else:
+        assert str(err.value) == (f"--beside 1 belongs to {init.username()}, not to you (gpumon watches only your "
+                                  "own processes)")
 
 
 def test_gpumon_itself_and_a_gone_process_are_refused() -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.store.recorder import Recorder, create_run_dir, describe_write_error, safe_label, write_json_atomic
-from gpumon.errors import UsageError
+from gpumon.core.store.runmeta import RunMeta
+from gpumon.errors import EnvironmentFailure
 
 RUN = Path("/runs/20261126-050000-x")
 
@@ -50,7 +51,7 @@ def test_run_directories_are_named_by_start_and_label(tmp_path: Path) -> None:
     assert create_run_dir(tmp_path / "a" / "runs", "fcn gemm", started).name == "20261126-050403-fcn-gemm-2"
     assert create_run_dir(tmp_path / "a" / "runs", "fcn gemm", started).name == "20261126-050403-fcn-gemm-3"
     (tmp_path / "file").write_text("")
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(EnvironmentFailure) as err:  # the machine failed, not the input (docs/architecture.md, Errors)
         create_run_dir(tmp_path / "file", "x", started)
     assert str(err.value) == f"cannot create runs directory {tmp_path / 'file'}: File exists"
 
@@ -71,14 +72,15 @@ def test_a_thousandth_run_of_one_name_and_second_is_refused(tmp_path: Path) -> N
     base = "20261126-050403-x"
     for name in [base, *(f"{base}-{n}" for n in range(2, 1000))]:
         (runs / name).mkdir(parents=True)
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(EnvironmentFailure) as err:  # a run directory that cannot be created: exit status 1
         create_run_dir(runs, "x", started)
     assert str(err.value) == f"too many runs named {base} in {runs}"
 
 
 def test_the_writer_thread_is_named_and_does_not_hold_the_process(tmp_path: Path) -> None:
     path = create_run_dir(tmp_path, "thread", time.localtime())
-    rec = Recorder(path, {"schema": 1, "label": "thread", "status": "recording"})  # no workloads yet
+    # no workloads yet
+    rec = Recorder(path, RunMeta.from_json({"schema": 1, "label": "thread", "status": "recording", "workloads": []}))
     writers = [t for t in threading.enumerate() if t.name == "gpumon-recorder"]
     assert len(writers) == 1 and writers[0].daemon
     rec.close(1.0)

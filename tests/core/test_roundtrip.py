@@ -19,11 +19,14 @@ import pandas as pd
 import pytest
 
 from gpumon.core.records.model import (
-    DeviceSample, GpuOthers, LogLine, Notice, OtherGpuProcess, StepEvent, WorkloadMeta, WorkloadState,
+    DeviceSample, GpuOthers, LogLine, Notice, OtherGpuProcess, SourceStatus, StepEvent, WorkloadMeta, WorkloadState,
+    field_of,
 )
 from gpumon.core.sources.replay import others_by_tick, record
 from gpumon.core.store import recorder
 from gpumon.core.store.recorder import Recorder, create_run_dir
+from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
+from gpumon.core.store.runner import LOCK_FILE
 from gpumon.core.store.trace import STEPS_CACHE, load_run
 from tests.helpers import wait_for
 
@@ -33,7 +36,7 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
     recorder.OTHERS_TABLE: (OtherGpuProcess, recorder.OTHER_COLUMNS),
 }
 
-# One record per table: every field set, no two numbers of a table alike (a swapped column shows), none a default.
+# One record per table, by column (a record's field: ``field_of(column)``): every field set, no two numbers of a table alike (a swapped column shows), none a default.
 VALUES: dict[str, dict[str, object]] = {
     "steps": {"process": "B", "pid": 4242, "step": 17, "t": 3.25, "iter_s": 0.0625, "samples": 48.5,
               "warmup": True, "copy_bytes": 1_048_577, "copy_s": 0.003125},
@@ -51,7 +54,7 @@ VALUES: dict[str, dict[str, object]] = {
 
 def _record(table: str) -> object:
     cls, _ = SCHEMA[table]
-    return cls(**VALUES[table])
+    return cls(**{field_of(column): value for column, value in VALUES[table].items()})
 
 
 def _in_file(value: object) -> object:
@@ -68,9 +71,9 @@ def test_every_recorded_column_has_a_value() -> None:
     for table, (cls, columns) in SCHEMA.items():
         assert list(VALUES[table]) == list(columns), f"{table}: a column without a round-trip value, or out of order"
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        assert set(columns) == set(fields), f"{table}: the columns are not the fields of {cls.__name__}"
+        assert {field_of(c) for c in columns} == set(fields), f"{table}: the columns are not the fields of {cls.__name__}"
         for name, value in VALUES[table].items():
-            default = fields[name].default
+            default = fields[field_of(name)].default
             is_default = default is not dataclasses.MISSING and (
                 value == default or (isinstance(default, float) and math.isnan(default) and value != value))
             assert not is_default, f"{table}.{name}: {value!r} is the field's default, a lost value would not show"
@@ -81,7 +84,7 @@ def test_every_recorded_column_has_a_value() -> None:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = create_run_dir(tmp_path_factory.mktemp("roundtrip"), "roundtrip", time.localtime())
-    rec = Recorder(path, {"schema": 1, "label": "roundtrip", "status": "recording", "workloads": []})
+    rec = Recorder(path, RunMeta.from_json({"schema": 1, "label": "roundtrip", "status": "recording", "workloads": []}))
     for table in SCHEMA:
         item = _record(table)
         rec.handle(GpuOthers(item.t, (item,)) if table == recorder.OTHERS_TABLE else item)
@@ -111,7 +114,7 @@ def test_the_csv_rows_give_back_the_record(run_dir: Path, table: str) -> None:
         got = record(SCHEMA[table][0], rows[0], run_dir)
     want = _record(table)
     for column in VALUES[table]:
-        assert getattr(got, column) == getattr(want, column), f"{table}.{column}"
+        assert getattr(got, field_of(column)) == getattr(want, field_of(column)), f"{table}.{column}"
     assert got == want
 
 
@@ -136,13 +139,14 @@ def test_the_steps_cache_and_the_light_columns_read_back_every_step_column(run_d
 META = {
     "label": "round-trip", "mode": "shared", "clock_t0_ns": 123_456_789, "started_at": "2026-11-26T05:00:00.000Z",
     "interval_ms": 250, "device": "cuda:1", "stagger_s": 7.5, "host": {"hostname": "box", "cpus": 16},
-    "gpu": {"name": "NVIDIA H100 80GB HBM3", "index": 1}, "nvml": {"available": True, "reason": ""},
-    "versions": {"python": "3.11.7", "gpumon": "0.1.0"}, "workloads": [{"process": "A", "spec": "fcn"}],
+    "gpu": {"name": "NVIDIA H100 80GB HBM3", "index": 1}, "nvml": SourceStatus("nvml", True, ""),
+    "versions": {"python": "3.11.7", "gpumon": "0.1.0"}, "workloads": [WorkloadRecord("A", spec="fcn")],
 }
 
 
 def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
-    """initial_meta's fields, the workloads' lifecycle, their metadata, notices (the first MAX_NOTICES) and logs."""
+    """initial_meta's fields, the workloads' lifecycle (one launched into the running capture), their metadata,
+    notices (the first MAX_NOTICES) and logs; the runner's lock and the reserve gone once final."""
     path = create_run_dir(tmp_path, "meta", time.localtime())
     rec = Recorder(path, recorder.initial_meta(**copy.deepcopy(META)))
     items = [
@@ -153,38 +157,43 @@ def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
         *[Notice(3.0 + i / 1000 + 0.0004, f"notice {i}", "B" if i % 2 else None) for i in range(recorder.MAX_NOTICES + 2)],
         WorkloadState("A", "exited", 9.75, pid=4242, exit_status=3, tail="Traceback: boom"),
         WorkloadState("C", "not started", 10.0, tail="A exited with status 3 at 9.8 s"),
+        WorkloadState("D", "running", 10.5, pid=4444, job={"spec": "gemm", "kind": "builtin", "argv": ["--n", "2"]}),
+        WorkloadState("D", "stopped", 11.5, pid=4444, exit_status=-15),
     ]
     for item in items:
         rec.handle(item)
     rec.close(12.5)
     meta = json.loads((path / "run.json").read_text())
+    # "failed", not "complete": job A ended on its own with status 3 (docs/trace.md, the run's status)
     expected = {
-        "schema": 1, "label": "round-trip", "mode": "shared", "status": "complete", "started_at": META["started_at"],
+        "schema": 1, "label": "round-trip", "mode": "shared", "status": "failed", "started_at": META["started_at"],
         "t0_monotonic_ns": 123_456_789, "duration_s": 12.5, "interval_ms": 250, "device": "cuda:1",
-        "host": META["host"], "gpu": META["gpu"], "nvml": META["nvml"], "stagger_s": 7.5,
+        "host": META["host"], "gpu": META["gpu"], "nvml": {"available": True, "reason": ""}, "stagger_s": 7.5,
         "versions": {**META["versions"], "torch": "2.14.1"},
     }
     assert {k: meta[k] for k in expected} == expected
-    a, b, c = meta["workloads"]
+    a, b, c, d = meta["workloads"]
     assert a == {"process": "A", "spec": "fcn", "pid": 4242, "start_t": 1.25, "stop_t": 9.75, "exit_status": 3,
                  "state": "exited", "tail": "Traceback: boom", "meta": {"model": "fcn", "torch": "2.14.1"}}
     assert b == {"process": "B", "pid": 4343, "start_t": 2.5, "stop_t": None, "exit_status": None, "state": "running",
                  "attached": True, "owned": False}
     assert c == {"process": "C", "state": "not started", "reason": "A exited with status 3 at 9.8 s"}
+    assert d == {"process": "D", "spec": "gemm", "kind": "builtin", "argv": ["--n", "2"], "pid": 4444, "start_t": 10.5,
+                 "stop_t": 11.5, "exit_status": -15, "state": "stopped", "tail": ""}
     notices = meta["notices"]
     assert len(notices) == recorder.MAX_NOTICES  # the first ones
     assert notices[0] == {"t": 3.0, "process": None, "text": "notice 0"}
     assert notices[1] == {"t": 3.001, "process": "B", "text": "notice 1"}  # rounded to the millisecond
     assert notices[-1]["text"] == f"notice {recorder.MAX_NOTICES - 1}"
     assert (path / "logs" / "A.out").read_bytes() == "époque 1: loss 0.25\n".encode()
-    assert meta == load_run(path).meta
-    assert not (path / recorder.RESERVE_FILE).exists()
+    assert load_run(path).meta.to_json() == meta  # the reader gives back every field written
+    assert not (path / recorder.RESERVE_FILE).exists() and not (path / LOCK_FILE).exists()
 
 
 def test_unknown_values_are_empty_cells_and_booleans_digits(tmp_path: Path) -> None:
     """What docs/trace.md promises of the CSV text itself: NaN an empty cell, a boolean 0 or 1."""
     path = create_run_dir(tmp_path, "cells", time.localtime())
-    rec = Recorder(path, {"schema": 1, "label": "cells", "status": "recording", "workloads": []})
+    rec = Recorder(path, RunMeta.from_json({"schema": 1, "label": "cells", "status": "recording", "workloads": []}))
     rec.handle(StepEvent("A", 7, 3, 0.5, 0.125, warmup=False))  # samples and copy_s unknown
     rec.handle(StepEvent("A", 7, 4, 0.625, 0.125, warmup=True))
     rec.handle(DeviceSample(0.75))  # nothing known but the time
@@ -199,6 +208,7 @@ def test_run_json_while_recording_and_a_new_job_in_a_slot(tmp_path: Path) -> Non
     path = create_run_dir(tmp_path, "live", time.localtime())
     rec = Recorder(path, recorder.initial_meta(**copy.deepcopy(META)))
     first = json.loads((path / "run.json").read_text())
+    assert (path / LOCK_FILE).is_file()  # held while it records: what proves the runner (core/store/runner.py)
     assert (first["status"], first["mode"], first["duration_s"], first["label"]) == ("recording", "shared", None,
                                                                                     "round-trip")
     rec.handle(WorkloadState("A", "running", 1.0, pid=1))
@@ -213,3 +223,4 @@ def test_run_json_while_recording_and_a_new_job_in_a_slot(tmp_path: Path) -> Non
     assert entry() == {"process": "A", "spec": "fcn", "pid": 2, "start_t": 3.0, "stop_t": None, "exit_status": None,
                        "state": "running", "tail": "boom"}
     rec.close(4.0)
+    assert not (path / LOCK_FILE).exists()

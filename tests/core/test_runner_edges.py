@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 
 import psutil
 
-from gpumon.core.store.runner import RECORDING, RunnerInfo, run_status, user_name
+from gpumon.core.store.runner import INTERRUPTED, PID_MAX, RECORDING, RunnerInfo, run_status, user_name
 
 
 def test_a_uid_without_a_name_is_its_number() -> None:
@@ -25,13 +26,23 @@ def test_this_process_as_its_runner() -> None:
 
 def test_an_entry_without_detached_was_not_detached() -> None:
     entry = {"pid": 7, "started": 1.5, "uid": 0, "user": "root", "host": "h"}
-    assert RunnerInfo.from_meta({"runner": entry}) == RunnerInfo(7, 1.5, 0, "root", "h", False)
-    assert RunnerInfo.from_meta({"runner": {**entry, "detached": True}}).detached is True
-    assert RunnerInfo.from_meta({"runner": RunnerInfo(7, 1.5, 0, "root", "h", True).to_json()}).detached is True
+    assert RunnerInfo.from_json(entry) == RunnerInfo(7, 1.5, 0, "root", "h", False)
+    assert RunnerInfo.from_json({**entry, "detached": True}).detached is True
+    assert RunnerInfo.from_json(RunnerInfo(7, 1.5, 0, "root", "h", True).to_json()).detached is True
 
 
-def test_a_run_without_a_status() -> None:
-    assert run_status({}) == "?"
-    assert run_status({"status": "complete"}) == "complete"
-    elsewhere = {"pid": 1, "started": 0.0, "uid": 0, "user": "root", "host": socket.gethostname() + "-other"}
-    assert run_status({"status": RECORDING, "runner": elsewhere}) == RECORDING
+def test_pid_max_limit_itself_is_no_pid() -> None:
+    """PIDs are below pid_max, which is at most PID_MAX_LIMIT (4194304): that number is a garbled entry, not a PID."""
+    entry = {"started": 1.5, "uid": 0, "user": "root", "host": "h"}
+    assert PID_MAX == 4_194_304
+    assert RunnerInfo.from_json({**entry, "pid": PID_MAX - 1}) == RunnerInfo(PID_MAX - 1, 1.5, 0, "root", "h")
+    assert RunnerInfo.from_json({**entry, "pid": PID_MAX}) is None
+
+
+def test_a_run_without_a_status(tmp_path: Path) -> None:
+    assert run_status(None, None, tmp_path) == "?"
+    assert run_status("complete", None, tmp_path) == "complete"
+    here = {"pid": 1, "started": 0.0, "uid": 0, "user": "root", "host": socket.gethostname()}
+    elsewhere = RunnerInfo.from_json({**here, "host": socket.gethostname() + "-other"})
+    assert run_status(RECORDING, elsewhere, tmp_path) == RECORDING  # another host's runner: this one cannot tell
+    assert run_status(RECORDING, RunnerInfo.from_json(here), tmp_path) == INTERRUPTED  # here, and no lock held

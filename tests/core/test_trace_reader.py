@@ -120,7 +120,7 @@ def test_a_missing_table_is_named(tmp_path: Path) -> None:
 def test_a_recording_run_whose_runner_is_gone_reads_interrupted(tmp_path: Path) -> None:
     path = _run(tmp_path / "r", status="recording")
     run, status = load_live(path)
-    assert status == "interrupted" and run.meta["status"] == "recording"
+    assert status == "interrupted" and run.meta.status == "recording"
     done, status = load_live(_run(tmp_path / "c"))
     assert status == "complete"
 

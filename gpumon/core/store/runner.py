@@ -34,7 +34,7 @@ RECORDING = "recording"
 RUNNING = "running"
 INTERRUPTED = "interrupted"
 LOCK_FILE = "runner.lock"
-PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: a larger number names no process
+PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: every PID is below it (pid_max is at most this, and PIDs are < pid_max)
 START_TIME_SLACK_S = 0.05  # psutil's create_time is boot time + jiffies: the same process reads the same value
 
 
@@ -76,7 +76,7 @@ class RunnerInfo:
             )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
-        return info if 0 < info.pid <= PID_MAX and info.uid >= 0 and math.isfinite(info.started) else None
+        return info if 0 < info.pid < PID_MAX and info.uid >= 0 and math.isfinite(info.started) else None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

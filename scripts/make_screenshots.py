@@ -98,7 +98,7 @@ async def shoot_h100() -> None:
     for (width, height), name in (((120, 40), "monitor-h100"), ((80, 24), "monitor-h100-80x24")):
         app = h100_replay(H100, AT_T)
         async with app.run_test(size=(width, height)) as pilot:
-            await wait_until(pilot, lambda: getattr(app.screen, "frames", 0) > 0, 30, "the first frame")
+            await wait_until(pilot, lambda app=app: getattr(app.screen, "frames", 0) > 0, 30, "the first frame")
             await pilot.pause(0.3)
             title = ("gpumon: replay of a real H100 capture, resnet50 + vgg19 sharing the GPU" if width == 120
                      else "gpumon 80x24: real H100 capture replayed")

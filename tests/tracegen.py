@@ -77,6 +77,7 @@ class Job:
     # a process gpumon did not start (--beside): watched from ``start`` (its steps before it are its probe's history,
     # ``delay`` < 0), never "starting", and "detached" at the end (it goes on running)
     attached: bool = False
+    affinity: tuple[int, ...] = ()  # the cores it reports it may run on (its meta's ``affinity``); () says none
     steps: list[tuple[float, float, bool]] = field(default_factory=list, init=False)
 
     def attachment(self, pid: int) -> dict[str, Any]:
@@ -117,7 +118,8 @@ def _job_events(job: Job, pid: int) -> list[tuple[float, int, object]]:
     attached = job.attachment(pid) if job.attached else None
     events: list[tuple[float, int, object]] = [
         (job.start, 0, WorkloadState(job.slot, "running", job.start, pid=pid, attached=attached)),
-        (job.start, 1, WorkloadMeta(job.slot, pid, {"model": job.spec.split(":")[0], "batch": job.batch})),
+        (job.start, 1, WorkloadMeta(job.slot, pid, {"model": job.spec.split(":")[0], "batch": job.batch,
+                                                    **({"affinity": list(job.affinity)} if job.affinity else {})})),
     ]
     events += [(job.start, 2, LogLine(job.slot, job.start, line)) for line in job.log]
     for n, (t, d, warm) in enumerate(job.steps):
@@ -151,6 +153,7 @@ def write_run(
     gpu_util: Value | None = None,
     device_row: DeviceRow | None = None,
     host_cpu: Value = 50.0,
+    per_core: Callable[[float], tuple[float, ...]] | None = None,
     interval_s: float = 0.1,
     stagger_s: float | None = None,
     status: str = "complete",
@@ -161,7 +164,7 @@ def write_run(
     ``status="recording"`` leaves run.json as a monitor killed mid-capture does (never finalised).
 
     Device rows come from ``device_row(t, jobs running)`` (DeviceSample fields), else
-    ``gpu_util`` alone; processes and host rows every ``interval_s``.
+    ``gpu_util`` alone; processes and host rows every ``interval_s`` (each core's CPU % from ``per_core(t)``).
     """
     (root / "logs").mkdir(parents=True, exist_ok=True)
     pids = {job.slot: job.pid or 1000 + i for i, job in enumerate(jobs)}
@@ -192,7 +195,7 @@ def write_run(
         for j in running:
             events.append((t, 5, ProcessSample(t, j.slot, pids[j.slot], _value(j.cpu, t), j.rss_mib, 4,
                                                j.gpu_mem_mib, j.gpu_sm_util)))
-        events.append((t, 6, HostSample(t, _value(host_cpu, t), 4600.0, 24000.0)))
+        events.append((t, 6, HostSample(t, _value(host_cpu, t), 4600.0, 24000.0, per_core(t) if per_core else ())))
         if others:  # someone else's processes on the GPU, at the process cadence (elapsed grows with t)
             events.append((t, 7, GpuOthers(t, tuple(dataclasses.replace(o, t=t, elapsed_s=o.elapsed_s + t)
                                                      for o in others))))

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 
 from gpumon.analysis.compare import spec_key
 from gpumon.analysis.predict_model import (
+    CORE_ROOM,
     CPU,
     DEFAULT,
     ERRORS,
@@ -122,11 +123,14 @@ def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool, bool]:
     if len(times) < 2 or times[-1] <= times[0]:
         raise UsageError(f"{run.path}: workload {slot} is too short to have steps after its warm-up")
     rate = exclusive_rate(times, steps)
-    side = run_side(Window(run, slot, times[0], times[-1]), 1 / rate)
+    window = Window(run, slot, times[0], times[-1])
+    side = run_side(window, 1 / rate)
     cores = evidence.workload_cores(run, slot)
     if device_kind == "cpu":
         share = side.cpu_pct / 100 / len(cores) if cores and not math.isnan(side.cpu_pct) else math.nan
-        return rate, Solo(1 / rate, cpu_share=share, cores=cores), False, True
+        busy = evidence.cores_busy(window, cores)
+        contended = busy >= 1 - CORE_ROOM and busy - share > CORE_ROOM  # full, and not with this job's work alone
+        return rate, Solo(1 / rate, cpu_share=share, cores=cores, contended=contended), False, True
     nvml = evidence.has_nvml_data(run)
     busy = side.gpu_util / 100 if nvml else math.nan
     fill = side.sm_active / side.gpu_util if nvml and side.gpu_util > 0 else math.nan  # NaN: no GPM columns
@@ -174,7 +178,8 @@ def _job(slot: str, members: list[Member], kind: str) -> Job:
     profiles = [s[1] for s in solos]
     solo = Solo(1 / mean, busy=_mean(p.busy for p in profiles), fill=_mean(p.fill for p in profiles),
                 copy_s=sum(p.copy_s for p in profiles) / len(profiles),
-                cpu_share=_mean(p.cpu_share for p in profiles), cores=profiles[0].cores)
+                cpu_share=_mean(p.cpu_share for p in profiles), cores=profiles[0].cores,
+                contended=any(p.contended for p in profiles))
     return Job(slot, members[0][2], tuple(str(member[0].path) for member in members), mean, spread, solo,
                all(s[2] for s in solos), any(s[3] for s in solos))
 
@@ -288,6 +293,10 @@ def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]
                  "cores is unknown, so the interval spans a job idle on them (0) to one that fills them (1)"]
         points = [predict_pair(_cpu_share(jobs[0], x), _cpu_share(jobs[1], x), mode, c) for x in (0.5, 0.0, 1.0)]
         a, b = (_cpu_share(j, 0.5) for j in jobs)  # the reason in words is the estimate's
+    if mode == CPU and any(j.solo.contended for j in jobs):
+        crowded = " and ".join(j.slot for j in jobs if j.solo.contended)
+        notes = [*notes, f"{crowded}'s cores were full with other work too while it ran alone: its CPU share there is "
+                 "what it got, not what it needed, so it is taken to need more than the cores hold beside its partner"]
     widen, more = lacking(jobs, mode, model.calibrated, c)
     r, pair = intervals(points, mode, [j.spread for j in jobs], widen)
     names = (jobs[0].spec, jobs[1].spec)

@@ -79,6 +79,7 @@ class Solo:
     copy_s: float = 0.0             # C: host-to-device copy seconds per step (CUDA events), on the copy engine
     cpu_share: float = math.nan     # the job's CPU use in cores over the cores it may run on (0..1)
     cores: frozenset[int] = frozenset()
+    contended: bool = False         # its cores were full, other work on them too: cpu_share is what it got, not needed
 
 
 def kernel_s(job: Solo, c: Constants = DEFAULT) -> float:
@@ -165,8 +166,9 @@ def _cpu_share(job: Solo) -> float:
 
 def room_for_both(a: Solo, b: Solo) -> bool:
     """The cores the two may share hold both jobs' CPU use (c + c' <= 1, within ``CORE_ROOM``): unpinned jobs the
-    scheduler puts on cores of their own, or two half-idle jobs on one core; neither then waits for the other."""
-    return _cpu_share(a) + _cpu_share(b) <= 1 + CORE_ROOM
+    scheduler puts on cores of their own, or two half-idle jobs on one core; neither then waits for the other. Never
+    for a job that had to share its cores with other work alone (``contended``): it would have used more of them."""
+    return not (a.contended or b.contended) and _cpu_share(a) + _cpu_share(b) <= 1 + CORE_ROOM
 
 
 def cpu_step(me: Solo, partner: Solo) -> float:

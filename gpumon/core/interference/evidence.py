@@ -135,6 +135,31 @@ def run_side(w: Window, step_s: float) -> Side:
     )
 
 
+def cores_busy(w: Window, cores: frozenset[int]) -> float:
+    """How busy ``cores`` were inside ``w``, with anything (the job's own work included), as a share 0..1: host.csv's
+    per-core CPU % averaged over those cores and the window's rows (NaN: no per-core samples, as in runs recorded
+    before them, or cores the samples do not hold)."""
+    def read() -> tuple[list[float], list[str]]:
+        try:
+            columns = w.run.columns("host")
+        except TraceError:
+            return [], []
+        return [_float(t) for t in columns["t"]], columns["per_core"]
+
+    if not cores:
+        return NAN
+    times, texts = w.run.cached("evidence:host:per_core", w.run.path / "host.csv", read)
+    means = []
+    for t, text in zip(times, texts):
+        try:
+            each = [float(x) for x in text.split()]
+        except ValueError:
+            continue
+        if w.start <= t <= w.end and max(cores) < len(each):
+            means.append(sum(each[c] for c in cores) / len(cores))
+    return sum(means) / len(means) / 100 if means else NAN
+
+
 def merge(sides: Sequence[tuple[Side, float]], step_s: float) -> Side:
     """Sides of repeats as one, each field weighted by its window's duration (unknown fields skipped)."""
     def weighted(name: str) -> float:

@@ -131,6 +131,20 @@ def solo_core_share(run_dir: Path, slot: str = "A") -> float:
     return float(rows.cpu_pct.mean()) / 100
 
 
+def solo_cores_busy(run_dir: Path, slot: str = "A") -> float:
+    """How busy the whole box's cores were (0..1, anything on them) while ``slot``'s job stepped alone, read from
+    host.csv's per-core CPU % with pandas: the mean over every core and the rows between its first and last
+    post-warm-up steps. Its own share subtracted, what other processes took: on an idle 2-core box an unpinned
+    single-threaded job keeps it near 0.5; beside two busy loops it is ~1."""
+    import pandas as pd
+
+    steps = pd.read_csv(run_dir / "steps.csv")
+    steps = steps[(steps.process == slot) & (steps.warmup == 0)]
+    host = pd.read_csv(run_dir / "host.csv")
+    host = host[host.t.between(steps.t.min(), steps.t.max())]
+    return float(host.per_core.map(lambda text: sum(map(float, text.split())) / len(text.split())).mean()) / 100
+
+
 @functools.lru_cache(maxsize=1)
 def nvml_library_installed() -> bool:
     """Whether the dynamic linker finds a libnvidia-ml.so.1 of its own (without LD_LIBRARY_PATH), as on a GPU box.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import gpumon, only_run, run_until, solo_core_share, steps_span
+from tests.helpers import gpumon, only_run, run_until, solo_core_share, solo_cores_busy, steps_span
 
 H100 = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
 
@@ -55,9 +55,16 @@ def test_same_core_halves_both_and_different_cores_do_not_interfere(pinned: dict
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores: one for each copy")
 def test_unpinned_single_threaded_jobs_fit_on_a_box_of_two_cores_or_more(tmp_path: Path) -> None:
     unpinned = _capture(tmp_path, None)  # affinity: every core; it keeps one busy
-    assert all(abs(r - 1) <= 0.1 for r in _slowdowns(str(unpinned))), "a copy of it beside it has a core of its own"
+    share = solo_core_share(unpinned) / (os.cpu_count() or 1)  # its CPU over the cores it may run on
     done = gpumon("predict", "--exclusive", str(unpinned))
-    assert "their cores have room for both" in done.stdout and "pinned" not in done.stdout
+    fits = all(abs(r - 1) <= 0.1 for r in _slowdowns(str(unpinned))) and "their cores have room for both" in done.stdout
+    turns = (all(abs(r - (1 + share)) <= 0.1 for r in _slowdowns(str(unpinned))) and "take turns" in done.stdout
+             and "cores were full with other work" in done.stdout)
+    busy = solo_cores_busy(unpinned)
+    # The box had a free core for a copy of it: neither waits. Other work filled the cores (a loaded box): the copy
+    # takes a turn on them, r = 1 + its share of them. Within a few points of "full" (95 %) either reading is right.
+    expected = [fits] if busy < 0.92 else [turns] if busy > 0.98 else [fits, turns]
+    assert any(expected) and "pinned" not in done.stdout, (busy, share, done.stdout)
 
 
 def test_text_names_the_physics(pinned: dict[int, Path]) -> None:

@@ -70,7 +70,12 @@ def test_it_measures_the_devices_slice_switch_cost_and_mps_fill(measured: dict, 
     c = measured["constants"]
     assert measured["gpu"] == GPU and measured["driver"] == "580.159.04"
     assert 0.8 * SLICE_MS <= 1e3 * c["slice_s"] <= 1.25 * SLICE_MS, c
-    assert 0.8 * SWITCH_MS <= 1e3 * c["switch_s"] <= 1.6 * SWITCH_MS, c  # a loaded box only lengthens a switch
+    # A loaded box lengthens a switch (the fake's sleep ends late) and, from the probes' side, the gaps around it: the
+    # measure must follow what the device's switches took on its own clock (at least the scripted cost). Measured
+    # on the 2-core VM: 1.02x that on a box at load 4, 1.24x-1.58x with two to four busy loops more; a measure that
+    # read the wrong thing (no switch, a run or a slice for a gap, half the gaps) is off by 2x or more.
+    took = fakegpu.median_switch_s(box.socket)
+    assert SWITCH_MS <= 1e3 * took and 0.8 * took <= c["switch_s"] <= 1.8 * took, (c, took)
     assert c["sm_fill"] == pytest.approx(FILL, abs=0.05)
     slicing = measured["details"]["time_slicing"]
     assert slicing["runs"] >= 20 and slicing["kernel_alone_s"] == pytest.approx(1e-3, rel=0.05)

@@ -6,6 +6,8 @@ closes), and with the test process in any case.
 
 from __future__ import annotations
 
+import socket as sockets
+import statistics
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -32,3 +34,14 @@ def serve(socket: Path, slice_ms: float = 30.0, switch_ms: float = 3.0, mps_fill
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def median_switch_s(socket: Path) -> float:
+    """The median wall time of the device's switches so far, on its own clock (server.py: the scripted cost plus
+    what the machine's load added): what a measured switch cost must match."""
+    with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as conn:
+        conn.connect(str(socket))
+        stream = conn.makefile("rw", encoding="utf-8")
+        stream.write("switches\n")
+        stream.flush()
+        return statistics.median(float(x) for x in stream.readline().split())

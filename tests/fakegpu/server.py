@@ -12,9 +12,12 @@ thread runs them in real time, one context at a time, as a GPU's time slicing do
 - two clients that said ``hello mps`` run at once instead, each at 1 / (1 + fill) of its speed while both have work.
 
 It runs in slices of wall-clock time (``time.sleep``), so a loaded machine stretches them as it would any process;
-kernel ends are stamped from the clock as they fall inside each stretch. Protocol (one line each way):
-``hello ts|mps`` -> ``ok``; ``spin N D`` -> the N end times once all have run; ``run D`` -> ``START END``. Prints
-``ready`` once it listens; exits when stdin closes (its owner, the test, is gone).
+kernel ends are stamped from the clock as they fall inside each stretch. What a switch took on the device's own
+clock (from the end of the holder's last stretch to the start of the other's first: the scripted cost, plus what a
+loaded machine adds to it) is kept, the witness a test compares a measured switch cost with. Protocol (one line
+each way): ``hello ts|mps`` -> ``ok``; ``spin N D`` -> the N end times once all have run; ``run D`` -> ``START END``;
+``switches`` -> every switch so far, in seconds. Prints ``ready`` once it listens; exits when stdin closes (its
+owner, the test, is gone).
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class Device:
         self.since = 0.0
         self.mark = 0.0
         self.last: list[Client] = []
+        self.switched_at: float | None = None  # the end of the holder's last stretch, while a switch is under way
+        self.switches: list[float] = []  # each switch's wall time, as the probes see it (see the module docstring)
 
     def submit(self, client: Client, durations: list[float]) -> list[list]:
         kernels = [[d, None, threading.Event(), {}] for d in durations]
@@ -95,6 +100,7 @@ class Device:
                     step = max(1e-4, min(CHUNK_S, self.owner.work(), left))
                     running, rate = [self.owner], 1.0
             if switch:
+                self.switched_at = self.mark
                 time.sleep(switch)
                 with self.cv:
                     self.since = self.mark = time.monotonic()
@@ -103,6 +109,9 @@ class Device:
             # the device runs from the end of what was last accounted when the same contexts go on running (the
             # fake's own time between two stretches is the device's, not an idle gap), else from now
             began = self.mark if running == self.last else time.monotonic()
+            if self.switched_at is not None:
+                self.switches.append(began - self.switched_at)
+                self.switched_at = None
             time.sleep(step)
             with self.cv:
                 self.mark = time.monotonic()
@@ -127,6 +136,9 @@ def handle(device: Device, conn: socket.socket) -> None:
                 for k in kernels:
                     k[2].wait()
                 answer = " ".join(f"{k[3]['end']:.7f}" for k in kernels)
+            elif words[0] == "switches":
+                with device.cv:
+                    answer = " ".join(f"{s:.7f}" for s in device.switches)
             elif words[0] == "run":
                 (kernel,) = device.submit(client, [float(words[1])])
                 kernel[2].wait()

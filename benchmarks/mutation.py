@@ -79,7 +79,7 @@ MODULES: dict[str, Target] = {
     "core.jobs.beside": Target("gpumon/core/jobs/beside.py", (CORE + "test_beside_target.py",)),
     # Being refactored on the arch/firsthour branches: configured, re-run after the merge.
     "tui.widgets.interference": Target("gpumon/tui/widgets/interference.py", (
-        TUI + "test_cause_line.py", TUI + "test_widget_text.py")),
+        TUI + "test_interference_line.py", TUI + "test_cause_line.py", TUI + "test_widget_text.py")),
     "tui.widgets.lines": Target("gpumon/tui/widgets/lines.py", (
         TUI + "test_lines.py", TUI + "test_widget_text.py", TUI + "test_device_panel.py")),
     "tui.widgets.gpus": Target("gpumon/tui/widgets/gpus.py", (TUI + "test_gpus.py", TUI + "test_widget_text.py")),

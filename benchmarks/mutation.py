@@ -86,7 +86,7 @@ MODULES: dict[str, Target] = {
     "tui.widgets.processes": Target("gpumon/tui/widgets/processes.py", (TUI + "test_widget_text.py",)),
     "tui.widgets.probed": Target("gpumon/tui/widgets/probed.py", (TUI + "test_widget_text.py", TUI + "test_probed.py")),
     "tui.widgets.device": Target("gpumon/tui/widgets/device.py", (
-        TUI + "test_device_panel.py", TUI + "test_widget_text.py")),
+        TUI + "test_device_text.py", TUI + "test_device_panel.py", TUI + "test_widget_text.py")),
     "tui.widgets.graph": Target("gpumon/tui/widgets/graph.py", (TUI + "test_model.py", TUI + "test_widget_text.py")),
 }
 

@@ -122,8 +122,8 @@ async def test_a_text_line_pads_with_its_texts_style_and_its_second_line_is_blan
         line.show(Text("ab", style="on #0000ff"))  # the same text: nothing to repaint
         assert asked == []
         line.show("plain words that run on")  # a str is made a Text
-        await pilot.pause()
         assert asked == ["all"] and line.plain == "plain words that run on"
+        await pilot.pause()
         assert _cells(line.render_line(0)) == [("plain wor…", "#c0c0c0 on #102030")]  # no end of line after it
         assert _screen_lines(app)[2][:10] == "plain wor…"
 
@@ -131,13 +131,12 @@ async def test_a_text_line_pads_with_its_texts_style_and_its_second_line_is_blan
 @run_async
 async def test_a_metric_row_before_its_first_value_shows_its_label_and_scale():
     app = _StyledApp()
-    async with app.run_test(size=(50, 12)) as pilot:
+    async with app.run_test(size=(50, 12)):
         row = app.query_one("#row", MetricRow)
         assert row.value == ""
         assert [line[:40] for line in _screen_lines(app)[4:6]] == ["iter/s".ljust(40), "0–1".rjust(21).ljust(40)]
         asked = _regions(row)
         row.show("")  # no value and no history, as before: nothing to repaint
-        await pilot.pause()
         assert asked == []
 
 

@@ -79,14 +79,14 @@ MODULES: dict[str, Target] = {
     "core.jobs.beside": Target("gpumon/core/jobs/beside.py", (CORE + "test_beside_target.py",)),
     # Being refactored on the arch/firsthour branches: configured, re-run after the merge.
     "tui.widgets.interference": Target("gpumon/tui/widgets/interference.py", (
-        TUI + "test_cause_line.py", TUI + "test_widget_text.py")),
+        TUI + "test_interference_line.py", TUI + "test_cause_line.py", TUI + "test_widget_text.py")),
     "tui.widgets.lines": Target("gpumon/tui/widgets/lines.py", (
         TUI + "test_lines.py", TUI + "test_widget_text.py", TUI + "test_device_panel.py")),
     "tui.widgets.gpus": Target("gpumon/tui/widgets/gpus.py", (TUI + "test_gpus.py", TUI + "test_widget_text.py")),
     "tui.widgets.processes": Target("gpumon/tui/widgets/processes.py", (TUI + "test_widget_text.py",)),
     "tui.widgets.probed": Target("gpumon/tui/widgets/probed.py", (TUI + "test_widget_text.py", TUI + "test_probed.py")),
     "tui.widgets.device": Target("gpumon/tui/widgets/device.py", (
-        TUI + "test_device_panel.py", TUI + "test_widget_text.py")),
+        TUI + "test_device_text.py", TUI + "test_device_panel.py", TUI + "test_widget_text.py")),
     "tui.widgets.graph": Target("gpumon/tui/widgets/graph.py", (TUI + "test_model.py", TUI + "test_widget_text.py")),
 }
 

@@ -28,7 +28,7 @@ def missing(value: float | None) -> bool:
 
 
 def num(value: float | None) -> str:
-    """Three significant digits with a k/M/G suffix: 812, 52.0k, 1.20M."""
+    """Up to three significant digits with a k/M/G suffix, trailing zeros dropped: 812, 52k, 1.2M, 40.5, 0.25."""
     if missing(value):
         return DASH
     assert value is not None

@@ -317,3 +317,232 @@ def test_an_export_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
         export(load_run(path), there, overwrite=True)
     assert str(err.value) == f"cannot write {there / 'processes.csv'}: Is a directory; nothing was exported"
     assert sorted(p.name for p in there.iterdir()) == ["device.csv", "processes.csv", "steps.csv"]
+
+
+# Four jobs' steps in file order, times out of order: B counts first (file order), A's first time is a tie (1.0, steps
+# 2 then 1: the first in the file), its last a tie (4.0, steps 31 then 30: the last in the file), an infinite time, a
+# step 2.5 and a row without a step are not steps; C has one counted step, AA only warm-up (and sorts before B and C).
+ENDS_STEPS = STEPS_HEADER + "".join(line + "\n" for line in (
+    "B,12,0,0.3,0.3,8,1,0,", "A,11,0,0.4,0.4,8,1,0,", "AA,14,0,0.2,0.2,8,1,0,",
+    "B,12,1,1.0,0.25,8,0,0,", "A,11,10,2.0,0.1,8,0,4096,0.002", "A,11,2,1.0,0.1,8,0,0,", "A,11,1,1.0,0.1,8,0,0,",
+    "C,13,7,2.5,0.1,8,0,0,", "A,11,,2.5,0.1,8,0,0,", "A,11,20,3.0,0.1,8,0,0,", "B,12,5,2.0,0.25,8,0,0,",
+    "A,11,99,inf,0.1,8,0,0,", "A,11,2.5,5.0,0.1,8,0,0,", "A,11,31,4.0,0.1,8,0,0,", "A,11,30,4.0,0.1,8,0,0,"))
+ENDS = [("B", ([1.0, 2.0], [1.0, 5.0])), ("A", ([1.0, 4.0], [2.0, 30.0])), ("C", ([2.5], [7.0]))]
+
+
+@pytest.mark.parametrize("extra", [
+    "",
+    "A,11,40,6.0,0.1,8,0\n",  # short: the csv module skips it, pandas would pad it (the columns are read by row)
+    "A,11,41,later,0.1,8,0,0,\n",  # text for a time: read by row, the row skipped
+])
+@pytest.mark.parametrize("path", ["by row", "columns", "cache", "light"])
+def test_each_jobs_first_and_last_counted_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str,
+                                               extra: str) -> None:
+    from gpumon.core.store import trace
+
+    run_dir = _hand(tmp_path / "r", steps=ENDS_STEPS + extra)
+    if path != "by row":
+        monkeypatch.setattr(trace, "COLUMNS_BYTES", 0)  # a big run's reading, for this small one
+    if path == "cache":
+        load_run(run_dir).steps()
+        assert (run_dir / STEPS_CACHE).is_file()
+    ends = trace.exclusive_ends(load_run(run_dir), whole=path != "light")
+    assert list(ends.items()) == ENDS
+    assert (run_dir / STEPS_CACHE).is_file() == (path in ("columns", "cache"))
+    rates = trace.exclusive_rates(load_run(run_dir))
+    assert rates["A"] == pytest.approx(28 / 3) and rates["B"] == pytest.approx(4.0) and rates["C"] != rates["C"]
+    assert baseline_rate("A", run_dir) == pytest.approx(28 / 3)
+    with pytest.raises(UsageError, match="has no post-warm-up rate for C"):
+        baseline_rate("C", run_dir)  # one step: no rate, and two jobs have one
+
+
+@pytest.mark.parametrize("path", ["read", "cache", "light", "steps"])
+def test_the_step_columns_of_each_row(tmp_path: Path, path: str) -> None:
+    run_dir = _hand(tmp_path / "r", steps=STEPS_HEADER + "B,12,0,0.5,0.5,8,1,0,\nA,11,1,1.0,0.25,8,0,4096,0.002\n"
+                                          ",13,2,1.5,0.25,8,0,,\nA,11,2,2.0,0.25,,0,8192,0.004\n")
+    run = load_run(run_dir)
+    if path == "cache":
+        run.steps()
+        run = load_run(run_dir)
+    if path == "steps":
+        run.steps()
+    codes, names, (t, step, copy_s) = run.step_columns(("t", "step", "copy_s"), whole=path != "light")
+    jobs = [names[int(c)] if c == c and c >= 0 else None for c in codes.tolist()]  # no job: -1 or NaN
+    assert jobs == ["B", "A", None, "A"]
+    assert t.tolist() == [0.5, 1.0, 1.5, 2.0] and step.tolist() == [0, 1, 2, 2]
+    assert copy_s[1:2].tolist() == [0.002] and copy_s[3] == 0.004 and copy_s[0] != copy_s[0] and copy_s[2] != copy_s[2]
+    assert (run_dir / STEPS_CACHE).is_file() == (path != "light")
+
+
+def test_numbers_of_arrow_columns_with_nulls_offsets_and_chunks() -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from gpumon.core.store.trace import _numpy
+
+    ints = pa.array([1, None, 3, 4, None, 6, 7, 8, 9, 10], type=pa.int32()).slice(3, 5)  # 4, None, 6, 7, 8
+    got = _numpy(ints)
+    assert got[0] == 4 and got[1] != got[1] and got[2:].tolist() == [6, 7, 8]
+    floats = pa.chunked_array([pa.array([0.5, None], type=pa.float64()), pa.array([2.5], type=pa.float64())])
+    got = _numpy(floats)
+    assert got[0] == 0.5 and got[1] != got[1] and got[2] == 2.5 and len(got) == 3
+    assert _numpy(pa.array([True, False])).tolist() == [True, False]  # not a number type: pyarrow's own conversion
+    assert _numpy(pa.array([7, 8], type=pa.int64())).dtype == np.int64
+    assert _numpy(pa.chunked_array([], type=pa.float64())).tolist() == []
+
+
+def test_a_steps_csv_of_the_threshold_size_is_read_as_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpumon.core.store import trace
+
+    run_dir = _hand(tmp_path / "r", steps=ENDS_STEPS)
+    monkeypatch.setattr(trace, "COLUMNS_BYTES", len(ENDS_STEPS))  # exactly its size: big
+    assert list(trace.exclusive_ends(load_run(run_dir)).items()) == ENDS
+    assert (run_dir / STEPS_CACHE).is_file(), "read as columns through Run.steps(), which writes the cache"
+    monkeypatch.setattr(trace, "COLUMNS_BYTES", len(ENDS_STEPS) + 1)
+    (run_dir / STEPS_CACHE).unlink()
+    assert list(trace.exclusive_ends(load_run(run_dir)).items()) == ENDS
+    assert not (run_dir / STEPS_CACHE).exists(), "a byte below: row by row"
+    assert trace._rate_columns(load_run(run_dir)) is not None and (run_dir / STEPS_CACHE).is_file(), "whole by default"
+
+
+def _two_jobs(root: Path) -> Path:
+    return _hand(root, steps=STEPS_HEADER + "B,12,0,0.5,0.5,8,1,0,\nA,11,1,1.0,0.25,8,0,4096,0.002\n"
+                                            "B,12,1,1.5,0.25,8,0,0,\nA,11,2,2.0,0.25,8,0,8192,0.004\n")
+
+
+def test_the_steps_split_by_job_once_with_their_row_numbers(tmp_path: Path) -> None:
+    run = load_run(_two_jobs(tmp_path / "r"))
+    jobs = run.jobs()
+    assert run.jobs() is jobs, "split once while steps.csv is unchanged"
+    assert sorted(jobs) == ["A", "B"]
+    assert jobs["A"].index.tolist() == [1, 3] and jobs["A"]["step"].tolist() == [1, 2]
+    assert jobs["B"].index.tolist() == [0, 2] and jobs["B"]["t"].tolist() == [0.5, 1.5]
+    assert list(jobs["A"].columns) == STEP_NAMES and run.job_steps("A") is jobs["A"]
+    none = run.job_steps("C")
+    assert none.empty and list(none.columns) == STEP_NAMES
+    with open(run.path / "steps.csv", "a") as f:
+        f.write("C,13,1,3.0,0.25,8,0,0,\n")
+    again = run.jobs()
+    assert again is not jobs and sorted(again) == ["A", "B", "C"] and again["C"].index.tolist() == [4]
+
+
+def test_each_tables_columns_are_kept_apart(tmp_path: Path) -> None:
+    """Two tables of the same size and time: each keeps its own columns (they are memoised by table)."""
+    import os
+
+    path = _hand(tmp_path / "r", processes=PROCESSES_HEADER + "1.0,A,11,99.5,100.25,3,,\n",
+                 host=HOST_HEADER + "1.0,50.5,1000,24000,12.5 97.000000000000\n")
+    assert (path / "processes.csv").stat().st_size == (path / "host.csv").stat().st_size
+    for name in ("processes.csv", "host.csv"):
+        os.utime(path / name, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    run = load_run(path)
+    assert run.columns("processes")["process"] == ["A"]
+    assert run.columns("host")["per_core"] == ["12.5 97.000000000000"]
+    assert run.columns("processes")["cpu_pct"] == ["99.5"]
+
+
+def test_a_light_read_of_a_clean_table_needs_no_pandas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpumon.core.store.trace import Run
+
+    def no_pandas(*args: object, **kwargs: object) -> None:
+        raise AssertionError("steps.csv parsed by pandas: pyarrow reads it as pandas would")
+
+    monkeypatch.setattr(Run, "_frame_of", no_pandas)
+    codes, names, (t,) = load_run(_two_jobs(tmp_path / "r")).step_columns(("t",), whole=False)
+    assert [names[int(c)] for c in codes] == ["B", "A", "B", "A"] and t.tolist() == [0.5, 1.0, 1.5, 2.0]
+
+
+def test_a_run_finalised_between_two_reads_reads_as_final(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_live reads an interrupted-looking run once more: its runner may have just written the final run.json."""
+    from gpumon.core.store import trace
+
+    path = _hand(tmp_path / "r", meta={**HAND_META, "status": "recording"})
+    read = trace.load_run
+
+    def read_then_finalise(p: Path) -> trace.Run:
+        run = read(p)
+        (path / "run.json").write_text(json.dumps(HAND_META))  # the runner finishes and exits
+        return run
+
+    monkeypatch.setattr(trace, "load_run", read_then_finalise)
+    run, status = trace.load_live(path)
+    assert status == "complete" and run.meta.status == "complete"
+
+
+def test_a_run_this_process_records_reads_running(tmp_path: Path) -> None:
+    from gpumon.core.store.runner import RunnerInfo, RunnerLock
+
+    me = RunnerInfo.current()
+    path = _hand(tmp_path / "r", meta={**HAND_META, "status": "recording", "runner": me.to_json(), "device": "cuda:1"},
+                 steps=STEPS_HEADER)
+    lock = RunnerLock.take(path)
+    try:
+        run, status = load_live(path)
+        assert status == "running"
+        summary = summarize(run)
+        assert (summary.status, summary.runner, summary.device) == ("running", me, "cuda:1")
+    finally:
+        lock.release()
+    assert load_live(path)[1] == "interrupted"
+
+
+def test_a_damaged_run_is_listed_with_why(tmp_path: Path) -> None:
+    from gpumon.core.store.trace import scan_runs
+
+    good = _hand(tmp_path / "runs" / "20261126-050000-a")
+    bad = _hand(tmp_path / "runs" / "20261126-060000-b")
+    (bad / "run.json").write_text("{")
+    runs, damaged = scan_runs(tmp_path / "runs")
+    assert [r.path for r in runs] == [good]
+    assert [(d.name, d.problem) for d in damaged] == [("20261126-060000-b", f"{bad / 'run.json'}: corrupt (not valid JSON)")]
+
+
+def test_an_export_folder_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(EnvironmentFailure) as err:
+        export(load_run(_exportable(tmp_path / "r")), tmp_path / "file" / "out")
+    assert str(err.value) == f"cannot create {tmp_path / 'file' / 'out'}: Not a directory"
+
+
+def test_parquet_export_holds_the_columns_alone(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    export(load_run(_exportable(tmp_path / "r")), tmp_path / "pq", "parquet")
+    assert pq.read_schema(tmp_path / "pq" / "steps.parquet").names == STEP_NAMES  # no index column
+    assert pq.read_schema(tmp_path / "pq" / "device.parquet").names == DEVICE_NAMES
+
+
+def test_export_writes_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    """Under an ASCII locale (C, without Python's UTF-8 mode) the exported text is still the UTF-8 it was."""
+    import os
+    import subprocess
+    import sys
+
+    others = OTHERS_HEADER + "1.0,777,josé,python entraîné.py,512.5,9.5,88.5,640.25,60\n"
+    path = _exportable(tmp_path / "r")
+    (path / "gpu_others.csv").write_text(others, encoding="utf-8")
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    code = ("import sys; from pathlib import Path; from gpumon.core.store.trace import export, load_run; "
+            "assert sys.flags.utf8_mode == 0; export(load_run(sys.argv[1]), Path(sys.argv[2]))")
+    done = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "out")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "gpu_others.csv").read_bytes() == others.encode("utf-8")
+
+
+def test_the_step_columns_of_a_cache_are_read_without_pandas(tmp_path: Path) -> None:
+    """``gpumon runs`` reads a cache's columns with pyarrow alone (its own conversion to numpy would import pandas)."""
+    import subprocess
+    import sys
+
+    run_dir = _hand(tmp_path / "r", steps=STEPS_HEADER + "B,12,0,0.5,0.5,8,1,0,\nA,11,1,1.0,0.25,8,0,4096,0.002\n"
+                                          ",13,2,1.5,0.25,8,0,,\nA,11,2,2.0,0.25,,0,8192,0.004\n")
+    load_run(run_dir).steps()
+    assert (run_dir / STEPS_CACHE).is_file()
+    code = ("import sys; from gpumon.core.store.trace import load_run; "
+            "codes, names, (t, step, copy_s) = load_run(sys.argv[1]).step_columns(('t', 'step', 'copy_s')); "
+            "print('pandas' in sys.modules, [names[int(c)] if c == c else None for c in codes], t.tolist(), "
+            "step.tolist(), [None if x != x else x for x in copy_s.tolist()])")
+    done = subprocess.run([sys.executable, "-c", code, str(run_dir)], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == ("False ['B', 'A', None, 'A'] [0.5, 1.0, 1.5, 2.0] [0, 1, 2, 2] "
+                                   "[None, 0.002, None, 0.004]"), done.stderr

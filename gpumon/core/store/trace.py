@@ -287,9 +287,7 @@ def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
     import numpy as np
     import pandas as pd
 
-    slots = steps["process"]
-    if slots.dtype != "category":
-        slots = slots.astype("category")
+    slots = steps["process"]  # categorical: Run.steps() reads it so, from steps.csv or the cache
     codes = slots.cat.codes.to_numpy()
     out = {}
     for code, name in enumerate(slots.cat.categories):

@@ -521,12 +521,14 @@ def test_export_writes_utf8_whatever_the_locale(tmp_path: Path) -> None:
     others = OTHERS_HEADER + "1.0,777,josé,python entraîné.py,512.5,9.5,88.5,640.25,60\n"
     path = _exportable(tmp_path / "r")
     (path / "gpu_others.csv").write_text(others, encoding="utf-8")
+    (path / "run.json").write_text(json.dumps({**HAND_META, "label": "déjà"}, ensure_ascii=False), encoding="utf-8")
     env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
     code = ("import sys; from pathlib import Path; from gpumon.core.store.trace import export, load_run; "
-            "assert sys.flags.utf8_mode == 0; export(load_run(sys.argv[1]), Path(sys.argv[2]))")
+            "assert sys.flags.utf8_mode == 0; run = load_run(sys.argv[1]); print(ascii(run.label)); "
+            "export(run, Path(sys.argv[2]))")
     done = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "out")], env=env,
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0 and done.stdout.strip() == ascii("déjà"), done.stderr
     assert (tmp_path / "out" / "gpu_others.csv").read_bytes() == others.encode("utf-8")
 
 
@@ -546,3 +548,116 @@ def test_the_step_columns_of_a_cache_are_read_without_pandas(tmp_path: Path) -> 
     done = subprocess.run([sys.executable, "-c", code, str(run_dir)], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == ("False ['B', 'A', None, 'A'] [0.5, 1.0, 1.5, 2.0] [0, 1, 2, 2] "
                                    "[None, 0.002, None, 0.004]"), done.stderr
+
+
+def _forge_cache(run_dir: Path, t: list[float], columns: list[str] | None = None) -> None:
+    """A steps.parquet made here with pyarrow, valid for steps.csv as it is now (its size and mtime, layout 2), whose
+    rows are not steps.csv's: job Z at times ``t``. Whichever values a read gives say where it read them from."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    st = os.stat(run_dir / "steps.csv")
+    n = len(t)
+    table = pa.table({"process": pa.array(["Z"] * n).dictionary_encode(), "pid": pa.array([99] * n),
+                      "step": pa.array(list(range(n))), "t": pa.array(t), "iter_s": pa.array([0.5] * n),
+                      "samples": pa.array([8.0] * n), "warmup": pa.array([0] * n), "copy_bytes": pa.array([0] * n),
+                      "copy_s": pa.array([None] * n, type=pa.float64())})
+    if columns is not None:
+        table = table.select(columns)
+    pq.write_table(table.replace_schema_metadata({b"gpumon_steps_csv": f"{st.st_size}:{st.st_mtime_ns}".encode(),
+                                                  b"gpumon_steps_layout": b"2"}), run_dir / STEPS_CACHE)
+
+
+def test_where_the_step_columns_come_from(tmp_path: Path) -> None:
+    """The steps already read, else a cache valid for steps.csv, else steps.csv; the light read kept for a later one."""
+    run_dir = _two_jobs(tmp_path / "r")
+    csv_t = [0.5, 1.0, 1.5, 2.0]
+    _forge_cache(run_dir, [7.0, 8.0])
+    codes, names, (t,) = load_run(run_dir).step_columns(("t",))
+    assert [names[int(c)] for c in codes] == ["Z", "Z"] and t.tolist() == [7.0, 8.0], "a valid cache is read"
+    assert load_run(run_dir).steps()["t"].tolist() == [7.0, 8.0]
+    _forge_cache(run_dir, [7.0, 8.0], columns=[c for c in STEP_NAMES if c != "copy_s"])
+    assert load_run(run_dir).step_columns(("t",))[2][0].tolist() == csv_t, "a cache without every column is not"
+    (run_dir / STEPS_CACHE).unlink()
+    run = load_run(run_dir)
+    assert run.steps()["t"].tolist() == csv_t
+    _forge_cache(run_dir, [7.0, 8.0])
+    assert run.step_columns(("t",))[2][0].tolist() == csv_t, "the steps already read"
+    (run_dir / STEPS_CACHE).unlink()
+    light = load_run(run_dir)
+    assert light.step_columns(("t", "warmup"), whole=False)[2][0].tolist() == csv_t
+    _forge_cache(run_dir, [7.0, 8.0])
+    assert light.step_columns(("t",))[2][0].tolist() == csv_t, "the light read, kept"
+    (run_dir / STEPS_CACHE).unlink()
+    assert light.step_columns(("t", "copy_s"))[2][0].tolist() == csv_t
+    assert not (run_dir / STEPS_CACHE).exists(), "the light read serves a whole one of its columns"
+
+
+def test_a_recording_runs_tables_are_read_every_time(tmp_path: Path) -> None:
+    """A recording run's steps are read again at each call, even when steps.csv keeps its size and mtime; a finished
+    run's are kept while those do not change."""
+    import os
+
+    for status, kept in (("recording", False), ("complete", True)):
+        run_dir = _hand(tmp_path / status, meta={**HAND_META, "status": status},
+                        steps=STEPS_HEADER + "A,11,1,1.0,0.25,8,0,0,\n")
+        stamp = os.stat(run_dir / "steps.csv").st_mtime_ns
+        run = load_run(run_dir)
+        first = run.steps()
+        assert first["t"].tolist() == [1.0] and run.columns("steps")["t"] == ["1.0"]
+        (run_dir / "steps.csv").write_text(STEPS_HEADER + "A,11,1,9.0,0.25,8,0,0,\n")  # the same size
+        os.utime(run_dir / "steps.csv", ns=(stamp, stamp))
+        if kept:
+            assert run.steps() is first and run.columns("steps")["t"] == ["1.0"]
+        else:
+            assert run.steps()["t"].tolist() == [9.0] and run.columns("steps")["t"] == ["9.0"]
+
+
+def test_a_table_in_the_current_layout_is_handed_over_as_its_bytes(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No decoding for a table in the current layout: its complete lines, as they are on disk (a torn last line, even
+    one cut inside a character, dropped)."""
+    from gpumon.core.store.trace import Run
+
+    run = load_run(_hand(tmp_path / "r", steps=STEPS_HEADER.encode() + b"A,11,1,1.0,0.25,8,0,0,\nA,11,2,2.0,0.25,\xc3"))
+
+    def no_decoding(self: Run, table: str) -> str:
+        raise AssertionError("decoded as text")
+
+    monkeypatch.setattr(Run, "table_text", no_decoding)
+    assert run.table_bytes("steps") == (STEPS_HEADER + "A,11,1,1.0,0.25,8,0,0,\n").encode()
+
+
+def test_the_errors_of_a_run_directory_word_for_word(tmp_path: Path) -> None:
+    path = _hand(tmp_path / "r", steps="process,pid\n")
+    with pytest.raises(TraceError) as err:
+        load_run(path).steps()
+    assert str(err.value) == f"{path / 'steps.csv'}: corrupt header (expected {STEPS_HEADER.strip()})"
+    for content, message in ((b"{not json", f"{path / 'run.json'}: corrupt (not valid JSON)"),
+                             (None, f"{path}: not a gpumon run (no run.json)")):
+        (path / "run.json").unlink(missing_ok=True)
+        if content is not None:
+            (path / "run.json").write_bytes(content)
+        with pytest.raises(TraceError) as err:
+            load_run(path)
+        assert str(err.value) == message
+    (path / "run.json").mkdir()
+    with pytest.raises(TraceError) as err:
+        load_run(path)
+    assert str(err.value) == f"cannot read {path / 'run.json'}: Is a directory"
+    with pytest.raises(TraceError) as err:
+        load_run(tmp_path / "gone")
+    assert str(err.value) == f"{tmp_path / 'gone'}: no such run directory"
+    lone = tmp_path / "lone.csv"
+    lone.write_bytes(b"\nabc")  # a newline first, then a torn line
+    assert complete_text(lone) == "\n"
+
+
+def test_a_job_name_pandas_reads_as_missing_is_missing_in_a_light_read(tmp_path: Path) -> None:
+    run_dir = _hand(tmp_path / "r", steps=STEPS_HEADER + "A,11,1,1.0,0.25,8,0,0,\n<NA>,12,1,1.5,0.25,8,0,0,\n"
+                                          "None,13,1,2.0,0.25,8,0,0,\n")
+    codes, names, (t,) = load_run(run_dir).step_columns(("t",), whole=False)
+    assert [names[int(c)] if c == c and c >= 0 else None for c in codes] == ["A", None, None]
+    assert t.tolist() == [1.0, 1.5, 2.0]

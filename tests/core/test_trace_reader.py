@@ -227,6 +227,9 @@ def test_a_table_without_a_whole_header_reads_as_one_without_rows(tmp_path: Path
     assert list(run.rows("steps")) == [] and summarize(run).rates == {}
     export(run, tmp_path / "out")
     assert (tmp_path / "out" / "steps.csv").read_text() == STEPS_HEADER
+    torn = load_run(_hand(tmp_path / "torn", steps=STEPS_HEADER[:-1] + ","))  # the header and a torn first cell
+    assert torn.table_bytes("steps") == STEPS_HEADER.encode()
+    assert list(torn.steps().columns) == STEP_NAMES and torn.steps().empty
 
 
 def test_rows_of_the_wrong_width_and_a_repeated_header_are_left_out(tmp_path: Path) -> None:
@@ -387,6 +390,7 @@ def test_numbers_of_arrow_columns_with_nulls_offsets_and_chunks() -> None:
     got = _numpy(floats)
     assert got[0] == 0.5 and got[1] != got[1] and got[2] == 2.5 and len(got) == 3
     assert _numpy(pa.array([True, False])).tolist() == [True, False]  # not a number type: pyarrow's own conversion
+    assert _numpy(pa.chunked_array([pa.array([True]), pa.array([False, True])])).tolist() == [True, False, True]
     assert _numpy(pa.array([7, 8], type=pa.int64())).dtype == np.int64
     assert _numpy(pa.chunked_array([], type=pa.float64())).tolist() == []
 
@@ -526,9 +530,13 @@ def test_export_writes_utf8_whatever_the_locale(tmp_path: Path) -> None:
     code = ("import sys; from pathlib import Path; from gpumon.core.store.trace import export, load_run; "
             "assert sys.flags.utf8_mode == 0; run = load_run(sys.argv[1]); print(ascii(run.label)); "
             "export(run, Path(sys.argv[2]))")
+    here = load_run(path)  # here too: mutmut runs a test against the functions it calls in its own process
+    assert here.label == "déjà"
+    export(here, tmp_path / "here")
     done = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "out")], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == ascii("déjà"), done.stderr
+    assert (tmp_path / "here" / "gpu_others.csv").read_bytes() == others.encode("utf-8")
     assert (tmp_path / "out" / "gpu_others.csv").read_bytes() == others.encode("utf-8")
 
 
@@ -539,18 +547,29 @@ def test_the_step_columns_of_a_cache_are_read_without_pandas(tmp_path: Path) -> 
 
     run_dir = _hand(tmp_path / "r", steps=STEPS_HEADER + "B,12,0,0.5,0.5,8,1,0,\nA,11,1,1.0,0.25,8,0,4096,0.002\n"
                                           ",13,2,1.5,0.25,8,0,,\nA,11,2,2.0,0.25,,0,8192,0.004\n")
+    light_dir = _hand(tmp_path / "light", steps=(run_dir / "steps.csv").read_text())
     load_run(run_dir).steps()
     assert (run_dir / STEPS_CACHE).is_file()
     code = ("import sys; from gpumon.core.store.trace import load_run; "
-            "codes, names, (t, step, copy_s) = load_run(sys.argv[1]).step_columns(('t', 'step', 'copy_s')); "
+            "codes, names, (t, step, copy_s) = load_run(sys.argv[1]).step_columns(('t', 'step', 'copy_s'), "
+            "whole=sys.argv[2] == 'whole'); "
             "print('pandas' in sys.modules, [names[int(c)] if c == c else None for c in codes], t.tolist(), "
             "step.tolist(), [None if x != x else x for x in copy_s.tolist()])")
-    done = subprocess.run([sys.executable, "-c", code, str(run_dir)], capture_output=True, text=True, timeout=120)
-    assert done.stdout.strip() == ("False ['B', 'A', None, 'A'] [0.5, 1.0, 1.5, 2.0] [0, 1, 2, 2] "
-                                   "[None, 0.002, None, 0.004]"), done.stderr
+    # here too (mutmut runs a test against the functions it calls in its own process), then without pandas loaded
+    for path, whole in ((run_dir, "whole"), (light_dir, "light")):
+        codes, names, (t, step, copy_s) = load_run(path).step_columns(("t", "step", "copy_s"), whole=whole == "whole")
+        assert [names[int(c)] if c == c else None for c in codes] == ["B", "A", None, "A"] and t.tolist() == [
+            0.5, 1.0, 1.5, 2.0] and step.tolist() == [0, 1, 2, 2]
+        done = subprocess.run([sys.executable, "-c", code, str(path), whole], capture_output=True, text=True,
+                              timeout=120)
+        assert done.stdout.strip() == ("False ['B', 'A', None, 'A'] [0.5, 1.0, 1.5, 2.0] [0.0, 1.0, 2.0, 2.0] "
+                                       "[None, 0.002, None, 0.004]" if whole == "light" else
+                                       "False ['B', 'A', None, 'A'] [0.5, 1.0, 1.5, 2.0] [0, 1, 2, 2] "
+                                       "[None, 0.002, None, 0.004]"), done.stderr
+    assert not (light_dir / STEPS_CACHE).exists()
 
 
-def _forge_cache(run_dir: Path, t: list[float], columns: list[str] | None = None) -> None:
+def _forge_cache(run_dir: Path, t: list[float], columns: list[str] | None = None, dictionary: bool = True) -> None:
     """A steps.parquet made here with pyarrow, valid for steps.csv as it is now (its size and mtime, layout 2), whose
     rows are not steps.csv's: job Z at times ``t``. Whichever values a read gives say where it read them from."""
     import os
@@ -560,7 +579,8 @@ def _forge_cache(run_dir: Path, t: list[float], columns: list[str] | None = None
 
     st = os.stat(run_dir / "steps.csv")
     n = len(t)
-    table = pa.table({"process": pa.array(["Z"] * n).dictionary_encode(), "pid": pa.array([99] * n),
+    process = pa.array(["Z"] * n)
+    table = pa.table({"process": process.dictionary_encode() if dictionary else process, "pid": pa.array([99] * n),
                       "step": pa.array(list(range(n))), "t": pa.array(t), "iter_s": pa.array([0.5] * n),
                       "samples": pa.array([8.0] * n), "warmup": pa.array([0] * n), "copy_bytes": pa.array([0] * n),
                       "copy_s": pa.array([None] * n, type=pa.float64())})
@@ -578,6 +598,12 @@ def test_where_the_step_columns_come_from(tmp_path: Path) -> None:
     codes, names, (t,) = load_run(run_dir).step_columns(("t",))
     assert [names[int(c)] for c in codes] == ["Z", "Z"] and t.tolist() == [7.0, 8.0], "a valid cache is read"
     assert load_run(run_dir).steps()["t"].tolist() == [7.0, 8.0]
+    _forge_cache(run_dir, [7.0, 8.0], dictionary=False)  # job names as plain strings: read as the dictionary they are
+    codes, names, (t,) = load_run(run_dir).step_columns(("t",))
+    assert [names[int(c)] for c in codes] == ["Z", "Z"] and t.tolist() == [7.0, 8.0]
+    forged = load_run(run_dir)
+    assert forged.steps()["process"].tolist() == ["Z", "Z"]
+    assert forged.step_columns(("t",), whole=False)[2][0].tolist() == [7.0, 8.0], "the steps already read, even light"
     _forge_cache(run_dir, [7.0, 8.0], columns=[c for c in STEP_NAMES if c != "copy_s"])
     assert load_run(run_dir).step_columns(("t",))[2][0].tolist() == csv_t, "a cache without every column is not"
     (run_dir / STEPS_CACHE).unlink()
@@ -593,6 +619,8 @@ def test_where_the_step_columns_come_from(tmp_path: Path) -> None:
     (run_dir / STEPS_CACHE).unlink()
     assert light.step_columns(("t", "copy_s"))[2][0].tolist() == csv_t
     assert not (run_dir / STEPS_CACHE).exists(), "the light read serves a whole one of its columns"
+    load_run(run_dir).step_columns(("t",))
+    assert (run_dir / STEPS_CACHE).is_file(), "whole by default: read through Run.steps(), which writes the cache"
 
 
 def test_a_recording_runs_tables_are_read_every_time(tmp_path: Path) -> None:
@@ -621,7 +649,7 @@ def test_a_table_in_the_current_layout_is_handed_over_as_its_bytes(tmp_path: Pat
     one cut inside a character, dropped)."""
     from gpumon.core.store.trace import Run
 
-    run = load_run(_hand(tmp_path / "r", steps=STEPS_HEADER.encode() + b"A,11,1,1.0,0.25,8,0,0,\nA,11,2,2.0,0.25,\xc3"))
+    run = load_run(_hand(tmp_path / "r", steps=STEPS_HEADER.encode() + b"A,11,1,1.0,0.25,8,0,0,\n\xc3\xa9,11,2"))
 
     def no_decoding(self: Run, table: str) -> str:
         raise AssertionError("decoded as text")
@@ -650,6 +678,10 @@ def test_the_errors_of_a_run_directory_word_for_word(tmp_path: Path) -> None:
     with pytest.raises(TraceError) as err:
         load_run(tmp_path / "gone")
     assert str(err.value) == f"{tmp_path / 'gone'}: no such run directory"
+    crlf = _hand(tmp_path / "crlf", steps=STEPS_HEADER.replace("\n", "\r\n") + "A,11,1,1.0,0.25,8,0,0,\r\n")
+    with pytest.raises(TraceError) as err:
+        load_run(crlf).steps()  # not the documented header: "copy_s\r"
+    assert str(err.value) == f"{crlf / 'steps.csv'}: corrupt header (expected {STEPS_HEADER.strip()})"
     lone = tmp_path / "lone.csv"
     lone.write_bytes(b"\nabc")  # a newline first, then a torn line
     assert complete_text(lone) == "\n"

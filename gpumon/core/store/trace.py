@@ -129,8 +129,10 @@ class Run:
         if not path.exists():
             raise TraceError(f"{self.path}: missing {table}.csv")
         text = complete_text(path)
-        header = text.split("\n", 1)[0].split(",") if text else []
         expected = list(TABLES[table])
+        if not text:  # not even a whole header (a kill while the recorder wrote it): a table without rows
+            return ",".join(expected) + "\n"
+        header = text.split("\n", 1)[0].split(",")
         if header == list(OLDER_HEADERS.get(table, ())):
             return _widen(text, expected[len(header):])
         if header != expected:
@@ -285,9 +287,7 @@ def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
     import numpy as np
     import pandas as pd
 
-    slots = steps["process"]
-    if slots.dtype != "category":
-        slots = slots.astype("category")
+    slots = steps["process"]  # categorical: Run.steps() reads it so, from steps.csv or the cache
     codes = slots.cat.codes.to_numpy()
     out = {}
     for code, name in enumerate(slots.cat.categories):
@@ -667,7 +667,7 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
                 frame.to_parquet(tmp, index=False)
         for tmp, target in temporary:
             os.replace(tmp, target)
-    except OSError as exc:
+    except Exception as exc:  # a table that does not read (its TraceError) leaves nothing behind either
         for tmp, _ in temporary:
             try:
                 tmp.unlink()
@@ -675,5 +675,7 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
                 pass  # never made (a read-only folder), or already gone
         if created:
             shutil.rmtree(out_dir, ignore_errors=True)
+        if not isinstance(exc, OSError):
+            raise
         raise EnvironmentFailure(f"cannot write {target}: {exc.strerror or exc}; nothing was exported") from None
     return [target for _, target in targets]

@@ -497,3 +497,20 @@ def test_the_time_sliced_reason_uses_the_gpus_own_constants():
     # 80 % busy reads as 40 % kernels each: light, and not GPU-bound
     light = Solo(step_s=0.1, busy=0.8)
     assert reason(light, light, TIMESLICE, c=c).startswith("light jobs")
+
+
+def test_time_sliced_jobs_with_kernels_and_copies_wait_as_often_as_the_partner_has_kernels_ready():
+    # n = 1 turn each (G < tau), sigma = 0.1 ms; chosen backwards from k_A = 1/2, k_B = 1/4 (the shares each copies),
+    # rho_A = 0.4, rho_B = 0.25 (the shares each has kernels ready) and T'_A = 1.0 ms, T'_B = 1.2 ms:
+    #   k_A = C_A*(1 + k_B)/T'_A: C_A = 0.4 ms;  k_B = C_B*(1 + k_A)/T'_B: C_B = 0.2 ms
+    #   my host part and copies, stretched by the partner's: off_A = H_A + 0.4*1.25 = 0.6 ms (H_A = 0.1),
+    #   off_B = H_B + 0.2*1.5 = 0.9 ms (H_B = 0.6)
+    #   T' = G + rho'*sigma + off (the partner's hold, at most its G, hides in off): G_A = 1.0 - 0.025 - 0.6 = 0.375 ms,
+    #   G_B = 1.2 - 0.04 - 0.9 = 0.26 ms; and rho = 1 - off/T' holds: 1 - 0.6/1.0 = 0.4, 1 - 0.9/1.2 = 0.25
+    # So T_A = G + C + H = 0.875 ms at u = 0.775/0.875, T_B = 1.06 ms at u = 0.46/1.06.
+    c = dataclasses.replace(DEFAULT, switch_s=1e-4)
+    a = Solo(step_s=0.875e-3, busy=0.775 / 0.875, copy_s=0.4e-3)
+    b = Solo(step_s=1.06e-3, busy=0.46 / 1.06, copy_s=0.2e-3)
+    p = predict_pair(a, b, TIMESLICE, c)
+    assert p.step_s == pytest.approx((1.0e-3, 1.2e-3), rel=1e-9)
+    assert p.slowdown == pytest.approx((1 / 0.875, 1.2 / 1.06), rel=1e-9)

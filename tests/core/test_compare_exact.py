@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpumon.analysis.compare import EXCLUSIVE_PHASE, EXCLUSIVE_RUNS, _RunData, compare
+from gpumon.analysis.compare import EXCLUSIVE_PHASE, EXCLUSIVE_RUNS, _RunData, compare, compare_paths
 from gpumon.analysis.slowdown import CONFIDENCE
 from gpumon.core.store.trace import load_run
 from tests.tracegen import COLLEAGUE, Job, write_run
@@ -197,3 +197,180 @@ def _edit(path: Path, **changes) -> Path:
     meta.update(changes)
     (path / "run.json").write_text(json.dumps(meta))
     return path
+
+
+def _edit_workload(path: Path, index: int, **changes) -> Path:
+    meta = json.loads((path / "run.json").read_text())
+    meta["workloads"][index].update(changes)
+    (path / "run.json").write_text(json.dumps(meta))
+    return path
+
+
+def test_a_job_without_a_probe_names_its_windows_slots_share_and_device(tmp_path: Path) -> None:
+    xa = _alone(tmp_path / "xa", "A", FCN, 0.05)
+    shared = _edit(_blind_pair(tmp_path / "ab"), share={"mode": "mps", "threads": None, "existing_daemon": False})
+    procs = pd.read_csv(shared / "processes.csv")  # A's own SM use: not B's, so not in what is known of B
+    procs.loc[procs["process"] == "A", "gpu_sm_util"] = 10.0
+    procs.to_csv(shared / "processes.csv", index=False)
+    c = compare([load_run(xa)], [load_run(shared)])
+    a, b = c.workload("A"), c.workload("B")
+    assert (a.spec, b.spec) == (FCN, "python blind.py")
+    (window,) = c.pair.windows
+    assert (window.run, window.slot, window.role) == (str(shared), "A+B", "overlap")
+    (seg,) = a.shared
+    assert (seg.run, seg.slot, seg.role, seg.steps) == (str(shared), "A", "shared", 149)
+    assert (b.known.sm_alone, b.known.sm_shared) == (80.0, 40.0)
+    assert c.pair.share == "mps" and c.device == "cpu"
+    data = c.to_dict()
+    assert "caution" not in data  # no distribution tests ran: no p-values to be cautious about
+    assert (data["workloads"]["B"]["cause"], data["workloads"]["B"]["shares"], data["workloads"]["B"]["evidence"]) == (
+        None, {}, "")
+
+
+def test_a_job_without_a_probe_a_window_of_zero_length_is_no_overlap(tmp_path: Path) -> None:
+    xa = _alone(tmp_path / "xa", "A", FCN, 0.05)
+    first = _RunData(load_run(_blind_pair(tmp_path / "probe"))).curve("A").first_t  # A's first step: 5.1 s
+    # B stops half a second after A's first step: a short window, still a window
+    c = compare([load_run(xa)], [load_run(_edit_workload(_blind_pair(tmp_path / "short"), 1, stop_t=first + 0.5))])
+    assert (c.pair.windows[0].start, c.pair.windows[0].end) == (pytest.approx(first), pytest.approx(first + 0.5))
+    # B stops exactly at A's first step: they never ran together
+    touching = _edit_workload(_blind_pair(tmp_path / "touch"), 1, stop_t=first)
+    from gpumon.errors import UsageError
+
+    with pytest.raises(UsageError) as refused:
+        compare([load_run(xa)], [load_run(touching)])
+    assert str(refused.value) == f"{touching}: the two workloads never ran together after warm-up (no overlap)"
+
+
+def test_a_slow_job_without_a_probe_beside_it_still_has_a_slowdown(tmp_path: Path) -> None:
+    """Rates below 1 it/s and a job that ran faster shared than alone (r < 1) are still ratios."""
+    xa = _alone(tmp_path / "xa", "A", FCN, 2.0, seconds=60.0)  # 0.5 it/s alone
+    a = Job("A", FCN, ((60.0, 1.6),), start=5.0)  # 0.625 it/s beside B
+    b = Job("B", "python blind.py", (), stop=60.0, gpu_sm_util=80.0, gpu_mem_mib=2048.0)
+    path = _edit_workload(write_run(tmp_path / "ab", [a, b]), 1, kind="beside", attached=True, owned=False, probe=False)
+    w = compare([load_run(xa)], [load_run(path)]).workload("A")
+    assert (w.exclusive_rate, w.shared_rate) == (pytest.approx(0.5), pytest.approx(0.625))
+    assert w.slowdown.value == pytest.approx(0.8) and w.normalized_throughput.value == pytest.approx(1.25)
+
+
+def test_without_a_probe_no_baseline_prints_no_numpy_warning(tmp_path: Path) -> None:
+    import warnings
+
+    other = _alone(tmp_path / "xg", "A", GEMM, 0.05)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a mean of no rates would warn on the user's terminal
+        c = compare([load_run(other)], [load_run(_blind_pair(tmp_path / "ab"))])
+    assert c.workload("A").exclusive_rate != c.workload("A").exclusive_rate
+
+
+def test_neither_job_probed_says_so(tmp_path: Path) -> None:
+    from gpumon.errors import UsageError
+
+    path = _edit_workload(_blind_pair(tmp_path / "ab"), 0, attached=True, probe=False)
+    with pytest.raises(UsageError) as refused:
+        compare([], [load_run(path)])
+    assert str(refused.value) == "neither job has steps (no probe): nothing to compare"
+
+
+def _blind_solo_after(root: Path, alone_step_s: float) -> Path:
+    """A beside B (no probe) at 10 it/s until 12 s, alone after it at 1/``alone_step_s`` it/s."""
+    a = Job("A", FCN, ((12.0, 0.1), (20.0, alone_step_s)), start=5.0)
+    b = Job("B", "python blind.py", (), stop=12.0, gpu_sm_util=80.0, gpu_mem_mib=2048.0)
+    return _edit_workload(write_run(root, [a, b]), 1, kind="beside", attached=True, owned=False, probe=False)
+
+
+def test_without_a_probe_the_solo_phases_of_every_shared_run_make_the_baseline(tmp_path: Path) -> None:
+    runs = [load_run(_blind_solo_after(tmp_path / "one", 0.05)), load_run(_blind_solo_after(tmp_path / "two", 0.025))]
+    w = compare([], runs).workload("A")
+    assert w.exclusive_rate == pytest.approx((20.0 + 40.0) / 2)  # the mean of each run's solo rate
+
+
+def test_a_process_beside_an_exclusive_run_disturbs_the_baseline(tmp_path: Path) -> None:
+    xa = write_run(tmp_path / "xa", [Job("A", FCN, ((20.0, 0.05),))], others=(COLLEAGUE,))
+    xb = _alone(tmp_path / "xb", "A", GEMM, 0.1)
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),)), Job("B", GEMM, ((20.0, 0.125),))])
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
+    assert [(Path(d.run).name, d.role) for d in c.disturbed_by] == [("xa", "baseline")]
+    assert [w for w in c.warnings if "not one of the jobs" in w][0].endswith("so the baseline is not clean")
+
+
+def test_exclusive_phases_merge_their_replicates_by_duration_too(tmp_path: Path) -> None:
+    """Steady rates: every bootstrap replicate of a phase is its rate, so the merged interval is the point."""
+    run = load_run(_staggered(tmp_path / "s", 20.0, 40.0))
+    c = compare([], [run], n_boot=200)
+    a = c.workload("A")
+    assert c.interval_basis["exclusive A"] != "between 2 runs"  # one run: the interval is its replicates'
+    # A shared at 10 it/s; alone (20*9.95 + 40*10)/19.95 it/s: r = that / 10, with a zero-width interval
+    expected = (20.0 * 9.95 + 40.0 * 10.0) / 19.95 / 10.0
+    assert a.slowdown.has_interval and a.slowdown.value == pytest.approx(expected, rel=1e-9)
+    assert (a.slowdown.low, a.slowdown.high) == (pytest.approx(expected, rel=1e-9), pytest.approx(expected, rel=1e-9))
+    inverse = a.normalized_throughput
+    assert (inverse.low, inverse.high) == (pytest.approx(1 / expected, rel=1e-9), pytest.approx(1 / expected, rel=1e-9))
+    # phases too short to bootstrap (10 steps each, 5 bins): no replicates to merge, a point without an interval
+    short = load_run(write_run(tmp_path / "t", [
+        Job("A", FCN, ((1.0, 0.1), (21.0, 0.1), (22.0, 0.1))), Job("B", GEMM, ((21.0, 0.1),), start=1.0)],
+        stagger_s=1.0))
+    a = compare([], [short], n_boot=200).workload("A")
+    assert a.slowdown.value == pytest.approx(1.0) and not a.slowdown.has_interval
+
+
+def test_exclusive_phase_segments_name_their_slot_and_role(tmp_path: Path) -> None:
+    run = load_run(_staggered(tmp_path / "s", 20.0, 40.0))
+    a = compare([], [run], n_boot=50).workload("A")
+    assert {(seg.run, seg.slot, seg.role) for seg in a.exclusive} == {(str(run.path), "A", "exclusive phase")}
+
+
+def _together(root: Path, b_start: float, stagger_s: float | None, a_start: float = 0.0) -> Path:
+    """A and B at 10 it/s each, neither alone after warm-up; run.json's stagger as given (None: not recorded)."""
+    path = write_run(root, [Job("A", FCN, ((20.0, 0.1),), start=a_start), Job("B", GEMM, ((20.1, 0.1),), start=b_start)])
+    meta = json.loads((path / "run.json").read_text())
+    if stagger_s is None:
+        meta.pop("stagger_s", None)
+    else:
+        meta["stagger_s"] = stagger_s
+    (path / "run.json").write_text(json.dumps(meta))
+    return path
+
+
+def test_a_lost_stagger_is_named_in_the_refusal(tmp_path: Path) -> None:
+    from gpumon.errors import UsageError
+
+    # run 1 records no stagger; runs 2 and 3 asked for 0.5 s but B started first, at 0 s, and A at 0.05 s, before
+    # B's first step (0.1 s): B never ran alone. B stops last, so ordering by the stop would name A first.
+    runs = [_together(tmp_path / "r1", 0.0, None),
+            _together(tmp_path / "r2", 0.0, 0.5, a_start=0.05), _together(tmp_path / "r3", 0.0, 0.5, a_start=0.05)]
+    with pytest.raises(UsageError) as refused:
+        compare([], [load_run(r) for r in runs])
+    lost = ("{}: --stagger 0.5 was lost: A started at 0.1 s, before B's first step after its warm-up (0.1 s), so B never "
+            "ran alone (a longer --stagger on this box, or --exclusive runs)")
+    assert str(refused.value) == f"no exclusive baseline: {lost.format('r2')}; {lost.format('r3')}"
+    # a stagger of 0 (both started together) is no stagger to lose
+    with pytest.raises(UsageError) as refused:
+        compare([], [load_run(_together(tmp_path / "r0", 0.0, 0.0))])
+    assert str(refused.value) == (
+        "no exclusive baseline: give --exclusive runs, or a staggered shared run whose first phase is exclusive")
+
+
+def test_compare_paths_splits_the_runs_by_their_workloads(tmp_path: Path) -> None:
+    xa = _alone(tmp_path / "xa", "A", FCN, 0.05)
+    xb = _alone(tmp_path / "xb", "A", GEMM, 0.1)
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),)), Job("B", GEMM, ((20.0, 0.125),))])
+    c, runs = compare_paths([ab, xa, xb], {str(xb): "B"})
+    assert [r.path for r in runs] == [ab, xa, xb]
+    assert c.exclusive_runs == (str(xa), str(xb)) and c.shared_runs == (str(ab),)
+    assert (c.workload("A").slowdown.value, c.workload("B").slowdown.value) == (pytest.approx(2.0), pytest.approx(1.25))
+
+
+def test_bad_exclusive_runs_are_refused_in_one_line(tmp_path: Path) -> None:
+    from gpumon.errors import UsageError
+
+    xa = _alone(tmp_path / "xa", "A", FCN, 0.05)
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),)), Job("B", GEMM, ((20.0, 0.125),))])
+    with pytest.raises(UsageError) as refused:
+        compare([load_run(xa)], [load_run(ab)], assign={str(xa): "C"})
+    assert str(refused.value) == f"{xa}: assigned to 'C'; use A= or B="
+    two = _edit(write_run(tmp_path / "two", [Job("A", FCN, ((20.0, 0.1),)), Job("B", GEMM, ((20.0, 0.125),))]),
+                mode="exclusive")
+    with pytest.raises(UsageError) as refused:
+        compare([load_run(two)], [load_run(ab)])
+    assert str(refused.value) == f"{two}: not an exclusive run (2 workloads, need 1)"

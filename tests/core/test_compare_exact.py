@@ -374,3 +374,56 @@ def test_bad_exclusive_runs_are_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as refused:
         compare([load_run(two)], [load_run(ab)])
     assert str(refused.value) == f"{two}: not an exclusive run (2 workloads, need 1)"
+
+
+def test_each_windows_warning_in_its_own_terms(tmp_path: Path) -> None:
+    """A short overlap late in the run, a window of exactly the minimum steps, the same job twice warned once, and a
+    truncated run that recorded no reason."""
+    xa = _edit(write_run(tmp_path / "xa", [Job("A", FCN, ((3.0, 0.2),))]), status="truncated")  # 14 steps in its window
+    # both FCN: xa is the baseline of A and of B; overlap 10.0-13.0 s (both first step at 10.0); B steps every 0.25 s:
+    # (13.0 - 10.0)/0.25 = 12 steps in the window
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((13.0, 0.1),), start=9.9),
+                                     Job("B", FCN, ((13.0, 0.25),), start=9.75)], stagger_s=0.0)
+    c = compare([load_run(xa)], [load_run(ab)], n_boot=50)
+    assert list(c.warnings) == [
+        "ab: overlap window is 3.0 s (< 5 s): too short to support a claim",
+        "xa: A has only 14 steps in its exclusive window (< 20)",
+        "A: too few steps for a confidence interval of its slowdown",
+        "ab: B has only 12 steps in its shared window (< 20)",
+        "B: too few steps for a confidence interval of its slowdown",
+        "xa: run is truncated (no reason recorded): its capture ended before its jobs",
+    ]
+    # exactly 20 steps in the exclusive window and exactly 5 s of overlap (0.125 to 5.125 s, steps on eighths): no warning
+    xa = _alone(tmp_path / "xa20", "A", FCN, 0.25, seconds=5.25)  # 21 steps, 20 in its window
+    xb = _alone(tmp_path / "xb", "A", GEMM, 0.05)
+    ab = write_run(tmp_path / "ab5", [Job("A", FCN, ((5.125, 0.125),)), Job("B", GEMM, ((5.125, 0.125),))])
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
+    assert (c.pair.windows[0].end - c.pair.windows[0].start, c.workload("A").exclusive[0].steps) == (5.0, 20)
+    assert not [w for w in c.warnings if "overlap window" in w or "steps in its" in w]
+
+
+def test_runs_on_different_gpus_are_named_by_device_gpu_and_host(tmp_path: Path) -> None:
+    h100 = {"index": 0, "name": "NVIDIA H100", "uuid": "GPU-1111", "driver": "550.54"}
+    xa = write_run(tmp_path / "xa", [Job("A", FCN, ((20.0, 0.05),))], device="cuda:0", gpu=h100)
+    xb = write_run(tmp_path / "xb", [Job("A", GEMM, ((20.0, 0.1),))], device="cuda:0",
+                   gpu={**h100, "uuid": None}, hostname="box-b")
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),)), Job("B", GEMM, ((20.0, 0.125),))],
+                   device="cuda:0", gpu=h100)
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
+    assert ("runs were recorded on different devices: cuda:0 NVIDIA H100 GPU-1111 on testhost (xa, ab); "
+            "cuda:0 NVIDIA H100 on box-b (xb)") in c.warnings
+
+
+def test_copy_and_cpu_samples_are_each_jobs_own(tmp_path: Path) -> None:
+    """Copies on one side only still get compared (the other side copies 0 B/s); CPU samples are the job's own."""
+    copying = dict(copy_bytes=1_000_000, copy_s=1e-3)  # 1 MB per step in 1 ms: 1e9 B/s per copy
+    xa = write_run(tmp_path / "xa", [Job("A", FCN, ((20.0, 0.05),), **copying)])  # 1 MB every 0.05 s: 2e7 B/s
+    xb = _alone(tmp_path / "xb", "A", GEMM, 0.1)
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),), cpu=100.0),
+                                     Job("B", GEMM, ((20.0, 0.125),), cpu=50.0, **copying)])
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
+    alone, shared = c.samples[("A", "copy_bytes_per_s")]
+    assert alone == pytest.approx([2e7] * len(alone)) and set(shared) == {0.0}
+    alone, shared = c.samples[("B", "copy_bytes_per_s")]
+    assert set(alone) == {0.0} and shared == pytest.approx([1e6 / 0.125] * len(shared))
+    assert set(c.samples[("A", "cpu_pct")][1]) == {100.0} and set(c.samples[("B", "cpu_pct")][1]) == {50.0}

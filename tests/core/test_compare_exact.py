@@ -427,3 +427,30 @@ def test_copy_and_cpu_samples_are_each_jobs_own(tmp_path: Path) -> None:
     alone, shared = c.samples[("B", "copy_bytes_per_s")]
     assert set(alone) == {0.0} and shared == pytest.approx([1e6 / 0.125] * len(shared))
     assert set(c.samples[("A", "cpu_pct")][1]) == {100.0} and set(c.samples[("B", "cpu_pct")][1]) == {50.0}
+
+
+def test_a_job_that_exited_early_is_told_by_its_last_log_line_if_any(tmp_path: Path) -> None:
+    xa = _alone(tmp_path / "xa", "A", FCN, 0.05)
+    xb = _alone(tmp_path / "xb", "A", GEMM, 0.1)
+    log = ("Traceback (most recent call last):", '  File "train.py", line 3', "RuntimeError: boom")
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),), exit_status=1),  # no log at all
+                                     Job("B", GEMM, ((20.0, 0.125),), exit_status=3, log=log)])
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
+    assert f"ab: workload A ({FCN}) exited early with status 1" in c.warnings
+    assert f"ab: workload B ({GEMM}) exited early with status 3: RuntimeError: boom" in c.warnings
+    assert [(w.run, w.slot, w.role) for w in c.pair.windows] == [(str(ab), "A+B", "overlap")]
+
+
+def test_where_a_slot_ran_when_its_first_steps_are_untimed(tmp_path: Path) -> None:
+    """No run.json times and no iter_s on B's first two steps (10.1, 10.2 s): B ran from its first step's time."""
+    path = _staggered(tmp_path / "s", 20.0, 40.0)
+    meta = json.loads((path / "run.json").read_text())
+    for entry in meta["workloads"]:
+        entry.pop("start_t", None)
+        entry.pop("stop_t", None)
+    (path / "run.json").write_text(json.dumps(meta))
+    steps = pd.read_csv(path / "steps.csv")
+    first_two = steps.index[steps["process"] == "B"][:2]
+    steps.loc[first_two, "iter_s"] = float("nan")
+    steps.to_csv(path / "steps.csv", index=False)
+    assert _RunData(load_run(path)).span("B") == (pytest.approx(10.1), pytest.approx(30.0))

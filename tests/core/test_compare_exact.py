@@ -438,7 +438,9 @@ def test_a_job_that_exited_early_is_told_by_its_last_log_line_if_any(tmp_path: P
     c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
     assert f"ab: workload A ({FCN}) exited early with status 1" in c.warnings
     assert f"ab: workload B ({GEMM}) exited early with status 3: RuntimeError: boom" in c.warnings
-    assert [(w.run, w.slot, w.role) for w in c.pair.windows] == [(str(ab), "A+B", "overlap")]
+    # the overlap runs from B's first step (0.125 s) to A's last (20 s): B completes 160 - 1 = 159 steps in it, A
+    # 200 - 1.25 (interpolated at 0.125 s) = 198.75: the window counts the fewer, whole steps
+    assert [(w.run, w.slot, w.role, w.steps) for w in c.pair.windows] == [(str(ab), "A+B", "overlap", 159)]
 
 
 def test_where_a_slot_ran_when_its_first_steps_are_untimed(tmp_path: Path) -> None:

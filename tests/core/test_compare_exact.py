@@ -456,3 +456,52 @@ def test_where_a_slot_ran_when_its_first_steps_are_untimed(tmp_path: Path) -> No
     steps.loc[first_two, "iter_s"] = float("nan")
     steps.to_csv(path / "steps.csv", index=False)
     assert _RunData(load_run(path)).span("B") == (pytest.approx(10.1), pytest.approx(30.0))
+
+
+def _pair(root: Path, a: str = FCN, b: str = GEMM, **kwargs) -> Path:
+    return write_run(root, [Job("A", a, ((20.0, 0.1),), **kwargs), Job("B", b, ((20.0, 0.125),), **kwargs)])
+
+
+def test_shared_runs_that_cannot_be_compared_are_refused_in_one_line(tmp_path: Path) -> None:
+    from gpumon.errors import UsageError
+
+    def refusal(exclusive: list[Path], shared: list[Path]) -> str:
+        with pytest.raises(UsageError) as refused:
+            compare([load_run(p) for p in exclusive], [load_run(p) for p in shared])
+        return str(refused.value)
+
+    xa, xb = _alone(tmp_path / "xa", "A", FCN, 0.05), _alone(tmp_path / "xb", "A", GEMM, 0.1)
+    ab, ab2 = _pair(tmp_path / "ab"), _pair(tmp_path / "ab2")
+    one = _edit(_alone(tmp_path / "one", "A", FCN, 0.05), mode="shared")  # says shared, holds one job
+    assert refusal([xa, xb], [one, ab]) == f"{one}: not a shared run (1 workload(s), need 2)"
+    assert refusal([xa, xb], [ab, one]) == f"{one}: not a shared run (1 workload(s), need 2)"
+    other = _pair(tmp_path / "other", b="lstm:preset=tiny")
+    assert refusal([xa, xb], [ab, other]) == (
+        f"{other}: workloads {FCN} + lstm:preset=tiny do not match ab ({FCN} + {GEMM})")
+    mps = _edit(ab2, share={"mode": "mps", "threads": None, "existing_daemon": False})
+    assert refusal([xa, xb], [ab, mps]) == (
+        "the shared runs were recorded under different share modes (mps, timeslice): compare one mode at a time")
+    lone = write_run(tmp_path / "lone", [Job("A", FCN, ((20.0, 0.1),)), Job("B", GEMM, ((0.2, 0.125),))])  # 1 step
+    assert refusal([xa, xb], [lone]) == f"{lone}: workload B has fewer than two steps after warm-up"
+    corrupt = _pair(tmp_path / "corrupt")
+    text = (corrupt / "steps.csv").read_text().splitlines()
+    cells = text[5].split(",")
+    cells[text[0].split(",").index("step")] = "five"
+    (corrupt / "steps.csv").write_text("\n".join([*text[:5], ",".join(cells), *text[6:]]) + "\n")
+    assert refusal([xa, xb], [corrupt]) == f"{corrupt / 'steps.csv'}: corrupt (non-numeric values in column step)"
+
+
+def test_the_slots_of_a_run_without_workloads_in_run_json_come_from_its_steps(tmp_path: Path) -> None:
+    path = _edit(_pair(tmp_path / "ab"), workloads=[])
+    found = _RunData(load_run(path)).workloads()
+    assert {slot: (w.slot, w.spec) for slot, w in found.items()} == {"A": ("A", "?"), "B": ("B", "?")}
+
+
+def test_the_default_seed_is_zero(tmp_path: Path) -> None:
+    """Noisy steps: the intervals come from a seeded bootstrap, the same one every time gpumon compare runs."""
+    xa = write_run(tmp_path / "xa", [Job("A", FCN, ((20.0, 0.05),), noise=0.3)])
+    xb = write_run(tmp_path / "xb", [Job("A", GEMM, ((20.0, 0.1),), noise=0.3)])
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),), noise=0.3), Job("B", GEMM, ((20.0, 0.125),), noise=0.3)])
+    runs = ([load_run(xa), load_run(xb)], [load_run(ab)])
+    default, zero, one = compare(*runs, n_boot=200), compare(*runs, n_boot=200, seed=0), compare(*runs, n_boot=200, seed=1)
+    assert default.pair.stp == zero.pair.stp and default.pair.stp != one.pair.stp

@@ -505,3 +505,18 @@ def test_the_default_seed_is_zero(tmp_path: Path) -> None:
     runs = ([load_run(xa), load_run(xb)], [load_run(ab)])
     default, zero, one = compare(*runs, n_boot=200), compare(*runs, n_boot=200, seed=0), compare(*runs, n_boot=200, seed=1)
     assert default.pair.stp == zero.pair.stp and default.pair.stp != one.pair.stp
+
+
+def test_runs_given_on_the_wrong_side_are_refused_in_one_line(tmp_path: Path) -> None:
+    from gpumon.errors import UsageError
+
+    xa, ab = _alone(tmp_path / "xa", "A", FCN, 0.05), _pair(tmp_path / "ab")
+    with pytest.raises(UsageError) as refused:
+        compare([load_run(xa)], [])
+    assert str(refused.value) == "no shared run given (--shared RUN)"
+    with pytest.raises(UsageError) as refused:
+        compare([load_run(ab)], [load_run(ab)])
+    assert str(refused.value) == f"{ab}: not an exclusive run (mode shared in run.json); give it with --shared"
+    with pytest.raises(UsageError) as refused:
+        compare([], [load_run(xa)])
+    assert str(refused.value) == f"{xa}: not a shared run (mode exclusive in run.json); give it with --exclusive"

@@ -520,3 +520,49 @@ def test_runs_given_on_the_wrong_side_are_refused_in_one_line(tmp_path: Path) ->
     with pytest.raises(UsageError) as refused:
         compare([], [load_run(xa)])
     assert str(refused.value) == f"{xa}: not a shared run (mode exclusive in run.json); give it with --exclusive"
+
+
+def _noisy(root: Path, jobs: list[tuple[str, str, float]]) -> Path:
+    return write_run(root, [Job(slot, spec, ((20.0, step_s),), noise=0.3, seed=seed)
+                            for seed, (slot, spec, step_s) in enumerate(jobs)])
+
+
+def test_the_interval_of_one_over_r_is_rs_interval_reciprocated(tmp_path: Path) -> None:
+    """1/r's replicates are 1/(r's replicates): with 201 of them the 2.5 and 97.5 percentiles are order statistics
+    (the 6th from either end), so 1/r's bounds are exactly r's, reciprocated and swapped."""
+    from gpumon.analysis import distributions, spread
+
+    xa = _noisy(tmp_path / "xa", [("A", FCN, 0.05)])
+    xb = _noisy(tmp_path / "xb", [("A", GEMM, 0.1)])
+    ab = _noisy(tmp_path / "ab", [("A", FCN, 0.1), ("B", GEMM, 0.125)])
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=201)
+    for slot in ("A", "B"):
+        r, inverse = c.workload(slot).slowdown, c.workload(slot).normalized_throughput
+        assert r.low < r.value < r.high
+        assert inverse.value == pytest.approx(1 / r.value, rel=1e-12)
+        assert (inverse.low, inverse.high) == (pytest.approx(1 / r.high, rel=1e-12), pytest.approx(1 / r.low, rel=1e-12))
+    # one run on each side: every interval is within that run, which the notes say; the distribution tests ran
+    assert c.interval_basis == {"shared": spread.WITHIN, "exclusive A": spread.WITHIN, "exclusive B": spread.WITHIN}
+    assert spread.WITHIN_NOTE in c.notes and distributions.TESTS_NEED not in c.notes
+
+
+def test_without_scipy_there_are_no_distribution_tests_and_the_notes_say_so(tmp_path: Path, monkeypatch) -> None:
+    from gpumon.analysis import distributions, stats_helper
+
+    monkeypatch.setattr(stats_helper, "for_runs", lambda run_dirs: None)  # what it answers where scipy is missing
+    xa, xb = _alone(tmp_path / "xa", "A", FCN, 0.05), _alone(tmp_path / "xb", "A", GEMM, 0.1)
+    c = compare([load_run(xa), load_run(xb)], [load_run(_pair(tmp_path / "ab"))], n_boot=50)
+    assert distributions.TESTS_NEED in c.notes
+    assert [w.distributions for w in c.workloads] == [(), ()] and not c.samples and "caution" not in c.to_dict()
+    assert c.workload("B").slowdown.value == pytest.approx(1.25)
+
+
+def test_the_same_job_twice_shares_one_baseline_and_its_replicates(tmp_path: Path) -> None:
+    """Two exclusive runs of one job, and that job twice in the shared run, stepping identically: A and B are the
+    same job in the same conditions, so their slowdowns and intervals are the same."""
+    runs = [_noisy(tmp_path / f"x{i}", [("A", FCN, 0.05 + 0.005 * i)]) for i in range(2)]
+    ab = write_run(tmp_path / "ab", [Job(slot, FCN, ((20.0, 0.1),), noise=0.3, seed=7) for slot in ("A", "B")])
+    c = compare([load_run(r) for r in runs], [load_run(ab)], n_boot=201)
+    a, b = c.workload("A").slowdown, c.workload("B").slowdown
+    assert a.low < a.value < a.high
+    assert (b.value, b.low, b.high) == (a.value, a.low, a.high)

@@ -288,10 +288,13 @@ def test_without_a_probe_the_solo_phases_of_every_shared_run_make_the_baseline(t
 def test_a_process_beside_an_exclusive_run_disturbs_the_baseline(tmp_path: Path) -> None:
     xa = write_run(tmp_path / "xa", [Job("A", FCN, ((20.0, 0.05),))], others=(COLLEAGUE,))
     xb = _alone(tmp_path / "xb", "A", GEMM, 0.1)
-    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),)), Job("B", GEMM, ((20.0, 0.125),))])
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),)), Job("B", GEMM, ((20.0, 0.125),))],
+                   others=(COLLEAGUE,))
     c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
-    assert [(Path(d.run).name, d.role) for d in c.disturbed_by] == [("xa", "baseline")]
-    assert [w for w in c.warnings if "not one of the jobs" in w][0].endswith("so the baseline is not clean")
+    assert [(Path(d.run).name, d.role) for d in c.disturbed_by] == [("xa", "baseline"), ("ab", "pair")]
+    told = [w for w in c.warnings if "not one of the jobs" in w]
+    assert [(w.split(":")[0], w.endswith("so the baseline is not clean"), w.endswith("so the pair is not clean"))
+            for w in told] == [("xa", True, False), ("ab", False, True)]
 
 
 def test_exclusive_phases_merge_their_replicates_by_duration_too(tmp_path: Path) -> None:

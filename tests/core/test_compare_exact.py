@@ -569,3 +569,10 @@ def test_the_same_job_twice_shares_one_baseline_and_its_replicates(tmp_path: Pat
     a, b = c.workload("A").slowdown, c.workload("B").slowdown
     assert a.low < a.value < a.high
     assert (b.value, b.low, b.high) == (a.value, a.low, a.high)
+
+
+def test_the_comparison_names_the_share_mode_and_the_device_it_was_recorded_under(tmp_path: Path) -> None:
+    xa, xb = _alone(tmp_path / "xa", "A", FCN, 0.05), _alone(tmp_path / "xb", "A", GEMM, 0.1)
+    ab = _edit(_pair(tmp_path / "ab"), share={"mode": "mps", "threads": None, "existing_daemon": False})
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
+    assert (c.pair.share, c.device) == ("mps", "cpu")

@@ -576,3 +576,33 @@ def test_the_comparison_names_the_share_mode_and_the_device_it_was_recorded_unde
     ab = _edit(_pair(tmp_path / "ab"), share={"mode": "mps", "threads": None, "existing_daemon": False})
     c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
     assert (c.pair.share, c.device) == ("mps", "cpu")
+
+
+def test_untimed_and_empty_copies_are_no_bandwidth_and_zero_bytes(tmp_path: Path) -> None:
+    """A copy of no bytes (timed or not) is no bandwidth sample; a step without a copy count copied 0 B."""
+    copying = dict(copy_bytes=1_000_000, copy_s=1e-3)
+    xa = write_run(tmp_path / "xa", [Job("A", FCN, ((20.0, 0.05),), **copying)])
+    xb = write_run(tmp_path / "xb", [Job("A", GEMM, ((20.0, 0.1),), **copying)])
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),), copy_bytes=0, copy_s=1e-4),  # timed, 0 bytes
+                                     Job("B", GEMM, ((20.0, 0.125),), **copying)])
+    steps = pd.read_csv(ab / "steps.csv")
+    steps.loc[steps["process"] == "B", ["copy_bytes", "copy_s"]] = float("nan")  # B's copies not counted at all
+    steps.to_csv(ab / "steps.csv", index=False)
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
+    assert ("A", "copy_bandwidth") not in c.samples  # no shared sample: nothing to compare
+    assert set(c.samples[("A", "copy_bytes_per_s")][1]) == {0.0}
+    alone, shared = c.samples[("B", "copy_bytes_per_s")]
+    assert alone == pytest.approx([1e6 / 0.1] * len(alone)) and set(shared) == {0.0} and len(shared) > 100
+
+
+def test_a_job_started_exactly_at_the_others_first_step_lost_the_stagger(tmp_path: Path) -> None:
+    from gpumon.errors import UsageError
+
+    path = _together(tmp_path / "r", 0.1, 0.5)  # A from 0 s, its first step at 0.1 s; B from 0.1 s
+    first = _RunData(load_run(path)).curve("A").first_t
+    _edit_workload(path, 1, start_t=first)
+    with pytest.raises(UsageError) as refused:
+        compare([], [load_run(path)])
+    assert str(refused.value) == (
+        "no exclusive baseline: r: --stagger 0.5 was lost: B started at 0.1 s, before A's first step after its warm-up "
+        "(0.1 s), so A never ran alone (a longer --stagger on this box, or --exclusive runs)")

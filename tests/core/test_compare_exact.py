@@ -606,3 +606,17 @@ def test_a_job_started_exactly_at_the_others_first_step_lost_the_stagger(tmp_pat
     assert str(refused.value) == (
         "no exclusive baseline: r: --stagger 0.5 was lost: B started at 0.1 s, before A's first step after its warm-up "
         "(0.1 s), so A never ran alone (a longer --stagger on this box, or --exclusive runs)")
+
+
+def test_copies_of_under_a_byte_a_second_are_still_copies(tmp_path: Path) -> None:
+    """1 B copied every 2 s alone (0.5 B/s) and none shared, and the other way round (0.4 B/s shared, none alone):
+    one side copying anything is enough to compare the copy rate."""
+    one_byte = dict(copy_bytes=1, copy_s=1e-3)
+    xa = write_run(tmp_path / "xa", [Job("A", FCN, ((40.0, 2.0),), **one_byte)])
+    xb = write_run(tmp_path / "xb", [Job("A", GEMM, ((40.0, 2.0),))])
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((50.0, 2.5),)), Job("B", GEMM, ((50.0, 2.5),), **one_byte)])
+    c = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50)
+    alone, shared = c.samples[("A", "copy_bytes_per_s")]
+    assert alone == pytest.approx([0.5] * len(alone)) and set(shared) == {0.0}
+    alone, shared = c.samples[("B", "copy_bytes_per_s")]
+    assert set(alone) == {0.0} and shared == pytest.approx([0.4] * len(shared))

@@ -620,3 +620,12 @@ def test_copies_of_under_a_byte_a_second_are_still_copies(tmp_path: Path) -> Non
     assert alone == pytest.approx([0.5] * len(alone)) and set(shared) == {0.0}
     alone, shared = c.samples[("B", "copy_bytes_per_s")]
     assert set(alone) == {0.0} and shared == pytest.approx([0.4] * len(shared))
+
+
+def test_one_byte_copies_have_a_bandwidth(tmp_path: Path) -> None:
+    xa = write_run(tmp_path / "xa", [Job("A", FCN, ((20.0, 0.05),), copy_bytes=1, copy_s=1e-3)])  # 1000 B/s
+    xb = _alone(tmp_path / "xb", "A", GEMM, 0.1)
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),), copy_bytes=1, copy_s=2e-3),  # 500 B/s
+                                     Job("B", GEMM, ((20.0, 0.125),))])
+    alone, shared = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50).samples[("A", "copy_bandwidth")]
+    assert alone == pytest.approx([1000.0] * len(alone)) and shared == pytest.approx([500.0] * len(shared))

@@ -629,3 +629,12 @@ def test_one_byte_copies_have_a_bandwidth(tmp_path: Path) -> None:
                                      Job("B", GEMM, ((20.0, 0.125),))])
     alone, shared = compare([load_run(xa), load_run(xb)], [load_run(ab)], n_boot=50).samples[("A", "copy_bandwidth")]
     assert alone == pytest.approx([1000.0] * len(alone)) and shared == pytest.approx([500.0] * len(shared))
+
+
+def test_compare_paths_passes_the_assignment_on(tmp_path: Path) -> None:
+    xa = _alone(tmp_path / "xa", "A", FCN, 0.05)
+    other = _alone(tmp_path / "other", "A", "lstm:preset=tiny", 0.1)  # not B's spec: only B=other makes it B's baseline
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((20.0, 0.1),)), Job("B", GEMM, ((20.0, 0.125),))])
+    c, _ = compare_paths([xa, other, ab], {str(other): "B"})
+    assert c.workload("B").exclusive_rate == pytest.approx(10.0) and c.workload("B").slowdown.value == pytest.approx(1.25)
+    assert c.notes[0] == f"Baseline of B is other (lstm:preset=tiny), assigned by B= although the shared workload is {GEMM}."

@@ -638,3 +638,10 @@ def test_compare_paths_passes_the_assignment_on(tmp_path: Path) -> None:
     c, _ = compare_paths([xa, other, ab], {str(other): "B"})
     assert c.workload("B").exclusive_rate == pytest.approx(10.0) and c.workload("B").slowdown.value == pytest.approx(1.25)
     assert c.notes[0] == f"Baseline of B is other (lstm:preset=tiny), assigned by B= although the shared workload is {GEMM}."
+
+
+def test_a_run_that_recorded_no_device_is_named_with_a_question_mark(tmp_path: Path) -> None:
+    xa = _alone(tmp_path / "xa", "A", FCN, 0.05)
+    xb = _edit(_alone(tmp_path / "xb", "A", GEMM, 0.1), device=None)
+    c = compare([load_run(xa), load_run(xb)], [load_run(_pair(tmp_path / "ab"))], n_boot=50)
+    assert "runs were recorded on different devices: cpu on testhost (xa, ab); ? on testhost (xb)" in c.warnings

@@ -281,7 +281,7 @@ def compare(
     shared_data = [_RunData(r) for r in shared]
     exclusive_data = [_RunData(r) for r in exclusive]
     specs, mappings = _shared_slots(shared_data)
-    blind = sorted({s for d, m in zip(shared_data, mappings) for s in SLOTS if m[s] == unprobed.blind_slot(d.run)})
+    blind = sorted({s for d, m in zip(shared_data, mappings) for s in SLOTS if m[s] in unprobed.blind_slots(d.run)})
     if blind:
         return _compare_blind(exclusive_data, shared_data, mappings, specs, blind, share, assign)
     windows, shared_segments, shared_samples = _overlaps(shared_data, mappings, rng, n_boot)

@@ -14,12 +14,9 @@ from gpumon.core.interference.evidence import window_values
 from gpumon.core.store.trace import Run
 
 
-def blind_slot(run: Run) -> str | None:
-    """The slot of a job that was attached without a probe (its steps unseen), else None."""
-    for entry in run.workloads:
-        if entry.attached and entry.probe is False:
-            return entry.slot
-    return None
+def blind_slots(run: Run) -> frozenset[str]:
+    """The slots of the jobs attached without a probe (their steps unseen): none, one, or both."""
+    return frozenset(entry.slot for entry in run.workloads if entry.attached and entry.probe is False)
 
 
 def known_use(run: Run, slot: str, alone: tuple[float, float], shared: tuple[float, float]) -> KnownUse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -27,9 +28,11 @@ from gpumon.analysis.predict_model import (
     Solo,
     holds,
     kernel_s,
+    mps_step,
     predict_pair,
     reason,
     sm_fill,
+    timeslice_step,
 )
 from gpumon.analysis.predict_model import (
     H100 as H100_NAME,
@@ -338,3 +341,176 @@ def test_gpm_sm_activity_is_the_fill_and_nvml_utilisation_the_busy_share(tmp_pat
     assert math.isnan(plain.fill) and gpm.fill == pytest.approx(0.5)
     assert gpm.busy == pytest.approx(plain.busy)  # time slicing still sees the whole busy time
     assert sm_fill(gpm) == pytest.approx(0.5) and sm_fill(plain) == pytest.approx(DEFAULT.sm_fill * plain.busy)
+
+
+# Below: the model's equations (docs/predict.md) on inputs whose answers are derived by hand in the comments, each
+# case chosen so that a wrong index, constant or comparison in gpumon.analysis.predict_model changes the result.
+
+
+def test_under_mps_two_gpu_bound_jobs_with_different_fills_solve_the_linear_pair():
+    # H = C = 0: with x = G_A/T'_A and y = G_B/T'_B (the shares each executes), x = 1 - f_B*y and y = 1 - f_A*x, so
+    # x = (1 - f_B)/(1 - f_A*f_B) = 0.2/0.6 = 1/3 and y = 0.5/0.6 = 5/6: r_A = 1/x = 3, r_B = 1/y = 1.2
+    p = predict_pair(Solo(step_s=1.0, busy=1.0, fill=0.5), Solo(step_s=2.0, busy=1.0, fill=0.8), MPS)
+    assert p.mode == MPS
+    assert p.step_s == pytest.approx((3.0, 2.4), rel=1e-9)
+    assert p.slowdown == pytest.approx((3.0, 1.2), rel=1e-9)
+    assert p.stp == pytest.approx(1 / 3 + 1 / 1.2, rel=1e-9)
+    # on millisecond steps the fixed point is solved as closely: f = 0.8 each, x = 1 - 0.8x, x = 1/1.8, T' = 1.8 ms
+    ms = Solo(step_s=1e-3, busy=1.0, fill=0.8)
+    assert predict_pair(ms, ms, MPS).step_s == pytest.approx((1.8e-3, 1.8e-3), rel=1e-9)
+
+
+def test_a_gpus_own_constants_reach_every_term_of_the_mps_step():
+    c = dataclasses.replace(DEFAULT, util_scale=0.5, sm_fill=0.4)
+    job = Solo(step_s=1.0, busy=1.0)
+    # G = kappa*u*T = 0.5, H = T - G = 0.5, f = gamma*u = 0.4: T' = H + G/(1 - f*G/T'), i.e. (T' - 0.5)(T' - 0.2) = 0.5T',
+    # T'^2 - 1.2T' + 0.1 = 0: T' = (1.2 + sqrt(1.04))/2
+    expected = (1.2 + math.sqrt(1.04)) / 2
+    p = predict_pair(job, job, MPS, c)
+    assert p.mode == MPS and p.step_s == pytest.approx((expected, expected), rel=1e-9)
+    # kappa*u = 0.5: neither is GPU-bound under these constants
+    assert reason(job, job, MPS, c=c) == "kernels run side by side under MPS and fill each other's idle SMs"
+
+
+def test_a_gpus_own_constants_reach_every_term_of_the_time_sliced_step():
+    tau, sigma = 2e-3, 1e-4
+    c = dataclasses.replace(DEFAULT, slice_s=tau, switch_s=sigma, util_scale=0.5)
+    job = Solo(step_s=0.2, busy=1.0)
+    # G = 0.5*0.2 = 0.1, H = 0.1, n = G/tau = 50 turns; both hold whole slices (i = 1/2: b = b' + 2*sigma grows to tau).
+    # T' = G + rho*K + max(H, rho*(tau + sigma)) with K = n*sigma + (n - 1)*(tau + sigma), and rho = 1 - H/T' (H is the
+    # larger: rho*(tau + sigma) < 2.1 ms): H = (1 - rho)(G + H + rho*K), K*rho^2 + (G + H - K)*rho - G = 0
+    g = h = 0.1
+    k = 50 * sigma + 49 * (tau + sigma)
+    rho = (-(g + h - k) + math.sqrt((g + h - k) ** 2 + 4 * k * g)) / (2 * k)
+    p = predict_pair(job, job, TIMESLICE, c)
+    assert p.mode == TIMESLICE
+    assert p.step_s == pytest.approx((h / (1 - rho), h / (1 - rho)), rel=1e-9)
+    assert p.slowdown[0] == pytest.approx(h / (1 - rho) / 0.2, rel=1e-9)
+
+
+def test_copies_stretched_by_the_partners_copies_are_solved_for_each_job():
+    # No kernels: T' = H + C*(1 + k'), k = C*(1 + k')/T'. Chosen so that k_A = 1/2 and k_B = 1/4:
+    # A: H = 0.5, C = 0.4 -> 0.4*1.25 = 0.5 copying, T'_A = 1.0, k_A = 0.5/1.0; B: H = 0.9, C = 0.2 -> 0.2*1.5 = 0.3,
+    # T'_B = 1.2, k_B = 0.3/1.2 = 1/4. Solo: T_A = 0.9, T_B = 1.1
+    a, b = Solo(step_s=0.9, busy=0.0, copy_s=0.4), Solo(step_s=1.1, busy=0.0, copy_s=0.2)
+    for mode in (TIMESLICE, MPS):
+        p = predict_pair(a, b, mode)
+        assert p.step_s == pytest.approx((1.0, 1.2), rel=1e-9), mode
+        assert p.slowdown == pytest.approx((1.0 / 0.9, 1.2 / 1.1), rel=1e-9), mode
+
+
+def test_one_jobs_time_sliced_step_from_its_inputs():
+    short, long = Solo(step_s=1e-3, busy=0.5), Solo(step_s=1.0, busy=1.0)  # G = H = 0.5 ms; the long one holds tau
+    # partner always ready, its hold left to the model: the long job holds a whole slice: T' = G + sigma + (tau + sigma)
+    assert timeslice_step(short, long, 1.0) == pytest.approx(0.5e-3 + SIGMA + TAU + SIGMA)
+    # a hold given: T' = G + sigma + (1 ms + sigma)
+    assert timeslice_step(short, long, 1.0, hold=1e-3) == pytest.approx(0.5e-3 + SIGMA + 1e-3 + SIGMA)
+    # partner ready a tenth of the time: its wait (0.41 ms) hides in my host time and copies (H = 0.4, C = 0.1 ms, no
+    # partner copies): T' = G + 0.1*sigma + H + C
+    copier = Solo(step_s=1e-3, busy=0.6, copy_s=0.1e-3)
+    assert timeslice_step(copier, long, 0.1) == pytest.approx(0.5e-3 + 0.1 * SIGMA + 0.5e-3)
+    # the GPU's own constants: tau = 5 ms, kappa = 0.5: G = 0.25 ms, H = 0.75 ms; holds: the short job's i = 1/4 caps
+    # it at its G (0.25 ms < (b' + 2*sigma)/3), the long one's i = 1/2 gives b = 0.25 + 1.2 = 1.45 ms (under tau):
+    # T' = 0.25 + 0.6 + max(0.75, 1.45 + 0.6) = 2.9 ms
+    c = dataclasses.replace(DEFAULT, slice_s=5e-3, util_scale=0.5)
+    assert holds(short, long, c) == pytest.approx((0.25e-3, 1.45e-3))
+    assert timeslice_step(short, long, 1.0, c=c) == pytest.approx(2.9e-3)
+
+
+def test_one_jobs_mps_step_from_its_inputs():
+    # G = 0.5 ms, H = 0.4 ms, C = 0.1 ms (no partner copies); the partner holds f*e = 0.5*0.5 of the SMs:
+    # T' = H + C + G/(1 - 0.25)
+    me = Solo(step_s=1e-3, busy=0.6, copy_s=0.1e-3)
+    assert mps_step(me, Solo(step_s=1.0, busy=1.0, fill=0.5), 0.5) == pytest.approx(0.5e-3 + 0.5e-3 / 0.75)
+
+
+def test_inputs_outside_their_range_are_clamped_and_missing_ones_read_as_stated():
+    assert kernel_s(Solo(step_s=1.0, busy=1.3)) == pytest.approx(1.0)  # utilisation above 100 %: the whole step
+    assert sm_fill(Solo(step_s=1.0, busy=1.3)) == pytest.approx(DEFAULT.sm_fill)
+    assert sm_fill(Solo(step_s=1.0, busy=0.5, fill=1.5)) == 1.0  # at most every SM
+    assert sm_fill(Solo(step_s=1.0)) == 0.0  # no NVML, no GPM: no SMs known to be held
+    # a job with no step time has no kernel rate: it holds nothing, and its partner holds what queues in two switches
+    assert holds(Solo(step_s=0.0), Solo(step_s=0.01, busy=0.3)) == pytest.approx((0.0, 0.3 * 2 * SIGMA / 0.7))
+
+
+def test_cpu_shares_unknown_or_above_one_count_as_one_core_and_the_room_limit_is_inclusive():
+    one = frozenset({0})
+    unknown = Solo(step_s=0.01, cores=one)  # no cpu_pct: assume it keeps its core busy
+    assert predict_pair(unknown, unknown, CPU).slowdown == pytest.approx((2.0, 2.0))
+    half, over = Solo(step_s=0.01, cpu_share=0.5, cores=one), Solo(step_s=0.01, cpu_share=1.5, cores=one)
+    assert predict_pair(half, over, CPU).slowdown == pytest.approx((2.0, 1.5))  # T*(1 + 1) and T*(1 + 0.5)
+    # 0.525 + 0.525 = 1 + CORE_ROOM exactly: still room for both
+    edge = Solo(step_s=0.01, cpu_share=0.525, cores=one)
+    assert predict_pair(edge, edge, CPU).slowdown == pytest.approx((1.0, 1.0))
+    # one job pinned, the other's cores unknown: no CPU prediction for either
+    p = predict_pair(half, Solo(step_s=0.01, cpu_share=0.5), CPU)
+    assert p.mode == CPU and math.isnan(p.slowdown[0]) and math.isnan(p.slowdown[1]) and math.isnan(p.stp)
+
+
+def test_the_cpu_reasons_name_the_case():
+    a = Solo(step_s=0.01, cpu_share=1.0, cores=frozenset({0}))
+    b = Solo(step_s=0.02, cpu_share=1.0, cores=frozenset({1}))
+    assert reason(a, b, CPU) == "pinned to different cores: neither waits for the other"
+    assert reason(a, a, CPU) == "both on the same cores, more than they hold: they take turns on them"
+
+
+def test_the_mps_reason_names_which_job_waits_and_when_none_does():
+    short, long = Solo(step_s=1e-3, busy=0.5), Solo(step_s=1.0, busy=1.0)
+    assert reason(long, short, MPS, ("vgg19", "fcn")) == (
+        "fcn's kernels wait for the SMs vgg19's kernels hold (no preemption under MPS)")
+    side_by_side = "kernels run side by side under MPS and fill each other's idle SMs"
+    assert reason(short, short, MPS) == side_by_side  # neither GPU-bound
+    assert reason(Solo(step_s=1e-3, busy=0.0), long, MPS) == side_by_side  # no kernels of its own: nothing waits
+    edge = Solo(step_s=1.0, busy=0.85)  # 85 % busy is GPU-bound
+    assert reason(edge, edge, MPS) == "both GPU-bound: under MPS their kernels compete for the SMs"
+    assert reason(edge, edge, TIMESLICE) == "both GPU-bound: time slices split the GPU"
+
+
+def test_the_time_sliced_reason_needs_short_kernels_beside_whole_slices_of_long_ones():
+    overlap = "host parts overlap while the GPU parts take turns"
+    short, long = Solo(step_s=1e-3, busy=0.5), Solo(step_s=1.0, busy=1.0)
+    assert reason(long, short, TIMESLICE, ("vgg19", "fcn")) == "fcn's short kernels wait for vgg19's time slices"
+    # B's kernels of 2.5 tau are long (more than two slices); exactly two slices are not
+    assert reason(short, Solo(step_s=2.5 * TAU, busy=1.0), TIMESLICE) == "A's short kernels wait for B's time slices"
+    assert reason(short, Solo(step_s=2 * TAU, busy=1.0), TIMESLICE) == overlap
+    # kernels of exactly one slice are not short
+    assert reason(Solo(step_s=2 * TAU, busy=0.5), long, TIMESLICE) == overlap
+    # neither short (50 and 80 ms of kernels), neither GPU-bound, kernels 1.3 of the GPU: they take turns
+    assert reason(Solo(step_s=0.1, busy=0.5), Solo(step_s=0.1, busy=0.8), TIMESLICE) == overlap
+    # kernels needing exactly the whole GPU (1/2 + 1/2) are no longer light
+    half = Solo(step_s=1.0, busy=0.5)
+    assert reason(half, half, TIMESLICE) == overlap
+    light = Solo(step_s=0.01, busy=0.3)
+    assert reason(light, light, TIMESLICE) == (
+        "light jobs: each yields the GPU as soon as its kernels are done, and the other fills its gaps")
+
+
+def test_the_time_sliced_reason_uses_the_gpus_own_constants():
+    c = dataclasses.replace(DEFAULT, slice_s=5e-3, switch_s=1.5e-3, util_scale=0.5)
+    short = Solo(step_s=6e-3, busy=1.0)  # G = 3 ms < tau (6 ms under kappa 1)
+    # B: G = 0.5 s; holds: A capped at its G (i = 1/2: b = b' + 2*sigma), B at tau (3 + 3 ms > 5 ms)
+    assert holds(short, Solo(step_s=1.0, busy=1.0), c) == pytest.approx((3e-3, 5e-3))
+    assert reason(short, Solo(step_s=1.0, busy=1.0), TIMESLICE, c=c) == "A's short kernels wait for B's time slices"
+    # B: G = 7.5 ms, not over two slices (10 ms; its 15 ms under kappa 1 would be)
+    assert reason(short, Solo(step_s=15e-3, busy=1.0), TIMESLICE, c=c) == (
+        "host parts overlap while the GPU parts take turns")
+    # 80 % busy reads as 40 % kernels each: light, and not GPU-bound
+    light = Solo(step_s=0.1, busy=0.8)
+    assert reason(light, light, TIMESLICE, c=c).startswith("light jobs")
+
+
+def test_time_sliced_jobs_with_kernels_and_copies_wait_as_often_as_the_partner_has_kernels_ready():
+    # n = 1 turn each (G < tau), sigma = 0.1 ms; chosen backwards from k_A = 1/2, k_B = 1/4 (the shares each copies),
+    # rho_A = 0.4, rho_B = 0.25 (the shares each has kernels ready) and T'_A = 1.0 ms, T'_B = 1.2 ms:
+    #   k_A = C_A*(1 + k_B)/T'_A: C_A = 0.4 ms;  k_B = C_B*(1 + k_A)/T'_B: C_B = 0.2 ms
+    #   my host part and copies, stretched by the partner's: off_A = H_A + 0.4*1.25 = 0.6 ms (H_A = 0.1),
+    #   off_B = H_B + 0.2*1.5 = 0.9 ms (H_B = 0.6)
+    #   T' = G + rho'*sigma + off (the partner's hold, at most its G, hides in off): G_A = 1.0 - 0.025 - 0.6 = 0.375 ms,
+    #   G_B = 1.2 - 0.04 - 0.9 = 0.26 ms; and rho = 1 - off/T' holds: 1 - 0.6/1.0 = 0.4, 1 - 0.9/1.2 = 0.25
+    # So T_A = G + C + H = 0.875 ms at u = 0.775/0.875, T_B = 1.06 ms at u = 0.46/1.06.
+    c = dataclasses.replace(DEFAULT, switch_s=1e-4)
+    a = Solo(step_s=0.875e-3, busy=0.775 / 0.875, copy_s=0.4e-3)
+    b = Solo(step_s=1.06e-3, busy=0.46 / 1.06, copy_s=0.2e-3)
+    p = predict_pair(a, b, TIMESLICE, c)
+    assert p.step_s == pytest.approx((1.0e-3, 1.2e-3), rel=1e-9)
+    assert p.slowdown == pytest.approx((1 / 0.875, 1.2 / 1.06), rel=1e-9)

@@ -67,7 +67,7 @@ MODULES: dict[str, Target] = {
         CORE + "test_attribution.py")),
     "analysis.spread": Target("gpumon/analysis/spread.py", (CORE + "test_intervals_exact.py", CORE + "test_spread.py")),
     # Being rewritten on the predict branch: configured here so the tool can be re-run after the merge.
-    "analysis.predict_model": Target("gpumon/analysis/predict_model.py", (CORE + "test_predict.py",)),
+    "analysis.predict_model": Target("gpumon/analysis/predict_model.py", (CORE + "test_predict.py", CORE + "test_predict_crowded.py")),
     "core.store.recorder": Target("gpumon/core/store/recorder.py", (
         CORE + "test_roundtrip.py", CORE + "test_recorder_errors.py", CORE + "test_pipeline_recorder.py",
         CORE + "test_follow.py")),

@@ -148,3 +148,27 @@ def test_a_run_whose_runner_died_is_read_to_its_end_and_ends_as_interrupted(tmp_
     source.poll()
     assert source.ended and [s.step for s in seen.of(StepEvent)] == [1]
     assert source.now() == 0.4
+
+
+def test_a_jobs_rows_read_before_run_json_says_it_started_wait_for_its_start(tmp_path) -> None:
+    # The runner flushes its tables, then run.json: a poll between the two reads a job's steps before its start.
+    run_dir = _handmade_run(tmp_path, RunnerInfo.current())
+    lock = RunnerLock.take(run_dir)
+    try:
+        follower = Bus()
+        seen = Seen(follower)
+        source = FollowSource(run_dir, follower)
+        with open(run_dir / "steps.csv", "a") as f:
+            f.write("A,4242,1,0.6,0.1,32,1,0,\nA,4242,2,0.7,0.1,32,1,0,\n")
+        source.poll()
+        assert seen.of(StepEvent) == [] and seen.of(WorkloadState) == []
+        meta = _meta(RunnerInfo.current())
+        meta.workloads[0].start_t, meta.workloads[0].pid = 0.5, 4242
+        (run_dir / "run.json").write_text(json.dumps(meta.to_json()))
+        source.poll()
+        started = [(type(i).__name__, getattr(i, "state", getattr(i, "step", None))) for i in seen.items
+                   if isinstance(i, (WorkloadState, StepEvent))]
+        assert started == [("WorkloadState", "starting"), ("WorkloadState", "running"), ("StepEvent", 1),
+                           ("StepEvent", 2)]
+    finally:
+        lock.release()

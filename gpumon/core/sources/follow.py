@@ -99,6 +99,8 @@ class FollowSource:
         self._logs: dict[str, Tail] = {}
         self._meta_key: tuple[int, int, int] | None = None  # run.json's inode, size, mtime when last read
         self._published: set[tuple[Any, ...]] = set()
+        self._started: set[str] = set()  # the slots whose first state has been published
+        self._early: list[tuple[float, int, Any]] = []  # a job's rows read before run.json said it started
         self._notices = 0
         self._last_t = -math.inf
         self._lock = threading.Lock()
@@ -134,7 +136,8 @@ class FollowSource:
             over = self._read_meta()  # before the tables: a run that just ended has written all of them
             if first:
                 self.bus.publish(self.run.nvml_status)
-            timed = sorted(self._meta_events() + self._table_records(final=over), key=lambda e: (e[0], e[1]))
+            timed = sorted(self._meta_events() + self._in_order(self._table_records(final=over), over),
+                           key=lambda e: (e[0], e[1]))
             for _, _, item in timed:
                 self.bus.publish(item)
             if timed:
@@ -192,10 +195,22 @@ class FollowSource:
                 if key not in self._published:
                     self._published.add(key)
                     out.append((t, order, item))
+                    self._started.add(entry.slot)
         notices = self.run.meta.notices
         out += [(notice.t, 5, notice) for notice in notices[self._notices :]]
         self._notices = len(notices)
         return out
+
+    def _in_order(self, records: list[tuple[float, int, Any]], final: bool) -> list[tuple[float, int, Any]]:
+        """``records`` less a job's rows that came before run.json said the job started (the runner flushes its
+        tables, then run.json: a poll between the two reads the rows first), kept for the poll that reads its
+        state; all of them once the run is over."""
+        ready: list[tuple[float, int, Any]] = []
+        waiting, self._early = self._early + records, []
+        for timed in waiting:
+            slot = getattr(timed[2], "slot", None)
+            (self._early if slot and slot not in self._started and not final else ready).append(timed)
+        return ready
 
     # -- tables and logs ----------------------------------------------------------
 

@@ -80,9 +80,11 @@ def test_a_thousandth_run_of_one_name_and_second_is_refused(tmp_path: Path) -> N
 def test_the_writer_thread_is_named_and_does_not_hold_the_process(tmp_path: Path) -> None:
     path = create_run_dir(tmp_path, "thread", time.localtime())
     # no workloads yet
+    before = set(threading.enumerate())  # another test's recorder may still be closing on a loaded box
     rec = Recorder(path, RunMeta.from_json({"schema": 1, "label": "thread", "status": "recording", "workloads": []}))
-    writers = [t for t in threading.enumerate() if t.name == "gpumon-recorder"]
+    writers = [t for t in set(threading.enumerate()) - before if t.name == "gpumon-recorder"]
     assert len(writers) == 1 and writers[0].daemon
     rec.close(1.0)
+    assert not writers[0].is_alive()  # close waits for its writer
     meta = json.loads((path / "run.json").read_text())
     assert meta["workloads"] == [] and meta["mode"] == "exclusive" and meta["status"] == "complete"

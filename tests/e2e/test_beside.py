@@ -236,7 +236,7 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
     text_out = gpumon("compare", "--shared", str(path))
     assert text_out.returncode == 0, text_out.stderr
     assert "B: rate unknown (no probe); what is known: SM 80 % alone → 67 % beside fcn (-17 %), " \
-           "GPU memory 2.0 GiB → 2.0 GiB" in text_out.stdout
+           "GPU memory 2.0 GiB → 2.0 GiB" in text_out.stdout, [line for line in text_out.stdout.splitlines() if "B" in line]
     as_json = json.loads(gpumon("compare", "--shared", str(path), "--json").stdout)
     b = as_json["workloads"]["B"]
     assert b["rate"] == "unknown (no probe)" and b["slowdown"]["estimate"] is None and b["exclusive_rate"] is None

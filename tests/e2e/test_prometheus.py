@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import urllib.parse
 import urllib.request
@@ -81,7 +82,7 @@ def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path)
             return steady if len(steady) >= 2 and steady[-1][0] - steady[0][0] >= SPAN_S else None
 
         samples = wait_for(spanned, timeout=120, interval=0.5, what=f"{SPAN_S:.0f} s of scrapes in Prometheus")
-        gauge = query(base, "gpumon_job_iterations_per_second")
+        gauge = query(base, "gpumon_job_iterations_per_second{slot=\"A\"}[1m]")  # each scrape: its time, its value
     finally:
         gpumon_proc.send_signal(signal.SIGINT)
         gpumon_proc.wait(60)
@@ -101,8 +102,15 @@ def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path)
     trace_rate = ((walls > t1) & (walls <= t2)).sum() / (t2 - t1)
     assert trace_rate > 0
     assert abs(scraped_rate / trace_rate - 1) <= 0.10, (scraped_rate, trace_rate)
-    live = float(gauge[0]["value"][1])
-    assert abs(live / trace_rate - 1) <= 0.25, (live, trace_rate)  # a 2 s window of a noisy CPU job
+    # the gauge is the rate over the 2 s before each scrape: against the steps of those 2 s, scrape by scrape (a
+    # loaded box's rate moves between them), the median of the ratios
+    ratios = []
+    for t, value in ((float(t), float(v)) for t, v in gauge[0]["values"]):
+        counted = ((walls > t - 2) & (walls <= t)).sum() / 2
+        if t1 <= t <= t2 and counted > 0:
+            ratios.append(value / counted)
+    assert len(ratios) >= 3, gauge[0]["values"]
+    assert abs(statistics.median(ratios) - 1) <= 0.25, ratios  # 2 s windows of a noisy CPU job
 
 
 def test_metrics_address_errors_are_one_line(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ class Target:
 MODULES: dict[str, Target] = {
     "core.records.rates": Target("gpumon/core/records/rates.py", (
         CORE + "test_rates_edges.py", CORE + "test_rates.py", CORE + "test_analysis.py", CORE + "test_compare_reads.py",
-        TUI + "test_model.py")),
+        CORE + "test_pipeline_live.py", CORE + "test_sentence.py", TUI + "test_model.py", TUI + "test_interference_line.py")),
     "analysis.rates": Target("gpumon/analysis/rates.py", (
         CORE + "test_analysis_rates.py", CORE + "test_rates.py", CORE + "test_analysis.py",
         CORE + "test_compare_reads.py")),

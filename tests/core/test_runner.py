@@ -131,6 +131,29 @@ def test_holding_the_file_open_without_its_lock_is_not_being_the_runner(tmp_path
         reader.wait()
 
 
+@pytest.mark.parametrize("lock", [
+    "fcntl.flock(f, fcntl.LOCK_SH)",  # a shared flock: /proc's "FLOCK ADVISORY READ", not a runner's WRITE
+    "fcntl.lockf(f, fcntl.LOCK_EX)",  # a POSIX write lock: "POSIX ADVISORY WRITE", not a runner's FLOCK
+])
+def test_a_lock_of_another_kind_on_the_file_is_not_the_runners(tmp_path, lock) -> None:
+    run_dir = tmp_path / "runs" / "20260101-000000-other-lock"
+    proc, _ = hold_run(run_dir)
+    proc.kill()
+    proc.wait()
+    (run_dir / LOCK_FILE).touch()
+    code = f"import fcntl, sys, time; f = open(sys.argv[1], 'r+'); {lock}; print(1, flush=True); time.sleep(120)"
+    other = subprocess.Popen([sys.executable, "-c", code, str(run_dir / LOCK_FILE)], stdout=subprocess.PIPE)
+    try:
+        assert other.stdout.readline()
+        forged = _forge(run_dir, psutil.Process(other.pid))
+        info = RunnerInfo.from_json(forged["runner"])
+        assert runner_process(run_dir, info) is None and not stop_runner(run_dir, info)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_a_recycled_pid_or_a_zombie_is_not_the_runner(holder) -> None:
     run_dir, proc, info = holder
     assert runner_process(run_dir, replace(info, started=info.started - 5)) is None  # same PID, another start time

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.analysis.predict import predict
+from gpumon.analysis.predict_model import CPU, Solo, predict_pair, room_for_both
 from gpumon.core.interference.evidence import Window, cores_busy
 from gpumon.core.store.trace import load_run
 from tests.tracegen import paced_job, write_run
@@ -52,3 +53,13 @@ def test_cores_busy_averages_the_jobs_cores_over_the_window_only(tmp_path: Path)
     assert cores_busy(Window(run, "A", 0.0, 9.9), frozenset({0, 1})) == pytest.approx(0.6)
     assert cores_busy(Window(run, "A", 10.0, 20.0), frozenset({0})) == pytest.approx(0.0)
     assert cores_busy(Window(run, "A", 0.0, 9.9), frozenset({2})) != cores_busy(Window(run, "A", 0.0, 9.9), frozenset({2}))  # NaN: no such core
+
+
+def test_one_crowded_job_is_enough_to_take_turns():
+    # A half-idle job beside one that was crowded alone: the crowded one would use the room the other leaves, so they
+    # take turns: r = 1 + the partner's share (0.5 each).
+    crowded = Solo(step_s=0.01, cpu_share=0.5, cores=frozenset({0}), contended=True)
+    idle_half = Solo(step_s=0.01, cpu_share=0.5, cores=frozenset({0}))
+    assert not room_for_both(crowded, idle_half) and not room_for_both(idle_half, crowded)
+    assert room_for_both(idle_half, idle_half)
+    assert predict_pair(crowded, idle_half, CPU).slowdown == pytest.approx((1.5, 1.5))

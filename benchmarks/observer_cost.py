@@ -166,7 +166,9 @@ def measure(monitor: Monitor, args: argparse.Namespace, fake: FakeDriver | None,
     """The monitor's rows, each name to its cost."""
     base = {**os.environ, "GPUMON_RUNS": runs}
     tree = monitor.tree or str(ROOT)
-    base["PYTHONPATH"] = tree  # never the installed gpumon, nor the working directory's (-P; cwd too, for --detach)
+    # the tree first: never the installed gpumon, nor the working directory's (-P; cwd too, for --detach); what the
+    # caller's PYTHONPATH held after it (a GPU box's textual and nvitop may live only there)
+    base["PYTHONPATH"] = os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p)
     jobs: list[subprocess.Popen] = []
     try:
         if not monitor.launches_jobs:
@@ -287,6 +289,8 @@ def measure_round(args: argparse.Namespace, fake: FakeDriver | None, runs: str) 
                 f"terminal {cost.bytes_per_s / 1024:6.1f} KiB/s   exit {cost.exit_status}{steps}",
                 flush=True,
             )
+            if cost.exit_status not in (0, None) and math.isnan(cost.rss_mib):  # gone before it was measured: why
+                print("      " + "\n      ".join(cost.last_output.strip().splitlines()[-5:]), flush=True)
             for thread in cost.threads if monitor.launches_jobs else ():  # where gpumon's CPU goes, thread by thread
                 if thread.cpu_pct >= 0.005:
                     print(f"      {thread.name:22} {thread.cpu_pct:5.2f} %  {thread.wakeups_per_s:5.1f} wake-ups/s  "

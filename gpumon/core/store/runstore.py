@@ -6,7 +6,7 @@ import difflib
 import os
 from pathlib import Path
 
-from gpumon.core.store.trace import Run, TraceError, list_runs, load_run
+from gpumon.core.store.trace import Run, TraceError, baseline_rate, list_runs, load_run
 from gpumon.errors import UsageError
 
 MAX_SHOWN = 5  # candidates or close names said in an error
@@ -70,7 +70,8 @@ def export_dir(run: Path, fmt: str, root: Path | None = None) -> Path:
 
 
 def parse_baselines(items: list[str], runs_dir: Path) -> tuple[tuple[str, str], ...]:
-    """``A=RUN`` items (``--baseline`` of run and attach) as (slot, run directory), each run checked to be readable."""
+    """``A=RUN`` items (``--baseline`` of run and attach) as (slot, run directory), each run checked to hold a rate
+    for its slot before anything starts."""
     baselines: dict[str, str] = {}
     for item in items:
         slot, equals, text = item.partition("=")
@@ -79,5 +80,7 @@ def parse_baselines(items: list[str], runs_dir: Path) -> tuple[tuple[str, str], 
             raise UsageError(f"bad --baseline {item!r} (expected A=RUN or B=RUN)")
         if slot in baselines:
             raise UsageError(f"--baseline {slot} given twice")
-        baselines[slot] = str(load_run(resolve_run(text.strip(), runs_dir)).path)
+        path = str(load_run(resolve_run(text.strip(), runs_dir)).path)
+        baseline_rate(slot, path)
+        baselines[slot] = path
     return tuple(sorted(baselines.items()))

@@ -614,7 +614,8 @@ def baseline_rate(slot: str, path: str | os.PathLike[str]) -> float:
         return known[slot]
     if len(known) == 1:
         return next(iter(known.values()))
-    raise UsageError(f"baseline run {run.path.name} has no post-warm-up rate for {slot}")
+    raise UsageError(f"baseline run {run.path.name} has no post-warm-up rate for {slot}: no job in it stepped past "
+                     "its warm-up (capture it for longer)")
 
 
 def summarize(run: Run) -> RunSummary:

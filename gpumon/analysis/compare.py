@@ -287,8 +287,10 @@ def compare(
     windows, shared_segments, shared_samples = _overlaps(shared_data, mappings, rng, n_boot)
     if exclusive_data:
         baselines = _exclusive_baselines(exclusive_data, specs, dict(assign or {}), rng, n_boot, notes)
+        from_phase = _fill_from_phases(baselines, shared_data, mappings, specs, rng, n_boot, notes)
     else:
         baselines = _phase_baselines(shared_data, mappings, specs, rng, n_boot)
+        from_phase = set(SLOTS)
         phase_notes, phase_warnings = _phase_messages(baselines, specs, _lost_staggers(shared_data, mappings))
         notes += phase_notes
         warnings += phase_warnings
@@ -333,7 +335,7 @@ def compare(
             shared_rate=float(shared_rate.points[j]),
             slowdown=r,
             normalized_throughput=inverse,
-            baseline=EXCLUSIVE_RUNS if exclusive_data else EXCLUSIVE_PHASE,
+            baseline=EXCLUSIVE_PHASE if slot in from_phase else EXCLUSIVE_RUNS,
             exclusive=tuple(baselines[slot].segments),
             shared=tuple(shared_segments[slot]),
             distributions=(),
@@ -600,10 +602,34 @@ def _exclusive_baselines(
         for target in targets:
             baselines[target].segments.append(_segment(data, own_slot, "exclusive", c, window))
             baselines[target].samples.append(sample)
-    for slot, b in baselines.items():
-        if not b.samples:
-            raise UsageError(f"no exclusive run for {slot} ({specs[slot]}): give one with --exclusive {slot}=RUN")
     return baselines
+
+
+def _fill_from_phases(
+    baselines: dict[str, _Baseline],
+    shared: Sequence[_RunData],
+    mappings: Sequence[dict[str, str]],
+    specs: dict[str, str],
+    rng: np.random.Generator,
+    n_boot: int,
+    notes: list[str],
+) -> set[str]:
+    """A slot no exclusive run was given for takes its baseline from the shared runs' exclusive phases, as the live
+    line of ``gpumon run A --beside PID --baseline A=RUN`` does (the watched job's rate alone before A started); the
+    slots so filled. Without such a phase either, refused."""
+    missing = [slot for slot, b in baselines.items() if not b.samples]
+    if not missing:
+        return set()
+    phases = _phase_baselines(shared, mappings, specs, rng, n_boot)
+    for slot in missing:
+        if not phases[slot].samples:
+            raise UsageError(f"no exclusive run for {slot} ({specs[slot]}), and it never ran alone in the shared "
+                             f"runs: give one with --exclusive {slot}=RUN")
+        baselines[slot] = phases[slot]
+        names = ", ".join(sorted({s.name for s in phases[slot].segments}))
+        notes.append(f"Baseline of {slot} comes from the {EXCLUSIVE_PHASE} ({names}): no exclusive run of it was "
+                     "given.")
+    return set(missing)
 
 
 def _phase_baselines(

@@ -645,3 +645,29 @@ def test_a_run_that_recorded_no_device_is_named_with_a_question_mark(tmp_path: P
     xb = _edit(_alone(tmp_path / "xb", "A", GEMM, 0.1), device=None)
     c = compare([load_run(xa), load_run(xb)], [load_run(_pair(tmp_path / "ab"))], n_boot=50)
     assert "runs were recorded on different devices: cpu on testhost (xa, ab); ? on testhost (xb)" in c.warnings
+
+
+def test_a_slot_without_an_exclusive_run_takes_its_exclusive_phase(tmp_path: Path) -> None:
+    """``gpumon run gemm --beside PID --baseline A=RUN``'s pair: A's rate alone from its run, the watched job's from
+    its steps before A started (the live line's figures; on the H100 compare refused this until 2026-11-26)."""
+    from gpumon.errors import UsageError
+
+    # A alone at 40 it/s for 10 s, then beside B at 20 it/s; B (10 it/s shared) was 12.5 it/s in a run of its own
+    ab = write_run(tmp_path / "ab", [Job("A", FCN, ((10.0, 0.025), (30.0, 0.05))), Job("B", GEMM, ((30.0, 0.1),),
+                                                                                      start=10.0)])
+    xb = _alone(tmp_path / "xb", "A", GEMM, 0.08)
+    c = compare([load_run(xb)], [load_run(ab)], n_boot=200)
+    a, b = c.workload("A"), c.workload("B")
+    assert (a.exclusive_rate, a.shared_rate, a.baseline) == (pytest.approx(40.0), pytest.approx(20.0), EXCLUSIVE_PHASE)
+    assert (b.exclusive_rate, b.shared_rate, b.baseline) == (pytest.approx(12.5), pytest.approx(10.0), EXCLUSIVE_RUNS)
+    assert (a.slowdown.value, b.slowdown.value) == (pytest.approx(2.0), pytest.approx(1.25))
+    assert c.pair.stp.value == pytest.approx(1 / 2.0 + 1 / 1.25) and c.pair.verdict == "pays"
+    assert [s.role for s in a.exclusive] == ["exclusive phase"] and [s.role for s in b.exclusive] == ["exclusive"]
+    assert "Baseline of A comes from the exclusive phase of the shared run (ab): no exclusive run of it was given." \
+        in c.notes
+    # both started together: A never ran alone, so without a run of its own it has no baseline
+    together = write_run(tmp_path / "together", [Job("A", FCN, ((20.0, 0.05),)), Job("B", GEMM, ((20.0, 0.1),))])
+    with pytest.raises(UsageError) as refused:
+        compare([load_run(xb)], [load_run(together)])
+    assert str(refused.value) == ("no exclusive run for A (fcn:preset=tiny), and it never ran alone in the shared runs: "
+                                  "give one with --exclusive A=RUN")

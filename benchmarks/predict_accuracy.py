@@ -33,6 +33,7 @@ import argparse
 import csv
 import dataclasses
 import math
+import os
 import subprocess
 import sys
 import tarfile
@@ -44,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gpumon.analysis.predict import Job, intervals, lacking, read_jobs  # noqa: E402
+from gpumon.analysis.predict import Job, gpu_model, intervals, lacking, read_jobs  # noqa: E402
 from gpumon.analysis.predict_fit import Measured, fit  # noqa: E402
 from gpumon.analysis.predict_model import (  # noqa: E402
     DEFAULT,
@@ -60,6 +61,7 @@ from gpumon.core.store.trace import load_run  # noqa: E402
 
 H100_DEVICE = "NVIDIA H100 80GB HBM3 (SXM, PCIe Gen5 x16), driver 580.159.04, 2026-11-23"
 LUCID_DEVICE = "Lucid's testbed GPU (not named by Lucid; at least ~21 GB), nvidia-smi at 5 Hz, 30 s single runs"
+H100_GPU = "NVIDIA H100 80GB HBM3"  # run.json's gpu.name: the model `gpumon calibrate` files its constants under
 H100_EXPERIMENTS = {"q4": TIMESLICE, "exp": TIMESLICE, "expmps": MPS}
 NEAR = (0.95, 1.05)  # measured STP inside: "near 1" (no verdict is wrong there)
 MAX_FAMILIES = 4  # the H100's workloads, Lucid's models
@@ -191,6 +193,10 @@ def judge(p: Pair, c: Constants, calibrated: bool) -> dict:
             "stp_covered": pair.low <= p.measured_stp <= pair.high, "verdict": verdict(pair.low, pair.high)}
 
 
+def pairs_mode(pairs: list[Pair], dataset: str) -> str:
+    return next(p.mode for p in pairs if p.dataset == dataset)
+
+
 def naive(p: Pair) -> dict[str, tuple[float, float]]:
     a, b = (j.solo for j in p.jobs)
     return {"r = 1": (1.0, 1.0), "r = 2": (2.0, 2.0), "r = 1 + partner util": (1 + b.busy, 1 + a.busy)}
@@ -274,6 +280,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--h100", type=Path, default=REPO.parent / "shared" / "h100" / "experiments")
     parser.add_argument("--lucid", type=Path, default=REPO.parent / "shared" / "lucid")
+    parser.add_argument("--calibration", type=Path, metavar="DIR",
+                        help="a `gpumon calibrate` directory ($GPUMON_CALIBRATION) holding the H100's: its pairs are "
+                             "also predicted with the constants measured there, nothing fitted (scheme 'calibrate')")
     args = parser.parse_args()
     began = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
@@ -299,6 +308,14 @@ def main() -> int:
 
     schemes = {"h100-ts": ("LOPO", "LOFO", "LODO"), "h100-mps": ("LOPO", "LOFO"), "lucid": ("LOFO", "LODO")}
     results = {(d, s): score(pairs, fitter, s, d) for d, ss in schemes.items() for s in ss}
+    if args.calibration:  # what `gpumon predict` uses on the H100 once `gpumon calibrate` has measured it there
+        os.environ["GPUMON_CALIBRATION"] = str(args.calibration)
+        for d in ("h100-ts", "h100-mps"):
+            models = {mode: gpu_model(H100_GPU, mode)[0] for mode in (TIMESLICE, MPS)}
+            print(f"  {d} with `gpumon calibrate`'s constants: {models[pairs_mode(pairs, d)].source}")
+            results[(d, "calibrate")] = [judge(p, models[p.mode].constants, models[p.mode].calibrated)
+                                         for p in pairs if p.dataset == d]
+            schemes[d] = (*schemes[d], "calibrate")
     print("\n| dataset | scheme | predictor | MAPE r % | MAPE STP % | Spearman rho STP | measured r inside interval "
           "| measured STP inside interval | verdict: measured (printed) |")
     print("|---|---|---|---|---|---|---|---|---|")

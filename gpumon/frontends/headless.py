@@ -291,10 +291,11 @@ class HeadlessRun:
             self._print_interference(live, [s for s in live.running if s in workloads], workloads)
 
     def _print_interference(self, live: LiveNow, slots: list[Slot], workloads: dict[Slot, Workload]) -> None:
-        """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far."""
+        """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far (a job
+        without one: against its exclusive phase so far, as the TUI's line, e.g. the watched job of ``--beside``)."""
         if self.exclusive and live.overlap is not None:
             now = live.t
-            result = interference(self.exclusive, live.overlap)
+            result = interference({**live.exclusive, **self.exclusive}, live.overlap)
             figures = {p: live.figures[p] for p in slots if p in live.figures}
             causes = self.causes.causes(result.shared, figures, self.gpu_info) if not result.measuring else {}
             requests = {p: workloads[p].request for p in slots}

@@ -18,7 +18,7 @@ from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import meaningful
 from gpumon.core.interference.live import RUNNING_STATES, LiveFigures, LiveStats
 from gpumon.core.interference.live_cause import Baseline, LiveCauses
-from gpumon.core.records.rates import Point, exclusive_rate, interference
+from gpumon.core.records.rates import interference
 from gpumon.core.sources.pcie import link_capacity_bps
 from gpumon.core.records.model import (
     DeviceSample,
@@ -44,8 +44,6 @@ BIN_S = 1.0
 HISTORY_BINS = 240
 LOG_LINES = 200
 NOTICES = 20
-MIN_EXCLUSIVE_STEPS = 10
-MIN_EXCLUSIVE_S = 1.0
 DEFAULT_LINK_BPS = 15.75e9
 OTHERS_STALE_S = 3.0  # a list of other GPU processes older than this is no longer shown (NVML went away)
 DEVICE_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "pcie_rx_bps", "pcie_tx_bps", "power_w", "temp_c")
@@ -89,9 +87,6 @@ class _Slot:
     state: WorkloadState | None = None
     start_t: float = NAN
     last_step: StepEvent | None = None
-    exclusive_first: Point | None = None
-    exclusive_last: Point | None = None
-    exclusive_over: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
     no_steps: str = ""  # the NO_STEPS notice's words: a command that works and takes no step the probe sees
 
@@ -213,14 +208,6 @@ class LiveModel:
         if previous is not None:  # the graphs' rates are wall-clock too: each step over the time since the one before
             slot.iter_rate.add(step.t, 1.0, step.t - previous.t)
             slot.sample_rate.add(step.t, step.samples, step.t - previous.t)
-        if step.warmup or slot.exclusive_over:
-            return
-        if any(other != step.slot for other in self.live.running()):  # the other job runs: sharing, not alone
-            slot.exclusive_over = slot.exclusive_first is not None
-            return
-        point = Point(step.t, step.step)
-        slot.exclusive_first = slot.exclusive_first or point
-        slot.exclusive_last = point
 
     def _on_device(self, sample: DeviceSample) -> None:
         self.device = sample
@@ -282,7 +269,8 @@ class LiveModel:
         live = self.live.now(now)
         with self._lock:
             workloads = tuple(
-                self._workload_view(name, slot, now, n, live.figures.get(name), name in live.running)
+                self._workload_view(name, slot, now, n, live.figures.get(name), name in live.running,
+                                    live.exclusive.get(name, NAN))
                 for name, slot in self._slots.items()
             )
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
@@ -339,27 +327,20 @@ class LiveModel:
         busy = sum(1 for o in others if meaningful(o.sm_pct, o.gpu_mem_mib))
         return {"processes": tuple(rows), "others_on_gpu": busy}
 
-    def _exclusive(self, name: str, slot: _Slot) -> tuple[float, str]:
+    def _exclusive(self, name: str, phase: float) -> tuple[float, str]:
+        """A ``--baseline`` run's rate, else the job's exclusive phase so far (the live computation's), else NaN."""
         if name in self.baselines:
             return self.baselines[name]
-        first, last = slot.exclusive_first, slot.exclusive_last
-        if (
-            first is not None
-            and last is not None
-            and last.n - first.n >= MIN_EXCLUSIVE_STEPS
-            and last.t - first.t >= MIN_EXCLUSIVE_S
-        ):
-            return exclusive_rate((first.t, last.t), (first.n, last.n)), "exclusive phase"
-        return NAN, ""
+        return (phase, "exclusive phase") if not math.isnan(phase) else (NAN, "")
 
     def _workload_view(
-        self, name: str, slot: _Slot, now: float, n: int, figures: LiveFigures | None, running: bool
+        self, name: str, slot: _Slot, now: float, n: int, figures: LiveFigures | None, running: bool, phase: float
     ) -> WorkloadView:
         state = slot.state
         figures = figures if state is not None else None
         label, healthy = _state_label(state, slot.last_step)
         hint = slot.no_steps if label == "starting" else ""
-        exclusive, source = self._exclusive(name, slot)
+        exclusive, source = self._exclusive(name, phase)
         end = state.t if state is not None and state.state not in RUNNING_STATES else now
         iter_values = slot.iter_rate.values(now, n, 0.0 if running else NAN)
         top = nice_ceiling(max(slot.iter_rate.peak, exclusive if exclusive > 0 else 0.0))

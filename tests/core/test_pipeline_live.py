@@ -110,3 +110,64 @@ def test_one_computation_per_bus_says_which_jobs_run_and_publishes_each_answer()
     assert after.running == ("A",) and after.shared["B"] == now.shared["B"], "the overlap's figures stay as it ended"
     bus.publish(WorkloadState("B", "starting", 4.0))  # a new job in B: its history starts again
     assert live.figures("B", 4.0).steps == 0 and live.running() == ("A", "B")
+
+
+def _steps(live: LiveStats, slot: str, first: int, t0: float, rate: float, n: int, warmup: int = 0) -> float:
+    """``n`` steps of ``slot`` numbered from ``first``, one every 1/``rate`` s after ``t0`` (the first ``warmup`` of
+    them warm-up); the last step's time."""
+    t = t0
+    for i in range(n):
+        t = t0 + (i + 1) / rate
+        live.handle(StepEvent(slot, 1, first + i, t, 1 / rate, warmup=i < warmup))
+    return t
+
+
+def test_a_jobs_exclusive_phase_is_its_rate_while_no_other_job_ran():
+    """A alone: 5 warm-up steps, then 80 steps at 40 it/s (steps 5..84 at 1.15-3.125 s: 79 intervals over 1.975 s = 40 it/s);
+    B starts at 3.2 s and everything after is sharing. The phase ends at B's start, its step count interpolated there
+    between step 84 (3.125 s) and step 85 (3.3 s, the first beside B) as gpumon compare cuts it: 84 + 0.075/0.175 =
+    84.43 steps, (84.43 - 5) / (3.2 - 1.15 s) = 38.75 it/s. B, never alone while A ran, has its phase once A exited."""
+    from gpumon.core.records.model import WorkloadState
+
+    live = LiveStats()
+    live.handle(WorkloadState("A", "starting", 0.0))
+    live.handle(WorkloadState("A", "running", 0.0))
+    end = _steps(live, "A", 0, 1.0, 40.0, 85, warmup=5)
+    assert live.now(end).exclusive["A"] == pytest.approx(79 / (end - (1.0 + 6 / 40.0)))
+    assert live.now(end).exclusive["A"] == pytest.approx(40.0)
+    live.handle(WorkloadState("B", "starting", 3.2))
+    _steps(live, "A", 85, 3.2, 10.0, 30)  # a quarter of the rate beside B: never its rate alone
+    end = _steps(live, "B", 0, 3.2, 25.0, 20)
+    now = live.now(end)
+    assert now.exclusive["A"] == pytest.approx((84 + 0.075 / 0.175 - 5) / 2.05) and math.isnan(now.exclusive["B"])
+    live.handle(WorkloadState("A", "exited", end, exit_status=0))
+    end = _steps(live, "B", 20, end, 20.0, 9)  # 9 steps alone: 8 intervals, fewer than 10 steps
+    assert math.isnan(live.now(end).exclusive["B"])
+    end = _steps(live, "B", 29, end, 20.0, 20)  # steps 20..48 alone: 28 intervals over 1.4 s
+    assert live.now(end).exclusive["B"] == pytest.approx(20.0)
+    live.handle(WorkloadState("A", "starting", end))  # a new job in slot A: the old one's phase is not its
+    assert "A" not in live.now(end).exclusive
+
+
+def test_a_short_exclusive_phase_is_no_rate():
+    """Ten steps in under a second, or nine over more than one, are too few to be a job's rate alone."""
+    fast, slow = LiveStats(), LiveStats()
+    _steps(fast, "A", 0, 0.0, 40.0, 12)  # 11 intervals over 0.275 s
+    _steps(slow, "A", 0, 0.0, 5.0, 10)  # 9 intervals over 1.8 s
+    assert math.isnan(fast.now(1.0).exclusive["A"]) and math.isnan(slow.now(3.0).exclusive["A"])
+    _steps(slow, "A", 10, 2.0, 5.0, 1)  # an eleventh step: 10 intervals over 2.0 s
+    assert slow.now(3.0).exclusive["A"] == pytest.approx(5.0)
+
+
+def test_a_step_is_judged_by_when_it_was_taken_not_when_it_arrived():
+    """A probe's steps can reach the bus after the other job's start: those taken before it are still the job's
+    rate alone (as compare cuts the phase at the other's start), those after it sharing."""
+    from gpumon.core.records.model import WorkloadState
+
+    live = LiveStats()
+    live.handle(WorkloadState("A", "running", 0.0))
+    _steps(live, "A", 0, 0.0, 20.0, 20)  # 0.05-1.0 s, taken in before B starts
+    live.handle(WorkloadState("B", "starting", 2.0))
+    _steps(live, "A", 20, 1.0, 20.0, 20)  # 1.05-2.0 s, arriving after B's start: still alone
+    _steps(live, "A", 40, 2.0, 5.0, 10)  # 2.2-4.0 s: beside B
+    assert live.now(4.0).exclusive["A"] == pytest.approx(20.0)

@@ -22,6 +22,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests import fakegpu
@@ -31,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_validation.py"
 FAKE_SMI = ROOT / "tests" / "fakenvml" / "bin"
 FAKE_MPS = ROOT / "tests" / "mps"
-ROWS = ["pcie_gpm", "pcie_counters", "gpm_sm", "per_process_sm", "doctor_verify", "mps", "calibrate", "observer_cost",
-        "pytest_gpu"]
+ROWS = ["pcie_gpm", "pcie_counters", "gpm_sm", "per_process_sm", "doctor_verify", "mps", "live_line", "calibrate",
+        "observer_cost", "pytest_gpu"]
 SCENARIO = """
 driver 580.159.04
 cuda_driver 13000
@@ -70,6 +71,7 @@ def validated(tmp_path_factory: pytest.TempPathFactory) -> Validated:
         FAKE_MPS_LOG=str(tmp / "mps.log"),
         CUDA_MPS_PIPE_DIRECTORY=str(tmp / "no-default-daemon"),
         GPUMON_RUNS=str(tmp / "runs"),
+        GPUMON_RUNTIME_DIR=str(tmp / "rendezvous"),  # the wrapped job's probe: this test's own, not the user's
     )
     out = tmp / "out"
     with fakegpu.serve(tmp / "gpu.sock") as device:
@@ -155,6 +157,24 @@ def test_mps_row_compares_both_pairs_and_sees_the_server_come_and_go(validated: 
 
 
 @needs_cc
+def test_live_line_row_sees_measuring_then_the_verdict_compare_gives(validated: Validated) -> None:
+    """Both the launched pair and the job --beside a wrapped one: the live line agrees with compare (headless uses
+    the watched job's exclusive phase, as the TUI does), and the wrapped job is stopped with the row."""
+    row = validated.rows["live_line"]
+    assert row["status"] == gv.PASS, [(c["name"], c["measured"]) for c in row["checks"]]
+    by_name = checks(row)
+    for who in ("pair", "--beside"):
+        assert by_name[f"{who}: measuring… first"]["figures"]["measuring_lines"] >= 1
+        assert all(by_name[f"{who}: {key}"]["figures"]["live"] > 0 for key in ("r_A", "r_B", "STP"))
+    beside = next(c for c in row["commands"] if "--beside" in c)
+    assert "--baseline A=" in beside and any(c.endswith("&") and " wrap -- " in c for c in row["commands"])
+    pid = int(beside.split("--beside ")[1].split()[0])
+    assert f"the --beside job: pid {pid}, fcn under gpumon wrap" in row["notes"]
+    with pytest.raises(psutil.NoSuchProcess):
+        psutil.Process(pid).status()  # gone: the row stopped the job it started
+
+
+@needs_cc
 def test_calibrate_row_measures_the_fake_devices_slice_in_under_a_minute(validated: Validated) -> None:
     row = validated.rows["calibrate"]
     by_name = checks(row)
@@ -211,6 +231,24 @@ def test_judges_pass_what_the_h100_measured_and_fail_what_went_wrong_there() -> 
     assert gv.judge_never_above(40, 0, 0.0).ok is True and gv.judge_never_above(40, 1, 32.0).ok is False
     assert gv.judge_ratio_max("TUI", 4.20 / 3.46, {}).ok is False  # the H100: TUI 4.20 %, nvitop@0.25 s 3.46 %
     assert gv.judge_stp("MPS", {"pair": {"stp": {"estimate": 1.17, "low": 1.1, "high": 1.2}}, "workloads": {}}, "").ok
+    # fcn + vgg19 on the H100 (docs/validation-h100-2026-11-26): the TUI's line 2.55, 1.57, STP 1.03; compare's
+    compared = {"workloads": {"A": {"slowdown": {"estimate": 2.5502}, "shared": [{"steps": 2087}]},
+                              "B": {"slowdown": {"estimate": 1.5691}, "shared": [{"steps": 231}]}},
+                "pair": {"stp": {"estimate": 1.0294}}}
+    measuring = {"measuring": True, "stp": None}
+
+    def line(r_a: float, r_b: float, stp: float) -> dict:
+        return {"measuring": False, "slowdown": {"A": r_a, "B": r_b}, "stp": stp}
+
+    assert all(c.ok for c in gv.judge_live("pair", [measuring, line(2.55, 1.57, 1.03)], compared, ""))
+    # one step in 231 more than 2 %: 2.43 %; r_B 3 % off fails, and so does a verdict never measured first
+    assert [c.ok for c in gv.judge_live("pair", [measuring, line(2.55, 1.5691 * 1.03, 1.03)], compared, "")] == [
+        True, True, False, True]
+    assert gv.judge_live("pair", [measuring, line(2.55, 1.5691 * 1.024, 1.03)], compared, "")[2].ok is True
+    assert gv.judge_live("pair", [line(2.55, 1.57, 1.03)], compared, "")[0].ok is False
+    assert [c.ok for c in gv.judge_live("pair", [measuring], compared, "")] == [False, False]
+    assert gv.judge_live("pair", [measuring, line(2.55, 1.57, 1.03)], None, "compare failed (2)")[1].measured == (
+        "compare failed (2)")
 
 
 def test_exit_status_is_0_only_when_every_row_passed() -> None:

@@ -17,7 +17,7 @@ from typing import Iterable
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
-from gpumon.core.records.rates import LIVE_WINDOW_S, Overlap, OverlapRates, Point, live_rate
+from gpumon.core.records.rates import LIVE_WINDOW_S, Overlap, OverlapRates, Point, exclusive_rate, live_rate
 
 WINDOW_S = LIVE_WINDOW_S
 # Steps are taken in when figures are asked for (a status line, a refresh: once a second), in one pass, or by the
@@ -25,6 +25,9 @@ WINDOW_S = LIVE_WINDOW_S
 ABSORB_AT = 4096
 ENDED = ENDED_STATES
 RUNNING_STATES = ("starting", "running")  # a job runs from its start until it ends (exited, stopped, detached...)
+# An exclusive phase is a rate once it holds this many post-warm-up steps over this long
+MIN_EXCLUSIVE_STEPS = 10
+MIN_EXCLUSIVE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class LiveNow:
     # the overlap so far of every job that stepped or runs, once there are two (the ones that still run for the live
     # line, all of them for the overlap's final figures when one leaves); None without overlap rates
     overlap: Overlap | None
+    # each job's rate alone so far: its post-warm-up steps while no other job ran (NaN: too few yet, or none)
+    exclusive: dict[str, float]
 
     @property
     def shared(self) -> dict[str, float]:
@@ -63,6 +68,32 @@ class LiveNow:
 
 def _point(step: StepEvent) -> Point:
     return Point(step.t, step.step)
+
+
+@dataclass
+class _Solo:
+    """A job's exclusive phase: its first and last post-warm-up steps while no other job ran; ``over`` once another
+    started after it had begun (what follows is sharing, never its rate alone again)."""
+
+    first: Point | None = None
+    last: Point | None = None
+    over: bool = False
+
+    def end(self, other_start: float, step: Point) -> None:
+        """The phase ends at the other job's start, its step count interpolated there between its last step alone
+        and ``step``, its first beside the other (``gpumon compare``'s window edge)."""
+        last = self.last
+        self.over = True
+        if last is None or step.t <= last.t or other_start <= last.t:
+            return
+        cut = min(other_start, step.t)
+        self.last = Point(cut, last.n + (step.n - last.n) * (cut - last.t) / (step.t - last.t))
+
+    def rate(self) -> float:
+        first, last = self.first, self.last
+        if first is None or last is None or last.n - first.n < MIN_EXCLUSIVE_STEPS or last.t - first.t < MIN_EXCLUSIVE_S:
+            return math.nan
+        return exclusive_rate((first.t, last.t), (first.n, last.n))
 
 
 class LiveStats:
@@ -86,6 +117,8 @@ class LiveStats:
         self._anchor: dict[str, StepEvent] = {}
         self._counts: dict[str, int] = {}
         self._last_sample: dict[str, ProcessSample] = {}
+        self._solo: dict[str, _Solo] = {}
+        self._ran: dict[str, tuple[float, float]] = {}  # each job's start and end (inf: still running), run time
         self._overlap = OverlapRates() if shared else None
         self._pending: deque[StepEvent] = deque()  # appended by the publisher, taken in under the lock
         self._lock = threading.Lock()
@@ -105,6 +138,10 @@ class LiveStats:
                 self.reset(item.slot)
             with self._lock:
                 self._states[item.slot] = item.state
+                if item.state in RUNNING_STATES and item.slot not in self._ran:
+                    self._ran[item.slot] = (item.t, math.inf)
+                elif item.state in ENDED and item.slot in self._ran:
+                    self._ran[item.slot] = (self._ran[item.slot][0], item.t)
                 if item.state in ENDED and self._overlap is not None:
                     self._absorb()  # the job's last steps belong to the overlap it leaves
                     self._overlap.close(item.slot)
@@ -121,6 +158,23 @@ class LiveStats:
             counts[item.slot] = item.step + 1
             if overlap is not None:
                 overlap.add(item.slot, _point(item), item.warmup)
+            if not item.warmup:
+                self._file_solo(item)
+
+    def _file_solo(self, step: StepEvent) -> None:
+        """The step in its job's exclusive phase if no other job ran at its time (from the other's start to its end,
+        as ``gpumon compare`` cuts a phase: a step that reaches the bus after the other job's start is still judged
+        by when it was taken)."""
+        solo = self._solo.setdefault(step.slot, _Solo())
+        if solo.over:
+            return
+        others = [start for slot, (start, end) in self._ran.items() if slot != step.slot and start <= step.t < end]
+        if others:
+            if solo.first is not None:
+                solo.end(min(others), _point(step))
+            return
+        solo.first = solo.first or _point(step)
+        solo.last = _point(step)
 
     def running(self) -> tuple[str, ...]:
         """The jobs that run now, by slot: started (a "starting" or "running" state) and not ended since."""
@@ -137,7 +191,9 @@ class LiveStats:
         figures = {slot: self.figures(slot, t) for slot in seen}
         jobs = sorted({slot for slot in seen if figures[slot].steps} | set(running))
         overlap = self.overlap(jobs) if self._overlap is not None and len(jobs) > 1 else None
-        live = LiveNow(t, figures, running, overlap)
+        with self._lock:
+            exclusive = {slot: solo.rate() for slot, solo in self._solo.items()}
+        live = LiveNow(t, figures, running, overlap, exclusive)
         if self.bus is not None:
             self.bus.publish(live)
         return live
@@ -150,6 +206,8 @@ class LiveStats:
             self._anchor.pop(slot, None)
             self._counts.pop(slot, None)
             self._last_sample.pop(slot, None)
+            self._solo.pop(slot, None)
+            self._ran.pop(slot, None)
             if self._overlap is not None:
                 self._overlap.forget(slot)
 

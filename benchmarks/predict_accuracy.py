@@ -346,6 +346,10 @@ def main() -> int:
               + ", ".join(f"{100 * x:.1f} %" for x in term(e[(d, "LODO")], e[(d, "LOFO")])))
     show("uncalibrated: what predict does on a GPU it has no constants for, the H100's constants on Lucid's GPU "
          "(lucid LODO against LOFO)", term(e[("lucid", "LODO")], e[("lucid", "LOFO")]), ERRORS.uncalibrated)
+    if ("h100-ts", "calibrate") in e:
+        got = e[("h100-ts", "calibrate")]
+        show(f"probe-calibrated: the H100's time slicing with gpumon calibrate's constants ({100 * got[0]:.1f} %, "
+             f"{100 * got[1]:.1f} %) against h100-ts LOFO", term(got, e[("h100-ts", "LOFO")]), ERRORS.probed)
     # utilisation outside the checked range: Lucid fitted on the pairs whose jobs both lie in [0.3, 0.9]
     lucid = [i for i, p in enumerate(pairs) if p.dataset == "lucid"]
     inside = frozenset(i for i in lucid if all(0.3 <= j.solo.busy <= 0.9 for j in pairs[i].jobs))

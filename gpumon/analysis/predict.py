@@ -66,10 +66,11 @@ class Model:
     constants: Constants | None  # None: no device constants (pinned CPU cores)
     calibrated: bool
     source: str
+    probed: bool = False  # a constant the mode needs was measured by `gpumon calibrate`'s probes, not fitted on pairs
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "constants": self.constants.to_dict() if self.constants else {},
-                "calibrated": self.calibrated, "source": self.source}
+                "calibrated": self.calibrated, "probed": self.probed, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -191,30 +192,45 @@ def _mean(values: Iterable[float]) -> float:
 
 
 def gpu_model(gpu: str, mode: str) -> tuple[Model, list[str]]:
-    """The constants for ``mode`` on GPU model ``gpu``: its ``gpumon calibrate`` measurement where there is one
-    (each constant it lacks from the fitted ones, else the default), else those fitted on its captures, else the
-    default; and what to say about them."""
+    """The constants for ``mode`` on GPU model ``gpu``, each from the best source that has it: fitted on pairs
+    measured on that model (``gpumon calibrate --from-pairs``, then the ones shipped, ``FITTED``), else measured by
+    ``gpumon calibrate``'s probes (intervals widened: on the H100 they predicted its pairs worse, docs/validation.md),
+    else the default (uncalibrated, widened more); and what to say about them."""
     notes: list[str] = []
     try:
         measured = calibration.load(gpu) if gpu else None
     except calibration.CalibrationError as exc:
         notes.append(f"calibration ignored: {exc}")
         measured = None
-    base = FITTED.get(gpu, DEFAULT)
-    known = set(measured.constants if measured else ()) | (set(NEEDED[mode]) if gpu in FITTED else set())
-    calibrated = set(NEEDED[mode]) <= known
-    constants = dataclasses.replace(base, **(measured.constants if measured else {}))
-    if measured and calibrated:
+    stored, pair_keys = (measured.constants, measured.pair_fitted) if measured else ({}, frozenset())
+    from_pairs = {k: v for k, v in stored.items() if k in pair_keys}
+    probes = {k: v for k, v in stored.items() if k not in pair_keys}
+    shipped = {k: getattr(FITTED[gpu], k) for k in {*NEEDED[TIMESLICE], *NEEDED[MPS]}} if gpu in FITTED else {}
+    constants = dataclasses.replace(DEFAULT, **{**probes, **shipped, **from_pairs})
+    needed = set(NEEDED[mode])
+    calibrated = needed <= {*probes, *shipped, *from_pairs}
+    from_probes = needed & (set(probes) - set(shipped))  # the mode's constants the probes gave
+    probed = calibrated and bool(from_probes)
+    if measured and calibrated and (from_probes or needed & set(from_pairs)):
         source = f"gpumon calibrate {measured.measured_at} ({calibration.path_for(gpu)})"
     elif gpu in FITTED:
         source = f"fitted on {gpu} captures (benchmarks/predict_accuracy.py)"
     else:
         source = "default (fitted on NVIDIA H100 80GB HBM3 captures)"
+    overruled = sorted(needed & set(probes) & set(shipped) - set(from_pairs))
+    if overruled:
+        notes.append(f"{', '.join(overruled)} from `gpumon calibrate`'s probes not used: the ones fitted on this GPU's "
+                     "pairs predict its pairs better (docs/validation.md)")
+    if probed:
+        names = ", ".join(sorted(from_probes))
+        notes.append(f"{names} measured by `gpumon calibrate`'s probes, not fitted on pairs: intervals widened (the "
+                     "H100's predicted its time-sliced pairs with a mean r error of 17 %, the pair-fitted ones 5.5 %; "
+                     "`gpumon calibrate --from-pairs` fits them on pairs measured here)")
     if not calibrated:
-        missing = ", ".join(sorted(set(NEEDED[mode]) - known))
+        missing = ", ".join(sorted(needed - {*probes, *shipped, *from_pairs}))
         notes.append(f"uncalibrated for {gpu or 'this GPU'}: intervals widened ({missing} not measured on it; "
                      f"`gpumon calibrate` measures them)")
-    return Model(gpu, constants, calibrated, source), notes
+    return Model(gpu, constants, calibrated, source, probed), notes
 
 
 def predict(exclusive: Sequence[Run], share: str = TIMESLICE, assign: dict[str, str] | None = None) -> list[Prediction]:
@@ -251,7 +267,7 @@ def intervals(points: Sequence[PairPrediction], mode: str, spreads: Sequence[flo
     return (r[0], r[1]), pair
 
 
-def lacking(jobs: Sequence[Job], mode: str, calibrated: bool = True, c: Constants = DEFAULT
+def lacking(jobs: Sequence[Job], mode: str, calibrated: bool = True, c: Constants = DEFAULT, probed: bool = False
             ) -> tuple[tuple[float, float], list[str]]:
     """What the constants and the jobs' runs lack for ``mode``, as the widening (w_r, w_STP) of the intervals (each
     missing input's measured error term, ``ERRORS``, in quadrature) and a note for each input the runs lack: copy
@@ -262,6 +278,8 @@ def lacking(jobs: Sequence[Job], mode: str, calibrated: bool = True, c: Constant
     terms, notes = [], []
     if not calibrated:
         terms.append(ERRORS.uncalibrated)
+    elif probed:
+        terms.append(ERRORS.probed)
     blind = [j.slot for j in jobs if not j.copies and j.nvml]
     if blind:
         terms.append(ERRORS.no_copies)
@@ -297,7 +315,7 @@ def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]
         crowded = " and ".join(j.slot for j in jobs if j.solo.contended)
         notes = [*notes, f"{crowded}'s cores were full with other work too while it ran alone: its CPU share there is "
                  "what it got, not what it needed, so it is taken to need more than the cores hold beside its partner"]
-    widen, more = lacking(jobs, mode, model.calibrated, c)
+    widen, more = lacking(jobs, mode, model.calibrated, c, model.probed)
     r, pair = intervals(points, mode, [j.spread for j in jobs], widen)
     names = (jobs[0].spec, jobs[1].spec)
     return Prediction(mode, jobs, r, pair, verdict(pair.low, pair.high), reason(a, b, mode, names, c),

@@ -122,5 +122,6 @@ def from_pairs(path: Path, share: str = TIMESLICE) -> Calibration:
     return Calibration(
         gpu=gpu, constants={**kept, **fitted},
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        gpumon=__version__, device="fitted on measured pairs",
-        details={"fitted_on": str(path), "share": share, "pairs": len(pairs), "mape_r_pct": round(error, 2)})
+        gpumon=__version__, device=calibration.FROM_PAIRS,
+        details={"fitted_on": str(path), "share": share, "pairs": len(pairs), "mape_r_pct": round(error, 2),
+                 "fitted": sorted({*fitted, *(stored.pair_fitted if stored else ())})})

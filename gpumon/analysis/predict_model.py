@@ -55,6 +55,9 @@ class Errors:
     # a GPU with no constants of its own gets the H100's: their error on Lucid's GPU (leave one dataset out) against
     # Lucid's own (leave one family out), as (r, STP)
     uncalibrated: tuple[float, float] = (0.22, 0.31)
+    # time-slicing constants measured by `gpumon calibrate`'s probes, not fitted on pairs: their error on the H100's
+    # pairs against the pair-fitted ones' (leave one family out), as (r, STP)
+    probed: tuple[float, float] = (1.10, 0.36)
     # no copy time recorded (Lucid's runs against the H100's, both leave-one-family-out)
     no_copies: tuple[float, float] = (0.21, 0.06)
     # a job whose NVML utilisation lies outside ``checked_busy``, the range the model was checked on (Lucid fitted on

@@ -238,6 +238,48 @@ def test_a_calibrated_gpu_gets_its_own_constants(tmp_path: Path, monkeypatch):
     assert not ts.model.calibrated and any(n.startswith("calibration ignored:") for n in ts.notes)
 
 
+def test_probe_constants_widen_the_intervals_and_yield_to_pair_fitted_ones(tmp_path: Path, monkeypatch):
+    """The H100's own probes (docs/validation.md: τ 2.17 ms, σ 0.073 ms) predicted its pairs worse than the
+    pair-fitted constants: on a GPU with pairs fitted they are not used, elsewhere they widen the intervals."""
+    monkeypatch.setenv(calibration.ENV, str(tmp_path / "store"))
+    probed = {"slice_s": 0.00217, "switch_s": 0.000073, "util_scale": 1.015, "sm_fill": 0.925}
+    calibration.save(calibration.Calibration(H100_NAME, probed, measured_at="2026-11-26T10:50:09Z", device="cuda"))
+    (h100,) = predict([load_run(H100 / "x-fcn"), load_run(H100 / "x-gemm")])
+    assert h100.model.constants == FITTED[H100_NAME] and h100.model.calibrated and not h100.model.probed
+    assert "fitted on" in h100.model.source
+    assert ("slice_s, switch_s, util_scale from `gpumon calibrate`'s probes not used: the ones fitted on this GPU's "
+            "pairs predict its pairs better (docs/validation.md)") in h100.notes
+    # the same probes on a GPU with no pairs fitted: used, and the intervals widened by their measured error
+    calibration.save(calibration.Calibration("NVIDIA L4", probed, measured_at="2026-11-26T10:50:09Z", device="cuda"))
+    runs = [load_run(_renamed(H100 / n, tmp_path / n, "NVIDIA L4")) for n in ("x-fcn", "x-gemm")]
+    (l4,) = predict(runs)
+    assert l4.model.probed and l4.model.calibrated and l4.model.constants.slice_s == 0.00217
+    assert l4.model.to_dict()["probed"] is True and "gpumon calibrate 2026-11-26T10:50:09Z" in l4.model.source
+    assert any(n.startswith("slice_s, switch_s, util_scale measured by `gpumon calibrate`'s probes") for n in l4.notes)
+    # fitted on pairs measured on the L4 (--from-pairs): the same numbers are not widened
+    calibration.save(calibration.Calibration("NVIDIA L4", probed, device=calibration.FROM_PAIRS,
+                                             details={"fitted": ["slice_s", "switch_s", "util_scale"]}))
+    (pairs,) = predict(runs)
+    assert not pairs.model.probed and pairs.model.constants == l4.model.constants
+    width = [(e.high - e.low) / e.value for e in (l4.slowdown[0], pairs.slowdown[0])]
+    assert width[0] == pytest.approx(width[1] * math.hypot(ERRORS.base(TIMESLICE), ERRORS.probed[0])
+                                     / ERRORS.base(TIMESLICE))
+    # a from-pairs file of the H100 wins over the shipped fit, for what it fitted; its probe sm_fill does not
+    calibration.save(calibration.Calibration(H100_NAME, probed, device=calibration.FROM_PAIRS,
+                                             details={"fitted": ["slice_s", "switch_s", "util_scale"]}))
+    ts, mps = predict([load_run(H100 / "x-fcn"), load_run(H100 / "x-gemm")], "all")
+    assert ts.model.constants.slice_s == 0.00217 and not ts.model.probed and "gpumon calibrate" in ts.model.source
+    assert mps.model.constants.sm_fill == FITTED[H100_NAME].sm_fill and not mps.model.probed
+
+
+def test_a_calibrations_pair_fitted_constants():
+    probe = calibration.Calibration("G", {"slice_s": 0.002, "sm_fill": 0.9}, device="cuda")
+    old = calibration.Calibration("G", {"slice_s": 0.002, "sm_fill": 0.9}, device=calibration.FROM_PAIRS)
+    new = calibration.Calibration("G", {"slice_s": 0.002, "sm_fill": 0.9}, device=calibration.FROM_PAIRS,
+                                  details={"fitted": ["slice_s"]})
+    assert (probe.pair_fitted, old.pair_fitted, new.pair_fitted) == (frozenset(), {"slice_s", "sm_fill"}, {"slice_s"})
+
+
 def _without_copy_times(src: Path, dst: Path) -> Path:
     """A copy of a capture whose job timed no copy and declares none (as a --cmd job without probe.copy)."""
     run = json.loads((src / "run.json").read_text())

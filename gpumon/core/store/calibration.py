@@ -23,6 +23,7 @@ SCHEMA = 1
 # What a calibration may hold, each a positive number: the time slice, the switch cost, NVML utilisation's scale
 # (kernel time per unit of utilisation) and, where MPS ran, the SMs a GPU-bound job's kernels fill
 KNOWN = ("slice_s", "switch_s", "util_scale", "sm_fill")
+FROM_PAIRS = "fitted on measured pairs"  # the ``device`` of a calibration ``gpumon calibrate --from-pairs`` wrote
 
 
 class CalibrationError(ValueError):
@@ -40,6 +41,14 @@ class Calibration:
     gpumon: str = ""
     device: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pair_fitted(self) -> frozenset[str]:
+        """The constants fitted on measured pairs (``--from-pairs``: ``details["fitted"]``, or every one of a file
+        written before that was recorded), not measured by the probes."""
+        if "fitted" in self.details:
+            return frozenset(self.details["fitted"])
+        return frozenset(self.constants) if self.device == FROM_PAIRS else frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}

@@ -45,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gpumon.analysis.predict import Job, gpu_model, intervals, lacking, read_jobs  # noqa: E402
+from gpumon.analysis.predict import Job, intervals, lacking, read_jobs  # noqa: E402
 from gpumon.analysis.predict_fit import Measured, fit  # noqa: E402
 from gpumon.analysis.predict_model import (  # noqa: E402
     DEFAULT,
@@ -57,6 +57,7 @@ from gpumon.analysis.predict_model import (  # noqa: E402
     predict_pair,
 )
 from gpumon.core.records.rates import stp, verdict  # noqa: E402
+from gpumon.core.store import calibration  # noqa: E402
 from gpumon.core.store.trace import load_run  # noqa: E402
 
 H100_DEVICE = "NVIDIA H100 80GB HBM3 (SXM, PCIe Gen5 x16), driver 580.159.04, 2026-11-23"
@@ -184,17 +185,13 @@ def score(pairs: list[Pair], fitter: Fitter, scheme: str, dataset: str) -> list[
     return rows
 
 
-def judge(p: Pair, c: Constants, calibrated: bool) -> dict:
+def judge(p: Pair, c: Constants, calibrated: bool, probed: bool = False) -> dict:
     pred = predicted(p, c)
-    widen, _ = lacking(p.jobs, p.mode, calibrated, c)
+    widen, _ = lacking(p.jobs, p.mode, calibrated, c, probed)
     r, pair = intervals([pred], p.mode, (0.0, 0.0), widen)
     return {"pair": p, "pred": pred.slowdown, "stp": pred.stp, "c": c,
             "covered": [e.low <= m <= e.high for e, m in zip(r, p.measured)],
             "stp_covered": pair.low <= p.measured_stp <= pair.high, "verdict": verdict(pair.low, pair.high)}
-
-
-def pairs_mode(pairs: list[Pair], dataset: str) -> str:
-    return next(p.mode for p in pairs if p.dataset == dataset)
 
 
 def naive(p: Pair) -> dict[str, tuple[float, float]]:
@@ -308,13 +305,16 @@ def main() -> int:
 
     schemes = {"h100-ts": ("LOPO", "LOFO", "LODO"), "h100-mps": ("LOPO", "LOFO"), "lucid": ("LOFO", "LODO")}
     results = {(d, s): score(pairs, fitter, s, d) for d, ss in schemes.items() for s in ss}
-    if args.calibration:  # what `gpumon predict` uses on the H100 once `gpumon calibrate` has measured it there
-        os.environ["GPUMON_CALIBRATION"] = str(args.calibration)
+    if args.calibration:  # the H100's pairs with the constants its probes measured, nothing fitted
+        os.environ[calibration.ENV] = str(args.calibration)
+        measured = calibration.load(H100_GPU)
+        if measured is None:
+            parser.error(f"--calibration {args.calibration}: no calibration of {H100_GPU} there")
+        probed = dataclasses.replace(DEFAULT, **measured.constants)
+        print(f"  gpumon calibrate {measured.measured_at} ({calibration.path_for(H100_GPU)}): "
+              + ", ".join(f"{k} {v:.4g}" for k, v in measured.constants.items()))
         for d in ("h100-ts", "h100-mps"):
-            models = {mode: gpu_model(H100_GPU, mode)[0] for mode in (TIMESLICE, MPS)}
-            print(f"  {d} with `gpumon calibrate`'s constants: {models[pairs_mode(pairs, d)].source}")
-            results[(d, "calibrate")] = [judge(p, models[p.mode].constants, models[p.mode].calibrated)
-                                         for p in pairs if p.dataset == d]
+            results[(d, "calibrate")] = [judge(p, probed, True, probed=True) for p in pairs if p.dataset == d]
             schemes[d] = (*schemes[d], "calibrate")
     print("\n| dataset | scheme | predictor | MAPE r % | MAPE STP % | Spearman rho STP | measured r inside interval "
           "| measured STP inside interval | verdict: measured (printed) |")

@@ -56,7 +56,8 @@ class Errors:
     # Lucid's own (leave one family out), as (r, STP)
     uncalibrated: tuple[float, float] = (0.22, 0.31)
     # time-slicing constants measured by `gpumon calibrate`'s probes, not fitted on pairs: their error on the H100's
-    # pairs against the pair-fitted ones' (leave one family out), as (r, STP)
+    # time-sliced pairs against the pair-fitted ones' (leave one family out), as (r, STP); under MPS the probes'
+    # constants did as well as the fitted ones (no term)
     probed: tuple[float, float] = (1.10, 0.36)
     # no copy time recorded (Lucid's runs against the H100's, both leave-one-family-out)
     no_copies: tuple[float, float] = (0.21, 0.06)

@@ -270,6 +270,12 @@ def test_probe_constants_widen_the_intervals_and_yield_to_pair_fitted_ones(tmp_p
     ts, mps = predict([load_run(H100 / "x-fcn"), load_run(H100 / "x-gemm")], "all")
     assert ts.model.constants.slice_s == 0.00217 and not ts.model.probed and "gpumon calibrate" in ts.model.source
     assert mps.model.constants.sm_fill == FITTED[H100_NAME].sm_fill and not mps.model.probed
+    # under MPS the probes' constants are said, not widened: they predicted the H100's MPS pairs as well as fitted
+    calibration.save(calibration.Calibration("NVIDIA L4", probed, device="cuda"))
+    ts, mps = predict(runs, "all")
+    assert mps.model.probed and any("as well as the pair-fitted ones" in n for n in mps.notes)
+    assert lacking(mps.jobs, MPS, True, mps.model.constants, probed=True)[0] == lacking(mps.jobs, MPS)[0]
+    assert lacking(ts.jobs, TIMESLICE, True, ts.model.constants, probed=True)[0] == ERRORS.probed
 
 
 def test_a_calibrations_pair_fitted_constants():

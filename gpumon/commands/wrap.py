@@ -13,8 +13,6 @@ import sys
 
 from gpumon.errors import UsageError
 
-ENV_AUTOPROBE = "GPUMON_AUTOPROBE"
-
 DESCRIPTION = """\
 Run your own training command with gpumon's probe, not under gpumon: gpumon execs the command
 (it keeps this PID, your terminal and your session; gpumon owns nothing and stays in no process).
@@ -57,7 +55,7 @@ def wrap_env(environ: dict[str, str]) -> dict[str, str]:
     """The command's environment: the auto-probe on its Python path, and no launching monitor's pipe."""
     from gpumon.core.jobs.interpreter import child_path
     from gpumon.core.jobs.launcher import probe_pythonpath
-    from gpumon.core.probing.probe import ENV_FD, ENV_SLOT, ENV_RENDEZVOUS
+    from gpumon.core.probing.probe import ENV_AUTOPROBE, ENV_FD, ENV_RENDEZVOUS, ENV_SLOT
 
     env = {k: v for k, v in environ.items() if k not in (ENV_FD, ENV_SLOT)}
     if env.get(ENV_RENDEZVOUS, "").lower() in ("off", "0", "no"):

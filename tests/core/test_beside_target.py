@@ -50,6 +50,16 @@ def test_a_running_process_of_this_user_is_the_target(sleeper: subprocess.Popen)
     assert not target.alive()
 
 
+def test_a_process_started_by_gpumon_wrap_is_known_as_one(sleeper: subprocess.Popen) -> None:
+    wrapped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                               env={**os.environ, "GPUMON_AUTOPROBE": "1"})
+    try:
+        assert check_target(wrapped.pid).wrapped and not check_target(sleeper.pid).wrapped
+    finally:
+        wrapped.kill()
+        wrapped.wait()
+
+
 def test_a_recycled_pid_is_not_the_same_process(sleeper: subprocess.Popen) -> None:
     target = check_target(sleeper.pid)
     other = BesideTarget(target.pid, target.argv, target.name, target.user, target.create_time - 1)

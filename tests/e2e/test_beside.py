@@ -247,6 +247,24 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
     assert "rate unknown (no probe)" in as_json["summary"]
 
 
+def test_a_wrapped_process_that_has_not_stepped_yet_is_said_to_be_so(tmp_path: Path) -> None:
+    """Its probe opens at its first step: watched before that, it has no probe for the whole run, and gpumon says
+    why (the H100 validation attached to a wrapped job still importing torch)."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpumon", "wrap", "--", sys.executable, "-c", BLIND],
+                            start_new_session=True, env={**os.environ, "GPUMON_RUNTIME_DIR": str(tmp_path / "rt")})
+    try:
+        wait_for(lambda: psutil.Process(proc.pid).environ().get("GPUMON_AUTOPROBE") == "1", what="the exec of wrap")
+        done = gpumon("run", "gemm:preset=tiny", "--beside", str(proc.pid), "--stagger", "1", "--duration", "2",
+                      "--headless", "--device", "cpu", "--no-nvml", "--out", str(tmp_path / "runs"), timeout=180,
+                      env={**os.environ, "GPUMON_RUNTIME_DIR": str(tmp_path / "rt")})
+        assert proc.poll() is None
+    finally:
+        stop(proc)
+    assert done.returncode == 0, done.stderr
+    assert (f"pid {proc.pid} runs under gpumon wrap, but its probe opens at its first training step and it has taken "
+            "none yet: its rate stays unknown in this run (watch it again once it trains)") in done.stderr
+
+
 def _sampled_beside_a(runs: Path) -> int:
     """How many process ticks sampled B after A's first post-warm-up step (inside compare's shared window)."""
     a = post_warmup_steps(runs).get("A")

@@ -161,6 +161,10 @@ class Session:
         unusable = rendezvous.problem() if probe is None else None
         if unusable:  # else the process simply runs no probe
             self.bus.publish(Notice(self.clock.now(), f"cannot read the probe of pid {target.pid}: {unusable}"))
+        elif probe is None and target.wrapped:
+            self.bus.publish(Notice(self.clock.now(), f"pid {target.pid} runs under gpumon wrap, but its probe opens "
+                                    "at its first training step and it has taken none yet: its rate stays unknown in "
+                                    "this run (watch it again once it trains)"))
         return self.launcher.attach(slot=slot, request=request, probe=probe)
 
     def _share_env(self, slot: Slot) -> dict[str, str]:

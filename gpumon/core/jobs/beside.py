@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from gpumon.core.probing.probe import ENV_AUTOPROBE
 from gpumon.core.records.model import ProcessSample, SourceStatus, StepEvent, WorkloadState
 from gpumon.core.records.slots import Slot
 
@@ -37,6 +38,7 @@ class BesideTarget:
     name: str
     user: str
     create_time: float
+    wrapped: bool = False  # started by `gpumon wrap`: its probe opens its rendezvous at its first step
 
     @property
     def command(self) -> str:
@@ -89,6 +91,10 @@ def check_target(text: str | int) -> BesideTarget:
                 user = proc.username()
             except (KeyError, psutil.AccessDenied):
                 user = str(uid)
+            try:
+                wrapped = proc.environ().get(ENV_AUTOPROBE) == "1"
+            except (psutil.AccessDenied, OSError):
+                wrapped = False
     except psutil.NoSuchProcess:
         raise ValueError(f"--beside {pid}: no such process") from None
     except psutil.AccessDenied:
@@ -98,7 +104,7 @@ def check_target(text: str | int) -> BesideTarget:
     if pid in {ancestor.pid for ancestor in psutil.Process().parents()}:
         raise ValueError(f"--beside {pid} ({name}) is an ancestor of gpumon: its process tree holds gpumon and its "
                          "jobs, whose use would be counted as its own; name the training process itself")
-    return BesideTarget(pid, argv, name, user, create_time)
+    return BesideTarget(pid, argv, name, user, create_time, wrapped)
 
 
 class SoloHistory:

@@ -36,6 +36,7 @@ ENV_FD = "GPUMON_PROBE_FD"
 ENV_SLOT = "GPUMON_PROCESS"
 ENV_WARMUP = "GPUMON_WARMUP"
 ENV_RENDEZVOUS = "GPUMON_RENDEZVOUS"  # "off": no rendezvous without a launching monitor
+ENV_AUTOPROBE = "GPUMON_AUTOPROBE"  # "1": `gpumon wrap` started the process (autoprobe/sitecustomize.py reads it too)
 DEFAULT_WARMUP_STEPS = 5
 FLUSH_NS = 100_000_000
 MAX_ROWS_PER_BATCH = 512

@@ -42,6 +42,7 @@ def test_a_label_usable_in_a_directory_name() -> None:
     assert safe_label("../../etc/passwd") == "etc-passwd"
     assert safe_label("...") == "run" and safe_label("") == "run"
     assert safe_label("x" * 100) == "x" * 80
+    assert safe_label("Xavier.R2-X") == "Xavier.R2-X"  # capitals kept, and an X at either end
 
 
 def test_run_directories_are_named_by_start_and_label(tmp_path: Path) -> None:
@@ -54,6 +55,19 @@ def test_run_directories_are_named_by_start_and_label(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentFailure) as err:  # the machine failed, not the input (docs/architecture.md, Errors)
         create_run_dir(tmp_path / "file", "x", started)
     assert str(err.value) == f"cannot create runs directory {tmp_path / 'file'}: File exists"
+
+
+def test_a_runs_directory_the_kernel_makes_no_directory_in_is_one_line(tmp_path: Path) -> None:
+    """procfs refuses a new directory (as a read-only or full file system would): the line names the run directory
+    and gives the kernel's words."""
+    started = time.strptime("2026-11-26 05:04:03", "%Y-%m-%d %H:%M:%S")
+    with pytest.raises(EnvironmentFailure) as err:
+        create_run_dir(Path("/proc/self"), "x", started)
+    try:
+        Path("/proc/self/20261126-050403-x").mkdir()
+    except OSError as exc:
+        words = exc.strerror
+    assert str(err.value) == f"cannot create run directory /proc/self/20261126-050403-x: {words}"
 
 
 def test_run_json_is_written_whole_readable_and_strict(tmp_path: Path) -> None:

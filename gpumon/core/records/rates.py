@@ -22,8 +22,10 @@ calls these functions for every point value.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Iterable, Mapping, Sequence
 
 NAN = math.nan
@@ -243,6 +245,9 @@ class Overlap:
         return max(0.0, left)
 
 
+_time = attrgetter("t")
+
+
 class _Curve:
     """One job's post-warm-up cumulative-steps curve, as far as the overlap's edges may still need it."""
 
@@ -269,7 +274,8 @@ class _Curve:
         self.added += 1
 
     def at(self, t: float) -> float | None:
-        """The step count at ``t``, interpolated between the kept points around it; None before the job reached it.
+        """The step count at ``t``: from the last kept point at or before it, interpolated toward the next one (of two
+        steps that ended at ``t``, the later counts); None before the job reached ``t``.
 
         Before the oldest kept point (an edge that came more than ``KEEP_S`` late), along the kept points' slope.
         """
@@ -277,20 +283,10 @@ class _Curve:
         first, last = points[0], points[-1]
         if t > last.t:
             return None
-        if t <= first.t:
+        if t < first.t:
             return first.n - (first.t - t) * slope(first, last) if last.t > first.t else first.n
-        if t - first.t < last.t - t:
-            before = first
-            for point in points:
-                if point.t >= t:
-                    return _between(before, point, t).n
-                before = point
-        after = last
-        for point in reversed(points):
-            if point.t <= t:
-                return _between(point, after, t).n
-            after = point
-        return first.n
+        after = bisect_right(points, t, key=_time)  # the first kept point after t (not the oldest: first.t <= t)
+        return _between(points[after - 1], points[after] if after < len(points) else None, t).n
 
     def drop_before(self, t: float) -> None:
         """Forget the points that no edge at or after ``t`` needs (the last one at or before ``t`` stays), and the
@@ -342,14 +338,16 @@ class OverlapRates:
         for curve in self._curves.values():
             curve.start = curve.at(self._start) if self._start is not None else None
 
+    def _end_of(self, curves: Iterable[_Curve]) -> float:
+        """Where the window of ``curves`` ends: where the first job to leave took its last step, else at the earliest
+        of their latest steps."""
+        return self._end if self._end is not None else min(c.last.t for c in curves)
+
     def _trim(self, curve: _Curve) -> None:
-        """Drop the points of ``curve`` that no edge needs any more: before its last ``KEEP_S`` seconds, and before
-        the window's end (and, until it is counted there, its start)."""
-        keep_from = curve.last.t - KEEP_S
-        if self._start is not None:
-            end = self._end if self._end is not None else min(c.last.t for c in self._curves.values())
-            keep_from = min(keep_from, end if curve.start is not None else self._start)
-        curve.drop_before(keep_from)
+        """Drop the points of ``curve`` that no edge needs any more: before its last ``KEEP_S`` seconds and before the
+        window's end. (A job not yet counted at the window's start has not reached it: its last point, which stays,
+        is the one the start will be interpolated from. A job alone ends its own window: its last step.)"""
+        curve.drop_before(min(curve.last.t - KEEP_S, self._end_of(self._curves.values())))
 
     def close(self, slot: str) -> None:
         """A job of the overlap left: the window ends at the last step it took; the rates stay as they were."""
@@ -375,11 +373,11 @@ class OverlapRates:
             return Overlap(NAN, NAN, unknown, dict(unknown), self._left, waiting)
         known = {slot: curve for slot, curve in curves.items() if curve is not None}
         start = max(c.first.t for c in known.values())
-        end = self._end if self._end is not None else min(c.last.t for c in known.values())
+        end = self._end_of(known.values())
         steps, rates = dict(unknown), dict(unknown)
         for slot, curve in known.items():
             counted = curve.start if curve.start is not None and start == self._start else curve.at(start)
-            at_end = curve.at(end) if curve.last.t > end else None
+            at_end = curve.at(end)  # None while the job has not reached the end: it counts to its latest step
             last = curve.last if at_end is None else Point(end, at_end)
             if counted is not None and last.t > start:
                 steps[slot], rates[slot] = last.n - counted, slope(Point(start, counted), last)

@@ -61,6 +61,7 @@ def test_writes_every_table_and_a_complete_run_json(tmp_path):
     ):
         recorder.handle(item)
     assert recorder.close(0.7) == path
+    assert recorder.close(9.9) == path  # a second close changes nothing (it had rewritten the run as truncated)
     run = load_run(path)
     assert run.meta.status == "complete" and run.meta.mode == "exclusive" and run.meta.duration_s == 0.7
     (a,) = run.workloads

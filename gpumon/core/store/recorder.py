@@ -351,7 +351,10 @@ class Recorder:
                 pass
 
     def close(self, duration_s: float) -> Path:
-        """Write everything queued, mark the run complete (or keep it truncated), close the files."""
+        """Write everything queued, mark the run complete (or keep it truncated), close the files; once (a second
+        call would flush into closed files and record the run as truncated)."""
+        if self._stop.is_set():
+            return self.path
         self._stop.set()
         self._soon.set()
         self._thread.join()

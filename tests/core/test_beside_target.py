@@ -29,6 +29,8 @@ NAN = math.nan
 @pytest.fixture
 def sleeper():
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "--lr", "0.1"])
+    # until it has exec'd: before that its /proc command line and environment are still this process's
+    wait_for(lambda: psutil.Process(proc.pid).cmdline()[-1:] == ["0.1"], what="the sleeper's exec")
     yield proc
     proc.kill()
     proc.wait()
@@ -54,6 +56,8 @@ def test_a_process_started_by_gpumon_wrap_is_known_as_one(sleeper: subprocess.Po
     wrapped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                                env={**os.environ, "GPUMON_AUTOPROBE": "1"})
     try:
+        # until the child has exec'd: before that its /proc environment is still this process's
+        wait_for(lambda: psutil.Process(wrapped.pid).environ().get("GPUMON_AUTOPROBE") == "1", what="the exec")
         assert check_target(wrapped.pid).wrapped and not check_target(sleeper.pid).wrapped
     finally:
         wrapped.kill()

@@ -147,7 +147,8 @@ def test_the_baseline_rate_of_a_slot_or_of_the_only_job(tmp_path: Path) -> None:
     (none / STEPS_CACHE).unlink(missing_ok=True)
     with pytest.raises(UsageError) as err:
         baseline_rate("A", none)
-    assert str(err.value) == f"baseline run {none.name} has no post-warm-up rate for A"
+    assert str(err.value) == (f"baseline run {none.name} has no post-warm-up rate for A: no job in it stepped past its "
+                              "warm-up (capture it for longer)")
 
 
 def test_what_gpumon_runs_shows_of_a_run(tmp_path: Path) -> None:

@@ -84,10 +84,9 @@ class _Solo:
         and ``step``, its first beside the other (``gpumon compare``'s window edge)."""
         last = self.last
         self.over = True
-        if last is None or step.t <= last.t or other_start <= last.t:
+        if last is None or other_start <= last.t:  # else last.t < other_start <= step.t
             return
-        cut = min(other_start, step.t)
-        self.last = Point(cut, last.n + (step.n - last.n) * (cut - last.t) / (step.t - last.t))
+        self.last = Point(other_start, last.n + (step.n - last.n) * (other_start - last.t) / (step.t - last.t))
 
     def rate(self) -> float:
         first, last = self.first, self.last

@@ -299,16 +299,8 @@ class Context:
         """``argv`` in its own session, logged; Ctrl-C when ``while_running(log)`` says done or at the timeout,
         SIGKILL to whatever is left in its session after."""
         log = self.evidence / "logs" / f"{self.row}-{len(self.commands) + 1}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        self.commands.append(shlex.join(argv))
-        self.files.append(str(log.relative_to(self.evidence)))
         limit = max(1.0, min(timeout if timeout is not None else math.inf, self.left()))
-        with log.open("w") as out:
-            proc = subprocess.Popen(
-                argv, cwd=ROOT, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM),
-            )
+        proc = self.start(argv, log, env)
         end, stop_by, timed_out = time.monotonic() + limit, math.inf, False
         try:
             while not _exited(proc.pid, 0.25):
@@ -325,6 +317,18 @@ class Context:
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
         return Finished(argv, None if timed_out else proc.returncode, timed_out, log)
+
+    def start(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+        """``argv`` started in its own session, its output into ``log``, dying with this script; recorded."""
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.commands.append(shlex.join(argv))
+        self.files.append(str(log.relative_to(self.evidence)))
+        with log.open("w") as out:
+            return subprocess.Popen(
+                argv, cwd=ROOT, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM),
+            )
 
     def gpumon(self, *args: str, **kw) -> Finished:
         return self.run([sys.executable, "-m", "gpumon", *args], **kw)
@@ -723,14 +727,8 @@ def row_live_line(ctx: Context) -> tuple[list[Check], list[str]]:
                       "--shared", str(pair), timeout=120)
     checks = judge_live("pair", lines, done.json() if done.returncode == 0 else None,
                         f"compare failed ({done.returncode}): {done.last_line()}")
-    log = ctx.evidence / "logs" / f"{ctx.row}-wrapped.log"
-    ctx.files.append(str(log.relative_to(ctx.evidence)))
-    argv = [sys.executable, "-m", "gpumon", "wrap", "--", *to_argv(parse_workload_spec(a), ctx.device)]
-    ctx.commands.append(shlex.join(argv) + " &")
-    with log.open("w") as out:
-        wrapped = subprocess.Popen(argv, cwd=ROOT, env=ctx.env, stdin=subprocess.DEVNULL, stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True,
-                                   preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM))
+    wrapped = ctx.start([sys.executable, "-m", "gpumon", "wrap", "--", *to_argv(parse_workload_spec(a), ctx.device)],
+                        ctx.evidence / "logs" / f"{ctx.row}-wrapped.log")
     try:
         wait_for_probe(ctx, wrapped)
         stagger = f"{ctx.preset.busy_s:g}"  # the watched job's steps alone before the launch: its baseline

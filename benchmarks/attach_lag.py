@@ -32,15 +32,33 @@ from gpumon.core.sources.follow import FollowSource  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--jobs", nargs="+", default=["fcn", "gemm"])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seconds", type=float, default=30.0, help="seconds measured after the first steps")
+    parser.add_argument(
+        "--seconds", type=float, default=30.0, help="seconds measured after the first steps"
+    )
     args = parser.parse_args()
     runs = Path(tempfile.mkdtemp(prefix="gpumon-lag-"))
     gpumon = [sys.executable, "-m", "gpumon"]
-    started = subprocess.run([*gpumon, "run", *args.jobs, "--device", args.device, "--out", str(runs), "--detach",
-                              "--json"], capture_output=True, text=True, check=True)
+    started = subprocess.run(
+        [
+            *gpumon,
+            "run",
+            *args.jobs,
+            "--device",
+            args.device,
+            "--out",
+            str(runs),
+            "--detach",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     run_dir = Path(json.loads(started.stdout)["run"])
     lags: list[float] = []
     source = FollowSource(run_dir, Bus())
@@ -54,7 +72,10 @@ def main() -> None:
     source.bus.subscribe(on_item)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (run_dir / "steps.csv").read_bytes().count(b"\n") > 20:
+        while (
+            time.monotonic() < deadline
+            and not (run_dir / "steps.csv").read_bytes().count(b"\n") > 20
+        ):
             time.sleep(0.2)
         source.poll()  # the history: not a lag
         measuring = True
@@ -64,11 +85,15 @@ def main() -> None:
         source.stop()
         subprocess.run([*gpumon, "stop", str(run_dir)], capture_output=True, text=True)
     lags.sort()
-    print(f"machine: {os.cpu_count()} CPUs; jobs {' + '.join(args.jobs)} on {args.device}; {len(lags)} steps over "
-          f"{args.seconds:g} s; viewer poll {source.poll_s:g} s")
+    print(
+        f"machine: {os.cpu_count()} CPUs; jobs {' + '.join(args.jobs)} on {args.device}; {len(lags)} steps over "
+        f"{args.seconds:g} s; viewer poll {source.poll_s:g} s"
+    )
     if lags:
         p95 = lags[min(len(lags) - 1, int(0.95 * len(lags)))]
-        print(f"step → viewer: median {statistics.median(lags):.3f} s, p95 {p95:.3f} s, max {lags[-1]:.3f} s")
+        print(
+            f"step → viewer: median {statistics.median(lags):.3f} s, p95 {p95:.3f} s, max {lags[-1]:.3f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -40,15 +40,37 @@ def build_wheel(work: Path) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    shutil.copytree(REPO / "gpumon", source / "gpumon", ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work / "wheels"), str(source)],
-                   check=True)
+    shutil.copytree(
+        REPO / "gpumon", source / "gpumon", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(work / "wheels"),
+            str(source),
+        ],
+        check=True,
+    )
     return next((work / "wheels").glob("gpumon-*.whl"))
 
 
 def site_packages(venv: Path) -> Path:
-    out = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return Path(out.stdout.strip())
 
 
@@ -68,8 +90,12 @@ def install(work: Path, name: str, requirement: str | None) -> tuple[float, int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-torch", action="store_true", help="leave out gpumon[torch] (gigabytes)")
-    parser.add_argument("--keep", action="store_true", help="keep the venvs (printed) instead of deleting them")
+    parser.add_argument(
+        "--skip-torch", action="store_true", help="leave out gpumon[torch] (gigabytes)"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the venvs (printed) instead of deleting them"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gpumon-install-size-"))
     try:
@@ -87,13 +113,21 @@ def main() -> None:
         for i, (name, requirement) in enumerate(cases.items()):
             results[name] = install(work, f"venv{i}", requirement)
             seconds, size, dists = results[name]
-            print(f"  measured {name}: {seconds:.1f} s, {size / 1e6:.0f} MB", file=sys.stderr, flush=True)
+            print(
+                f"  measured {name}: {seconds:.1f} s, {size / 1e6:.0f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
             if name == "gpumon[torch]" and not args.keep:
                 shutil.rmtree(work / f"venv{i}")
         bare = results["bare venv (pip, setuptools)"][1]
-        print(f"{'install':<30} {'pip install':>11} {'site-packages':>14} {'added':>10} {'distributions':>14}")
+        print(
+            f"{'install':<30} {'pip install':>11} {'site-packages':>14} {'added':>10} {'distributions':>14}"
+        )
         for name, (seconds, size, dists) in results.items():
-            print(f"{name:<30} {seconds:10.1f}s {size / 1e6:12.0f}MB {(size - bare) / 1e6:8.0f}MB {dists:14d}")
+            print(
+                f"{name:<30} {seconds:10.1f}s {size / 1e6:12.0f}MB {(size - bare) / 1e6:8.0f}MB {dists:14d}"
+            )
     finally:
         if args.keep:
             print(f"venvs kept in {work}")

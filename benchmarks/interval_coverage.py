@@ -74,10 +74,15 @@ def record(out: Path, repeats: int, duration: float) -> list[dict[str, Path]]:
                 if label in have and steady_steps(have[label]) >= MIN_STEPS:
                     break
                 have[label] = capture(list(specs), label, out, duration, NO_WAIT)
-                print(f"  load {load_average()}, background {background_cores(have[label]):.2f} cores, "
-                      f"{steady_steps(have[label])} steady steps", flush=True)
+                print(
+                    f"  load {load_average()}, background {background_cores(have[label]):.2f} cores, "
+                    f"{steady_steps(have[label])} steady steps",
+                    flush=True,
+                )
             else:
-                sys.exit(f"interval_coverage: {label} got fewer than {MIN_STEPS} steady steps {TRIES} times")
+                sys.exit(
+                    f"interval_coverage: {label} got fewer than {MIN_STEPS} steady steps {TRIES} times"
+                )
             repeat[name] = have[label]
         runs.append(repeat)
     return runs
@@ -110,31 +115,52 @@ def coverage(
             totals[key] += 1
             hits[key] += low <= truth[key][0] <= high
             widths[key].append((high - low) / value)
-    return {k: (hits[k], totals[k], sorted(widths[k])[len(widths[k]) // 2] if widths[k] else math.nan) for k in truth}
+    return {
+        k: (hits[k], totals[k], sorted(widths[k])[len(widths[k]) // 2] if widths[k] else math.nan)
+        for k in truth
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="runs directory (captures found there are reused)")
-    parser.add_argument("--repeats", type=int, default=12, help="repeats of the three captures (default 12, >= 10)")
-    parser.add_argument("--duration", type=float, default=30.0, help="seconds per capture (default 30)")
-    parser.add_argument("--groups", type=int, default=60, help="3-repeat groups to draw (default 60)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, help="runs directory (captures found there are reused)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=12, help="repeats of the three captures (default 12, >= 10)"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=30.0, help="seconds per capture (default 30)"
+    )
+    parser.add_argument(
+        "--groups", type=int, default=60, help="3-repeat groups to draw (default 60)"
+    )
     args = parser.parse_args()
     if args.repeats < 10:
         parser.error("--repeats must be at least 10")
     runs = record(args.out, args.repeats, args.duration)
     truth = intervals(runs, seed=0)
-    print(f"\nreference from all {len(runs)} repeats: " +
-          ", ".join(f"{k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in truth.items()))
+    print(
+        f"\nreference from all {len(runs)} repeats: "
+        + ", ".join(f"{k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in truth.items())
+    )
     singles = [[r] for r in runs]
     for i, single in enumerate(singles):
         found = intervals(single, seed=i)
-        print(f"repeat {i:2d}: " + ", ".join(f"{k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in found.items()))
+        print(
+            f"repeat {i:2d}: "
+            + ", ".join(f"{k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in found.items())
+        )
     triples = [list(g) for g in itertools.combinations(runs, 3)]
     random.Random(0).shuffle(triples)
     triples = triples[: args.groups]
     print(f"\n{'intervals':<22} {'quantity':<6} {'contain the reference':>22} {'median width':>13}")
-    for name, groups in ((f"single run (n={len(singles)})", singles), (f"3 repeats (n={len(triples)})", triples)):
+    for name, groups in (
+        (f"single run (n={len(singles)})", singles),
+        (f"3 repeats (n={len(triples)})", triples),
+    ):
         for key, (hits, total, width) in coverage(groups, truth).items():
             share = hits / total if total else math.nan
             print(f"{name:<22} {key:<6} {hits:>5}/{total:<5} = {share:6.1%} {width:>12.1%}")

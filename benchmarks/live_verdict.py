@@ -73,7 +73,10 @@ def live_samples(run: Run, x: dict[str, float]) -> list[Sample]:
     rows = []
     for slot in slots:
         s = job_steps(run, slot)
-        rows += [(float(t), slot, float(n), bool(w)) for t, n, w in zip(s["t"], s["step"], s["warmup"].fillna(0))]
+        rows += [
+            (float(t), slot, float(n), bool(w))
+            for t, n, w in zip(s["t"], s["step"], s["warmup"].fillna(0))
+        ]
     overlap, out = OverlapRates(), []
     for t, slot, n, warm in sorted(rows):
         overlap.add(slot, Point(t, n), warm)
@@ -86,7 +89,9 @@ def live_samples(run: Run, x: dict[str, float]) -> list[Sample]:
 
 
 def error(sample: Sample, final: Sample) -> float:
-    return max([abs(sample.stp / final.stp - 1)] + [abs(sample.r[p] / final.r[p] - 1) for p in final.r])
+    return max(
+        [abs(sample.stp / final.stp - 1)] + [abs(sample.r[p] / final.r[p] - 1) for p in final.r]
+    )
 
 
 def words(sample: Sample) -> tuple[str, ...]:
@@ -98,7 +103,11 @@ def settled(samples: list[Sample], final: Sample, within: float) -> tuple[float,
     """Seconds into the overlap, and the slowest job's steps then, after which the error stays within ``within``."""
     for i in range(len(samples) - 1, -1, -1):
         if error(samples[i], final) > within:
-            return (samples[i + 1].elapsed, samples[i + 1].steps) if i + 1 < len(samples) else (math.inf, math.inf)
+            return (
+                (samples[i + 1].elapsed, samples[i + 1].steps)
+                if i + 1 < len(samples)
+                else (math.inf, math.inf)
+            )
     return (samples[0].elapsed, samples[0].steps) if samples else (math.inf, math.inf)
 
 
@@ -120,9 +129,28 @@ def capture_cpu(root: Path, seconds: float) -> Path:
     env = {**os.environ, "GPUMON_PYTHON": sys.executable}
 
     def run(label: str, *specs: str) -> None:
-        subprocess.run([sys.executable, "-m", "gpumon", "run", *specs, "--headless", "--device", "cpu", "--no-nvml",
-                        "--duration", f"{seconds:g}", "--label", label, "--out", str(runs)],
-                       check=True, capture_output=True, env=env)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpumon",
+                "run",
+                *specs,
+                "--headless",
+                "--device",
+                "cpu",
+                "--no-nvml",
+                "--duration",
+                f"{seconds:g}",
+                "--label",
+                label,
+                "--out",
+                str(runs),
+            ],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
 
     names = [spec.split(":")[0] for spec in CPU_JOBS]
     for name, spec in zip(names, CPU_JOBS):
@@ -150,26 +178,36 @@ def report(dataset: str, shared: Path, alone: dict[str, Path]) -> None:
         flips = sum(words(s) != words(final) for s in shown)
         cells.append(f"{100 * worst:5.1f}%{'*' if flips else ' '}")
     r = " ".join(f"{p} {final.r[p]:.2f}" for p in sorted(final.r))
-    print(f"{dataset:8} {shared.name[16:]:28} r {r:16} STP {final.stp:.2f}  {final.elapsed:5.1f} s {final.steps:6.0f}  "
-          f"10%: {t10:5.2f} s {n10:5.0f}  5%: {t5:5.2f} s {n5:5.0f}  | " + "  ".join(cells))
+    print(
+        f"{dataset:8} {shared.name[16:]:28} r {r:16} STP {final.stp:.2f}  {final.elapsed:5.1f} s {final.steps:6.0f}  "
+        f"10%: {t10:5.2f} s {n10:5.0f}  5%: {t5:5.2f} s {n5:5.0f}  | " + "  ".join(cells)
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--h100", type=Path, default=REPO.parent / "shared" / "h100")
-    parser.add_argument("--cpu", action="store_true", help="capture CPU pairs of the tiny presets here first")
+    parser.add_argument(
+        "--cpu", action="store_true", help="capture CPU pairs of the tiny presets here first"
+    )
     parser.add_argument("--cpu-seconds", type=float, default=30.0)
     args = parser.parse_args()
     heads = "  ".join(f"{s:g} s/{n:<3d}" for s, n in CANDIDATES)
-    print("dataset  pair                         final r           STP    overlap steps  "
-          "error for good after (s, steps)       | largest error once the window holds (s/steps); * a word flips")
+    print(
+        "dataset  pair                         final r           STP    overlap steps  "
+        "error for good after (s, steps)       | largest error once the window holds (s/steps); * a word flips"
+    )
     print(f"{'':135}| {heads}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("q4_contention.tgz", "modes.tgz"):
             with tarfile.open(args.h100 / "experiments" / name) as tar:
                 tar.extractall(tmp, filter="data")
-        folders = [("h100-ts", Path(tmp) / "q4" / "runs"), ("h100-ts", Path(tmp) / "exp" / "runs"),
-                   ("h100-mps", Path(tmp) / "expmps" / "runs"), ("h100-ts", args.h100 / "runs")]
+        folders = [
+            ("h100-ts", Path(tmp) / "q4" / "runs"),
+            ("h100-ts", Path(tmp) / "exp" / "runs"),
+            ("h100-mps", Path(tmp) / "expmps" / "runs"),
+            ("h100-ts", args.h100 / "runs"),
+        ]
         if args.cpu:
             folders.append(("cpu", capture_cpu(Path(tmp) / "cpu", args.cpu_seconds)))
         for dataset, folder in folders:

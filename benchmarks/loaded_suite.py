@@ -35,8 +35,13 @@ def run_once(busy: int, pytest_args: list[str], log: Path | None) -> tuple[int, 
     loops = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(busy)]
     started = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", *pytest_args], cwd=ROOT,
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", *pytest_args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     finally:
         for loop in loops:
             loop.kill()
@@ -51,19 +56,29 @@ def run_once(busy: int, pytest_args: list[str], log: Path | None) -> tuple[int, 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--busy", type=int, default=2, help="busy-loop processes beside pytest (default 2)")
-    parser.add_argument("--repeat", type=int, default=1, help="run pytest this many times in a row (default 1)")
-    parser.add_argument("--log", type=Path, help="append pytest's whole output of every run to this file")
-    parser.add_argument("pytest_args", nargs="*", help="what pytest runs (after --; default: the whole suite)")
+    parser.add_argument(
+        "--busy", type=int, default=2, help="busy-loop processes beside pytest (default 2)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run pytest this many times in a row (default 1)"
+    )
+    parser.add_argument(
+        "--log", type=Path, help="append pytest's whole output of every run to this file"
+    )
+    parser.add_argument(
+        "pytest_args", nargs="*", help="what pytest runs (after --; default: the whole suite)"
+    )
     args = parser.parse_args()
     status = 0
     for i in range(args.repeat):
         before = os.getloadavg()
         code, result, seconds = run_once(args.busy, args.pytest_args, args.log)
         after = os.getloadavg()
-        print(f"run {i + 1}/{args.repeat}, {args.busy} busy loops, {os.cpu_count()} cores: {result} "
-              f"(exit {code}, {seconds:.0f} s wall; load average {before[0]:.1f} before, {after[0]:.1f} after)",
-              flush=True)
+        print(
+            f"run {i + 1}/{args.repeat}, {args.busy} busy loops, {os.cpu_count()} cores: {result} "
+            f"(exit {code}, {seconds:.0f} s wall; load average {before[0]:.1f} before, {after[0]:.1f} after)",
+            flush=True,
+        )
         status = code or status
     return status
 

@@ -63,7 +63,11 @@ class Capture:
     monitor: psutil.Process
 
     def run_dir(self) -> Path | None:
-        dirs = [p for p in self.runs_dir.iterdir() if (p / "run.json").is_file()] if self.runs_dir.is_dir() else []
+        dirs = (
+            [p for p in self.runs_dir.iterdir() if (p / "run.json").is_file()]
+            if self.runs_dir.is_dir()
+            else []
+        )
         return dirs[0] if dirs else None
 
     def trace_bytes(self) -> int:
@@ -75,8 +79,20 @@ def start_capture(name: str, root: Path, seconds: float, rate: float, log) -> Ca
     runs_dir = root / name
     runs_dir.mkdir(parents=True, exist_ok=True)
     slots = name.split("-", 1)[1]
-    cmd = [sys.executable, "-m", "gpumon", "run", "--headless", "--duration", f"{seconds:g}",
-           "--out", str(runs_dir), "--no-nvml", "--label", name]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpumon",
+        "run",
+        "--headless",
+        "--duration",
+        f"{seconds:g}",
+        "--out",
+        str(runs_dir),
+        "--no-nvml",
+        "--label",
+        name,
+    ]
     for slot in slots:
         cmd += ["--cmd", job_command(slot, rate)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
@@ -93,16 +109,22 @@ def capture(root: Path, minutes: float, window_min: float, rate: float) -> None:
     root.mkdir(parents=True, exist_ok=True)
     log_path = root / "monitors.log"
     print(f"captures under {root} (monitor stderr in {log_path})", flush=True)
-    print(f"{len(CAPTURES)} headless captures of {minutes:g} min, light jobs at ~{rate:g} steps/s, "
-          f"100 ms sampling, no NVML", flush=True)
+    print(
+        f"{len(CAPTURES)} headless captures of {minutes:g} min, light jobs at ~{rate:g} steps/s, "
+        f"100 ms sampling, no NVML",
+        flush=True,
+    )
     with open(log_path, "w") as log:
         captures = [start_capture(name, root, seconds, rate, log) for name in CAPTURES]
         shared = captures[-1]
         began = time.monotonic()
         last_cpu, last_t = cpu_seconds(shared.monitor), began
         rss_windows: list[float] = []
-        print(f"{'window':>8} {'end min':>8} {'monitor RSS':>12} {'monitor CPU':>12} "
-              + " ".join(f"{c.name + ' trace':>18}" for c in captures), flush=True)
+        print(
+            f"{'window':>8} {'end min':>8} {'monitor RSS':>12} {'monitor CPU':>12} "
+            + " ".join(f"{c.name + ' trace':>18}" for c in captures),
+            flush=True,
+        )
         n = 0
         while shared.proc.poll() is None:
             n += 1
@@ -121,19 +143,29 @@ def capture(root: Path, minutes: float, window_min: float, rate: float) -> None:
             cpu_pct = 100 * (cpu - last_cpu) / (now - last_t)
             last_cpu, last_t = cpu, now
             sizes = " ".join(f"{c.trace_bytes() / MIB:15.1f} MiB" for c in captures)
-            print(f"{n:>8} {(now - began) / 60:8.1f} {rss:8.1f} MiB {cpu_pct:10.2f} % {sizes}", flush=True)
+            print(
+                f"{n:>8} {(now - began) / 60:8.1f} {rss:8.1f} MiB {cpu_pct:10.2f} % {sizes}",
+                flush=True,
+            )
         for c in captures:
             c.proc.wait()
         elapsed_h = (time.monotonic() - began) / 3600
-    print("exit status: " + ", ".join(f"{c.name} {c.proc.returncode}" for c in captures), flush=True)
+    print(
+        "exit status: " + ", ".join(f"{c.name} {c.proc.returncode}" for c in captures), flush=True
+    )
     if len(rss_windows) >= 2:
         base = rss_windows[0]
         growth = 100 * (max(rss_windows[1:]) - base) / base
-        print(f"monitor RSS: {base:.1f} MiB after the first window, at most {max(rss_windows[1:]):.1f} MiB later "
-              f"({growth:+.1f} %; target < 10 %)", flush=True)
+        print(
+            f"monitor RSS: {base:.1f} MiB after the first window, at most {max(rss_windows[1:]):.1f} MiB later "
+            f"({growth:+.1f} %; target < 10 %)",
+            flush=True,
+        )
     for c in captures:
-        print(f"trace size {c.name}: {c.trace_bytes() / MIB:.1f} MiB = {c.trace_bytes() / MIB / elapsed_h:.1f} MiB per hour",
-              flush=True)
+        print(
+            f"trace size {c.name}: {c.trace_bytes() / MIB:.1f} MiB = {c.trace_bytes() / MIB / elapsed_h:.1f} MiB per hour",
+            flush=True,
+        )
     readers(root)
 
 
@@ -153,7 +185,10 @@ def readers(root: Path, repeats: int = 3) -> None:
     from gpumon.core.store.trace import load_run
 
     gpumon = [sys.executable, "-m", "gpumon"]
-    runs = {name: next((p for p in (root / name).iterdir() if (p / "run.json").is_file()), None) for name in CAPTURES}
+    runs = {
+        name: next((p for p in (root / name).iterdir() if (p / "run.json").is_file()), None)
+        for name in CAPTURES
+    }
     missing = [name for name, run in runs.items() if run is None]
     if missing:
         print(f"no capture for {', '.join(missing)} under {root}", flush=True)
@@ -162,29 +197,55 @@ def readers(root: Path, repeats: int = 3) -> None:
         meta = load_run(run).meta
         with open(run / "steps.csv", "rb") as f:
             rows = sum(1 for _ in f) - 1
-        print(f"{name}: {rows:,} step rows, status {meta.status}, duration {meta.duration_s} s", flush=True)
+        print(
+            f"{name}: {rows:,} step rows, status {meta.status}, duration {meta.duration_s} s",
+            flush=True,
+        )
     shared = runs["shared-AB"]
 
     def no_cache() -> None:  # what a first reader finds: steps.csv only
         for run in runs.values():
             (run / "steps.parquet").unlink(missing_ok=True)
 
-    compare = gpumon + ["compare", "--exclusive", str(runs["alone-A"]), "--exclusive", str(runs["alone-B"]),
-                        "--shared", str(shared)]
+    compare = gpumon + [
+        "compare",
+        "--exclusive",
+        str(runs["alone-A"]),
+        "--exclusive",
+        str(runs["alone-B"]),
+        "--shared",
+        str(shared),
+    ]
     with tempfile.TemporaryDirectory() as out:
         cases = [  # (title, command, remove the steps caches before each timing)
-            ("gpumon runs, first (no steps.parquet: pandas reads steps.csv and writes it)",
-             gpumon + ["runs", str(shared.parent)], True),
-            ("gpumon runs, again (steps.parquet's columns, pyarrow alone)",
-             gpumon + ["runs", str(shared.parent)], False),
-            ("gpumon export --csv (shared capture)", gpumon + ["export", str(shared), "--csv", out], False),
+            (
+                "gpumon runs, first (no steps.parquet: pandas reads steps.csv and writes it)",
+                gpumon + ["runs", str(shared.parent)],
+                True,
+            ),
+            (
+                "gpumon runs, again (steps.parquet's columns, pyarrow alone)",
+                gpumon + ["runs", str(shared.parent)],
+                False,
+            ),
+            (
+                "gpumon export --csv (shared capture)",
+                gpumon + ["export", str(shared), "--csv", out],
+                False,
+            ),
             ("gpumon compare, first (CSV parsed, steps.parquet written)", compare, True),
             ("gpumon compare, again (steps.parquet read)", compare, False),
-            ("python -c 'import pandas, scipy.stats, pyarrow' (compare's imports alone)",
-             [sys.executable, "-c", "import pandas, scipy.stats, pyarrow.parquet"], False),
+            (
+                "python -c 'import pandas, scipy.stats, pyarrow' (compare's imports alone)",
+                [sys.executable, "-c", "import pandas, scipy.stats, pyarrow.parquet"],
+                False,
+            ),
         ]
         timed(compare)  # warm-up: the interpreter's and the libraries' files in the page cache
-        print(f"load average before timing: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+        print(
+            f"load average before timing: {' '.join(f'{x:.1f}' for x in os.getloadavg())}",
+            flush=True,
+        )
         for title, cmd, fresh in cases:
             figures = []
             for _ in range(repeats):
@@ -196,7 +257,10 @@ def readers(root: Path, repeats: int = 3) -> None:
                     break
                 figures.append(f"{wall:.2f} s wall {cpu:.2f} s CPU")
             print(f"{title}: {'; '.join(figures)}", flush=True)
-        print(f"load average after timing: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+        print(
+            f"load average after timing: {' '.join(f'{x:.1f}' for x in os.getloadavg())}",
+            flush=True,
+        )
         print("  " + "\n  ".join(done_lines(compare)), flush=True)
 
 
@@ -206,14 +270,34 @@ def done_lines(cmd: list[str]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=60.0, help="length of each capture (default 60)")
-    parser.add_argument("--window", type=float, default=5.0, help="minutes per RSS/CPU window (default 5)")
-    parser.add_argument("--rate", type=float, default=200.0, help="steps per second of each light job (default 200)")
-    parser.add_argument("--out", type=Path, default=None, help="where the captures go (default: a new /tmp dir, kept)")
-    parser.add_argument("--readers-only", type=Path, default=None, metavar="DIR",
-                        help="only time runs/export/compare on the captures a previous run left in DIR")
-    parser.add_argument("--repeats", type=int, default=3, help="timings of each reader command (default 3)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--minutes", type=float, default=60.0, help="length of each capture (default 60)"
+    )
+    parser.add_argument(
+        "--window", type=float, default=5.0, help="minutes per RSS/CPU window (default 5)"
+    )
+    parser.add_argument(
+        "--rate", type=float, default=200.0, help="steps per second of each light job (default 200)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where the captures go (default: a new /tmp dir, kept)",
+    )
+    parser.add_argument(
+        "--readers-only",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="only time runs/export/compare on the captures a previous run left in DIR",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timings of each reader command (default 3)"
+    )
     parser.add_argument("--job", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.job is not None:

@@ -19,8 +19,22 @@ DURATION_S = 20
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as runs:
-        cmd = [sys.executable, "-m", "gpumon", "run", "fcn", "gemm", "--headless", "--device", "cpu",
-               "--duration", str(DURATION_S), "--out", runs, "--no-nvml"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gpumon",
+            "run",
+            "fcn",
+            "gemm",
+            "--headless",
+            "--device",
+            "cpu",
+            "--duration",
+            str(DURATION_S),
+            "--out",
+            runs,
+            "--no-nvml",
+        ]
         began = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         monitor = psutil.Process(proc.pid)
@@ -34,8 +48,12 @@ def main() -> None:
         wall = time.perf_counter() - began
         own = cpu.user + cpu.system
         print(f"headless monitor, 2 CPU workloads, {DURATION_S} s at 100 ms sampling:")
-        print(f"  monitor CPU time {own:.2f} s over {wall:.1f} s wall = {100 * own / wall:.2f} % of one core")
-        print("  (includes interpreter start-up, psutil/NVML sampling, probe parsing and CSV writing)")
+        print(
+            f"  monitor CPU time {own:.2f} s over {wall:.1f} s wall = {100 * own / wall:.2f} % of one core"
+        )
+        print(
+            "  (includes interpreter start-up, psutil/NVML sampling, probe parsing and CSV writing)"
+        )
 
 
 if __name__ == "__main__":

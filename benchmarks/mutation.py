@@ -53,44 +53,110 @@ class Target:
 
 
 MODULES: dict[str, Target] = {
-    "core.records.rates": Target("gpumon/core/records/rates.py", (
-        CORE + "test_rates_edges.py", CORE + "test_rates.py", CORE + "test_analysis.py", CORE + "test_compare_reads.py",
-        CORE + "test_pipeline_live.py", CORE + "test_sentence.py", TUI + "test_model.py", TUI + "test_interference_line.py")),
-    "analysis.rates": Target("gpumon/analysis/rates.py", (
-        CORE + "test_analysis_rates.py", CORE + "test_rates.py", CORE + "test_analysis.py",
-        CORE + "test_compare_reads.py")),
-    "analysis.slowdown": Target("gpumon/analysis/slowdown.py", (
-        CORE + "test_intervals_exact.py", CORE + "test_analysis.py", CORE + "test_spread.py",
-        CORE + "test_experiments_share.py")),
-    "analysis.compare": Target("gpumon/analysis/compare.py", (
-        CORE + "test_compare_exact.py", CORE + "test_analysis.py", CORE + "test_compare_reads.py",
-        CORE + "test_attribution.py")),
-    "analysis.spread": Target("gpumon/analysis/spread.py", (CORE + "test_intervals_exact.py", CORE + "test_spread.py")),
+    "core.records.rates": Target(
+        "gpumon/core/records/rates.py",
+        (
+            CORE + "test_rates_edges.py",
+            CORE + "test_rates.py",
+            CORE + "test_analysis.py",
+            CORE + "test_compare_reads.py",
+            CORE + "test_pipeline_live.py",
+            CORE + "test_sentence.py",
+            TUI + "test_model.py",
+            TUI + "test_interference_line.py",
+        ),
+    ),
+    "analysis.rates": Target(
+        "gpumon/analysis/rates.py",
+        (
+            CORE + "test_analysis_rates.py",
+            CORE + "test_rates.py",
+            CORE + "test_analysis.py",
+            CORE + "test_compare_reads.py",
+        ),
+    ),
+    "analysis.slowdown": Target(
+        "gpumon/analysis/slowdown.py",
+        (
+            CORE + "test_intervals_exact.py",
+            CORE + "test_analysis.py",
+            CORE + "test_spread.py",
+            CORE + "test_experiments_share.py",
+        ),
+    ),
+    "analysis.compare": Target(
+        "gpumon/analysis/compare.py",
+        (
+            CORE + "test_compare_exact.py",
+            CORE + "test_analysis.py",
+            CORE + "test_compare_reads.py",
+            CORE + "test_attribution.py",
+        ),
+    ),
+    "analysis.spread": Target(
+        "gpumon/analysis/spread.py", (CORE + "test_intervals_exact.py", CORE + "test_spread.py")
+    ),
     # Being rewritten on the predict branch: configured here so the tool can be re-run after the merge.
-    "analysis.predict_model": Target("gpumon/analysis/predict_model.py", (CORE + "test_predict.py", CORE + "test_predict_crowded.py")),
-    "core.store.recorder": Target("gpumon/core/store/recorder.py", (
-        CORE + "test_roundtrip.py", CORE + "test_recorder_errors.py", CORE + "test_pipeline_recorder.py",
-        CORE + "test_follow.py")),
+    "analysis.predict_model": Target(
+        "gpumon/analysis/predict_model.py",
+        (CORE + "test_predict.py", CORE + "test_predict_crowded.py"),
+    ),
+    "core.store.recorder": Target(
+        "gpumon/core/store/recorder.py",
+        (
+            CORE + "test_roundtrip.py",
+            CORE + "test_recorder_errors.py",
+            CORE + "test_pipeline_recorder.py",
+            CORE + "test_follow.py",
+        ),
+    ),
     # The reader's own tests; not test_trace_fuzz.py (hypothesis through the CLI, 11 s a mutant) nor test_analysis.py
     # (the analysis', 8 s): every mutant of a function they call ran them (a run with them, stopped after 14 minutes,
     # had checked 415 of 835 mutants and was doing 10 a minute).
-    "core.store.trace": Target("gpumon/core/store/trace.py", (
-        CORE + "test_trace_reader.py", CORE + "test_roundtrip.py", CORE + "test_trace.py", CORE + "test_steps_cache.py",
-        CORE + "test_compare_reads.py")),
-    "core.store.runner": Target("gpumon/core/store/runner.py", (
-        CORE + "test_runner_edges.py", CORE + "test_runner.py", CORE + "test_follow.py")),
+    "core.store.trace": Target(
+        "gpumon/core/store/trace.py",
+        (
+            CORE + "test_trace_reader.py",
+            CORE + "test_roundtrip.py",
+            CORE + "test_trace.py",
+            CORE + "test_steps_cache.py",
+            CORE + "test_compare_reads.py",
+        ),
+    ),
+    "core.store.runner": Target(
+        "gpumon/core/store/runner.py",
+        (CORE + "test_runner_edges.py", CORE + "test_runner.py", CORE + "test_follow.py"),
+    ),
     "core.jobs.beside": Target("gpumon/core/jobs/beside.py", (CORE + "test_beside_target.py",)),
     # Being refactored on the arch/firsthour branches: configured, re-run after the merge.
-    "tui.widgets.interference": Target("gpumon/tui/widgets/interference.py", (
-        TUI + "test_interference_line.py", TUI + "test_cause_line.py", TUI + "test_widget_text.py")),
-    "tui.widgets.lines": Target("gpumon/tui/widgets/lines.py", (
-        TUI + "test_lines.py", TUI + "test_widget_text.py", TUI + "test_device_panel.py")),
-    "tui.widgets.gpus": Target("gpumon/tui/widgets/gpus.py", (TUI + "test_gpus.py", TUI + "test_widget_text.py")),
-    "tui.widgets.processes": Target("gpumon/tui/widgets/processes.py", (TUI + "test_widget_text.py",)),
-    "tui.widgets.probed": Target("gpumon/tui/widgets/probed.py", (TUI + "test_widget_text.py", TUI + "test_probed.py")),
-    "tui.widgets.device": Target("gpumon/tui/widgets/device.py", (
-        TUI + "test_device_text.py", TUI + "test_device_panel.py", TUI + "test_widget_text.py")),
-    "tui.widgets.graph": Target("gpumon/tui/widgets/graph.py", (TUI + "test_model.py", TUI + "test_widget_text.py")),
+    "tui.widgets.interference": Target(
+        "gpumon/tui/widgets/interference.py",
+        (
+            TUI + "test_interference_line.py",
+            TUI + "test_cause_line.py",
+            TUI + "test_widget_text.py",
+        ),
+    ),
+    "tui.widgets.lines": Target(
+        "gpumon/tui/widgets/lines.py",
+        (TUI + "test_lines.py", TUI + "test_widget_text.py", TUI + "test_device_panel.py"),
+    ),
+    "tui.widgets.gpus": Target(
+        "gpumon/tui/widgets/gpus.py", (TUI + "test_gpus.py", TUI + "test_widget_text.py")
+    ),
+    "tui.widgets.processes": Target(
+        "gpumon/tui/widgets/processes.py", (TUI + "test_widget_text.py",)
+    ),
+    "tui.widgets.probed": Target(
+        "gpumon/tui/widgets/probed.py", (TUI + "test_widget_text.py", TUI + "test_probed.py")
+    ),
+    "tui.widgets.device": Target(
+        "gpumon/tui/widgets/device.py",
+        (TUI + "test_device_text.py", TUI + "test_device_panel.py", TUI + "test_widget_text.py"),
+    ),
+    "tui.widgets.graph": Target(
+        "gpumon/tui/widgets/graph.py", (TUI + "test_model.py", TUI + "test_widget_text.py")
+    ),
 }
 
 
@@ -131,7 +197,11 @@ class Score:
     @property
     def survivors(self) -> list[Mutant]:
         equivalent = {m.name for m, _ in self.equivalent}
-        return [m for m in self.mutants if m.status not in (*KILLED, UNCHECKED) and m.name not in equivalent]
+        return [
+            m
+            for m in self.mutants
+            if m.status not in (*KILLED, UNCHECKED) and m.name not in equivalent
+        ]
 
     @property
     def counted(self) -> int:
@@ -145,8 +215,13 @@ class Score:
 
 def equivalents() -> dict[tuple[str, str, str, str], str]:
     """(module, function, removed, added) → why the mutant cannot change what the module does."""
-    entries = tomllib.loads(EQUIVALENT.read_text()).get("equivalent", []) if EQUIVALENT.exists() else []
-    return {(e["module"], e["function"], e["removed"].strip(), e["added"].strip()): e["why"] for e in entries}
+    entries = (
+        tomllib.loads(EQUIVALENT.read_text()).get("equivalent", []) if EQUIVALENT.exists() else []
+    )
+    return {
+        (e["module"], e["function"], e["removed"].strip(), e["added"].strip()): e["why"]
+        for e in entries
+    }
 
 
 def pyproject(target: Target) -> str:
@@ -154,10 +229,16 @@ def pyproject(target: Target) -> str:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     lines = ["[tool.pytest.ini_options]"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in project["tool"]["pytest"]["ini_options"].items()]
-    lines += ["", "[tool.mutmut]", 'source_paths = ["gpumon"]', f"only_mutate = {json.dumps([target.path])}",
-              f"pytest_add_cli_args_test_selection = {json.dumps(list(target.tests))}",
-              # a test that waits on a subprocess can take seconds: give each mutant's tests room before a timeout
-              "timeout_multiplier = 5.0", "timeout_constant = 10.0"]
+    lines += [
+        "",
+        "[tool.mutmut]",
+        'source_paths = ["gpumon"]',
+        f"only_mutate = {json.dumps([target.path])}",
+        f"pytest_add_cli_args_test_selection = {json.dumps(list(target.tests))}",
+        # a test that waits on a subprocess can take seconds: give each mutant's tests room before a timeout
+        "timeout_multiplier = 5.0",
+        "timeout_constant = 10.0",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -169,7 +250,9 @@ def mutmut(work: Path, *args: str, log: Path | None = None) -> str:
         done = subprocess.run(cmd, cwd=work, stdout=out, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
         tail = log.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"mutmut {' '.join(args)} exited with {done.returncode} (log: {log}):\n{tail}")
+        raise RuntimeError(
+            f"mutmut {' '.join(args)} exited with {done.returncode} (log: {log}):\n{tail}"
+        )
     return ""
 
 
@@ -196,7 +279,9 @@ def read_score(module: str, known: dict[tuple[str, str, str, str], str]) -> Scor
     work = WORK / module
     if not (work / "mutants").exists():
         return None
-    done = work / "seconds"  # absent: the run was stopped (or is still going), the score is of what it checked
+    done = (
+        work / "seconds"
+    )  # absent: the run was stopped (or is still going), the score is of what it checked
     score = Score(module, seconds=float(done.read_text()) if done.exists() else math.nan)
     for line in mutmut(work, "results", "--all", "true").splitlines():
         name, _, status = line.strip().rpartition(": ")
@@ -215,13 +300,19 @@ def read_score(module: str, known: dict[tuple[str, str, str, str], str]) -> Scor
 
 
 def _partial(score: Score) -> str:
-    return f"; PARTIAL: {score.unchecked} of {len(score.mutants)} not checked" if score.unchecked else ""
+    return (
+        f"; PARTIAL: {score.unchecked} of {len(score.mutants)} not checked"
+        if score.unchecked
+        else ""
+    )
 
 
 def report(score: Score) -> None:
-    print(f"{score.module}: {score.score:.1f} % ({score.killed} killed of {score.counted} mutants; "
-          f"{len(score.equivalent)} equivalent left out; {len(score.survivors)} survivors{_partial(score)}) "
-          f"in {score.seconds:.0f} s")
+    print(
+        f"{score.module}: {score.score:.1f} % ({score.killed} killed of {score.counted} mutants; "
+        f"{len(score.equivalent)} equivalent left out; {len(score.survivors)} survivors{_partial(score)}) "
+        f"in {score.seconds:.0f} s"
+    )
     for mutant in score.survivors:
         removed, added = mutant.changed()
         print(f"  {mutant.status}: {mutant.name}\n      - {removed}\n      + {added}")
@@ -236,32 +327,52 @@ def markdown(scores: list[Score]) -> None:
     print("\n| module | mutants | killed | equivalent | survivors | score | seconds |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for s in scores:
-        print(f"| `{s.module}` | {len(s.mutants)}{f' ({s.unchecked} not checked)' if s.unchecked else ''} | "
-              f"{s.killed} | {len(s.equivalent)} | {len(s.survivors)} | {s.score:.1f} %{' (partial)' if s.unchecked else ''} | "
-              f"{s.seconds:.0f} |")
-    print("\n| module | function | mutant (removed → added) | why it is equivalent |\n| --- | --- | --- | --- |")
+        print(
+            f"| `{s.module}` | {len(s.mutants)}{f' ({s.unchecked} not checked)' if s.unchecked else ''} | "
+            f"{s.killed} | {len(s.equivalent)} | {len(s.survivors)} | {s.score:.1f} %{' (partial)' if s.unchecked else ''} | "
+            f"{s.seconds:.0f} |"
+        )
+    print(
+        "\n| module | function | mutant (removed → added) | why it is equivalent |\n| --- | --- | --- | --- |"
+    )
     for s in scores:
         for mutant, why in s.equivalent:
             removed, added = mutant.changed()
-            print(f"| `{s.module}` | `{mutant.function}` | {_cell(removed)} → {_cell(added)} | {why} |")
+            print(
+                f"| `{s.module}` | `{mutant.function}` | {_cell(removed)} → {_cell(added)} | {why} |"
+            )
     print("\n| module | mutant | status | removed → added |\n| --- | --- | --- | --- |")
     for s in scores:
         for mutant in s.survivors:
             removed, added = mutant.changed()
-            print(f"| `{s.module}` | `{mutant.name.rsplit('.', 1)[-1]}` | {mutant.status} | "
-                  f"{_cell(removed)} → {_cell(added)} |")
+            print(
+                f"| `{s.module}` | `{mutant.name.rsplit('.', 1)[-1]}` | {mutant.status} | "
+                f"{_cell(removed)} → {_cell(added)} |"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("modules", nargs="*", metavar="MODULE", help="modules to mutate (default: all; --list)")
-    parser.add_argument("--list", action="store_true", help="print the modules and their tests, then exit")
+    parser.add_argument(
+        "modules", nargs="*", metavar="MODULE", help="modules to mutate (default: all; --list)"
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="print the modules and their tests, then exit"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
-    parser.add_argument("--target", type=float, default=90.0, help="score each module must reach (default 90)")
-    parser.add_argument("--markdown", action="store_true",
-                        help="print the scores, equivalent mutants and survivors as Markdown tables too")
-    parser.add_argument("--report", action="store_true",
-                        help="do not run: report the last results of the modules (default: every one that has some)")
+    parser.add_argument(
+        "--target", type=float, default=90.0, help="score each module must reach (default 90)"
+    )
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the scores, equivalent mutants and survivors as Markdown tables too",
+    )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="do not run: report the last results of the modules (default: every one that has some)",
+    )
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
@@ -270,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, target in MODULES.items():
             print(f"{name}: {target.path} <- {' '.join(target.tests)}")
         return 0
-    missing = [t for m in args.modules or MODULES for t in MODULES[m].tests if not (ROOT / t).exists()]
+    missing = [
+        t for m in args.modules or MODULES for t in MODULES[m].tests if not (ROOT / t).exists()
+    ]
     if missing:
         parser.error(f"test file(s) not found: {', '.join(missing)}")
     known = equivalents()
@@ -288,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         markdown(scores)
     return 0 if scores and all(s.score >= args.target for s in scores) else 1
+
 
 if __name__ == "__main__":
     sys.exit(main())

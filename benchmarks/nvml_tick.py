@@ -165,14 +165,18 @@ print(json.dumps({"info": info, "spent": spent, "wall": wall, "cpu": cpu, "ticks
 """
 
 
-def run_child(code: str, lib: Path, scenario: Path, *argv: str, tree: Path = ROOT, overview: bool = False) -> dict:
+def run_child(
+    code: str, lib: Path, scenario: Path, *argv: str, tree: Path = ROOT, overview: bool = False
+) -> dict:
     env = fake.environment(lib, scenario)
     env["FAKENVML_COSTS"] = "h100"
     env["GPUMON_OVERVIEW"] = "1" if overview else "0"
     env["PYTHONPATH"] = os.pathsep.join([str(tree), env.get("PYTHONPATH", "")])
     # cwd=tree: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH, so a child run
     # from another checkout would import that checkout's gpumon, not ``tree``'s
-    done = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True, cwd=tree)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True, cwd=tree
+    )
     if done.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{done.stderr}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -182,7 +186,9 @@ def run_child(code: str, lib: Path, scenario: Path, *argv: str, tree: Path = ROO
 
 
 def print_per_call(costs: dict[str, float]) -> None:
-    print("1. CPU per call, fake with FAKENVML_COSTS=h100 vs the H100 (median thread CPU µs, through pynvml)")
+    print(
+        "1. CPU per call, fake with FAKENVML_COSTS=h100 vs the H100 (median thread CPU µs, through pynvml)"
+    )
     print(f"   {'call':34} {'H100':>9} {'fake':>9} {'fake/H100':>9}")
     for name, h100 in H100_US.items():
         print(f"   {name:34} {h100:9.1f} {costs[name]:9.1f} {costs[name] / h100:9.2f}")
@@ -191,7 +197,9 @@ def print_per_call(costs: dict[str, float]) -> None:
 def print_budget(title: str, r: dict) -> float:
     info = r["info"]
     poll = f", counters polled every {info['pcie_poll_ms']} ms" if info["pcie_poll_ms"] else ""
-    print(f"   {title}: PCIe via {info['pcie_method']}{poll}; GPM metrics: {', '.join(info['gpm_metrics']) or 'none'}")
+    print(
+        f"   {title}: PCIe via {info['pcie_method']}{poll}; GPM metrics: {', '.join(info['gpm_metrics']) or 'none'}"
+    )
     print(f"   {'call':34} {'calls/s':>8} {'µs/call':>9} {'% core':>7}")
     total = 0.0
     for name, (n, ns) in sorted(r["spent"].items(), key=lambda kv: -kv[1][1]):
@@ -200,8 +208,10 @@ def print_budget(title: str, r: dict) -> float:
         print(f"   {name:34} {n / r['wall']:8.1f} {ns / n / 1000:9.1f} {share:7.3f}")
     whole = r["cpu"] / r["wall"] * 100
     print(f"   {'all NVML calls':34} {'':8} {'':9} {total:7.3f}")
-    print(f"   whole monitor process (sampler, psutil host/process reads, NVML): {whole:.3f} % of one core,"
-          f" {r['ticks']} ticks in {r['wall']:.1f} s")
+    print(
+        f"   whole monitor process (sampler, psutil host/process reads, NVML): {whole:.3f} % of one core,"
+        f" {r['ticks']} ticks in {r['wall']:.1f} s"
+    )
     return total
 
 
@@ -210,79 +220,169 @@ def nvml_share(r: dict) -> float:
     return sum(ns for _, ns in r["spent"].values()) / 1e9 / r["wall"] * 100
 
 
-def measure_row(n: int, n_sleepers: int, extra: Callable[[list[subprocess.Popen]], str], lib: Path, scenario: str,
-                pids: tuple[int, int], seconds: float, trees: dict[str, Path], path: Path, **kw: bool) -> dict[str, dict]:
+def measure_row(
+    n: int,
+    n_sleepers: int,
+    extra: Callable[[list[subprocess.Popen]], str],
+    lib: Path,
+    scenario: str,
+    pids: tuple[int, int],
+    seconds: float,
+    trees: dict[str, Path],
+    path: Path,
+    **kw: bool,
+) -> dict[str, dict]:
     """Each tree's monitor once on ``scenario`` plus ``extra(sleepers)`` (n_sleepers real processes it may list),
     printed as the table's row ``n``."""
-    sleepers = [subprocess.Popen(["sleep", str(len(trees) * seconds + 300)]) for _ in range(n_sleepers)]
+    sleepers = [
+        subprocess.Popen(["sleep", str(len(trees) * seconds + 300)]) for _ in range(n_sleepers)
+    ]
     try:
         written = fake.write_scenario(path, scenario + extra(sleepers))
-        row = {name: run_child(MONITOR, lib, written, str(seconds), *map(str, pids), tree=tree, **kw)
-               for name, tree in trees.items()}
+        row = {
+            name: run_child(MONITOR, lib, written, str(seconds), *map(str, pids), tree=tree, **kw)
+            for name, tree in trees.items()
+        }
     finally:
         for p in sleepers:
             p.kill()
             p.wait()
-    print(f"   {n:6d} " + " ".join(f"{nvml_share(r):16.3f} {r['cpu'] / r['wall'] * 100:16.3f}" for r in row.values()))
+    print(
+        f"   {n:6d} "
+        + " ".join(
+            f"{nvml_share(r):16.3f} {r['cpu'] / r['wall'] * 100:16.3f}" for r in row.values()
+        )
+    )
     return row
 
 
-def foreign_costs(lib: Path, base: str, procs: str, pids: tuple[int, int], counts: list[int], seconds: float,
-                  trees: dict[str, Path], tmp: Path) -> None:
+def foreign_costs(
+    lib: Path,
+    base: str,
+    procs: str,
+    pids: tuple[int, int],
+    counts: list[int],
+    seconds: float,
+    trees: dict[str, Path],
+    tmp: Path,
+) -> None:
     """Section 3: the GPM-on monitor with N other GPU processes, for each gpumon tree, in this run."""
     print(f"3. the same monitor (GPM on) with other processes on the GPU, {seconds:.0f} s each")
-    print(f"   {'others':>6} " + " ".join(f"{name + ' NVML %':>16} {name + ' proc %':>16}" for name in trees))
+    print(
+        f"   {'others':>6} "
+        + " ".join(f"{name + ' NVML %':>16} {name + ' proc %':>16}" for name in trees)
+    )
     rows: dict[int, dict[str, dict]] = {}
     for n in counts:
-        def others(sleepers: list[subprocess.Popen]) -> str:
-            return "".join(f"proc pid={p.pid} mem_mib={512 * (i + 1)} sm_util={1 + i % 5}\n"
-                           for i, p in enumerate(sleepers))
 
-        rows[n] = measure_row(n, n, others, lib, base + procs, pids, seconds, trees, tmp / f"others_{n}.txt")
+        def others(sleepers: list[subprocess.Popen]) -> str:
+            return "".join(
+                f"proc pid={p.pid} mem_mib={512 * (i + 1)} sm_util={1 + i % 5}\n"
+                for i, p in enumerate(sleepers)
+            )
+
+        rows[n] = measure_row(
+            n, n, others, lib, base + procs, pids, seconds, trees, tmp / f"others_{n}.txt"
+        )
     if len(trees) == 2:
         before, after = trees
-        print(f"   ratio {after}/{before} of NVML % of one core: "
-              + ", ".join(f"{n} others {nvml_share(r[after]) / nvml_share(r[before]):.2f}" for n, r in rows.items()))
+        print(
+            f"   ratio {after}/{before} of NVML % of one core: "
+            + ", ".join(
+                f"{n} others {nvml_share(r[after]) / nvml_share(r[before]):.2f}"
+                for n, r in rows.items()
+            )
+        )
 
 
-def gpu_costs(lib: Path, base: str, procs: str, pids: tuple[int, int], counts: list[int], seconds: float,
-              trees: dict[str, Path], tmp: Path) -> None:
+def gpu_costs(
+    lib: Path,
+    base: str,
+    procs: str,
+    pids: tuple[int, int],
+    counts: list[int],
+    seconds: float,
+    trees: dict[str, Path],
+    tmp: Path,
+) -> None:
     """Section 4: the TUI's monitor (overview on, GPM on) on a box of N GPUs, for each gpumon tree, in this run."""
-    print(f"4. the TUI's monitor (overview of every GPU on, GPM on) on a box of N GPUs, {seconds:.0f} s each;"
-          " two other processes on each GPU that is not the jobs'")
-    print(f"   {'GPUs':>6} " + " ".join(f"{name + ' NVML %':>16} {name + ' proc %':>16}" for name in trees))
+    print(
+        f"4. the TUI's monitor (overview of every GPU on, GPM on) on a box of N GPUs, {seconds:.0f} s each;"
+        " two other processes on each GPU that is not the jobs'"
+    )
+    print(
+        f"   {'GPUs':>6} "
+        + " ".join(f"{name + ' NVML %':>16} {name + ' proc %':>16}" for name in trees)
+    )
     device = next(line for line in base.splitlines() if line.startswith("device "))
     rows: dict[int, dict[str, dict]] = {}
     for n in counts:
+
         def more_gpus(sleepers: list[subprocess.Popen], n: int = n) -> str:
             return "".join(
-                device.replace("uuid=GPU-fake5h100-", f"uuid=GPU-fake5h10{k}-") + "\n"
-                + "".join(f"proc pid={p.pid} mem_mib=4096 sm_util=30\n" for p in sleepers[2 * (k - 1): 2 * k])
+                device.replace("uuid=GPU-fake5h100-", f"uuid=GPU-fake5h10{k}-")
+                + "\n"
+                + "".join(
+                    f"proc pid={p.pid} mem_mib=4096 sm_util=30\n"
+                    for p in sleepers[2 * (k - 1) : 2 * k]
+                )
                 for k in range(1, n)
             )
 
-        rows[n] = measure_row(n, 2 * (n - 1), more_gpus, lib, base + procs, pids, seconds, trees,
-                              tmp / f"gpus_{n}.txt", overview=True)
+        rows[n] = measure_row(
+            n,
+            2 * (n - 1),
+            more_gpus,
+            lib,
+            base + procs,
+            pids,
+            seconds,
+            trees,
+            tmp / f"gpus_{n}.txt",
+            overview=True,
+        )
     after = list(trees)[-1]
     if len(trees) == 2:
         before = list(trees)[0]
-        print(f"   ratio {after}/{before} of NVML % of one core: "
-              + ", ".join(f"{n} GPUs {nvml_share(r[after]) / nvml_share(r[before]):.2f}" for n, r in rows.items()))
+        print(
+            f"   ratio {after}/{before} of NVML % of one core: "
+            + ", ".join(
+                f"{n} GPUs {nvml_share(r[after]) / nvml_share(r[before]):.2f}"
+                for n, r in rows.items()
+            )
+        )
     most = max(rows)
     print_budget(f"{after}, {most} GPUs, every call summed over the GPUs", rows[most][after])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=20.0, help="length of each monitoring run (default 20)")
-    parser.add_argument("--calls", type=int, default=200, help="calls timed per NVML function (default 200)")
-    parser.add_argument("--foreign", default=None, metavar="N,N,...",
-                        help="also measure with this many other GPU processes (e.g. 0,2,10)")
-    parser.add_argument("--gpus", default=None, metavar="N,N,...",
-                        help="also measure the TUI's monitor on a box of this many GPUs (e.g. 1,4; at most 8)")
-    parser.add_argument("--before", type=Path, default=None, metavar="DIR",
-                        help="with --foreign or --gpus: a second gpumon tree to measure the same way (the code before"
-                             " a change)")
+    parser.add_argument(
+        "--seconds", type=float, default=20.0, help="length of each monitoring run (default 20)"
+    )
+    parser.add_argument(
+        "--calls", type=int, default=200, help="calls timed per NVML function (default 200)"
+    )
+    parser.add_argument(
+        "--foreign",
+        default=None,
+        metavar="N,N,...",
+        help="also measure with this many other GPU processes (e.g. 0,2,10)",
+    )
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        metavar="N,N,...",
+        help="also measure the TUI's monitor on a box of this many GPUs (e.g. 1,4; at most 8)",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --foreign or --gpus: a second gpumon tree to measure the same way (the code before"
+        " a change)",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.foreign.split(",")] if args.foreign else []
     gpus = [int(n) for n in args.gpus.split(",")] if args.gpus else []
@@ -293,15 +393,23 @@ def main() -> None:
         try:
             a, b = (p.pid for p in sleepers)
             procs = f"proc pid={a} mem_mib=1024 sm_util=45\nproc pid={b} mem_mib=2048 sm_util=35\n"
-            lines = SCENARIO.read_text().replace("gpu_util=100", "gpu_util=90").splitlines(keepends=True)
-            base = "".join(line for line in lines if not line.startswith("proc "))  # our two sleepers instead
+            lines = (
+                SCENARIO.read_text()
+                .replace("gpu_util=100", "gpu_util=90")
+                .splitlines(keepends=True)
+            )
+            base = "".join(
+                line for line in lines if not line.startswith("proc ")
+            )  # our two sleepers instead
             gpm_on = fake.write_scenario(Path(tmp) / "gpm_on.txt", base + procs)
             gpm_off = fake.write_scenario(Path(tmp) / "gpm_off.txt", base + procs + NO_GPM)
             costs = run_child(PER_CALL, lib, gpm_on, str(args.calls))
             on = run_child(MONITOR, lib, gpm_on, str(args.seconds), str(a), str(b))
             off = run_child(MONITOR, lib, gpm_off, str(args.seconds), str(a), str(b))
-            header = (f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, fake libnvidia-ml with H100"
-                      f" costs; load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+            header = (
+                f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, fake libnvidia-ml with H100"
+                f" costs; load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
+            )
             if counts or gpus:
                 print(header)
             if counts:
@@ -312,15 +420,21 @@ def main() -> None:
             for p in sleepers:
                 p.kill()
                 p.wait()
-    print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, fake libnvidia-ml with H100 costs;"
-          f" load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(
+        f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, fake libnvidia-ml with H100 costs;"
+        f" load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
     print_per_call(costs)
-    print("2. NVML CPU per second of monitoring, default settings (100 ms interval, 2 workloads),"
-          f" {args.seconds:.0f} s each")
+    print(
+        "2. NVML CPU per second of monitoring, default settings (100 ms interval, 2 workloads),"
+        f" {args.seconds:.0f} s each"
+    )
     gpm = print_budget("GPM on (H100, Gen5 x16 at 58 GB/s)", on)
     counters = print_budget("GPM off (same link, 32-bit counters)", off)
     before = 3.68  # tests/fakenvml/h100/nvml-call-costs.txt: gpumon 9ea01fb at ~10 Hz on the H100
-    print(f"   NVML % of one core: GPM on {gpm:.2f}, GPM off {counters:.2f}; gpumon 9ea01fb on the H100: {before:.2f}")
+    print(
+        f"   NVML % of one core: GPM on {gpm:.2f}, GPM off {counters:.2f}; gpumon 9ea01fb on the H100: {before:.2f}"
+    )
 
 
 if __name__ == "__main__":

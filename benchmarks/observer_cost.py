@@ -50,7 +50,15 @@ sys.path.insert(0, str(ROOT))  # tests.fakenvml
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from gpumon.core.store.trace import load_run  # noqa: E402
-from pty_monitor import PtyCost, PtyProgram, cost_between, rss_mib, run_in_pty, snapshot, thread_names  # noqa: E402
+from pty_monitor import (  # noqa: E402
+    PtyCost,
+    PtyProgram,
+    cost_between,
+    rss_mib,
+    run_in_pty,
+    snapshot,
+    thread_names,
+)
 
 CTRL_C = b"\x03"
 # Issue 26: the runner nobody watches at most half of nvitop@0.25 s; a screen (one viewer) at most nvitop's cost.
@@ -97,7 +105,9 @@ def workload_argv(spec: str, device: str) -> list[str]:
     return argv
 
 
-def monitors(jobs: list[str], device: str, runs: str, nvml: bool, before: str | None = None) -> list[Monitor]:
+def monitors(
+    jobs: list[str], device: str, runs: str, nvml: bool, before: str | None = None
+) -> list[Monitor]:
     """Every observer, in the order measured; with ``before``, each gpumon row first from that tree, then from this one."""
     gpumon = [sys.executable, "-P", "-m", "gpumon", "run", *jobs, "--device", device, "--out", runs]
     if not nvml:
@@ -107,7 +117,12 @@ def monitors(jobs: list[str], device: str, runs: str, nvml: bool, before: str | 
         Monitor("gpumon TUI", gpumon, b"q", True),
         Monitor("gpumon --headless", [*gpumon, "--headless"], CTRL_C, True),
         Monitor("gpumon TUI --interval 250", [*gpumon, "--interval", "250"], b"q", True),
-        Monitor("gpumon --headless --interval 250", [*gpumon, "--headless", "--interval", "250"], CTRL_C, True),
+        Monitor(
+            "gpumon --headless --interval 250",
+            [*gpumon, "--headless", "--interval", "250"],
+            CTRL_C,
+            True,
+        ),
         Monitor("gpumon --detach", [*gpumon, "--detach", "--json"], b"q", True, detached=True),
     ]
     measured = []
@@ -134,10 +149,15 @@ class FakeDriver:
 
     def environment(self, base: dict[str, str], job_pids: list[int] | None) -> dict[str, str]:
         """gpumon's jobs are its children (``children_of=self``); nvitop's are named by PID."""
-        procs = [f"proc pid={pid} mem_mib=4276 sm_util=40 mem_util=10 type=compute" for pid in job_pids or []]
+        procs = [
+            f"proc pid={pid} mem_mib=4276 sm_util=40 mem_util=10 type=compute"
+            for pid in job_pids or []
+        ]
         if job_pids is None:
             procs = ["proc children_of=self mem_mib=4276 sm_util=40 mem_util=10 type=compute"]
-        scenario = self.fake.write_scenario(self.work / f"scenario-{len(procs)}-{os.getpid()}.txt", H100_SCENARIO + "\n".join(procs))
+        scenario = self.fake.write_scenario(
+            self.work / f"scenario-{len(procs)}-{os.getpid()}.txt", H100_SCENARIO + "\n".join(procs)
+        )
         env = self.fake.environment(self.lib_dir, scenario, base=base)
         env["FAKENVML_COSTS"] = "h100"
         return env
@@ -145,7 +165,13 @@ class FakeDriver:
 
 def start_jobs(jobs: list[str], device: str, env: dict[str, str]) -> list[subprocess.Popen]:
     return [
-        subprocess.Popen(workload_argv(spec, device), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            workload_argv(spec, device),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         for spec in jobs
     ]
 
@@ -162,7 +188,9 @@ def stop_jobs(procs: list[subprocess.Popen]) -> None:
             proc.wait()
 
 
-def measure(monitor: Monitor, args: argparse.Namespace, fake: FakeDriver | None, runs: str) -> dict[str, PtyCost]:
+def measure(
+    monitor: Monitor, args: argparse.Namespace, fake: FakeDriver | None, runs: str
+) -> dict[str, PtyCost]:
     """The monitor's rows, each name to its cost."""
     base = {**os.environ, "GPUMON_RUNS": runs}
     tree = monitor.tree or str(ROOT)
@@ -173,19 +201,37 @@ def measure(monitor: Monitor, args: argparse.Namespace, fake: FakeDriver | None,
     try:
         if not monitor.launches_jobs:
             jobs = start_jobs(args.jobs, args.device, base)
-        env = fake.environment(base, None if monitor.launches_jobs else [p.pid for p in jobs]) if fake else base
+        env = (
+            fake.environment(base, None if monitor.launches_jobs else [p.pid for p in jobs])
+            if fake
+            else base
+        )
         if monitor.detached:
             return measure_detached(monitor, args, env, tree)
-        return {monitor.name: run_in_pty(monitor.argv, env, args.warmup, args.seconds, monitor.quit_keys, args.cols,
-                                         args.rows, cwd=tree)}
+        return {
+            monitor.name: run_in_pty(
+                monitor.argv,
+                env,
+                args.warmup,
+                args.seconds,
+                monitor.quit_keys,
+                args.cols,
+                args.rows,
+                cwd=tree,
+            )
+        }
     finally:
         stop_jobs(jobs)
 
 
-def measure_detached(monitor: Monitor, args: argparse.Namespace, env: dict[str, str], tree: str) -> dict[str, PtyCost]:
+def measure_detached(
+    monitor: Monitor, args: argparse.Namespace, env: dict[str, str], tree: str
+) -> dict[str, PtyCost]:
     """A detached run: its runner alone for --seconds after --warmup, then with one ``gpumon attach`` in a pty for as
     long after the viewer's own warm-up; ``gpumon stop`` ends it."""
-    started = subprocess.run(monitor.argv, env=env, cwd=tree, capture_output=True, text=True, check=True, timeout=120)
+    started = subprocess.run(
+        monitor.argv, env=env, cwd=tree, capture_output=True, text=True, check=True, timeout=120
+    )
     out = json.loads(started.stdout)
     run_dir, runner = out["run"], int(out["runner_pid"])
     names = dict(zip((RUNNER, VIEWER, WATCHED, BOTH), monitor.names))
@@ -196,24 +242,42 @@ def measure_detached(monitor: Monitor, args: argparse.Namespace, env: dict[str, 
         before = snapshot(runner)
         time.sleep(args.seconds)
         alone = _cost(before, snapshot(runner), runner_threads)
-        viewer = PtyProgram([sys.executable, "-P", "-m", "gpumon", "attach", run_dir], env, args.cols, args.rows, tree)
+        viewer = PtyProgram(
+            [sys.executable, "-P", "-m", "gpumon", "attach", run_dir],
+            env,
+            args.cols,
+            args.rows,
+            tree,
+        )
         try:
             seen, (runner0, runner1) = viewer.measure(args.warmup, args.seconds, also=runner)
             watched = _cost(runner0, runner1, runner_threads)
         finally:
             exit_status = viewer.quit(b"q")
         seen = replace(seen, exit_status=exit_status)
-        both = replace(watched, cpu_pct=watched.cpu_pct + seen.cpu_pct, rss_mib=watched.rss_mib + seen.rss_mib,
-                       bytes_per_s=seen.bytes_per_s, threads=())
+        both = replace(
+            watched,
+            cpu_pct=watched.cpu_pct + seen.cpu_pct,
+            rss_mib=watched.rss_mib + seen.rss_mib,
+            bytes_per_s=seen.bytes_per_s,
+            threads=(),
+        )
     finally:
-        subprocess.run([sys.executable, "-P", "-m", "gpumon", "stop", run_dir], env=env, cwd=tree, capture_output=True,
-                       timeout=120)
+        subprocess.run(
+            [sys.executable, "-P", "-m", "gpumon", "stop", run_dir],
+            env=env,
+            cwd=tree,
+            capture_output=True,
+            timeout=120,
+        )
     return {names[RUNNER]: alone, names[VIEWER]: seen, names[WATCHED]: watched, names[BOTH]: both}
 
 
 def _cost(before, after, thread_names: dict[int, str]) -> PtyCost:
     cpu, seconds, threads = cost_between(before, after, thread_names)
-    return PtyCost(cpu, rss_mib(after.pid), seconds, 0.0, "running", "", threads, (before.wall, after.wall))
+    return PtyCost(
+        cpu, rss_mib(after.pid), seconds, 0.0, "running", "", threads, (before.wall, after.wall)
+    )
 
 
 def steps_per_s(runs: str, window: tuple[float, float]) -> float:
@@ -227,20 +291,50 @@ def steps_per_s(runs: str, window: tuple[float, float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cpu", help="where the two jobs train: cpu (default) or cuda")
-    parser.add_argument("--nvml", choices=("fake", "real", "off"), help="fake (default on cpu), real (default on cuda), or off")
-    parser.add_argument("--jobs", nargs=2, metavar="SPEC", help="the two workloads (default fcn gemm on cpu, resnet50 vgg19 on cuda)")
-    parser.add_argument("--warmup", type=float, default=15.0, help="seconds before measuring (default 15)")
-    parser.add_argument("--seconds", type=float, default=30.0, help="seconds measured per monitor (default 30)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--device", default="cpu", help="where the two jobs train: cpu (default) or cuda"
+    )
+    parser.add_argument(
+        "--nvml",
+        choices=("fake", "real", "off"),
+        help="fake (default on cpu), real (default on cuda), or off",
+    )
+    parser.add_argument(
+        "--jobs",
+        nargs=2,
+        metavar="SPEC",
+        help="the two workloads (default fcn gemm on cpu, resnet50 vgg19 on cuda)",
+    )
+    parser.add_argument(
+        "--warmup", type=float, default=15.0, help="seconds before measuring (default 15)"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=30.0, help="seconds measured per monitor (default 30)"
+    )
     parser.add_argument("--cols", type=int, default=120)
     parser.add_argument("--rows", type=int, default=40)
-    parser.add_argument("--only", action="append", metavar="REGEX",
-                        help="measure only monitors whose name matches this (re.search; repeatable)")
-    parser.add_argument("--before", metavar="DIR", help="also measure each gpumon row from this source tree "
-                        "(e.g. `git worktree add DIR <commit>`), just before this checkout's, in this one run")
-    parser.add_argument("--rounds", type=int, default=1, help="measure every monitor this many times, round after round "
-                        "(a busy box's load moves between monitors); the ratios are each round's, then their median")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="REGEX",
+        help="measure only monitors whose name matches this (re.search; repeatable)",
+    )
+    parser.add_argument(
+        "--before",
+        metavar="DIR",
+        help="also measure each gpumon row from this source tree "
+        "(e.g. `git worktree add DIR <commit>`), just before this checkout's, in this one run",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every monitor this many times, round after round "
+        "(a busy box's load moves between monitors); the ratios are each round's, then their median",
+    )
     args = parser.parse_args()
     cuda = args.device.startswith("cuda")
     args.nvml = args.nvml or ("real" if cuda else "fake")
@@ -257,44 +351,68 @@ def main() -> None:
         runs = str(Path(work) / "runs")
         for number in range(1, args.rounds + 1):
             if args.rounds > 1:
-                print(f"round {number} of {args.rounds} (load average {os.getloadavg()[0]:.2f})", flush=True)
+                print(
+                    f"round {number} of {args.rounds} (load average {os.getloadavg()[0]:.2f})",
+                    flush=True,
+                )
             rounds.append(measure_round(args, fake, runs))
     for number, results in enumerate(rounds, 1):
         if args.rounds > 1:
             print(f"round {number}:")
         for name, ratio in ratios(results).items():
             target = TARGETS.get(name.removesuffix(" (before)"))
-            print(f"  {name} ÷ nvitop@0.25 s = {ratio:.2f}" + (f" (target <= {target})" if target is not None else ""))
+            print(
+                f"  {name} ÷ nvitop@0.25 s = {ratio:.2f}"
+                + (f" (target <= {target})" if target is not None else "")
+            )
     if args.rounds > 1:
         print(f"median of {args.rounds} rounds:")
         for name in ratios(rounds[0]):
             values = [ratios(results)[name] for results in rounds]
             cpu = statistics.median(results[name].cpu_pct for results in rounds)
-            print(f"  {name}: CPU {cpu:.2f} % of one core, ÷ nvitop@0.25 s = {statistics.median(values):.2f} "
-                  f"({', '.join(f'{v:.2f}' for v in values)})")
+            print(
+                f"  {name}: CPU {cpu:.2f} % of one core, ÷ nvitop@0.25 s = {statistics.median(values):.2f} "
+                f"({', '.join(f'{v:.2f}' for v in values)})"
+            )
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
-def measure_round(args: argparse.Namespace, fake: FakeDriver | None, runs: str) -> dict[str, PtyCost]:
+def measure_round(
+    args: argparse.Namespace, fake: FakeDriver | None, runs: str
+) -> dict[str, PtyCost]:
     """Every monitor asked for, once, printed as it is measured."""
     results: dict[str, PtyCost] = {}
     for monitor in monitors(args.jobs, args.device, runs, args.nvml != "off", args.before):
-        if args.only and not any(re.search(pattern, name) for pattern in args.only for name in monitor.names):
+        if args.only and not any(
+            re.search(pattern, name) for pattern in args.only for name in monitor.names
+        ):
             continue
         for name, cost in measure(monitor, args, fake, runs).items():
             results[name] = cost
-            steps = f"   {steps_per_s(runs, cost.window):5.0f} steps/s" if monitor.launches_jobs else ""
+            steps = (
+                f"   {steps_per_s(runs, cost.window):5.0f} steps/s" if monitor.launches_jobs else ""
+            )
             print(
                 f"  {name:42} CPU {cost.cpu_pct:5.2f} % of one core   RSS {cost.rss_mib:4.0f} MiB   "
                 f"terminal {cost.bytes_per_s / 1024:6.1f} KiB/s   exit {cost.exit_status}{steps}",
                 flush=True,
             )
-            if cost.exit_status not in (0, None) and math.isnan(cost.rss_mib):  # gone before it was measured: why
-                print("      " + "\n      ".join(cost.last_output.strip().splitlines()[-5:]), flush=True)
-            for thread in cost.threads if monitor.launches_jobs else ():  # where gpumon's CPU goes, thread by thread
+            if cost.exit_status not in (0, None) and math.isnan(
+                cost.rss_mib
+            ):  # gone before it was measured: why
+                print(
+                    "      " + "\n      ".join(cost.last_output.strip().splitlines()[-5:]),
+                    flush=True,
+                )
+            for thread in (
+                cost.threads if monitor.launches_jobs else ()
+            ):  # where gpumon's CPU goes, thread by thread
                 if thread.cpu_pct >= 0.005:
-                    print(f"      {thread.name:22} {thread.cpu_pct:5.2f} %  {thread.wakeups_per_s:5.1f} wake-ups/s  "
-                          f"{thread.us_per_wakeup:6.0f} µs each", flush=True)
+                    print(
+                        f"      {thread.name:22} {thread.cpu_pct:5.2f} %  {thread.wakeups_per_s:5.1f} wake-ups/s  "
+                        f"{thread.us_per_wakeup:6.0f} µs each",
+                        flush=True,
+                    )
     return results
 
 
@@ -303,7 +421,11 @@ def ratios(results: dict[str, PtyCost]) -> dict[str, float]:
     fast = results.get("nvitop --interval 0.25")
     if fast is None or not fast.cpu_pct > 0:
         return {}
-    return {name: cost.cpu_pct / fast.cpu_pct for name, cost in results.items() if name.startswith("gpumon")}
+    return {
+        name: cost.cpu_pct / fast.cpu_pct
+        for name, cost in results.items()
+        if name.startswith("gpumon")
+    }
 
 
 if __name__ == "__main__":

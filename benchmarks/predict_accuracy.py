@@ -99,16 +99,32 @@ def load_h100(root: Path) -> list[Pair]:
         rows = list(csv.DictReader(open(folder / "slowdown_matrix.csv")))
         for a, b in zip(rows[::2], rows[1::2]):
             names = (a["job"], b["job"])
-            pairs.append(Pair("h100-mps" if mode == MPS else "h100-ts", mode, (f"{experiment}:{names[0]}", names[1]),
-                              frozenset(names), (jobs[names[0]], jobs[names[1]]),
-                              (float(a["slowdown"]), float(b["slowdown"]))))
+            pairs.append(
+                Pair(
+                    "h100-mps" if mode == MPS else "h100-ts",
+                    mode,
+                    (f"{experiment}:{names[0]}", names[1]),
+                    frozenset(names),
+                    (jobs[names[0]], jobs[names[1]]),
+                    (float(a["slowdown"]), float(b["slowdown"])),
+                )
+            )
     return pairs
 
 
 def load_lucid(share: Path, tmp: Path) -> list[Pair]:
     """Lucid's pairs, through its own lucid_runs.py (run here, into a temporary directory)."""
-    subprocess.run([sys.executable, str(share / "lucid_runs.py"), str(share / "single_data-calibration.csv"),
-                    str(share / "colocate_info-calibration.csv"), str(tmp)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(share / "lucid_runs.py"),
+            str(share / "single_data-calibration.csv"),
+            str(share / "colocate_info-calibration.csv"),
+            str(tmp),
+        ],
+        check=True,
+        capture_output=True,
+    )
     jobs: dict[str, Job] = {}
     pairs = []
     for row in csv.DictReader(open(tmp / "pairs.csv")):
@@ -116,8 +132,16 @@ def load_lucid(share: Path, tmp: Path) -> list[Pair]:
             if name not in jobs:
                 jobs[name] = read_jobs([load_run(run)])[0][0]
         families = frozenset(n.split("-")[0] for n in (row["a"], row["b"]))
-        pairs.append(Pair("lucid", TIMESLICE, (row["a"], row["b"]), families, (jobs[row["a"]], jobs[row["b"]]),
-                          (float(row["r_a"]), float(row["r_b"]))))
+        pairs.append(
+            Pair(
+                "lucid",
+                TIMESLICE,
+                (row["a"], row["b"]),
+                families,
+                (jobs[row["a"]], jobs[row["b"]]),
+                (float(row["r_a"]), float(row["r_b"])),
+            )
+        )
     return pairs
 
 
@@ -127,6 +151,7 @@ def mape(pred: list[float], meas: list[float]) -> float:
 
 def spearman(x: list[float], y: list[float]) -> float:
     """Spearman's rank correlation (ties: mean ranks)."""
+
     def ranks(v: list[float]) -> list[float]:
         order = sorted(range(len(v)), key=lambda i: v[i])
         out = [0.0] * len(v)
@@ -139,6 +164,7 @@ def spearman(x: list[float], y: list[float]) -> float:
                 out[order[k]] = (i + j) / 2
             i = j + 1
         return out
+
     rx, ry = ranks(x), ranks(y)
     mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
     cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
@@ -171,7 +197,9 @@ def score(pairs: list[Pair], fitter: Fitter, scheme: str, dataset: str) -> list[
     for i in mine:
         p = pairs[i]
         if scheme == "LODO":
-            others = frozenset(j for j, q in enumerate(pairs) if q.mode == p.mode and q.dataset != dataset)
+            others = frozenset(
+                j for j, q in enumerate(pairs) if q.mode == p.mode and q.dataset != dataset
+            )
             if not others:
                 return []
             other = pairs[next(iter(others))].dataset
@@ -179,7 +207,11 @@ def score(pairs: list[Pair], fitter: Fitter, scheme: str, dataset: str) -> list[
             if p.mode == TIMESLICE:
                 c = dataclasses.replace(c, sm_fill=fitter.base.get(dataset, DEFAULT).sm_fill)
         else:
-            train = frozenset(j for j in mine if j != i and (scheme == "LOPO" or not pairs[j].families & p.families))
+            train = frozenset(
+                j
+                for j in mine
+                if j != i and (scheme == "LOPO" or not pairs[j].families & p.families)
+            )
             c = fitter.fit(train, p.mode, dataset)
         rows.append(judge(p, c, calibrated=scheme != "LODO"))
     return rows
@@ -189,14 +221,24 @@ def judge(p: Pair, c: Constants, calibrated: bool, probed: bool = False) -> dict
     pred = predicted(p, c)
     widen, _ = lacking(p.jobs, p.mode, calibrated, c, probed)
     r, pair = intervals([pred], p.mode, (0.0, 0.0), widen)
-    return {"pair": p, "pred": pred.slowdown, "stp": pred.stp, "c": c,
-            "covered": [e.low <= m <= e.high for e, m in zip(r, p.measured)],
-            "stp_covered": pair.low <= p.measured_stp <= pair.high, "verdict": verdict(pair.low, pair.high)}
+    return {
+        "pair": p,
+        "pred": pred.slowdown,
+        "stp": pred.stp,
+        "c": c,
+        "covered": [e.low <= m <= e.high for e, m in zip(r, p.measured)],
+        "stp_covered": pair.low <= p.measured_stp <= pair.high,
+        "verdict": verdict(pair.low, pair.high),
+    }
 
 
 def naive(p: Pair) -> dict[str, tuple[float, float]]:
     a, b = (j.solo for j in p.jobs)
-    return {"r = 1": (1.0, 1.0), "r = 2": (2.0, 2.0), "r = 1 + partner util": (1 + b.busy, 1 + a.busy)}
+    return {
+        "r = 1": (1.0, 1.0),
+        "r = 2": (2.0, 2.0),
+        "r = 1 + partner util": (1 + b.busy, 1 + a.busy),
+    }
 
 
 def truth(measured_stp: float) -> str:
@@ -210,14 +252,19 @@ def confusion(stps: list[float], verdicts: list[str]) -> str:
         got = [v for s, v in zip(stps, verdicts) if truth(s) == cls]
         if not got:
             continue
-        counts = ", ".join(f"{'**' if _wrong(cls, v) else ''}{got.count(v)} {v}{'**' if _wrong(cls, v) else ''}"
-                           for v in ("pays", "cannot tell", "loses") if got.count(v))
+        counts = ", ".join(
+            f"{'**' if _wrong(cls, v) else ''}{got.count(v)} {v}{'**' if _wrong(cls, v) else ''}"
+            for v in ("pays", "cannot tell", "loses")
+            if got.count(v)
+        )
         out.append(f"{cls} ({len(got)}): {counts}")
     return "; ".join(out)
 
 
 def _wrong(measured: str, printed: str) -> bool:
-    return (measured == "loses" and printed == "pays") or (measured == "pays" and printed == "loses")
+    return (measured == "loses" and printed == "pays") or (
+        measured == "pays" and printed == "loses"
+    )
 
 
 def summary(rows: list[dict], scheme: str) -> list[str]:
@@ -226,11 +273,13 @@ def summary(rows: list[dict], scheme: str) -> list[str]:
     meas_stp = [r["pair"].measured_stp for r in rows]
     pred = [x for r in rows for x in r["pred"]]
     stps = [r["stp"] for r in rows]
-    out = [f"| {p0.dataset} | {scheme} | model | {mape(pred, meas):.1f} | {mape(stps, meas_stp):.1f} | "
-           f"{spearman(stps, meas_stp):.2f} | {sum(c for r in rows for c in r['covered'])}/{len(meas)} "
-           f"({100 * sum(c for r in rows for c in r['covered']) / len(meas):.0f} %) | "
-           f"{sum(r['stp_covered'] for r in rows)}/{len(rows)} ({100 * sum(r['stp_covered'] for r in rows) / len(rows):.0f} %) | "
-           f"{confusion(meas_stp, [r['verdict'] for r in rows])} |"]
+    out = [
+        f"| {p0.dataset} | {scheme} | model | {mape(pred, meas):.1f} | {mape(stps, meas_stp):.1f} | "
+        f"{spearman(stps, meas_stp):.2f} | {sum(c for r in rows for c in r['covered'])}/{len(meas)} "
+        f"({100 * sum(c for r in rows for c in r['covered']) / len(meas):.0f} %) | "
+        f"{sum(r['stp_covered'] for r in rows)}/{len(rows)} ({100 * sum(r['stp_covered'] for r in rows) / len(rows):.0f} %) | "
+        f"{confusion(meas_stp, [r['verdict'] for r in rows])} |"
+    ]
     return out
 
 
@@ -243,9 +292,11 @@ def baselines(rows: list[dict]) -> list[str]:
         pred = [x for r in rows for x in naive(r["pair"])[name]]
         stps = [stp(naive(r["pair"])[name]) for r in rows]
         rho = spearman(stps, meas_stp) if len(set(stps)) > 1 else math.nan
-        out.append(f"| {p0.dataset} | any | naive {name} | {mape(pred, meas):.1f} | {mape(stps, meas_stp):.1f} | "
-                   f"{'–' if math.isnan(rho) else f'{rho:.2f}'} | | | {confusion(meas_stp, [verdict(s, s) for s in stps])} "
-                   "(point) |")
+        out.append(
+            f"| {p0.dataset} | any | naive {name} | {mape(pred, meas):.1f} | {mape(stps, meas_stp):.1f} | "
+            f"{'–' if math.isnan(rho) else f'{rho:.2f}'} | | | {confusion(meas_stp, [verdict(s, s) for s in stps])} "
+            "(point) |"
+        )
     return out
 
 
@@ -257,8 +308,10 @@ def e95(errors: list[float]) -> float:
 
 def rel_errors(rows: list[dict]) -> tuple[list[float], list[float]]:
     """|measured / predicted - 1| of r and of STP."""
-    return ([abs(m / x - 1) for r in rows for m, x in zip(r["pair"].measured, r["pred"])],
-            [abs(r["pair"].measured_stp / r["stp"] - 1) for r in rows])
+    return (
+        [abs(m / x - 1) for r in rows for m, x in zip(r["pair"].measured, r["pred"])],
+        [abs(r["pair"].measured_stp / r["stp"] - 1) for r in rows],
+    )
 
 
 def coverage_with(rows: list[dict], e_r: float, e_stp: float) -> str:
@@ -275,11 +328,17 @@ def coverage_with(rows: list[dict], e_r: float, e_stp: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--h100", type=Path, default=REPO.parent / "shared" / "h100" / "experiments")
+    parser.add_argument(
+        "--h100", type=Path, default=REPO.parent / "shared" / "h100" / "experiments"
+    )
     parser.add_argument("--lucid", type=Path, default=REPO.parent / "shared" / "lucid")
-    parser.add_argument("--calibration", type=Path, metavar="DIR",
-                        help="a `gpumon calibrate` directory ($GPUMON_CALIBRATION) holding the H100's: its pairs are "
-                             "also predicted with the constants measured there, nothing fitted (scheme 'calibrate')")
+    parser.add_argument(
+        "--calibration",
+        type=Path,
+        metavar="DIR",
+        help="a `gpumon calibrate` directory ($GPUMON_CALIBRATION) holding the H100's: its pairs are "
+        "also predicted with the constants measured there, nothing fitted (scheme 'calibrate')",
+    )
     args = parser.parse_args()
     began = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
@@ -296,14 +355,24 @@ def main() -> int:
     fitter = Fitter(pairs, {})
     every = {d: frozenset(i for i, p in enumerate(pairs) if p.dataset == d) for d in datasets}
     ts = {d: fitter.fit(every[d], TIMESLICE, d) for d in ("h100-ts", "lucid")}
-    fitter = Fitter(pairs, {"h100-ts": ts["h100-ts"], "h100-mps": ts["h100-ts"], "lucid": ts["lucid"]})
+    fitter = Fitter(
+        pairs, {"h100-ts": ts["h100-ts"], "h100-mps": ts["h100-ts"], "lucid": ts["lucid"]}
+    )
     mps = fitter.fit(every["h100-mps"], MPS, "h100-mps")
-    print("\nConstants fitted on every pair of a dataset (the GPU's own; the H100's ship as predict_model.FITTED):")
+    print(
+        "\nConstants fitted on every pair of a dataset (the GPU's own; the H100's ship as predict_model.FITTED):"
+    )
     for name, c in (("h100-ts", ts["h100-ts"]), ("h100-mps", mps), ("lucid", ts["lucid"])):
-        print(f"  {name}: slice {1e3 * c.slice_s:g} ms, switch {1e3 * c.switch_s:g} ms, util_scale {c.util_scale:g}, "
-              f"sm_fill {c.sm_fill:g}")
+        print(
+            f"  {name}: slice {1e3 * c.slice_s:g} ms, switch {1e3 * c.switch_s:g} ms, util_scale {c.util_scale:g}, "
+            f"sm_fill {c.sm_fill:g}"
+        )
 
-    schemes = {"h100-ts": ("LOPO", "LOFO", "LODO"), "h100-mps": ("LOPO", "LOFO"), "lucid": ("LOFO", "LODO")}
+    schemes = {
+        "h100-ts": ("LOPO", "LOFO", "LODO"),
+        "h100-mps": ("LOPO", "LOFO"),
+        "lucid": ("LOFO", "LODO"),
+    }
     results = {(d, s): score(pairs, fitter, s, d) for d, ss in schemes.items() for s in ss}
     if args.calibration:  # the H100's pairs with the constants its probes measured, nothing fitted
         os.environ[calibration.ENV] = str(args.calibration)
@@ -311,73 +380,126 @@ def main() -> int:
         if measured is None:
             parser.error(f"--calibration {args.calibration}: no calibration of {H100_GPU} there")
         probed = dataclasses.replace(DEFAULT, **measured.constants)
-        print(f"  gpumon calibrate {measured.measured_at} ({calibration.path_for(H100_GPU)}): "
-              + ", ".join(f"{k} {v:.4g}" for k, v in measured.constants.items()))
+        print(
+            f"  gpumon calibrate {measured.measured_at} ({calibration.path_for(H100_GPU)}): "
+            + ", ".join(f"{k} {v:.4g}" for k, v in measured.constants.items())
+        )
         for d in ("h100-ts", "h100-mps"):
-            results[(d, "calibrate")] = [judge(p, probed, True, probed=True) for p in pairs if p.dataset == d]
+            results[(d, "calibrate")] = [
+                judge(p, probed, True, probed=True) for p in pairs if p.dataset == d
+            ]
             schemes[d] = (*schemes[d], "calibrate")
-    print("\n| dataset | scheme | predictor | MAPE r % | MAPE STP % | Spearman rho STP | measured r inside interval "
-          "| measured STP inside interval | verdict: measured (printed) |")
+    print(
+        "\n| dataset | scheme | predictor | MAPE r % | MAPE STP % | Spearman rho STP | measured r inside interval "
+        "| measured STP inside interval | verdict: measured (printed) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for d in datasets:
         for s in schemes[d]:
             print("\n".join(summary(results[(d, s)], s)))
         print("\n".join(baselines(results[(d, schemes[d][0])])))
 
-    print("\nOut-of-sample errors (95 % of |measured / predicted - 1| fall within; r, STP), against predict_model.ERRORS:")
+    print(
+        "\nOut-of-sample errors (95 % of |measured / predicted - 1| fall within; r, STP), against predict_model.ERRORS:"
+    )
     e = {key: tuple(e95(x) for x in rel_errors(rows)) for key, rows in results.items()}
 
     def term(more: tuple[float, float], base: tuple[float, float]) -> tuple[float, float]:
-        return (math.sqrt(max(0.0, more[0] ** 2 - base[0] ** 2)), math.sqrt(max(0.0, more[1] ** 2 - base[1] ** 2)))
+        return (
+            math.sqrt(max(0.0, more[0] ** 2 - base[0] ** 2)),
+            math.sqrt(max(0.0, more[1] ** 2 - base[1] ** 2)),
+        )
 
     def show(label: str, got: tuple[float, float], shipped: tuple[float, float]) -> None:
-        print(f"  {label}: {100 * got[0]:.1f} %, {100 * got[1]:.1f} % (shipped {100 * shipped[0]:.0f} %, "
-              f"{100 * shipped[1]:.0f} %)")
+        print(
+            f"  {label}: {100 * got[0]:.1f} %, {100 * got[1]:.1f} % (shipped {100 * shipped[0]:.0f} %, "
+            f"{100 * shipped[1]:.0f} %)"
+        )
 
-    show("time slicing, every input (h100-ts, LOFO)", e[("h100-ts", "LOFO")],
-         (ERRORS.base(TIMESLICE), ERRORS.base(TIMESLICE, "stp")))
-    show("MPS, every input but GPM (h100-mps, LOFO)", e[("h100-mps", "LOFO")], (ERRORS.base(MPS), ERRORS.base(MPS, "stp")))
-    show(f"no copies recorded: lucid LOFO {100 * e[('lucid', 'LOFO')][0]:.1f} %, {100 * e[('lucid', 'LOFO')][1]:.1f} % "
-         "against h100-ts LOFO, the difference in quadrature", term(e[("lucid", "LOFO")], e[("h100-ts", "LOFO")]),
-         ERRORS.no_copies)
+    show(
+        "time slicing, every input (h100-ts, LOFO)",
+        e[("h100-ts", "LOFO")],
+        (ERRORS.base(TIMESLICE), ERRORS.base(TIMESLICE, "stp")),
+    )
+    show(
+        "MPS, every input but GPM (h100-mps, LOFO)",
+        e[("h100-mps", "LOFO")],
+        (ERRORS.base(MPS), ERRORS.base(MPS, "stp")),
+    )
+    show(
+        f"no copies recorded: lucid LOFO {100 * e[('lucid', 'LOFO')][0]:.1f} %, {100 * e[('lucid', 'LOFO')][1]:.1f} % "
+        "against h100-ts LOFO, the difference in quadrature",
+        term(e[("lucid", "LOFO")], e[("h100-ts", "LOFO")]),
+        ERRORS.no_copies,
+    )
     for d in ("h100-ts", "lucid"):
-        print(f"    {d}: LODO {100 * e[(d, 'LODO')][0]:.1f} %, {100 * e[(d, 'LODO')][1]:.1f} %, LOFO "
-              f"{100 * e[(d, 'LOFO')][0]:.1f} %, {100 * e[(d, 'LOFO')][1]:.1f} %: "
-              + ", ".join(f"{100 * x:.1f} %" for x in term(e[(d, "LODO")], e[(d, "LOFO")])))
-    show("uncalibrated: what predict does on a GPU it has no constants for, the H100's constants on Lucid's GPU "
-         "(lucid LODO against LOFO)", term(e[("lucid", "LODO")], e[("lucid", "LOFO")]), ERRORS.uncalibrated)
+        print(
+            f"    {d}: LODO {100 * e[(d, 'LODO')][0]:.1f} %, {100 * e[(d, 'LODO')][1]:.1f} %, LOFO "
+            f"{100 * e[(d, 'LOFO')][0]:.1f} %, {100 * e[(d, 'LOFO')][1]:.1f} %: "
+            + ", ".join(f"{100 * x:.1f} %" for x in term(e[(d, "LODO")], e[(d, "LOFO")]))
+        )
+    show(
+        "uncalibrated: what predict does on a GPU it has no constants for, the H100's constants on Lucid's GPU "
+        "(lucid LODO against LOFO)",
+        term(e[("lucid", "LODO")], e[("lucid", "LOFO")]),
+        ERRORS.uncalibrated,
+    )
     if ("h100-ts", "calibrate") in e:
         got = e[("h100-ts", "calibrate")]
-        show(f"probe-calibrated: the H100's time slicing with gpumon calibrate's constants ({100 * got[0]:.1f} %, "
-             f"{100 * got[1]:.1f} %) against h100-ts LOFO", term(got, e[("h100-ts", "LOFO")]), ERRORS.probed)
+        show(
+            f"probe-calibrated: the H100's time slicing with gpumon calibrate's constants ({100 * got[0]:.1f} %, "
+            f"{100 * got[1]:.1f} %) against h100-ts LOFO",
+            term(got, e[("h100-ts", "LOFO")]),
+            ERRORS.probed,
+        )
     # utilisation outside the checked range: Lucid fitted on the pairs whose jobs both lie in [0.3, 0.9]
     lucid = [i for i, p in enumerate(pairs) if p.dataset == "lucid"]
     inside = frozenset(i for i in lucid if all(0.3 <= j.solo.busy <= 0.9 for j in pairs[i].jobs))
     c = fitter.fit(inside, TIMESLICE, "lucid")
-    e_out = tuple(e95(x) for x in rel_errors([judge(pairs[i], c, True) for i in lucid if i not in inside]))
+    e_out = tuple(
+        e95(x) for x in rel_errors([judge(pairs[i], c, True) for i in lucid if i not in inside])
+    )
     e_in = tuple(e95(x) for x in rel_errors([judge(pairs[i], c, True) for i in inside]))
-    show(f"a job outside the utilisation fitted on (lucid fitted on jobs in 30-90 %: outside {100 * e_out[0]:.1f} %, "
-         f"{100 * e_out[1]:.1f} %, inside {100 * e_in[0]:.1f} %, {100 * e_in[1]:.1f} %)", term(e_out, e_in), ERRORS.outside)
+    show(
+        f"a job outside the utilisation fitted on (lucid fitted on jobs in 30-90 %: outside {100 * e_out[0]:.1f} %, "
+        f"{100 * e_out[1]:.1f} %, inside {100 * e_in[0]:.1f} %, {100 * e_in[1]:.1f} %)",
+        term(e_out, e_in),
+        ERRORS.outside,
+    )
     busy = [j.solo.busy for p in pairs for j in p.jobs]
-    print(f"  utilisation checked: {100 * min(busy):.1f}-{100 * max(busy):.1f} % "
-          f"(shipped {100 * ERRORS.checked_busy[0]:.0f}-{100 * ERRORS.checked_busy[1]:.0f} %)")
-    print("\nCoverage of the LOFO predictions with intervals from the other dataset's errors alone (time slicing):")
+    print(
+        f"  utilisation checked: {100 * min(busy):.1f}-{100 * max(busy):.1f} % "
+        f"(shipped {100 * ERRORS.checked_busy[0]:.0f}-{100 * ERRORS.checked_busy[1]:.0f} %)"
+    )
+    print(
+        "\nCoverage of the LOFO predictions with intervals from the other dataset's errors alone (time slicing):"
+    )
     for d, other in (("h100-ts", "lucid"), ("lucid", "h100-ts")):
-        print(f"  {d} with +-{100 * e[(other, 'LOFO')][0]:.1f} % (r), +-{100 * e[(other, 'LOFO')][1]:.1f} % (STP) "
-              f"from {other}: {coverage_with(results[(d, 'LOFO')], *e[(other, 'LOFO')])}")
+        print(
+            f"  {d} with +-{100 * e[(other, 'LOFO')][0]:.1f} % (r), +-{100 * e[(other, 'LOFO')][1]:.1f} % (STP) "
+            f"from {other}: {coverage_with(results[(d, 'LOFO')], *e[(other, 'LOFO')])}"
+        )
 
-    print("\nH100 per pair (predicted r: LOPO / LOFO; verdict: what predict prints with the LOFO prediction):\n")
-    print("| pair | mode | measured r A, B | predicted r A, B (LOPO) | predicted r A, B (LOFO) | measured STP "
-          "| predicted STP (LOPO / LOFO) | verdict measured | verdict printed |")
+    print(
+        "\nH100 per pair (predicted r: LOPO / LOFO; verdict: what predict prints with the LOFO prediction):\n"
+    )
+    print(
+        "| pair | mode | measured r A, B | predicted r A, B (LOPO) | predicted r A, B (LOFO) | measured STP "
+        "| predicted STP (LOPO / LOFO) | verdict measured | verdict printed |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for d in ("h100-ts", "h100-mps"):
         for lopo, lofo in zip(results[(d, "LOPO")], results[(d, "LOFO")]):
             p = lopo["pair"]
-            print(f"| {p.label} | {p.mode} | {p.measured[0]:.2f}, {p.measured[1]:.2f} | {lopo['pred'][0]:.2f}, "
-                  f"{lopo['pred'][1]:.2f} | {lofo['pred'][0]:.2f}, {lofo['pred'][1]:.2f} | {p.measured_stp:.2f} | "
-                  f"{lopo['stp']:.2f} / {lofo['stp']:.2f} | {truth(p.measured_stp)} | {lofo['verdict']} |")
+            print(
+                f"| {p.label} | {p.mode} | {p.measured[0]:.2f}, {p.measured[1]:.2f} | {lopo['pred'][0]:.2f}, "
+                f"{lopo['pred'][1]:.2f} | {lofo['pred'][0]:.2f}, {lofo['pred'][1]:.2f} | {p.measured_stp:.2f} | "
+                f"{lopo['stp']:.2f} / {lofo['stp']:.2f} | {truth(p.measured_stp)} | {lofo['verdict']} |"
+            )
     print("\nLucid by family pair (LOFO):\n")
-    print("| families | pairs | measured r (mean) | predicted r (mean) | MAPE r % | measured STP (mean) | predicted STP (mean) |")
+    print(
+        "| families | pairs | measured r (mean) | predicted r (mean) | MAPE r % | measured STP (mean) | predicted STP (mean) |"
+    )
     print("|---|---|---|---|---|---|---|")
     groups: dict[tuple[str, ...], list[dict]] = {}
     for r in results[("lucid", "LOFO")]:
@@ -385,9 +507,11 @@ def main() -> int:
     for fams, rows in sorted(groups.items()):
         meas = [m for r in rows for m in r["pair"].measured]
         pred = [x for r in rows for x in r["pred"]]
-        print(f"| {' + '.join(fams)} | {len(rows)} | {sum(meas) / len(meas):.2f} | {sum(pred) / len(pred):.2f} | "
-              f"{mape(pred, meas):.1f} | {sum(r['pair'].measured_stp for r in rows) / len(rows):.2f} | "
-              f"{sum(r['stp'] for r in rows) / len(rows):.2f} |")
+        print(
+            f"| {' + '.join(fams)} | {len(rows)} | {sum(meas) / len(meas):.2f} | {sum(pred) / len(pred):.2f} | "
+            f"{mape(pred, meas):.1f} | {sum(r['pair'].measured_stp for r in rows) / len(rows):.2f} | "
+            f"{sum(r['stp'] for r in rows) / len(rows):.2f} |"
+        )
     print(f"\n{time.monotonic() - began:.0f} s")
     return 0
 

@@ -84,8 +84,14 @@ def measure_loops(calls: int, mode: str) -> tuple[dict[str, float], Drain | None
     if mode != "pipe":
         argv = [sys.executable, "-c", LOOPS, str(calls)]
         with tempfile.TemporaryDirectory() as runtime:
-            extra = {"GPUMON_RENDEZVOUS": "off"} if mode == "off" else {"GPUMON_RUNTIME_DIR": f"{runtime}/gpumon"}
-            out = subprocess.run(argv, env=child_env(**extra), capture_output=True, text=True, check=True)
+            extra = (
+                {"GPUMON_RENDEZVOUS": "off"}
+                if mode == "off"
+                else {"GPUMON_RUNTIME_DIR": f"{runtime}/gpumon"}
+            )
+            out = subprocess.run(
+                argv, env=child_env(**extra), capture_output=True, text=True, check=True
+            )
         return json.loads(out.stdout), None
     read_fd, write_fd = os.pipe()
     drain = Drain(read_fd)
@@ -118,15 +124,24 @@ def start_seconds(code: str, starts: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=200_000, help="calls per timed loop (best of 3)")
-    parser.add_argument("--starts", type=int, default=15, help="interpreter starts per start-up figure")
+    parser.add_argument(
+        "--calls", type=int, default=200_000, help="calls per timed loop (best of 3)"
+    )
+    parser.add_argument(
+        "--starts", type=int, default=15, help="interpreter starts per start-up figure"
+    )
     args = parser.parse_args()
 
     python = sys.version.split()[0]
-    print(f"probe cost, {args.calls:,} calls per loop, best of 3, python {python}, {os.cpu_count()} CPUs")
+    print(
+        f"probe cost, {args.calls:,} calls per loop, best of 3, python {python}, {os.cpu_count()} CPUs"
+    )
     modes = (
         ("off (no monitor, GPUMON_RENDEZVOUS=off)", "off"),
-        ("rendezvous, nobody attached (no monitor: history ring kept, socket listening)", "rendezvous"),
+        (
+            "rendezvous, nobody attached (no monitor: history ring kept, socket listening)",
+            "rendezvous",
+        ),
         ("pipe (launched by a monitor: drained by a reader thread)", "pipe"),
     )
     for label, mode in modes:
@@ -135,15 +150,21 @@ def main() -> None:
         print(f"\n{label}: probe enabled={figures['enabled']}")
         print(f"  empty loop            {empty:8.1f} ns/iteration")
         for key, name in (("step", "probe.step()"), ("step_and_copy", "probe.copy() + step()")):
-            print(f"  {name:<21} {figures[key]:8.1f} ns/call  ({figures[key] / empty:.0f}x the empty loop)")
+            print(
+                f"  {name:<21} {figures[key]:8.1f} ns/call  ({figures[key] / empty:.0f}x the empty loop)"
+            )
         if drain is not None:
             sent = 6 * args.calls
-            print(f"  rows received {drain.rows:,} of {sent:,} sent, {drain.dropped:,} reported dropped")
+            print(
+                f"  rows received {drain.rows:,} of {sent:,} sent, {drain.dropped:,} reported dropped"
+            )
 
     bare = start_seconds("pass", args.starts)
     with_probe = start_seconds("import gpumon.core.probing.probe", args.starts)
-    print(f"\nstart-up (median of {args.starts}): python -c pass {bare * 1e3:.1f} ms, "
-          f"python -c 'import gpumon.core.probing.probe' {with_probe * 1e3:.1f} ms (+{(with_probe - bare) * 1e3:.1f} ms)")
+    print(
+        f"\nstart-up (median of {args.starts}): python -c pass {bare * 1e3:.1f} ms, "
+        f"python -c 'import gpumon.core.probing.probe' {with_probe * 1e3:.1f} ms (+{(with_probe - bare) * 1e3:.1f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -53,7 +53,10 @@ class PtyCost:
     exit_status: int | str
     last_output: str
     threads: tuple[ThreadCost, ...] = field(default=())
-    window: tuple[float, float] = (math.nan, math.nan)  # monotonic start and end of what was measured
+    window: tuple[float, float] = (
+        math.nan,
+        math.nan,
+    )  # monotonic start and end of what was measured
 
 
 def thread_times(pid: int) -> dict[int, tuple[float, int]]:
@@ -64,7 +67,9 @@ def thread_times(pid: int) -> dict[int, tuple[float, int]]:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                 ns = int(f.read().split()[0])
             with open(f"/proc/{pid}/task/{tid}/status") as f:
-                switches = int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", f.read(), re.M).group(1))
+                switches = int(
+                    re.search(r"^voluntary_ctxt_switches:\s+(\d+)", f.read(), re.M).group(1)
+                )
         except (OSError, AttributeError):
             continue  # the thread ended meanwhile
         out[int(tid)] = (ns / 1e9, switches)
@@ -76,16 +81,28 @@ def thread_names(pid: int) -> dict[int, str]:
     spy = shutil.which("py-spy")
     if spy is None:
         return {}
-    dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30).stdout
+    dump = subprocess.run(
+        [spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30
+    ).stdout
     return {int(tid, 0): name for tid, name in re.findall(r'Thread (\S+) \(\w+\): "([^"]+)"', dump)}
 
 
-def thread_costs(before: dict[int, tuple[float, int]], after: dict[int, tuple[float, int]],
-                 names: dict[int, str], seconds: float) -> tuple[ThreadCost, ...]:
+def thread_costs(
+    before: dict[int, tuple[float, int]],
+    after: dict[int, tuple[float, int]],
+    names: dict[int, str],
+    seconds: float,
+) -> tuple[ThreadCost, ...]:
     costs = []
     for tid, (cpu, switches) in after.items():
         cpu0, switches0 = before.get(tid, (0.0, 0))
-        costs.append(ThreadCost(names.get(tid, f"thread {tid}"), 100 * (cpu - cpu0) / seconds, (switches - switches0) / seconds))
+        costs.append(
+            ThreadCost(
+                names.get(tid, f"thread {tid}"),
+                100 * (cpu - cpu0) / seconds,
+                (switches - switches0) / seconds,
+            )
+        )
     return tuple(sorted(costs, key=lambda c: -c.cpu_pct))
 
 
@@ -103,10 +120,16 @@ def snapshot(pid: int) -> Snapshot:
     return Snapshot(pid, cpu_seconds(pid), thread_times(pid), time.monotonic())
 
 
-def cost_between(before: Snapshot, after: Snapshot, names: dict[int, str]) -> tuple[float, float, tuple[ThreadCost, ...]]:
+def cost_between(
+    before: Snapshot, after: Snapshot, names: dict[int, str]
+) -> tuple[float, float, tuple[ThreadCost, ...]]:
     """(CPU % of one core, seconds, per thread) of one process between two snapshots."""
     seconds = after.wall - before.wall
-    return 100 * (after.cpu_s - before.cpu_s) / seconds, seconds, thread_costs(before.threads, after.threads, names, seconds)
+    return (
+        100 * (after.cpu_s - before.cpu_s) / seconds,
+        seconds,
+        thread_costs(before.threads, after.threads, names, seconds),
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -127,7 +150,14 @@ def rss_mib(pid: int) -> float:
 class PtyProgram:
     """``argv`` started under a new pty of ``cols`` x ``rows``; ``drain`` reads what it writes."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cols: int = 120, rows: int = 40, cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cols: int = 120,
+        rows: int = 40,
+        cwd: str | None = None,
+    ) -> None:
         env = {**env, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
         pid, fd = pty.fork()
         if pid == 0:  # the child: exec the program with the pty as its terminal
@@ -146,7 +176,9 @@ class PtyProgram:
     def drain(self, until: float) -> None:
         """Read the program's output until the monotonic time ``until`` (or until the pty closes)."""
         while self.open and time.monotonic() < until:
-            ready, _, _ = select.select([self.fd], [], [], min(0.05, max(0.0, until - time.monotonic())))
+            ready, _, _ = select.select(
+                [self.fd], [], [], min(0.05, max(0.0, until - time.monotonic()))
+            )
             if not ready:
                 continue
             try:
@@ -159,7 +191,9 @@ class PtyProgram:
             self.received += len(data)
             self.tail = (self.tail + data)[-4096:]
 
-    def measure(self, warmup_s: float, seconds: float, also: int | None = None) -> tuple[PtyCost, tuple[Snapshot, ...]]:
+    def measure(
+        self, warmup_s: float, seconds: float, also: int | None = None
+    ) -> tuple[PtyCost, tuple[Snapshot, ...]]:
         """What it cost over ``seconds`` after ``warmup_s`` (still running), and the snapshots of process ``also``
         taken at the window's two ends (none without it)."""
         self.drain(time.monotonic() + warmup_s)
@@ -171,8 +205,16 @@ class PtyProgram:
         after = snapshot(self.pid)
         others = (other0, snapshot(also)) if other0 is not None else ()
         cpu, measured, threads = cost_between(before, after, names)
-        cost = PtyCost(cpu, rss_mib(self.pid), measured, (self.received - bytes0) / measured, "running", "", threads,
-                       (before.wall, after.wall))
+        cost = PtyCost(
+            cpu,
+            rss_mib(self.pid),
+            measured,
+            (self.received - bytes0) / measured,
+            "running",
+            "",
+            threads,
+            (before.wall, after.wall),
+        )
         return cost, others
 
     def quit(self, keys: bytes) -> int | str:
@@ -195,7 +237,13 @@ class PtyProgram:
 
 
 def run_in_pty(
-    argv: list[str], env: dict[str, str], warmup_s: float, seconds: float, quit_keys: bytes, cols: int = 120, rows: int = 40,
+    argv: list[str],
+    env: dict[str, str],
+    warmup_s: float,
+    seconds: float,
+    quit_keys: bytes,
+    cols: int = 120,
+    rows: int = 40,
     cwd: str | None = None,
 ) -> PtyCost:
     """Start ``argv`` in a pty, measure it for ``seconds`` after ``warmup_s``, then quit it."""

@@ -38,8 +38,12 @@ def timed(argv: list[str]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", type=Path, default=None, help="a spec file (default: four tiny cells)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--spec", type=Path, default=None, help="a spec file (default: four tiny cells)"
+    )
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

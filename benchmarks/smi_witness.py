@@ -45,12 +45,20 @@ class Witness:
         if smi is None:
             return None
         # Line-buffered where stdbuf exists: nvidia-smi writes to a file, and what a killed process held is lost.
-        argv = ([shutil.which("stdbuf"), "-oL"] if shutil.which("stdbuf") else []) + [smi, kind, *ARGS[kind]]
+        argv = ([shutil.which("stdbuf"), "-oL"] if shutil.which("stdbuf") else []) + [
+            smi,
+            kind,
+            *ARGS[kind],
+        ]
         argv += ["-d", "1", "-o", "DT"] + (["-i", str(gpu_index)] if gpu_index is not None else [])
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w") as out:
             proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
                 preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM),
             )
         return cls(kind, path, proc)

@@ -35,7 +35,12 @@ def measure(code: str) -> tuple[float, dict]:
     times, last = [], {}
     for _ in range(REPEATS):
         began = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", PROBE.format(code=code)], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", PROBE.format(code=code)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         times.append(time.perf_counter() - began)
         last = json.loads(out.stdout.strip().splitlines()[-1])
     return statistics.median(times), last
@@ -46,7 +51,9 @@ def main() -> None:
     base = results["python -c pass"][0]
     print(f"{'case':<36} {'median s':>9} {'x python':>9} {'max RSS MiB':>12}  torch imported")
     for name, (seconds, info) in results.items():
-        print(f"{name:<36} {seconds:9.3f} {seconds / base:9.1f} {info['maxrss_mib']:12.0f}  {info['torch']}")
+        print(
+            f"{name:<36} {seconds:9.3f} {seconds / base:9.1f} {info['maxrss_mib']:12.0f}  {info['torch']}"
+        )
 
 
 if __name__ == "__main__":

@@ -46,12 +46,22 @@ def cost(source: HostSource, roots: list[int], ticks: int, cadence: bool) -> flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--threads", type=int, default=34, help="threads of each job (default 34)")
-    parser.add_argument("--ticks", type=int, default=400, help="process ticks measured per way (default 400)")
+    parser.add_argument(
+        "--ticks", type=int, default=400, help="process ticks measured per way (default 400)"
+    )
     args = parser.parse_args()
-    jobs = [subprocess.Popen([sys.executable, "-c", JOB.format(threads=args.threads)], stdout=subprocess.PIPE, text=True)
-            for _ in range(2)]
+    jobs = [
+        subprocess.Popen(
+            [sys.executable, "-c", JOB.format(threads=args.threads)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     children: list[int] = []
     try:
         children += [int(job.stdout.readline()) for job in jobs]
@@ -61,10 +71,16 @@ def main() -> None:
         per_s = 1 / PROCESS_PERIOD_S
         every = cost(source, roots, args.ticks, cadence=False)
         paced = cost(source, roots, args.ticks, cadence=True)
-        print(f"two jobs of {args.threads} threads, {args.ticks} process ticks each way, {per_s:g} process ticks/s:")
-        print(f"  every thread, every tick (before):      {every:7.1f} µs a tick = {every * per_s / 1e4:.3f} % of one core")
-        print(f"  every thread every {FULL_TREE_EVERY}th tick, else main: {paced:7.1f} µs a tick = "
-              f"{paced * per_s / 1e4:.3f} % of one core ({paced / every:.2f} x)")
+        print(
+            f"two jobs of {args.threads} threads, {args.ticks} process ticks each way, {per_s:g} process ticks/s:"
+        )
+        print(
+            f"  every thread, every tick (before):      {every:7.1f} µs a tick = {every * per_s / 1e4:.3f} % of one core"
+        )
+        print(
+            f"  every thread every {FULL_TREE_EVERY}th tick, else main: {paced:7.1f} µs a tick = "
+            f"{paced * per_s / 1e4:.3f} % of one core ({paced / every:.2f} x)"
+        )
     finally:
         for job in jobs:
             job.kill()

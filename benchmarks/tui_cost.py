@@ -34,7 +34,9 @@ GPUMON = [sys.executable, "-m", "gpumon"]
 
 
 def tmux(*args: str) -> str:
-    return subprocess.run([TMUX, "-L", SOCKET, *args], capture_output=True, text=True, check=False).stdout
+    return subprocess.run(
+        [TMUX, "-L", SOCKET, *args], capture_output=True, text=True, check=False
+    ).stdout
 
 
 def start_in_tmux(name: str, argv: list[str], env: dict[str, str]) -> int:
@@ -84,7 +86,15 @@ def first_frame(trials: int) -> list[float]:
 def monitor_cpu(argv_tail: list[str], headless: bool, settle_s: float, measure_s: float) -> float:
     """CPU of the monitor process alone, % of one core, while ``argv_tail`` runs."""
     with tempfile.TemporaryDirectory() as runs:
-        argv = [*GPUMON, "run", *argv_tail, "--out", runs, "--duration", str(settle_s + measure_s + 5)]
+        argv = [
+            *GPUMON,
+            "run",
+            *argv_tail,
+            "--out",
+            runs,
+            "--duration",
+            str(settle_s + measure_s + 5),
+        ]
         if headless:
             argv.append("--headless")
             proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -94,7 +104,11 @@ def monitor_cpu(argv_tail: list[str], headless: bool, settle_s: float, measure_s
         monitor = psutil.Process(pid)
         if not headless:
             family = [monitor, *monitor.children(recursive=True)]
-            monitor = next(p for p in family if p.name().startswith("python") and "gpumon.workloads" not in p.cmdline())
+            monitor = next(
+                p
+                for p in family
+                if p.name().startswith("python") and "gpumon.workloads" not in p.cmdline()
+            )
         time.sleep(settle_s)
         before = monitor.cpu_times()
         t0 = time.monotonic()
@@ -110,9 +124,22 @@ def monitor_cpu(argv_tail: list[str], headless: bool, settle_s: float, measure_s
 def watched_rate(workload: str, headless: bool, duration_s: float) -> float:
     """Post-warm-up iterations/s of one CPU workload under the TUI or under --headless."""
     with tempfile.TemporaryDirectory() as runs:
-        argv = [*GPUMON, "run", workload, "--device", "cpu", "--no-nvml", "--out", runs, "--duration", str(duration_s)]
+        argv = [
+            *GPUMON,
+            "run",
+            workload,
+            "--device",
+            "cpu",
+            "--no-nvml",
+            "--out",
+            runs,
+            "--duration",
+            str(duration_s),
+        ]
         if headless:
-            subprocess.run([*argv, "--headless"], capture_output=True, check=True, timeout=duration_s + 120)
+            subprocess.run(
+                [*argv, "--headless"], capture_output=True, check=True, timeout=duration_s + 120
+            )
         else:
             pid = start_in_tmux("rate", argv, {})
             wait_gone(pid, duration_s + 120)
@@ -143,7 +170,14 @@ async def step_latency(seconds: float) -> tuple[list[float], int]:
     MonitorScreen.draw = timed_draw
     with tempfile.TemporaryDirectory() as runs:
         config = SessionConfig(device="cpu", runs_dir=Path(runs), nvml=False)
-        plan = make_plan(["fcn:preset=tiny", "gemm:preset=tiny"], [], session=config, label=None, duration_s=None, stagger_s=0.0)
+        plan = make_plan(
+            ["fcn:preset=tiny", "gemm:preset=tiny"],
+            [],
+            session=config,
+            label=None,
+            duration_s=None,
+            stagger_s=0.0,
+        )
         app = GpumonApp(Controller(plan))
         async with app.run_test(size=(120, 40)) as pilot:
             deadline = time.monotonic() + 120
@@ -162,24 +196,32 @@ async def step_latency(seconds: float) -> tuple[list[float], int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="shorter runs (noisier)")
     args = parser.parse_args()
     measure = 10.0 if args.quick else 20.0
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
 
     frames = first_frame(3)
-    print(f"time to first frame (gpumon in tmux 120x40): median {statistics.median(frames):.2f} s, all {[round(f, 2) for f in frames]}")
+    print(
+        f"time to first frame (gpumon in tmux 120x40): median {statistics.median(frames):.2f} s, all {[round(f, 2) for f in frames]}"
+    )
 
     pair = ["fcn", "gemm", "--device", "cpu", "--no-nvml"]
     tui_cpu = monitor_cpu(pair, headless=False, settle_s=10, measure_s=measure)
     headless_cpu = monitor_cpu(pair, headless=True, settle_s=10, measure_s=measure)
-    print(f"monitor CPU, two CPU workloads, default settings: TUI {tui_cpu:.1f} % of one core, headless {headless_cpu:.1f} %")
+    print(
+        f"monitor CPU, two CPU workloads, default settings: TUI {tui_cpu:.1f} % of one core, headless {headless_cpu:.1f} %"
+    )
 
     duration = 20.0 if args.quick else 30.0
     headless_rate = watched_rate("fcn", headless=True, duration_s=duration)
     tui_rate = watched_rate("fcn", headless=False, duration_s=duration)
-    print(f"fcn on the CPU: {tui_rate:.1f} it/s watched by the TUI, {headless_rate:.1f} it/s headless, ratio {tui_rate / headless_rate:.3f}")
+    print(
+        f"fcn on the CPU: {tui_rate:.1f} it/s watched by the TUI, {headless_rate:.1f} it/s headless, ratio {tui_rate / headless_rate:.3f}"
+    )
 
     latencies, drawn = asyncio.run(step_latency(measure))
     if latencies:

@@ -64,6 +64,7 @@ CASES = (
 
 def busy_cores(seconds: float = 1.0) -> float:
     """CPUs busy over ``seconds``, in cores, from /proc/stat."""
+
     def sample() -> tuple[int, int]:
         with open("/proc/stat", encoding="ascii") as f:
             fields = [int(x) for x in f.readline().split()[1:]]
@@ -97,21 +98,38 @@ def background_cores(run: Path) -> float:
 
 
 def capture(
-    specs: list[str], label: str, runs: Path, duration: float, quiet: tuple[float, float], stagger: float = 0.0
+    specs: list[str],
+    label: str,
+    runs: Path,
+    duration: float,
+    quiet: tuple[float, float],
+    stagger: float = 0.0,
 ) -> Path:
     """One headless capture on a quiet machine; returns its run directory."""
     busy = wait_quiet(*quiet)
     if busy >= quiet[0]:
         print(f"  (machine still busy: {busy:.2f} cores; capturing anyway)", flush=True)
-    argv = [*GPUMON, "run", *specs, "--headless", "--duration", str(duration + stagger), "--out", str(runs),
-            "--label", label]
+    argv = [
+        *GPUMON,
+        "run",
+        *specs,
+        "--headless",
+        "--duration",
+        str(duration + stagger),
+        "--out",
+        str(runs),
+        "--label",
+        label,
+    ]
     if stagger:
         argv += ["--stagger", str(stagger)]
     print("$ gpumon " + " ".join(argv[3:]), flush=True)
     result = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 120)
     found = SAVED.search(result.stdout + result.stderr)
     if result.returncode != 0 or not found:
-        sys.exit(f"validate_slowdown: gpumon run failed ({result.returncode}):\n{result.stderr[-2000:]}")
+        sys.exit(
+            f"validate_slowdown: gpumon run failed ({result.returncode}):\n{result.stderr[-2000:]}"
+        )
     return Path(found.group(1))
 
 
@@ -145,22 +163,47 @@ def interval(e: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=30.0, help="seconds per capture (default 30)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--duration", type=float, default=30.0, help="seconds per capture (default 30)"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="captures per condition (default 2)")
-    parser.add_argument("--out", type=Path, default=None, help="runs directory (default: a temporary one)")
-    parser.add_argument("--report", action="store_true", help="also write a compare report per case under OUT")
-    parser.add_argument("--quiet-below", type=float, default=0.2, metavar="CORES",
-                        help="before each capture, wait until fewer CPU cores than this are busy (default 0.2)")
-    parser.add_argument("--quiet-timeout", type=float, default=600.0, metavar="S",
-                        help="give up waiting for a quiet machine after S seconds (default 600)")
-    parser.add_argument("--max-background", type=float, default=0.1, metavar="CORES",
-                        help="background load above which a capture counts as disturbed (default 0.1 cores)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="runs directory (default: a temporary one)"
+    )
+    parser.add_argument(
+        "--report", action="store_true", help="also write a compare report per case under OUT"
+    )
+    parser.add_argument(
+        "--quiet-below",
+        type=float,
+        default=0.2,
+        metavar="CORES",
+        help="before each capture, wait until fewer CPU cores than this are busy (default 0.2)",
+    )
+    parser.add_argument(
+        "--quiet-timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="give up waiting for a quiet machine after S seconds (default 600)",
+    )
+    parser.add_argument(
+        "--max-background",
+        type=float,
+        default=0.1,
+        metavar="CORES",
+        help="background load above which a capture counts as disturbed (default 0.1 cores)",
+    )
     args = parser.parse_args()
     quiet = (args.quiet_below, args.quiet_timeout)
     out = args.out or Path(tempfile.mkdtemp(prefix="gpumon-validate-"))
     runs = out / "runs"
-    print(f"runs in {runs}; {os.cpu_count()} CPUs; load average before: {load_average()}", flush=True)
+    print(
+        f"runs in {runs}; {os.cpu_count()} CPUs; load average before: {load_average()}", flush=True
+    )
 
     exclusive: dict[str, list[Path]] = {CORE0: [], CORE1: []}
     shared: dict[str, list[Path]] = {c.name: [] for c in CASES}
@@ -169,15 +212,23 @@ def main() -> int:
             exclusive[spec].append(capture([spec], f"alone-{tag}-{i}", runs, args.duration, quiet))
         for case in CASES:
             label = f"{case.name.replace(' ', '-').replace(',', '')}-{i}"
-            shared[case.name].append(capture(list(case.shared), label, runs, args.duration, quiet, case.stagger))
+            shared[case.name].append(
+                capture(list(case.shared), label, runs, args.duration, quiet, case.stagger)
+            )
 
     rows = []
     off_quiet = off_disturbed = False
     for case in CASES:
-        baselines = [] if case.stagger else [p for spec in dict.fromkeys(case.shared) for p in exclusive[spec]]
+        baselines = (
+            []
+            if case.stagger
+            else [p for spec in dict.fromkeys(case.shared) for p in exclusive[spec]]
+        )
         background = max(background_cores(p) for p in [*baselines, *shared[case.name]])
         noisy = background > args.max_background
-        report = out / f"report-{case.name.replace(' ', '-').replace(',', '')}" if args.report else None
+        report = (
+            out / f"report-{case.name.replace(' ', '-').replace(',', '')}" if args.report else None
+        )
         result = compare(baselines, shared[case.name], report)
         for slot in ("A", "B"):
             w = result["workloads"][slot]
@@ -185,19 +236,46 @@ def main() -> int:
             ok = r is not None and abs(r - case.expected_r) <= case.r_tolerance
             off_quiet |= not ok and not noisy
             off_disturbed |= not ok and noisy
-            rows.append((case.name, slot, f"{w['exclusive_rate']:.1f}", f"{w['shared_rate']:.1f}",
-                         f"{case.expected_r:.2f}", interval(w["slowdown"]), "ok" if ok else "OFF",
-                         f"{background:.2f}"))
+            rows.append(
+                (
+                    case.name,
+                    slot,
+                    f"{w['exclusive_rate']:.1f}",
+                    f"{w['shared_rate']:.1f}",
+                    f"{case.expected_r:.2f}",
+                    interval(w["slowdown"]),
+                    "ok" if ok else "OFF",
+                    f"{background:.2f}",
+                )
+            )
         stp = result["pair"]["stp"]
-        rows.append((case.name, "STP", "", "", f"{case.expected_stp:.2f}", interval(stp), result["pair"]["verdict"],
-                     f"{background:.2f}" + (" (disturbed)" if noisy else "")))
+        rows.append(
+            (
+                case.name,
+                "STP",
+                "",
+                "",
+                f"{case.expected_stp:.2f}",
+                interval(stp),
+                result["pair"]["verdict"],
+                f"{background:.2f}" + (" (disturbed)" if noisy else ""),
+            )
+        )
         for note in result["notes"]:
             print(f"note ({case.name}): {note}")
         for warning in result["warnings"]:
             print(f"warning ({case.name}): {warning}")
 
-    headers = ("case", "job", "alone it/s", "shared it/s", "expected", "measured [95% CI]", "check",
-               "background cores (max)")
+    headers = (
+        "case",
+        "job",
+        "alone it/s",
+        "shared it/s",
+        "expected",
+        "measured [95% CI]",
+        "check",
+        "background cores (max)",
+    )
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
     print(f"\nload average after: {load_average()}")
     for row in (headers, *rows):
@@ -205,7 +283,9 @@ def main() -> int:
     if off_quiet:
         return 1
     if off_disturbed:
-        print("inconclusive: a measurement is off, but other processes used the CPUs during its captures")
+        print(
+            "inconclusive: a measurement is off, but other processes used the CPUs during its captures"
+        )
         return 3
     return 0
 

@@ -17,7 +17,19 @@ from gpumon.core.jobs import lifeline
 from gpumon.errors import GpumonError, UsageError
 
 # In the order ``gpumon --help`` lists them.
-COMMANDS = ("run", "attach", "stop", "runs", "export", "compare", "predict", "calibrate", "doctor", "experiment", "wrap")
+COMMANDS = (
+    "run",
+    "attach",
+    "stop",
+    "runs",
+    "export",
+    "compare",
+    "predict",
+    "calibrate",
+    "doctor",
+    "experiment",
+    "wrap",
+)
 
 DESCRIPTION = """\
 Watch, capture and compare co-resident training jobs on a shared GPU.
@@ -58,13 +70,23 @@ class MainParser(argparse.ArgumentParser):
         if choice and choice.group(1).split(":", 1)[0] in WORKLOADS:
             return f"{choice.group(1)} is a workload: launch it with gpumon run {choice.group(1)} (gpumon run --help)"
         commands = self.commands()
-        if choice is None and not message.startswith("unrecognized arguments") or set(self.seen) & set(commands):
-            return None  # not about the monitor, or a command was given: argparse's message is right
+        if (
+            choice is None
+            and not message.startswith("unrecognized arguments")
+            or set(self.seen) & set(commands)
+        ):
+            return (
+                None  # not about the monitor, or a command was given: argparse's message is right
+            )
         for flag in (token.split("=", 1)[0] for token in self.seen if token.startswith("--")):
-            takers = [name for name, parser in commands.items() if flag in parser._option_string_actions]
+            takers = [
+                name for name, parser in commands.items() if flag in parser._option_string_actions
+            ]
             if takers and flag not in self._option_string_actions:
-                return (f"{flag} is an option of gpumon {' and gpumon '.join(takers)}, not of the monitor (gpumon "
-                        f"alone takes {', '.join(flag for flag, _ in OPTIONS)}): gpumon {takers[0]} … {flag}")
+                return (
+                    f"{flag} is an option of gpumon {' and gpumon '.join(takers)}, not of the monitor (gpumon "
+                    f"alone takes {', '.join(flag for flag, _ in OPTIONS)}): gpumon {takers[0]} … {flag}"
+                )
         return None
 
     def commands(self) -> dict[str, argparse.ArgumentParser]:
@@ -82,8 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gpumon {__version__}")
-    add_session_options(parser.add_argument_group("the monitor's options (gpumon with no command)"), MONITOR)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser)
+    add_session_options(
+        parser.add_argument_group("the monitor's options (gpumon with no command)"), MONITOR
+    )
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser
+    )
     for name in COMMANDS:
         command(name).register(sub)
     return parser
@@ -99,10 +125,14 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     try:
         misplaced = given(args, MONITOR) if args.command else []
         if misplaced:
-            raise UsageError(f"{' '.join(misplaced)} before the command {args.command} would be the monitor's option: "
-                             f"give it after the command (gpumon {args.command} {misplaced[0]} …)")
+            raise UsageError(
+                f"{' '.join(misplaced)} before the command {args.command} would be the monitor's option: "
+                f"give it after the command (gpumon {args.command} {misplaced[0]} …)"
+            )
         status = int(handler(args) or 0)
-    except GpumonError as exc:  # bad input (2) or a failure of the machine (1): one line, no traceback
+    except (
+        GpumonError
+    ) as exc:  # bad input (2) or a failure of the machine (1): one line, no traceback
         print(f"gpumon: error: {exc}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
@@ -125,6 +155,8 @@ def console() -> None:
     status = main(quick_exit=True)
     try:
         sys.stdout.flush()
-    except BrokenPipeError:  # the reader left (`| head -1`): the exit status stands, not the teardown's 120
+    except (
+        BrokenPipeError
+    ):  # the reader left (`| head -1`): the exit status stands, not the teardown's 120
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     raise SystemExit(status)

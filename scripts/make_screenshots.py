@@ -65,7 +65,9 @@ async def wait_until(pilot, condition, timeout: float, what: str) -> None:
 
 def _running_for(app: GpumonApp, seconds: float) -> bool:
     view = app.monitor.latest if app.monitor is not None else None
-    return view is not None and all(w.state == "running" and w.elapsed_s >= seconds for w in view.workloads)
+    return view is not None and all(
+        w.state == "running" and w.elapsed_s >= seconds for w in view.workloads
+    )
 
 
 def save(app: GpumonApp, name: str, title: str) -> Path:
@@ -81,8 +83,21 @@ def capture_baselines(runs_dir: Path) -> list[str]:
     for slot, spec in zip("AB", WORKLOADS):
         out = runs_dir / f"alone-{slot}"
         subprocess.run(
-            [sys.executable, "-m", "gpumon", "run", spec, "--headless", "--device", "cpu", "--no-nvml",
-             "--duration", str(BASELINE_S), "--out", str(out)],
+            [
+                sys.executable,
+                "-m",
+                "gpumon",
+                "run",
+                spec,
+                "--headless",
+                "--device",
+                "cpu",
+                "--no-nvml",
+                "--duration",
+                str(BASELINE_S),
+                "--out",
+                str(out),
+            ],
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -98,10 +113,15 @@ async def shoot_h100() -> None:
     for (width, height), name in (((120, 40), "monitor-h100"), ((80, 24), "monitor-h100-80x24")):
         app = h100_replay(H100, AT_T)
         async with app.run_test(size=(width, height)) as pilot:
-            await wait_until(pilot, lambda app=app: getattr(app.screen, "frames", 0) > 0, 30, "the first frame")
+            await wait_until(
+                pilot, lambda app=app: getattr(app.screen, "frames", 0) > 0, 30, "the first frame"
+            )
             await pilot.pause(0.3)
-            title = ("gpumon: replay of a real H100 capture, resnet50 + vgg19 sharing the GPU" if width == 120
-                     else "gpumon 80x24: real H100 capture replayed")
+            title = (
+                "gpumon: replay of a real H100 capture, resnet50 + vgg19 sharing the GPU"
+                if width == 120
+                else "gpumon 80x24: real H100 capture replayed"
+            )
             save(app, name, title)
             await pilot.press("q")
     print(f"  from tests/data/h100/{SHARED}, baselines {', '.join(BASELINES.values())}")
@@ -110,15 +130,23 @@ async def shoot_h100() -> None:
 def live_app(runs_dir: Path, baselines: list[str] | None = None) -> GpumonApp:
     """The live monitor launching WORKLOADS on the CPU, NVML on (the fake, where the environment points at it)."""
     config = SessionConfig(device="cpu", runs_dir=runs_dir, nvml=True)
-    plan = make_plan(WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0)
-    return GpumonApp(Controller(dataclasses.replace(plan, baselines=parse_baselines(baselines or [], runs_dir))))
+    plan = make_plan(
+        WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0
+    )
+    return GpumonApp(
+        Controller(dataclasses.replace(plan, baselines=parse_baselines(baselines or [], runs_dir)))
+    )
 
 
-async def shoot_live(runs_dir: Path, ready: Callable[[GpumonApp], bool], what: str, name: str, title: str) -> None:
+async def shoot_live(
+    runs_dir: Path, ready: Callable[[GpumonApp], bool], what: str, name: str, title: str
+) -> None:
     """The live monitor on the fake GPU once the two jobs have history and ``ready(app)`` holds (``what``)."""
     app = live_app(runs_dir)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: _running_for(app, SHARED_BOX_S), 180, "two workloads with history")
+        await wait_until(
+            pilot, lambda: _running_for(app, SHARED_BOX_S), 180, "two workloads with history"
+        )
         await wait_until(pilot, lambda: ready(app), 30, what)
         save(app, name, title)
         await pilot.press("q")
@@ -127,20 +155,32 @@ async def shoot_live(runs_dir: Path, ready: Callable[[GpumonApp], bool], what: s
 
 async def shoot_shared_box(runs_dir: Path) -> None:
     """A real process gpumon did not start, listed on the GPU beside the jobs."""
-    await shoot_live(runs_dir, lambda app: app.monitor.latest.others_on_gpu > 0, "the other process in the table",
-                     "shared-box", "gpumon on a shared box: CPU box, fake NVML listing a real foreign process")
+    await shoot_live(
+        runs_dir,
+        lambda app: app.monitor.latest.others_on_gpu > 0,
+        "the other process in the table",
+        "shared-box",
+        "gpumon on a shared box: CPU box, fake NVML listing a real foreign process",
+    )
 
 
 async def shoot_four_gpus(runs_dir: Path) -> None:
     """A fake box of four GPUs, the jobs on GPU 0, a real foreign process on GPU 2."""
-    await shoot_live(runs_dir, lambda app: len(app.monitor.latest.gpus) == 4, "four GPU lines",
-                     "four-gpus", "gpumon on a box of four GPUs: CPU box, fake NVML with 4 GPUs")
+    await shoot_live(
+        runs_dir,
+        lambda app: len(app.monitor.latest.gpus) == 4,
+        "four GPU lines",
+        "four-gpus",
+        "gpumon on a box of four GPUs: CPU box, fake NVML with 4 GPUs",
+    )
 
 
 async def shoot(runs_dir: Path, gpu_box: bool, baselines: list[str]) -> None:
     app = live_app(runs_dir, baselines)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: _running_for(app, HISTORY_S), 180, "two workloads with history")
+        await wait_until(
+            pilot, lambda: _running_for(app, HISTORY_S), 180, "two workloads with history"
+        )
         if gpu_box:
             save(app, "gpu-box-simulated", "gpumon: simulated GPU (fake NVML), CPU workloads")
         else:
@@ -155,7 +195,9 @@ async def shoot(runs_dir: Path, gpu_box: bool, baselines: list[str]) -> None:
             await pilot.pause(0.3)
             save(app, "help", "gpumon help")
             await pilot.press("escape", "c")
-            await wait_until(pilot, lambda: app.controller.capture_path is None, 30, "the capture to finish")
+            await wait_until(
+                pilot, lambda: app.controller.capture_path is None, 30, "the capture to finish"
+            )
             await pilot.press("r")
             await wait_until(pilot, lambda: getattr(app.screen, "summaries", None), 30, "the runs")
             await pilot.pause(0.3)
@@ -179,7 +221,9 @@ def to_png(svg: Path) -> Path | None:
     return png
 
 
-def gpu_box(runs_dir: Path, baselines: list[str], shared_box: bool = False, four_gpus: bool = False) -> None:
+def gpu_box(
+    runs_dir: Path, baselines: list[str], shared_box: bool = False, four_gpus: bool = False
+) -> None:
     """Run the GPU-box shot in a child process that loads the fake libnvidia-ml.
 
     ``shared_box``: the shared-box shot instead, with a real foreign process the fake lists on the GPU;
@@ -195,11 +239,20 @@ def gpu_box(runs_dir: Path, baselines: list[str], shared_box: bool = False, four
     foreign = subprocess.Popen([sys.executable, "-c", FOREIGN]) if shared_box or four_gpus else None
     try:
         extra = f"proc pid={foreign.pid} mem_mib=12288 sm_util=30\n" if foreign is not None else ""
-        text = FAKE_SCENARIO + OTHER_GPUS.format(foreign=extra) if four_gpus else FAKE_SCENARIO + extra
+        text = (
+            FAKE_SCENARIO + OTHER_GPUS.format(foreign=extra) if four_gpus else FAKE_SCENARIO + extra
+        )
         scenario = fake.write_scenario(work / "scenario.txt", text)
         env = fake.environment(lib, scenario)
         shot = "--four-gpus" if four_gpus else "--shared-box" if shared_box else "--gpu-box"
-        argv = [sys.executable, __file__, shot, "--runs", str(runs_dir), *(f"--baseline={b}" for b in baselines)]
+        argv = [
+            sys.executable,
+            __file__,
+            shot,
+            "--runs",
+            str(runs_dir),
+            *(f"--baseline={b}" for b in baselines),
+        ]
         subprocess.run(argv, env=env, check=True)
     finally:
         if foreign is not None:
@@ -214,34 +267,70 @@ async def shoot_attach(runs_dir: Path, baselines: list[str]) -> None:
     from gpumon.tui.screens.attached import AttachedScreen, open_follow
 
     gpumon = [sys.executable, "-m", "gpumon"]
-    started = subprocess.run([*gpumon, "run", *WORKLOADS, "--device", "cpu", "--out", str(runs_dir),
-                              "--label", "detached", "--detach", "--json"], capture_output=True, text=True, check=True)
+    started = subprocess.run(
+        [
+            *gpumon,
+            "run",
+            *WORKLOADS,
+            "--device",
+            "cpu",
+            "--out",
+            str(runs_dir),
+            "--label",
+            "detached",
+            "--detach",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     run_dir = Path(json.loads(started.stdout)["run"])
     try:
         source, feed = open_follow(run_dir)
-        screen = AttachedScreen(source, feed, baselines=tuple(tuple(b.split("=", 1)) for b in baselines))
+        screen = AttachedScreen(
+            source, feed, baselines=tuple(tuple(b.split("=", 1)) for b in baselines)
+        )
         app = replay_app(screen)
         async with app.run_test(size=(120, 40)) as pilot:
+
             def both_running() -> bool:
                 view = screen.latest
-                return view is not None and all(w.state == "running" and w.elapsed_s >= 20 for w in view.workloads)
+                return view is not None and all(
+                    w.state == "running" and w.elapsed_s >= 20 for w in view.workloads
+                )
 
             await wait_until(pilot, both_running, 180, "both detached jobs running for 20 s")
             await pilot.pause(1.5)
-            save(app, "attach", "gpumon attach --baseline A=RUN --baseline B=RUN: a detached CPU run (fcn + gemm, tiny)")
+            save(
+                app,
+                "attach",
+                "gpumon attach --baseline A=RUN --baseline B=RUN: a detached CPU run (fcn + gemm, tiny)",
+            )
     finally:
         subprocess.run([*gpumon, "stop", str(run_dir)], capture_output=True, text=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--h100-only", action="store_true", help="only the replay of the real H100 capture")
-    parser.add_argument("--shared-box-only", action="store_true",
-                        help="only the shared-box view (fake NVML listing a real process started outside gpumon)")
-    parser.add_argument("--four-gpus-only", action="store_true",
-                        help="only the four-GPU view (fake NVML with 4 GPUs: one line per GPU above the device panel)")
-    parser.add_argument("--attach-only", action="store_true",
-                        help="only the attached viewer (gpumon attach on a real detached CPU run)")
+    parser.add_argument(
+        "--h100-only", action="store_true", help="only the replay of the real H100 capture"
+    )
+    parser.add_argument(
+        "--shared-box-only",
+        action="store_true",
+        help="only the shared-box view (fake NVML listing a real process started outside gpumon)",
+    )
+    parser.add_argument(
+        "--four-gpus-only",
+        action="store_true",
+        help="only the four-GPU view (fake NVML with 4 GPUs: one line per GPU above the device panel)",
+    )
+    parser.add_argument(
+        "--attach-only",
+        action="store_true",
+        help="only the attached viewer (gpumon attach on a real detached CPU run)",
+    )
     parser.add_argument("--gpu-box", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--four-gpus", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--shared-box", action="store_true", help=argparse.SUPPRESS)
@@ -260,7 +349,9 @@ def main() -> None:
         return
     if args.attach_only:
         with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:
-            asyncio.run(shoot_attach(Path(runs) / "attach", capture_baselines(Path(runs) / "baselines")))
+            asyncio.run(
+                shoot_attach(Path(runs) / "attach", capture_baselines(Path(runs) / "baselines"))
+            )
         return
     if args.four_gpus_only:
         with tempfile.TemporaryDirectory(prefix="gpumon-screens-") as runs:

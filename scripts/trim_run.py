@@ -37,7 +37,11 @@ def trim_table(src: Path, dst: Path, start: float, end: float) -> int:
 def trim_run(src: Path, dst: Path, start: float, end: float) -> dict[str, int]:
     """Write the trimmed copy of ``src`` to ``dst``; return rows kept per table."""
     dst.mkdir(parents=True, exist_ok=True)
-    kept = {t: trim_table(src / f"{t}.csv", dst / f"{t}.csv", start, end) for t in TABLES if (src / f"{t}.csv").exists()}
+    kept = {
+        t: trim_table(src / f"{t}.csv", dst / f"{t}.csv", start, end)
+        for t in TABLES
+        if (src / f"{t}.csv").exists()
+    }
     if (src / "logs").is_dir():
         shutil.copytree(src / "logs", dst / "logs", dirs_exist_ok=True)
     meta = json.loads((src / "run.json").read_text())

@@ -17,7 +17,9 @@ from tests.helpers import no_gpu_environment
 
 # Rendezvous files of every test (probes, live runs) go to a private directory of this test session,
 # never to the user's own $XDG_RUNTIME_DIR/gpumon; subprocesses inherit it.
-os.environ["GPUMON_RUNTIME_DIR"] = os.path.join(tempfile.mkdtemp(prefix="gpumon-test-rt-"), "gpumon")
+os.environ["GPUMON_RUNTIME_DIR"] = os.path.join(
+    tempfile.mkdtemp(prefix="gpumon-test-rt-"), "gpumon"
+)
 
 # In a child: the test process imports neither torch nor the real libnvidia-ml.
 GPU_PROBE = """
@@ -34,7 +36,9 @@ print(json.dumps({"nvml": nvml.name == "gpu", "torch": torch.level == OK,
 def gpu_missing() -> str | None:
     """Why the ``gpu`` tests cannot run here, or None when they can."""
     try:
-        done = subprocess.run([sys.executable, "-c", GPU_PROBE], capture_output=True, text=True, timeout=180)
+        done = subprocess.run(
+            [sys.executable, "-c", GPU_PROBE], capture_output=True, text=True, timeout=180
+        )
         found = json.loads(done.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, IndexError, json.JSONDecodeError):
         return "needs an NVIDIA GPU with CUDA torch: the check for one did not finish"
@@ -60,5 +64,7 @@ def no_gpu(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     environment, never in its own (tests/helpers.py, no_gpu_environment)."""
     env = no_gpu_environment(Path(tmp_path_factory.mktemp("no-gpu")))
     if env is None:
-        pytest.skip("a real libnvidia-ml is installed and there is no C compiler to build the fake that hides it")
+        pytest.skip(
+            "a real libnvidia-ml is installed and there is no C compiler to build the fake that hides it"
+        )
     return env

@@ -25,14 +25,26 @@ GPUMON = [sys.executable, "-m", "gpumon"]
 NO_DRIVER_SCENARIO = "fail nvmlInit LIBRARY_NOT_FOUND\n"
 
 
-def gpumon(*args: str, timeout: float = 120, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
+def gpumon(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None, **kw
+) -> subprocess.CompletedProcess:
     """Run the real CLI to completion."""
     return subprocess.run(
-        [*GPUMON, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}, **kw
+        [*GPUMON, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        **kw,
     )
 
 
-def wait_for(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> T:
+def wait_for(
+    condition: Callable[[], T],
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
     """Poll ``condition`` until it returns a truthy value; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -74,8 +86,14 @@ def steps_span(runs_dir: Path, slot: str) -> tuple[int, float]:
     return len(times), (max(times) - min(times) if times else 0.0)
 
 
-def run_until(args: Sequence[str], runs_dir: Path, enough: Callable[[], object], what: str,
-              timeout: float = RECORDING_DEADLINE_S, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_until(
+    args: Sequence[str],
+    runs_dir: Path,
+    enough: Callable[[], object],
+    what: str,
+    timeout: float = RECORDING_DEADLINE_S,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
     """``gpumon run ARGS --out RUNS_DIR`` with a ``--duration`` no machine reaches, stopped with SIGINT (Ctrl-C)
     as soon as ``enough()`` holds: the run lasts as long as this machine needs to record what the test reads.
 
@@ -84,7 +102,9 @@ def run_until(args: Sequence[str], runs_dir: Path, enough: Callable[[], object],
     """
     cmd = [*GPUMON, "run", *args, "--duration", str(UNTIL_STOPPED_S), "--out", str(runs_dir)]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=err, text=True, env={**os.environ, **(env or {})}
+        )
         deadline = time.monotonic() + timeout
         try:
             while proc.poll() is None and time.monotonic() < deadline and not enough():
@@ -102,9 +122,11 @@ def run_until(args: Sequence[str], runs_dir: Path, enough: Callable[[], object],
         done = subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
     if not enough():
         counts = {slot: len(times) for slot, times in post_warmup_steps(runs_dir).items()}
-        raise AssertionError(f"{what}: not recorded (gpumon exited with status {done.returncode}, at most "
-                             f"{timeout:.0f} s after its start); post-warm-up steps recorded: {counts}; "
-                             f"stderr:\n{done.stderr[-3000:]}")
+        raise AssertionError(
+            f"{what}: not recorded (gpumon exited with status {done.returncode}, at most "
+            f"{timeout:.0f} s after its start); post-warm-up steps recorded: {counts}; "
+            f"stderr:\n{done.stderr[-3000:]}"
+        )
     return done
 
 
@@ -142,7 +164,12 @@ def solo_cores_busy(run_dir: Path, slot: str = "A") -> float:
     steps = steps[(steps.process == slot) & (steps.warmup == 0)]
     host = pd.read_csv(run_dir / "host.csv")
     host = host[host.t.between(steps.t.min(), steps.t.max())]
-    return float(host.per_core.map(lambda text: sum(map(float, text.split())) / len(text.split())).mean()) / 100
+    return (
+        float(
+            host.per_core.map(lambda text: sum(map(float, text.split())) / len(text.split())).mean()
+        )
+        / 100
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -153,7 +180,12 @@ def nvml_library_installed() -> bool:
     which a library dropped into the linker's directories need not have."""
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     probe = "import ctypes; ctypes.CDLL('libnvidia-ml.so.1')"
-    return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, timeout=60).returncode == 0
+    return (
+        subprocess.run(
+            [sys.executable, "-c", probe], env=env, capture_output=True, timeout=60
+        ).returncode
+        == 0
+    )
 
 
 def no_gpu_environment(work: Path, base: dict[str, str] | None = None) -> dict[str, str] | None:
@@ -169,7 +201,11 @@ def no_gpu_environment(work: Path, base: dict[str, str] | None = None) -> dict[s
 
     work.mkdir(parents=True, exist_ok=True)
     if fake.compiler() is not None:
-        env = fake.environment(fake.build(work), fake.write_scenario(work / "no-driver.txt", NO_DRIVER_SCENARIO), base=base)
+        env = fake.environment(
+            fake.build(work),
+            fake.write_scenario(work / "no-driver.txt", NO_DRIVER_SCENARIO),
+            base=base,
+        )
     elif not nvml_library_installed():
         (work / "empty").mkdir(exist_ok=True)
         env = fake.environment(work / "empty", base=base)
@@ -202,7 +238,9 @@ def hold_run(run_dir: Path) -> "tuple[subprocess.Popen, RunnerInfo]":
     """A child Python that holds ``run_dir`` as its runner (created if need be), and what its run.json says of it."""
     from gpumon.core.store.runner import RunnerInfo
 
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_RUN, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_RUN, str(run_dir)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     import json
 
@@ -270,8 +308,15 @@ def hold_run_as_nobody(run_dir: Path) -> int:
             os.setuid(nobody.pw_uid)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             RunnerLock.take(run_dir)
-            meta = {"schema": 1, "label": "theirs", "mode": "exclusive", "status": "recording", "started_at": "x",
-                    "workloads": [], "runner": RunnerInfo.current().to_json()}
+            meta = {
+                "schema": 1,
+                "label": "theirs",
+                "mode": "exclusive",
+                "status": "recording",
+                "started_at": "x",
+                "workloads": [],
+                "runner": RunnerInfo.current().to_json(),
+            }
             (run_dir / "steps.csv").write_text(",".join(STEP_COLUMNS) + "\n")
             (run_dir / "run.json").write_text(json.dumps(meta))
             os.write(write_end, b"ready")
@@ -294,34 +339,71 @@ def reachable_by_others() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
 class Terminal:
     """A real terminal: tmux running one command detached, ``cols`` x ``rows``; its screen as text, keys typed in.
 
     The command's exit status is kept (``status``): tmux ends the session when the command exits.
     """
 
-    def __init__(self, work: Path, argv: list[str], env: dict[str, str], cols: int = 120, rows: int = 40,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        work: Path,
+        argv: list[str],
+        env: dict[str, str],
+        cols: int = 120,
+        rows: int = 40,
+        cwd: Path | None = None,
+    ) -> None:
         import shlex
 
         self.socket = str(work / "tmux.sock")
         self.status_file = work / "terminal.status"
         self.status_file.unlink(missing_ok=True)
         command = f"{shlex.join(argv)}; echo $? > {shlex.quote(str(self.status_file))}"
-        subprocess.run(["tmux", "-S", self.socket, "new-session", "-d", "-x", str(cols), "-y", str(rows),
-                        "sh", "-c", command], env=env, cwd=cwd, check=True)
+        subprocess.run(
+            [
+                "tmux",
+                "-S",
+                self.socket,
+                "new-session",
+                "-d",
+                "-x",
+                str(cols),
+                "-y",
+                str(rows),
+                "sh",
+                "-c",
+                command,
+            ],
+            env=env,
+            cwd=cwd,
+            check=True,
+        )
 
     def screen(self) -> str:
-        done = subprocess.run(["tmux", "-S", self.socket, "capture-pane", "-p"], capture_output=True, text=True)
+        done = subprocess.run(
+            ["tmux", "-S", self.socket, "capture-pane", "-p"], capture_output=True, text=True
+        )
         return done.stdout if done.returncode == 0 else ""
 
     def wait_for_text(self, text: str, timeout: float = 60.0) -> str:
         """The screen once ``text`` is on it."""
-        return wait_for(lambda: text in (screen := self.screen()) and screen, timeout, 0.1, f"{text!r} on the screen")
+        return wait_for(
+            lambda: text in (screen := self.screen()) and screen,
+            timeout,
+            0.1,
+            f"{text!r} on the screen",
+        )
 
     def cursor_line(self) -> str:
         """The screen line the terminal's cursor is on (a focused input puts it there, even while Textual hides it)."""
-        done = subprocess.run(["tmux", "-S", self.socket, "display", "-p", "#{cursor_y}"], capture_output=True, text=True)
+        done = subprocess.run(
+            ["tmux", "-S", self.socket, "display", "-p", "#{cursor_y}"],
+            capture_output=True,
+            text=True,
+        )
         lines = self.screen().splitlines()
         row = int(done.stdout) if done.stdout.strip().isdigit() else -1
         return lines[row] if 0 <= row < len(lines) else ""
@@ -332,14 +414,23 @@ class Terminal:
 
     def alive(self) -> bool:
         """Whether the terminal is still there (tmux ends it when its command, or the shell around it, ends)."""
-        return subprocess.run(["tmux", "-S", self.socket, "has-session"], capture_output=True).returncode == 0
+        return (
+            subprocess.run(
+                ["tmux", "-S", self.socket, "has-session"], capture_output=True
+            ).returncode
+            == 0
+        )
 
     def status(self, timeout: float = 60.0) -> int:
         """The command's exit status, once it has exited."""
         done = lambda: self.status_file.exists() and self.status_file.read_text().strip()  # noqa: E731
-        wait_for(lambda: done() or not self.alive(), timeout, 0.1, "the command in the terminal to exit")
+        wait_for(
+            lambda: done() or not self.alive(), timeout, 0.1, "the command in the terminal to exit"
+        )
         if not done():
-            raise AssertionError("the terminal ended without its command's exit status (a signal ended the shell)")
+            raise AssertionError(
+                "the terminal ended without its command's exit status (a signal ended the shell)"
+            )
         return int(self.status_file.read_text())
 
     def close(self) -> None:

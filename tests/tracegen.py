@@ -77,13 +77,21 @@ class Job:
     # a process gpumon did not start (--beside): watched from ``start`` (its steps before it are its probe's history,
     # ``delay`` < 0), never "starting", and "detached" at the end (it goes on running)
     attached: bool = False
-    affinity: tuple[int, ...] = ()  # the cores it reports it may run on (its meta's ``affinity``); () says none
+    affinity: tuple[
+        int, ...
+    ] = ()  # the cores it reports it may run on (its meta's ``affinity``); () says none
     steps: list[tuple[float, float, bool]] = field(default_factory=list, init=False)
 
     def attachment(self, pid: int) -> dict[str, Any]:
         """What gpumon --beside says of it (BesideTarget.to_json, with its probe read)."""
-        return {"pid": pid, "user": "alice", "command": f"python train_{self.spec.split(':')[0]}.py", "owned": False,
-                "attached": True, "probe": True}
+        return {
+            "pid": pid,
+            "user": "alice",
+            "command": f"python train_{self.spec.split(':')[0]}.py",
+            "owned": False,
+            "attached": True,
+            "probe": True,
+        }
 
     def build(self) -> list[tuple[float, float, bool]]:
         """(t end, duration, warm-up) of every step; noise is AR(1), multiplicative, mean one."""
@@ -97,7 +105,11 @@ class Job:
         for until, step_s in self.phases:
             while t + step_s <= until + 1e-9:
                 e = 0.8 * e + rng.normal(0.0, self.noise) if self.noise else 0.0
-                d = step_s * float(np.exp(e - (self.noise**2) / (2 * (1 - 0.64)))) if self.noise else step_s
+                d = (
+                    step_s * float(np.exp(e - (self.noise**2) / (2 * (1 - 0.64))))
+                    if self.noise
+                    else step_s
+                )
                 t += d
                 out.append((t, d, False))
         self.steps = out
@@ -105,7 +117,11 @@ class Job:
 
     @property
     def end(self) -> float:
-        return self.stop if self.stop is not None else (self.steps[-1][0] if self.steps else self.start)
+        return (
+            self.stop
+            if self.stop is not None
+            else (self.steps[-1][0] if self.steps else self.start)
+        )
 
 
 def _value(v: Value | None, t: float) -> float:
@@ -118,16 +134,38 @@ def _job_events(job: Job, pid: int) -> list[tuple[float, int, object]]:
     attached = job.attachment(pid) if job.attached else None
     events: list[tuple[float, int, object]] = [
         (job.start, 0, WorkloadState(job.slot, "running", job.start, pid=pid, attached=attached)),
-        (job.start, 1, WorkloadMeta(job.slot, pid, {"model": job.spec.split(":")[0], "batch": job.batch,
-                                                    **({"affinity": list(job.affinity)} if job.affinity else {})})),
+        (
+            job.start,
+            1,
+            WorkloadMeta(
+                job.slot,
+                pid,
+                {
+                    "model": job.spec.split(":")[0],
+                    "batch": job.batch,
+                    **({"affinity": list(job.affinity)} if job.affinity else {}),
+                },
+            ),
+        ),
     ]
     events += [(job.start, 2, LogLine(job.slot, job.start, line)) for line in job.log]
     for n, (t, d, warm) in enumerate(job.steps):
-        step = StepEvent(job.slot, pid, n, t, d, float(job.batch), warm, job.copy_bytes, _value(job.copy_s, t))
+        step = StepEvent(
+            job.slot, pid, n, t, d, float(job.batch), warm, job.copy_bytes, _value(job.copy_s, t)
+        )
         events.append((t, 3, step))
-    stop = (WorkloadState(job.slot, "detached", job.end, pid=pid) if job.attached else
-            WorkloadState(job.slot, "exited", job.end, pid=pid, exit_status=job.exit_status,
-                          tail="\n".join(job.log[-5:])))
+    stop = (
+        WorkloadState(job.slot, "detached", job.end, pid=pid)
+        if job.attached
+        else WorkloadState(
+            job.slot,
+            "exited",
+            job.end,
+            pid=pid,
+            exit_status=job.exit_status,
+            tail="\n".join(job.log[-5:]),
+        )
+    )
     events.append((job.end, 9, stop))
     return events
 
@@ -137,7 +175,12 @@ def _record(job: Job, pid: int) -> WorkloadRecord:
     if not job.attached:
         return WorkloadRecord(job.slot, spec=job.spec, kind="builtin", argv=[])
     found = job.attachment(pid)
-    entry = WorkloadRecord(job.slot, spec=f"pid {pid}: {found['command']}", kind="beside", argv=found["command"].split())
+    entry = WorkloadRecord(
+        job.slot,
+        spec=f"pid {pid}: {found['command']}",
+        kind="beside",
+        argv=found["command"].split(),
+    )
     entry.attach(found)
     return entry
 
@@ -178,11 +221,20 @@ def write_run(
         started_at="2026-11-22T11:40:00.000Z",
         interval_ms=round(interval_s * 1000),
         device=device,
-        stagger_s=stagger_s if stagger_s is not None else max(j.start for j in jobs) - min(j.start for j in jobs),
+        stagger_s=stagger_s
+        if stagger_s is not None
+        else max(j.start for j in jobs) - min(j.start for j in jobs),
         host={"hostname": hostname, "cpus": 2, "mem_total_mib": 24000},
         gpu=gpu,
-        nvml=SourceStatus("nvml", gpu is not None, "" if gpu else "unavailable: libnvidia-ml.so.1 not found"),
-        versions={"python": "3.11.7", "gpumon": "0.1.0", "torch": None, "driver": (gpu or {}).get("driver")},
+        nvml=SourceStatus(
+            "nvml", gpu is not None, "" if gpu else "unavailable: libnvidia-ml.so.1 not found"
+        ),
+        versions={
+            "python": "3.11.7",
+            "gpumon": "0.1.0",
+            "torch": None,
+            "driver": (gpu or {}).get("driver"),
+        },
         workloads=[_record(j, pids[j.slot]) for j in jobs],
     )
     events = [e for job in jobs for e in _job_events(job, pids[job.slot])]
@@ -190,21 +242,69 @@ def write_run(
         t = round(t, 6)
         running = [j for j in jobs if j.start <= t <= j.end]
         if device_row is not None or gpu_util is not None:
-            fields = device_row(t, len(running)) if device_row is not None else {"gpu_util": _value(gpu_util, t)}
-            events.append((t, 4, DeviceSample(**{"t": t, **{k: v for k, v in fields.items() if k in DEVICE_COLUMNS}})))
+            fields = (
+                device_row(t, len(running))
+                if device_row is not None
+                else {"gpu_util": _value(gpu_util, t)}
+            )
+            events.append(
+                (
+                    t,
+                    4,
+                    DeviceSample(
+                        **{"t": t, **{k: v for k, v in fields.items() if k in DEVICE_COLUMNS}}
+                    ),
+                )
+            )
         for j in running:
-            events.append((t, 5, ProcessSample(t, j.slot, pids[j.slot], _value(j.cpu, t), j.rss_mib, 4,
-                                               j.gpu_mem_mib, j.gpu_sm_util)))
-        events.append((t, 6, HostSample(t, _value(host_cpu, t), 4600.0, 24000.0, per_core(t) if per_core else ())))
-        if others:  # someone else's processes on the GPU, at the process cadence (elapsed grows with t)
-            events.append((t, 7, GpuOthers(t, tuple(dataclasses.replace(o, t=t, elapsed_s=o.elapsed_s + t)
-                                                     for o in others))))
+            events.append(
+                (
+                    t,
+                    5,
+                    ProcessSample(
+                        t,
+                        j.slot,
+                        pids[j.slot],
+                        _value(j.cpu, t),
+                        j.rss_mib,
+                        4,
+                        j.gpu_mem_mib,
+                        j.gpu_sm_util,
+                    ),
+                )
+            )
+        events.append(
+            (
+                t,
+                6,
+                HostSample(
+                    t, _value(host_cpu, t), 4600.0, 24000.0, per_core(t) if per_core else ()
+                ),
+            )
+        )
+        if (
+            others
+        ):  # someone else's processes on the GPU, at the process cadence (elapsed grows with t)
+            events.append(
+                (
+                    t,
+                    7,
+                    GpuOthers(
+                        t,
+                        tuple(
+                            dataclasses.replace(o, t=t, elapsed_s=o.elapsed_s + t) for o in others
+                        ),
+                    ),
+                )
+            )
     recorder = Recorder(root, meta)
     for _, _, item in sorted(events, key=lambda e: (e[0], e[1])):
         recorder.handle(item)
     recorder.close(end)
     if status != "complete":
-        write_json_atomic(root / "run.json", {**recorder.meta.to_json(), "status": status, "duration_s": None})
+        write_json_atomic(
+            root / "run.json", {**recorder.meta.to_json(), "status": status, "duration_s": None}
+        )
     return root
 
 
@@ -218,59 +318,168 @@ def wave(t: float, low: float, high: float, period: float = 7.0) -> float:
 def simulated_device(t: float, busy: int) -> dict[str, Any]:
     """A GPU that gets busier and hotter with each co-resident job."""
     return {
-        "gpu_util": wave(t, 35, 60) + 30 * (busy > 1), "mem_util": wave(t, 10, 30), "mem_used_mib": 6000 + 9000 * busy,
-        "mem_total_mib": 40960, "pcie_rx_bps": wave(t, 2e9, 6e9) * busy, "pcie_tx_bps": wave(t, 1e8, 3e8),
-        "power_w": wave(t, 90, 180) + 60 * busy, "temp_c": 55 + 5 * busy, "sm_clock_mhz": 1410,
-        "sm_active_pct": wave(t, 20, 45) * busy, "sm_occupancy_pct": wave(t, 5, 15) * busy,
-        "dram_bw_pct": wave(t, 10, 30) * busy, "tensor_active_pct": wave(t, 0, 20) * busy,
+        "gpu_util": wave(t, 35, 60) + 30 * (busy > 1),
+        "mem_util": wave(t, 10, 30),
+        "mem_used_mib": 6000 + 9000 * busy,
+        "mem_total_mib": 40960,
+        "pcie_rx_bps": wave(t, 2e9, 6e9) * busy,
+        "pcie_tx_bps": wave(t, 1e8, 3e8),
+        "power_w": wave(t, 90, 180) + 60 * busy,
+        "temp_c": 55 + 5 * busy,
+        "sm_clock_mhz": 1410,
+        "sm_active_pct": wave(t, 20, 45) * busy,
+        "sm_occupancy_pct": wave(t, 5, 15) * busy,
+        "dram_bw_pct": wave(t, 10, 30) * busy,
+        "tensor_active_pct": wave(t, 0, 20) * busy,
     }
 
 
-def paced_job(slot: str, spec: str, start: float, stop: float, alone: float, shared: float, shared_from: float,
-              gpu: bool = False, **kw: Any) -> Job:
+def paced_job(
+    slot: str,
+    spec: str,
+    start: float,
+    stop: float,
+    alone: float,
+    shared: float,
+    shared_from: float,
+    gpu: bool = False,
+    **kw: Any,
+) -> Job:
     """A job stepping at ``alone`` it/s until ``shared_from``, ``shared`` it/s after it, five 0.2 s warm-up steps."""
-    phases = ((shared_from, 1 / alone), (stop, 1 / shared)) if shared_from > start else ((stop, 1 / shared),)
-    return Job(slot, spec, phases, start=start, stop=stop, warmup=5, warmup_s=0.2, delay=0.6, rss_mib=700.0,
-               gpu_mem_mib=2100.0 if gpu else NAN, gpu_sm_util=45.0 if gpu else NAN, **kw)
+    phases = (
+        ((shared_from, 1 / alone), (stop, 1 / shared))
+        if shared_from > start
+        else ((stop, 1 / shared),)
+    )
+    return Job(
+        slot,
+        spec,
+        phases,
+        start=start,
+        stop=stop,
+        warmup=5,
+        warmup_s=0.2,
+        delay=0.6,
+        rss_mib=700.0,
+        gpu_mem_mib=2100.0 if gpu else NAN,
+        gpu_sm_util=45.0 if gpu else NAN,
+        **kw,
+    )
 
 
 # A colleague's training job on the same GPU (the shared-box scenario), and one a PID namespace hides.
-COLLEAGUE = OtherGpuProcess(0.0, 31337, 30720.0, 25.0, "alice", "train_llm.py", 99.0, 5120.0, 7200.0)
+COLLEAGUE = OtherGpuProcess(
+    0.0, 31337, 30720.0, 25.0, "alice", "train_llm.py", 99.0, 5120.0, 7200.0
+)
 HIDDEN = OtherGpuProcess(0.0, 4242, 512.0, 0.0)
 
 
-def staggered_pair(root: Path, *, gpu: bool = False, crash_b: bool = False, others: bool = False) -> Path:
+def staggered_pair(
+    root: Path, *, gpu: bool = False, crash_b: bool = False, others: bool = False
+) -> Path:
     """A alone for 10 s, then A and B together until 60 s (B crashes at 40 s with ``crash_b``)."""
     where = "cuda" if gpu else "cpu"
-    a = paced_job("A", "fcn:preset=tiny", 0.0, 60.0, alone=40.0, shared=28.0, shared_from=10.0, gpu=gpu,
-                  copy_bytes=200_704, copy_s=200_704 / 12e9, cpu=98.5,
-                  log=(f"gpumon.workloads: training fcn (preset tiny, batch 64) on {where}",))
-    b_log: tuple[str, ...] = (f"gpumon.workloads: training gemm (preset tiny, batch 256) on {where}",)
+    a = paced_job(
+        "A",
+        "fcn:preset=tiny",
+        0.0,
+        60.0,
+        alone=40.0,
+        shared=28.0,
+        shared_from=10.0,
+        gpu=gpu,
+        copy_bytes=200_704,
+        copy_s=200_704 / 12e9,
+        cpu=98.5,
+        log=(f"gpumon.workloads: training fcn (preset tiny, batch 64) on {where}",),
+    )
+    b_log: tuple[str, ...] = (
+        f"gpumon.workloads: training gemm (preset tiny, batch 256) on {where}",
+    )
     if crash_b:
-        b_log += ("Traceback (most recent call last):", '  File "train.py", line 12, in <module>',
-                  "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB")
-    b = paced_job("B", "gemm:preset=tiny", 10.0, 40.0 if crash_b else 60.0, alone=25.0, shared=19.0,
-                  shared_from=0.0, gpu=gpu, exit_status=1 if crash_b else 0, batch=256, cpu=98.5, log=b_log)
-    return write_run(root, (a, b), gpu=SIMULATED_GPU if gpu else None, device="cuda" if gpu else "cpu",
-                     device_row=simulated_device if gpu else None, host_cpu=lambda t: wave(t, 40, 95),
-                     label="fcn-gemm", interval_s=0.5, stagger_s=10.0, others=(COLLEAGUE, HIDDEN) if others else ())
+        b_log += (
+            "Traceback (most recent call last):",
+            '  File "train.py", line 12, in <module>',
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        )
+    b = paced_job(
+        "B",
+        "gemm:preset=tiny",
+        10.0,
+        40.0 if crash_b else 60.0,
+        alone=25.0,
+        shared=19.0,
+        shared_from=0.0,
+        gpu=gpu,
+        exit_status=1 if crash_b else 0,
+        batch=256,
+        cpu=98.5,
+        log=b_log,
+    )
+    return write_run(
+        root,
+        (a, b),
+        gpu=SIMULATED_GPU if gpu else None,
+        device="cuda" if gpu else "cpu",
+        device_row=simulated_device if gpu else None,
+        host_cpu=lambda t: wave(t, 40, 95),
+        label="fcn-gemm",
+        interval_s=0.5,
+        stagger_s=10.0,
+        others=(COLLEAGUE, HIDDEN) if others else (),
+    )
 
 
 def beside_pair(root: Path) -> Path:
     """``gpumon run fcn --beside PID``: B, a probed lstm gpumon did not start, watched from 0.5 s with 8 s of its
     probe's history, alone at 91.16 it/s; A launched at 10 s (B's lead) runs beside it, and B goes on at 90.99 it/s
     (issue 34's run, as headless and compare read it); at 40 s gpumon lets go of B (detached, still running)."""
-    a = paced_job("A", "fcn:preset=tiny", 10.0, 40.0, alone=28.0, shared=28.0, shared_from=0.0, cpu=98.5,
-                  copy_bytes=200_704, copy_s=200_704 / 12e9,
-                  log=("gpumon.workloads: training fcn (preset tiny, batch 64) on cpu",))
-    b = Job("B", "lstm:preset=tiny", ((10.0, 1 / 91.16), (40.0, 1 / 90.99)), start=0.5, delay=-8.5, stop=40.0,
-            batch=8, cpu=97.0, rss_mib=650.0, pid=4242, attached=True, log=("epoch 3: loss 0.412",))
-    return write_run(root, (a, b), label="fcn-beside-lstm", host_cpu=lambda t: wave(t, 40, 95), interval_s=0.5,
-                     stagger_s=10.0)
+    a = paced_job(
+        "A",
+        "fcn:preset=tiny",
+        10.0,
+        40.0,
+        alone=28.0,
+        shared=28.0,
+        shared_from=0.0,
+        cpu=98.5,
+        copy_bytes=200_704,
+        copy_s=200_704 / 12e9,
+        log=("gpumon.workloads: training fcn (preset tiny, batch 64) on cpu",),
+    )
+    b = Job(
+        "B",
+        "lstm:preset=tiny",
+        ((10.0, 1 / 91.16), (40.0, 1 / 90.99)),
+        start=0.5,
+        delay=-8.5,
+        stop=40.0,
+        batch=8,
+        cpu=97.0,
+        rss_mib=650.0,
+        pid=4242,
+        attached=True,
+        log=("epoch 3: loss 0.412",),
+    )
+    return write_run(
+        root,
+        (a, b),
+        label="fcn-beside-lstm",
+        host_cpu=lambda t: wave(t, 40, 95),
+        interval_s=0.5,
+        stagger_s=10.0,
+    )
 
 
-def exclusive(root: Path, slot: str = "A", rate: float = 40.0, spec: str = "fcn:preset=tiny") -> Path:
+def exclusive(
+    root: Path, slot: str = "A", rate: float = 40.0, spec: str = "fcn:preset=tiny"
+) -> Path:
     """One job alone for 20 s at ``rate`` steps per second."""
     job = paced_job(slot, spec, 0.0, 20.0, alone=rate, shared=rate, shared_from=0.0, cpu=98.5)
-    return write_run(root, (job,), label=f"{spec.split(':')[0]}-alone", host_cpu=lambda t: wave(t, 40, 95),
-                     interval_s=0.5)
+    return write_run(
+        root,
+        (job,),
+        label=f"{spec.split(':')[0]}-alone",
+        host_cpu=lambda t: wave(t, 40, 95),
+        interval_s=0.5,
+    )

@@ -17,8 +17,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-GAP_FACTOR = 1.5     # an end further than this many kernel lengths after the previous one follows a gap
-MIN_RUNS = 4         # fewer whole runs (or gaps) than this: the probes did not alternate enough to tell
+GAP_FACTOR = (
+    1.5  # an end further than this many kernel lengths after the previous one follows a gap
+)
+MIN_RUNS = 4  # fewer whole runs (or gaps) than this: the probes did not alternate enough to tell
 
 
 class CalibrationFailed(RuntimeError):
@@ -42,7 +44,9 @@ def timeline(ends: Sequence[float]) -> Timeline:
     if len(inside) < 3:
         return Timeline((), (), math.nan)
     steps = [b - a for a, b in zip(inside, inside[1:])]
-    step = statistics.median(steps)  # a kernel's length on the device, as most consecutive ends are one apart
+    step = statistics.median(
+        steps
+    )  # a kernel's length on the device, as most consecutive ends are one apart
     runs, gaps, first = [], [], inside[0] - step
     for a, b in zip(inside, inside[1:]):
         if b - a > GAP_FACTOR * step:
@@ -64,7 +68,12 @@ class Slicing:
     busy_share: float  # the share of the shared window either probe's kernels ran (1 - switching)
 
     def details(self) -> dict[str, float]:
-        return {"runs": self.runs, "gaps": self.gaps, "kernel_s": self.kernel_s, "busy_share": self.busy_share}
+        return {
+            "runs": self.runs,
+            "gaps": self.gaps,
+            "kernel_s": self.kernel_s,
+            "busy_share": self.busy_share,
+        }
 
 
 def slicing(a: Timeline, b: Timeline) -> Slicing:
@@ -72,17 +81,29 @@ def slicing(a: Timeline, b: Timeline) -> Slicing:
     CalibrationFailed when the probes alternated fewer than ``MIN_RUNS`` times."""
     for name, t in (("A", a), ("B", b)):
         if len(t.runs) < MIN_RUNS or len(t.gaps) < MIN_RUNS:
-            raise CalibrationFailed(f"probe {name} saw {len(t.runs)} whole time slices and {len(t.gaps)} gaps beside "
-                                    f"the other (at least {MIN_RUNS} needed): the device did not time-slice them")
+            raise CalibrationFailed(
+                f"probe {name} saw {len(t.runs)} whole time slices and {len(t.gaps)} gaps beside "
+                f"the other (at least {MIN_RUNS} needed): the device did not time-slice them"
+            )
     run_a, run_b = statistics.median(a.runs), statistics.median(b.runs)
     gap_a, gap_b = statistics.median(a.gaps), statistics.median(b.gaps)
     switch = max(0.0, ((gap_a - run_b) + (gap_b - run_a)) / 4)
-    busy = (run_a + run_b) / ((run_a + gap_a + run_b + gap_b) / 2)  # one cycle: both runs and two switches
-    return Slicing((run_a + run_b) / 2, switch, len(a.runs) + len(b.runs), len(a.gaps) + len(b.gaps),
-                   (a.kernel_s + b.kernel_s) / 2, busy)
+    busy = (run_a + run_b) / (
+        (run_a + gap_a + run_b + gap_b) / 2
+    )  # one cycle: both runs and two switches
+    return Slicing(
+        (run_a + run_b) / 2,
+        switch,
+        len(a.runs) + len(b.runs),
+        len(a.gaps) + len(b.gaps),
+        (a.kernel_s + b.kernel_s) / 2,
+        busy,
+    )
 
 
-def util_scale(busy_s: float, wall_s: float, nvml_util_pct: Sequence[float]) -> tuple[float, float, float]:
+def util_scale(
+    busy_s: float, wall_s: float, nvml_util_pct: Sequence[float]
+) -> tuple[float, float, float]:
     """kappa = the probe's kernel time over the wall, against NVML's mean utilisation over the same seconds; with
     both figures. CalibrationFailed when NVML gave no reading or read the device idle."""
     known = [u for u in nvml_util_pct if not math.isnan(u)]
@@ -101,7 +122,9 @@ def spacing(ends: Sequence[float]) -> float:
     return statistics.median(b - a for a, b in zip(ends, ends[1:])) if len(ends) > 2 else math.nan
 
 
-def sm_fill(alone: Sequence[Sequence[float]], beside: Sequence[Sequence[float]]) -> tuple[float, list[float]]:
+def sm_fill(
+    alone: Sequence[Sequence[float]], beside: Sequence[Sequence[float]]
+) -> tuple[float, list[float]]:
     """gamma = mean(r) - 1 over the probes, r = a probe's kernel spacing beside the other under MPS over its spacing
     alone (two GPU-bound jobs: r = 1 + gamma), kept within [0.05, 1]; with each probe's r."""
     r = [spacing(b) / spacing(a) for a, b in zip(alone, beside)]

@@ -56,11 +56,19 @@ class WorkloadResult:
     shared: tuple[Segment, ...]
     distributions: tuple[dist.DistributionTest, ...]
     why: Attribution | None = None
-    known: KnownUse | None = None  # a job without a probe: its rate is UNKNOWN_RATE, this is what is known
+    known: KnownUse | None = (
+        None  # a job without a probe: its rate is UNKNOWN_RATE, this is what is known
+    )
 
     def to_dict(self) -> dict[str, Any]:
-        why = self.why.to_dict() if self.why is not None else {"cause": None, "shares": {}, "evidence": ""}
-        unseen = {"rate": UNKNOWN_RATE, "known": self.known.to_dict()} if self.known is not None else {}
+        why = (
+            self.why.to_dict()
+            if self.why is not None
+            else {"cause": None, "shares": {}, "evidence": ""}
+        )
+        unseen = (
+            {"rate": UNKNOWN_RATE, "known": self.known.to_dict()} if self.known is not None else {}
+        )
         return {
             **why,
             **unseen,
@@ -86,8 +94,12 @@ class PairResult:
     share: str = "timeslice"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stp": self.stp.to_dict(), "verdict": self.verdict, "share": self.share,
-                "windows": [w.to_dict() for w in self.windows]}
+        return {
+            "stp": self.stp.to_dict(),
+            "verdict": self.verdict,
+            "share": self.share,
+            "windows": [w.to_dict() for w in self.windows],
+        }
 
 
 @dataclass(frozen=True)
@@ -101,7 +113,9 @@ class Comparison:
     exclusive_runs: tuple[str, ...]
     shared_runs: tuple[str, ...]
     confidence: float = slowdown.CONFIDENCE
-    disturbed_by: tuple[Disturbance, ...] = ()  # other GPU processes in a measured window (core/store/others.py)
+    disturbed_by: tuple[
+        Disturbance, ...
+    ] = ()  # other GPU processes in a measured window (core/store/others.py)
     interval_basis: dict[str, str] = field(default_factory=dict)
     device: str = "?"  # what the jobs trained on (cpu, cuda:0): on the CPU a copy is a memcpy and the jobs share cores
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(
@@ -114,8 +128,11 @@ class Comparison:
     @property
     def tested(self) -> bool:
         """Whether the distribution tests ran (scipy): only then are there p-values to be cautious about."""
-        return any(not (math.isnan(d.ks_pvalue) and math.isnan(d.chi2_pvalue))
-                   for w in self.workloads for d in w.distributions)
+        return any(
+            not (math.isnan(d.ks_pvalue) and math.isnan(d.chi2_pvalue))
+            for w in self.workloads
+            for d in w.distributions
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Everything but the verdict in words (``gpumon.analysis.text.comparison_json`` adds it)."""
@@ -125,7 +142,10 @@ class Comparison:
             "exclusive_runs": list(self.exclusive_runs),
             "shared_runs": list(self.shared_runs),
             "workloads": {w.slot: w.to_dict() for w in self.workloads},
-            "pair": {**self.pair.to_dict(), "disturbed_by": [d.to_dict() for d in self.disturbed_by]},
+            "pair": {
+                **self.pair.to_dict(),
+                "disturbed_by": [d.to_dict() for d in self.disturbed_by],
+            },
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             **({"caution": dist.CAUTION} if self.tested else {}),
@@ -177,7 +197,9 @@ class _RunData:
     def curve(self, slot: str) -> Curve:
         c = rates.curve_of(self.post_warmup(slot))
         if c is None:
-            raise UsageError(f"{self.run.path}: workload {slot} has fewer than two steps after warm-up")
+            raise UsageError(
+                f"{self.run.path}: workload {slot} has fewer than two steps after warm-up"
+            )
         return c
 
     def span(self, slot: str) -> tuple[float, float]:
@@ -200,7 +222,9 @@ def _numeric(frame: "pd.DataFrame", path: Path, columns: Sequence[str]) -> "pd.D
             try:
                 frame[column] = pd.to_numeric(frame[column])
             except (TypeError, ValueError):
-                raise UsageError(f"{path}: corrupt (non-numeric values in column {column})") from None
+                raise UsageError(
+                    f"{path}: corrupt (non-numeric values in column {column})"
+                ) from None
     return frame
 
 
@@ -220,7 +244,9 @@ def _shared_slots(shared: Sequence[_RunData]) -> tuple[dict[str, str], list[dict
     """The pair's specs by slot (from the first shared run) and, per run, its own slot for each."""
     first = shared[0].workloads()
     if len(first) != 2:
-        raise UsageError(f"{shared[0].run.path}: not a shared run ({len(first)} workload(s), need 2)")
+        raise UsageError(
+            f"{shared[0].run.path}: not a shared run ({len(first)} workload(s), need 2)"
+        )
     specs = {slot: w.spec_or_unknown for slot, w in zip(SLOTS, first.values())}
     mappings = []
     for data in shared:
@@ -268,10 +294,14 @@ def compare(
         raise UsageError(problem)
     for run in exclusive:
         if run.mode == "shared":
-            raise UsageError(f"{run.path}: not an exclusive run (mode shared in run.json); give it with --shared")
+            raise UsageError(
+                f"{run.path}: not an exclusive run (mode shared in run.json); give it with --shared"
+            )
     for run in shared:
         if run.mode == "exclusive":
-            raise UsageError(f"{run.path}: not a shared run (mode exclusive in run.json); give it with --exclusive")
+            raise UsageError(
+                f"{run.path}: not a shared run (mode exclusive in run.json); give it with --exclusive"
+            )
     rng = np.random.default_rng(seed)
     warnings: list[str] = []
     notes: list[str] = []
@@ -281,29 +311,48 @@ def compare(
     shared_data = [_RunData(r) for r in shared]
     exclusive_data = [_RunData(r) for r in exclusive]
     specs, mappings = _shared_slots(shared_data)
-    blind = sorted({s for d, m in zip(shared_data, mappings) for s in SLOTS if m[s] in unprobed.blind_slots(d.run)})
+    blind = sorted(
+        {
+            s
+            for d, m in zip(shared_data, mappings)
+            for s in SLOTS
+            if m[s] in unprobed.blind_slots(d.run)
+        }
+    )
     if blind:
         return _compare_blind(exclusive_data, shared_data, mappings, specs, blind, share, assign)
     windows, shared_segments, shared_samples = _overlaps(shared_data, mappings, rng, n_boot)
     if exclusive_data:
-        baselines = _exclusive_baselines(exclusive_data, specs, dict(assign or {}), rng, n_boot, notes)
+        baselines = _exclusive_baselines(
+            exclusive_data, specs, dict(assign or {}), rng, n_boot, notes
+        )
         from_phase = _fill_from_phases(baselines, shared_data, mappings, specs, rng, n_boot, notes)
     else:
         baselines = _phase_baselines(shared_data, mappings, specs, rng, n_boot)
         from_phase = set(SLOTS)
-        phase_notes, phase_warnings = _phase_messages(baselines, specs, _lost_staggers(shared_data, mappings))
+        phase_notes, phase_warnings = _phase_messages(
+            baselines, specs, _lost_staggers(shared_data, mappings)
+        )
         notes += phase_notes
         warnings += phase_warnings
 
     shared_rate = slowdown.combine(shared_samples, rng, n_boot)
-    basis = {"shared": spread.basis(shared_samples),
-             **{f"exclusive {slot}": spread.basis(_per_run(b)) for slot, b in baselines.items() if b.samples}}
+    basis = {
+        "shared": spread.basis(shared_samples),
+        **{
+            f"exclusive {slot}": spread.basis(_per_run(b))
+            for slot, b in baselines.items()
+            if b.samples
+        },
+    }
     if spread.WITHIN in basis.values():
         notes.append(spread.WITHIN_NOTE)
     exclusive_rate: dict[str, RateSample] = {}
     for slot, b in baselines.items():
         # the same job twice: both slots share one baseline and so one set of replicates
-        same = next((exclusive_rate[s] for s in exclusive_rate if baselines[s].samples == b.samples), None)
+        same = next(
+            (exclusive_rate[s] for s in exclusive_rate if baselines[s].samples == b.samples), None
+        )
         if b.samples:
             exclusive_rate[slot] = same or slowdown.combine(_per_run(b), rng, n_boot)
     if len(exclusive_rate) == len(SLOTS):
@@ -315,8 +364,16 @@ def compare(
     if tests is None:
         notes.append(dist.TESTS_NEED)
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-    batches = {slot: _distributions(all_data, slot, baselines[slot].segments, shared_segments[slot], samples)
-               for slot in SLOTS} if tests is not None else {}
+    batches = (
+        {
+            slot: _distributions(
+                all_data, slot, baselines[slot].segments, shared_segments[slot], samples
+            )
+            for slot in SLOTS
+        }
+        if tests is not None
+        else {}
+    )
     if tests is not None:
         tests.run([s for slot in SLOTS for s in batches[slot]])
     workloads = []
@@ -328,33 +385,50 @@ def compare(
             inverse = slowdown.interval(1 / value, None if replicates is None else 1 / replicates)
         else:
             r = inverse = Estimate(math.nan)
-        workloads.append(WorkloadResult(
-            slot=slot,
-            spec=specs[slot],
-            exclusive_rate=float(x.points[0]) if x is not None else math.nan,
-            shared_rate=float(shared_rate.points[j]),
-            slowdown=r,
-            normalized_throughput=inverse,
-            baseline=EXCLUSIVE_PHASE if slot in from_phase else EXCLUSIVE_RUNS,
-            exclusive=tuple(baselines[slot].segments),
-            shared=tuple(shared_segments[slot]),
-            distributions=(),
-        ))
+        workloads.append(
+            WorkloadResult(
+                slot=slot,
+                spec=specs[slot],
+                exclusive_rate=float(x.points[0]) if x is not None else math.nan,
+                shared_rate=float(shared_rate.points[j]),
+                slowdown=r,
+                normalized_throughput=inverse,
+                baseline=EXCLUSIVE_PHASE if slot in from_phase else EXCLUSIVE_RUNS,
+                exclusive=tuple(baselines[slot].segments),
+                shared=tuple(shared_segments[slot]),
+                distributions=(),
+            )
+        )
 
-    causes = attribute_jobs([*exclusive, *shared], [
-        (w.slot, w.spec, w.exclusive_rate, w.shared_rate, w.exclusive, w.shared) for w in workloads])
+    causes = attribute_jobs(
+        [*exclusive, *shared],
+        [
+            (w.slot, w.spec, w.exclusive_rate, w.shared_rate, w.exclusive, w.shared)
+            for w in workloads
+        ],
+    )
     results = iter(tests.results() if tests is not None else [])
-    workloads = [dataclasses.replace(w, why=causes.get(w.slot),
-                                     distributions=tuple(next(results) for _ in batches.get(w.slot, ())))
-                 for w in workloads]
+    workloads = [
+        dataclasses.replace(
+            w,
+            why=causes.get(w.slot),
+            distributions=tuple(next(results) for _ in batches.get(w.slot, ())),
+        )
+        for w in workloads
+    ]
     warnings += _warnings(exclusive_data, shared_data, windows, workloads)
     warnings += [w for w in [nvml_warning([*exclusive, *shared])] if w]
     disturbed = _disturbances(all_data, workloads)
-    warnings += [f"{Path(d.run).name}: {d.phrase()}: a process that is not one of the jobs, so the "
-                 f"{'pair' if d.role == 'pair' else 'baseline'} is not clean" for d in disturbed]
+    warnings += [
+        f"{Path(d.run).name}: {d.phrase()}: a process that is not one of the jobs, so the "
+        f"{'pair' if d.role == 'pair' else 'baseline'} is not clean"
+        for d in disturbed
+    ]
     return Comparison(
         workloads=tuple(workloads),
-        pair=PairResult(stp=stp, verdict=verdict(stp.low, stp.high), windows=tuple(windows), share=share),
+        pair=PairResult(
+            stp=stp, verdict=verdict(stp.low, stp.high), windows=tuple(windows), share=share
+        ),
         warnings=tuple(warnings),
         notes=tuple(notes),
         exclusive_runs=tuple(str(d.run.path) for d in exclusive_data),
@@ -387,33 +461,77 @@ def _compare_blind(
         (b_start, b_stop), (a_start, _) = data.span(mapping[unseen]), data.span(mapping[seen])
         window = Window(max(c.first_t, b_start), min(c.last_t, b_stop))
         if window.duration <= 0:
-            raise UsageError(f"{data.run.path}: the two workloads never ran together after warm-up (no overlap)")
-        windows.append(Segment(str(data.run.path), "A+B", "overlap", window.start, window.end, c.steps_in(window)))
+            raise UsageError(
+                f"{data.run.path}: the two workloads never ran together after warm-up (no overlap)"
+            )
+        windows.append(
+            Segment(
+                str(data.run.path), "A+B", "overlap", window.start, window.end, c.steps_in(window)
+            )
+        )
         segments.append(_segment(data, mapping[seen], "shared", c, window))
         rates_seen.append(c.rate(window))
-        known.append(unprobed.known_use(data.run, mapping[unseen], (b_start, min(a_start, b_stop)),
-                                        (window.start, window.end)))
+        known.append(
+            unprobed.known_use(
+                data.run,
+                mapping[unseen],
+                (b_start, min(a_start, b_stop)),
+                (window.start, window.end),
+            )
+        )
     alone = _baseline_of(seen, exclusive, shared, mappings, specs, dict(assign or {}))
     x = float(np.mean([c.rate(w) for c, w in alone])) if alone else math.nan
     s = float(np.mean(rates_seen))
     r = x / s if x > 0 and s > 0 else math.nan
     results = {
-        seen: WorkloadResult(seen, specs[seen], x, s, Estimate(r), Estimate(1 / r if r > 0 else math.nan),
-                             EXCLUSIVE_RUNS if exclusive else EXCLUSIVE_PHASE, (), tuple(segments), ()),
-        unseen: WorkloadResult(unseen, specs[unseen], math.nan, math.nan, Estimate(math.nan), Estimate(math.nan),
-                               UNKNOWN_RATE, (), (), (), known=unprobed.merged(known)),
+        seen: WorkloadResult(
+            seen,
+            specs[seen],
+            x,
+            s,
+            Estimate(r),
+            Estimate(1 / r if r > 0 else math.nan),
+            EXCLUSIVE_RUNS if exclusive else EXCLUSIVE_PHASE,
+            (),
+            tuple(segments),
+            (),
+        ),
+        unseen: WorkloadResult(
+            unseen,
+            specs[unseen],
+            math.nan,
+            math.nan,
+            Estimate(math.nan),
+            Estimate(math.nan),
+            UNKNOWN_RATE,
+            (),
+            (),
+            (),
+            known=unprobed.merged(known),
+        ),
     }
     other = specs[seen].split(":")[0]
-    warnings = [f"{unseen} ({specs[unseen]}) has no probe: its rate is {UNKNOWN_RATE}, so no slowdown for it and "
-                f"no STP; what is known: {results[unseen].known.phrase(other)}"]  # type: ignore[union-attr]
+    warnings = [
+        f"{unseen} ({specs[unseen]}) has no probe: its rate is {UNKNOWN_RATE}, so no slowdown for it and "
+        f"no STP; what is known: {results[unseen].known.phrase(other)}"
+    ]  # type: ignore[union-attr]
     if not alone:
-        warnings.append(f"{seen} ({specs[seen]}) never ran alone: no baseline, so no slowdown for it.")
+        warnings.append(
+            f"{seen} ({specs[seen]}) never ran alone: no baseline, so no slowdown for it."
+        )
     warnings += _warnings(exclusive, shared, windows, [results[seen]])
     return Comparison(
         workloads=(results["A"], results["B"]),
-        pair=PairResult(stp=Estimate(math.nan), verdict=verdict(math.nan, math.nan), windows=tuple(windows), share=share),
+        pair=PairResult(
+            stp=Estimate(math.nan),
+            verdict=verdict(math.nan, math.nan),
+            windows=tuple(windows),
+            share=share,
+        ),
         warnings=tuple(warnings),
-        notes=("No intervals: one job's steps are unseen, so there is no joint bootstrap of the pair.",),
+        notes=(
+            "No intervals: one job's steps are unseen, so there is no joint bootstrap of the pair.",
+        ),
         exclusive_runs=tuple(str(d.run.path) for d in exclusive),
         shared_runs=tuple(str(d.run.path) for d in shared),
         device=device_of(shared[0].run),
@@ -433,7 +551,9 @@ def _baseline_of(
     for data in exclusive:
         own_slot, meta = next(iter(data.workloads().items()))
         target = assign.get(str(data.run.path))
-        if target == slot or (target is None and spec_key(meta.spec_or_unknown) == spec_key(specs[slot])):
+        if target == slot or (
+            target is None and spec_key(meta.spec_or_unknown) == spec_key(specs[slot])
+        ):
             c = data.curve(own_slot)
             found.append((c, c.span()))
     if exclusive:
@@ -445,7 +565,9 @@ def _baseline_of(
     return found
 
 
-def _disturbances(runs: dict[str, _RunData], workloads: Sequence[WorkloadResult]) -> list[Disturbance]:
+def _disturbances(
+    runs: dict[str, _RunData], workloads: Sequence[WorkloadResult]
+) -> list[Disturbance]:
     """Other GPU processes in each run's measured windows: in a baseline's windows (exclusive runs and
     exclusive phases) they disturb the baseline, in the shared windows the pair."""
     windows: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -453,9 +575,12 @@ def _disturbances(runs: dict[str, _RunData], workloads: Sequence[WorkloadResult]
         for seg in (*w.exclusive, *w.shared):
             role = "baseline" if seg.role.startswith("exclusive") else "pair"
             windows.setdefault((seg.run, role), []).append((seg.start, seg.end))
-    return [dataclasses.replace(d, role=role)
-            for (path, role), spans in windows.items() if path in runs
-            for d in disturbances(runs[path].run, spans)]
+    return [
+        dataclasses.replace(d, role=role)
+        for (path, role), spans in windows.items()
+        if path in runs
+        for d in disturbances(runs[path].run, spans)
+    ]
 
 
 def _share_mode(shared: Sequence[Run]) -> str:
@@ -470,7 +595,10 @@ def _share_mode(shared: Sequence[Run]) -> str:
 
 
 def _overlaps(
-    shared: Sequence[_RunData], mappings: Sequence[dict[str, str]], rng: np.random.Generator, n_boot: int
+    shared: Sequence[_RunData],
+    mappings: Sequence[dict[str, str]],
+    rng: np.random.Generator,
+    n_boot: int,
 ) -> tuple[list[Segment], dict[str, list[Segment]], list[RateSample]]:
     """Each shared run's overlap window, each job's segment in it, and the joint rate sample."""
     windows: list[Segment] = []
@@ -480,9 +608,19 @@ def _overlaps(
         curves = [data.curve(mapping[s]) for s in SLOTS]
         window = rates.overlap(*curves)
         if window is None:
-            raise UsageError(f"{data.run.path}: the two workloads never ran together after warm-up (no overlap)")
-        windows.append(Segment(str(data.run.path), "A+B", "overlap", window.start, window.end,
-                               min(c.steps_in(window) for c in curves)))
+            raise UsageError(
+                f"{data.run.path}: the two workloads never ran together after warm-up (no overlap)"
+            )
+        windows.append(
+            Segment(
+                str(data.run.path),
+                "A+B",
+                "overlap",
+                window.start,
+                window.end,
+                min(c.steps_in(window) for c in curves),
+            )
+        )
         for slot, c in zip(SLOTS, curves):
             segments[slot].append(_segment(data, mapping[slot], "shared", c, window))
         samples.append(slowdown.window_rates(curves, window, rng, n_boot))
@@ -502,10 +640,14 @@ def _per_run(baseline: _Baseline) -> list[RateSample]:
         if len(parts) == 1:
             merged.append(parts[0][1])
             continue
-        weights = np.array([seg.end - seg.start for seg, _ in parts]) / sum(seg.end - seg.start for seg, _ in parts)
+        weights = np.array([seg.end - seg.start for seg, _ in parts]) / sum(
+            seg.end - seg.start for seg, _ in parts
+        )
         points = sum(w * sample.points for w, (_, sample) in zip(weights, parts))
         reps = [sample.replicates for _, sample in parts]
-        replicates = None if any(r is None for r in reps) else sum(w * r for w, r in zip(weights, reps))
+        replicates = (
+            None if any(r is None for r in reps) else sum(w * r for w, r in zip(weights, reps))
+        )
         merged.append(RateSample(points, replicates))
     return merged
 
@@ -520,26 +662,37 @@ def _lost_staggers(shared: Sequence[_RunData], mappings: Sequence[dict[str, str]
         first, second = sorted(SLOTS, key=lambda s: data.span(mapping[s])[0])
         ready, started = data.curve(mapping[first]).first_t, data.span(mapping[second])[0]
         if started <= ready:
-            lost.append(f"{data.run.path.name}: --stagger {stagger:g} was lost: {second} started at {started:.1f} s, "
-                        f"before {first}'s first step after its warm-up ({ready:.1f} s), so {first} never ran alone "
-                        f"(a longer --stagger on this box, or --exclusive runs)")
+            lost.append(
+                f"{data.run.path.name}: --stagger {stagger:g} was lost: {second} started at {started:.1f} s, "
+                f"before {first}'s first step after its warm-up ({ready:.1f} s), so {first} never ran alone "
+                f"(a longer --stagger on this box, or --exclusive runs)"
+            )
     return lost
 
 
-def _phase_messages(baselines: dict[str, _Baseline], specs: dict[str, str],
-                    lost: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+def _phase_messages(
+    baselines: dict[str, _Baseline], specs: dict[str, str], lost: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
     """Notes that baselines come from exclusive phases, warnings for a job that never ran alone (``lost``: why a
     staggered run has no exclusive phase)."""
     if not any(b.samples for b in baselines.values()):
-        why = "; ".join(lost) if lost else "give --exclusive runs, or a staggered shared run whose first phase is exclusive"
+        why = (
+            "; ".join(lost)
+            if lost
+            else "give --exclusive runs, or a staggered shared run whose first phase is exclusive"
+        )
         raise UsageError(f"no exclusive baseline: {why}")
     notes, warnings = [], []
     for slot, b in baselines.items():
         if b.samples:
             names = ", ".join(sorted({s.name for s in b.segments}))
-            notes.append(f"Baseline of {slot} comes from the {EXCLUSIVE_PHASE} ({names}), not from exclusive runs.")
+            notes.append(
+                f"Baseline of {slot} comes from the {EXCLUSIVE_PHASE} ({names}), not from exclusive runs."
+            )
         else:
-            warnings.append(f"{slot} ({specs[slot]}) never ran alone: no baseline, so no slowdown for it and no STP.")
+            warnings.append(
+                f"{slot} ({specs[slot]}) never ran alone: no baseline, so no slowdown for it and no STP."
+            )
     return notes, warnings
 
 
@@ -555,7 +708,9 @@ def _distributions(
     for metric in dist.METRICS:
         xs = _pooled(data, exclusive, metric.key)
         ss = _pooled(data, shared, metric.key)
-        if metric in (dist.COPY_BANDWIDTH, dist.COPY_RATE) and not (np.any(xs > 0) or np.any(ss > 0)):
+        if metric in (dist.COPY_BANDWIDTH, dist.COPY_RATE) and not (
+            np.any(xs > 0) or np.any(ss > 0)
+        ):
             continue
         found = dist.samples_of(metric, xs, ss)
         if found is not None:
@@ -577,7 +732,9 @@ def _exclusive_baselines(
     for data in exclusive:
         own = data.workloads()
         if len(own) != 1:
-            raise UsageError(f"{data.run.path}: not an exclusive run ({len(own)} workloads, need 1)")
+            raise UsageError(
+                f"{data.run.path}: not an exclusive run ({len(own)} workloads, need 1)"
+            )
         own_slot, meta = next(iter(own.items()))
         own_spec = meta.spec_or_unknown
         path = str(data.run.path)
@@ -587,8 +744,10 @@ def _exclusive_baselines(
                 raise UsageError(f"{path}: assigned to {target!r}; use A= or B=")
             targets = [target]
             if spec_key(own_spec) != spec_key(specs[target]):
-                notes.append(f"Baseline of {target} is {data.name} ({own_spec}), assigned by {target}= "
-                             f"although the shared workload is {specs[target]}.")
+                notes.append(
+                    f"Baseline of {target} is {data.name} ({own_spec}), assigned by {target}= "
+                    f"although the shared workload is {specs[target]}."
+                )
         else:
             targets = [s for s in SLOTS if spec_key(own_spec) == spec_key(specs[s])]
             if not targets:
@@ -623,12 +782,16 @@ def _fill_from_phases(
     phases = _phase_baselines(shared, mappings, specs, rng, n_boot)
     for slot in missing:
         if not phases[slot].samples:
-            raise UsageError(f"no exclusive run for {slot} ({specs[slot]}), and it never ran alone in the shared "
-                             f"runs: give one with --exclusive {slot}=RUN")
+            raise UsageError(
+                f"no exclusive run for {slot} ({specs[slot]}), and it never ran alone in the shared "
+                f"runs: give one with --exclusive {slot}=RUN"
+            )
         baselines[slot] = phases[slot]
         names = ", ".join(sorted({s.name for s in phases[slot].segments}))
-        notes.append(f"Baseline of {slot} comes from the {EXCLUSIVE_PHASE} ({names}): no exclusive run of it was "
-                     "given.")
+        notes.append(
+            f"Baseline of {slot} comes from the {EXCLUSIVE_PHASE} ({names}): no exclusive run of it was "
+            "given."
+        )
     return set(missing)
 
 
@@ -650,7 +813,9 @@ def _phase_baselines(
                 sample = slowdown.window_rates([c], window, rng, n_boot)
                 for target in SLOTS:
                     if spec_key(specs[target]) == spec_key(specs[slot]):
-                        baselines[target].segments.append(_segment(data, own, "exclusive phase", c, window))
+                        baselines[target].segments.append(
+                            _segment(data, own, "exclusive phase", c, window)
+                        )
                         baselines[target].samples.append(sample)
     return baselines
 
@@ -699,7 +864,9 @@ def _warnings(
     out = []
     for w in windows:
         if w.end - w.start < MIN_OVERLAP_S:
-            out.append(f"{w.name}: overlap window is {w.end - w.start:.1f} s (< {MIN_OVERLAP_S:.0f} s): too short to support a claim")
+            out.append(
+                f"{w.name}: overlap window is {w.end - w.start:.1f} s (< {MIN_OVERLAP_S:.0f} s): too short to support a claim"
+            )
     seen = set()
     for result in workloads:
         for seg in (*result.exclusive, *result.shared):
@@ -707,23 +874,37 @@ def _warnings(
                 continue
             seen.add((seg.run, seg.slot, seg.start))
             if seg.steps < MIN_STEPS:
-                out.append(f"{seg.name}: {result.slot} has only {seg.steps} steps in its {seg.role} window (< {MIN_STEPS})")
+                out.append(
+                    f"{seg.name}: {result.slot} has only {seg.steps} steps in its {seg.role} window (< {MIN_STEPS})"
+                )
         if not math.isnan(result.slowdown.value) and not result.slowdown.has_interval:
             out.append(f"{result.slot}: too few steps for a confidence interval of its slowdown")
     for data in [*exclusive, *shared]:
         status = data.run.meta.status
         if status == "truncated":
             error = data.run.meta.capture_error
-            reason = error.reason if error is not None and error.reason is not None else "no reason recorded"
-            out.append(f"{data.name}: run is truncated ({reason}): its capture ended before its jobs")
-        elif status not in (None, "complete", "failed"):  # failed: the job's own line below says how
+            reason = (
+                error.reason
+                if error is not None and error.reason is not None
+                else "no reason recorded"
+            )
+            out.append(
+                f"{data.name}: run is truncated ({reason}): its capture ended before its jobs"
+            )
+        elif status not in (
+            None,
+            "complete",
+            "failed",
+        ):  # failed: the job's own line below says how
             out.append(f"{data.name}: run is {status!r}, not complete (it may have crashed)")
         for slot, meta in data.workloads().items():
             code = meta.exit_status
             if code not in (None, 0) and meta.state != "stopped":
                 tail = (meta.tail or "").strip().splitlines()
                 why = f": {tail[-1]}" if tail else ""
-                out.append(f"{data.name}: workload {slot} ({meta.spec_or_unknown}) exited early with status {code}{why}")
+                out.append(
+                    f"{data.name}: workload {slot} ({meta.spec_or_unknown}) exited early with status {code}{why}"
+                )
     devices: dict[str, list[str]] = {}
     for data in [*exclusive, *shared]:
         devices.setdefault(_device_of(data), []).append(data.name)
@@ -740,7 +921,9 @@ def split_runs(runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:
     return exclusive, shared
 
 
-def compare_paths(paths: Sequence[str | Path], assign: dict[str, str] | None = None) -> tuple[Comparison, list[Run]]:
+def compare_paths(
+    paths: Sequence[str | Path], assign: dict[str, str] | None = None
+) -> tuple[Comparison, list[Run]]:
     """Load run directories, split them by workload count, and compare them (for the TUI)."""
     runs = [load_run(p) for p in paths]
     exclusive, shared = split_runs(runs)

@@ -74,7 +74,10 @@ class DistributionTest:
     chi2_dof: int
 
     def to_dict(self) -> dict[str, object]:
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+        return {
+            k: (None if isinstance(v, float) and math.isnan(v) else v)
+            for k, v in asdict(self).items()
+        }
 
 
 def common_bins(pooled: np.ndarray) -> np.ndarray:
@@ -125,10 +128,16 @@ def scipy_stats(batch: Sequence[Samples]) -> list[Stats]:
     for s in batch:
         ks = ks_2samp(s.exclusive, s.shared)
         chi2 = chi2_contingency(s.table) if s.table is not None else None
-        out.append((float(ks.statistic), float(ks.pvalue), float(wasserstein_distance(s.exclusive, s.shared)),
-                    float(chi2.statistic) if chi2 is not None else math.nan,
-                    float(chi2.pvalue) if chi2 is not None else math.nan,
-                    int(chi2.dof) if chi2 is not None else 0))
+        out.append(
+            (
+                float(ks.statistic),
+                float(ks.pvalue),
+                float(wasserstein_distance(s.exclusive, s.shared)),
+                float(chi2.statistic) if chi2 is not None else math.nan,
+                float(chi2.pvalue) if chi2 is not None else math.nan,
+                int(chi2.dof) if chi2 is not None else 0,
+            )
+        )
     return out
 
 
@@ -156,7 +165,9 @@ def result_of(s: Samples, stats: Stats) -> DistributionTest:
     )
 
 
-def compare_samples(metric: Metric, exclusive: np.ndarray, shared: np.ndarray) -> DistributionTest | None:
+def compare_samples(
+    metric: Metric, exclusive: np.ndarray, shared: np.ndarray
+) -> DistributionTest | None:
     """Tests and effect sizes of one metric (None when a side has fewer than MIN_SAMPLES values)."""
     s = samples_of(metric, exclusive, shared)
     return result_of(s, scipy_stats([s])[0]) if s is not None else None
@@ -167,7 +178,9 @@ def histogram_counts(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Counts of both samples on common equal-width bins: (edges, exclusive counts, shared counts)."""
     pooled = np.concatenate([exclusive, shared])
-    edges = np.histogram_bin_edges(pooled, bins=bins) if len(pooled) else np.linspace(0, 1, bins + 1)
+    edges = (
+        np.histogram_bin_edges(pooled, bins=bins) if len(pooled) else np.linspace(0, 1, bins + 1)
+    )
     return edges, np.histogram(exclusive, edges)[0], np.histogram(shared, edges)[0]
 
 

@@ -55,7 +55,7 @@ class Job:
     spread: float
     solo: Solo
     nvml: bool
-    copies: bool = True      # its copy time was recorded (a timed copy, or a built-in job that declares its copies)
+    copies: bool = True  # its copy time was recorded (a timed copy, or a built-in job that declares its copies)
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,13 @@ class Model:
     probed: bool = False  # a constant the mode needs was measured by `gpumon calibrate`'s probes, not fitted on pairs
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "constants": self.constants.to_dict() if self.constants else {},
-                "calibrated": self.calibrated, "probed": self.probed, "source": self.source}
+        return {
+            "gpu": self.gpu,
+            "constants": self.constants.to_dict() if self.constants else {},
+            "calibrated": self.calibrated,
+            "probed": self.probed,
+            "source": self.source,
+        }
 
 
 @dataclass(frozen=True)
@@ -90,15 +95,24 @@ class Prediction:
         return {
             "share": self.share,
             "exclusive_runs": [r for j in self.jobs for r in j.runs],
-            "workloads": {j.slot: {"spec": j.spec, "exclusive_rate": j.rate, "slowdown": s.to_dict()}
-                          for j, s in zip(self.jobs, self.slowdown)},
-            "pair": {"stp": self.stp.to_dict(), "verdict": self.verdict, "share": self.share, "reason": self.reason},
+            "workloads": {
+                j.slot: {"spec": j.spec, "exclusive_rate": j.rate, "slowdown": s.to_dict()}
+                for j, s in zip(self.jobs, self.slowdown)
+            },
+            "pair": {
+                "stp": self.stp.to_dict(),
+                "verdict": self.verdict,
+                "share": self.share,
+                "reason": self.reason,
+            },
             "model": self.model.to_dict() if self.model is not None else None,
             "notes": list(self.notes),
         }
 
 
-Member = tuple[Run, str, str, dict[str, tuple[list[float], list[float]]]]  # a solo run, its slot, spec and step ends
+Member = tuple[
+    Run, str, str, dict[str, tuple[list[float], list[float]]]
+]  # a solo run, its slot, spec and step ends
 
 
 def _copies_recorded(run: Run, slot: str) -> bool:
@@ -122,48 +136,75 @@ def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool, bool]:
     run, slot, _, ends = member
     times, steps = ends.get(slot, ([], []))
     if len(times) < 2 or times[-1] <= times[0]:
-        raise UsageError(f"{run.path}: workload {slot} is too short to have steps after its warm-up")
+        raise UsageError(
+            f"{run.path}: workload {slot} is too short to have steps after its warm-up"
+        )
     rate = exclusive_rate(times, steps)
     window = Window(run, slot, times[0], times[-1])
     side = run_side(window, 1 / rate)
     cores = evidence.workload_cores(run, slot)
     if device_kind == "cpu":
-        share = side.cpu_pct / 100 / len(cores) if cores and not math.isnan(side.cpu_pct) else math.nan
+        share = (
+            side.cpu_pct / 100 / len(cores) if cores and not math.isnan(side.cpu_pct) else math.nan
+        )
         busy = evidence.cores_busy(window, cores)
-        contended = busy >= 1 - CORE_ROOM and busy - share > CORE_ROOM  # full, and not with this job's work alone
+        contended = (
+            busy >= 1 - CORE_ROOM and busy - share > CORE_ROOM
+        )  # full, and not with this job's work alone
         return rate, Solo(1 / rate, cpu_share=share, cores=cores, contended=contended), False, True
     nvml = evidence.has_nvml_data(run)
     busy = side.gpu_util / 100 if nvml else math.nan
-    fill = side.sm_active / side.gpu_util if nvml and side.gpu_util > 0 else math.nan  # NaN: no GPM columns
+    fill = (
+        side.sm_active / side.gpu_util if nvml and side.gpu_util > 0 else math.nan
+    )  # NaN: no GPM columns
     copy = side.copy_s if not math.isnan(side.copy_s) else 0.0
-    return rate, Solo(1 / rate, busy=busy, fill=fill, copy_s=copy, cores=cores), nvml, _copies_recorded(run, slot)
+    return (
+        rate,
+        Solo(1 / rate, busy=busy, fill=fill, copy_s=copy, cores=cores),
+        nvml,
+        _copies_recorded(run, slot),
+    )
 
 
-def read_jobs(exclusive: Sequence[Run], assign: dict[str, str] | None = None) -> tuple[tuple[Job, Job], str]:
+def read_jobs(
+    exclusive: Sequence[Run], assign: dict[str, str] | None = None
+) -> tuple[tuple[Job, Job], str]:
     """The two jobs (repeats grouped by spec, or by A=/B=) and the device kind; one job given is paired with itself."""
     if not exclusive:
-        raise UsageError("predict needs --exclusive runs of the two jobs (see gpumon predict --help)")
+        raise UsageError(
+            "predict needs --exclusive runs of the two jobs (see gpumon predict --help)"
+        )
     problem = mixed_devices(exclusive)
     if problem:
         raise UsageError(problem)
     groups: dict[str, list[Member]] = {}
     for run in exclusive:
-        ends = exclusive_ends(run, whole=False)  # each job's first and last post-warm-up step, read once
+        ends = exclusive_ends(
+            run, whole=False
+        )  # each job's first and last post-warm-up step, read once
         named = [w for w in run.workloads if w.slot]
         if run.mode == "shared" or len(ends) > 1 or len(named) > 1:
-            raise UsageError(f"{run.path}: not an exclusive run (two workloads shared the device); predict reads solo runs")
+            raise UsageError(
+                f"{run.path}: not an exclusive run (two workloads shared the device); predict reads solo runs"
+            )
         slot = named[0].slot if named else next(iter(ends), "")
         spec = run.specs.get(slot, "?")
         key = (assign or {}).get(str(run.path)) or spec_key(spec)
         groups.setdefault(key, []).append((run, slot, spec, ends))
     if len(groups) > 2:
-        raise UsageError(f"predict takes the runs of two jobs; these are of {len(groups)}: {', '.join(groups)}")
+        raise UsageError(
+            f"predict takes the runs of two jobs; these are of {len(groups)}: {', '.join(groups)}"
+        )
     for key, members in groups.items():
         first = members[0]
         other = next((m for m in members if spec_key(m[2]) != spec_key(first[2])), None)
-        if other is not None:  # only runs assigned by A=/B= can mix (the others are grouped by spec)
-            raise UsageError(f"{key}={first[0].path.name} ({first[2]}) and {key}={other[0].path.name} ({other[2]}) are "
-                             "different jobs: the runs of one slot are repeats of one job")
+        if (
+            other is not None
+        ):  # only runs assigned by A=/B= can mix (the others are grouped by spec)
+            raise UsageError(
+                f"{key}={first[0].path.name} ({first[2]}) and {key}={other[0].path.name} ({other[2]}) are "
+                "different jobs: the runs of one slot are repeats of one job"
+            )
     kind = evidence.device_identity(exclusive[0])[0]
     jobs = [_job(slot, members, kind) for slot, members in zip(SLOTS, groups.values())]
     if len(jobs) == 1:
@@ -175,14 +216,31 @@ def _job(slot: str, members: list[Member], kind: str) -> Job:
     solos = [_solo(member, kind) for member in members]
     rates_ = [s[0] for s in solos]
     mean = sum(rates_) / len(rates_)
-    spread = (math.sqrt(sum((r - mean) ** 2 for r in rates_) / (len(rates_) - 1)) / mean) if len(rates_) > 1 else 0.0
+    spread = (
+        (math.sqrt(sum((r - mean) ** 2 for r in rates_) / (len(rates_) - 1)) / mean)
+        if len(rates_) > 1
+        else 0.0
+    )
     profiles = [s[1] for s in solos]
-    solo = Solo(1 / mean, busy=_mean(p.busy for p in profiles), fill=_mean(p.fill for p in profiles),
-                copy_s=sum(p.copy_s for p in profiles) / len(profiles),
-                cpu_share=_mean(p.cpu_share for p in profiles), cores=profiles[0].cores,
-                contended=any(p.contended for p in profiles))
-    return Job(slot, members[0][2], tuple(str(member[0].path) for member in members), mean, spread, solo,
-               all(s[2] for s in solos), any(s[3] for s in solos))
+    solo = Solo(
+        1 / mean,
+        busy=_mean(p.busy for p in profiles),
+        fill=_mean(p.fill for p in profiles),
+        copy_s=sum(p.copy_s for p in profiles) / len(profiles),
+        cpu_share=_mean(p.cpu_share for p in profiles),
+        cores=profiles[0].cores,
+        contended=any(p.contended for p in profiles),
+    )
+    return Job(
+        slot,
+        members[0][2],
+        tuple(str(member[0].path) for member in members),
+        mean,
+        spread,
+        solo,
+        all(s[2] for s in solos),
+        any(s[3] for s in solos),
+    )
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -202,10 +260,16 @@ def gpu_model(gpu: str, mode: str) -> tuple[Model, list[str]]:
     except calibration.CalibrationError as exc:
         notes.append(f"calibration ignored: {exc}")
         measured = None
-    stored, pair_keys = (measured.constants, measured.pair_fitted) if measured else ({}, frozenset())
+    stored, pair_keys = (
+        (measured.constants, measured.pair_fitted) if measured else ({}, frozenset())
+    )
     from_pairs = {k: v for k, v in stored.items() if k in pair_keys}
     probes = {k: v for k, v in stored.items() if k not in pair_keys}
-    shipped = {k: getattr(FITTED[gpu], k) for k in {*NEEDED[TIMESLICE], *NEEDED[MPS]}} if gpu in FITTED else {}
+    shipped = (
+        {k: getattr(FITTED[gpu], k) for k in {*NEEDED[TIMESLICE], *NEEDED[MPS]}}
+        if gpu in FITTED
+        else {}
+    )
     constants = dataclasses.replace(DEFAULT, **{**probes, **shipped, **from_pairs})
     needed = set(NEEDED[mode])
     calibrated = needed <= {*probes, *shipped, *from_pairs}
@@ -219,30 +283,46 @@ def gpu_model(gpu: str, mode: str) -> tuple[Model, list[str]]:
         source = "default (fitted on NVIDIA H100 80GB HBM3 captures)"
     overruled = sorted(needed & set(probes) & set(shipped) - set(from_pairs))
     if overruled:
-        notes.append(f"{', '.join(overruled)} from `gpumon calibrate`'s probes not used: the ones fitted on this GPU's "
-                     "pairs predict its pairs better (docs/validation.md)")
+        notes.append(
+            f"{', '.join(overruled)} from `gpumon calibrate`'s probes not used: the ones fitted on this GPU's "
+            "pairs predict its pairs better (docs/validation.md)"
+        )
     if probed and mode == TIMESLICE:
-        notes.append(f"{', '.join(sorted(from_probes))} measured by `gpumon calibrate`'s probes, not fitted on pairs: "
-                     "intervals widened (the H100's predicted its time-sliced pairs with a mean r error of 17 %, the "
-                     "pair-fitted ones 5.5 %; `gpumon calibrate --from-pairs` fits them on pairs measured here)")
+        notes.append(
+            f"{', '.join(sorted(from_probes))} measured by `gpumon calibrate`'s probes, not fitted on pairs: "
+            "intervals widened (the H100's predicted its time-sliced pairs with a mean r error of 17 %, the "
+            "pair-fitted ones 5.5 %; `gpumon calibrate --from-pairs` fits them on pairs measured here)"
+        )
     elif probed:
-        notes.append(f"{', '.join(sorted(from_probes))} measured by `gpumon calibrate`'s probes, not fitted on pairs "
-                     "(under MPS the H100's predicted its pairs as well as the pair-fitted ones: 9.7 % against 9.9 %)")
+        notes.append(
+            f"{', '.join(sorted(from_probes))} measured by `gpumon calibrate`'s probes, not fitted on pairs "
+            "(under MPS the H100's predicted its pairs as well as the pair-fitted ones: 9.7 % against 9.9 %)"
+        )
     if not calibrated:
         missing = ", ".join(sorted(needed - {*probes, *shipped, *from_pairs}))
-        notes.append(f"uncalibrated for {gpu or 'this GPU'}: intervals widened ({missing} not measured on it; "
-                     f"`gpumon calibrate` measures them)")
+        notes.append(
+            f"uncalibrated for {gpu or 'this GPU'}: intervals widened ({missing} not measured on it; "
+            f"`gpumon calibrate` measures them)"
+        )
     return Model(gpu, constants, calibrated, source, probed), notes
 
 
-def predict(exclusive: Sequence[Run], share: str = TIMESLICE, assign: dict[str, str] | None = None) -> list[Prediction]:
+def predict(
+    exclusive: Sequence[Run], share: str = TIMESLICE, assign: dict[str, str] | None = None
+) -> list[Prediction]:
     """Predictions for ``share`` (``timeslice``, ``mps`` or ``all``); on the CPU, the one for pinned cores."""
     jobs, kind = read_jobs(exclusive, assign)
     if kind == "cpu":
         if not all(j.solo.cores for j in jobs):
-            raise UsageError("CPU runs without recorded cores (affinity): nothing to predict; pin them with cpus=")
-        prediction = _prediction(jobs, CPU, Model("", None, True, "pinned cores: no device constants"), [])
-        if share != TIMESLICE:  # the default names no mode; one the user named must not vanish in silence
+            raise UsageError(
+                "CPU runs without recorded cores (affinity): nothing to predict; pin them with cpus="
+            )
+        prediction = _prediction(
+            jobs, CPU, Model("", None, True, "pinned cores: no device constants"), []
+        )
+        if (
+            share != TIMESLICE
+        ):  # the default names no mode; one the user named must not vanish in silence
             note = f"--share {share}: GPU sharing modes do not apply to CPU runs; this is the prediction for their cores"
             prediction = dataclasses.replace(prediction, notes=(note, *prediction.notes))
         return [prediction]
@@ -251,26 +331,48 @@ def predict(exclusive: Sequence[Run], share: str = TIMESLICE, assign: dict[str, 
     return [_prediction(jobs, m, *gpu_model(gpu, m)) for m in modes]
 
 
-def intervals(points: Sequence[PairPrediction], mode: str, spreads: Sequence[float] = (0.0, 0.0),
-              widen: tuple[float, float] = (0.0, 0.0)) -> tuple[tuple[Estimate, Estimate], Estimate]:
+def intervals(
+    points: Sequence[PairPrediction],
+    mode: str,
+    spreads: Sequence[float] = (0.0, 0.0),
+    widen: tuple[float, float] = (0.0, 0.0),
+) -> tuple[tuple[Estimate, Estimate], Estimate]:
     """Each job's r and the pair's STP with their 95 % intervals, from the point predictions ``points`` (the first is
     the estimate; the others, if any, span what the evidence leaves open) and the jobs' solo spreads: r * (1 +- e),
     e = sqrt(E_r^2 + w_r^2 + s^2), and STP * (1 +- sqrt(E_STP^2 + w_STP^2 + s_STP^2)), s_STP the spreads weighted by
     each job's 1/r; E the mode's out-of-sample error (``ERRORS``), w what the constants and inputs lack (``widen``,
     from ``lacking``)."""
     value = points[0]
-    rel = [math.sqrt(ERRORS.base(mode, "r") ** 2 + widen[0] ** 2 + s ** 2) for s in spreads]
-    r = tuple(Estimate(value.slowdown[i], min(p.slowdown[i] for p in points) * (1 - rel[i]),
-                       max(p.slowdown[i] for p in points) * (1 + rel[i])) for i in range(2))
+    rel = [math.sqrt(ERRORS.base(mode, "r") ** 2 + widen[0] ** 2 + s**2) for s in spreads]
+    r = tuple(
+        Estimate(
+            value.slowdown[i],
+            min(p.slowdown[i] for p in points) * (1 - rel[i]),
+            max(p.slowdown[i] for p in points) * (1 + rel[i]),
+        )
+        for i in range(2)
+    )
     weights = [1 / x / value.stp for x in value.slowdown] if value.stp > 0 else [0.0, 0.0]
-    rel_stp = math.sqrt(ERRORS.base(mode, "stp") ** 2 + widen[1] ** 2
-                        + sum((w * s) ** 2 for w, s in zip(weights, spreads)))
-    pair = Estimate(value.stp, min(p.stp for p in points) * (1 - rel_stp), max(p.stp for p in points) * (1 + rel_stp))
+    rel_stp = math.sqrt(
+        ERRORS.base(mode, "stp") ** 2
+        + widen[1] ** 2
+        + sum((w * s) ** 2 for w, s in zip(weights, spreads))
+    )
+    pair = Estimate(
+        value.stp,
+        min(p.stp for p in points) * (1 - rel_stp),
+        max(p.stp for p in points) * (1 + rel_stp),
+    )
     return (r[0], r[1]), pair
 
 
-def lacking(jobs: Sequence[Job], mode: str, calibrated: bool = True, c: Constants = DEFAULT, probed: bool = False
-            ) -> tuple[tuple[float, float], list[str]]:
+def lacking(
+    jobs: Sequence[Job],
+    mode: str,
+    calibrated: bool = True,
+    c: Constants = DEFAULT,
+    probed: bool = False,
+) -> tuple[tuple[float, float], list[str]]:
     """What the constants and the jobs' runs lack for ``mode``, as the widening (w_r, w_STP) of the intervals (each
     missing input's measured error term, ``ERRORS``, in quadrature) and a note for each input the runs lack: copy
     time not recorded, a GPU utilisation outside the range the model was checked on, no GPM under MPS (no widening:
@@ -280,22 +382,33 @@ def lacking(jobs: Sequence[Job], mode: str, calibrated: bool = True, c: Constant
     terms, notes = [], []
     if not calibrated:
         terms.append(ERRORS.uncalibrated)
-    elif probed and mode == TIMESLICE:  # under MPS the probes' constants did as well as the fitted ones
+    elif (
+        probed and mode == TIMESLICE
+    ):  # under MPS the probes' constants did as well as the fitted ones
         terms.append(ERRORS.probed)
     blind = [j.slot for j in jobs if not j.copies and j.nvml]
     if blind:
         terms.append(ERRORS.no_copies)
-        notes.append(f"no copy time recorded for {' and '.join(dict.fromkeys(blind))}: copies taken as none; "
-                     "intervals widened")
+        notes.append(
+            f"no copy time recorded for {' and '.join(dict.fromkeys(blind))}: copies taken as none; "
+            "intervals widened"
+        )
     low, high = ERRORS.checked_busy
     outside = [j for j in jobs if j.nvml and not low <= j.solo.busy <= high]
     if outside:
         terms.append(ERRORS.outside)
-        notes.append(", ".join(f"{j.slot}'s GPU utilisation {100 * j.solo.busy:.0f} %" for j in outside)
-                     + f" outside the {100 * low:.0f}-{100 * high:.0f} % the model was checked on: intervals widened")
+        notes.append(
+            ", ".join(f"{j.slot}'s GPU utilisation {100 * j.solo.busy:.0f} %" for j in outside)
+            + f" outside the {100 * low:.0f}-{100 * high:.0f} % the model was checked on: intervals widened"
+        )
     if mode == MPS and any(math.isnan(j.solo.fill) for j in jobs if j.nvml):
-        notes.append(f"no GPM SM activity: a job's kernels are taken to hold gamma*u of the SMs (gamma {c.sm_fill:.2f})")
-    return (math.sqrt(sum(t[0] ** 2 for t in terms)), math.sqrt(sum(t[1] ** 2 for t in terms))), notes
+        notes.append(
+            f"no GPM SM activity: a job's kernels are taken to hold gamma*u of the SMs (gamma {c.sm_fill:.2f})"
+        )
+    return (
+        math.sqrt(sum(t[0] ** 2 for t in terms)),
+        math.sqrt(sum(t[1] ** 2 for t in terms)),
+    ), notes
 
 
 def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]) -> Prediction:
@@ -304,24 +417,46 @@ def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]
     points = [predict_pair(a, b, mode, c)]
     if mode != CPU and not all(j.nvml for j in jobs):
         blind = ", ".join(j.slot for j in jobs if not j.nvml)
-        notes = [*notes, f"no NVML data for {blind}: the GPU-busy share is unknown, so the interval spans a job "
-                 "all on the host (busy 0) to one all on the GPU (busy 1)"]
-        points = [predict_pair(_busy(jobs[0], x), _busy(jobs[1], x), mode, c) for x in (0.5, 0.0, 1.0)]
+        notes = [
+            *notes,
+            f"no NVML data for {blind}: the GPU-busy share is unknown, so the interval spans a job "
+            "all on the host (busy 0) to one all on the GPU (busy 1)",
+        ]
+        points = [
+            predict_pair(_busy(jobs[0], x), _busy(jobs[1], x), mode, c) for x in (0.5, 0.0, 1.0)
+        ]
     if mode == CPU and any(math.isnan(j.solo.cpu_share) for j in jobs):
         unseen = ", ".join(j.slot for j in jobs if math.isnan(j.solo.cpu_share))
-        notes = [*notes, f"no CPU samples for {unseen} (processes.csv has none in its window): its share of its "
-                 "cores is unknown, so the interval spans a job idle on them (0) to one that fills them (1)"]
-        points = [predict_pair(_cpu_share(jobs[0], x), _cpu_share(jobs[1], x), mode, c) for x in (0.5, 0.0, 1.0)]
+        notes = [
+            *notes,
+            f"no CPU samples for {unseen} (processes.csv has none in its window): its share of its "
+            "cores is unknown, so the interval spans a job idle on them (0) to one that fills them (1)",
+        ]
+        points = [
+            predict_pair(_cpu_share(jobs[0], x), _cpu_share(jobs[1], x), mode, c)
+            for x in (0.5, 0.0, 1.0)
+        ]
         a, b = (_cpu_share(j, 0.5) for j in jobs)  # the reason in words is the estimate's
     if mode == CPU and any(j.solo.contended for j in jobs):
         crowded = " and ".join(j.slot for j in jobs if j.solo.contended)
-        notes = [*notes, f"{crowded}'s cores were full with other work too while it ran alone: its CPU share there is "
-                 "what it got, not what it needed, so it is taken to need more than the cores hold beside its partner"]
+        notes = [
+            *notes,
+            f"{crowded}'s cores were full with other work too while it ran alone: its CPU share there is "
+            "what it got, not what it needed, so it is taken to need more than the cores hold beside its partner",
+        ]
     widen, more = lacking(jobs, mode, model.calibrated, c, model.probed)
     r, pair = intervals(points, mode, [j.spread for j in jobs], widen)
     names = (jobs[0].spec, jobs[1].spec)
-    return Prediction(mode, jobs, r, pair, verdict(pair.low, pair.high), reason(a, b, mode, names, c),
-                      tuple(notes + more), model)
+    return Prediction(
+        mode,
+        jobs,
+        r,
+        pair,
+        verdict(pair.low, pair.high),
+        reason(a, b, mode, names, c),
+        tuple(notes + more),
+        model,
+    )
 
 
 def _busy(job: Job, busy: float) -> Solo:

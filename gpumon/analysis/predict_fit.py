@@ -30,9 +30,12 @@ from gpumon.core.store.calibration import Calibration
 from gpumon.errors import UsageError
 
 GRID: dict[str, list[dict[str, float]]] = {
-    TIMESLICE: [{"slice_s": t * 1e-3, "switch_s": s * 1e-3, "util_scale": k / 100}
-                for t in (1, 1.5, 2, 3, 3.5, 4, 5, 6, 8) for s in (0, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8)
-                for k in range(50, 101, 5)],
+    TIMESLICE: [
+        {"slice_s": t * 1e-3, "switch_s": s * 1e-3, "util_scale": k / 100}
+        for t in (1, 1.5, 2, 3, 3.5, 4, 5, 6, 8)
+        for s in (0, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8)
+        for k in range(50, 101, 5)
+    ],
     MPS: [{"sm_fill": g / 100} for g in range(40, 101, 2)],
 }
 
@@ -48,8 +51,11 @@ class Measured:
 
 def mape(pairs: Sequence[Measured], mode: str, c: Constants) -> float:
     """Mean absolute percentage error of r over ``pairs`` with constants ``c``."""
-    errors = [abs(p - m) / m for pair in pairs
-              for p, m in zip(predict_pair(pair.a, pair.b, mode, c).slowdown, pair.r)]
+    errors = [
+        abs(p - m) / m
+        for pair in pairs
+        for p, m in zip(predict_pair(pair.a, pair.b, mode, c).slowdown, pair.r)
+    ]
     return 100 * sum(errors) / len(errors) if errors else math.nan
 
 
@@ -83,7 +89,9 @@ def from_pairs(path: Path, share: str = TIMESLICE) -> Calibration:
         raise UsageError(f"--from-pairs {path}: {exc}") from None
     needed = ("run_a", "run_b", "r_a", "r_b")
     if not rows or any(k not in rows[0] for k in needed):
-        raise UsageError(f"--from-pairs {path}: needs a header with {', '.join(needed)} and at least one pair")
+        raise UsageError(
+            f"--from-pairs {path}: needs a header with {', '.join(needed)} and at least one pair"
+        )
     jobs: dict[str, Any] = {}
     gpus: set[str] = set()
     pairs = []
@@ -103,13 +111,17 @@ def from_pairs(path: Path, share: str = TIMESLICE) -> Calibration:
         try:
             r = (float(row["r_a"]), float(row["r_b"]))
         except ValueError:
-            raise UsageError(f"--from-pairs {path}, line {number}: r_a and r_b must be numbers") from None
+            raise UsageError(
+                f"--from-pairs {path}, line {number}: r_a and r_b must be numbers"
+            ) from None
         if not all(math.isfinite(x) and x > 0 for x in r):
             raise UsageError(f"--from-pairs {path}, line {number}: r_a and r_b must be positive")
         pairs.append(Measured(jobs[row["run_a"]], jobs[row["run_b"]], r))
     if len(gpus) != 1:
-        raise UsageError(f"--from-pairs {path}: the runs come from {len(gpus)} GPU models ({', '.join(sorted(gpus))}); "
-                         "calibrate one at a time")
+        raise UsageError(
+            f"--from-pairs {path}: the runs come from {len(gpus)} GPU models ({', '.join(sorted(gpus))}); "
+            "calibrate one at a time"
+        )
     gpu = gpus.pop()
     base = gpu_model(gpu, TIMESLICE)[0].constants
     constants, error = fit(pairs, share, base)
@@ -120,8 +132,16 @@ def from_pairs(path: Path, share: str = TIMESLICE) -> Calibration:
     kept = dict(stored.constants) if stored else {}
     fitted = {k: getattr(constants, k) for k in GRID[share][0]}
     return Calibration(
-        gpu=gpu, constants={**kept, **fitted},
+        gpu=gpu,
+        constants={**kept, **fitted},
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        gpumon=__version__, device=calibration.FROM_PAIRS,
-        details={"fitted_on": str(path), "share": share, "pairs": len(pairs), "mape_r_pct": round(error, 2),
-                 "fitted": sorted({*fitted, *(stored.pair_fitted if stored else ())})})
+        gpumon=__version__,
+        device=calibration.FROM_PAIRS,
+        details={
+            "fitted_on": str(path),
+            "share": share,
+            "pairs": len(pairs),
+            "mape_r_pct": round(error, 2),
+            "fitted": sorted({*fitted, *(stored.pair_fitted if stored else ())}),
+        },
+    )

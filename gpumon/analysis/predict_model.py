@@ -26,11 +26,17 @@ H100 = "NVIDIA H100 80GB HBM3"
 class Constants:
     """One GPU model's constants (no constant is per workload or per pair)."""
 
-    slice_s: float = 3.5e-3        # tau: the longest a context holds the GPU while the other has work
-    switch_s: float = 0.6e-3       # sigma: one switch between two contexts that both have work
-    util_scale: float = 1.0        # kappa: kernel time per unit of NVML utilisation (1: the counter reads true)
-    sm_fill: float = 0.88          # gamma: under MPS without GPM, the SMs a job's kernels hold per unit of busy share
-    max_held: float = 0.95         # guard, not fitted: the most of my kernel time a partner's held SMs can block (20x)
+    slice_s: float = 3.5e-3  # tau: the longest a context holds the GPU while the other has work
+    switch_s: float = 0.6e-3  # sigma: one switch between two contexts that both have work
+    util_scale: float = (
+        1.0  # kappa: kernel time per unit of NVML utilisation (1: the counter reads true)
+    )
+    sm_fill: float = (
+        0.88  # gamma: under MPS without GPM, the SMs a job's kernels hold per unit of busy share
+    )
+    max_held: float = (
+        0.95  # guard, not fitted: the most of my kernel time a partner's held SMs can block (20x)
+    )
 
     def to_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -78,12 +84,16 @@ class Solo:
     """One job alone: its step time, the GPU-busy part of it (NaN: no NVML), its CPU demand and pinned cores."""
 
     step_s: float
-    busy: float = math.nan          # u: fraction of the step the GPU worked for the job (NVML utilisation)
-    fill: float = math.nan          # f: share of the SMs its kernels keep active while they run (GPM SM activity / u)
-    copy_s: float = 0.0             # C: host-to-device copy seconds per step (CUDA events), on the copy engine
-    cpu_share: float = math.nan     # the job's CPU use in cores over the cores it may run on (0..1)
+    busy: float = math.nan  # u: fraction of the step the GPU worked for the job (NVML utilisation)
+    fill: float = (
+        math.nan
+    )  # f: share of the SMs its kernels keep active while they run (GPM SM activity / u)
+    copy_s: float = 0.0  # C: host-to-device copy seconds per step (CUDA events), on the copy engine
+    cpu_share: float = math.nan  # the job's CPU use in cores over the cores it may run on (0..1)
     cores: frozenset[int] = frozenset()
-    contended: bool = False         # its cores were full, other work on them too: cpu_share is what it got, not needed
+    contended: bool = (
+        False  # its cores were full, other work on them too: cpu_share is what it got, not needed
+    )
 
 
 def kernel_s(job: Solo, c: Constants = DEFAULT) -> float:
@@ -120,9 +130,13 @@ def holds(a: Solo, b: Solo, c: Constants = DEFAULT) -> tuple[float, float]:
     caps = [min(kernel_s(j, c), c.slice_s) for j in (a, b)]
     rates = [kernel_s(j, c) / j.step_s if j.step_s > 0 else 0.0 for j in (a, b)]
     held = [0.0, 0.0]
-    for _ in range(ITERATIONS):  # monotone from zero and bounded by the caps: converges to the least fixed point
-        new = [cap if i >= 1 else min(cap, i * (other + 2 * c.switch_s) / (1 - i))
-               for cap, i, other in zip(caps, rates, held[::-1])]
+    for _ in range(
+        ITERATIONS
+    ):  # monotone from zero and bounded by the caps: converges to the least fixed point
+        new = [
+            cap if i >= 1 else min(cap, i * (other + 2 * c.switch_s) / (1 - i))
+            for cap, i, other in zip(caps, rates, held[::-1])
+        ]
         if all(abs(n - o) <= 1e-15 for n, o in zip(new, held)):
             break
         held = new
@@ -134,8 +148,14 @@ def _off_gpu(me: Solo, copying: float, c: Constants) -> float:
     return host_s(me, c) + me.copy_s * (1 + copying)
 
 
-def timeslice_step(me: Solo, partner: Solo, ready: float, copying: float = 0.0, hold: float = math.nan,
-                   c: Constants = DEFAULT) -> float:
+def timeslice_step(
+    me: Solo,
+    partner: Solo,
+    ready: float,
+    copying: float = 0.0,
+    hold: float = math.nan,
+    c: Constants = DEFAULT,
+) -> float:
     """T' = G + n*rho*sigma + (n - 1)*rho*(b' + sigma) + max(H + C*(1 + k'), rho*(b' + sigma)): my kernels take n
     turns; at each turn's end the partner, when it has work (rho, ``ready``), holds the GPU for b' (``hold``,
     ``holds``) and a switch costs sigma both ways, no switch when it has none; my host part and copies overlap one
@@ -156,7 +176,9 @@ def sm_fill(job: Solo, c: Constants = DEFAULT) -> float:
     return min(max(fill, 0.0), 1.0) if not math.isnan(fill) else 0.0
 
 
-def mps_step(me: Solo, partner: Solo, executing: float, copying: float = 0.0, c: Constants = DEFAULT) -> float:
+def mps_step(
+    me: Solo, partner: Solo, executing: float, copying: float = 0.0, c: Constants = DEFAULT
+) -> float:
     """T' = H + C*(1 + k') + G / (1 - f'*e'): kernels of both run at once where SMs are free, but a running block
     keeps its SM until it ends (no preemption under MPS): while the partner's kernels run (e', the share of time
     they execute) they hold f' of the SMs, and my kernels progress on the rest; a copy slows by the partner's k'."""
@@ -195,23 +217,45 @@ def predict_pair(a: Solo, b: Solo, mode: str, c: Constants = DEFAULT) -> PairPre
         held = holds(a, b, c)
         for _ in range(ITERATIONS):
             # k: the share of its shared step a job copies, its copies stretched by the partner's (1 + k')
-            copying = (min(1.0, a.copy_s * (1 + copying[1]) / steps[0]), min(1.0, b.copy_s * (1 + copying[0]) / steps[1]))
-            if mode == TIMESLICE:  # rho: the share of its shared step a job has kernels to run (or waiting to)
-                kernels = tuple(max(0.0, 1 - _off_gpu(j, k, c) / t) for j, t, k in zip((a, b), steps, copying[::-1]))
-                new = (timeslice_step(a, b, kernels[1], copying[1], held[1], c),
-                       timeslice_step(b, a, kernels[0], copying[0], held[0], c))
+            copying = (
+                min(1.0, a.copy_s * (1 + copying[1]) / steps[0]),
+                min(1.0, b.copy_s * (1 + copying[0]) / steps[1]),
+            )
+            if (
+                mode == TIMESLICE
+            ):  # rho: the share of its shared step a job has kernels to run (or waiting to)
+                kernels = tuple(
+                    max(0.0, 1 - _off_gpu(j, k, c) / t)
+                    for j, t, k in zip((a, b), steps, copying[::-1])
+                )
+                new = (
+                    timeslice_step(a, b, kernels[1], copying[1], held[1], c),
+                    timeslice_step(b, a, kernels[0], copying[0], held[0], c),
+                )
             else:  # e: the share of its shared step a job's kernels execute (hold SMs)
                 executing = (kernel_s(a, c) / steps[0], kernel_s(b, c) / steps[1])
-                new = (mps_step(a, b, executing[1], copying[1], c), mps_step(b, a, executing[0], copying[0], c))
+                new = (
+                    mps_step(a, b, executing[1], copying[1], c),
+                    mps_step(b, a, executing[0], copying[0], c),
+                )
             if all(abs(n - o) <= 1e-12 * max(o, 1e-12) for n, o in zip(new, steps)):
                 steps = new
                 break
             steps = new
-    r = tuple(slowdown(1 / solo.step_s, 1 / t) if t > 0 else math.nan for solo, t in zip((a, b), steps))
-    return PairPrediction(mode, (steps[0], steps[1]), (r[0], r[1]), stp(r) if not any(map(math.isnan, r)) else math.nan)
+    r = tuple(
+        slowdown(1 / solo.step_s, 1 / t) if t > 0 else math.nan for solo, t in zip((a, b), steps)
+    )
+    return PairPrediction(
+        mode,
+        (steps[0], steps[1]),
+        (r[0], r[1]),
+        stp(r) if not any(map(math.isnan, r)) else math.nan,
+    )
 
 
-def reason(a: Solo, b: Solo, mode: str, names: tuple[str, str] = ("A", "B"), c: Constants = DEFAULT) -> str:
+def reason(
+    a: Solo, b: Solo, mode: str, names: tuple[str, str] = ("A", "B"), c: Constants = DEFAULT
+) -> str:
     """The dominant physics in words."""
     if mode == CPU:
         if not a.cores & b.cores:
@@ -231,7 +275,11 @@ def reason(a: Solo, b: Solo, mode: str, names: tuple[str, str] = ("A", "B"), c: 
         return "both GPU-bound: time slices split the GPU"
     held = holds(a, b, c)
     for i, j in ((0, 1), (1, 0)):
-        if kernel_s((a, b)[i], c) < c.slice_s and held[j] >= c.slice_s and kernel_s((a, b)[j], c) > 2 * c.slice_s:
+        if (
+            kernel_s((a, b)[i], c) < c.slice_s
+            and held[j] >= c.slice_s
+            and kernel_s((a, b)[j], c) > 2 * c.slice_s
+        ):
             return f"{names[i]}'s short kernels wait for {names[j]}'s time slices"
     if sum(kernel_s(j, c) / j.step_s for j in (a, b)) < 1:
         return "light jobs: each yields the GPU as soon as its kernels are done, and the other fills its gaps"

@@ -95,7 +95,7 @@ def where(rows: "pd.DataFrame", keep: "pd.Series") -> "pd.DataFrame":
     if len(at) == len(rows):
         return rows
     if len(at) and at[-1] - at[0] + 1 == len(at):
-        return rows.iloc[at[0]:at[-1] + 1]
+        return rows.iloc[at[0] : at[-1] + 1]
     return rows[keep]
 
 
@@ -107,7 +107,11 @@ def post_warmup(run: "Run", slot: str) -> "pd.DataFrame":
 def inside(rows: "pd.DataFrame", window: Window) -> "pd.DataFrame":
     """The rows of ``timed`` steps whose time is inside ``window`` (a slice: they are sorted by time)."""
     t = rows["t"]
-    return rows.iloc[int(t.searchsorted(window.start, side="left")):int(t.searchsorted(window.end, side="right"))]
+    return rows.iloc[
+        int(t.searchsorted(window.start, side="left")) : int(
+            t.searchsorted(window.end, side="right")
+        )
+    ]
 
 
 def curve(run: "Run", slot: str) -> Curve | None:
@@ -168,5 +172,12 @@ class Segment:
         return Path(self.run).name
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "slot": self.slot, "role": self.role, "start": self.start,
-                "end": self.end, "duration": self.end - self.start, "steps": self.steps}
+        return {
+            "run": self.run,
+            "slot": self.slot,
+            "role": self.role,
+            "start": self.start,
+            "end": self.end,
+            "duration": self.end - self.start,
+            "steps": self.steps,
+        }

@@ -12,8 +12,16 @@ from gpumon.analysis import rates
 from gpumon.analysis.why import cause_columns
 from gpumon.analysis.distributions import COPY_BANDWIDTH, CPU, GPU_UTIL, display_scale
 from gpumon.analysis.text import (
-    comparison_json, distribution_notes, distribution_rows, fmt_estimate, pair_share, rate_rows, verdict_sentence,
-    verdict_text, why_evidence, why_rows,
+    comparison_json,
+    distribution_notes,
+    distribution_rows,
+    fmt_estimate,
+    pair_share,
+    rate_rows,
+    verdict_sentence,
+    verdict_text,
+    why_evidence,
+    why_rows,
 )
 from gpumon.core.store.trace import Run
 from gpumon.errors import EnvironmentFailure
@@ -26,7 +34,9 @@ if TYPE_CHECKING:
     from gpumon.analysis.compare import Comparison
 
 PLOTS = ("rate_over_time.png", "copy_bandwidth.png", "utilisation.png", "slowdown.png")
-PLOTS_NEED = f"plots not drawn: they need matplotlib, which is not installed ({install_hint(ANALYSIS)})"
+PLOTS_NEED = (
+    f"plots not drawn: they need matplotlib, which is not installed ({install_hint(ANALYSIS)})"
+)
 
 
 def write_report(comparison: "Comparison", runs: Sequence[Run], out_dir: Path) -> list[Path]:
@@ -34,7 +44,9 @@ def write_report(comparison: "Comparison", runs: Sequence[Run], out_dir: Path) -
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise EnvironmentFailure(f"cannot create report directory {out_dir}: {exc.strerror}") from None
+        raise EnvironmentFailure(
+            f"cannot create report directory {out_dir}: {exc.strerror}"
+        ) from None
     frames = tables(comparison, runs)
     written = []
     for name, frame in frames.items():
@@ -42,7 +54,9 @@ def write_report(comparison: "Comparison", runs: Sequence[Run], out_dir: Path) -
         frame.to_csv(path, index=False)
         written.append(path)
     summary = out_dir / "summary.json"
-    summary.write_text(json.dumps(comparison_json(comparison), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    summary.write_text(
+        json.dumps(comparison_json(comparison), indent=2, allow_nan=False) + "\n", encoding="utf-8"
+    )
     written.append(summary)
     plots = installed("matplotlib")
     if plots:
@@ -65,29 +79,69 @@ def tables(comparison: "Comparison", runs: Sequence[Run]) -> dict[str, "pd.DataF
     """The data behind the tables and plots, one DataFrame per CSV."""
     import pandas as pd
 
-    workloads = pd.DataFrame([
-        {
-            "workload": w.slot, "spec": w.spec, "exclusive_rate": w.exclusive_rate, "shared_rate": w.shared_rate,
-            "slowdown": w.slowdown.value, "slowdown_low": w.slowdown.low, "slowdown_high": w.slowdown.high,
-            "normalized_throughput": w.normalized_throughput.value,
-            "normalized_throughput_low": w.normalized_throughput.low,
-            "normalized_throughput_high": w.normalized_throughput.high,
-            "baseline": w.baseline, "exclusive_windows": len(w.exclusive), "shared_windows": len(w.shared),
-            **cause_columns(w.why),
-        }
-        for w in comparison.workloads
-    ])
+    workloads = pd.DataFrame(
+        [
+            {
+                "workload": w.slot,
+                "spec": w.spec,
+                "exclusive_rate": w.exclusive_rate,
+                "shared_rate": w.shared_rate,
+                "slowdown": w.slowdown.value,
+                "slowdown_low": w.slowdown.low,
+                "slowdown_high": w.slowdown.high,
+                "normalized_throughput": w.normalized_throughput.value,
+                "normalized_throughput_low": w.normalized_throughput.low,
+                "normalized_throughput_high": w.normalized_throughput.high,
+                "baseline": w.baseline,
+                "exclusive_windows": len(w.exclusive),
+                "shared_windows": len(w.shared),
+                **cause_columns(w.why),
+            }
+            for w in comparison.workloads
+        ]
+    )
     stp = comparison.pair.stp
-    pair = pd.DataFrame([{"stp": stp.value, "stp_low": stp.low, "stp_high": stp.high,
-                          "verdict": comparison.pair.verdict}])
+    pair = pd.DataFrame(
+        [
+            {
+                "stp": stp.value,
+                "stp_low": stp.low,
+                "stp_high": stp.high,
+                "verdict": comparison.pair.verdict,
+            }
+        ]
+    )
     distributions = pd.DataFrame(
-        [{"workload": w.slot, **d.to_dict()} for w in comparison.workloads for d in w.distributions],
-        columns=["workload", "metric", "label", "unit", "n_exclusive", "n_shared", "median_exclusive",
-                 "median_shared", "median_shift", "relative_shift", "wasserstein", "ks_statistic", "ks_pvalue",
-                 "chi2", "chi2_pvalue", "chi2_dof"],
+        [
+            {"workload": w.slot, **d.to_dict()}
+            for w in comparison.workloads
+            for d in w.distributions
+        ],
+        columns=[
+            "workload",
+            "metric",
+            "label",
+            "unit",
+            "n_exclusive",
+            "n_shared",
+            "median_exclusive",
+            "median_shared",
+            "median_shift",
+            "relative_shift",
+            "wasserstein",
+            "ks_statistic",
+            "ks_pvalue",
+            "chi2",
+            "chi2_pvalue",
+            "chi2_dof",
+        ],
     )
     windows = pd.DataFrame(
-        [{"workload": w.slot, **s.to_dict()} for w in comparison.workloads for s in (*w.exclusive, *w.shared)]
+        [
+            {"workload": w.slot, **s.to_dict()}
+            for w in comparison.workloads
+            for s in (*w.exclusive, *w.shared)
+        ]
         + [{"workload": "A+B", **s.to_dict()} for s in comparison.pair.windows]
     )
     return {
@@ -115,8 +169,16 @@ def rate_over_time(comparison: "Comparison", runs: Sequence[Run], bins: int = 60
                 continue
             condition = "shared" if seg.role == "shared" else "exclusive"
             t, r = rates.rate_over_time(c, seg.window, min(bins, max(1, seg.steps // 2)))
-            rows += [{"workload": w.slot, "condition": condition, "run": seg.name, "t": float(a), "rate": float(b)}
-                     for a, b in zip(t, r)]
+            rows += [
+                {
+                    "workload": w.slot,
+                    "condition": condition,
+                    "run": seg.name,
+                    "t": float(a),
+                    "rate": float(b),
+                }
+                for a, b in zip(t, r)
+            ]
     return pd.DataFrame(rows, columns=["workload", "condition", "run", "t", "rate"])
 
 
@@ -132,9 +194,17 @@ def _rate_figure(comparison: "Comparison", frame: "pd.DataFrame") -> "Figure":
     styles = {"exclusive": "tab:blue", "shared": "tab:orange"}
     for ax, w in zip(axes, comparison.workloads):
         part = frame[frame["workload"] == w.slot]
-        for i, ((condition, run), series) in enumerate(part.groupby(["condition", "run"], sort=False)):
-            ax.plot(series["t"], series["rate"], color=styles[condition], ls=("-", ":", "-.")[i % 3], lw=1,
-                    label=f"{condition} ({run})")
+        for i, ((condition, run), series) in enumerate(
+            part.groupby(["condition", "run"], sort=False)
+        ):
+            ax.plot(
+                series["t"],
+                series["rate"],
+                color=styles[condition],
+                ls=("-", ":", "-.")[i % 3],
+                lw=1,
+                label=f"{condition} ({run})",
+            )
         for rate, condition in ((w.exclusive_rate, "exclusive"), (w.shared_rate, "shared")):
             if not math.isnan(rate):
                 ax.axhline(rate, color=styles[condition], ls="--", lw=0.8)
@@ -160,15 +230,34 @@ def _histogram_figure(comparison: "Comparison", metrics: Sequence[str]) -> "Figu
             ax.set_title(f"{w.slot}: {metric.label}", fontsize=9)
             values = comparison.samples.get((w.slot, key))
             if values is None:
-                ax.text(0.5, 0.5, "no samples in these runs", ha="center", va="center", transform=ax.transAxes)
+                ax.text(
+                    0.5,
+                    0.5,
+                    "no samples in these runs",
+                    ha="center",
+                    va="center",
+                    transform=ax.transAxes,
+                )
                 ax.set_axis_off()
                 continue
             factor, unit = display_scale(metric.unit, np.concatenate(values))
             edges, h_x, h_s = histogram_counts(values[0] / factor, values[1] / factor)
             centers = (edges[:-1] + edges[1:]) / 2
             step = (edges[1] - edges[0]) / 2.2
-            ax.bar(centers - step / 2, h_x / max(1, h_x.sum()), width=step, label="exclusive", color="tab:blue")
-            ax.bar(centers + step / 2, h_s / max(1, h_s.sum()), width=step, label="shared", color="tab:orange")
+            ax.bar(
+                centers - step / 2,
+                h_x / max(1, h_x.sum()),
+                width=step,
+                label="exclusive",
+                color="tab:blue",
+            )
+            ax.bar(
+                centers + step / 2,
+                h_s / max(1, h_s.sum()),
+                width=step,
+                label="shared",
+                color="tab:orange",
+            )
             ax.set_xlabel(unit)
             ax.set_ylabel("fraction of samples")
             ax.legend(fontsize=7)
@@ -182,8 +271,12 @@ def _slowdown_figure(comparison: "Comparison") -> "Figure":
     left, right = fig.subplots(1, 2)
     labels = [w.slot for w in comparison.workloads]
     values = np.array([w.slowdown.value for w in comparison.workloads])
-    errors = np.array([[v - w.slowdown.low, w.slowdown.high - v] if w.slowdown.has_interval else [0.0, 0.0]
-                       for v, w in zip(values, comparison.workloads)]).T
+    errors = np.array(
+        [
+            [v - w.slowdown.low, w.slowdown.high - v] if w.slowdown.has_interval else [0.0, 0.0]
+            for v, w in zip(values, comparison.workloads)
+        ]
+    ).T
     left.bar(labels, values, yerr=errors, capsize=6, color="tab:orange")
     left.axhline(1, color="black", ls="--", lw=0.8)
     left.set_title("slowdown r = exclusive / shared (95 % CI)", fontsize=9)
@@ -204,26 +297,48 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
 def markdown(comparison: "Comparison", plots: bool = True) -> str:
     """report.md: the tables, the verdict, notes, warnings, and the plots (``plots``: drawn; else why not)."""
     pair = comparison.pair
-    lines = ["# gpumon compare", "",
-             f"Exclusive runs: {', '.join(Path(p).name for p in comparison.exclusive_runs) or 'none'}  ",
-             f"Shared runs: {', '.join(Path(p).name for p in comparison.shared_runs)}", "",
-             "## Rates and slowdown", "",
-             "Iterations/s with warm-up excluded; shared rates inside the overlap window. "
-             f"Intervals {comparison.confidence:.0%}.", ""]
+    lines = [
+        "# gpumon compare",
+        "",
+        f"Exclusive runs: {', '.join(Path(p).name for p in comparison.exclusive_runs) or 'none'}  ",
+        f"Shared runs: {', '.join(Path(p).name for p in comparison.shared_runs)}",
+        "",
+        "## Rates and slowdown",
+        "",
+        "Iterations/s with warm-up excluded; shared rates inside the overlap window. "
+        f"Intervals {comparison.confidence:.0%}.",
+        "",
+    ]
     lines += _md_table(*rate_rows(comparison))
-    lines += ["", "## Pair", "",
-              f"STP = 1/r_A + 1/r_B = **{fmt_estimate(pair.stp)}**: {verdict_text(comparison)} "
-              f"(shared under {pair_share(comparison)}).", ""]
-    lines += [f"- overlap window of {w.name}: {w.start:.2f}-{w.end:.2f} s ({w.end - w.start:.1f} s)"
-              for w in pair.windows]
+    lines += [
+        "",
+        "## Pair",
+        "",
+        f"STP = 1/r_A + 1/r_B = **{fmt_estimate(pair.stp)}**: {verdict_text(comparison)} "
+        f"(shared under {pair_share(comparison)}).",
+        "",
+    ]
+    lines += [
+        f"- overlap window of {w.name}: {w.start:.2f}-{w.end:.2f} s ({w.end - w.start:.1f} s)"
+        for w in pair.windows
+    ]
     lines += ["", "## Verdict", "", f"**{verdict_sentence(comparison)}.**"]
     headers, rows = why_rows(comparison)
     if rows:
-        lines += ["", "## Why it slowed down", "",
-                  "Each job's extra time per step (shared − exclusive), split into waiting for the GPU (time slices "
-                  "with the other job), the host-to-device link, the CPU, and what no evidence explains. Link busy = "
-                  "PCIe traffic ÷ the link's capacity.", ""]
-        lines += _md_table(headers, rows) + [""] + [f"- evidence {line}" for line in why_evidence(comparison)]
+        lines += [
+            "",
+            "## Why it slowed down",
+            "",
+            "Each job's extra time per step (shared − exclusive), split into waiting for the GPU (time slices "
+            "with the other job), the host-to-device link, the CPU, and what no evidence explains. Link busy = "
+            "PCIe traffic ÷ the link's capacity.",
+            "",
+        ]
+        lines += (
+            _md_table(headers, rows)
+            + [""]
+            + [f"- evidence {line}" for line in why_evidence(comparison)]
+        )
     headers, rows = distribution_rows(comparison)
     if rows:
         lines += ["", "## Distributions, exclusive vs shared", ""] + _md_table(headers, rows)
@@ -232,5 +347,7 @@ def markdown(comparison: "Comparison", plots: bool = True) -> str:
     for title, items in (("Notes", comparison.notes), ("Warnings", comparison.warnings)):
         if items:
             lines += ["", f"## {title}", ""] + [f"- {item}" for item in items]
-    lines += ["", "## Plots", ""] + ([f"![{name[:-4]}]({name})" for name in PLOTS] if plots else [PLOTS_NEED.capitalize() + "."])
+    lines += ["", "## Plots", ""] + (
+        [f"![{name[:-4]}]({name})" for name in PLOTS] if plots else [PLOTS_NEED.capitalize() + "."]
+    )
     return "\n".join(lines) + "\n"

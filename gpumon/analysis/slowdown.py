@@ -99,7 +99,9 @@ def window_rates(
     return RateSample(points, replicates)
 
 
-def combine(samples: Sequence[RateSample], rng: np.random.Generator, n_boot: int = N_BOOT) -> RateSample:
+def combine(
+    samples: Sequence[RateSample], rng: np.random.Generator, n_boot: int = N_BOOT
+) -> RateSample:
     """The mean over repeats and its replicates: from the spread between runs (analysis/spread.py).
 
     A single run keeps its own block replicates (within-run noise only), or none.

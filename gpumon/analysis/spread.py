@@ -24,14 +24,18 @@ WITHIN_NOTE = (
 )
 
 
-def between_runs_replicates(points: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+def between_runs_replicates(
+    points: np.ndarray, n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
     """Replicates of the mean of ``points`` (runs x jobs, rates > 0): multivariate t on the log scale.
 
     Returns shape (n_boot, jobs); the mean of the runs times exp(t-distributed error).
     """
     runs = points.shape[0]
     logs = np.log(points)
-    deviations = (logs - logs.mean(axis=0)) / np.sqrt(runs - 1)  # deviations.T @ deviations = sample covariance
+    deviations = (logs - logs.mean(axis=0)) / np.sqrt(
+        runs - 1
+    )  # deviations.T @ deviations = sample covariance
     normal = rng.standard_normal((n_boot, runs)) @ deviations / np.sqrt(runs)
     scale = np.sqrt((runs - 1) / rng.chisquare(runs - 1, size=(n_boot, 1)))
     return points.mean(axis=0) * np.exp(normal * scale)

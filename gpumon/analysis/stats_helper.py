@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 # Steps to read above which the helper pays (~5 min of two jobs at 200 steps/s).
 HELPER_BYTES = 8 << 20
 # ``python -c _HELPER <sys.path as JSON>``: this interpreter, the modules this process would import.
-_HELPER = ("import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
-           "from gpumon.analysis.stats_helper import serve; serve()")
+_HELPER = (
+    "import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+    "from gpumon.analysis.stats_helper import serve; serve()"
+)
 
 
 def serve() -> None:
@@ -76,9 +78,13 @@ class Tests:
         self._said = b""
         if helper and sys.executable:
             try:
-                self._proc = subprocess.Popen([sys.executable, "-c", _HELPER, json.dumps(sys.path)],
-                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                              preexec_fn=functools.partial(die_with_parent, os.getpid()))
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-c", _HELPER, json.dumps(sys.path)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    preexec_fn=functools.partial(die_with_parent, os.getpid()),
+                )
             except (OSError, ValueError):
                 self._proc = None
             else:

@@ -11,7 +11,13 @@ import threading
 from typing import TYPE_CHECKING, Sequence
 
 from gpumon.analysis.distributions import (
-    CAUTION, COPY_BANDWIDTH, COPY_NOTE, COPY_RATE, CPU_COPY_NOTE, display_scale, histogram_counts,
+    CAUTION,
+    COPY_BANDWIDTH,
+    COPY_NOTE,
+    COPY_RATE,
+    CPU_COPY_NOTE,
+    display_scale,
+    histogram_counts,
 )
 from gpumon.analysis.slowdown import Estimate
 from gpumon.core.interference.attribution import SHARE_KEYS
@@ -39,20 +45,32 @@ def verdict_text(comparison: "Comparison") -> str:
     pair = comparison.pair
     if math.isnan(pair.stp.value):
         unseen = [w.slot for w in comparison.workloads if w.known is not None]
-        missing = [w.slot for w in comparison.workloads if w.known is None and math.isnan(w.exclusive_rate)]
+        missing = [
+            w.slot for w in comparison.workloads if w.known is None and math.isnan(w.exclusive_rate)
+        ]
         if unseen:
-            return f"cannot tell: {' and '.join(unseen)} has no probe, so its rate is {UNKNOWN_RATE}"
+            return (
+                f"cannot tell: {' and '.join(unseen)} has no probe, so its rate is {UNKNOWN_RATE}"
+            )
         if missing:
-            return (f"cannot tell: no exclusive rate of {' and '.join(missing)} (give --exclusive runs of it, or a "
-                    f"staggered shared run in which it ran alone)")
+            return (
+                f"cannot tell: no exclusive rate of {' and '.join(missing)} (give --exclusive runs of it, or a "
+                f"staggered shared run in which it ran alone)"
+            )
     return VERDICT_TEXT[pair.verdict]
 
 
 def distribution_notes(comparison: "Comparison") -> list[str]:
     """What the distributions table's figures are: the copy note (of the device) where a copy metric is shown, and
     the caution about p-values where the tests ran."""
-    copies = any(d.metric in (COPY_BANDWIDTH.key, COPY_RATE.key) for w in comparison.workloads for d in w.distributions)
-    notes = [CPU_COPY_NOTE if comparison.device.split(":")[0] == "cpu" else COPY_NOTE] if copies else []
+    copies = any(
+        d.metric in (COPY_BANDWIDTH.key, COPY_RATE.key)
+        for w in comparison.workloads
+        for d in w.distributions
+    )
+    notes = (
+        [CPU_COPY_NOTE if comparison.device.split(":")[0] == "cpu" else COPY_NOTE] if copies else []
+    )
     return notes + ([CAUTION] if comparison.tested else [])
 
 
@@ -87,7 +105,9 @@ class TableLine(str):
     """A line of an aligned table: a screen that wraps prose to its width must not wrap it (it scrolls instead)."""
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> list[str]:
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None
+) -> list[str]:
     """Columns padded to their widest cell; ``right`` marks right-aligned columns."""
     right = right or [False] * len(headers)
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
@@ -101,11 +121,27 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence
 
 def rate_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the rates-and-slowdown table."""
-    headers = ["workload", "spec", "exclusive it/s", "shared it/s", "slowdown r [95% CI]", "1/r", "baseline"]
+    headers = [
+        "workload",
+        "spec",
+        "exclusive it/s",
+        "shared it/s",
+        "slowdown r [95% CI]",
+        "1/r",
+        "baseline",
+    ]
     rows = [
-        [w.slot, w.spec, fmt(w.exclusive_rate), fmt(w.shared_rate), fmt_estimate(w.slowdown),
-         fmt(w.normalized_throughput.value), w.baseline]
-        if w.known is None else [w.slot, w.spec, UNKNOWN_RATE, UNKNOWN_RATE, UNKNOWN_RATE, "n/a", "no probe"]
+        [
+            w.slot,
+            w.spec,
+            fmt(w.exclusive_rate),
+            fmt(w.shared_rate),
+            fmt_estimate(w.slowdown),
+            fmt(w.normalized_throughput.value),
+            w.baseline,
+        ]
+        if w.known is None
+        else [w.slot, w.spec, UNKNOWN_RATE, UNKNOWN_RATE, UNKNOWN_RATE, "n/a", "no probe"]
         for w in comparison.workloads
     ]
     return headers, rows
@@ -113,7 +149,11 @@ def rate_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
 
 def known_words(w: "WorkloadResult", other: str) -> str:
     """A job without a probe, in words: its rate unknown, and what is known of its slowdown."""
-    return f"rate {UNKNOWN_RATE}; what is known: {w.known.phrase(other)}" if w.known is not None else ""
+    return (
+        f"rate {UNKNOWN_RATE}; what is known: {w.known.phrase(other)}"
+        if w.known is not None
+        else ""
+    )
 
 
 def comparison_json(comparison: "Comparison") -> dict:
@@ -126,18 +166,38 @@ def verdict_sentence(comparison: "Comparison") -> str:
     names = [w.spec.split(":")[0] for w in comparison.workloads]
     slots = [w.slot for w in comparison.workloads]
     shown = labels(names, slots)
-    jobs = [JobWords(shown[i], shown[1 - i] if len(shown) == 2 else "", w.slowdown.value, w.why,
-                     known_words(w, shown[1 - i] if len(shown) == 2 else ""))
-            for i, w in enumerate(comparison.workloads)]
+    jobs = [
+        JobWords(
+            shown[i],
+            shown[1 - i] if len(shown) == 2 else "",
+            w.slowdown.value,
+            w.why,
+            known_words(w, shown[1 - i] if len(shown) == 2 else ""),
+        )
+        for i, w in enumerate(comparison.workloads)
+    ]
     pair = comparison.pair
-    who = list(dict.fromkeys(f"pid {d.pid} ({d.user or 'unknown user'}, {d.command or 'unknown command'})"
-                             for d in comparison.disturbed_by))
+    who = list(
+        dict.fromkeys(
+            f"pid {d.pid} ({d.user or 'unknown user'}, {d.command or 'unknown command'})"
+            for d in comparison.disturbed_by
+        )
+    )
     return sentence(pair.verdict, pair.stp.value, fmt_estimate(pair.stp), jobs, disturbed_by=who)
 
 
 def why_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the why table: each job's extra time per step split by cause."""
-    headers = ["workload", "extra ms/step", "GPU", "link", "CPU", "unexplained", "link busy alone → shared", "cause"]
+    headers = [
+        "workload",
+        "extra ms/step",
+        "GPU",
+        "link",
+        "CPU",
+        "unexplained",
+        "link busy alone → shared",
+        "cause",
+    ]
     rows = []
     for w in comparison.workloads:
         why = w.why
@@ -152,26 +212,57 @@ def why_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
 
 def why_evidence(comparison: "Comparison") -> list[str]:
     """One evidence line per job."""
-    return [f"{w.slot}: {w.why.evidence}" for w in comparison.workloads if w.why is not None and w.why.evidence]
+    return [
+        f"{w.slot}: {w.why.evidence}"
+        for w in comparison.workloads
+        if w.why is not None and w.why.evidence
+    ]
 
 
 def distribution_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the distributions table."""
     import numpy as np
 
-    headers = ["workload", "metric", "n excl", "n shared", "median excl", "median shared", "shift",
-               "Wasserstein", "KS D", "KS p", "chi2 p"]
+    headers = [
+        "workload",
+        "metric",
+        "n excl",
+        "n shared",
+        "median excl",
+        "median shared",
+        "shift",
+        "Wasserstein",
+        "KS D",
+        "KS p",
+        "chi2 p",
+    ]
     rows = []
     for w in comparison.workloads:
         for d in w.distributions:
             values = comparison.samples.get((w.slot, d.metric))
-            factor, unit = display_scale(d.unit, np.concatenate(values)) if values is not None else (1.0, d.unit)
+            factor, unit = (
+                display_scale(d.unit, np.concatenate(values))
+                if values is not None
+                else (1.0, d.unit)
+            )
             shift = f"{d.median_shift / factor:+,.2f}"
             if not math.isnan(d.relative_shift):
                 shift += f" ({d.relative_shift:+.0%})"
-            rows.append([w.slot, f"{d.label} ({unit})", str(d.n_exclusive), str(d.n_shared),
-                         fmt(d.median_exclusive / factor), fmt(d.median_shared / factor), shift,
-                         fmt(d.wasserstein / factor), fmt(d.ks_statistic), fmt_p(d.ks_pvalue), fmt_p(d.chi2_pvalue)])
+            rows.append(
+                [
+                    w.slot,
+                    f"{d.label} ({unit})",
+                    str(d.n_exclusive),
+                    str(d.n_shared),
+                    fmt(d.median_exclusive / factor),
+                    fmt(d.median_shared / factor),
+                    shift,
+                    fmt(d.wasserstein / factor),
+                    fmt(d.ks_statistic),
+                    fmt_p(d.ks_pvalue),
+                    fmt_p(d.chi2_pvalue),
+                ]
+            )
     return headers, rows
 
 
@@ -183,14 +274,22 @@ def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
     """The whole comparison as plain-text lines (ANSI colour only with ``color=True``)."""
     n_x, n_s = len(comparison.exclusive_runs), len(comparison.shared_runs)
     out = [
-        _paint(f"Exclusive vs shared: {n_x} exclusive run{'s' * (n_x != 1)}, {n_s} shared run{'s' * (n_s != 1)}; "
-               f"intervals {comparison.confidence:.0%}", "heading", color),
+        _paint(
+            f"Exclusive vs shared: {n_x} exclusive run{'s' * (n_x != 1)}, {n_s} shared run{'s' * (n_s != 1)}; "
+            f"intervals {comparison.confidence:.0%}",
+            "heading",
+            color,
+        ),
         "",
         "Rates (iterations/s, warm-up excluded; shared = inside the overlap window) and slowdown r = exclusive/shared",
     ]
     headers, rows = rate_rows(comparison)
     out += table(headers, rows, [False, False, True, True, True, True, False])
-    out += [f"  {w.slot}: {known_words(w, _other_name(comparison, w.slot))}" for w in comparison.workloads if w.known]
+    out += [
+        f"  {w.slot}: {known_words(w, _other_name(comparison, w.slot))}"
+        for w in comparison.workloads
+        if w.known
+    ]
     pair = comparison.pair
     out += [
         "",
@@ -199,23 +298,33 @@ def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
         "  STP = 1/r_A + 1/r_B, the combined throughput in units of one job alone; sharing pays when STP > 1.",
     ]
     for w in pair.windows:
-        out.append(f"  overlap window of {w.name}: {w.start:.1f}-{w.end:.1f} s ({w.end - w.start:.1f} s)")
+        out.append(
+            f"  overlap window of {w.name}: {w.start:.1f}-{w.end:.1f} s ({w.end - w.start:.1f} s)"
+        )
     out += ["", _paint("Verdict: ", "heading", color) + verdict_sentence(comparison)]
     headers, rows = why_rows(comparison)
     if rows:
-        out += ["", "Why: each job's extra time per step (shared - exclusive) split by cause "
-                    "(docs/compare.md, \"Why it slowed down\")"]
+        out += [
+            "",
+            "Why: each job's extra time per step (shared - exclusive) split by cause "
+            '(docs/compare.md, "Why it slowed down")',
+        ]
         out += table(headers, rows, [False] + [True] * 6 + [False])
         out += [f"  {line}" for line in why_evidence(comparison)]
     headers, rows = distribution_rows(comparison)
     if rows:
-        out += ["", "Distributions, exclusive vs shared (two-sample KS; chi-square on common bins; effect sizes)"]
+        out += [
+            "",
+            "Distributions, exclusive vs shared (two-sample KS; chi-square on common bins; effect sizes)",
+        ]
         out += table(headers, rows, [False, False] + [True] * 9)
         out += distribution_notes(comparison)
     if comparison.notes:
         out += ["", "Notes:"] + [f"  - {n}" for n in comparison.notes]
     if comparison.warnings:
-        out += ["", _paint("Warnings:", "warning", color)] + [f"  - {w}" for w in comparison.warnings]
+        out += ["", _paint("Warnings:", "warning", color)] + [
+            f"  - {w}" for w in comparison.warnings
+        ]
     return out
 
 
@@ -234,9 +343,13 @@ def render_histogram(
     import plotext
 
     factor, unit = display_scale(unit, np.concatenate([exclusive, shared]))
-    edges, h_x, h_s = histogram_counts(np.asarray(exclusive) / factor, np.asarray(shared) / factor, bins)
+    edges, h_x, h_s = histogram_counts(
+        np.asarray(exclusive) / factor, np.asarray(shared) / factor, bins
+    )
     centers = [float(c) for c in (edges[:-1] + edges[1:]) / 2]
-    heading = f"{title} ({unit})  █ exclusive  ░ shared" if unit else f"{title}  █ exclusive  ░ shared"
+    heading = (
+        f"{title} ({unit})  █ exclusive  ░ shared" if unit else f"{title}  █ exclusive  ░ shared"
+    )
     with _PLOTEXT_LOCK:
         figure = plotext.figure
         figure.clear()

@@ -16,10 +16,14 @@ from gpumon.core.store.trace import Run
 
 def blind_slots(run: Run) -> frozenset[str]:
     """The slots of the jobs attached without a probe (their steps unseen): none, one, or both."""
-    return frozenset(entry.slot for entry in run.workloads if entry.attached and entry.probe is False)
+    return frozenset(
+        entry.slot for entry in run.workloads if entry.attached and entry.probe is False
+    )
 
 
-def known_use(run: Run, slot: str, alone: tuple[float, float], shared: tuple[float, float]) -> KnownUse:
+def known_use(
+    run: Run, slot: str, alone: tuple[float, float], shared: tuple[float, float]
+) -> KnownUse:
     """The job's mean SM % and GPU memory over its ``alone`` window and its ``shared`` window (run seconds)."""
 
     def mean(column: str, window: tuple[float, float]) -> float:
@@ -27,8 +31,13 @@ def known_use(run: Run, slot: str, alone: tuple[float, float], shared: tuple[flo
         return float(values.mean()) if len(values) else math.nan
 
     nvml = run.nvml_status
-    return KnownUse(mean("gpu_sm_util", alone), mean("gpu_sm_util", shared),
-                    mean("gpu_mem_mib", alone), mean("gpu_mem_mib", shared), "" if nvml.available else nvml.reason)
+    return KnownUse(
+        mean("gpu_sm_util", alone),
+        mean("gpu_sm_util", shared),
+        mean("gpu_mem_mib", alone),
+        mean("gpu_mem_mib", shared),
+        "" if nvml.available else nvml.reason,
+    )
 
 
 def merged(known: Sequence[KnownUse]) -> KnownUse:
@@ -38,6 +47,10 @@ def merged(known: Sequence[KnownUse]) -> KnownUse:
         kept = [v for v in values if not math.isnan(v)]
         return sum(kept) / len(kept) if kept else math.nan
 
-    return KnownUse(*(mean([getattr(k, f) for k in known])
-                      for f in ("sm_alone", "sm_shared", "mem_alone_mib", "mem_shared_mib")),
-                    next((k.nvml_off for k in known if k.nvml_off), ""))
+    return KnownUse(
+        *(
+            mean([getattr(k, f) for k in known])
+            for f in ("sm_alone", "sm_shared", "mem_alone_mib", "mem_shared_mib")
+        ),
+        next((k.nvml_off for k in known if k.nvml_off), ""),
+    )

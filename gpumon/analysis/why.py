@@ -16,8 +16,14 @@ NAN = math.nan
 def _side(runs: dict[str, Run], segments: Sequence[Segment], rate: float) -> Side:
     """The evidence of one condition, repeats merged by window length; its step is 1 / the compared rate."""
     step_s = 1 / rate if rate > 0 else NAN
-    sides = [(evidence.run_side(evidence.Window(runs[s.run], s.slot, s.start, s.end), step_s), s.end - s.start)
-             for s in segments if s.run in runs]
+    sides = [
+        (
+            evidence.run_side(evidence.Window(runs[s.run], s.slot, s.start, s.end), step_s),
+            s.end - s.start,
+        )
+        for s in segments
+        if s.run in runs
+    ]
     return evidence.merge(sides, step_s)
 
 
@@ -33,7 +39,9 @@ def attribute_jobs(
         x = _side(by_path, x_segments, x_rate)
         s = _side(by_path, s_segments, s_rate)
         first = by_path.get(s_segments[0].run) if s_segments else None
-        cores = evidence.workload_cores(first, s_segments[0].slot) if first is not None else frozenset()
+        cores = (
+            evidence.workload_cores(first, s_segments[0].slot) if first is not None else frozenset()
+        )
         built.append(Job(slot, x, s, cores))
         if spec.split(":")[0].strip() == "h2d":
             h2d_bps = evidence.copy_bandwidth(x)
@@ -44,16 +52,23 @@ def attribute_jobs(
 def cause_columns(why: Attribution | None) -> dict[str, object]:
     """A job's cause as table columns (report and experiment CSVs): cause, one share per cause, evidence."""
     shares = why.shares if why is not None else {}
-    return {"cause": why.cause if why is not None else "",
-            **{f"{k}_share": shares.get(k, NAN) for k in SHARE_KEYS},
-            "evidence": why.evidence if why is not None else ""}
+    return {
+        "cause": why.cause if why is not None else "",
+        **{f"{k}_share": shares.get(k, NAN) for k in SHARE_KEYS},
+        "evidence": why.evidence if why is not None else "",
+    }
 
 
 def nvml_warning(runs: Sequence[Run]) -> str:
     """A warning for CUDA runs recorded without NVML data (their cause cannot be told), else ""."""
-    missing = [r.path.name for r in runs
-               if evidence.device_of(r).startswith("cuda") and not evidence.has_nvml_data(r)]
+    missing = [
+        r.path.name
+        for r in runs
+        if evidence.device_of(r).startswith("cuda") and not evidence.has_nvml_data(r)
+    ]
     if not missing:
         return ""
-    return (f"no NVML data in {', '.join(missing)}: GPU utilisation and PCIe traffic are missing, "
-            "so the cause of a slowdown cannot be told (cannot tell: no NVML data)")
+    return (
+        f"no NVML data in {', '.join(missing)}: GPU utilisation and PCIe traffic are missing, "
+        "so the cause of a slowdown cannot be told (cannot tell: no NVML data)"
+    )

@@ -41,10 +41,12 @@ from gpumon.core.store.calibration import Calibration
 from gpumon.errors import UsageError
 
 READY_TIMEOUT_S = 180.0  # torch's import and a CUDA context on a loaded machine
-ANSWER_MARGIN_S = 60.0   # beyond the work a request asked for
+ANSWER_MARGIN_S = 60.0  # beyond the work a request asked for
 SPIN_ALONE_S, SPIN_SHARED_S, DUTY_S, FILL_S = 1.0, 4.0, 4.0, 2.0
 NVML_PERIOD_S = 0.1
-NVML_SETTLE_S = 1.0  # NVML's utilisation averages up to a second back: readings before this are not the probe's
+NVML_SETTLE_S = (
+    1.0  # NVML's utilisation averages up to a second back: readings before this are not the probe's
+)
 
 
 @dataclass
@@ -69,8 +71,14 @@ class Probe:
             self.log.flush()
             self.log.seek(0)
             tail = [x for x in self.log.read().splitlines() if x.strip()][-1:]
-            why = f"exited with status {self.proc.poll()}" if self.proc.poll() is not None else f"silent for {timeout:.0f} s"
-            raise CalibrationFailed(f"a calibration probe {why}" + (f": {tail[0].strip()}" if tail else ""))
+            why = (
+                f"exited with status {self.proc.poll()}"
+                if self.proc.poll() is not None
+                else f"silent for {timeout:.0f} s"
+            )
+            raise CalibrationFailed(
+                f"a calibration probe {why}" + (f": {tail[0].strip()}" if tail else "")
+            )
         data = json.loads(line)
         if data.get("error"):
             raise CalibrationFailed(f"a calibration probe failed: {data['error']}")
@@ -99,16 +107,30 @@ def start_probes(device: str, env: list[dict[str, str]], python: str) -> list[Pr
     probes = []
     for extra in env:
         log = tempfile.TemporaryFile("w+", encoding="utf-8")
-        child = {**os.environ, **extra,
-                 "PYTHONPATH": os.pathsep.join(p for p in (child_path(), os.environ.get("PYTHONPATH", "")) if p)}
-        proc = subprocess.Popen([python, "-m", "gpumon.workloads.sliceprobe", "--device", device],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=child,
-                                start_new_session=True, preexec_fn=functools.partial(die_with_parent, os.getpid()))
+        child = {
+            **os.environ,
+            **extra,
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (child_path(), os.environ.get("PYTHONPATH", "")) if p
+            ),
+        }
+        proc = subprocess.Popen(
+            [python, "-m", "gpumon.workloads.sliceprobe", "--device", device],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=child,
+            start_new_session=True,
+            preexec_fn=functools.partial(die_with_parent, os.getpid()),
+        )
         probes.append(Probe(proc, log))
     for probe in probes:
         ready = probe.answer(READY_TIMEOUT_S)
         if not ready.get("ready"):
-            raise CalibrationFailed(f"a calibration probe could not use {device}: {ready.get('error', '?')}")
+            raise CalibrationFailed(
+                f"a calibration probe could not use {device}: {ready.get('error', '?')}"
+            )
         probe.kernel_s = float(ready["kernel_s"])
     return probes
 
@@ -176,8 +198,13 @@ def mps_fill(device: str, python: str) -> tuple[float, dict[str, Any]]:
         probes = start_probes(device, [control.client_env(0), control.client_env(1)], python)
         try:
             n = _count(FILL_S, probes[0].kernel_s)
-            alone = [p.ask({"do": "spin", "kernels": n, "fill": True}, FILL_S)["ends"] for p in probes]
-            beside = [x["ends"] for x in together(probes, {"do": "spin", "kernels": n, "fill": True}, 2 * FILL_S)]
+            alone = [
+                p.ask({"do": "spin", "kernels": n, "fill": True}, FILL_S)["ends"] for p in probes
+            ]
+            beside = [
+                x["ends"]
+                for x in together(probes, {"do": "spin", "kernels": n, "fill": True}, 2 * FILL_S)
+            ]
         finally:
             for p in probes:
                 p.stop()
@@ -187,14 +214,21 @@ def mps_fill(device: str, python: str) -> tuple[float, dict[str, Any]]:
     return gamma, {"mps_r": r}
 
 
-def calibrate(device: str, source: Any, info: dict[str, Any], mps: bool = True,
-              say: Callable[[str], None] = lambda _: None) -> Calibration:
+def calibrate(
+    device: str,
+    source: Any,
+    info: dict[str, Any],
+    mps: bool = True,
+    say: Callable[[str], None] = lambda _: None,
+) -> Calibration:
     """Measure the constants of the GPU ``source`` (an open NvmlSource) reads, with probes on ``device``."""
     python = (require_workload_python() if device.startswith("cuda") else choose()).path
     running = existing_daemon()
     if running is not None:
-        raise CalibrationFailed(f"an MPS control daemon is running (pipe directory {running}): the probes would be "
-                                f"its clients, not time-sliced; stop it first (echo quit | {CONTROL})")
+        raise CalibrationFailed(
+            f"an MPS control daemon is running (pipe directory {running}): the probes would be "
+            f"its clients, not time-sliced; stop it first (echo quit | {CONTROL})"
+        )
     constants: dict[str, float] = {}
     details: dict[str, Any] = {}
     with ExitStack() as stack:
@@ -215,9 +249,17 @@ def calibrate(device: str, source: Any, info: dict[str, Any], mps: bool = True,
         say("MPS: two probes as clients of gpumon's own daemon")
         try:
             constants["sm_fill"], details["mps"] = mps_fill(device, python)
-        except (UsageError, CalibrationFailed) as exc:  # the time-slicing constants stand without it
+        except (
+            UsageError,
+            CalibrationFailed,
+        ) as exc:  # the time-slicing constants stand without it
             details["mps"] = f"not measured: {exc}"
-    return Calibration(gpu=str(info.get("name") or ""), constants=constants,
-                       measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
-                       driver=str(info.get("driver") or ""), gpumon=__version__, device=device, details=details)
-
+    return Calibration(
+        gpu=str(info.get("name") or ""),
+        constants=constants,
+        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        driver=str(info.get("driver") or ""),
+        gpumon=__version__,
+        device=device,
+        details=details,
+    )

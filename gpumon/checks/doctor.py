@@ -57,8 +57,12 @@ class Check:
 
 def run_doctor(args: argparse.Namespace) -> int:
     """Run every check, print the report, return 0 if gpumon can work here, else 1."""
-    if getattr(args, "device", "auto") != "auto":  # a Namespace built by hand (tests) may lack the --verify flags
-        raise UsageError("--device only applies with --verify (gpumon doctor --verify --device cpu)")
+    if (
+        getattr(args, "device", "auto") != "auto"
+    ):  # a Namespace built by hand (tests) may lack the --verify flags
+        raise UsageError(
+            "--device only applies with --verify (gpumon doctor --verify --device cpu)"
+        )
     if args.gpu is not None and args.gpu < 0:
         raise UsageError(f"--gpu must be a GPU index (0 or more), not {args.gpu}")
     checks = [
@@ -93,14 +97,30 @@ def check_nvml(gpu: int | None) -> list[Check]:
         if not status.available:
             # Only a GPU asked for by index on a machine that has GPUs is a reason to fail.
             level = FAIL if gpu is not None and source.device_count else WARN
-            notes = [] if level == FAIL else ["GPU panels will show N/A; workloads can still train on the CPU"]
-            detail = {"available": False, "reason": status.reason, "device_count": source.device_count}
+            notes = (
+                []
+                if level == FAIL
+                else ["GPU panels will show N/A; workloads can still train on the CPU"]
+            )
+            detail = {
+                "available": False,
+                "reason": status.reason,
+                "device_count": source.device_count,
+            }
             return [Check("nvml", level, f"NVML {status.reason}", detail, notes), check_mps()]
         info = source.device_info()
         checks = [_gpu_check(info), *_other_gpus(info["index"], source.device_count)]
         hint = pid_namespace_hint((), source.all_gpu_pids())
         if hint:
-            checks.append(Check("pid_namespace", WARN, "GPU processes are not visible here", {"hint": hint}, [hint]))
+            checks.append(
+                Check(
+                    "pid_namespace",
+                    WARN,
+                    "GPU processes are not visible here",
+                    {"hint": hint},
+                    [hint],
+                )
+            )
         return [*checks, check_mps(info.get("compute_mode"))]
     finally:
         source.close()
@@ -114,27 +134,52 @@ def check_mps(compute_mode: int | None = None) -> Check:
     control = shutil.which(mps.CONTROL)
     running = mps.existing_daemon()
     mode = COMPUTE_MODES.get(compute_mode) if compute_mode is not None else None
-    detail = {"control": control, "running_daemon": str(running) if running else None, "compute_mode": mode}
+    detail = {
+        "control": control,
+        "running_daemon": str(running) if running else None,
+        "compute_mode": mode,
+    }
     if control is None:
-        return Check("mps", WARN, f"MPS unavailable: {mps.CONTROL} not found", detail,
-                     ["--share mps needs the NVIDIA driver's CUDA MPS binaries; time slicing still works"])
+        return Check(
+            "mps",
+            WARN,
+            f"MPS unavailable: {mps.CONTROL} not found",
+            detail,
+            ["--share mps needs the NVIDIA driver's CUDA MPS binaries; time slicing still works"],
+        )
     if mode == "Prohibited":
-        return Check("mps", WARN, "MPS unusable: the GPU's compute mode is Prohibited", detail,
-                     ["no CUDA context can run on this GPU (nvidia-smi -c DEFAULT, as root)"])
+        return Check(
+            "mps",
+            WARN,
+            "MPS unusable: the GPU's compute mode is Prohibited",
+            detail,
+            ["no CUDA context can run on this GPU (nvidia-smi -c DEFAULT, as root)"],
+        )
     where = f", compute mode {mode}" if mode else ""
     if running is not None:
-        return Check("mps", WARN, f"MPS daemon already running (pipe directory {running}){where}", detail,
-                     ["--share mps:existing runs the jobs as its clients; plain --share mps refuses to start a second"])
+        return Check(
+            "mps",
+            WARN,
+            f"MPS daemon already running (pipe directory {running}){where}",
+            detail,
+            [
+                "--share mps:existing runs the jobs as its clients; plain --share mps refuses to start a second"
+            ],
+        )
     return Check("mps", OK, f"MPS usable ({control}{where}): gpumon run A B --share mps", detail)
 
 
 def _gpu_check(info: dict) -> Check:
     unsupported = info["unsupported"]
-    link = f"PCIe gen{info['pcie_gen']} x{info['pcie_width']}" if info["pcie_gen"] else "PCIe link N/A"
+    link = (
+        f"PCIe gen{info['pcie_gen']} x{info['pcie_width']}" if info["pcie_gen"] else "PCIe link N/A"
+    )
     mem = f"{info['mem_total_mib']:.0f} MiB" if info["mem_total_mib"] else "memory N/A"
     notes = [
         _pcie_note(info),
-        "GPM metrics: " + ", ".join(info["gpm_metrics"]) if info["gpm_metrics"] else f"no GPM: {info['gpm_reason']}",
+        "GPM metrics: " + ", ".join(info["gpm_metrics"])
+        if info["gpm_metrics"]
+        else f"no GPM: {info['gpm_reason']}",
         "not supported: " + ", ".join(unsupported) if unsupported else "all metrics supported",
     ]
     summary = f"GPU {info['index']}: {info['name']}, driver {info['driver']}, {link}, {mem}"
@@ -167,7 +212,15 @@ def _other_gpus(selected: int | None, count: int) -> list[Check]:
         other.close()
     if not names:
         return []
-    return [Check("other_gpus", OK, "other GPUs " + "; ".join(names), {"gpus": names}, ["select one with --gpu"])]
+    return [
+        Check(
+            "other_gpus",
+            OK,
+            "other GPUs " + "; ".join(names),
+            {"gpus": names},
+            ["select one with --gpu"],
+        )
+    ]
 
 
 def check_torch(python: WorkloadPython | None = None) -> Check:
@@ -177,11 +230,16 @@ def check_torch(python: WorkloadPython | None = None) -> Check:
     base = {"python": python.path, "chosen_by": python.chosen_by}
     try:
         done = subprocess.run(
-            [python.path, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=TORCH_TIMEOUT_S,
+            [python.path, "-c", TORCH_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=TORCH_TIMEOUT_S,
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        return Check("torch", FAIL, f"{who}: torch check did not finish in {TORCH_TIMEOUT_S:.0f} s", base)
+        return Check(
+            "torch", FAIL, f"{who}: torch check did not finish in {TORCH_TIMEOUT_S:.0f} s", base
+        )
     except OSError as exc:
         return Check("torch", FAIL, f"{who} cannot run: {exc.strerror or exc}", base)
     lines = done.stdout.strip().splitlines()
@@ -191,26 +249,49 @@ def check_torch(python: WorkloadPython | None = None) -> Check:
         info = {}
     if not info:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Check("torch", FAIL, f"{who}: torch check failed (exit {done.returncode}): {tail}", base)
+        return Check(
+            "torch", FAIL, f"{who}: torch check failed (exit {done.returncode}): {tail}", base
+        )
     info = {**base, **info}
     if "error" in info:
-        fix = (f"{install_hint(TORCH)}, or --python / {ENV_PYTHON} naming a python that has torch" if python.own
-               else "name the python of an environment that has torch")
-        return Check("torch", WARN, f"{who}: no torch ({info['error']})", info,
-                     ["built-in workloads cannot run; --cmd jobs and everything else can", fix])
+        fix = (
+            f"{install_hint(TORCH)}, or --python / {ENV_PYTHON} naming a python that has torch"
+            if python.own
+            else "name the python of an environment that has torch"
+        )
+        return Check(
+            "torch",
+            WARN,
+            f"{who}: no torch ({info['error']})",
+            info,
+            ["built-in workloads cannot run; --cmd jobs and everything else can", fix],
+        )
     if info.get("cuda_available"):
         summary = f"{who}: torch {info['torch']}, CUDA usable ({info['device_count']} device(s): {info.get('device_name')})"
         return Check("torch", OK, summary, info)
-    why = info.get("cuda_error") or ("CPU-only torch build" if not info.get("cuda_build") else "no usable GPU")
-    return Check("torch", WARN, f"{who}: torch {info['torch']}, CUDA not usable ({why})", info,
-                 ["workloads can run with --device cpu"])
+    why = info.get("cuda_error") or (
+        "CPU-only torch build" if not info.get("cuda_build") else "no usable GPU"
+    )
+    return Check(
+        "torch",
+        WARN,
+        f"{who}: torch {info['torch']}, CUDA not usable ({why})",
+        info,
+        ["workloads can run with --device cpu"],
+    )
 
 
 def check_py_spy() -> Check:
     path = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
     if path:
         return Check("py_spy", OK, f"py-spy {path}", {"path": path})
-    return Check("py_spy", WARN, "py-spy not found", {"path": None}, ["stack sampling is off; pip install py-spy"])
+    return Check(
+        "py_spy",
+        WARN,
+        "py-spy not found",
+        {"path": None},
+        ["stack sampling is off; pip install py-spy"],
+    )
 
 
 def _cap_eff() -> int:
@@ -227,13 +308,22 @@ def check_ptrace() -> Check:
     scope = int(scope_file.read_text()) if scope_file.exists() else None
     detail = {"ptrace_scope": scope, "uid": os.getuid(), "cap_sys_ptrace": has_cap}
     if scope in (None, 0):
-        return Check("ptrace", OK, f"ptrace allowed (yama ptrace_scope {scope if scope is not None else 'absent'})",
-                     detail)
+        return Check(
+            "ptrace",
+            OK,
+            f"ptrace allowed (yama ptrace_scope {scope if scope is not None else 'absent'})",
+            detail,
+        )
     if scope in (1, 2) and has_cap:
         return Check("ptrace", OK, f"ptrace allowed (CAP_SYS_PTRACE, ptrace_scope {scope})", detail)
-    fix = ("run `sudo sysctl kernel.yama.ptrace_scope=0` or give gpumon CAP_SYS_PTRACE" if scope < 3
-           else "ptrace_scope 3 forbids attaching until reboot")
-    return Check("ptrace", WARN, f"py-spy cannot attach to workloads (ptrace_scope {scope})", detail, [fix])
+    fix = (
+        "run `sudo sysctl kernel.yama.ptrace_scope=0` or give gpumon CAP_SYS_PTRACE"
+        if scope < 3
+        else "ptrace_scope 3 forbids attaching until reboot"
+    )
+    return Check(
+        "ptrace", WARN, f"py-spy cannot attach to workloads (ptrace_scope {scope})", detail, [fix]
+    )
 
 
 def check_runs_dir() -> Check:
@@ -244,8 +334,13 @@ def check_runs_dir() -> Check:
     writable = existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
     detail = {"path": str(runs), "exists": runs.exists(), "writable": writable}
     if not writable:
-        return Check("runs_dir", FAIL, f"runs directory {runs} cannot be written ({existing} is not a writable "
-                     "directory)", detail, ["set GPUMON_RUNS to a writable directory"])
+        return Check(
+            "runs_dir",
+            FAIL,
+            f"runs directory {runs} cannot be written ({existing} is not a writable directory)",
+            detail,
+            ["set GPUMON_RUNS to a writable directory"],
+        )
     state = "writable" if runs.exists() else "will be created"
     return Check("runs_dir", OK, f"runs directory {runs} ({state})", detail)
 
@@ -254,7 +349,11 @@ def check_runs_dir() -> Check:
 
 
 def render_text(
-    checks: list[Check], ok: bool, color: bool, title: str = "gpumon doctor", ready: str = "ready",
+    checks: list[Check],
+    ok: bool,
+    color: bool,
+    title: str = "gpumon doctor",
+    ready: str = "ready",
     not_ready: str = "not ready",
 ) -> str:
     """One screen: a tagged line per check, indented notes, a verdict."""

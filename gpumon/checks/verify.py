@@ -80,7 +80,9 @@ class LiveEvidence:
 def busy_span(run: Run, slot: str = "A") -> tuple[float, float]:
     """Run times of a job's first and last post-warm-up steps (NaN, NaN with fewer than two)."""
     ends = exclusive_ends(run).get(slot)
-    return (ends[0][0], ends[0][-1]) if ends is not None and len(ends[0]) > 1 else (math.nan, math.nan)
+    return (
+        (ends[0][0], ends[0][-1]) if ends is not None and len(ends[0]) > 1 else (math.nan, math.nan)
+    )
 
 
 def evidence_from_run(run: Run, slot: str = "A") -> RunEvidence:
@@ -131,30 +133,54 @@ def _others(pids: Iterable[int]) -> str:
 def judge_pcie_rx(ev: RunEvidence, other_pids: frozenset[int] = frozenset()) -> Check:
     """NVML's PCIe RX against the bytes the job copied, over the same seconds."""
     name, title = "pcie_rx", NAMES["pcie_rx"]
-    detail = {"probe_rx_bps": ev.probe_rx_bps, "nvml_rx_bps": ev.nvml_rx_bps, "coverage": ev.rx_coverage,
-              "tolerance": RX_TOLERANCE, "busy_s": ev.busy_s}
+    detail = {
+        "probe_rx_bps": ev.probe_rx_bps,
+        "nvml_rx_bps": ev.nvml_rx_bps,
+        "coverage": ev.rx_coverage,
+        "tolerance": RX_TOLERANCE,
+        "busy_s": ev.busy_s,
+    }
     if not ev.busy_s > 0 or not ev.probe_rx_bps > 0:
         return Check(name, FAIL, f"{title}: the job copied nothing to compare with", detail)
     if math.isnan(ev.nvml_rx_bps):
-        return Check(name, WARN, f"{title}: NVML gave no PCIe RX value while the job ran", detail,
-                     ["this GPU/driver does not report PCIe bytes; the PCIe panel shows N/A"])
+        return Check(
+            name,
+            WARN,
+            f"{title}: NVML gave no PCIe RX value while the job ran",
+            detail,
+            ["this GPU/driver does not report PCIe bytes; the PCIe panel shows N/A"],
+        )
     ratio = ev.nvml_rx_bps / ev.probe_rx_bps
     detail["ratio"] = ratio
-    summary = (f"{title}: NVML {bytes_per_s(ev.nvml_rx_bps)}, job copied {bytes_per_s(ev.probe_rx_bps)} "
-               f"(ratio {ratio:.2f}, {ev.rx_coverage:.0%} of samples)")
+    summary = (
+        f"{title}: NVML {bytes_per_s(ev.nvml_rx_bps)}, job copied {bytes_per_s(ev.probe_rx_bps)} "
+        f"(ratio {ratio:.2f}, {ev.rx_coverage:.0%} of samples)"
+    )
     if ev.device == "cpu":
         return Check(name, WARN, summary, detail, [ON_CPU])
     notes = []
     if abs(ratio - 1) <= RX_TOLERANCE:
         if ev.rx_coverage < MIN_RX_COVERAGE:
-            return Check(name, WARN, summary, detail, ["most samples had no PCIe value: the panel has gaps"])
-        return Check(name, OK, summary, detail, ["NVML counts link traffic with protocol overhead (~7 % on H100)"])
+            return Check(
+                name, WARN, summary, detail, ["most samples had no PCIe value: the panel has gaps"]
+            )
+        return Check(
+            name,
+            OK,
+            summary,
+            detail,
+            ["NVML counts link traffic with protocol overhead (~7 % on H100)"],
+        )
     if other_pids:
-        notes.append(f"{_others(other_pids)} also use the link: NVML counts their traffic too; "
-                     "rerun on an idle GPU")
+        notes.append(
+            f"{_others(other_pids)} also use the link: NVML counts their traffic too; "
+            "rerun on an idle GPU"
+        )
         return Check(name, WARN, summary, detail, notes)
-    notes.append(f"not within {RX_TOLERANCE:.0%}: gpumon's PCIe RX is wrong on this GPU/driver; "
-                 "report it with `gpumon doctor --json`")
+    notes.append(
+        f"not within {RX_TOLERANCE:.0%}: gpumon's PCIe RX is wrong on this GPU/driver; "
+        "report it with `gpumon doctor --json`"
+    )
     return Check(name, FAIL, summary, detail, notes)
 
 
@@ -172,18 +198,37 @@ def judge_job_pid(
     if not math.isnan(gpu_mem_mib) and gpu_mem_mib > 0:
         return Check(name, OK, f"{title}: PID {job_pid} found, {gpu_mem_mib:.0f} MiB", detail)
     if job_pid in nvml_pids:
-        return Check(name, WARN, f"{title}: PID {job_pid} found, but NVML gives no memory for it", detail,
-                     ["per-process memory is hidden by the driver here (no permission, or a vGPU/MIG "
-                      "instance); the processes panel shows N/A"])
+        return Check(
+            name,
+            WARN,
+            f"{title}: PID {job_pid} found, but NVML gives no memory for it",
+            detail,
+            [
+                "per-process memory is hidden by the driver here (no permission, or a vGPU/MIG "
+                "instance); the processes panel shows N/A"
+            ],
+        )
     hint = pid_namespace_hint((job_pid,), nvml_pids, visible)
     if hint:
         return Check(name, WARN, f"{title}: PID {job_pid} not listed", detail, [hint])
     if not nvml_pids:
-        return Check(name, WARN, f"{title}: NVML lists no process at all while the job ran", detail,
-                     ["the driver hides the process list here (no permission to read other PIDs, or a "
-                      "container without --pid=host); per-process GPU memory and SM use show N/A"])
-    return Check(name, WARN, f"{title}: PID {job_pid} not among the {len(nvml_pids)} listed", detail,
-                 ["per-process GPU memory and SM use cannot be attributed to the job"])
+        return Check(
+            name,
+            WARN,
+            f"{title}: NVML lists no process at all while the job ran",
+            detail,
+            [
+                "the driver hides the process list here (no permission to read other PIDs, or a "
+                "container without --pid=host); per-process GPU memory and SM use show N/A"
+            ],
+        )
+    return Check(
+        name,
+        WARN,
+        f"{title}: PID {job_pid} not among the {len(nvml_pids)} listed",
+        detail,
+        ["per-process GPU memory and SM use cannot be attributed to the job"],
+    )
 
 
 def judge_utilisation(ev: RunEvidence, other_pids: frozenset[int] = frozenset()) -> Check:
@@ -197,7 +242,13 @@ def judge_utilisation(ev: RunEvidence, other_pids: frozenset[int] = frozenset())
         return Check(name, OK, summary, detail)
     if ev.idle_util > IDLE_UTIL_PCT:
         who = _others(other_pids) if other_pids else "processes NVML does not list here"
-        return Check(name, WARN, summary, detail, [f"the GPU was busy before the job ({who}); rerun on an idle GPU"])
+        return Check(
+            name,
+            WARN,
+            summary,
+            detail,
+            [f"the GPU was busy before the job ({who}); rerun on an idle GPU"],
+        )
     if ev.device == "cpu":
         return Check(name, WARN, summary, detail, [ON_CPU])
     return Check(name, FAIL, summary, detail, ["NVML's utilisation did not follow the job"])
@@ -209,12 +260,26 @@ def judge_monitor_cpu(cpu_s: float, wall_s: float) -> Check:
     if not wall_s > 0 or math.isnan(cpu_s):
         return Check(name, WARN, f"{title}: not measured", {"cpu_s": cpu_s, "wall_s": wall_s})
     pct = 100 * cpu_s / wall_s
-    detail = {"cpu_s": cpu_s, "wall_s": wall_s, "pct_of_core": pct, "ok_below_pct": MONITOR_CPU_OK_PCT}
-    summary = f"{title}: {pct:.1f} % of one core over {wall_s:.0f} s (sampling, listening, recording)"
+    detail = {
+        "cpu_s": cpu_s,
+        "wall_s": wall_s,
+        "pct_of_core": pct,
+        "ok_below_pct": MONITOR_CPU_OK_PCT,
+    }
+    summary = (
+        f"{title}: {pct:.1f} % of one core over {wall_s:.0f} s (sampling, listening, recording)"
+    )
     if pct < MONITOR_CPU_OK_PCT:
         return Check(name, OK, summary, detail)
-    return Check(name, WARN, summary, detail,
-                 [f"above {MONITOR_CPU_OK_PCT:.0f} %: a larger --interval (e.g. 250) samples NVML less often"])
+    return Check(
+        name,
+        WARN,
+        summary,
+        detail,
+        [
+            f"above {MONITOR_CPU_OK_PCT:.0f} %: a larger --interval (e.g. 250) samples NVML less often"
+        ],
+    )
 
 
 def judge_capture(ev: RunEvidence) -> Check:
@@ -222,9 +287,17 @@ def judge_capture(ev: RunEvidence) -> Check:
     name = "capture"
     detail = {"busy_s": ev.busy_s, "probe_rx_bps": ev.probe_rx_bps, "pid": ev.job_pid}
     if not ev.busy_s > 0:
-        return Check(name, FAIL, f"capture: no step of the {JOB} job after its warm-up was recorded", detail)
-    return Check(name, OK, f"capture: {ev.busy_s:.1f} s of the job's steps recorded, {bytes_per_s(ev.probe_rx_bps)} "
-                 f"copied ({'memcpy on the CPU' if ev.device == 'cpu' else 'host to device'})", detail, [ON_CPU])
+        return Check(
+            name, FAIL, f"capture: no step of the {JOB} job after its warm-up was recorded", detail
+        )
+    return Check(
+        name,
+        OK,
+        f"capture: {ev.busy_s:.1f} s of the job's steps recorded, {bytes_per_s(ev.probe_rx_bps)} "
+        f"copied ({'memcpy on the CPU' if ev.device == 'cpu' else 'host to device'})",
+        detail,
+        [ON_CPU],
+    )
 
 
 def judge(ev: RunEvidence, live: LiveEvidence) -> list[Check]:
@@ -232,7 +305,11 @@ def judge(ev: RunEvidence, live: LiveEvidence) -> list[Check]:
     checks = []
     if ev.exit_status not in (0, None) and not ev.busy_s > 0:
         last = [line for line in ev.tail.splitlines() if line.strip()][-1:] or ["no output"]
-        checks.append(Check("job", FAIL, f"the {JOB} job failed (exit {ev.exit_status}): {last[0]}", asdict(ev)))
+        checks.append(
+            Check(
+                "job", FAIL, f"the {JOB} job failed (exit {ev.exit_status}): {last[0]}", asdict(ev)
+            )
+        )
     checks += [
         judge_pcie_rx(ev, live.other_pids),
         judge_job_pid(ev.job_pid, ev.job_gpu_mem_mib, live.nvml_pids),
@@ -244,8 +321,10 @@ def judge(ev: RunEvidence, live: LiveEvidence) -> list[Check]:
 
 def not_checked(reason: str) -> list[Check]:
     """One line per check that cannot run here, saying why."""
-    return [Check(name, WARN, f"{title}: not checked ({reason})", {"checked": False, "reason": reason})
-            for name, title in NAMES.items()]
+    return [
+        Check(name, WARN, f"{title}: not checked ({reason})", {"checked": False, "reason": reason})
+        for name, title in NAMES.items()
+    ]
 
 
 # -- the capture ------------------------------------------------------------
@@ -274,7 +353,9 @@ class _Progress:
             self.done.set()
 
 
-def capture(device: str, gpu: int | None, runs_dir: Path, busy_s: float = BUSY_S) -> tuple[Run, LiveEvidence]:
+def capture(
+    device: str, gpu: int | None, runs_dir: Path, busy_s: float = BUSY_S
+) -> tuple[Run, LiveEvidence]:
     """Run the job through a Session (as `gpumon run --headless` does) and capture it."""
     config = SessionConfig(device=device, gpu_index=gpu, runs_dir=runs_dir)
     session = Session(config)
@@ -295,7 +376,9 @@ def capture(device: str, gpu: int | None, runs_dir: Path, busy_s: float = BUSY_S
         progress.done.wait(busy_s * 4)
     finally:
         path = session.shutdown()
-    live = LiveEvidence(frozenset(other), frozenset(seen), time.process_time() - cpu0, time.monotonic() - wall0)
+    live = LiveEvidence(
+        frozenset(other), frozenset(seen), time.process_time() - cpu0, time.monotonic() - wall0
+    )
     return load_run(path), live
 
 
@@ -307,7 +390,9 @@ def run_verify(args: argparse.Namespace) -> int:
     device = check_device(args.device)
     if args.gpu is not None and args.gpu < 0:
         raise UsageError(f"--gpu must be a GPU index (0 or more), not {args.gpu}")
-    checks = [c for c in check_nvml(args.gpu) if c.name != "mps"]  # MPS is doctor's: not about these numbers
+    checks = [
+        c for c in check_nvml(args.gpu) if c.name != "mps"
+    ]  # MPS is doctor's: not about these numbers
     facts: dict = {}
     pipeline_only = False
     if any(c.name == "nvml" for c in checks) and device == "cpu":
@@ -322,15 +407,36 @@ def run_verify(args: argparse.Namespace) -> int:
         else:
             checks += _verify_on_gpu(device, args.gpu, facts)
     ok = not any(c.level == FAIL for c in checks)
-    verified = not pipeline_only and any(c.name in NAMES and c.detail.get("checked", True) for c in checks)
+    verified = not pipeline_only and any(
+        c.name in NAMES and c.detail.get("checked", True) for c in checks
+    )
     if args.json:
-        report = {"ok": ok, "verified": verified, "job": JOB, **facts, "checks": [asdict(c) for c in checks]}
+        report = {
+            "ok": ok,
+            "verified": verified,
+            "job": JOB,
+            **facts,
+            "checks": [asdict(c) for c in checks],
+        }
         print(json.dumps(_plain(report), indent=2, allow_nan=False))
     else:
-        ready = ("NVML's numbers hold against the job" if verified else
-                 PIPELINE_HOLDS if pipeline_only else "nothing verified: no GPU to check here")
-        print(render_text(checks, ok, use_color(), title="gpumon doctor --verify", ready=ready,
-                          not_ready="do not trust these numbers"))
+        ready = (
+            "NVML's numbers hold against the job"
+            if verified
+            else PIPELINE_HOLDS
+            if pipeline_only
+            else "nothing verified: no GPU to check here"
+        )
+        print(
+            render_text(
+                checks,
+                ok,
+                use_color(),
+                title="gpumon doctor --verify",
+                ready=ready,
+                not_ready="do not trust these numbers",
+            )
+        )
     return 0 if ok else 1
 
 
@@ -344,8 +450,14 @@ def _verify_pipeline(gpu: int | None, facts: dict) -> list[Check]:
     facts["device"] = evidence.device
     failed = [c for c in judge(evidence, live) if c.name == "job"]
     no_nvml = {c.name: c for c in not_checked("no NVML, see above")}
-    return [*failed, judge_capture(evidence), no_nvml["pcie_rx"], no_nvml["job_pid"], no_nvml["utilisation"],
-            judge_monitor_cpu(live.monitor_cpu_s, live.wall_s)]
+    return [
+        *failed,
+        judge_capture(evidence),
+        no_nvml["pcie_rx"],
+        no_nvml["job_pid"],
+        no_nvml["utilisation"],
+        judge_monitor_cpu(live.monitor_cpu_s, live.wall_s),
+    ]
 
 
 def _verify_on_gpu(device: str, gpu: int | None, facts: dict) -> list[Check]:

@@ -60,7 +60,9 @@ def positive_seconds(text: str) -> float:
 _ASSIGNED = re.compile(r"^([AB])=(.+)$")
 
 
-def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], list[Path], dict[str, str]]:
+def parse_runs(
+    exclusive: list[str], shared: list[str]
+) -> tuple[list[Path], list[Path], dict[str, str]]:
     """Absolute paths of the exclusive and shared runs, and the A=/B= assignments keyed by path.
 
     A run is what ``runstore.resolve_run`` resolves: a directory, a run's name or label, or ``last``. A run named
@@ -80,10 +82,15 @@ def parse_runs(exclusive: list[str], shared: list[str]) -> tuple[list[Path], lis
             assign[str(path)] = match.group(1)
         exclusive_paths.append(path)
     shared_paths = [resolve_run(s, runs_dir).resolve() for s in shared]
-    for named in (exclusive_paths, shared_paths):  # across the two, compare's own check says which the run is
+    for named in (
+        exclusive_paths,
+        shared_paths,
+    ):  # across the two, compare's own check says which the run is
         twice = next((path for i, path in enumerate(named) if path in named[:i]), None)
         if twice is not None:
-            raise UsageError(f"run {twice.name} is given twice: a run counts once (repeats are runs of their own)")
+            raise UsageError(
+                f"run {twice.name} is given twice: a run counts once (repeats are runs of their own)"
+            )
     return exclusive_paths, shared_paths, assign
 
 
@@ -96,7 +103,9 @@ def gpu(text: str) -> int | str:
         return int(text)
     if text.startswith(UUID_PREFIXES):
         return text
-    raise UsageError(f"--gpu {text!r}: expected a GPU index (0, 1, ...) or a UUID (GPU-..., as nvidia-smi -L lists)")
+    raise UsageError(
+        f"--gpu {text!r}: expected a GPU index (0, 1, ...) or a UUID (GPU-..., as nvidia-smi -L lists)"
+    )
 
 
 def share(text: str) -> ShareMode:
@@ -116,7 +125,9 @@ def metrics_address(text: str) -> tuple[str, int]:
     host, sep, port_text = text.strip().rpartition(":")
     host = host.strip("[]") if sep else DEFAULT_METRICS_HOST
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise UsageError(f"bad --metrics {text!r} (expected [HOST:]PORT, e.g. 9400 or 0.0.0.0:9400)")
+        raise UsageError(
+            f"bad --metrics {text!r} (expected [HOST:]PORT, e.g. 9400 or 0.0.0.0:9400)"
+        )
     if not host:
         raise UsageError(f"bad --metrics {text!r}: empty host")
     return host, int(port_text)

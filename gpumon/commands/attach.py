@@ -22,12 +22,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the viewer never stops the run; x stops it (after a confirmation). Several viewers may watch one run. "
         "A run that has ended opens as a replay.",
     )
-    attach.add_argument("run", nargs="?", metavar="RUN", help=f"{RUN_HELP} (default: your newest running run)")
+    attach.add_argument(
+        "run", nargs="?", metavar="RUN", help=f"{RUN_HELP} (default: your newest running run)"
+    )
     attach.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
-    attach.add_argument("--baseline", action="append", default=[], metavar="SLOT=RUN",
-                        help=f"an exclusive run of job A or B ({RUN_HELP}) to compare the "
-                        "run with: live slowdown, STP and verdict in this viewer, also when the run was started "
-                        "without one (it replaces the run's own --baseline of that slot here; the run is not changed)")
+    attach.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="SLOT=RUN",
+        help=f"an exclusive run of job A or B ({RUN_HELP}) to compare the "
+        "run with: live slowdown, STP and verdict in this viewer, also when the run was started "
+        "without one (it replaces the run's own --baseline of that slot here; the run is not changed)",
+    )
     add_any_user(attach)
     attach.set_defaults(handler=run)
 
@@ -49,11 +56,16 @@ def run(args: argparse.Namespace) -> int:
         from gpumon.tui.app import replay_app
         from gpumon.tui.screens.replay import ReplayScreen, open_replay
 
-        print(f"gpumon: {target.path.name} is not running ({target.status}): opening it as a replay", file=sys.stderr)
+        print(
+            f"gpumon: {target.path.name} is not running ({target.status}): opening it as a replay",
+            file=sys.stderr,
+        )
         if baselines:
             exclusive = " ".join(f"--exclusive {path}" for _, path in baselines)
-            print(f"gpumon: a replay shows no --baseline; compare it: gpumon compare {exclusive} --shared {target.path}",
-                  file=sys.stderr)
+            print(
+                f"gpumon: a replay shows no --baseline; compare it: gpumon compare {exclusive} --shared {target.path}",
+                file=sys.stderr,
+            )
         source, feed = open_replay(target.path)
         return replay_app(ReplayScreen(source, feed)).run() or 0
     from gpumon.tui.app import run_viewer

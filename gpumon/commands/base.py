@@ -14,7 +14,9 @@ class Command(Protocol):
     ``run`` carries it out and returns the exit status (bad input raises ``UsageError``: exit 2).
     """
 
-    def register(self, subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None: ...
+    def register(
+        self, subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
+    ) -> None: ...
 
     def run(self, args: argparse.Namespace) -> int: ...
 

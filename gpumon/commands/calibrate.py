@@ -32,40 +32,77 @@ examples:
   gpumon calibrate --from-pairs pairs.csv  constants fitted on measured pairs
 """
 
-NAMES = {"slice_s": ("time slice", 1e3, "ms"), "switch_s": ("switch", 1e3, "ms"),
-         "util_scale": ("utilisation scale", 1.0, ""), "sm_fill": ("MPS SM fill", 1.0, "")}
+NAMES = {
+    "slice_s": ("time slice", 1e3, "ms"),
+    "switch_s": ("switch", 1e3, "ms"),
+    "util_scale": ("utilisation scale", 1.0, ""),
+    "sm_fill": ("MPS SM fill", 1.0, ""),
+}
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add ``calibrate`` to the CLI's subcommands."""
     parser = subparsers.add_parser(
-        "calibrate", help="measure this GPU model's time slice, switch cost and MPS split for predict",
-        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "calibrate",
+        help="measure this GPU model's time slice, switch cost and MPS split for predict",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--device", default="cuda", metavar="DEVICE",
-                        help="where the probes run: cuda (default) or cuda:N; sliced:SOCKET is the test suite's "
-                             "time-sliced stand-in for a GPU (tests/fakegpu)")
-    parser.add_argument("--gpu", type=int, metavar="INDEX", default=None,
-                        help="NVML index of the GPU whose model is calibrated (default: that of --device cuda:N, "
-                             "else the first of CUDA_VISIBLE_DEVICES, else 0)")
-    parser.add_argument("--no-mps", action="store_true", help="measure time slicing only (no MPS daemon started)")
-    parser.add_argument("--python", metavar="PATH", default=None,
-                        help="the Python the probes use on a GPU (needs torch; default: $GPUMON_PYTHON, else "
-                             "gpumon's own)")
-    parser.add_argument("--from-pairs", metavar="CSV", type=Path,
-                        help="fit the constants on these measured pairs instead of measuring them")
-    parser.add_argument("--share", choices=("timeslice", "mps"), default="timeslice",
-                        help="with --from-pairs: the sharing mode the pairs were measured under (default timeslice)")
-    parser.add_argument("--json", action="store_true", help="print the calibration as one JSON object")
+    parser.add_argument(
+        "--device",
+        default="cuda",
+        metavar="DEVICE",
+        help="where the probes run: cuda (default) or cuda:N; sliced:SOCKET is the test suite's "
+        "time-sliced stand-in for a GPU (tests/fakegpu)",
+    )
+    parser.add_argument(
+        "--gpu",
+        type=int,
+        metavar="INDEX",
+        default=None,
+        help="NVML index of the GPU whose model is calibrated (default: that of --device cuda:N, "
+        "else the first of CUDA_VISIBLE_DEVICES, else 0)",
+    )
+    parser.add_argument(
+        "--no-mps", action="store_true", help="measure time slicing only (no MPS daemon started)"
+    )
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        default=None,
+        help="the Python the probes use on a GPU (needs torch; default: $GPUMON_PYTHON, else "
+        "gpumon's own)",
+    )
+    parser.add_argument(
+        "--from-pairs",
+        metavar="CSV",
+        type=Path,
+        help="fit the constants on these measured pairs instead of measuring them",
+    )
+    parser.add_argument(
+        "--share",
+        choices=("timeslice", "mps"),
+        default="timeslice",
+        help="with --from-pairs: the sharing mode the pairs were measured under (default timeslice)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the calibration as one JSON object"
+    )
     parser.set_defaults(handler=run)
 
 
 def render(data: dict[str, Any], path: Path) -> list[str]:
     """The calibration as text."""
-    constants = ", ".join(f"{NAMES[k][0]} {v * NAMES[k][1]:.3g}{(' ' + NAMES[k][2]) if NAMES[k][2] else ''}"
-                          for k, v in data["constants"].items() if k in NAMES)
-    lines = [f"calibrated {data['gpu']}: {constants}",
-             f"  stored in {path}; gpumon predict uses it for runs on {data['gpu']}"]
+    constants = ", ".join(
+        f"{NAMES[k][0]} {v * NAMES[k][1]:.3g}{(' ' + NAMES[k][2]) if NAMES[k][2] else ''}"
+        for k, v in data["constants"].items()
+        if k in NAMES
+    )
+    lines = [
+        f"calibrated {data['gpu']}: {constants}",
+        f"  stored in {path}; gpumon predict uses it for runs on {data['gpu']}",
+    ]
     mps = data.get("details", {}).get("mps")
     if isinstance(mps, str):
         lines.append(f"  MPS {mps}")
@@ -87,7 +124,9 @@ def _measure(args: argparse.Namespace) -> Any:
 
     kind = args.device.partition(":")[0]
     if kind not in ("cuda", "sliced") or (kind == "sliced" and not args.device.partition(":")[2]):
-        raise UsageError(f"bad --device {args.device!r} (cuda, cuda:N, or sliced:SOCKET for the test stand-in)")
+        raise UsageError(
+            f"bad --device {args.device!r} (cuda, cuda:N, or sliced:SOCKET for the test stand-in)"
+        )
     if args.python:
         import os
 
@@ -97,12 +136,18 @@ def _measure(args: argparse.Namespace) -> Any:
     source = NvmlSource(_gpu_index(args))
     status = source.open()
     if not status.available:
-        print(f"gpumon: calibrate needs an NVIDIA GPU: NVML {status.reason.removeprefix('unavailable: ')}",
-              file=sys.stderr)
+        print(
+            f"gpumon: calibrate needs an NVIDIA GPU: NVML {status.reason.removeprefix('unavailable: ')}",
+            file=sys.stderr,
+        )
         return None
     try:
         info = source.device_info()
-        say = (lambda _: None) if args.json else (lambda text: print(f"calibrate: {text} ...", file=sys.stderr))
+        say = (
+            (lambda _: None)
+            if args.json
+            else (lambda text: print(f"calibrate: {text} ...", file=sys.stderr))
+        )
         return calibrate(args.device, source, info, mps=not args.no_mps, say=say)
     except CalibrationFailed as exc:
         print(f"gpumon: calibration failed: {exc}", file=sys.stderr)

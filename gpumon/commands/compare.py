@@ -15,15 +15,24 @@ from gpumon.errors import UsageError
 
 # compare's own terms; the rates' come from core/records/rates.py (DEFINITIONS), in the words every help uses
 COMPARE_TERMS = (
-    ("per-copy bandwidth", "bytes / CUDA-event time of each copy; while sharing it includes waiting for a time "
-     "slice, so it falls even on an idle link; link busy (PCIe traffic / link capacity) says whether the link was "
-     "the limit; copy bytes/s is bytes / step wall time. On the CPU a copy is a RAM-to-RAM memcpy timed on the "
-     "host (no link, no time slice)"),
-    ("why", "each job's extra time per step split into waiting for the GPU, the host-to-device link, the CPU and "
-     "unexplained, with the evidence (docs/compare.md); \"cannot tell\" when data is missing"),
-    ("intervals", "95 %: with two or more runs of a condition, from the spread between the runs (Student t); with "
-     "one run, a moving-block bootstrap over time bins that covers within-run noise only (the output says so); the "
-     "verdict is \"cannot tell\" when the STP interval straddles 1"),
+    (
+        "per-copy bandwidth",
+        "bytes / CUDA-event time of each copy; while sharing it includes waiting for a time "
+        "slice, so it falls even on an idle link; link busy (PCIe traffic / link capacity) says whether the link was "
+        "the limit; copy bytes/s is bytes / step wall time. On the CPU a copy is a RAM-to-RAM memcpy timed on the "
+        "host (no link, no time slice)",
+    ),
+    (
+        "why",
+        "each job's extra time per step split into waiting for the GPU, the host-to-device link, the CPU and "
+        'unexplained, with the evidence (docs/compare.md); "cannot tell" when data is missing',
+    ),
+    (
+        "intervals",
+        "95 %: with two or more runs of a condition, from the spread between the runs (Student t); with "
+        "one run, a moving-block bootstrap over time bins that covers within-run noise only (the output says so); the "
+        'verdict is "cannot tell" when the STP interval straddles 1',
+    ),
 )
 
 
@@ -32,7 +41,9 @@ def definitions(terms: tuple[tuple[str, str], ...]) -> str:
     lines = []
     for term, text in terms:
         wrapped = textwrap.wrap(text, width=58, break_on_hyphens=False)
-        lines.append(f"  {term:<19} {wrapped[0]}" if len(term) < 20 else f"  {term}\n{'':22}{wrapped[0]}")
+        lines.append(
+            f"  {term:<19} {wrapped[0]}" if len(term) < 20 else f"  {term}\n{'':22}{wrapped[0]}"
+        )
         lines += [f"{'':22}{line}" for line in wrapped[1:]]
     return "\n".join(lines)
 
@@ -61,6 +72,7 @@ examples:
   gpumon compare --shared STAGGERED_RUN --json
 """
 
+
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add ``compare`` to the CLI's subcommands, with ``handler=run``."""
     parser = subparsers.add_parser(
@@ -71,23 +83,31 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--exclusive", metavar="[A=|B=]RUN", action="append", default=[],
+        "--exclusive",
+        metavar="[A=|B=]RUN",
+        action="append",
+        default=[],
         help="a run of one workload alone (repeat the flag for each workload and for repeats); "
-             "A=RUN or B=RUN assigns it to that shared workload instead of matching by spec",
+        "A=RUN or B=RUN assigns it to that shared workload instead of matching by spec",
     )
     parser.add_argument(
-        "--shared", metavar="RUN", action="append", default=[],
+        "--shared",
+        metavar="RUN",
+        action="append",
+        default=[],
         help="a run of both workloads together (repeat the flag for repeats of the same pair); required",
     )
     parser.add_argument(
-        "--report", metavar="DIR",
+        "--report",
+        metavar="DIR",
         help="also write report.md, summary.json, CSVs of the tables and PNG plots into DIR (the plots need "
-             "matplotlib: pip install 'gpumon[analysis]'; without it the rest is written and the report says so)",
+        "matplotlib: pip install 'gpumon[analysis]'; without it the rest is written and the report says so)",
     )
     parser.add_argument(
-        "--json", action="store_true",
+        "--json",
+        action="store_true",
         help="print the results as JSON for scripts: 'summary' (the verdict in words), each workload's "
-             "'slowdown' ({estimate, low, high}), 'cause', 'shares' and 'evidence', the pair's 'stp'",
+        "'slowdown' ({estimate, low, high}), 'cause', 'shares' and 'evidence', the pair's 'stp'",
     )
     parser.set_defaults(handler=run, quick_exit=True)
 
@@ -123,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
             from gpumon.analysis.report import PLOTS_NEED
 
             drawn = any(p.suffix == ".png" for p in written)
-            what = "report.md, summary.json, CSVs, PNGs" if drawn else f"report.md, summary.json, CSVs; {PLOTS_NEED}"
+            what = (
+                "report.md, summary.json, CSVs, PNGs"
+                if drawn
+                else f"report.md, summary.json, CSVs; {PLOTS_NEED}"
+            )
             print(f"\nReport written to {args.report} ({len(written)} files: {what})")
     return 0

@@ -20,22 +20,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument(
-        "--verify", action="store_true",
+        "--verify",
+        action="store_true",
         help="run `h2d` for a few seconds and check PCIe RX, the job's PID and memory, utilisation "
         "and the monitor's own CPU against it (on a CPU-only machine: says what it cannot check)",
     )
     parser.add_argument(
-        "--device", default="auto", metavar="DEVICE",
+        "--device",
+        default="auto",
+        metavar="DEVICE",
         help="with --verify: where the job runs (auto, cuda, cuda:N; cpu runs it on the CPU and tests gpumon's "
         "pipeline only: that its steps reach the capture, the PID lookup with NVML, the monitor's cost)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument(
-        "--gpu", type=int, metavar="INDEX", default=None,
+        "--gpu",
+        type=int,
+        metavar="INDEX",
+        default=None,
         help="NVML index of the GPU to check (default: the first of CUDA_VISIBLE_DEVICES, else 0)",
     )
     parser.add_argument(
-        "--python", metavar="PATH", default=None,
+        "--python",
+        metavar="PATH",
+        default=None,
         help="the Python the built-in workloads would use (default: $GPUMON_PYTHON, else gpumon's own)",
     )
     parser.set_defaults(handler=run)

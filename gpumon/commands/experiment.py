@@ -54,16 +54,51 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("spec", nargs="?", metavar="SPEC", help="a spec file, or the name of a shipped spec (q2_pairwise)")
-    p.add_argument("--device", default=None, help="auto, cpu, cuda or cuda:N (default: the spec's, usually auto)")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="experiment directory (default: gpumon-experiments/NAME-PRESET-DEVICE here)")
-    p.add_argument("--preset", default=None, help="the spec's preset: tiny or paper (default: tiny on CPU, paper on CUDA)")
-    p.add_argument("--repeats", type=positive_whole_number, default=None, metavar="N", help="runs of every cell")
-    p.add_argument("--seconds", type=positive_seconds, default=None, metavar="S",
-                   help="steady-state seconds each job is measured")
-    p.add_argument("--profile", action="store_true", help="record every training process with py-spy (speedscope)")
-    p.add_argument("--retry-failed", action="store_true", help="run failed cells again when resuming")
+    p.add_argument(
+        "spec",
+        nargs="?",
+        metavar="SPEC",
+        help="a spec file, or the name of a shipped spec (q2_pairwise)",
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        help="auto, cpu, cuda or cuda:N (default: the spec's, usually auto)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="experiment directory (default: gpumon-experiments/NAME-PRESET-DEVICE here)",
+    )
+    p.add_argument(
+        "--preset",
+        default=None,
+        help="the spec's preset: tiny or paper (default: tiny on CPU, paper on CUDA)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=positive_whole_number,
+        default=None,
+        metavar="N",
+        help="runs of every cell",
+    )
+    p.add_argument(
+        "--seconds",
+        type=positive_seconds,
+        default=None,
+        metavar="S",
+        help="steady-state seconds each job is measured",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="record every training process with py-spy (speedscope)",
+    )
+    p.add_argument(
+        "--retry-failed", action="store_true", help="run failed cells again when resuming"
+    )
     p.add_argument(
         "--ray",
         nargs="?",
@@ -73,15 +108,24 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="run cells in parallel on a Ray cluster, one cell per GPU (per CPU core with --device cpu); "
         "no ADDRESS starts a local cluster on this machine's GPUs or cores (needs pip install 'gpumon[ray]')",
     )
-    p.add_argument("--predict", action="store_true",
-                   help="run the exclusive cells first and write predicted.md (every pair's slowdowns and STP from "
-                   "them alone, docs/predict.md) before any shared cell runs; results.md then puts predicted "
-                   "beside measured per pair, with the error and the MAPE")
-    p.add_argument("--dry-run", action="store_true", help="print the cells and their commands; run nothing")
+    p.add_argument(
+        "--predict",
+        action="store_true",
+        help="run the exclusive cells first and write predicted.md (every pair's slowdowns and STP from "
+        "them alone, docs/predict.md) before any shared cell runs; results.md then puts predicted "
+        "beside measured per pair, with the error and the MAPE",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the cells and their commands; run nothing"
+    )
     p.add_argument("--list", action="store_true", help="list the shipped specs")
-    p.add_argument("--python", metavar="PATH", default=None,
-                   help="the Python that runs the built-in workloads of every cell (it needs torch, not gpumon); "
-                   "default: $GPUMON_PYTHON, else gpumon's own")
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        default=None,
+        help="the Python that runs the built-in workloads of every cell (it needs torch, not gpumon); "
+        "default: $GPUMON_PYTHON, else gpumon's own",
+    )
     p.set_defaults(handler=run)
 
 
@@ -90,7 +134,9 @@ def list_specs() -> int:
 
     paths = shipped_specs()
     if not paths:
-        raise UsageError(f"no shipped specs in {shipped_dir()}: this gpumon was installed without its package data")
+        raise UsageError(
+            f"no shipped specs in {shipped_dir()}: this gpumon was installed without its package data"
+        )
     for path in paths:
         spec = load_spec(path)
         print(f"{path.stem:<20} {spec.analysis:<12} {spec.question}")
@@ -102,12 +148,20 @@ def run(args: argparse.Namespace) -> int:
     from gpumon.frontends.plan import check_device
     from gpumon.experiments.cells import check_all_presets, expand
     from gpumon.experiments.device import cuda_status, resolve_device
-    from gpumon.experiments.spec import choose_preset, device_kind, find_spec, load_spec, with_overrides
+    from gpumon.experiments.spec import (
+        choose_preset,
+        device_kind,
+        find_spec,
+        load_spec,
+        with_overrides,
+    )
 
     if args.list:
         return list_specs()
     if args.spec is None:
-        raise UsageError("give an experiment spec: a .toml file or a shipped name (gpumon experiment --list)")
+        raise UsageError(
+            "give an experiment spec: a .toml file or a shipped name (gpumon experiment --list)"
+        )
     if args.device is not None:
         check_device(args.device)
     if args.ray is not None:
@@ -122,7 +176,9 @@ def run(args: argparse.Namespace) -> int:
     first = next(iter(spec.presets.values()))
     guess = resolve_device(args.device or first.device)
     preset = choose_preset(spec, args.preset, guess.startswith("cuda"))
-    settings = with_overrides(spec.presets[preset], seconds=args.seconds, repeats=args.repeats, device=args.device)
+    settings = with_overrides(
+        spec.presets[preset], seconds=args.seconds, repeats=args.repeats, device=args.device
+    )
     device = resolve_device(settings.device)
     cells = expand(spec, settings, device)
     out = args.out or Path("gpumon-experiments") / f"{spec.name}-{preset}-{device_kind(device)}"
@@ -136,12 +192,16 @@ def run(args: argparse.Namespace) -> int:
     if spec.requires == "cuda" and not device.startswith("cuda"):
         status = cuda_status()
         why = status.reason if not status.available else f"--device {device} was chosen"
-        print(f"{spec.name} needs CUDA and this run would be on {device} ({why}): nothing was run, no numbers are reported.")
+        print(
+            f"{spec.name} needs CUDA and this run would be on {device} ({why}): nothing was run, no numbers are reported."
+        )
         print(f"On a GPU box: gpumon experiment {spec.path.stem} --device cuda")
         return 0
     check_device(device)
     if device.startswith("cuda") and not cuda_status().available:
-        raise UsageError(f"--device {device}: CUDA is not available here ({cuda_status().reason}); use --device cpu")
+        raise UsageError(
+            f"--device {device}: CUDA is not available here ({cuda_status().reason}); use --device cpu"
+        )
     return execute(spec, preset, settings, device, cells, out, args)
 
 
@@ -153,8 +213,10 @@ def resume_python(out: Path, explicit: bool) -> None:
     recorded = None if explicit else Manifest.recorded_python(out)
     if recorded is not None:
         os.environ[ENV_PYTHON] = choose(recorded).path
-        print(f"gpumon: the workloads' python, as {out / MANIFEST} recorded it: {recorded} (--python changes it)",
-              file=sys.stderr)
+        print(
+            f"gpumon: the workloads' python, as {out / MANIFEST} recorded it: {recorded} (--python changes it)",
+            file=sys.stderr,
+        )
 
 
 def dry_run(cells: list[Cell], out: Path) -> int:
@@ -163,12 +225,19 @@ def dry_run(cells: list[Cell], out: Path) -> int:
     print(f"{len(cells)} cells into {out}:")
     for cell in cells:
         args = cell_args(cell, out / "runs", out / "scratch" / cell.id)
-        print(f"  {cell.id:<40} {cell.mode:<9} ≤{cell.duration_s:g} s  {shlex.join([sys.executable, '-m', 'gpumon', *args])}")
+        print(
+            f"  {cell.id:<40} {cell.mode:<9} ≤{cell.duration_s:g} s  {shlex.join([sys.executable, '-m', 'gpumon', *args])}"
+        )
     return 0
 
 
 def execute(
-    spec: ExperimentSpec, preset: str, settings: Settings, device: str, cells: list[Cell], out: Path,
+    spec: ExperimentSpec,
+    preset: str,
+    settings: Settings,
+    device: str,
+    cells: list[Cell],
+    out: Path,
     args: argparse.Namespace,
 ) -> int:
     from gpumon.experiments.device import cuda_status
@@ -181,15 +250,27 @@ def execute(
     from gpumon.core.jobs.interpreter import choose
 
     python = choose()
-    header = {"name": spec.name, "title": spec.title, "spec": str(spec.path), "analysis": spec.analysis,
-              "preset": preset, "device": device, "python": None if python.own else python.path}
+    header = {
+        "name": spec.name,
+        "title": spec.title,
+        "spec": str(spec.path),
+        "analysis": spec.analysis,
+        "preset": preset,
+        "device": device,
+        "python": None if python.own else python.path,
+    }
     manifest = Manifest.open(out, header)
     manifest.save()
     pyspy = check_pyspy() if args.profile else None
     if pyspy is not None and not pyspy.usable:
-        print(f"gpumon: --profile: {pyspy.problem}; running without py-spy recordings", file=sys.stderr)
-    print(f"gpumon: experiment {spec.name} (preset {preset}, device {device}): {len(cells)} cells into {out}",
-          file=sys.stderr)
+        print(
+            f"gpumon: --profile: {pyspy.problem}; running without py-spy recordings",
+            file=sys.stderr,
+        )
+    print(
+        f"gpumon: experiment {spec.name} (preset {preset}, device {device}): {len(cells)} cells into {out}",
+        file=sys.stderr,
+    )
     pool = None
     if args.ray is not None:
         from gpumon.experiments.rayrun import RayPool, describe
@@ -200,17 +281,25 @@ def execute(
     ctx = Context(spec, settings, preset, device, cells, manifest, predict=args.predict)
     try:
         scheduler = CellScheduler(manifest, cuda_status, pyspy, args.retry_failed, pool=pool)
-        signum = scheduler.run([c for c in cells if c.mode == "exclusive"]) if args.predict else None
+        signum = (
+            scheduler.run([c for c in cells if c.mode == "exclusive"]) if args.predict else None
+        )
         if args.predict and signum is None:
             from gpumon.experiments.predicted import write_predicted
 
-            print(f"gpumon: predicted from the exclusive cells: {write_predicted(ctx)}", file=sys.stderr)
+            print(
+                f"gpumon: predicted from the exclusive cells: {write_predicted(ctx)}",
+                file=sys.stderr,
+            )
         signum = signum if signum is not None else scheduler.run(cells)
     finally:
         if pool is not None:
             pool.stop()
     if signum is not None:
-        print(f"gpumon: interrupted; run the same command again to resume ({out / 'cells.json'})", file=sys.stderr)
+        print(
+            f"gpumon: interrupted; run the same command again to resume ({out / 'cells.json'})",
+            file=sys.stderr,
+        )
         return 128 + signum
     path = write_results(ctx, pyspy.problem if pyspy is not None else None)
     tally = counts(ctx)

@@ -9,7 +9,9 @@ from pathlib import Path
 from gpumon.commands.base import RUN_HELP
 from gpumon.extras import require
 
-HERE = object()  # --csv or --parquet without a folder: one named after the run, in the current directory
+HERE = (
+    object()
+)  # --csv or --parquet without a folder: one named after the run, in the current directory
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,13 +24,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run", metavar="RUN")
     target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--csv", type=Path, nargs="?", const=HERE, metavar="OUTDIR",
-                        help="write CSV files into OUTDIR (default: ./RUN_NAME-csv)")
-    target.add_argument("--parquet", type=Path, nargs="?", const=HERE, metavar="OUTDIR",
-                        help="write Parquet files into OUTDIR (default: ./RUN_NAME-parquet)")
+    target.add_argument(
+        "--csv",
+        type=Path,
+        nargs="?",
+        const=HERE,
+        metavar="OUTDIR",
+        help="write CSV files into OUTDIR (default: ./RUN_NAME-csv)",
+    )
+    target.add_argument(
+        "--parquet",
+        type=Path,
+        nargs="?",
+        const=HERE,
+        metavar="OUTDIR",
+        help="write Parquet files into OUTDIR (default: ./RUN_NAME-parquet)",
+    )
     p.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
-    p.add_argument("--force", action="store_true", help="replace files of the same names already in OUTDIR (without "
-                   "it they are refused). A failed write (full disk, read-only folder) leaves OUTDIR as it was")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files of the same names already in OUTDIR (without "
+        "it they are refused). A failed write (full disk, read-only folder) leaves OUTDIR as it was",
+    )
     p.set_defaults(handler=run)
 
 
@@ -44,8 +62,10 @@ def run(args: argparse.Namespace) -> int:
         out = export_dir(run.path, fmt)
     files = export(run, out, fmt, overwrite=args.force)
     # which run a name or 'last' meant, on stderr: stdout stays the list of files, for scripts
-    print(f"gpumon: exported run {run.path.name} ({run.mode}, label {run.label}) to {out}: {len(files)} {fmt} files",
-          file=sys.stderr)
+    print(
+        f"gpumon: exported run {run.path.name} ({run.mode}, label {run.label}) to {out}: {len(files)} {fmt} files",
+        file=sys.stderr,
+    )
     for path in files:
         print(path)
     return 0

@@ -17,7 +17,9 @@ def run(args: argparse.Namespace) -> int:
     from gpumon.frontends.plan import make_plan
 
     config = session_config(args, MONITOR)  # bad options are said before anything else
-    if config.python is not None:  # the launch dialog's built-in workloads run in it: checked before the screen opens
+    if (
+        config.python is not None
+    ):  # the launch dialog's built-in workloads run in it: checked before the screen opens
         require_workload_python(config.python)
     plan = make_plan([], [], session=config, label=None, duration_s=None, stagger_s=0.0)
     not_terminal = output_not_terminal()

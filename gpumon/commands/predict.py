@@ -49,18 +49,33 @@ examples:
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add ``predict`` to the CLI's subcommands."""
     parser = subparsers.add_parser(
-        "predict", help="predict a pair's slowdowns and STP from each job's solo runs, before sharing",
-        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "predict",
+        help="predict a pair's slowdowns and STP from each job's solo runs, before sharing",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--exclusive", metavar="[A=|B=]RUN", action="append", default=[],
-                        help="a run of one job alone (repeat for each job and for repeats; runs of one spec "
-                             "are repeats of one job; one job given alone is paired with itself)")
-    parser.add_argument("--share", choices=("timeslice", "mps", "all"), default="timeslice",
-                        help="the sharing mode to predict (default timeslice); all: both side by side")
-    parser.add_argument("--json", action="store_true",
-                        help="print JSON shaped like compare --json: workloads.A.slowdown.{estimate,low,high}, "
-                             "pair.stp, pair.verdict, pair.share, pair.reason, model.constants, model.calibrated, "
-                             "notes; with --share all, {modes: [...], better}")
+    parser.add_argument(
+        "--exclusive",
+        metavar="[A=|B=]RUN",
+        action="append",
+        default=[],
+        help="a run of one job alone (repeat for each job and for repeats; runs of one spec "
+        "are repeats of one job; one job given alone is paired with itself)",
+    )
+    parser.add_argument(
+        "--share",
+        choices=("timeslice", "mps", "all"),
+        default="timeslice",
+        help="the sharing mode to predict (default timeslice); all: both side by side",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON shaped like compare --json: workloads.A.slowdown.{estimate,low,high}, "
+        "pair.stp, pair.verdict, pair.share, pair.reason, model.constants, model.calibrated, "
+        "notes; with --share all, {modes: [...], better}",
+    )
     parser.set_defaults(handler=run, quick_exit=True)
 
 
@@ -76,11 +91,15 @@ def render(predictions: "list[Prediction]", best: str | None) -> list[str]:
     for p in predictions:
         lines.append(f"share {p.share}: sharing {p.verdict}: STP {_fmt(p.stp)} (predicted, 95 %)")
         for job, r in zip(p.jobs, p.slowdown):
-            lines.append(f"  {job.slot} {job.spec:<28} r {_fmt(r)}  ({len(job.runs)} solo run(s), {job.rate:.1f} it/s alone)")
+            lines.append(
+                f"  {job.slot} {job.spec:<28} r {_fmt(r)}  ({len(job.runs)} solo run(s), {job.rate:.1f} it/s alone)"
+            )
         lines.append(f"  why: {p.reason}")
         lines += [f"  note: {n}" for n in p.notes]
     if len(predictions) > 1:
-        lines.append(f"better: {best}" if best else "better: cannot tell (the STP intervals overlap)")
+        lines.append(
+            f"better: {best}" if best else "better: cannot tell (the STP intervals overlap)"
+        )
     return lines
 
 
@@ -94,8 +113,11 @@ def run(args: argparse.Namespace) -> int:
     predictions = predict([load_run(p) for p in paths], args.share, assign)
     best = better(predictions) if len(predictions) > 1 else None
     if args.json:  # --share all keeps its shape (modes) also where only one mode applies (CPU runs)
-        data = predictions[0].to_dict() if args.share != "all" else {
-            "modes": [p.to_dict() for p in predictions], "better": best}
+        data = (
+            predictions[0].to_dict()
+            if args.share != "all"
+            else {"modes": [p.to_dict() for p in predictions], "better": best}
+        )
         print(json.dumps(data, indent=2, allow_nan=False))
     else:
         print("\n".join(render(predictions, best)))

@@ -28,7 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EPILOG,
     )
-    p.add_argument("workloads", nargs="*", metavar="WORKLOAD[:k=v,...]", help="built-in workload with options")
+    p.add_argument(
+        "workloads", nargs="*", metavar="WORKLOAD[:k=v,...]", help="built-in workload with options"
+    )
     p.add_argument(
         "--cmd",
         action="append",
@@ -39,8 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "workloads' Python (--python, else $GPUMON_PYTHON; without either, the python on PATH, refused when that is "
         "gpumon's own and has no torch)",
     )
-    p.add_argument("--stagger", type=finite_number, default=None, metavar="S", help="start the second job S seconds after the first "
-        "(with --beside: once B's steps alone span S seconds, default 10)")
+    p.add_argument(
+        "--stagger",
+        type=finite_number,
+        default=None,
+        metavar="S",
+        help="start the second job S seconds after the first "
+        "(with --beside: once B's steps alone span S seconds, default 10)",
+    )
     p.add_argument(
         "--beside",
         default=None,
@@ -51,8 +59,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "running. Job A starts once B's steps alone span --stagger seconds (from the probe's history when it has "
         "one), so compare --shared RUN gives B's slowdown from this one run",
     )
-    p.add_argument("--duration", type=finite_number, default=None, metavar="S", help="stop everything S seconds after the first start")
-    p.add_argument("--label", default=None, help="name of the capture (default: the workload names)")
+    p.add_argument(
+        "--duration",
+        type=finite_number,
+        default=None,
+        metavar="S",
+        help="stop everything S seconds after the first start",
+    )
+    p.add_argument(
+        "--label", default=None, help="name of the capture (default: the workload names)"
+    )
     add_session_options(p)
     p.add_argument(
         "--on-capture-error",
@@ -88,9 +104,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "drop, a closed laptop). Prints the run directory and returns once the capture has started; watch it with "
         "'gpumon attach', stop it with 'gpumon stop'. The jobs still die with their runner (even kill -9)",
     )
-    p.add_argument(DETACHED_CHILD_FLAG, action="store_true", help=argparse.SUPPRESS)  # the detached runner itself
-    p.add_argument("--json", action="store_true", help="with --headless: status lines as JSON objects; with --detach: "
-                   "one object with the run directory and the runner's PID")
+    p.add_argument(
+        DETACHED_CHILD_FLAG, action="store_true", help=argparse.SUPPRESS
+    )  # the detached runner itself
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="with --headless: status lines as JSON objects; with --detach: "
+        "one object with the run directory and the runner's PID",
+    )
     p.set_defaults(handler=run)
 
 
@@ -102,7 +124,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--json goes with --headless or --detach")
     if args.detached_child and not args.detach:
         raise UsageError("--detached-child is gpumon's own (the process --detach starts)")
-    stagger = args.stagger if args.stagger is not None else DEFAULT_LEAD_S if args.beside is not None else 0.0
+    stagger = (
+        args.stagger
+        if args.stagger is not None
+        else DEFAULT_LEAD_S
+        if args.beside is not None
+        else 0.0
+    )
     config = session_config(
         args,
         metrics=argtypes.metrics_address(args.metrics) if args.metrics is not None else None,
@@ -111,7 +139,12 @@ def run(args: argparse.Namespace) -> int:
         detached=args.detached_child,
     )
     plan = make_plan(
-        args.workloads, args.cmd, session=config, label=args.label, duration_s=args.duration, stagger_s=stagger,
+        args.workloads,
+        args.cmd,
+        session=config,
+        label=args.label,
+        duration_s=args.duration,
+        stagger_s=stagger,
         beside=args.beside,
     )
     if args.baseline:

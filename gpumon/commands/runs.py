@@ -18,10 +18,21 @@ DAMAGED = "damaged"  # a run whose run.json or tables do not read: listed with w
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("runs", help="list captured runs", description="List the captured runs in a runs directory. "
-                       "A run whose run.json or tables cannot be read (corrupt, truncated, empty) is listed as damaged, "
-                       "with what is wrong.")
-    p.add_argument("dir", nargs="?", type=Path, default=None, metavar="DIR", help="runs directory (default: see gpumon --help)")
+    p = sub.add_parser(
+        "runs",
+        help="list captured runs",
+        description="List the captured runs in a runs directory. "
+        "A run whose run.json or tables cannot be read (corrupt, truncated, empty) is listed as damaged, "
+        "with what is wrong.",
+    )
+    p.add_argument(
+        "dir",
+        nargs="?",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="runs directory (default: see gpumon --help)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON array for scripts")
     p.set_defaults(handler=run)
 
@@ -45,12 +56,17 @@ def run(args: argparse.Namespace) -> int:
     if not listed:
         print(f"no runs in {runs_dir}")
         return 0
-    print(f"{'RUN':<34} {'MODE':<9} {'SHARE':<10} {'STATUS':<11} {'DURATION':>8}  RATES / WORKLOADS")
+    print(
+        f"{'RUN':<34} {'MODE':<9} {'SHARE':<10} {'STATUS':<11} {'DURATION':>8}  RATES / WORKLOADS"
+    )
     for entry in listed:
         print(entry_line(entry))
     bad = sum(isinstance(entry, DamagedRun) for entry in listed)
     if bad:
-        print(f"gpumon: {bad} damaged run(s) in {runs_dir}, listed with what is wrong", file=sys.stderr)
+        print(
+            f"gpumon: {bad} damaged run(s) in {runs_dir}, listed with what is wrong",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -78,9 +94,19 @@ def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, An
     from gpumon.core.store.trace import DamagedRun
 
     if isinstance(entry, DamagedRun):
-        return {"name": entry.name, "path": str(runs_dir / entry.name), "label": None, "mode": None, "share": None,
-                "status": DAMAGED, "workloads": None, "duration_s": None, "iter_per_s": {}, "runner": None,
-                "problem": entry.problem}
+        return {
+            "name": entry.name,
+            "path": str(runs_dir / entry.name),
+            "label": None,
+            "mode": None,
+            "share": None,
+            "status": DAMAGED,
+            "workloads": None,
+            "duration_s": None,
+            "iter_per_s": {},
+            "runner": None,
+            "problem": entry.problem,
+        }
     return {
         "name": entry.name,
         "path": str(runs_dir / entry.name),
@@ -103,6 +129,14 @@ def runner_json(summary: "RunSummary") -> dict | None:
     runner = summary.runner
     if runner is None:
         return None
-    since = datetime.datetime.fromtimestamp(runner.started).astimezone().isoformat(timespec="seconds")
-    return {"pid": runner.pid, "since": since, "user": runner.user, "host": runner.host, "detached": runner.detached,
-            "alive": summary.status == RUNNING}
+    since = (
+        datetime.datetime.fromtimestamp(runner.started).astimezone().isoformat(timespec="seconds")
+    )
+    return {
+        "pid": runner.pid,
+        "since": since,
+        "user": runner.user,
+        "host": runner.host,
+        "detached": runner.detached,
+        "alive": summary.status == RUNNING,
+    }

@@ -17,22 +17,71 @@ if TYPE_CHECKING:
 MONITOR = "monitor_"  # the dest prefix of the monitor's own options in the main parser (a command has its own)
 # (flag, add_argument keywords); the dest is the flag's name, after a prefix where one parser holds two sets
 OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("--device", dict(default="auto", metavar="DEVICE", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N; "
-                      "a GPU this machine lacks (NVML, /proc/driver/nvidia, CUDA_VISIBLE_DEVICES) is refused before anything starts")),
-    ("--python", dict(default=None, metavar="PATH", help="the Python that runs the built-in workloads, e.g. your "
-                      "training environment's (it needs torch, not gpumon), and a bare 'python' or 'python3' in "
-                      "--cmd; default: $GPUMON_PYTHON, else gpumon's own")),
-    ("--out", dict(type=Path, default=None, metavar="RUNS_DIR", help="where captures go (default: see below)")),
-    ("--interval", dict(type=whole_number, default=100, metavar="MS", help="sampling interval in ms (default 100)")),
-    ("--gpu", dict(default=None, metavar="INDEX|UUID", help="GPU to sample with NVML: an index or a GPU-... UUID "
-                   "(default: the first of CUDA_VISIBLE_DEVICES, else 0); one NVML does not list is refused before "
-                   "anything starts")),
-    ("--warmup", dict(type=count, default=None, metavar="N", help="steps marked warm-up (default 5; 0: none)")),
+    (
+        "--device",
+        dict(
+            default="auto",
+            metavar="DEVICE",
+            help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N; "
+            "a GPU this machine lacks (NVML, /proc/driver/nvidia, CUDA_VISIBLE_DEVICES) is refused before anything starts",
+        ),
+    ),
+    (
+        "--python",
+        dict(
+            default=None,
+            metavar="PATH",
+            help="the Python that runs the built-in workloads, e.g. your "
+            "training environment's (it needs torch, not gpumon), and a bare 'python' or 'python3' in "
+            "--cmd; default: $GPUMON_PYTHON, else gpumon's own",
+        ),
+    ),
+    (
+        "--out",
+        dict(
+            type=Path,
+            default=None,
+            metavar="RUNS_DIR",
+            help="where captures go (default: see below)",
+        ),
+    ),
+    (
+        "--interval",
+        dict(
+            type=whole_number,
+            default=100,
+            metavar="MS",
+            help="sampling interval in ms (default 100)",
+        ),
+    ),
+    (
+        "--gpu",
+        dict(
+            default=None,
+            metavar="INDEX|UUID",
+            help="GPU to sample with NVML: an index or a GPU-... UUID "
+            "(default: the first of CUDA_VISIBLE_DEVICES, else 0); one NVML does not list is refused before "
+            "anything starts",
+        ),
+    ),
+    (
+        "--warmup",
+        dict(
+            type=count, default=None, metavar="N", help="steps marked warm-up (default 5; 0: none)"
+        ),
+    ),
     ("--no-nvml", dict(action="store_true", help="do not load NVML")),
-    ("--share", dict(default="timeslice", metavar="MODE", help="how the jobs share the GPU: timeslice (the driver's "
-                     "default: each context runs alone for a time slice), mps (gpumon starts its own NVIDIA MPS "
-                     "daemon; kernels of both jobs run at once), mps:threads=PCT_A,PCT_B (MPS, each job capped at "
-                     "that %% of the SMs), mps:existing (clients of an MPS daemon you already run)")),
+    (
+        "--share",
+        dict(
+            default="timeslice",
+            metavar="MODE",
+            help="how the jobs share the GPU: timeslice (the driver's "
+            "default: each context runs alone for a time slice), mps (gpumon starts its own NVIDIA MPS "
+            "daemon; kernels of both jobs run at once), mps:threads=PCT_A,PCT_B (MPS, each job capped at "
+            "that %% of the SMs), mps:existing (clients of an MPS daemon you already run)",
+        ),
+    ),
 )
 
 
@@ -40,7 +89,9 @@ def dest(flag: str, prefix: str = "") -> str:
     return prefix + flag.lstrip("-").replace("-", "_")
 
 
-def add_session_options(parser: "argparse.ArgumentParser | argparse._ArgumentGroup", prefix: str = "") -> None:
+def add_session_options(
+    parser: "argparse.ArgumentParser | argparse._ArgumentGroup", prefix: str = ""
+) -> None:
     """Add every session option to ``parser``, each stored as ``prefix`` + its name."""
     for flag, keywords in OPTIONS:
         parser.add_argument(flag, dest=dest(flag, prefix), **keywords)

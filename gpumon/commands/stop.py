@@ -22,10 +22,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the terminal: the runner stops the jobs (SIGTERM, then SIGKILL after 5 s), finalises run.json and exits. "
         "Returns once run.json is final.",
     )
-    stop.add_argument("run", nargs="?", metavar="RUN", help=f"{RUN_HELP} (default: your newest running run)")
+    stop.add_argument(
+        "run", nargs="?", metavar="RUN", help=f"{RUN_HELP} (default: your newest running run)"
+    )
     stop.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
-    stop.add_argument("--timeout", type=positive_seconds, default=STOP_TIMEOUT_S, metavar="S",
-                      help=f"give up waiting after S seconds (default {STOP_TIMEOUT_S:g}; the run is then still running)")
+    stop.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=STOP_TIMEOUT_S,
+        metavar="S",
+        help=f"give up waiting after S seconds (default {STOP_TIMEOUT_S:g}; the run is then still running)",
+    )
     add_any_user(stop)
     stop.set_defaults(handler=run)
 
@@ -43,8 +50,11 @@ def run(args: argparse.Namespace) -> int:
     if not stop_runner(target.path, target.runner, args.any_user):
         print(f"gpumon: {name} is not running (its runner just ended)", file=sys.stderr)
         return 0
-    print(f"gpumon: stopping {name} (runner pid {target.runner.pid}): its jobs stop and the capture is finalised…",
-          file=sys.stderr, flush=True)
+    print(
+        f"gpumon: stopping {name} (runner pid {target.runner.pid}): its jobs stop and the capture is finalised…",
+        file=sys.stderr,
+        flush=True,
+    )
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         status = load_live(target.path)[1]
@@ -52,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
             break
         time.sleep(0.1)
     else:
-        print(f"gpumon: {name} still running after {args.timeout:g} s (runner pid {target.runner.pid})", file=sys.stderr)
+        print(
+            f"gpumon: {name} still running after {args.timeout:g} s (runner pid {target.runner.pid})",
+            file=sys.stderr,
+        )
         return 1
     print(f"gpumon: run saved to {target.path} ({status})", file=sys.stderr)
     return 0

@@ -14,9 +14,11 @@ if TYPE_CHECKING:
 
     from gpumon.core.store.runner import RunnerInfo
 
-ANY_USER_HELP = ("also another user's run (without it such a run is refused; signalling another user's runner takes "
-                 "root). Whose a run is comes from its proven runner's process, else the run directory's owner, never "
-                 "from run.json")
+ANY_USER_HELP = (
+    "also another user's run (without it such a run is refused; signalling another user's runner takes "
+    "root). Whose a run is comes from its proven runner's process, else the run directory's owner, never "
+    "from run.json"
+)
 
 
 def add_any_user(parser: "argparse.ArgumentParser") -> None:
@@ -43,20 +45,30 @@ def find(text: str | None, runs_dir: Path, verb: str, any_user: bool = False) ->
     from gpumon.core.store.trace import list_runs, load_live
 
     if text is None:
-        mine = [r for r in list_runs(runs_dir) if r.meta.live_status(r.path) == RUNNING
-                and run_owner(r.path, r.meta.runner) == os.getuid()]
+        mine = [
+            r
+            for r in list_runs(runs_dir)
+            if r.meta.live_status(r.path) == RUNNING
+            and run_owner(r.path, r.meta.runner) == os.getuid()
+        ]
         if not mine:
-            raise UsageError(f"no running run in {runs_dir} (gpumon runs lists them; gpumon run … --detach starts one)")
+            raise UsageError(
+                f"no running run in {runs_dir} (gpumon runs lists them; gpumon run … --detach starts one)"
+            )
         run, status = load_live(mine[-1].path)
     else:
         run, status = load_live(resolve_run(text, runs_dir))
     runner = run.meta.runner
     uid = run_owner(run.path, runner)
     if uid != os.getuid() and not any_user:
-        raise UsageError(f"{run.path.name} belongs to user {user_name(uid)}: you can attach to and stop your own runs "
-                         "only (--any-user: also another user's)")
+        raise UsageError(
+            f"{run.path.name} belongs to user {user_name(uid)}: you can attach to and stop your own runs "
+            "only (--any-user: also another user's)"
+        )
     if status == RECORDING and runner is not None:
         if not runner.here:
             raise UsageError(f"{run.path.name} is written on host {runner.host}: {verb} it there")
-        raise UsageError(f"{run.path.name}: cannot tell whether it still runs (its runner is another user's process)")
+        raise UsageError(
+            f"{run.path.name}: cannot tell whether it still runs (its runner is another user's process)"
+        )
     return Target(run.path, status, runner)

@@ -42,12 +42,20 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--python", default=None, metavar="PATH",
-                        help="what a bare 'python' or 'python3' as the command means: your training environment's "
-                        "Python (default: $GPUMON_PYTHON; without either, the python on PATH, refused when that is "
-                        "gpumon's own and has no torch)")
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]",
-                        help="the command and its arguments, run without a shell")
+    parser.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="what a bare 'python' or 'python3' as the command means: your training environment's "
+        "Python (default: $GPUMON_PYTHON; without either, the python on PATH, refused when that is "
+        "gpumon's own and has no torch)",
+    )
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARG...]",
+        help="the command and its arguments, run without a shell",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -59,7 +67,9 @@ def wrap_env(environ: dict[str, str]) -> dict[str, str]:
 
     env = {k: v for k, v in environ.items() if k not in (ENV_FD, ENV_SLOT)}
     if env.get(ENV_RENDEZVOUS, "").lower() in ("off", "0", "no"):
-        raise UsageError(f"{ENV_RENDEZVOUS}={env[ENV_RENDEZVOUS]} switches off what wrap is for; unset it")
+        raise UsageError(
+            f"{ENV_RENDEZVOUS}={env[ENV_RENDEZVOUS]} switches off what wrap is for; unset it"
+        )
     env[ENV_AUTOPROBE] = "1"
     env["PYTHONPATH"] = probe_pythonpath(child_path(), env.get("PYTHONPATH", ""), autoprobe=True)
     return env
@@ -79,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
     env = wrap_env(dict(os.environ))
     from gpumon.core.probing.rendezvous import problem
 
-    unusable = problem()  # the probe would turn its rendezvous off quietly: nothing could attach to the command
+    unusable = (
+        problem()
+    )  # the probe would turn its rendezvous off quietly: nothing could attach to the command
     if unusable:
         raise UsageError(f"the probe's rendezvous cannot be made: {unusable}")
     sys.stdout.flush()

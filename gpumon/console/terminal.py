@@ -22,4 +22,8 @@ def output_not_terminal() -> str | None:
             names.append(name)
     if not names:
         return None
-    return f"{names[0]} is not a terminal" if len(names) == 1 else f"{' and '.join(names)} are not terminals"
+    return (
+        f"{names[0]} is not a terminal"
+        if len(names) == 1
+        else f"{' and '.join(names)} are not terminals"
+    )

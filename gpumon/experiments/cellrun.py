@@ -33,8 +33,14 @@ from gpumon.experiments.steady import StepsTail
 class CellPool(Protocol):
     """Workers that run cells at once (experiments/rayrun.py's RayPool: one per GPU, or pinned core, of a cluster)."""
 
-    def run(self, cells: list[Cell], manifest: Manifest, pyspy: Any, stop_requested: Callable[[], int | None],
-            finished: Callable[[Cell, CellRecord], None]) -> None: ...
+    def run(
+        self,
+        cells: list[Cell],
+        manifest: Manifest,
+        pyspy: Any,
+        stop_requested: Callable[[], int | None],
+        finished: Callable[[Cell, CellRecord], None],
+    ) -> None: ...
 
 
 POLL_S = 0.25
@@ -52,12 +58,18 @@ def operator_command(cell: Cell, slot: str, spec: str, scratch: Path) -> str:
     the gpumon package comes from its own directory (``module_argv``).
     """
     argv = [
-        *module_argv("gpumon.experiments.opprofile", choose().path, isolated=True), spec,
-        "--device", cell.device,
-        "--out", str(scratch / f"ops-{slot}.json"),
-        "--start-when", str(scratch / GO_FILE),
-        "--steps", str(cell.profile_steps),
-        "--window", f"{cell.seconds:g}",
+        *module_argv("gpumon.experiments.opprofile", choose().path, isolated=True),
+        spec,
+        "--device",
+        cell.device,
+        "--out",
+        str(scratch / f"ops-{slot}.json"),
+        "--start-when",
+        str(scratch / GO_FILE),
+        "--steps",
+        str(cell.profile_steps),
+        "--window",
+        f"{cell.seconds:g}",
     ]
     return shlex.join(argv)
 
@@ -78,8 +90,17 @@ def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
         else:
             argv += ["--cmd", operator_command(cell, slot, job.spec, scratch)]
     argv += [
-        "--headless", "--device", cell.device, "--duration", f"{cell.duration_s:g}",
-        "--out", str(runs_dir), "--label", cell.id, "--interval", str(cell.interval_ms),
+        "--headless",
+        "--device",
+        cell.device,
+        "--duration",
+        f"{cell.duration_s:g}",
+        "--out",
+        str(runs_dir),
+        "--label",
+        cell.id,
+        "--interval",
+        str(cell.interval_ms),
     ]
     if cell.mode == "shared" and cell.stagger:
         argv += ["--stagger", f"{cell.stagger:g}"]
@@ -106,7 +127,9 @@ def failure_reason(workload: WorkloadRecord) -> str:
 
 def last_line(path: Path) -> str:
     try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+        lines = [
+            line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+        ]
     except OSError:
         return ""
     lines = [line for line in lines if line]
@@ -160,7 +183,11 @@ class CellRun:
             log.write(f"$ {shlex.join(argv)}\n")
             log.flush()
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM)
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM),
             )
             try:
                 while not self._wait(POLL_S):
@@ -259,7 +286,9 @@ class CellRun:
         if meta is None or meta.status != "truncated":
             return None
         error = meta.capture_error
-        return error.reason if error is not None and error.reason is not None else "no reason recorded"
+        return (
+            error.reason if error is not None and error.reason is not None else "no reason recorded"
+        )
 
     def _failed_workloads(self) -> list[WorkloadRecord]:
         """Workloads that could not start or exited with an error on their own (not stopped by gpumon)."""
@@ -273,7 +302,10 @@ class CellRun:
                 if slot in SLOTS and pid is not None and workload.state == "running":
                     self.recorders[slot] = subprocess.Popen(
                         record_argv(self.pyspy.path, pid, self.run_dir / f"pyspy-{slot}.json"),
-                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM),
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM),
                     )
 
     def _end_children(self, log: TextIO) -> None:
@@ -291,12 +323,16 @@ class CellRun:
 
     def _conclude(self, record: CellRecord) -> None:
         """Status, reason, run directory and profiles of the finished cell."""
-        interrupted = self.stop_requested() is not None and not (self.tail is not None and self._measured_enough())
+        interrupted = self.stop_requested() is not None and not (
+            self.tail is not None and self._measured_enough()
+        )
         if self.run_dir is None:
             self.run_dir = self._find_run_dir()
         if self.run_dir is None:
             record.status = INTERRUPTED if interrupted else FAILED
-            record.reason = last_line(self.log_path) or f"gpumon run exited with status {self.proc.returncode}"
+            record.reason = (
+                last_line(self.log_path) or f"gpumon run exited with status {self.proc.returncode}"
+            )
             return
         record.run = str(self.run_dir.relative_to(self.directory))
         failed = self._failed_workloads()
@@ -308,9 +344,14 @@ class CellRun:
         elif not self.stopping and self.proc is not None and self.proc.returncode not in (0, None):
             # gpumon run itself died (killed, crashed): what it recorded is not a finished measurement
             record.status = FAILED
-            record.reason = f"gpumon run ended with status {self.proc.returncode} before the cell was measured"
+            record.reason = (
+                f"gpumon run ended with status {self.proc.returncode} before the cell was measured"
+            )
         elif interrupted:
-            record.status, record.reason = INTERRUPTED, "stopped by a signal before it had measured enough"
+            record.status, record.reason = (
+                INTERRUPTED,
+                "stopped by a signal before it had measured enough",
+            )
         self._collect_profiles(record)
         if record.status == OK and self.cell.profile_steps is not None:
             missing = [s for s in self.slots if f"ops-{s}" not in record.profiles]
@@ -375,7 +416,9 @@ class CellScheduler:
                         progress.start(cell.id, measured_seconds(cell))
                         record = (self.execute or self._execute)(cell, progress)
                         self.manifest.put(record)
-                        progress.finish(record.status, record.elapsed_s, record.reason or record.note or "")
+                        progress.finish(
+                            record.status, record.elapsed_s, record.reason or record.note or ""
+                        )
         finally:
             progress.close()
             for signum, handler in previous.items():
@@ -388,8 +431,13 @@ class CellScheduler:
 
         def finished(cell: Cell, record: CellRecord) -> None:
             self.manifest.put(record)
-            progress.record(cell.id, measured_seconds(cell), record.status, record.elapsed_s,
-                            record.reason or record.note or "")
+            progress.record(
+                cell.id,
+                measured_seconds(cell),
+                record.status,
+                record.elapsed_s,
+                record.reason or record.note or "",
+            )
 
         runnable = [cell for cell in cells if self._runnable(cell, progress)]
         self.pool.run(runnable, self.manifest, self.pyspy, lambda: self.signal_received, finished)
@@ -402,13 +450,17 @@ class CellScheduler:
             return False
         if cell.device.startswith("cuda") and not self.cuda().available:
             reason = f"needs CUDA: {self.cuda().reason}"
-            self.manifest.put(CellRecord(id=cell.id, status=SKIPPED, config=cell.config(), reason=reason))
+            self.manifest.put(
+                CellRecord(id=cell.id, status=SKIPPED, config=cell.config(), reason=reason)
+            )
             progress.skip(cell.id, measured_seconds(cell), SKIPPED, reason)
             return False
         return True
 
     def _execute(self, cell: Cell, progress: Progress) -> CellRecord:
-        return CellRun(cell, self.manifest.directory, self.pyspy, lambda: self.signal_received).execute(progress)
+        return CellRun(
+            cell, self.manifest.directory, self.pyspy, lambda: self.signal_received
+        ).execute(progress)
 
 
 def measured_seconds(cell: Cell) -> float:

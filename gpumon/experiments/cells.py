@@ -113,7 +113,9 @@ def pair_list(settings: Settings, keys: list[str]) -> list[tuple[str, str]]:
     for a, b in settings.pairs:
         for key in (a, b):
             if key not in keys:
-                raise UsageError(f"pairs: unknown workload {key!r} (workloads are {', '.join(keys)})")
+                raise UsageError(
+                    f"pairs: unknown workload {key!r} (workloads are {', '.join(keys)})"
+                )
     return list(settings.pairs)
 
 
@@ -122,7 +124,11 @@ def point_label(point: tuple[tuple[str, str], ...]) -> str:
 
 
 def cell_id(
-    mode: str, keys: tuple[str, ...], point: tuple[tuple[str, str], ...], repeat: int, share: str = "timeslice"
+    mode: str,
+    keys: tuple[str, ...],
+    point: tuple[tuple[str, str], ...],
+    repeat: int,
+    share: str = "timeslice",
 ) -> str:
     parts = ["x" if mode == "exclusive" else "s", "+".join(keys)]
     if point:
@@ -152,7 +158,9 @@ def cell_count(spec: ExperimentSpec, settings: Settings, device: str) -> int:
     n_pairs = pairs[settings.pairs] if isinstance(settings.pairs, str) else len(settings.pairs)
     points = 1
     if spec.analysis == "sweep":
-        points = max(len(settings.points), 1) * math.prod(len(values) for values in settings.sweep.values())
+        points = max(len(settings.points), 1) * math.prod(
+            len(values) for values in settings.sweep.values()
+        )
     per_point = n + len(settings.share) * n_pairs
     return settings.repeats * points * len(cell_devices(settings, device)) * per_point
 
@@ -162,9 +170,11 @@ def check_size(spec: ExperimentSpec, settings: Settings, device: str) -> None:
     count = cell_count(spec, settings, device)
     if count > MAX_CELLS:
         hours = count * settings.seconds / 3600
-        raise UsageError(f"asks for {count:,} cells (repeats {settings.repeats:,}); at most {MAX_CELLS:,}: each cell is a "
-                         f"real run of at least {settings.seconds:g} s ({hours:,.0f} hours of runs at the least) with a "
-                         "run directory of its own; lower repeats or split the experiment")
+        raise UsageError(
+            f"asks for {count:,} cells (repeats {settings.repeats:,}); at most {MAX_CELLS:,}: each cell is a "
+            f"real run of at least {settings.seconds:g} s ({hours:,.0f} hours of runs at the least) with a "
+            "run directory of its own; lower repeats or split the experiment"
+        )
 
 
 def expand(spec: ExperimentSpec, settings: Settings, device: str) -> list[Cell]:
@@ -208,7 +218,9 @@ def expand(spec: ExperimentSpec, settings: Settings, device: str) -> list[Cell]:
     ids = [c.id for c in cells]
     if len(set(ids)) != len(ids):
         duplicate = next(i for i in ids if ids.count(i) > 1)
-        raise UsageError(f"two cells would share the id {duplicate!r}; make the workloads or sweep values distinct")
+        raise UsageError(
+            f"two cells would share the id {duplicate!r}; make the workloads or sweep values distinct"
+        )
     return cells
 
 

@@ -29,7 +29,11 @@ def cuda_status() -> CudaStatus:
         return CudaStatus(False, "no NVIDIA driver on this machine")
     try:
         done = subprocess.run(
-            [choose().path, "-c", PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
+            [choose().path, "-c", PROBE],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         return CudaStatus(False, f"torch did not answer within {PROBE_TIMEOUT_S} s")
@@ -38,7 +42,9 @@ def cuda_status() -> CudaStatus:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return CudaStatus(False, f"torch could not be asked ({last})")
     if fields[0] != "1":
-        return CudaStatus(False, "torch.cuda.is_available() is False (CPU-only torch build or no usable GPU)")
+        return CudaStatus(
+            False, "torch.cuda.is_available() is False (CPU-only torch build or no usable GPU)"
+        )
     return CudaStatus(True, f"{fields[1]} CUDA device(s)")
 
 

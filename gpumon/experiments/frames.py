@@ -50,7 +50,10 @@ def read_speedscope(path: Path, job: str, partner: str | None) -> Recording | No
 
 
 def load_recordings(ctx: Context) -> list[Recording]:
-    recordings = (read_speedscope(path, key, partner) for path, key, partner in recorded_profiles(ctx, "pyspy"))
+    recordings = (
+        read_speedscope(path, key, partner)
+        for path, key, partner in recorded_profiles(ctx, "pyspy")
+    )
     return [r for r in recordings if r is not None]
 
 
@@ -78,19 +81,47 @@ def frames_section(ctx: Context) -> list[str]:
         for partner in keys_of(ctx):
             shared = [r for r in recordings if r.job == job and r.partner == partner]
             if shared:
-                rows.append([job, partner, fmt(jaccard(alone_frames, pooled(r.total_s for r in shared)), 2),
-                             fmt(weighted_jaccard(shares(alone_self), shares(pooled(r.self_s for r in shared))), 2)])
+                rows.append(
+                    [
+                        job,
+                        partner,
+                        fmt(jaccard(alone_frames, pooled(r.total_s for r in shared)), 2),
+                        fmt(
+                            weighted_jaccard(
+                                shares(alone_self), shares(pooled(r.self_s for r in shared))
+                            ),
+                            2,
+                        ),
+                    ]
+                )
     if rows:
-        lines += md_table(["job", "co-runner", "Jaccard of frame sets", "weighted Jaccard (self time)"], rows) + [""]
+        lines += md_table(
+            ["job", "co-runner", "Jaccard of frame sets", "weighted Jaccard (self time)"], rows
+        ) + [""]
     for job in keys_of(ctx):
         alone = shares(pooled(r.self_s for r in recordings if r.job == job and r.partner is None))
-        shared = shares(pooled(r.self_s for r in recordings if r.job == job and r.partner is not None))
+        shared = shares(
+            pooled(r.self_s for r in recordings if r.job == job and r.partner is not None)
+        )
         if not alone and not shared:
             continue
-        order = sorted(set(alone) | set(shared), key=lambda f: alone.get(f, 0.0) + shared.get(f, 0.0), reverse=True)
+        order = sorted(
+            set(alone) | set(shared),
+            key=lambda f: alone.get(f, 0.0) + shared.get(f, 0.0),
+            reverse=True,
+        )
         table = [
-            [f"`{f}`", fmt_share(alone.get(f, 0.0)) if alone else NA, fmt_share(shared.get(f, 0.0)) if shared else NA]
+            [
+                f"`{f}`",
+                fmt_share(alone.get(f, 0.0)) if alone else NA,
+                fmt_share(shared.get(f, 0.0)) if shared else NA,
+            ]
             for f in order[:TOP]
         ]
-        lines += [f"### {job}: top frames by self time", "", *md_table(["frame", "alone", "shared"], table), ""]
+        lines += [
+            f"### {job}: top frames by self time",
+            "",
+            *md_table(["frame", "alone", "shared"], table),
+            "",
+        ]
     return lines

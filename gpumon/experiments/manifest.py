@@ -56,7 +56,9 @@ class Manifest:
             records = {r["id"]: CellRecord(**r) for r in data["cells"]}
             old = data["experiment"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"{path}: not a readable experiment manifest ({exc}); use another --out") from None
+            raise UsageError(
+                f"{path}: not a readable experiment manifest ({exc}); use another --out"
+            ) from None
         if old.get("name") != header["name"]:
             raise UsageError(
                 f"{directory} holds experiment {old.get('name')!r}, not {header['name']!r}; use another --out"
@@ -67,14 +69,20 @@ class Manifest:
     def recorded_python(directory: Path) -> str | None:
         """The workloads' Python (``--python`` or ``$GPUMON_PYTHON``) the experiment in ``directory`` last ran with."""
         try:
-            python = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))["experiment"].get("python")
+            python = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))[
+                "experiment"
+            ].get("python")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
         return python if isinstance(python, str) and python else None
 
     def save(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        data = {"format": FORMAT, "experiment": self.header, "cells": [asdict(r) for r in self.records.values()]}
+        data = {
+            "format": FORMAT,
+            "experiment": self.header,
+            "cells": [asdict(r) for r in self.records.values()],
+        }
         write_json_atomic(self.path, data)
 
     def completed(self, cell: Cell, retry_failed: bool) -> CellRecord | None:
@@ -82,7 +90,11 @@ class Manifest:
         record = self.records.get(cell.id)
         if record is None or record.config != cell.config():
             return None
-        if record.status == OK and record.run is not None and (self.directory / record.run / "run.json").is_file():
+        if (
+            record.status == OK
+            and record.run is not None
+            and (self.directory / record.run / "run.json").is_file()
+        ):
             return record
         if record.status == FAILED and not retry_failed:
             return record

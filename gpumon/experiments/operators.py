@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpumon.experiments.pairwise import keys_of
-from gpumon.experiments.results import NA, Context, figure, fmt, fmt_share, md_table, recorded_profiles, save
+from gpumon.experiments.results import (
+    NA,
+    Context,
+    figure,
+    fmt,
+    fmt_share,
+    md_table,
+    recorded_profiles,
+    save,
+)
 from gpumon.experiments.similarity import pooled, shares, weighted_jaccard
 
 OPERATOR_PREFIX = "aten::"
@@ -50,7 +59,9 @@ def read_profile(path: Path, model: str, partner: str | None) -> OpProfile | Non
 
 
 def load_profiles(ctx: Context) -> list[OpProfile]:
-    profiles = (read_profile(path, key, partner) for path, key, partner in recorded_profiles(ctx, "ops"))
+    profiles = (
+        read_profile(path, key, partner) for path, key, partner in recorded_profiles(ctx, "ops")
+    )
     return [p for p in profiles if p is not None]
 
 
@@ -81,14 +92,23 @@ class Condition:
 def share_table(alone: Condition, device_times: bool) -> list[str]:
     cpu, dev = shares(alone.cpu_us), shares(alone.device_us)
     rows = [
-        [op, fmt_share(cpu[op]), fmt(alone.cpu_us[op] / alone.steps, 0), fmt(alone.calls.get(op, 0) / alone.steps, 1),
-         fmt_share(dev.get(op, 0.0)) if device_times else NA]
+        [
+            op,
+            fmt_share(cpu[op]),
+            fmt(alone.cpu_us[op] / alone.steps, 0),
+            fmt(alone.calls.get(op, 0) / alone.steps, 1),
+            fmt_share(dev.get(op, 0.0)) if device_times else NA,
+        ]
         for op in sorted(cpu, key=cpu.get, reverse=True)[:TOP]
     ]
-    return md_table(["operator", "share of CPU time", "CPU µs/step", "calls/step", "share of device time"], rows)
+    return md_table(
+        ["operator", "share of CPU time", "CPU µs/step", "calls/step", "share of device time"], rows
+    )
 
 
-def similarity_matrix(models: list[str], alone: dict[str, Condition], device: bool) -> list[list[float]]:
+def similarity_matrix(
+    models: list[str], alone: dict[str, Condition], device: bool
+) -> list[list[float]]:
     vectors = {m: shares(alone[m].device_us if device else alone[m].cpu_us) for m in models}
     return [[weighted_jaccard(vectors[a], vectors[b]) for b in models] for a in models]
 
@@ -110,16 +130,29 @@ def similarity_figure(ctx: Context, models: list[str], matrix: list[list[float]]
     return save(fig, ctx.out / "operator_similarity.png")
 
 
-def contrast_rows(model: str, alone: Condition, partners: dict[str, Condition], device_times: bool) -> list[list[str]]:
+def contrast_rows(
+    model: str, alone: Condition, partners: dict[str, Condition], device_times: bool
+) -> list[list[str]]:
     rows = []
     for partner, shared in partners.items():
         cpu_x, cpu_s = alone.per_step_ms(), shared.per_step_ms()
-        row = [model, partner, str(alone.steps), str(shared.steps), fmt(cpu_x, 2), fmt(cpu_s, 2),
-               fmt(cpu_s / cpu_x if cpu_x else math.nan, 2),
-               fmt(weighted_jaccard(shares(alone.cpu_us), shares(shared.cpu_us)), 2)]
+        row = [
+            model,
+            partner,
+            str(alone.steps),
+            str(shared.steps),
+            fmt(cpu_x, 2),
+            fmt(cpu_s, 2),
+            fmt(cpu_s / cpu_x if cpu_x else math.nan, 2),
+            fmt(weighted_jaccard(shares(alone.cpu_us), shares(shared.cpu_us)), 2),
+        ]
         if device_times:
             dev_x, dev_s = alone.per_step_ms(device=True), shared.per_step_ms(device=True)
-            row += [fmt(dev_x, 2), fmt(dev_s, 2), fmt(weighted_jaccard(shares(alone.device_us), shares(shared.device_us)), 2)]
+            row += [
+                fmt(dev_x, 2),
+                fmt(dev_s, 2),
+                fmt(weighted_jaccard(shares(alone.device_us), shares(shared.device_us)), 2),
+            ]
         rows.append(row)
     return rows
 
@@ -130,13 +163,25 @@ def top_ops_rows(alone: Condition, shared: Condition) -> list[list[str]]:
     rows = []
     for op in sorted(cpu_x, key=cpu_x.get, reverse=True)[:TOP]:
         per_call_x = alone.cpu_us[op] / alone.calls[op] if alone.calls.get(op) else math.nan
-        per_call_s = shared.cpu_us.get(op, 0.0) / shared.calls[op] if shared.calls.get(op) else math.nan
-        rows.append([op, fmt_share(cpu_x[op]), fmt_share(cpu_s.get(op, 0.0)), fmt(per_call_x, 1), fmt(per_call_s, 1),
-                     fmt(per_call_s / per_call_x if per_call_x else math.nan, 2)])
+        per_call_s = (
+            shared.cpu_us.get(op, 0.0) / shared.calls[op] if shared.calls.get(op) else math.nan
+        )
+        rows.append(
+            [
+                op,
+                fmt_share(cpu_x[op]),
+                fmt_share(cpu_s.get(op, 0.0)),
+                fmt(per_call_x, 1),
+                fmt(per_call_s, 1),
+                fmt(per_call_s / per_call_x if per_call_x else math.nan, 2),
+            ]
+        )
     return rows
 
 
-def shares_figure(ctx: Context, models: list[str], alone: dict[str, Condition], shared: dict[str, Condition]) -> Path:
+def shares_figure(
+    ctx: Context, models: list[str], alone: dict[str, Condition], shared: dict[str, Condition]
+) -> Path:
     import numpy as np
 
     fig = figure(1, len(models), width=5.5)
@@ -147,7 +192,13 @@ def shares_figure(ctx: Context, models: list[str], alone: dict[str, Condition], 
         y = np.arange(len(ops))
         ax.barh(y - 0.2, [x[o] * 100 for o in ops], height=0.4, label="exclusive", color="tab:blue")
         if s:
-            ax.barh(y + 0.2, [s.get(o, 0.0) * 100 for o in ops], height=0.4, label="shared", color="tab:orange")
+            ax.barh(
+                y + 0.2,
+                [s.get(o, 0.0) * 100 for o in ops],
+                height=0.4,
+                label="shared",
+                color="tab:orange",
+            )
         ax.set_yticks(y, [o.removeprefix(OPERATOR_PREFIX) for o in ops], fontsize=8)
         ax.set_xlabel("% of operator CPU time")
         ax.set_title(model, fontsize=9)
@@ -162,10 +213,20 @@ def write_csv(ctx: Context, profiles: list[OpProfile]) -> None:
     for p in profiles:
         cpu, dev = shares(p.cpu_us), shares(p.device_us)
         for op, us in p.cpu_us.items():
-            rows.append({"model": p.model, "condition": "shared" if p.partner else "exclusive", "partner": p.partner or "",
-                         "operator": op, "steps": p.steps, "calls": p.calls.get(op, 0), "self_cpu_us": us,
-                         "self_device_us": p.device_us.get(op, math.nan) if p.device_times else math.nan,
-                         "cpu_share": cpu[op], "device_share": dev.get(op, math.nan)})
+            rows.append(
+                {
+                    "model": p.model,
+                    "condition": "shared" if p.partner else "exclusive",
+                    "partner": p.partner or "",
+                    "operator": op,
+                    "steps": p.steps,
+                    "calls": p.calls.get(op, 0),
+                    "self_cpu_us": us,
+                    "self_device_us": p.device_us.get(op, math.nan) if p.device_times else math.nan,
+                    "cpu_share": cpu[op],
+                    "device_share": dev.get(op, math.nan),
+                }
+            )
     pd.DataFrame(rows).to_csv(ctx.out / "operator_shares.csv", index=False)
 
 
@@ -176,8 +237,14 @@ def operators_section(ctx: Context) -> list[str]:
     write_csv(ctx, profiles)
     device_times = all(p.device_times for p in profiles)
     models = [m for m in keys_of(ctx) if any(p.model == m and p.partner is None for p in profiles)]
-    alone = {m: Condition.of([p for p in profiles if p.model == m and p.partner is None]) for m in models}
-    shared_all = {m: c for m in models if (c := Condition.of([p for p in profiles if p.model == m and p.partner]))}
+    alone = {
+        m: Condition.of([p for p in profiles if p.model == m and p.partner is None]) for m in models
+    }
+    shared_all = {
+        m: c
+        for m in models
+        if (c := Condition.of([p for p in profiles if p.model == m and p.partner]))
+    }
     lines = [
         "## Operator time shares (each model alone)",
         "",
@@ -197,30 +264,76 @@ def operators_section(ctx: Context) -> list[str]:
         "Normalised (weighted) Jaccard similarity of the operator CPU-time shares: Σ min(p_a, p_b) / Σ max(p_a, p_b) "
         "over operators; 1 = the same mix of operators, 0 = none in common.",
         "",
-        *md_table(["", *models], [[f"**{a}**", *(fmt(v, 2) for v in row)] for a, row in zip(models, matrix)]),
+        *md_table(
+            ["", *models],
+            [[f"**{a}**", *(fmt(v, 2) for v in row)] for a, row in zip(models, matrix)],
+        ),
     ]
     if device_times:
         device_matrix = similarity_matrix(models, alone, device=True)
-        lines += ["", "Same, on device-time shares:", "",
-                  *md_table(["", *models], [[f"**{a}**", *(fmt(v, 2) for v in row)] for a, row in zip(models, device_matrix)])]
+        lines += [
+            "",
+            "Same, on device-time shares:",
+            "",
+            *md_table(
+                ["", *models],
+                [[f"**{a}**", *(fmt(v, 2) for v in row)] for a, row in zip(models, device_matrix)],
+            ),
+        ]
     similarity_figure(ctx, models, matrix)
-    lines += ["", "![operator similarity](operator_similarity.png)", "", "## Exclusive vs shared, per model", "",
-              "Operator CPU time per profiled step alone and beside each co-runner (both jobs profiled while they ran "
-              "together), its ratio, and the weighted Jaccard of the two share distributions (1 = the mix is unchanged)."]
-    headers = ["model", "co-runner", "steps alone", "steps shared", "CPU ms/step alone", "shared", "ratio", "Jaccard"]
+    lines += [
+        "",
+        "![operator similarity](operator_similarity.png)",
+        "",
+        "## Exclusive vs shared, per model",
+        "",
+        "Operator CPU time per profiled step alone and beside each co-runner (both jobs profiled while they ran "
+        "together), its ratio, and the weighted Jaccard of the two share distributions (1 = the mix is unchanged).",
+    ]
+    headers = [
+        "model",
+        "co-runner",
+        "steps alone",
+        "steps shared",
+        "CPU ms/step alone",
+        "shared",
+        "ratio",
+        "Jaccard",
+    ]
     if device_times:
         headers += ["device ms/step alone", "shared", "Jaccard (device)"]
     rows = []
     for model in models:
-        partners = {p: c for p in keys_of(ctx)
-                    if (c := Condition.of([x for x in profiles if x.model == model and x.partner == p]))}
+        partners = {
+            p: c
+            for p in keys_of(ctx)
+            if (c := Condition.of([x for x in profiles if x.model == model and x.partner == p]))
+        }
         rows += contrast_rows(model, alone[model], partners, device_times)
     lines += ["", *md_table(headers, rows)]
     for model in models:
         if model in shared_all:
-            lines += ["", f"### {model}: top operators alone vs shared (all co-runners pooled)", "",
-                      *md_table(["operator", "share alone", "share shared", "µs/call alone", "µs/call shared", "ratio"],
-                                top_ops_rows(alone[model], shared_all[model]))]
+            lines += [
+                "",
+                f"### {model}: top operators alone vs shared (all co-runners pooled)",
+                "",
+                *md_table(
+                    [
+                        "operator",
+                        "share alone",
+                        "share shared",
+                        "µs/call alone",
+                        "µs/call shared",
+                        "ratio",
+                    ],
+                    top_ops_rows(alone[model], shared_all[model]),
+                ),
+            ]
     shares_figure(ctx, models, alone, shared_all)
-    lines += ["", "![operator shares](operator_shares.png)", "", "CSV: [operator_shares.csv](operator_shares.csv)."]
+    lines += [
+        "",
+        "![operator shares](operator_shares.png)",
+        "",
+        "CSV: [operator_shares.csv](operator_shares.csv).",
+    ]
     return lines

@@ -27,17 +27,25 @@ from gpumon.workloads.signals import StopRequest
 from gpumon.workloads.spec import WorkloadSpec, parse_workload_spec
 
 FORMAT = 1
-DEVICE_TIME_NOTE = "device times need CUDA (torch.profiler's CUDA activity); this run was on the CPU"
+DEVICE_TIME_NOTE = (
+    "device times need CUDA (torch.profiler's CUDA activity); this run was on the CPU"
+)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m gpumon.experiments.opprofile", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gpumon.experiments.opprofile", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("spec", help="built-in workload spec, e.g. fcn:preset=tiny")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
-    parser.add_argument("--start-when", type=Path, required=True, metavar="FILE", help="profile once FILE exists")
+    parser.add_argument(
+        "--start-when", type=Path, required=True, metavar="FILE", help="profile once FILE exists"
+    )
     parser.add_argument("--steps", type=int, default=50, help="steps to profile (default 50)")
-    parser.add_argument("--window", type=float, default=10.0, help="profile at most this many seconds")
+    parser.add_argument(
+        "--window", type=float, default=10.0, help="profile at most this many seconds"
+    )
     return parser.parse_args(argv)
 
 
@@ -87,7 +95,10 @@ def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> in
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
     copy_bytes = copy_bytes_per_step(settings, task)
     probe.meta(**describe(settings, spec.text, task, device, copy_bytes), profiler="torch.profiler")
-    print(f"gpumon.experiments.opprofile: training {spec.text} on {settings.device}; profiling when {args.start_when} exists", flush=True)
+    print(
+        f"gpumon.experiments.opprofile: training {spec.text} on {settings.device}; profiling when {args.start_when} exists",
+        flush=True,
+    )
     profiler = None
     profiled = 0
     began_ns = 0
@@ -105,7 +116,9 @@ def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> in
                 profiled += 1
                 if profiled >= args.steps or time.monotonic_ns() - began_ns >= args.window * 1e9:
                     profiler.stop()
-                    write_result(args, spec, settings.device, profiler, profiled, began_ns, truncated=False)
+                    write_result(
+                        args, spec, settings.device, profiler, profiled, began_ns, truncated=False
+                    )
                     profiler, written = None, True
         if profiler is not None:
             profiler.stop()
@@ -118,7 +131,13 @@ def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> in
 
 
 def write_result(
-    args: argparse.Namespace, spec: WorkloadSpec, device: str, profiler: Any, steps: int, began_ns: int, truncated: bool
+    args: argparse.Namespace,
+    spec: WorkloadSpec,
+    device: str,
+    profiler: Any,
+    steps: int,
+    began_ns: int,
+    truncated: bool,
 ) -> None:
     import torch
 

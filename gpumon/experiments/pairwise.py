@@ -69,7 +69,9 @@ def build_pairs(ctx: Context) -> list[Pair]:
     from gpumon.analysis.compare import compare
     from gpumon.analysis.report import write_report
 
-    exclusive = {k: [c for c in ctx.cells if c.mode == "exclusive" and c.keys == (k,)] for k in keys_of(ctx)}
+    exclusive = {
+        k: [c for c in ctx.cells if c.mode == "exclusive" and c.keys == (k,)] for k in keys_of(ctx)
+    }
     pairs: dict[tuple[str, str, str], Pair] = {}
     for cell in ctx.cells:
         if cell.mode == "shared":
@@ -85,7 +87,9 @@ def build_pairs(ctx: Context) -> list[Pair]:
             continue
         try:
             pair.comparison = compare(exclusive_runs, shared_runs)
-            write_report(pair.comparison, [*exclusive_runs, *shared_runs], ctx.out / pair.detail_dir)
+            write_report(
+                pair.comparison, [*exclusive_runs, *shared_runs], ctx.out / pair.detail_dir
+            )
         except UsageError as exc:
             pair.problem = str(exc)
     return list(pairs.values())
@@ -118,20 +122,24 @@ def pair_rows(pairs: list[Pair]) -> list[list[str]]:
             continue
         r_a, r_b = c.workload("A").slowdown.value, c.workload("B").slowdown.value
         criterion = NA if math.isnan(r_a * r_b) else f"{r_a * r_b:.2f} vs {r_a + r_b:.2f}"
-        rows.append([
-            f"[{pair.name}]({pair.detail_dir}/report.md)",
-            fmt_ci(c.workload("A").slowdown),
-            fmt_ci(c.workload("B").slowdown),
-            fmt_ci(c.pair.stp),
-            criterion,
-            VERDICT_TEXT[c.pair.verdict] + disturbed_mark(c),
-        ])
+        rows.append(
+            [
+                f"[{pair.name}]({pair.detail_dir}/report.md)",
+                fmt_ci(c.workload("A").slowdown),
+                fmt_ci(c.workload("B").slowdown),
+                fmt_ci(c.pair.stp),
+                criterion,
+                VERDICT_TEXT[c.pair.verdict] + disturbed_mark(c),
+            ]
+        )
     return rows
 
 
 def disturbed_mark(c: "Comparison") -> str:
     """`` ⚠ disturbed by pid 4242 (alice, train.py)`` when another GPU process used a measured window (compare's rule)."""
-    who = list(dict.fromkeys(f"pid {d.pid} ({d.user or '?'}, {d.command or '?'})" for d in c.disturbed_by))
+    who = list(
+        dict.fromkeys(f"pid {d.pid} ({d.user or '?'}, {d.command or '?'})" for d in c.disturbed_by)
+    )
     return f" ⚠ disturbed by {', '.join(who)}" if who else ""
 
 
@@ -145,21 +153,42 @@ def write_csvs(ctx: Context, pairs: list[Pair]) -> None:
         for slot, job, partner in (("A", pair.a, pair.b), ("B", pair.b, pair.a)):
             w = c.workload(slot) if c else None
             r = w.slowdown if w else None
-            matrix.append({
-                "job": job, "partner": partner, "slot": slot, "share": pair.share,
-                "slowdown": r.value if r else math.nan, "low": r.low if r else math.nan, "high": r.high if r else math.nan,
-                "exclusive_rate": w.exclusive_rate if w else math.nan, "shared_rate": w.shared_rate if w else math.nan,
-                "shared_runs": runs, "exclusive_runs": ";".join(ctx.link(s.run) for s in w.exclusive) if w else "",
-                "problem": pair.problem, **why.cause_columns(w.why if w else None),
-            })
-            for d in (w.distributions if w else ()):
-                distributions.append({"pair": pair.name, "job": job, "partner": partner, "slot": slot, **d.to_dict()})
+            matrix.append(
+                {
+                    "job": job,
+                    "partner": partner,
+                    "slot": slot,
+                    "share": pair.share,
+                    "slowdown": r.value if r else math.nan,
+                    "low": r.low if r else math.nan,
+                    "high": r.high if r else math.nan,
+                    "exclusive_rate": w.exclusive_rate if w else math.nan,
+                    "shared_rate": w.shared_rate if w else math.nan,
+                    "shared_runs": runs,
+                    "exclusive_runs": ";".join(ctx.link(s.run) for s in w.exclusive) if w else "",
+                    "problem": pair.problem,
+                    **why.cause_columns(w.why if w else None),
+                }
+            )
+            for d in w.distributions if w else ():
+                distributions.append(
+                    {"pair": pair.name, "job": job, "partner": partner, "slot": slot, **d.to_dict()}
+                )
         s = c.pair.stp if c else None
-        stp.append({
-            "pair": pair.name, "a": pair.a, "b": pair.b, "share": pair.share,
-            "stp": s.value if s else math.nan, "low": s.low if s else math.nan, "high": s.high if s else math.nan,
-            "verdict": c.pair.verdict if c else "", "shared_runs": runs, "problem": pair.problem,
-        })
+        stp.append(
+            {
+                "pair": pair.name,
+                "a": pair.a,
+                "b": pair.b,
+                "share": pair.share,
+                "stp": s.value if s else math.nan,
+                "low": s.low if s else math.nan,
+                "high": s.high if s else math.nan,
+                "verdict": c.pair.verdict if c else "",
+                "shared_runs": runs,
+                "problem": pair.problem,
+            }
+        )
     pd.DataFrame(matrix).to_csv(ctx.out / "slowdown_matrix.csv", index=False)
     pd.DataFrame(stp).to_csv(ctx.out / "stp.csv", index=False)
     if distributions:
@@ -173,9 +202,13 @@ def heatmap(ctx: Context, pairs: list[Pair], name: str = "slowdown_heatmap.png")
     values = np.full((len(keys), len(keys)), np.nan)
     for pair in pairs:
         if pair.comparison is not None:
-            values[keys.index(pair.a), keys.index(pair.b)] = pair.comparison.workload("A").slowdown.value
+            values[keys.index(pair.a), keys.index(pair.b)] = pair.comparison.workload(
+                "A"
+            ).slowdown.value
             if pair.b != pair.a:
-                values[keys.index(pair.b), keys.index(pair.a)] = pair.comparison.workload("B").slowdown.value
+                values[keys.index(pair.b), keys.index(pair.a)] = pair.comparison.workload(
+                    "B"
+                ).slowdown.value
     fig = figure(1, 1, width=1.2 * len(keys) + 3, height=1.0 * len(keys) + 2)
     ax = fig.subplots()
     from matplotlib.colors import TwoSlopeNorm
@@ -187,12 +220,20 @@ def heatmap(ctx: Context, pairs: list[Pair], name: str = "slowdown_heatmap.png")
     image = ax.imshow(np.ma.masked_invalid(values), cmap="RdBu_r", norm=norm)
     for i in range(len(keys)):
         for j in range(len(keys)):
-            ax.text(j, i, "–" if math.isnan(values[i, j]) else f"{values[i, j]:.2f}", ha="center", va="center")
+            ax.text(
+                j,
+                i,
+                "–" if math.isnan(values[i, j]) else f"{values[i, j]:.2f}",
+                ha="center",
+                va="center",
+            )
     ax.set_xticks(range(len(keys)), keys)
     ax.set_yticks(range(len(keys)), keys)
     ax.set_xlabel("co-runner")
     ax.set_ylabel("job")
-    ax.set_title("slowdown r[job][co-runner] = exclusive / shared rate (1 = unaffected)", fontsize=9)
+    ax.set_title(
+        "slowdown r[job][co-runner] = exclusive / shared rate (1 = unaffected)", fontsize=9
+    )
     fig.colorbar(image, ax=ax)
     return save(fig, ctx.out / name)
 
@@ -205,7 +246,13 @@ def stp_bars(ctx: Context, pairs: list[Pair], name: str = "stp.png") -> Path:
     for i, pair in enumerate(done):
         s = pair.comparison.pair.stp
         err = [[s.value - s.low], [s.high - s.value]] if s.has_interval else None
-        ax.bar(i, s.value, yerr=err, capsize=5, color=colors.get(pair.comparison.pair.verdict, "tab:gray"))
+        ax.bar(
+            i,
+            s.value,
+            yerr=err,
+            capsize=5,
+            color=colors.get(pair.comparison.pair.verdict, "tab:gray"),
+        )
     ax.set_xticks(range(len(done)), [p.name for p in done], rotation=30, ha="right")
     ax.axhline(1, color="black", ls="--", lw=0.8)
     ax.set_ylabel("STP = 1/r_A + 1/r_B")
@@ -221,12 +268,21 @@ def pairwise_section(ctx: Context) -> list[str]:
     lines: list[str] = []
     for mode in modes:
         suffix = "" if len(modes) == 1 else f"-{share_label(mode)}"
-        lines += _mode_section([p for p in pairs if p.share == mode], ctx, "" if len(modes) == 1 else f" ({mode})", suffix)
+        lines += _mode_section(
+            [p for p in pairs if p.share == mode],
+            ctx,
+            "" if len(modes) == 1 else f" ({mode})",
+            suffix,
+        )
     if len(modes) > 1:
         lines += ["", *share_section(ctx, pairs, modes)]
     if ctx.predict:
         lines += ["", *predicted_beside_measured(ctx, pairs)]
-    lines += ["", "CSV: [slowdown_matrix.csv](slowdown_matrix.csv), [stp.csv](stp.csv).", *pair_warnings(pairs)]
+    lines += [
+        "",
+        "CSV: [slowdown_matrix.csv](slowdown_matrix.csv), [stp.csv](stp.csv).",
+        *pair_warnings(pairs),
+    ]
     return lines
 
 
@@ -258,7 +314,9 @@ def _mode_section(pairs: list[Pair], ctx: Context, title: str, suffix: str) -> l
         "study's criterion r_AB·r_BA < r_AB + r_BA (shown as product vs sum of the point estimates); "
         "the verdict uses the whole 95 % interval of STP.",
         "",
-        *md_table(["pair", "r_A", "r_B", "STP", "r_AB·r_BA vs r_AB+r_BA", "verdict"], pair_rows(pairs)),
+        *md_table(
+            ["pair", "r_A", "r_B", "STP", "r_AB·r_BA vs r_AB+r_BA", "verdict"], pair_rows(pairs)
+        ),
         "",
         "In words, with each slowed job's main cause (extra time per step split into waiting for the GPU, the "
         "host-to-device link, the CPU; evidence in each pair's report):",
@@ -268,7 +326,12 @@ def _mode_section(pairs: list[Pair], ctx: Context, title: str, suffix: str) -> l
     if any(p.comparison is not None for p in pairs):
         heatmap(ctx, pairs, f"slowdown_heatmap{suffix}.png")
         stp_bars(ctx, pairs, f"stp{suffix}.png")
-        lines += ["", f"![slowdown matrix](slowdown_heatmap{suffix}.png)", "", f"![STP per pair](stp{suffix}.png)"]
+        lines += [
+            "",
+            f"![slowdown matrix](slowdown_heatmap{suffix}.png)",
+            "",
+            f"![STP per pair](stp{suffix}.png)",
+        ]
     return lines
 
 
@@ -293,7 +356,13 @@ def share_section(ctx: Context, pairs: list[Pair], modes: list[str]) -> list[str
         stps = {m: p.comparison.pair.stp for m, p in of_mode.items() if p.comparison is not None}
         best = better_mode(stps) if len(stps) == len(modes) else NA
         rows.append([jobs, *(fmt_ci(stps[m]) if m in stps else NA for m in modes), best])
-        table.append({"pair": jobs, **{f"stp_{m}": stps[m].value if m in stps else math.nan for m in modes}, "better": best})
+        table.append(
+            {
+                "pair": jobs,
+                **{f"stp_{m}": stps[m].value if m in stps else math.nan for m in modes},
+                "better": best,
+            }
+        )
     pd.DataFrame(table).to_csv(ctx.out / "stp_by_share.csv", index=False)
     lines = [
         "## Share modes side by side",
@@ -321,12 +390,21 @@ def stp_by_share(ctx: Context, by_jobs: dict[str, dict[str, Pair]], modes: list[
                 continue
             s = pair.comparison.pair.stp
             err = [[s.value - s.low], [s.high - s.value]] if s.has_interval else None
-            ax.bar(i + (k - (len(modes) - 1) / 2) * width, s.value, width, yerr=err, capsize=4,
-                   color=f"C{k}", label=mode if i == 0 else None)
+            ax.bar(
+                i + (k - (len(modes) - 1) / 2) * width,
+                s.value,
+                width,
+                yerr=err,
+                capsize=4,
+                color=f"C{k}",
+                label=mode if i == 0 else None,
+            )
     ax.set_xticks(range(len(by_jobs)), list(by_jobs), rotation=30, ha="right")
     ax.axhline(1, color="black", ls="--", lw=0.8)
     ax.set_ylabel("STP = 1/r_A + 1/r_B")
-    ax.set_title("system throughput per pair and share mode (95 % CI); above 1: sharing pays", fontsize=9)
+    ax.set_title(
+        "system throughput per pair and share mode (95 % CI); above 1: sharing pays", fontsize=9
+    )
     ax.legend(fontsize=8)
     return save(fig, ctx.out / "stp_by_share.png")
 
@@ -336,7 +414,9 @@ def verdict_lines(pairs: list[Pair]) -> list[str]:
     from gpumon.analysis.text import verdict_sentence
 
     done = [p for p in pairs if p.comparison is not None]
-    return [f"- **{p.name}**: {verdict_sentence(p.comparison)}" for p in done] + interval_note(pairs)
+    return [f"- **{p.name}**: {verdict_sentence(p.comparison)}" for p in done] + interval_note(
+        pairs
+    )
 
 
 def interval_note(pairs: list[Pair]) -> list[str]:
@@ -352,7 +432,9 @@ def pair_warnings(pairs: list[Pair]) -> list[str]:
     lines = []
     for pair in pairs:
         if pair.comparison is not None and pair.comparison.warnings:
-            lines += ["", f"Warnings for {pair.name}:", ""] + [f"- {w}" for w in pair.comparison.warnings]
+            lines += ["", f"Warnings for {pair.name}:", ""] + [
+                f"- {w}" for w in pair.comparison.warnings
+            ]
     return lines
 
 
@@ -367,15 +449,24 @@ def bound_rows(ctx: Context) -> list[list[str]]:
         share = median_metric(runs, "A", "copy_share")
         bandwidth = median_metric(runs, "A", "copy_bandwidth")
         kind = (
-            NA if math.isnan(share)
-            else "copy-bound" if share >= COPY_BOUND_SHARE
-            else "compute-bound" if share <= COMPUTE_BOUND_SHARE
+            NA
+            if math.isnan(share)
+            else "copy-bound"
+            if share >= COPY_BOUND_SHARE
+            else "compute-bound"
+            if share <= COMPUTE_BOUND_SHARE
             else "mixed"
         )
-        rows.append([
-            key, fmt_share(share), fmt(bandwidth / 1e9, 2) if not math.isnan(bandwidth) else "no copies",
-            fmt(median_metric(runs, "A", "cpu_pct"), 0), fmt(median_metric(runs, "A", "gpu_util"), 0), kind,
-        ])
+        rows.append(
+            [
+                key,
+                fmt_share(share),
+                fmt(bandwidth / 1e9, 2) if not math.isnan(bandwidth) else "no copies",
+                fmt(median_metric(runs, "A", "cpu_pct"), 0),
+                fmt(median_metric(runs, "A", "gpu_util"), 0),
+                kind,
+            ]
+        )
     return rows
 
 
@@ -401,12 +492,22 @@ def contention_section(ctx: Context) -> list[str]:
         f"(bytes ÷ the CUDA-event time of the copy; alone, nothing else waits in it), CPU % of the process tree, GPU utilisation. A job is copy-bound when "
         f"the copy is ≥ {COPY_BOUND_SHARE:.0%} of its step, compute-bound when ≤ {COMPUTE_BOUND_SHARE:.0%}.",
         "",
-        *md_table(["job", "copy share of step", "per-copy bandwidth (GB/s)", "CPU %", "GPU util %", "kind"], bound_rows(ctx)),
+        *md_table(
+            [
+                "job",
+                "copy share of step",
+                "per-copy bandwidth (GB/s)",
+                "CPU %",
+                "GPU util %",
+                "kind",
+            ],
+            bound_rows(ctx),
+        ),
     ]
     if on_cpu:
         lines += [
             "",
-            "On the CPU the \"device copy\" is a memcpy into the model's input buffer, so copy bandwidth here is "
+            'On the CPU the "device copy" is a memcpy into the model\'s input buffer, so copy bandwidth here is '
             "memory bandwidth, not PCIe; GPU utilisation needs NVML and a GPU.",
         ]
     lines += ["", "## Exclusive vs shared, per pair", ""]
@@ -433,7 +534,13 @@ def contention_section(ctx: Context) -> list[str]:
             "",
         ]
     tested = any(p.comparison is not None and p.comparison.tested for p in pairs)
-    lines += [CPU_COPY_NOTE if on_cpu else COPY_NOTE, *(["", CAUTION] if tested else []), *interval_note(pairs), "",
-              "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
-              "[stp.csv](stp.csv).", *pair_warnings(pairs)]
+    lines += [
+        CPU_COPY_NOTE if on_cpu else COPY_NOTE,
+        *(["", CAUTION] if tested else []),
+        *interval_note(pairs),
+        "",
+        "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
+        "[stp.csv](stp.csv).",
+        *pair_warnings(pairs),
+    ]
     return lines

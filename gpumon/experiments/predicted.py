@@ -46,13 +46,20 @@ def predict_pairs(ctx: Context) -> list[Predicted]:
             continue
         a, b = cell.keys
         item = out.setdefault((a, b, cell.share), Predicted(a, b, cell.share))
-        runs = {k: ctx.runs([c for c in ctx.cells if c.mode == "exclusive" and c.keys == (k,)]) for k in (a, b)}
+        runs = {
+            k: ctx.runs([c for c in ctx.cells if c.mode == "exclusive" and c.keys == (k,)])
+            for k in (a, b)
+        }
         missing = [k for k in (a, b) if not runs[k]]
         if missing:
             item.problem = f"no exclusive run of {' and '.join(dict.fromkeys(missing))}"
             continue
         chosen = runs[a] if a == b else [*runs[a], *runs[b]]
-        assign = {} if a == b else {**{str(r.path): "A" for r in runs[a]}, **{str(r.path): "B" for r in runs[b]}}
+        assign = (
+            {}
+            if a == b
+            else {**{str(r.path): "A" for r in runs[a]}, **{str(r.path): "B" for r in runs[b]}}
+        )
         share = "mps" if cell.share.startswith("mps") else "timeslice"
         try:
             item.prediction = predict(chosen, share, assign)[0]
@@ -63,21 +70,29 @@ def predict_pairs(ctx: Context) -> list[Predicted]:
 
 def _error(predicted: float, measured: float) -> float:
     """Relative error of a prediction, (predicted − measured) / measured."""
-    return (predicted - measured) / measured if measured > 0 and not math.isnan(predicted) else math.nan
+    return (
+        (predicted - measured) / measured
+        if measured > 0 and not math.isnan(predicted)
+        else math.nan
+    )
 
 
 def _pct(x: float) -> str:
     return NA if math.isnan(x) else f"{100 * x:+.0f} %"
 
 
-def rows(items: Sequence[Predicted]) -> tuple[list[list[str]], list[dict], list[float], list[float]]:
+def rows(
+    items: Sequence[Predicted],
+) -> tuple[list[list[str]], list[dict], list[float], list[float]]:
     """Table rows, CSV records, and the relative errors of r and of STP over measured pairs."""
     table, records, r_errors, stp_errors = [], [], [], []
     for it in items:
         p, m = it.prediction, it.measured
         if p is None:
             table.append([it.name, NA, NA, NA, NA, NA, it.problem])
-            records.append({"pair": it.name, "a": it.a, "b": it.b, "share": it.share, "problem": it.problem})
+            records.append(
+                {"pair": it.name, "a": it.a, "b": it.b, "share": it.share, "problem": it.problem}
+            )
             continue
         cells = [it.name]
         record = {"pair": it.name, "a": it.a, "b": it.b, "share": it.share}
@@ -86,19 +101,43 @@ def rows(items: Sequence[Predicted]) -> tuple[list[list[str]], list[dict], list[
             err = _error(r.value, measured)
             if not math.isnan(err):
                 r_errors.append(abs(err))
-            cells.append(f"{fmt_ci(r)} / {'–' if math.isnan(measured) else f'{measured:.2f}'} ({_pct(err)})"
-                         if m is not None else fmt_ci(r))
-            record.update({f"r_{slot}_predicted": r.value, f"r_{slot}_low": r.low, f"r_{slot}_high": r.high,
-                           f"r_{slot}_measured": measured, f"r_{slot}_error": err})
+            cells.append(
+                f"{fmt_ci(r)} / {'–' if math.isnan(measured) else f'{measured:.2f}'} ({_pct(err)})"
+                if m is not None
+                else fmt_ci(r)
+            )
+            record.update(
+                {
+                    f"r_{slot}_predicted": r.value,
+                    f"r_{slot}_low": r.low,
+                    f"r_{slot}_high": r.high,
+                    f"r_{slot}_measured": measured,
+                    f"r_{slot}_error": err,
+                }
+            )
         measured_stp = m.pair.stp.value if m is not None else math.nan
         err = _error(p.stp.value, measured_stp)
         if not math.isnan(err):
             stp_errors.append(abs(err))
-        cells += [fmt_ci(p.stp) + (f" / {measured_stp:.2f} ({_pct(err)})" if m is not None else ""),
-                  p.verdict, m.pair.verdict if m is not None else "not run yet", p.reason]
-        record.update({"stp_predicted": p.stp.value, "stp_low": p.stp.low, "stp_high": p.stp.high,
-                       "stp_measured": measured_stp, "stp_error": err, "verdict_predicted": p.verdict,
-                       "verdict_measured": m.pair.verdict if m is not None else "", "reason": p.reason, "problem": ""})
+        cells += [
+            fmt_ci(p.stp) + (f" / {measured_stp:.2f} ({_pct(err)})" if m is not None else ""),
+            p.verdict,
+            m.pair.verdict if m is not None else "not run yet",
+            p.reason,
+        ]
+        record.update(
+            {
+                "stp_predicted": p.stp.value,
+                "stp_low": p.stp.low,
+                "stp_high": p.stp.high,
+                "stp_measured": measured_stp,
+                "stp_error": err,
+                "verdict_predicted": p.verdict,
+                "verdict_measured": m.pair.verdict if m is not None else "",
+                "reason": p.reason,
+                "problem": "",
+            }
+        )
         table.append(cells)
         records.append(record)
     return table, records, r_errors, stp_errors
@@ -110,12 +149,33 @@ def predicted_section(ctx: Context, items: Sequence[Predicted]) -> list[str]:
 
     table, records, r_errors, stp_errors = rows(items)
     pd.DataFrame(records).to_csv(ctx.out / CSV, index=False)
-    headers = ["pair", "r_A predicted / measured (error)", "r_B predicted / measured (error)",
-               "STP predicted / measured (error)", "verdict predicted", "verdict measured", "why (predicted)"]
+    headers = [
+        "pair",
+        "r_A predicted / measured (error)",
+        "r_B predicted / measured (error)",
+        "STP predicted / measured (error)",
+        "verdict predicted",
+        "verdict measured",
+        "why (predicted)",
+    ]
     if not any(it.measured is not None for it in items):
-        headers = ["pair", "r_A predicted", "r_B predicted", "STP predicted", "verdict predicted", "measured", "why"]
-    mape = [f"MAPE of r {100 * sum(r_errors) / len(r_errors):.1f} % over {len(r_errors)} jobs" if r_errors else "",
-            f"MAPE of STP {100 * sum(stp_errors) / len(stp_errors):.1f} % over {len(stp_errors)} pairs" if stp_errors else ""]
+        headers = [
+            "pair",
+            "r_A predicted",
+            "r_B predicted",
+            "STP predicted",
+            "verdict predicted",
+            "measured",
+            "why",
+        ]
+    mape = [
+        f"MAPE of r {100 * sum(r_errors) / len(r_errors):.1f} % over {len(r_errors)} jobs"
+        if r_errors
+        else "",
+        f"MAPE of STP {100 * sum(stp_errors) / len(stp_errors):.1f} % over {len(stp_errors)} pairs"
+        if stp_errors
+        else "",
+    ]
     return [
         "## Predicted from the exclusive runs alone",
         "",
@@ -133,7 +193,10 @@ def predicted_section(ctx: Context, items: Sequence[Predicted]) -> list[str]:
 def write_predicted(ctx: Context) -> Path:
     """predicted.md: the pairwise predictions from the exclusive cells, before any shared cell runs."""
     path = ctx.out / PREDICTED
-    lines = [f"# {ctx.spec.title or ctx.spec.name}: predicted before sharing", "",
-             *predicted_section(ctx, predict_pairs(ctx))]
+    lines = [
+        f"# {ctx.spec.title or ctx.spec.name}: predicted before sharing",
+        "",
+        *predicted_section(ctx, predict_pairs(ctx)),
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

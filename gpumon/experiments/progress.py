@@ -51,7 +51,9 @@ class Progress:
     def eta(self) -> float:
         running = time.monotonic() - self.cell_started if self.cell else 0.0
         current = max(0.0, self.cell_planned + self.extra - running) if self.cell else 0.0
-        later = self.remaining_s + self.extra * max(0, self.total - self.done - (1 if self.cell else 0))
+        later = self.remaining_s + self.extra * max(
+            0, self.total - self.done - (1 if self.cell else 0)
+        )
         return current + later
 
     def start(self, cell: str, measured_s: float) -> None:
@@ -68,15 +70,21 @@ class Progress:
             self.extras.append(max(0.0, elapsed - self.cell_planned))
         self.done += 1
         took = f" in {clock(elapsed)}" if elapsed is not None else ""
-        shown = f"\x1b[{COLORS[status]}m{status}\x1b[0m" if self.color and status in COLORS else status
+        shown = (
+            f"\x1b[{COLORS[status]}m{status}\x1b[0m" if self.color and status in COLORS else status
+        )
         cell, self.cell = self.cell, ""
-        self._line(f"[{self.done}/{self.total}] {cell}: {shown}{took}{': ' + detail if detail else ''}")
+        self._line(
+            f"[{self.done}/{self.total}] {cell}: {shown}{took}{': ' + detail if detail else ''}"
+        )
 
     def skip(self, cell: str, measured_s: float, status: str, detail: str) -> None:
         """A cell that is not run now (already done, or impossible here)."""
         self.record(cell, measured_s, status, None, detail)
 
-    def record(self, cell: str, measured_s: float, status: str, elapsed: float | None, detail: str) -> None:
+    def record(
+        self, cell: str, measured_s: float, status: str, elapsed: float | None, detail: str
+    ) -> None:
         """A cell that ran elsewhere (on a Ray worker) or not at all: one line, counted as done."""
         self.cell, self.cell_planned = cell, measured_s
         self.remaining_s -= measured_s
@@ -88,7 +96,9 @@ class Progress:
             return
         filled = int(BAR_WIDTH * self.done / max(1, self.total))
         bar = "#" * filled + "." * (BAR_WIDTH - filled)
-        running = f"  {self.cell} {clock(time.monotonic() - self.cell_started)}" if self.cell else ""
+        running = (
+            f"  {self.cell} {clock(time.monotonic() - self.cell_started)}" if self.cell else ""
+        )
         text = (
             f"[{bar}] {self.done}/{self.total}{running}  elapsed {clock(time.monotonic() - self.started)}"
             f"  ETA {clock(self.eta())}"

@@ -46,6 +46,15 @@ def check_pyspy() -> PySpy:
 def record_argv(pyspy: str, pid: int, out: Path) -> list[str]:
     """Record ``pid`` until it exits, without pausing it (``--nonblocking``), as speedscope JSON."""
     return [
-        pyspy, "record", "--pid", str(pid), "--format", "speedscope", "--output", str(out),
-        "--rate", str(RATE_HZ), "--nonblocking",
+        pyspy,
+        "record",
+        "--pid",
+        str(pid),
+        "--format",
+        "speedscope",
+        "--output",
+        str(out),
+        "--rate",
+        str(RATE_HZ),
+        "--nonblocking",
     ]

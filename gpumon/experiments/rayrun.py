@@ -30,13 +30,17 @@ from gpumon.experiments.manifest import FAILED, INTERRUPTED, CellRecord, Manifes
 
 POLL_S = 0.5
 CORE_LOCKS = Path(tempfile.gettempdir()) / "gpumon-ray-cores"
-OBJECT_STORE_BYTES = 128 * 1024 * 1024  # cells return small archives; Ray's default would take 30 % of RAM
+OBJECT_STORE_BYTES = (
+    128 * 1024 * 1024
+)  # cells return small archives; Ray's default would take 30 % of RAM
 CORE_WAIT_S = 30.0
 PROBE_S = 5.0  # for the head's port to take a connection before Ray is asked to join it
 # Ray 2.59 turned token authentication on for clusters it starts; a driver joining one by address
 # sends the token only in token mode (Ray 2.60; 2.61 makes it the default everywhere).
-AUTH_HINT = ("if it uses token authentication, which Ray 2.59+ turns on for the clusters `ray start` makes, "
-             "run with RAY_AUTH_MODE=token and its token in RAY_AUTH_TOKEN or ~/.ray/auth_token")
+AUTH_HINT = (
+    "if it uses token authentication, which Ray 2.59+ turns on for the clusters `ray start` makes, "
+    "run with RAY_AUTH_MODE=token and its token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+)
 
 
 def require_ray() -> ModuleType:
@@ -66,7 +70,9 @@ def claim_core(wait_s: float = CORE_WAIT_S) -> tuple[int, int]:
                 continue
             return core, fd
         if time.monotonic() >= deadline:
-            raise RuntimeError(f"every core of this node was held by another gpumon worker for {wait_s:g} s")
+            raise RuntimeError(
+                f"every core of this node was held by another gpumon worker for {wait_s:g} s"
+            )
         time.sleep(0.2)
 
 
@@ -88,7 +94,11 @@ class CellWorker:
         self.signal: int | None = None
 
     def where(self) -> dict[str, Any]:
-        return {"core": self.core, "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "node": os.uname().nodename}
+        return {
+            "core": self.core,
+            "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "node": os.uname().nodename,
+        }
 
     def interrupt(self) -> None:
         self.signal = signal.SIGINT
@@ -103,7 +113,9 @@ class CellWorker:
             record = CellRun(local, directory, pyspy, lambda: self.signal).execute(_Quiet())
             record.config = cell.config()
             if self.core is not None:
-                record.note = "; ".join(filter(None, [record.note, f"ran on core {self.core} of {os.uname().nodename}"]))
+                record.note = "; ".join(
+                    filter(None, [record.note, f"ran on core {self.core} of {os.uname().nodename}"])
+                )
             return asdict(record), _archive(directory, record)
 
 
@@ -134,11 +146,17 @@ class RayPool:
     def start(self) -> int:
         """Connect (or start a local cluster using this machine's GPUs or cores); returns the worker count."""
         ray = self.ray
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "configure_logging": False,
+        }
         if self.address:
             problem = unreachable(self.address)
             if problem:  # Ray would retry a dead address for minutes
-                raise EnvironmentFailure(f"--ray: nothing answers at {self.address}: {problem} (is `ray start --head` running there?)")
+                raise EnvironmentFailure(
+                    f"--ray: nothing answers at {self.address}: {problem} (is `ray start --head` running there?)"
+                )
             kwargs["address"] = self.address
         else:  # "local": a new cluster even where `ray start` made one or RAY_ADDRESS names one (ray.init() joins those)
             kwargs["address"] = "local"
@@ -151,7 +169,9 @@ class RayPool:
         count = int(resources.get("GPU", 0) if self.on_gpu else resources.get("CPU", 0))
         if count < 1:
             self.stop()
-            raise UsageError(f"--ray: the cluster has no {'GPU' if self.on_gpu else 'CPU'} to run cells on")
+            raise UsageError(
+                f"--ray: the cluster has no {'GPU' if self.on_gpu else 'CPU'} to run cells on"
+            )
         options = {"num_gpus": 1, "num_cpus": 1} if self.on_gpu else {"num_cpus": 1}
         actor = ray.remote(**options, max_concurrency=2, max_restarts=0)(CellWorker)
         self.workers = [actor.remote(self.on_gpu) for _ in range(count)]
@@ -190,9 +210,15 @@ class RayPool:
                     _unpack(archive, manifest.directory)
                     record = CellRecord(**record_data)
                     idle.append(worker)
-                except ray.exceptions.RayError as exc:  # the worker died (its node, or killed): the sweep goes on
-                    record = CellRecord(id=cell.id, status=INTERRUPTED if interrupted else FAILED,
-                                        config=cell.config(), reason=f"Ray worker lost: {type(exc).__name__}")
+                except (
+                    ray.exceptions.RayError
+                ) as exc:  # the worker died (its node, or killed): the sweep goes on
+                    record = CellRecord(
+                        id=cell.id,
+                        status=INTERRUPTED if interrupted else FAILED,
+                        config=cell.config(),
+                        reason=f"Ray worker lost: {type(exc).__name__}",
+                    )
                 finished(cell, record)
 
     def stop(self) -> None:

@@ -38,7 +38,11 @@ def machine_line(ctx: Context) -> str:
     gpu = run.meta.gpu or {}
     versions = run.meta.versions or {}
     where = f"{host.get('cpus', '?')} CPUs, {host.get('mem_total_mib', '?')} MiB"
-    device = f"GPU {gpu.get('name')} (driver {gpu.get('driver')})" if gpu else "no GPU (NVML unavailable)"
+    device = (
+        f"GPU {gpu.get('name')} (driver {gpu.get('driver')})"
+        if gpu
+        else "no GPU (NVML unavailable)"
+    )
     return f"Machine: {host.get('hostname', '?')}, {where}, {device}; torch {versions.get('torch')}, gpumon {versions.get('gpumon')}."
 
 
@@ -59,7 +63,10 @@ def header(ctx: Context, profile_problem: str | None) -> list[str]:
         machine_line(ctx),
     ]
     if tally.get("not run") or tally.get("interrupted"):
-        lines += ["", "**Incomplete**: some cells have not run yet; run the same command again to resume."]
+        lines += [
+            "",
+            "**Incomplete**: some cells have not run yet; run the same command again to resume.",
+        ]
     if profile_problem:
         lines += ["", f"py-spy profiles were asked for but not recorded: {profile_problem}."]
     return lines
@@ -67,7 +74,9 @@ def header(ctx: Context, profile_problem: str | None) -> list[str]:
 
 def caveats(ctx: Context) -> list[str]:
     out = []
-    threads_unset = any("threads" not in parse_workload_spec(j.spec).options for c in ctx.cells for j in c.jobs)
+    threads_unset = any(
+        "threads" not in parse_workload_spec(j.spec).options for c in ctx.cells for j in c.jobs
+    )
     if not ctx.device.startswith("cuda") and ctx.spec.analysis in PAIRED_ANALYSES and threads_unset:
         out.append(
             "On the CPU, a job alone gets every core's threads while two co-resident jobs split them "

@@ -33,7 +33,9 @@ class Context:
     device: str
     cells: list[Cell]
     manifest: Manifest
-    predict: bool = False  # --predict: the pairwise report puts each pair's prediction beside its measurement
+    predict: bool = (
+        False  # --predict: the pairwise report puts each pair's prediction beside its measurement
+    )
     _runs: dict[str, Run | None] = field(default_factory=dict)
 
     @property
@@ -200,16 +202,29 @@ def cells_section(ctx: Context) -> list[str]:
         detail = record.reason or record.note or ""
         run_read = ctx.run(cell)
         duration = run_read.meta.duration_s if run_read is not None else None
-        others = disturbances(run_read, [(0.0, duration)]) if run_read is not None and duration is not None else []
+        others = (
+            disturbances(run_read, [(0.0, duration)])
+            if run_read is not None and duration is not None
+            else []
+        )
         status = record.status
-        if others:  # the whole capture's window: a cell is marked when anything else used the GPU in it
+        if (
+            others
+        ):  # the whole capture's window: a cell is marked when anything else used the GPU in it
             status += " ⚠ disturbed"
-            detail = "; ".join(x for x in (detail, "not alone on the GPU: " + "; ".join(d.phrase() for d in others)) if x)
+            detail = "; ".join(
+                x
+                for x in (detail, "not alone on the GPU: " + "; ".join(d.phrase() for d in others))
+                if x
+            )
         profiles = ", ".join(f"[{k}]({v})" for k, v in sorted(record.profiles.items()))
         rows.append([cell.id, status, run, "; ".join(x for x in (detail, profiles) if x)])
-    return ["## Cells", "", "Every number above comes from these runs (`cells.json` has the commands).", ""] + md_table(
-        ["cell", "status", "run directory", "reason / note / profiles"], rows
-    )
+    return [
+        "## Cells",
+        "",
+        "Every number above comes from these runs (`cells.json` has the commands).",
+        "",
+    ] + md_table(["cell", "status", "run directory", "reason / note / profiles"], rows)
 
 
 def recorded_profiles(ctx: Context, prefix: str) -> Iterator[tuple[Path, str, str | None]]:

@@ -41,8 +41,12 @@ def _fail(table: str, key: str, expected: str, value: object) -> UsageError:
     return UsageError(f"[{table}] {key}: expected {expected}, got {value!r}")
 
 
-def _number(low: float, inclusive: bool, integer: bool = False) -> Callable[[str, str, Any], float | int]:
-    words = ("an integer" if integer else "a number") + (f" >= {low:g}" if inclusive else f" > {low:g}")
+def _number(
+    low: float, inclusive: bool, integer: bool = False
+) -> Callable[[str, str, Any], float | int]:
+    words = ("an integer" if integer else "a number") + (
+        f" >= {low:g}" if inclusive else f" > {low:g}"
+    )
 
     def check(table: str, key: str, value: Any) -> float | int:
         ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
@@ -65,14 +69,16 @@ def _scalar_text(table: str, key: str, value: Any) -> str:
     """A TOML scalar as workload-option text (booleans as true/false)."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float, str)) and not (isinstance(value, float) and not math.isfinite(value)):
+    if isinstance(value, (int, float, str)) and not (
+        isinstance(value, float) and not math.isfinite(value)
+    ):
         return str(value).strip()
     raise _fail(table, key, "a string, number or boolean", value)
 
 
 def _options(table: str, key: str, value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
-        raise _fail(table, key, "a table of workload options (e.g. { preset = \"tiny\" })", value)
+        raise _fail(table, key, 'a table of workload options (e.g. { preset = "tiny" })', value)
     return {k: _scalar_text(table, f"{key}.{k}", v) for k, v in value.items()}
 
 
@@ -83,7 +89,11 @@ def _workloads(table: str, key: str, value: Any) -> tuple[str, ...]:
 
 
 def _points(table: str, key: str, value: Any) -> tuple[dict[str, str], ...]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, dict) and v for v in value):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, dict) and v for v in value)
+    ):
         raise _fail(table, key, "a non-empty list of option tables", value)
     return tuple(_options(table, key, v) for v in value)
 
@@ -105,11 +115,18 @@ def _sweep(table: str, key: str, value: Any) -> dict[str, tuple[str, ...]]:
 def _pairs(table: str, key: str, value: Any) -> str | tuple[tuple[str, str], ...]:
     if isinstance(value, str) and value in PAIR_MODES:
         return value
-    if isinstance(value, list) and value and all(
-        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in value
+    if (
+        isinstance(value, list)
+        and value
+        and all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+            for p in value
+        )
     ):
         return tuple((a.strip(), b.strip()) for a, b in value)
-    raise _fail(table, key, f"one of {', '.join(PAIR_MODES)} or a list of [A, B] workload pairs", value)
+    raise _fail(
+        table, key, f"one of {', '.join(PAIR_MODES)} or a list of [A, B] workload pairs", value
+    )
 
 
 def _devices(table: str, key: str, value: Any) -> tuple[str, ...]:
@@ -153,21 +170,37 @@ class Key:
 
 
 RUN_KEYS: dict[str, Key] = {
-    "workloads": Key(_workloads, None, "workload specs, e.g. [\"fcn\", \"lstm:batch=8\"] (required)"),
-    "options": Key(_options, {}, "workload options added to every workload, e.g. { preset = \"tiny\" }"),
+    "workloads": Key(_workloads, None, 'workload specs, e.g. ["fcn", "lstm:batch=8"] (required)'),
+    "options": Key(
+        _options, {}, 'workload options added to every workload, e.g. { preset = "tiny" }'
+    ),
     "points": Key(_points, (), "explicit option sets, each a point of the sweep"),
     "sweep": Key(_sweep, {}, "option = [values]; every combination (times every point) is a point"),
     "pairs": Key(_pairs, "none", "none, all (with self-pairs), distinct, or [[A, B], ...]"),
-    "devices": Key(_devices, (), "devices to compare (device_cost), e.g. [\"cpu\", \"cuda\"]"),
+    "devices": Key(_devices, (), 'devices to compare (device_cost), e.g. ["cpu", "cuda"]'),
     "device": Key(_device, "auto", "auto, cpu, cuda or cuda:N (--device overrides)"),
-    "share": Key(_shares, ("timeslice",), "how shared cells share the GPU: [\"timeslice\", \"mps\"] runs each pair both ways"),
-    "seconds": Key(_number(0, False), None, "seconds each job is measured (required; --seconds overrides)"),
-    "startup": Key(_number(0, True), 60.0, "seconds allowed for start-up and warm-up before a cell stops waiting"),
+    "share": Key(
+        _shares,
+        ("timeslice",),
+        'how shared cells share the GPU: ["timeslice", "mps"] runs each pair both ways',
+    ),
+    "seconds": Key(
+        _number(0, False), None, "seconds each job is measured (required; --seconds overrides)"
+    ),
+    "startup": Key(
+        _number(0, True),
+        60.0,
+        "seconds allowed for start-up and warm-up before a cell stops waiting",
+    ),
     "stagger": Key(_number(0, True), 0.0, "seconds B starts after A in a shared cell"),
     "repeats": Key(_number(1, True, integer=True), 1, "runs of every cell (--repeats overrides)"),
-    "warmup": Key(_number(0, True, integer=True), None, "steps flagged as warm-up (gpumon's default 5)"),
+    "warmup": Key(
+        _number(0, True, integer=True), None, "steps flagged as warm-up (gpumon's default 5)"
+    ),
     "interval_ms": Key(_number(10, True, integer=True), 100, "sampling interval of each run"),
-    "profile_steps": Key(_number(1, True, integer=True), 50, "operators: at most this many profiled steps"),
+    "profile_steps": Key(
+        _number(1, True, integer=True), 50, "operators: at most this many profiled steps"
+    ),
 }
 
 
@@ -216,10 +249,14 @@ class ExperimentSpec:
     prices: Prices | None
 
 
-def _check_keys(table: str, data: dict[str, Any], allowed: tuple[str, ...] | dict[str, Any]) -> None:
+def _check_keys(
+    table: str, data: dict[str, Any], allowed: tuple[str, ...] | dict[str, Any]
+) -> None:
     for key in data:
         if key not in allowed:
-            raise UsageError(f"[{table}] unknown key {key!r} (expected one of: {', '.join(allowed)})")
+            raise UsageError(
+                f"[{table}] unknown key {key!r} (expected one of: {', '.join(allowed)})"
+            )
 
 
 def _run_table(table: str, data: Any) -> dict[str, Any]:
@@ -265,9 +302,15 @@ def _prices(data: Any) -> Prices | None:
         raise UsageError("[prices] must be a table")
     _check_keys("prices", data, ("currency", *DEVICE_KINDS))
     currency = _text("prices", "currency", data.get("currency", "USD"))
-    per_hour = {kind: float(_number(0, True)("prices", kind, data[kind])) for kind in DEVICE_KINDS if kind in data}
+    per_hour = {
+        kind: float(_number(0, True)("prices", kind, data[kind]))
+        for kind in DEVICE_KINDS
+        if kind in data
+    }
     if not per_hour:
-        raise UsageError(f"[prices] needs a price per hour for at least one of: {', '.join(DEVICE_KINDS)}")
+        raise UsageError(
+            f"[prices] needs a price per hour for at least one of: {', '.join(DEVICE_KINDS)}"
+        )
     return Prices(currency, per_hour)
 
 
@@ -285,21 +328,29 @@ def _check_layout(table: str, analysis: str, s: Settings, prices: Prices | None)
     """The keys an analysis needs, and none it would ignore."""
     paired = analysis in PAIRED_ANALYSES
     if paired and s.pairs == "none":
-        raise UsageError(f"[{table}] pairs: the {analysis} analysis needs pairs (all, distinct or a list)")
+        raise UsageError(
+            f"[{table}] pairs: the {analysis} analysis needs pairs (all, distinct or a list)"
+        )
     if not paired and s.pairs != "none":
         raise UsageError(f"[{table}] pairs: the {analysis} analysis runs no pairs; remove the key")
     if analysis != "sweep" and (s.sweep or s.points):
-        raise UsageError(f"[{table}] sweep/points only go with analysis = \"sweep\"")
+        raise UsageError(f'[{table}] sweep/points only go with analysis = "sweep"')
     if analysis == "sweep" and not (s.sweep or s.points):
         raise UsageError(f"[{table}] the sweep analysis needs a sweep table or points")
     if analysis == "device_cost":
         if not s.devices:
-            raise UsageError(f"[{table}] devices: the device_cost analysis needs devices, e.g. [\"cpu\", \"cuda\"]")
-        missing = sorted({device_kind(d) for d in s.devices} - set(prices.per_hour if prices else ()))
+            raise UsageError(
+                f'[{table}] devices: the device_cost analysis needs devices, e.g. ["cpu", "cuda"]'
+            )
+        missing = sorted(
+            {device_kind(d) for d in s.devices} - set(prices.per_hour if prices else ())
+        )
         if missing:
-            raise UsageError(f"[prices] needs a price per hour for {', '.join(missing)} (devices are {list(s.devices)})")
+            raise UsageError(
+                f"[prices] needs a price per hour for {', '.join(missing)} (devices are {list(s.devices)})"
+            )
     elif s.devices:
-        raise UsageError(f"[{table}] devices only go with analysis = \"device_cost\" (use --device)")
+        raise UsageError(f'[{table}] devices only go with analysis = "device_cost" (use --device)')
     if s.points and s.sweep:
         shared = sorted({k for p in s.points for k in p} & set(s.sweep))
         if shared:
@@ -325,11 +376,13 @@ def _parse(text: str, path: Path) -> ExperimentSpec:
     meta = _experiment(data.get("experiment"))
     base = _run_table("run", data.get("run", {}))
     raw_presets = data.get("presets", {})
-    if not isinstance(raw_presets, dict) or not all(isinstance(v, dict) for v in raw_presets.values()):
+    if not isinstance(raw_presets, dict) or not all(
+        isinstance(v, dict) for v in raw_presets.values()
+    ):
         raise UsageError("[presets] must hold tables, e.g. [presets.tiny]")
     prices = _prices(data.get("prices"))
     if prices is not None and meta["analysis"] != "device_cost":
-        raise UsageError("[prices] only goes with analysis = \"device_cost\"")
+        raise UsageError('[prices] only goes with analysis = "device_cost"')
     presets: dict[str, Settings] = {}
     for name, table in raw_presets.items():
         where = f"presets.{name}"
@@ -366,13 +419,17 @@ def choose_preset(spec: ExperimentSpec, requested: str | None, on_cuda: bool) ->
     """The preset asked for, else ``paper`` on CUDA / ``tiny`` on the CPU when defined, else the first."""
     if requested is not None:
         if requested not in spec.presets:
-            raise UsageError(f"{spec.path}: no preset {requested!r} (choose from {', '.join(spec.presets)})")
+            raise UsageError(
+                f"{spec.path}: no preset {requested!r} (choose from {', '.join(spec.presets)})"
+            )
         return requested
     preferred = "paper" if on_cuda else "tiny"
     return preferred if preferred in spec.presets else next(iter(spec.presets))
 
 
-def with_overrides(settings: Settings, *, seconds: float | None, repeats: int | None, device: str | None) -> Settings:
+def with_overrides(
+    settings: Settings, *, seconds: float | None, repeats: int | None, device: str | None
+) -> Settings:
     """Apply ``--seconds``, ``--repeats`` and ``--device`` (already checked by the command line)."""
     changes: dict[str, Any] = {}
     if seconds is not None:

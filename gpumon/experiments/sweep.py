@@ -90,11 +90,18 @@ def sweep_rows(ctx: Context, job: list[Point], keys: list[str]) -> list[list[str
             rows.append(head + [p.status] + [""] * 6)
             continue
         ignored = "; ".join(f"{k} ignored: {why}" for k, why in p.ignored.items() if k in values)
-        rows.append(head + [
-            fmt_ci(p.rate), fmt_ci(p.ms_per_iter, 1), fmt_ci(p.samples, 0),
-            fmt(p.copy_bandwidth / 1e9, 2) if not math.isnan(p.copy_bandwidth) else "no copies",
-            fmt(p.cpu_pct, 0), ignored, run_links(ctx, p.cells),
-        ])
+        rows.append(
+            head
+            + [
+                fmt_ci(p.rate),
+                fmt_ci(p.ms_per_iter, 1),
+                fmt_ci(p.samples, 0),
+                fmt(p.copy_bandwidth / 1e9, 2) if not math.isnan(p.copy_bandwidth) else "no copies",
+                fmt(p.cpu_pct, 0),
+                ignored,
+                run_links(ctx, p.cells),
+            ]
+        )
     return rows
 
 
@@ -120,16 +127,35 @@ def sweep_figure(ctx: Context, jobs: dict[str, list[Point]]) -> Path:
         x = np.arange(len(job))
         use_samples = all(not math.isnan(p.batch) for p in job if p.status == OK)
         for ax, pick, title in (
-            (left, (lambda p: p.samples) if use_samples else (lambda p: p.rate), "samples/s" if use_samples else "iterations/s"),
+            (
+                left,
+                (lambda p: p.samples) if use_samples else (lambda p: p.rate),
+                "samples/s" if use_samples else "iterations/s",
+            ),
             (right, lambda p: p.ms_per_iter, "ms per iteration"),
         ):
             estimates = [pick(p) for p in job]
             values = np.array([e.value for e in estimates])
-            errors = np.array([[e.value - e.low, e.high - e.value] if e.has_interval else [0, 0] for e in estimates]).T
-            ax.bar(x, np.nan_to_num(values), yerr=np.nan_to_num(errors), capsize=4, color="tab:blue")
+            errors = np.array(
+                [
+                    [e.value - e.low, e.high - e.value] if e.has_interval else [0, 0]
+                    for e in estimates
+                ]
+            ).T
+            ax.bar(
+                x, np.nan_to_num(values), yerr=np.nan_to_num(errors), capsize=4, color="tab:blue"
+            )
             for i, p in enumerate(job):
                 if p.status != OK:
-                    ax.text(i, 0, p.status.split(":")[0], rotation=90, ha="center", va="bottom", color="tab:red")
+                    ax.text(
+                        i,
+                        0,
+                        p.status.split(":")[0],
+                        rotation=90,
+                        ha="center",
+                        va="bottom",
+                        color="tab:red",
+                    )
             ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
             ax.set_title(f"{key}: {title} (95 % CI)", fontsize=9)
     return save(fig, ctx.out / "sweep.png")
@@ -151,19 +177,40 @@ def sweep_section(ctx: Context) -> list[str]:
         "intervals (bootstrap within a run, across runs with repeats); samples/s = iterations/s × batch. "
         "Copy bandwidth and CPU % are medians over the run.",
     ]
-    headers = [*keys, "it/s", "ms/iteration", "samples/s", "per-copy bandwidth (GB/s)", "CPU %", "note", "runs"]
+    headers = [
+        *keys,
+        "it/s",
+        "ms/iteration",
+        "samples/s",
+        "per-copy bandwidth (GB/s)",
+        "CPU %",
+        "note",
+        "runs",
+    ]
     for key, job in jobs.items():
         lines += ["", f"### {key}", "", *md_table(headers, sweep_rows(ctx, job, keys))]
         extra = outcome_lines(job, keys)
         if extra:
             lines += ["", *extra]
-    pd.DataFrame([
-        {"job": p.key, "spec": p.spec, **dict(p.point), "status": p.status, "rate": p.rate.value,
-         "rate_low": p.rate.low, "rate_high": p.rate.high, "batch": p.batch, "ms_per_iter": p.ms_per_iter.value,
-         "copy_bandwidth": p.copy_bandwidth, "cpu_pct": p.cpu_pct,
-         "runs": ";".join(ctx.link(r.path) for r in ctx.runs(p.cells))}
-        for p in everything
-    ]).to_csv(ctx.out / "sweep.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "job": p.key,
+                "spec": p.spec,
+                **dict(p.point),
+                "status": p.status,
+                "rate": p.rate.value,
+                "rate_low": p.rate.low,
+                "rate_high": p.rate.high,
+                "batch": p.batch,
+                "ms_per_iter": p.ms_per_iter.value,
+                "copy_bandwidth": p.copy_bandwidth,
+                "cpu_pct": p.cpu_pct,
+                "runs": ";".join(ctx.link(r.path) for r in ctx.runs(p.cells)),
+            }
+            for p in everything
+        ]
+    ).to_csv(ctx.out / "sweep.csv", index=False)
     lines += ["", "CSV: [sweep.csv](sweep.csv)."]
     if any(p.status == OK for p in everything):
         sweep_figure(ctx, jobs)
@@ -186,15 +233,37 @@ def cost_section(ctx: Context) -> list[str]:
         seconds = inverse(p.rate, 1000.0)
         cost = scaled(seconds, price / 3600)
         if p.status == OK:
-            rows.append([p.key, device, fmt_ci(p.rate), fmt_ci(seconds, 1), f"{price:g}", fmt_ci(cost, decimals(cost.value)),
-                         run_links(ctx, p.cells)])
+            rows.append(
+                [
+                    p.key,
+                    device,
+                    fmt_ci(p.rate),
+                    fmt_ci(seconds, 1),
+                    f"{price:g}",
+                    fmt_ci(cost, decimals(cost.value)),
+                    run_links(ctx, p.cells),
+                ]
+            )
         else:
             rows.append([p.key, device, p.status, "", f"{price:g}", "", ""])
-        records.append({"job": p.key, "spec": p.spec, "device": device, "status": p.status, "rate": p.rate.value,
-                        "seconds_per_1000": seconds.value, "seconds_low": seconds.low, "seconds_high": seconds.high,
-                        "price_per_hour": price, "cost_per_1000": cost.value, "cost_low": cost.low,
-                        "cost_high": cost.high, "currency": prices.currency,
-                        "runs": ";".join(ctx.link(r.path) for r in ctx.runs(p.cells))})
+        records.append(
+            {
+                "job": p.key,
+                "spec": p.spec,
+                "device": device,
+                "status": p.status,
+                "rate": p.rate.value,
+                "seconds_per_1000": seconds.value,
+                "seconds_low": seconds.low,
+                "seconds_high": seconds.high,
+                "price_per_hour": price,
+                "cost_per_1000": cost.value,
+                "cost_low": cost.low,
+                "cost_high": cost.high,
+                "currency": prices.currency,
+                "runs": ";".join(ctx.link(r.path) for r in ctx.runs(p.cells)),
+            }
+        )
     pd.DataFrame(records).to_csv(ctx.out / "device_cost.csv", index=False)
     lines = [
         "## Time and cost per 1000 iterations",
@@ -202,8 +271,18 @@ def cost_section(ctx: Context) -> list[str]:
         f"Seconds per 1000 iterations = 1000 / steady-state it/s; cost = that time × the price per hour "
         f"({prices.currency}, from the spec's [prices]) / 3600. 95 % intervals in parentheses.",
         "",
-        *md_table(["job", "device", "it/s", "s per 1000 it", f"{prices.currency}/h", f"{prices.currency} per 1000 it",
-                   "runs"], rows),
+        *md_table(
+            [
+                "job",
+                "device",
+                "it/s",
+                "s per 1000 it",
+                f"{prices.currency}/h",
+                f"{prices.currency} per 1000 it",
+                "runs",
+            ],
+            rows,
+        ),
         "",
         *comparison_lines(by_job, prices.per_hour),
         "",
@@ -228,16 +307,29 @@ def comparison_lines(by_job: dict[str, dict[str, Point]], per_hour: dict[str, fl
         if cpu is None or gpu is None:
             continue
         if gpu.status != OK:
-            lines.append(f"- {key}: the GPU side needs a GPU ({gpu.status}); only the CPU side was measured here.")
+            lines.append(
+                f"- {key}: the GPU side needs a GPU ({gpu.status}); only the CPU side was measured here."
+            )
             continue
         if cpu.status != OK or math.isnan(cpu.rate.value) or math.isnan(gpu.rate.value):
-            lines.append(f"- {key}: no comparison ({cpu.status if cpu.status != OK else 'too few steps'}).")
+            lines.append(
+                f"- {key}: no comparison ({cpu.status if cpu.status != OK else 'too few steps'})."
+            )
             continue
         speedup = gpu.rate.value / cpu.rate.value
-        cost_ratio = (per_hour["cuda"] / gpu.rate.value) / (per_hour["cpu"] / cpu.rate.value) if per_hour["cpu"] else math.nan
-        cheaper = NA if math.isnan(cost_ratio) else (
-            f"{1 / cost_ratio:.1f}× cheaper per iteration on the GPU" if cost_ratio < 1
-            else f"{cost_ratio:.1f}× dearer per iteration on the GPU"
+        cost_ratio = (
+            (per_hour["cuda"] / gpu.rate.value) / (per_hour["cpu"] / cpu.rate.value)
+            if per_hour["cpu"]
+            else math.nan
+        )
+        cheaper = (
+            NA
+            if math.isnan(cost_ratio)
+            else (
+                f"{1 / cost_ratio:.1f}× cheaper per iteration on the GPU"
+                if cost_ratio < 1
+                else f"{cost_ratio:.1f}× dearer per iteration on the GPU"
+            )
         )
         lines.append(f"- {key}: the GPU is {speedup:.1f}× faster and {cheaper}.")
     return lines

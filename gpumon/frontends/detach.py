@@ -26,7 +26,9 @@ RUNNER_LOG = "runner.log"
 CAPTURING = "gpumon: capturing to "  # the line that names the run directory (headless prints it)
 
 
-def start_runner(argv: list[str], as_json: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def start_runner(
+    argv: list[str], as_json: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
     """Start the runner for ``gpumon ARGV`` and return once it captures (0) or has failed (its status)."""
     read_end, write_end = os.pipe()
     try:
@@ -44,7 +46,7 @@ def start_runner(argv: list[str], as_json: bool, out: TextIO = sys.stdout, err: 
         for line in pipe:  # until the runner moves its output to runner.log, or ends
             line = line.rstrip("\n")
             if line.startswith(CAPTURING):
-                run_dir = Path(line[len(CAPTURING):])
+                run_dir = Path(line[len(CAPTURING) :])
             elif line:
                 print(line, file=err, flush=True)
     status = runner.poll()

@@ -31,7 +31,11 @@ from gpumon.frontends.detach import CAPTURING, move_output_to_log
 from gpumon.frontends.plan import RunPlan, short_name
 
 STATUS_PERIOD_S = 1.0
-EVENTS = (WorkloadState, Notice, SourceStatus)  # what the main thread prints besides the status lines
+EVENTS = (
+    WorkloadState,
+    Notice,
+    SourceStatus,
+)  # what the main thread prints besides the status lines
 # Nobody watches a screen here: the probes are read once per status line (steps keep the child's own times).
 LISTEN_S = STATUS_PERIOD_S
 
@@ -42,7 +46,9 @@ def one_line(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-SPEC_WIDTH = 24  # the spec column, widened to the run's longest spec up to SPEC_MAX (longer ones end in "…")
+SPEC_WIDTH = (
+    24  # the spec column, widened to the run's longest spec up to SPEC_MAX (longer ones end in "…")
+)
 SPEC_MAX = 60
 
 
@@ -50,7 +56,14 @@ def spec_width(specs: list[str]) -> int:
     return min(SPEC_MAX, max([SPEC_WIDTH, *(len(one_line(s, SPEC_MAX)) for s in specs)]))
 
 
-def status_line(t: float, spec: str, state: str, f: LiveFigures, copy_word: str = "copy", width: int = SPEC_WIDTH) -> str:
+def status_line(
+    t: float,
+    spec: str,
+    state: str,
+    f: LiveFigures,
+    copy_word: str = "copy",
+    width: int = SPEC_WIDTH,
+) -> str:
     """``copy_word``: ``memcpy`` for a job on the CPU (a RAM-to-RAM copy timed on the host, no link)."""
     copy = f"{copy_word} {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
     return (
@@ -77,16 +90,30 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
     )
 
 
-def blind_line(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str, width: int = SPEC_WIDTH) -> str:
+def blind_line(
+    t: float, spec: str, f: LiveFigures, known: KnownUse, other: str, width: int = SPEC_WIDTH
+) -> str:
     """An attached job without a probe: its rate unknown, and its SM % and GPU memory alone and now."""
-    return (f"{t:7.1f}s {f.slot} {one_line(spec, width):<{width}} running  rate {UNKNOWN_RATE}  "
-            f"{known.phrase(other or 'the other job')}  cpu {pct(f.cpu_pct)}")
+    return (
+        f"{t:7.1f}s {f.slot} {one_line(spec, width):<{width}} running  rate {UNKNOWN_RATE}  "
+        f"{known.phrase(other or 'the other job')}  cpu {pct(f.cpu_pct)}"
+    )
 
 
 def blind_json(t: float, spec: str, f: LiveFigures, known: KnownUse, other: str) -> str:
-    return json.dumps({"t": round(t, 3), "process": f.slot, "spec": spec, "state": "running", "steps": None,
-                       "iter_per_s": None, "rate": UNKNOWN_RATE, "known": known.to_dict(),
-                       "cpu_pct": json_number(f.cpu_pct)})
+    return json.dumps(
+        {
+            "t": round(t, 3),
+            "process": f.slot,
+            "spec": spec,
+            "state": "running",
+            "steps": None,
+            "iter_per_s": None,
+            "rate": UNKNOWN_RATE,
+            "known": known.to_dict(),
+            "cpu_pct": json_number(f.cpu_pct),
+        }
+    )
 
 
 def interference_line(t: float, result: Interference, words: str = "") -> str:
@@ -94,12 +121,16 @@ def interference_line(t: float, result: Interference, words: str = "") -> str:
     window cannot hold a verdict, ``   3.0s interference  measuring… (4 s left)`` (no r)."""
     if result.measuring:
         return f"{t:7.1f}s interference  {result.text}"
-    ratios = "  ".join(f"{slot} r {DASH if math.isnan(r) else f'{r:.2f}'}" for slot, r in result.slowdown.items())
+    ratios = "  ".join(
+        f"{slot} r {DASH if math.isnan(r) else f'{r:.2f}'}" for slot, r in result.slowdown.items()
+    )
     line = f"{t:7.1f}s interference  {ratios}  {result.text}".rstrip()
     return f"{line}; {words}" if words and result.text else f"{line}  {words}".rstrip()
 
 
-def interference_json(t: float, result: Interference, words: str = "", causes: dict | None = None) -> str:
+def interference_json(
+    t: float, result: Interference, words: str = "", causes: dict | None = None
+) -> str:
     return json.dumps(
         {
             "t": round(t, 3),
@@ -120,7 +151,12 @@ class HeadlessRun:
     """Runs a plan to completion on the main thread; signals stop it cleanly."""
 
     def __init__(
-        self, plan: RunPlan, as_json: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr, detached: bool = False
+        self,
+        plan: RunPlan,
+        as_json: bool,
+        out: TextIO = sys.stdout,
+        err: TextIO = sys.stderr,
+        detached: bool = False,
     ) -> None:
         """``detached``: this is a detached runner, whose output moves to the run's runner.log once it captures."""
         self.plan = plan
@@ -129,9 +165,15 @@ class HeadlessRun:
         self.out = out
         self.err = err
         # the interference line needs --baseline runs: without them, no overlap rates are kept
-        self.session = Session(replace(plan.session, listen_s=LISTEN_S, live_overlap=bool(plan.baselines)))
+        self.session = Session(
+            replace(plan.session, listen_s=LISTEN_S, live_overlap=bool(plan.baselines))
+        )
         self.sequence = RunSequence(
-            self.session, plan.requests, stagger_s=plan.stagger_s, duration_s=plan.duration_s, beside=plan.beside
+            self.session,
+            plan.requests,
+            stagger_s=plan.stagger_s,
+            duration_s=plan.duration_s,
+            beside=plan.beside,
         )
         self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.wake = threading.Event()
@@ -143,15 +185,21 @@ class HeadlessRun:
             {slot: load_baseline(slot, path, self.exclusive[slot]) for slot, path in plan.baselines}
         )
         self.gpu_info: dict = {}
-        self.known = LiveKnownUse(BESIDE_SLOT)  # an attached job without a probe: what is known of it
-        self.no_steps: set[str] = set()  # jobs said to take no step the probe sees (NO_STEPS notices)
+        self.known = LiveKnownUse(
+            BESIDE_SLOT
+        )  # an attached job without a probe: what is known of it
+        self.no_steps: set[str] = (
+            set()
+        )  # jobs said to take no step the probe sees (NO_STEPS notices)
         self.spec_width = spec_width([r.spec for r in plan.jobs])
         self.duration_ended = False  # the run was stopped at the end of --duration (its jobs: "stopped at --duration")
 
     def _on_event(self, item: object) -> None:
         """Bus subscriber of ``EVENTS``: queued for the main thread, which prints them."""
         self.events.put(item)
-        if isinstance(item, Notice) or (isinstance(item, WorkloadState) and item.state in ENDED_STATES):
+        if isinstance(item, Notice) or (
+            isinstance(item, WorkloadState) and item.state in ENDED_STATES
+        ):
             self.wake.set()
 
     def _on_signal(self, signum: int) -> None:
@@ -190,7 +238,9 @@ class HeadlessRun:
                 self._say(f"gpumon: metrics at {self.session.metrics.url}")
             if self.session.nvml is not None and self.session.nvml_status.available:
                 self.gpu_info = self.session.nvml.device_info()
-            path = self.session.start_capture(self.plan.label, list(self.plan.jobs), self.plan.baselines)
+            path = self.session.start_capture(
+                self.plan.label, list(self.plan.jobs), self.plan.baselines
+            )
             if self.detached:
                 move_output_to_log(path)
             self._say(f"{CAPTURING}{path}")
@@ -203,7 +253,9 @@ class HeadlessRun:
             self._say(failure)
         error = self.session.capture_error
         if final is not None and (error is None or error.finalised):
-            self._say(f"gpumon: run saved to {final}" + (" (truncated)" if error is not None else ""))
+            self._say(
+                f"gpumon: run saved to {final}" + (" (truncated)" if error is not None else "")
+            )
             if self.as_json:
                 self._emit(json.dumps({"run": str(final), "status": self._exit_code()}), self.out)
         return self._exit_code()
@@ -226,16 +278,34 @@ class HeadlessRun:
 
     def _advance(self) -> None:
         """Let the run sequence start what is due (on this, the main thread) and say what it did."""
-        stopping = f"stopped by {signal.Signals(self.signal_received).name}" if self.signal_received else None
+        stopping = (
+            f"stopped by {signal.Signals(self.signal_received).name}"
+            if self.signal_received
+            else None
+        )
         for event in self.sequence.advance(stopping):
-            if isinstance(event, Started) and event.slot == BESIDE_SLOT and self.plan.beside is not None:
+            if (
+                isinstance(event, Started)
+                and event.slot == BESIDE_SLOT
+                and self.plan.beside is not None
+            ):
                 attached = event.workload
-                how = "reading its probe" if attached.probe is not None else "no probe: its rate is unknown"
-                self._say(f"gpumon: watching pid {attached.pid} as {BESIDE_SLOT} ({how}); gpumon never signals it")
+                how = (
+                    "reading its probe"
+                    if attached.probe is not None
+                    else "no probe: its rate is unknown"
+                )
+                self._say(
+                    f"gpumon: watching pid {attached.pid} as {BESIDE_SLOT} ({how}); gpumon never signals it"
+                )
             elif isinstance(event, NotStarted):
-                self._say(f"gpumon: workload {event.slot} not started ({one_line(event.request.spec)}): {event.reason}")
+                self._say(
+                    f"gpumon: workload {event.slot} not started ({one_line(event.request.spec)}): {event.reason}"
+                )
             elif isinstance(event, LaunchFailed):
-                self._say(f"gpumon: workload {event.slot} ({one_line(event.request.spec)}) could not start: {event.error}")
+                self._say(
+                    f"gpumon: workload {event.slot} ({one_line(event.request.spec)}) could not start: {event.error}"
+                )
             elif isinstance(event, TimeUp):
                 self.duration_ended = True
 
@@ -254,9 +324,15 @@ class HeadlessRun:
     def _failure_line(self) -> str:
         """One line saying which job failed and how (and what did not start), or "" when none did."""
         failed = self.session.launcher.failed()
-        parts = [f"workload {w.slot} ({one_line(w.request.spec)}) {w.ending()} at {w.stop_t or 0:.1f} s" for w in failed]
-        parts += [f"workload {slot} could not start: {error}" for slot, error in sorted(self.sequence.failed_starts.items())
-                  if slot not in {w.slot for w in failed}]  # an attach that raised: no workload records it
+        parts = [
+            f"workload {w.slot} ({one_line(w.request.spec)}) {w.ending()} at {w.stop_t or 0:.1f} s"
+            for w in failed
+        ]
+        parts += [
+            f"workload {slot} could not start: {error}"
+            for slot, error in sorted(self.sequence.failed_starts.items())
+            if slot not in {w.slot for w in failed}
+        ]  # an attach that raised: no workload records it
         if not parts:
             return ""
         parts += [f"workload {slot} not started" for slot in sorted(self.sequence.not_started)]
@@ -275,8 +351,13 @@ class HeadlessRun:
             if not workload.owned and workload.probe is None:
                 other = next((short_name(w.request) for p, w in workloads.items() if p != slot), "")
                 known = self.known.known()
-                line = (blind_json(now, workload.request.spec, figures, known, other) if self.as_json else
-                        blind_line(now, workload.request.spec, figures, known, other, self.spec_width))
+                line = (
+                    blind_json(now, workload.request.spec, figures, known, other)
+                    if self.as_json
+                    else blind_line(
+                        now, workload.request.spec, figures, known, other, self.spec_width
+                    )
+                )
                 self._emit(line, self.out)
                 continue
             waiting = NO_STEPS if slot in self.no_steps else "starting"
@@ -286,20 +367,33 @@ class HeadlessRun:
             else:
                 device = str(self.session.workload_meta.get(slot, {}).get("device") or "")
                 copy_word = "memcpy" if device == "cpu" else "copy"
-                self._emit(status_line(now, workload.request.spec, state, figures, copy_word, self.spec_width), self.out)
+                self._emit(
+                    status_line(
+                        now, workload.request.spec, state, figures, copy_word, self.spec_width
+                    ),
+                    self.out,
+                )
         if len(live.running) > 1:
             self._print_interference(live, [s for s in live.running if s in workloads], workloads)
 
-    def _print_interference(self, live: LiveNow, slots: list[Slot], workloads: dict[Slot, Workload]) -> None:
+    def _print_interference(
+        self, live: LiveNow, slots: list[Slot], workloads: dict[Slot, Workload]
+    ) -> None:
         """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far (a job
         without one: against its exclusive phase so far, as the TUI's line, e.g. the watched job of ``--beside``)."""
         if self.exclusive and live.overlap is not None:
             now = live.t
             result = interference({**live.exclusive, **self.exclusive}, live.overlap)
             figures = {p: live.figures[p] for p in slots if p in live.figures}
-            causes = self.causes.causes(result.shared, figures, self.gpu_info) if not result.measuring else {}
+            causes = (
+                self.causes.causes(result.shared, figures, self.gpu_info)
+                if not result.measuring
+                else {}
+            )
             requests = {p: workloads[p].request for p in slots}
-            words = cause_words({p: short_name(r) for p, r in requests.items()}, result.slowdown, causes)
+            words = cause_words(
+                {p: short_name(r) for p, r in requests.items()}, result.slowdown, causes
+            )
             if self.as_json:
                 self._emit(interference_json(now, result, words, causes), self.out)
             else:
@@ -317,7 +411,9 @@ class HeadlessRun:
                 self._say(f"gpumon: workload {item.slot} {self._ended_words(item)}")
                 workloads = self.session.launcher.snapshot()
                 if len(workloads) > 1:  # the overlap's final figures
-                    self._print_interference(self.session.live.now(item.t), list(workloads), workloads)
+                    self._print_interference(
+                        self.session.live.now(item.t), list(workloads), workloads
+                    )
                 if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
                     last = [line for line in item.tail.splitlines() if line.strip()][-3:]
                     for line in last:
@@ -333,10 +429,16 @@ class HeadlessRun:
     def _ended_words(self, state: WorkloadState) -> str:
         """How a job ended; an attached process was never ours to stop, and its status is not ours to know."""
         workload = self.session.launcher.get(state.slot) if is_slot(state.slot) else None
-        if state.state == "stopped" and (workload is None or workload.owned):  # gpumon stopped it: its status is ours
+        if state.state == "stopped" and (
+            workload is None or workload.owned
+        ):  # gpumon stopped it: its status is ours
             if self.signal_received is not None:
                 return f"stopped ({signal.Signals(self.signal_received).name} to gpumon)"
-            return f"stopped at --duration {self.plan.duration_s:g} s" if self.duration_ended else "stopped"
+            return (
+                f"stopped at --duration {self.plan.duration_s:g} s"
+                if self.duration_ended
+                else "stopped"
+            )
         if workload is None or workload.owned:
             return f"{state.state} with status {state.exit_status}"
         if state.state == "detached":

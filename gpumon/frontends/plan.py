@@ -29,7 +29,9 @@ class RunPlan:
     duration_s: float | None
     stagger_s: float
     baselines: tuple[tuple[str, str], ...] = ()
-    beside: LaunchRequest | None = None  # --beside PID: job B, a running process watched, not launched
+    beside: LaunchRequest | None = (
+        None  # --beside PID: job B, a running process watched, not launched
+    )
 
     @property
     def jobs(self) -> tuple[LaunchRequest, ...]:
@@ -49,7 +51,9 @@ def builtin_request(text: str, device: str, python: str | None = None) -> Launch
     """A built-in workload run by ``python`` (None: $GPUMON_PYTHON, else ours), checked to have torch."""
     spec = parse_workload_spec(text)
     interpreter = require_workload_python(python)
-    return LaunchRequest(spec=spec.text, kind="builtin", argv=tuple(to_argv(spec, device, interpreter.path)))
+    return LaunchRequest(
+        spec=spec.text, kind="builtin", argv=tuple(to_argv(spec, device, interpreter.path))
+    )
 
 
 def make_plan(
@@ -76,14 +80,19 @@ def make_plan(
     if stagger_s < 0:
         raise UsageError(f"--stagger must be zero or positive, got {stagger_s:g}")
     if duration_s is not None and stagger_s and duration_s <= stagger_s:
-        raise UsageError(f"--duration ({duration_s:g} s) must be longer than --stagger ({stagger_s:g} s)")
+        raise UsageError(
+            f"--duration ({duration_s:g} s) must be longer than --stagger ({stagger_s:g} s)"
+        )
     if not 10 <= session.interval_ms <= 60_000:
         raise UsageError(f"--interval must be between 10 and 60000 ms, got {session.interval_ms}")
     check_share(session.share, session.device)
     requests = [builtin_request(w, session.device, session.python) for w in workloads]
     requests += [LaunchRequest.command(c, session.python) for c in commands]
     if not label:
-        label = "-".join(short_name(r) for r in [*requests, *([attached] if attached else [])]) or "idle"
+        label = (
+            "-".join(short_name(r) for r in [*requests, *([attached] if attached else [])])
+            or "idle"
+        )
     return RunPlan(session, tuple(requests), label, duration_s, stagger_s, beside=attached)
 
 

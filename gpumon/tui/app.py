@@ -59,7 +59,9 @@ class GpumonApp(App[int]):
 
     CSS_PATH = "gpumon.tcss"
     TITLE = "gpumon"
-    NOTIFICATION_TIMEOUT = NOTICE_S  # a notice over the panes goes soon: what it says is also in a panel or line
+    NOTIFICATION_TIMEOUT = (
+        NOTICE_S  # a notice over the panes goes soon: what it says is also in a panel or line
+    )
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [Binding("ctrl+c", "quit", "Quit", show=False, priority=True)]
 
@@ -126,7 +128,11 @@ class GpumonApp(App[int]):
     def _stopping(self) -> str | None:
         """Why nothing more may start (a signal, the user quit), in the words a job's "not started" reason uses."""
         if self.stop_signalled:
-            return f"stopped by {signal.Signals(self.stop_signum).name}" if self.stop_signum else "stopped"
+            return (
+                f"stopped by {signal.Signals(self.stop_signum).name}"
+                if self.stop_signum
+                else "stopped"
+            )
         return "the monitor was quit" if self.quitting else None
 
     def _say(self, event: Event) -> None:
@@ -134,15 +140,25 @@ class GpumonApp(App[int]):
         assert self.monitor is not None
         if isinstance(event, Started):
             if event.workload.owned:
-                self.notify(f"{event.slot}: started {event.workload.request.spec} (pid {event.workload.pid})")
+                self.notify(
+                    f"{event.slot}: started {event.workload.request.spec} (pid {event.workload.pid})"
+                )
             else:
-                how = "its probe's steps" if event.workload.probe is not None else "no probe: rate unknown"
-                self.notify(f"{event.slot}: watching pid {event.workload.pid} ({how}); never signalled")
+                how = (
+                    "its probe's steps"
+                    if event.workload.probe is not None
+                    else "no probe: rate unknown"
+                )
+                self.notify(
+                    f"{event.slot}: watching pid {event.workload.pid} ({how}); never signalled"
+                )
             self.monitor.pump_soon()
         elif isinstance(event, NotStarted):
             self.notify(f"{event.slot} not started: {event.reason}", severity="warning", timeout=15)
         elif isinstance(event, LaunchFailed):
-            self.notify(f"{event.slot} could not start: {event.error}", severity="error", timeout=15)
+            self.notify(
+                f"{event.slot} could not start: {event.error}", severity="error", timeout=15
+            )
         elif isinstance(event, TimeUp):
             self.call_later(self.action_quit)
 
@@ -162,7 +178,9 @@ class GpumonApp(App[int]):
         if self.controller is None:
             self.exit(0)
             return
-        if self.session_ready:  # what the plan had still to start never will: each is recorded "not started"
+        if (
+            self.session_ready
+        ):  # what the plan had still to start never will: each is recorded "not started"
             if self._sequence_timer is not None:
                 self._sequence_timer.stop()
             for event in self.controller.advance(self._stopping()):
@@ -209,9 +227,15 @@ def run_app(plan: RunPlan, refresh_hz: float | None = None) -> int:
     if error is not None:
         print(f"gpumon: {error.line()}", file=sys.stderr)
     if final is not None and (error is None or error.finalised):
-        print(f"gpumon: run saved to {final}" + (" (truncated)" if error is not None else ""), file=sys.stderr)
+        print(
+            f"gpumon: run saved to {final}" + (" (truncated)" if error is not None else ""),
+            file=sys.stderr,
+        )
     elif error is not None and not error.finalised:
-        print(f"gpumon: could not finalise {error.path / 'run.json'}: {error.finalise_error}", file=sys.stderr)
+        print(
+            f"gpumon: could not finalise {error.path / 'run.json'}: {error.finalise_error}",
+            file=sys.stderr,
+        )
     guard.done()
     guard.restore()
     return result if isinstance(result, int) else controller.exit_code()
@@ -223,8 +247,12 @@ def replay_app(screen: MonitorScreen, refresh_hz: float = DEFAULT_HZ) -> GpumonA
     return GpumonApp(screen=screen, refresh_hz=refresh_hz)
 
 
-def run_viewer(path: Path, baselines: tuple[tuple[str, str], ...] = (), refresh_hz: float | None = None,
-               any_user: bool = False) -> int:
+def run_viewer(
+    path: Path,
+    baselines: tuple[tuple[str, str], ...] = (),
+    refresh_hz: float | None = None,
+    any_user: bool = False,
+) -> int:
     """``gpumon attach``: the monitor on the run at ``path`` that its runner is writing, until the user quits;
     ``baselines``: the viewer's own ``--baseline`` runs (slot, run directory); ``any_user``: its ``x`` may stop
     another user's run.
@@ -232,8 +260,15 @@ def run_viewer(path: Path, baselines: tuple[tuple[str, str], ...] = (), refresh_
     The viewer owns nothing: quitting, a signal or a closed terminal (SIGHUP) ends the viewer alone.
     """
     source, feed = open_follow(path)
-    app = replay_app(AttachedScreen(source, feed, refresh_hz or refresh_hz_from_env(), baselines=baselines,
-                                    any_user=any_user))
+    app = replay_app(
+        AttachedScreen(
+            source,
+            feed,
+            refresh_hz or refresh_hz_from_env(),
+            baselines=baselines,
+            any_user=any_user,
+        )
+    )
     guard = StopGuard(app.stop_from_signal, lambda: 0).install()
     try:
         result = app.run()
@@ -242,4 +277,3 @@ def run_viewer(path: Path, baselines: tuple[tuple[str, str], ...] = (), refresh_
         guard.done()
         guard.restore()
     return result if isinstance(result, int) else 0
-

@@ -34,13 +34,17 @@ def export_csv(run: Run, root: Path | None = None) -> tuple[Path, list[Path]]:
     return out, export(run, out, "csv", overwrite=True)
 
 
-def load_baselines(model: LiveModel, baselines: tuple[tuple[str, str], ...], share: str) -> dict[str, float]:
+def load_baselines(
+    model: LiveModel, baselines: tuple[tuple[str, str], ...], share: str
+) -> dict[str, float]:
     """Give ``model`` the ``--baseline`` runs (slot, run directory): each exclusive rate and its evidence, and, with
     both, gpumon predict's answer for ``share`` beside the measured; returns the rates (blocking: reads the runs)."""
     rates = {}
     for slot, path in baselines:
         rates[slot] = rate = baseline_rate(slot, path)
-        model.set_baseline(slot, rate, f"baseline {Path(path).name}", load_baseline(slot, path, rate))
+        model.set_baseline(
+            slot, rate, f"baseline {Path(path).name}", load_baseline(slot, path, rate)
+        )
     if len(baselines) > 1:
         from gpumon.analysis.predict import live_line
 
@@ -51,7 +55,9 @@ def load_baselines(model: LiveModel, baselines: tuple[tuple[str, str], ...], sha
 class Controller:
     """Owns the session, the model fed by its bus, and the capture state."""
 
-    def __init__(self, plan: RunPlan, session: Session | None = None, export_root: Path | None = None) -> None:
+    def __init__(
+        self, plan: RunPlan, session: Session | None = None, export_root: Path | None = None
+    ) -> None:
         self.plan = plan
         self.export_root = export_root
         # the monitor shows every GPU of the box (overview lines); a headless run does not read them
@@ -59,10 +65,16 @@ class Controller:
         self.model = LiveModel(jobs_user=current_user(), live=self.session.live)
         # what the plan starts, when, or why not (the app advances it on its main thread)
         self.sequence = RunSequence(
-            self.session, plan.requests, stagger_s=plan.stagger_s, duration_s=plan.duration_s, beside=plan.beside
+            self.session,
+            plan.requests,
+            stagger_s=plan.stagger_s,
+            duration_s=plan.duration_s,
+            beside=plan.beside,
         )
         self.session.bus.subscribe(self.model.handle, *LiveModel.TAKES)
-        self.probes = ProbeScanner(self.session.clock)  # this user's probed processes gpumon did not start
+        self.probes = ProbeScanner(
+            self.session.clock
+        )  # this user's probed processes gpumon did not start
         self.last_capture: Path | None = None
         self._lock = threading.Lock()
         self._started = False
@@ -98,7 +110,9 @@ class Controller:
             rates = load_baselines(self.model, self.plan.baselines, self.session.config.share.kind)
             self.session.set_exclusive_rates(rates)
             if self.plan.jobs:
-                return self.session.start_capture(self.plan.label, list(self.plan.jobs), self.plan.baselines)
+                return self.session.start_capture(
+                    self.plan.label, list(self.plan.jobs), self.plan.baselines
+                )
             return None
 
     def launch(self, *, slot: Slot, request: LaunchRequest) -> Workload:
@@ -131,7 +145,9 @@ class Controller:
     def capture_label(self) -> str:
         if self.plan.requests:
             return self.plan.label
-        names = [short_name(w.request) for _, w in self.session.launcher.snapshot().items() if w.running]
+        names = [
+            short_name(w.request) for _, w in self.session.launcher.snapshot().items() if w.running
+        ]
         return "-".join(names) or "idle"
 
     def toggle_capture(self) -> tuple[bool, Path | None]:
@@ -142,7 +158,9 @@ class Controller:
         """
         with self._lock:
             if self._shut_down:
-                raise EnvironmentFailure("shutting down: the capture is being finished, no capture can start now")
+                raise EnvironmentFailure(
+                    "shutting down: the capture is being finished, no capture can start now"
+                )
             if self.session.capturing:
                 path = self.session.stop_capture()
                 self.last_capture = path

@@ -45,8 +45,18 @@ HISTORY_BINS = 240
 LOG_LINES = 200
 NOTICES = 20
 DEFAULT_LINK_BPS = 15.75e9
-OTHERS_STALE_S = 3.0  # a list of other GPU processes older than this is no longer shown (NVML went away)
-DEVICE_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "pcie_rx_bps", "pcie_tx_bps", "power_w", "temp_c")
+OTHERS_STALE_S = (
+    3.0  # a list of other GPU processes older than this is no longer shown (NVML went away)
+)
+DEVICE_GRAPHS = (
+    "gpu_util",
+    "mem_util",
+    "mem_used_mib",
+    "pcie_rx_bps",
+    "pcie_tx_bps",
+    "power_w",
+    "temp_c",
+)
 # What the overview reads of a GPU that is not the jobs' (no PCIe: it is read on the jobs' GPU only).
 PEER_GRAPHS = ("gpu_util", "mem_util", "mem_used_mib", "power_w", "temp_c")
 
@@ -66,7 +76,9 @@ def link_bps(gpu: dict[str, Any] | None) -> float:
     if isinstance(capacity, (int, float)) and capacity > 0:
         return float(capacity)
     gen, width = gpu.get("pcie_gen"), gpu.get("pcie_width")
-    capacity = link_capacity_bps(gen, width) if isinstance(gen, int) and isinstance(width, int) else None
+    capacity = (
+        link_capacity_bps(gen, width) if isinstance(gen, int) and isinstance(width, int) else None
+    )
     return NAN if capacity is None else capacity
 
 
@@ -88,7 +100,9 @@ class _Slot:
     start_t: float = NAN
     last_step: StepEvent | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    no_steps: str = ""  # the NO_STEPS notice's words: a command that works and takes no step the probe sees
+    no_steps: str = (
+        ""  # the NO_STEPS notice's words: a command that works and takes no step the probe sees
+    )
 
 
 class LiveModel:
@@ -97,8 +111,17 @@ class LiveModel:
     # what ``handle`` takes (Bus.subscribe): not the LiveNow records a refresh's own view() publishes, which would
     # wake the refresh thread again for nothing
     TAKES = (
-        StepEvent, DeviceSample, HostSample, ProcessSample, LogLine, WorkloadState, WorkloadMeta, SourceStatus,
-        Notice, GpuOthers, GpuOverview,
+        StepEvent,
+        DeviceSample,
+        HostSample,
+        ProcessSample,
+        LogLine,
+        WorkloadState,
+        WorkloadMeta,
+        SourceStatus,
+        Notice,
+        GpuOthers,
+        GpuOverview,
     )
 
     def __init__(
@@ -122,14 +145,20 @@ class LiveModel:
         self.gpu: dict[str, Any] | None = None
         self.baselines: dict[str, tuple[float, str]] = {}
         self.causes = LiveCauses({})
-        self.predicted = ""  # gpumon predict's answer from the two --baseline runs, shown beside the measured
+        self.predicted = (
+            ""  # gpumon predict's answer from the two --baseline runs, shown beside the measured
+        )
         self.device: DeviceSample | None = None
         self.host: HostSample | None = None
         self.notices: RingBuffer[Notice] = RingBuffer(NOTICES)
         self.notice_total = 0
         self.others: GpuOthers | None = None
-        self.overview: GpuOverview | None = None  # every GPU of a box with several (the sampler's, every 0.5 s)
-        self.shown_gpu: int | None = None  # the GPU index the device panel shows; None: the jobs' GPU
+        self.overview: GpuOverview | None = (
+            None  # every GPU of a box with several (the sampler's, every 0.5 s)
+        )
+        self.shown_gpu: int | None = (
+            None  # the GPU index the device panel shows; None: the jobs' GPU
+        )
         self._peer_series: dict[int, dict[str, BinnedSeries]] = {}
         self._device_series = {name: BinnedSeries(bin_s, history) for name in DEVICE_GRAPHS}
         self._host_cpu = BinnedSeries(bin_s, history)
@@ -142,14 +171,20 @@ class LiveModel:
         self._slots = {slot: self._new_slot() for slot in SLOTS}
 
     def _new_slot(self) -> _Slot:
-        return _Slot(BinnedSeries(self.bin_s, self.history), BinnedSeries(self.bin_s, self.history), RingBuffer(self._log_lines))
+        return _Slot(
+            BinnedSeries(self.bin_s, self.history),
+            BinnedSeries(self.bin_s, self.history),
+            RingBuffer(self._log_lines),
+        )
 
     def set_spec(self, slot: str, spec: str) -> None:
         """Name what is (about to be) running in ``slot``."""
         with self._lock:
             self._slots[slot].spec = spec
 
-    def set_baseline(self, slot: str, rate: float, source: str, evidence: Baseline | None = None) -> None:
+    def set_baseline(
+        self, slot: str, rate: float, source: str, evidence: Baseline | None = None
+    ) -> None:
         """An exclusive rate from elsewhere (a ``--baseline`` run); it wins over the exclusive phase.
 
         ``evidence``: what that run recorded of the job alone, for the cause of its slowdown.
@@ -205,7 +240,9 @@ class LiveModel:
         if slot is None:
             return
         previous, slot.last_step = slot.last_step, step
-        if previous is not None:  # the graphs' rates are wall-clock too: each step over the time since the one before
+        if (
+            previous is not None
+        ):  # the graphs' rates are wall-clock too: each step over the time since the one before
             slot.iter_rate.add(step.t, 1.0, step.t - previous.t)
             slot.sample_rate.add(step.t, step.samples, step.t - previous.t)
 
@@ -234,7 +271,9 @@ class LiveModel:
         if len(gpus) < 2:
             return None
         indices = [gpu.index for gpu in gpus]
-        current = self.shown_gpu if self.shown_gpu in indices else next(g.index for g in gpus if g.jobs)
+        current = (
+            self.shown_gpu if self.shown_gpu in indices else next(g.index for g in gpus if g.jobs)
+        )
         self.shown_gpu = indices[(indices.index(current) + 1) % len(indices)]
         self.wake.set()
         return self.shown_gpu
@@ -269,29 +308,46 @@ class LiveModel:
         live = self.live.now(now)
         with self._lock:
             workloads = tuple(
-                self._workload_view(name, slot, now, n, live.figures.get(name), name in live.running,
-                                    live.exclusive.get(name, NAN))
+                self._workload_view(
+                    name,
+                    slot,
+                    now,
+                    n,
+                    live.figures.get(name),
+                    name in live.running,
+                    live.exclusive.get(name, NAN),
+                )
                 for name, slot in self._slots.items()
             )
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
         overlap = live.overlap if len(live.running) > 1 else None
         result = interference(exclusive, overlap) if overlap is not None else None
         figures = {w.slot: w.figures for w in workloads if w.figures is not None}
-        causes = self.causes.causes(result.shared, figures, self.gpu) if result is not None and not result.measuring else {}
+        causes = (
+            self.causes.causes(result.shared, figures, self.gpu)
+            if result is not None and not result.measuring
+            else {}
+        )
         gpus = self._gpus(now)
         jobs = next((g for g in gpus if g.jobs), None)
         shown = next((g for g in gpus if g.index == self.shown_gpu and not g.jobs), None)
         rows = self._process_rows(now, workloads)
-        if shown is not None:  # the table lists the jobs' GPU's processes: not shown under another GPU's panel
+        if (
+            shown is not None
+        ):  # the table lists the jobs' GPU's processes: not shown under another GPU's panel
             rows["processes"] = ()
         return View(
             t=now,
-            device=self._device_view(now, n, jobs) if shown is None else self._peer_view(shown, jobs, now, n),
+            device=self._device_view(now, n, jobs)
+            if shown is None
+            else self._peer_view(shown, jobs, now, n),
             workloads=workloads,
             interference=result,
             causes=causes,
             predicted=self.predicted,
-            notices=tuple(n.text if not n.slot else f"{n.slot}: {n.text}" for n in self.notices.snapshot()),
+            notices=tuple(
+                n.text if not n.slot else f"{n.slot}: {n.text}" for n in self.notices.snapshot()
+            ),
             notice_total=self.notice_total,
             gpus=gpus,
             shown_gpu=(shown or jobs).index if jobs is not None else None,
@@ -305,25 +361,56 @@ class LiveModel:
         The jobs' GPU's line shows the newest device sample, the device panel's (the overview's is up to 0.5 s older).
         """
         overview = self.overview
-        if overview is None or now - overview.t > OTHERS_STALE_S or not any(g.jobs for g in overview.gpus):
+        if (
+            overview is None
+            or now - overview.t > OTHERS_STALE_S
+            or not any(g.jobs for g in overview.gpus)
+        ):
             return ()
         device = self.device
-        newer = device is not None and all(device.t > g.sample.t for g in overview.gpus if g.jobs and g.sample)
-        return tuple(dataclasses.replace(g, sample=device) if g.jobs and newer else g for g in overview.gpus)
+        newer = device is not None and all(
+            device.t > g.sample.t for g in overview.gpus if g.jobs and g.sample
+        )
+        return tuple(
+            dataclasses.replace(g, sample=device) if g.jobs and newer else g for g in overview.gpus
+        )
 
     def _process_rows(self, now: float, workloads: tuple[WorkloadView, ...]) -> dict[str, Any]:
         """The process table: our running jobs (A, B), then every other process NVML lists, by GPU memory."""
         if not self.nvml.available:
             return {}
         ours = [
-            ProcessRow(w.slot, w.pid, self.jobs_user, w.figures.gpu_mem_mib, w.figures.gpu_sm_util, w.figures.cpu_pct,
-                       w.figures.rss_mib, w.elapsed_s, w.spec, w.figures.iter_per_s)
-            for w in workloads if w.active and w.pid is not None and w.figures is not None
+            ProcessRow(
+                w.slot,
+                w.pid,
+                self.jobs_user,
+                w.figures.gpu_mem_mib,
+                w.figures.gpu_sm_util,
+                w.figures.cpu_pct,
+                w.figures.rss_mib,
+                w.elapsed_s,
+                w.spec,
+                w.figures.iter_per_s,
+            )
+            for w in workloads
+            if w.active and w.pid is not None and w.figures is not None
         ]
         seen = self.others
         others = seen.processes if seen is not None and now - seen.t <= OTHERS_STALE_S else ()
-        rows = ours + [ProcessRow("", o.pid, o.user, o.gpu_mem_mib, o.sm_pct, o.cpu_pct, o.rss_mib, o.elapsed_s,
-                                  o.command) for o in others]
+        rows = ours + [
+            ProcessRow(
+                "",
+                o.pid,
+                o.user,
+                o.gpu_mem_mib,
+                o.sm_pct,
+                o.cpu_pct,
+                o.rss_mib,
+                o.elapsed_s,
+                o.command,
+            )
+            for o in others
+        ]
         busy = sum(1 for o in others if meaningful(o.sm_pct, o.gpu_mem_mib))
         return {"processes": tuple(rows), "others_on_gpu": busy}
 
@@ -334,7 +421,14 @@ class LiveModel:
         return (phase, "exclusive phase") if not math.isnan(phase) else (NAN, "")
 
     def _workload_view(
-        self, name: str, slot: _Slot, now: float, n: int, figures: LiveFigures | None, running: bool, phase: float
+        self,
+        name: str,
+        slot: _Slot,
+        now: float,
+        n: int,
+        figures: LiveFigures | None,
+        running: bool,
+        phase: float,
     ) -> WorkloadView:
         state = slot.state
         figures = figures if state is not None else None
@@ -367,31 +461,46 @@ class LiveModel:
 
     @staticmethod
     def _graphs(
-        series: dict[str, BinnedSeries], sample: DeviceSample | None, top_link: float, now: float, n: int
+        series: dict[str, BinnedSeries],
+        sample: DeviceSample | None,
+        top_link: float,
+        now: float,
+        n: int,
     ) -> dict[str, Series]:
         """A GPU's graphs on their fixed scales: percentages and temperature 0-100, memory 0-total, PCIe 0-link."""
         total = sample.mem_total_mib if sample is not None and sample.mem_total_mib > 0 else NAN
         tops = {
             "gpu_util": 100.0,
             "mem_util": 100.0,
-            "mem_used_mib": total if not math.isnan(total) else nice_ceiling(series["mem_used_mib"].peak),
+            "mem_used_mib": total
+            if not math.isnan(total)
+            else nice_ceiling(series["mem_used_mib"].peak),
             "pcie_rx_bps": top_link,
             "pcie_tx_bps": top_link,
             "power_w": nice_ceiling(max(100.0, series["power_w"].peak)),
             "temp_c": 100.0,
         }
-        return {name: Series(history.values(now, n), tops[name]) for name, history in series.items()}
+        return {
+            name: Series(history.values(now, n), tops[name]) for name, history in series.items()
+        }
 
-    def _peer_view(self, gpu: GpuSummary, jobs: GpuSummary | None, now: float, n: int) -> DeviceView:
+    def _peer_view(
+        self, gpu: GpuSummary, jobs: GpuSummary | None, now: float, n: int
+    ) -> DeviceView:
         """The device panel of a GPU that is not the jobs': the overview's readings of it, every 0.5 s."""
         series = self._peer_series.get(gpu.index)
         graphs = self._graphs(series, gpu.sample, NAN, now, n) if series is not None else {}
         count = gpu.processes
-        listed = "processes: unknown" if count is None else f"{count} process{'es' if count != 1 else ''}"
+        listed = (
+            "processes: unknown"
+            if count is None
+            else f"{count} process{'es' if count != 1 else ''}"
+        )
         where = f"jobs' GPU {jobs.index}" if jobs is not None else "jobs' GPU"
         note = (
             f"{listed} · read every 0.5 s; PCIe, GPM, per-process: {where} only"
-            if gpu.sample is not None else "lost: NVML no longer answers for this GPU"
+            if gpu.sample is not None
+            else "lost: NVML no longer answers for this GPU"
         )
         title = f"GPU {gpu.index} · {gpu.name or 'GPU'} · not the jobs' GPU"
         return DeviceView(True, "", title, gpu.sample, self.host, graphs, note=note)
@@ -402,15 +511,26 @@ class LiveModel:
         if self.nvml.available:
             sample = self.device
             link = link_bps(self.gpu)
-            graphs = self._graphs(self._device_series, sample, link if link > 0 else DEFAULT_LINK_BPS, now, n)
+            graphs = self._graphs(
+                self._device_series, sample, link if link > 0 else DEFAULT_LINK_BPS, now, n
+            )
             name = str((self.gpu or {}).get("name") or "GPU")
             if jobs is not None:
                 name = f"GPU {jobs.index} · {name} · the jobs' GPU"
             link_pct = (
-                (100 * sample.pcie_rx_bps / link, 100 * sample.pcie_tx_bps / link) if sample is not None else (NAN, NAN)
+                (100 * sample.pcie_rx_bps / link, 100 * sample.pcie_tx_bps / link)
+                if sample is not None
+                else (NAN, NAN)
             )
             return DeviceView(
-                True, self.nvml.reason, name, sample, self.host, graphs, gpm_fields(self.gpu), *link_pct
+                True,
+                self.nvml.reason,
+                name,
+                sample,
+                self.host,
+                graphs,
+                gpm_fields(self.gpu),
+                *link_pct,
             )
         else:
             host = self.host
@@ -418,15 +538,21 @@ class LiveModel:
             total = host.mem_total_mib if host is not None else nice_ceiling(self._host_mem.peak)
             graphs["mem_used_mib"] = Series(self._host_mem.values(now, n), total)
             name = "host"
-        return DeviceView(self.nvml.available, self.nvml.reason, name, self.device, self.host, graphs)
+        return DeviceView(
+            self.nvml.available, self.nvml.reason, name, self.device, self.host, graphs
+        )
 
 
 def _state_label(state: WorkloadState | None, last_step: StepEvent | None) -> tuple[str, bool]:
     """The panel's state word and whether it is good news."""
     if state is None:
         return "empty", True
-    if state.state == "running" and state.attached is not None:  # --beside: not ours, never signalled
-        return ("watched, not ours" if state.attached.get("probe") else f"watched, rate {UNKNOWN_RATE}"), True
+    if (
+        state.state == "running" and state.attached is not None
+    ):  # --beside: not ours, never signalled
+        return (
+            "watched, not ours" if state.attached.get("probe") else f"watched, rate {UNKNOWN_RATE}"
+        ), True
     if state.state == "detached":
         return "detached (still running)", True
     if state.state == "starting" or (state.state == "running" and last_step is None):

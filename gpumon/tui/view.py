@@ -102,11 +102,19 @@ class View:
     notices: tuple[str, ...]
     notice_total: int = 0
     causes: dict[str, Attribution] = field(default_factory=dict)
-    processes: tuple[ProcessRow, ...] = ()  # every process on the GPU: ours first, then the others by GPU memory
-    others_on_gpu: int = 0  # other processes using the GPU meaningfully now (core/store/others.py's rule)
+    processes: tuple[
+        ProcessRow, ...
+    ] = ()  # every process on the GPU: ours first, then the others by GPU memory
+    others_on_gpu: int = (
+        0  # other processes using the GPU meaningfully now (core/store/others.py's rule)
+    )
     predicted: str = ""  # the prediction from the --baseline runs (gpumon predict), "" without both
-    jobs_device: str = ""  # what the jobs said they train on ("" none said yet): on the CPU they share its cores
-    gpus: tuple[GpuSummary, ...] = ()  # one overview line per GPU of a box with several; () with one
+    jobs_device: str = (
+        ""  # what the jobs said they train on ("" none said yet): on the CPU they share its cores
+    )
+    gpus: tuple[
+        GpuSummary, ...
+    ] = ()  # one overview line per GPU of a box with several; () with one
     shown_gpu: int | None = None  # the index of the GPU in the device panel (with several GPUs)
 
     def new_notices(self, seen: int) -> tuple[str, ...]:

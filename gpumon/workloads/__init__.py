@@ -4,6 +4,13 @@ Importing this package (or ``gpumon.workloads.spec``) never imports torch: the p
 specs with it. The training code runs in the child, ``python -m gpumon.workloads``.
 """
 
-from gpumon.workloads.spec import OPTIONS, PRESETS, WORKLOADS, WorkloadSpec, parse_workload_spec, to_argv
+from gpumon.workloads.spec import (
+    OPTIONS,
+    PRESETS,
+    WORKLOADS,
+    WorkloadSpec,
+    parse_workload_spec,
+    to_argv,
+)
 
 __all__ = ["OPTIONS", "PRESETS", "WORKLOADS", "WorkloadSpec", "parse_workload_spec", "to_argv"]

@@ -9,7 +9,14 @@ import sys
 from gpumon.core.probing.probe import ENV_WARMUP
 from gpumon.errors import UsageError
 from gpumon.workloads.signals import StopRequest
-from gpumon.workloads.spec import OPTIONS, WORKLOADS, WorkloadSpec, format_cpus, spec_from_options, split_option
+from gpumon.workloads.spec import (
+    OPTIONS,
+    WORKLOADS,
+    WorkloadSpec,
+    format_cpus,
+    spec_from_options,
+    split_option,
+)
 
 
 def parse_args(argv: list[str]) -> tuple[WorkloadSpec, str]:
@@ -19,8 +26,12 @@ def parse_args(argv: list[str]) -> tuple[WorkloadSpec, str]:
         epilog="workloads: " + ", ".join(WORKLOADS) + "; options: " + ", ".join(OPTIONS),
     )
     parser.add_argument("name", help="the workload")
-    parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
-    parser.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="a workload option")
+    parser.add_argument(
+        "--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N"
+    )
+    parser.add_argument(
+        "--opt", action="append", default=[], metavar="KEY=VALUE", help="a workload option"
+    )
     args = parser.parse_args(argv)
     return spec_from_options(args.name, [split_option(item) for item in args.opt]), args.device
 
@@ -31,7 +42,9 @@ def pin_cpus(cpus: tuple[int, ...]) -> None:
         os.sched_setaffinity(0, cpus)
     except OSError as exc:
         available = format_cpus(os.sched_getaffinity(0))
-        raise UsageError(f"cannot run on cpus={format_cpus(cpus)}: {exc.strerror} (available: {available})") from None
+        raise UsageError(
+            f"cannot run on cpus={format_cpus(cpus)}: {exc.strerror} (available: {available})"
+        ) from None
 
 
 def main(argv: list[str]) -> int:

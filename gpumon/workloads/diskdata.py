@@ -46,10 +46,17 @@ def field_path(directory: Path, field: Field) -> Path:
 
 def open_field(directory: Path, field: Field, count: int) -> np.memmap:
     """Map one field of a data set read-only."""
-    return np.memmap(field_path(directory, field), dtype=field.storage_dtype, mode="r", shape=(count, *field.shape))
+    return np.memmap(
+        field_path(directory, field),
+        dtype=field.storage_dtype,
+        mode="r",
+        shape=(count, *field.shape),
+    )
 
 
-def ensure_dataset(workload: str, fields: tuple[Field, ...], count: int, lanes: int, seed: int) -> Path:
+def ensure_dataset(
+    workload: str, fields: tuple[Field, ...], count: int, lanes: int, seed: int
+) -> Path:
     """Return the data set's directory, generating it first if it does not exist yet.
 
     The files are written into a private temporary directory which is then renamed into
@@ -69,7 +76,13 @@ def ensure_dataset(workload: str, fields: tuple[Field, ...], count: int, lanes: 
                 generate(field, count, lanes, rng).tofile(out)
                 out.flush()
                 os.fsync(out.fileno())
-        manifest = {"workload": workload, "count": count, "lanes": lanes, "seed": seed, "format": FORMAT_VERSION}
+        manifest = {
+            "workload": workload,
+            "count": count,
+            "lanes": lanes,
+            "seed": seed,
+            "format": FORMAT_VERSION,
+        }
         (scratch / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
         os.rename(scratch, final)
     except OSError as exc:

@@ -47,7 +47,13 @@ def open_source(settings: Settings, task: Task) -> BatchSource | None:
         return None
     if settings.input == "disk":
         return DiskSource.create(
-            settings.name, task.fields, settings.batch, settings.seed, settings.workers, settings.pin, task.sequential
+            settings.name,
+            task.fields,
+            settings.batch,
+            settings.seed,
+            settings.workers,
+            settings.pin,
+            task.sequential,
         )
     return SyntheticSource.create(task.fields, settings.batch, settings.seed, settings.pin)
 
@@ -57,7 +63,9 @@ def copy_bytes_per_step(settings: Settings, task: Task) -> int:
     return settings.batch * sum(f.tensor_bytes for f in task.fields)
 
 
-def describe(settings: Settings, spec_text: str, task: Task, device: torch.device, copy_bytes: int) -> dict[str, Any]:
+def describe(
+    settings: Settings, spec_text: str, task: Task, device: torch.device, copy_bytes: int
+) -> dict[str, Any]:
     """The ``meta`` message: what runs, where, with which resolved options."""
     cuda_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     info: dict[str, Any] = {

@@ -58,7 +58,9 @@ class SyntheticSource:
         columns = [to_tensor(f, generate(f, count * batch, batch, rng)) for f in fields]
         batches = []
         for index in range(count):
-            tensors = tuple(column[index * batch : (index + 1) * batch].clone() for column in columns)
+            tensors = tuple(
+                column[index * batch : (index + 1) * batch].clone() for column in columns
+            )
             batches.append(tuple(t.pin_memory() for t in tensors) if pin else tensors)
         return cls(batches)
 
@@ -82,7 +84,11 @@ class EndlessBatches(Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         while True:
-            order = torch.randperm(self.count, generator=self.generator) if self.shuffle else torch.arange(self.count)
+            order = (
+                torch.randperm(self.count, generator=self.generator)
+                if self.shuffle
+                else torch.arange(self.count)
+            )
             for start in range(0, self.count - self.batch + 1, self.batch):
                 yield sorted(order[start : start + self.batch].tolist())
 
@@ -122,9 +128,18 @@ class DiskSource:
 
     @classmethod
     def create(
-        cls, workload: str, fields: tuple[Field, ...], batch: int, seed: int, workers: int, pin: bool, sequential: bool
+        cls,
+        workload: str,
+        fields: tuple[Field, ...],
+        batch: int,
+        seed: int,
+        workers: int,
+        pin: bool,
+        sequential: bool,
     ) -> DiskSource:
-        batches = max(1, min(DISK_BATCHES, MAX_DISK_BYTES // max(1, batch_storage_bytes(fields, batch))))
+        batches = max(
+            1, min(DISK_BATCHES, MAX_DISK_BYTES // max(1, batch_storage_bytes(fields, batch)))
+        )
         count = batches * batch
         dataset = DiskDataset(ensure_dataset(workload, fields, count, batch, seed), fields, count)
         loader = DataLoader(

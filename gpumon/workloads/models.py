@@ -40,7 +40,10 @@ def scaled_lr(base: float, sizes: Sizes) -> float:
 
 def image_fields(sizes: Sizes) -> tuple[Field, ...]:
     image = int(sizes["image"])
-    return (Field("images", (3, image, image), "pixels"), Field("labels", (), "labels", int(sizes["classes"])))
+    return (
+        Field("images", (3, image, image), "pixels"),
+        Field("labels", (), "labels", int(sizes["classes"])),
+    )
 
 
 def build_fcn(sizes: Sizes) -> Task:
@@ -50,7 +53,10 @@ def build_fcn(sizes: Sizes) -> Task:
     for fan_in, fan_out in zip(widths, widths[1:]):
         layers += [nn.Linear(fan_in, fan_out), nn.ReLU(inplace=True)]
     layers.append(nn.Linear(width, int(sizes["classes"])))
-    fields = (Field("pixels", (int(sizes["inputs"]),), "pixels"), Field("labels", (), "labels", int(sizes["classes"])))
+    fields = (
+        Field("pixels", (int(sizes["inputs"]),), "pixels"),
+        Field("labels", (), "labels", int(sizes["classes"])),
+    )
     return Task(nn.Sequential(*layers), fields, classification_loss, lr=0.01, momentum=0.9)
 
 
@@ -88,14 +94,18 @@ def build_vgg19(sizes: Sizes) -> Task:
         model = vgg19(weights=None, num_classes=classes)
     else:
         model = small_vgg19(classes, head)
-    return Task(model, image_fields(sizes), classification_loss, lr=scaled_lr(0.01, sizes), momentum=0.9)
+    return Task(
+        model, image_fields(sizes), classification_loss, lr=scaled_lr(0.01, sizes), momentum=0.9
+    )
 
 
 def build_resnet50(sizes: Sizes) -> Task:
     from torchvision.models import resnet50
 
     model = resnet50(weights=None, num_classes=int(sizes["classes"]))
-    return Task(model, image_fields(sizes), classification_loss, lr=scaled_lr(0.1, sizes), momentum=0.9)
+    return Task(
+        model, image_fields(sizes), classification_loss, lr=scaled_lr(0.1, sizes), momentum=0.9
+    )
 
 
 class WordLanguageModel(nn.Module):

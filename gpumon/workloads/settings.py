@@ -45,7 +45,9 @@ def resolve_device(requested: str, cuda_available: bool) -> str:
     if requested == "cpu":
         return "cpu"
     if not cuda_available:
-        raise UsageError(f"device '{requested}' asked for, but CUDA is not available here (use --device cpu or auto)")
+        raise UsageError(
+            f"device '{requested}' asked for, but CUDA is not available here (use --device cpu or auto)"
+        )
     return requested if ":" in requested else "cuda:0"
 
 
@@ -71,7 +73,10 @@ def option(spec: WorkloadSpec, key: str, default: Any) -> Any:
 
 
 def resolve(
-    spec: WorkloadSpec, requested_device: str, cuda_available: bool, env: Mapping[str, str] = os.environ
+    spec: WorkloadSpec,
+    requested_device: str,
+    cuda_available: bool,
+    env: Mapping[str, str] = os.environ,
 ) -> Settings:
     """The settings of running ``spec`` on ``requested_device``."""
     options = spec.options

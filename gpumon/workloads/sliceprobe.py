@@ -31,7 +31,10 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-KERNEL_S = {"cuda": 100e-6, "sliced": 1e-3}  # the spin kernel: short against a time slice, long against a launch
+KERNEL_S = {
+    "cuda": 100e-6,
+    "sliced": 1e-3,
+}  # the spin kernel: short against a time slice, long against a launch
 SOLO_CALIBRATION_CYCLES = 10_000_000
 
 
@@ -85,7 +88,10 @@ class Cuda:
         return [origin.elapsed_time(e) / 1e3 for e in events]
 
     def one(self) -> float:
-        start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+        start, end = (
+            self.torch.cuda.Event(enable_timing=True),
+            self.torch.cuda.Event(enable_timing=True),
+        )
         start.record()
         self._launch(False)
         end.record()
@@ -124,7 +130,9 @@ class Sliced:
 def mps_client() -> bool:
     """Whether CUDA would make this process an MPS client: a daemon's control pipe in the pipe directory its
     environment names (``CUDA_MPS_PIPE_DIRECTORY``, else the default ``/tmp/nvidia-mps``)."""
-    return (Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps") / "control").exists()
+    return (
+        Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps") / "control"
+    ).exists()
 
 
 def open_device(text: str) -> Device:
@@ -155,7 +163,9 @@ def serve(device: Device, commands: Any, out: Any) -> None:
         if request["do"] == "quit":
             return
         if request["do"] == "spin":
-            answer: dict[str, Any] = {"ends": device.spin(int(request["kernels"]), bool(request.get("fill")))}
+            answer: dict[str, Any] = {
+                "ends": device.spin(int(request["kernels"]), bool(request.get("fill")))
+            }
         elif request["do"] == "duty":
             answer = duty(device, float(request["seconds"]), float(request["gap_s"]))
         else:
@@ -165,7 +175,9 @@ def serve(device: Device, commands: Any, out: Any) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpumon.workloads.sliceprobe", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gpumon.workloads.sliceprobe", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--device", required=True, help="cuda, cuda:N or sliced:SOCKET")
     args = parser.parse_args(argv)
     try:
@@ -173,7 +185,9 @@ def main(argv: list[str]) -> int:
     except (ValueError, OSError, RuntimeError) as exc:
         print(json.dumps({"ready": False, "error": str(exc)}), flush=True)
         return 1
-    print(json.dumps({"ready": True, "device": args.device, "kernel_s": device.kernel_s}), flush=True)
+    print(
+        json.dumps({"ready": True, "device": args.device, "kernel_s": device.kernel_s}), flush=True
+    )
     serve(device, sys.stdin, sys.stdout)
     return 0
 

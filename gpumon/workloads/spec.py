@@ -31,7 +31,15 @@ PRESETS: dict[str, dict[str, dict[str, int | float]]] = {
         "fcn": {"batch": 64, "inputs": 784, "width": 4096, "classes": 10},
         "vgg19": {"batch": 32, "image": 224, "classes": 1000, "head": 4096},
         "resnet50": {"batch": 32, "image": 224, "classes": 1000},
-        "lstm": {"batch": 20, "vocab": 10000, "emsize": 650, "nhid": 650, "layers": 2, "bptt": 35, "dropout": 0.5},
+        "lstm": {
+            "batch": 20,
+            "vocab": 10000,
+            "emsize": 650,
+            "nhid": 650,
+            "layers": 2,
+            "bptt": 35,
+            "dropout": 0.5,
+        },
         "h2d": {"batch": 64, "sample_kib": 1024},
         "gemm": {"batch": 8192, "n": 8192, "layers": 3},
     },
@@ -39,7 +47,15 @@ PRESETS: dict[str, dict[str, dict[str, int | float]]] = {
         "fcn": {"batch": 64, "inputs": 784, "width": 512, "classes": 10},
         "vgg19": {"batch": 4, "image": 32, "classes": 10, "head": 512},
         "resnet50": {"batch": 4, "image": 32, "classes": 10},
-        "lstm": {"batch": 8, "vocab": 1000, "emsize": 64, "nhid": 64, "layers": 2, "bptt": 16, "dropout": 0.2},
+        "lstm": {
+            "batch": 8,
+            "vocab": 1000,
+            "emsize": 64,
+            "nhid": 64,
+            "layers": 2,
+            "bptt": 16,
+            "dropout": 0.2,
+        },
         "h2d": {"batch": 32, "sample_kib": 1024},
         "gemm": {"batch": 256, "n": 256, "layers": 3},
     },
@@ -131,18 +147,57 @@ class Option:
 OPTIONS: dict[str, Option] = {
     option.name: option
     for option in (
-        Option("batch", _positive_int, "an integer > 0", "samples per step (default: the preset's)"),
-        Option("preset", _choice(*PRESET_NAMES), "tiny or paper", "model and input sizes (paper on CUDA, tiny on CPU)"),
+        Option(
+            "batch", _positive_int, "an integer > 0", "samples per step (default: the preset's)"
+        ),
+        Option(
+            "preset",
+            _choice(*PRESET_NAMES),
+            "tiny or paper",
+            "model and input sizes (paper on CUDA, tiny on CPU)",
+        ),
         Option("threads", _positive_int, "an integer > 0", "torch intra-op threads"),
-        Option("cpus", parse_cpus, "a CPU list like 0, 0-1 or 0,2", "CPU affinity of the training process"),
-        Option("memory_fraction", _fraction, "a number with 0 < f <= 1", "cap of the CUDA caching allocator"),
-        Option("input", _choice("synthetic", "disk"), "synthetic or disk", "in-memory batches or a DataLoader"),
-        Option("workers", _non_negative_int, "an integer >= 0", "DataLoader processes for input=disk (default 2)"),
-        Option("pin", _boolean, "true or false", "pinned host memory for the batches (default: true on CUDA)"),
+        Option(
+            "cpus",
+            parse_cpus,
+            "a CPU list like 0, 0-1 or 0,2",
+            "CPU affinity of the training process",
+        ),
+        Option(
+            "memory_fraction",
+            _fraction,
+            "a number with 0 < f <= 1",
+            "cap of the CUDA caching allocator",
+        ),
+        Option(
+            "input",
+            _choice("synthetic", "disk"),
+            "synthetic or disk",
+            "in-memory batches or a DataLoader",
+        ),
+        Option(
+            "workers",
+            _non_negative_int,
+            "an integer >= 0",
+            "DataLoader processes for input=disk (default 2)",
+        ),
+        Option(
+            "pin",
+            _boolean,
+            "true or false",
+            "pinned host memory for the batches (default: true on CUDA)",
+        ),
         Option("seed", int, "an integer", "seed of every random generator (default 0)"),
         Option("steps", _positive_int, "an integer > 0", "stop after this many steps"),
-        Option("duration", _positive_seconds, "a number of seconds > 0", "stop after this many seconds of training"),
-        Option("warmup", _non_negative_int, "an integer >= 0", "steps flagged as warm-up (default 5)"),
+        Option(
+            "duration",
+            _positive_seconds,
+            "a number of seconds > 0",
+            "stop after this many seconds of training",
+        ),
+        Option(
+            "warmup", _non_negative_int, "an integer >= 0", "steps flagged as warm-up (default 5)"
+        ),
     )
 }
 
@@ -188,17 +243,25 @@ def spec_from_options(name: str, pairs: Iterable[tuple[str, str]]) -> WorkloadSp
         value = raw_value.strip()
         option = OPTIONS.get(key)
         if option is None:
-            raise UsageError(f"unknown option '{raw_key.strip()}' for {name} (choose from {_choices(OPTIONS)})")
+            raise UsageError(
+                f"unknown option '{raw_key.strip()}' for {name} (choose from {_choices(OPTIONS)})"
+            )
         if key in options:
             raise UsageError(f"option '{key}' given twice for {name}")
         try:
             options[key] = option.parse(value)
         except ValueError:
-            raise UsageError(f"bad value for {key}: '{value}' (expected {option.expected})") from None
+            raise UsageError(
+                f"bad value for {key}: '{value}' (expected {option.expected})"
+            ) from None
     if name in WORKLOADS_WITHOUT_INPUT and options.get("input") == "disk":
-        raise UsageError(f"{name} reads no input data, so input=disk is not available (use input=synthetic)")
+        raise UsageError(
+            f"{name} reads no input data, so input=disk is not available (use input=synthetic)"
+        )
     ordered = {key: options[key] for key in OPTIONS if key in options}
-    text = name + (":" + ",".join(f"{k}={format_value(v)}" for k, v in ordered.items()) if ordered else "")
+    text = name + (
+        ":" + ",".join(f"{k}={format_value(v)}" for k, v in ordered.items()) if ordered else ""
+    )
     return WorkloadSpec(name=name, options=ordered, text=text)
 
 

@@ -23,7 +23,9 @@ FCN = "fcn:preset=tiny"
 LSTM = "lstm:preset=tiny"
 
 
-def exclusive_run(root: Path, name: str, spec: str, step_s: float, until: float = 20.0, **kw) -> Path:
+def exclusive_run(
+    root: Path, name: str, spec: str, step_s: float, until: float = 20.0, **kw
+) -> Path:
     return write_run(root / name, [Job("A", spec, phases=((until, step_s),), **kw)], label=name)
 
 
@@ -35,8 +37,13 @@ def half_speed(tmp_path: Path, **kw) -> tuple[list, list]:
     """A alone at 10 it/s and B alone at 20 it/s; together each at half speed, with warm-up steps."""
     xa = exclusive_run(tmp_path, "xa", FCN, 0.1, warmup=5, warmup_s=0.7)
     xb = exclusive_run(tmp_path, "xb", LSTM, 0.05, warmup=3, warmup_s=0.9)
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((30, 0.2),), warmup=5, warmup_s=0.7),
-                  Job("B", LSTM, phases=((30, 0.1),), warmup=3, warmup_s=0.9), **kw)
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, phases=((30, 0.2),), warmup=5, warmup_s=0.7),
+        Job("B", LSTM, phases=((30, 0.1),), warmup=3, warmup_s=0.9),
+        **kw,
+    )
     return [load_run(xa), load_run(xb)], [load_run(ab)]
 
 
@@ -51,7 +58,9 @@ def test_half_speed_in_the_overlap_gives_r_2_and_stp_1(tmp_path: Path) -> None:
     assert b.slowdown.value == pytest.approx(2.0, abs=1e-6)
     assert a.normalized_throughput.value == pytest.approx(0.5, abs=1e-6)
     assert c.pair.stp.value == pytest.approx(1.0, abs=1e-6)
-    assert c.pair.stp.low == pytest.approx(1.0, abs=1e-6) and c.pair.stp.high == pytest.approx(1.0, abs=1e-6)
+    assert c.pair.stp.low == pytest.approx(1.0, abs=1e-6) and c.pair.stp.high == pytest.approx(
+        1.0, abs=1e-6
+    )
     assert c.pair.verdict == CANNOT_TELL
     assert c.warnings == ()
 
@@ -63,7 +72,9 @@ def test_warm_up_steps_are_excluded(tmp_path: Path) -> None:
     window = c.pair.windows[0]
     assert window.start == pytest.approx(5 * 0.7 + 0.2)  # A's first post-warm-up step ends last
     steps = exclusive[0].steps()
-    everything = (steps["step"].iloc[-1] - steps["step"].iloc[0]) / (steps["t"].iloc[-1] - steps["t"].iloc[0])
+    everything = (steps["step"].iloc[-1] - steps["step"].iloc[0]) / (
+        steps["t"].iloc[-1] - steps["t"].iloc[0]
+    )
     assert everything < 9.5 and c.workload("A").exclusive_rate == pytest.approx(10.0, abs=1e-6)
     assert c.workload("A").exclusive[0].start == pytest.approx(5 * 0.7 + 0.1)
 
@@ -82,8 +93,12 @@ def test_staggered_start_measures_only_the_overlap(tmp_path: Path) -> None:
     """B starts at 10 s: A runs at full speed until then, at half speed after."""
     xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
     xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((10, 0.1), (40, 0.2))),
-                  Job("B", LSTM, start=10.0, warmup=2, phases=((40, 0.2),)))
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, phases=((10, 0.1), (40, 0.2))),
+        Job("B", LSTM, start=10.0, warmup=2, phases=((40, 0.2),)),
+    )
     c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     assert c.pair.windows[0].start == pytest.approx(11.2)
     assert c.workload("A").slowdown.value == pytest.approx(2.0, abs=1e-6)
@@ -94,8 +109,12 @@ def test_a_job_that_finishes_early_ends_the_overlap(tmp_path: Path) -> None:
     """A stops at 15 s; B then runs alone at full speed, which must not count as shared."""
     xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
     xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((15, 0.2),)),
-                  Job("B", LSTM, phases=((15, 0.2), (40, 0.1))))
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, phases=((15, 0.2),)),
+        Job("B", LSTM, phases=((15, 0.2), (40, 0.1))),
+    )
     c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     a_last = load_run(ab).steps().query("process == 'A'")["t"].max()
     assert c.pair.windows[0].end == pytest.approx(a_last)
@@ -105,8 +124,12 @@ def test_a_job_that_finishes_early_ends_the_overlap(tmp_path: Path) -> None:
 
 def test_staggered_run_alone_gives_baselines_from_its_exclusive_phase(tmp_path: Path) -> None:
     """Same job twice, B 15 s late: A's solo phase is the baseline of both, and the output says so."""
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, warmup=3, phases=((15, 0.1), (45, 0.2))),
-                  Job("B", FCN, start=15.0, warmup=3, phases=((45, 0.2),)))
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, warmup=3, phases=((15, 0.1), (45, 0.2))),
+        Job("B", FCN, start=15.0, warmup=3, phases=((45, 0.2),)),
+    )
     c = compare([], [load_run(ab)])
     assert c.workload("A").slowdown.value == pytest.approx(2.0, abs=1e-6)
     assert c.workload("B").slowdown.value == pytest.approx(2.0, abs=1e-6)
@@ -118,8 +141,12 @@ def test_staggered_run_alone_gives_baselines_from_its_exclusive_phase(tmp_path: 
 
 
 def test_staggered_run_of_different_jobs_reports_what_it_can(tmp_path: Path) -> None:
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((15, 0.1), (45, 0.2))),
-                  Job("B", LSTM, start=15.0, phases=((45, 0.2),)))
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, phases=((15, 0.1), (45, 0.2))),
+        Job("B", LSTM, start=15.0, phases=((45, 0.2),)),
+    )
     c = compare([], [load_run(ab)])
     assert c.workload("A").slowdown.value == pytest.approx(2.0, abs=1e-6)
     assert math.isnan(c.workload("B").slowdown.value) and math.isnan(c.pair.stp.value)
@@ -129,10 +156,22 @@ def test_staggered_run_of_different_jobs_reports_what_it_can(tmp_path: Path) -> 
 
 def test_repeats_give_an_interval_across_repeats(tmp_path: Path) -> None:
     """Noise-free runs whose rates differ between repeats: the interval comes from the spread of repeats."""
-    xa = [load_run(exclusive_run(tmp_path, f"xa{i}", FCN, s)) for i, s in enumerate((0.1, 0.104, 0.096))]
+    xa = [
+        load_run(exclusive_run(tmp_path, f"xa{i}", FCN, s))
+        for i, s in enumerate((0.1, 0.104, 0.096))
+    ]
     xb = [load_run(exclusive_run(tmp_path, f"xb{i}", LSTM, 0.1)) for i in range(2)]
-    ab = [load_run(pair_run(tmp_path, f"ab{i}", Job("A", FCN, phases=((20, s),)), Job("B", LSTM, phases=((20, 0.2),))))
-          for i, s in enumerate((0.2, 0.21, 0.19))]
+    ab = [
+        load_run(
+            pair_run(
+                tmp_path,
+                f"ab{i}",
+                Job("A", FCN, phases=((20, s),)),
+                Job("B", LSTM, phases=((20, 0.2),)),
+            )
+        )
+        for i, s in enumerate((0.2, 0.21, 0.19))
+    ]
     c = compare([*xa, *xb], ab)
     r = c.workload("A").slowdown
     mean_x = np.mean([1 / 0.1, 1 / 0.104, 1 / 0.096])
@@ -142,8 +181,10 @@ def test_repeats_give_an_interval_across_repeats(tmp_path: Path) -> None:
     # three runs cannot show how far a fourth would fall: the interval reaches past the extreme repeats
     # (resampling the runs could not), by about Student's t with 2 degrees of freedom (analysis/spread.py)
     assert r.low < (1 / 0.104) / (1 / 0.19) and r.high > (1 / 0.096) / (1 / 0.21)
-    se = math.hypot(np.std(np.log([1 / 0.1, 1 / 0.104, 1 / 0.096]), ddof=1),
-                    np.std(np.log([1 / 0.2, 1 / 0.21, 1 / 0.19]), ddof=1)) / math.sqrt(3)
+    se = math.hypot(
+        np.std(np.log([1 / 0.1, 1 / 0.104, 1 / 0.096]), ddof=1),
+        np.std(np.log([1 / 0.2, 1 / 0.21, 1 / 0.19]), ddof=1),
+    ) / math.sqrt(3)
     assert math.log(r.high / r.low) < 2 * 4.303 * se * 1.5
     assert len(c.workload("A").exclusive) == 3 and len(c.workload("B").shared) == 3
 
@@ -163,8 +204,12 @@ def test_block_bootstrap_interval_covers_the_true_rate_of_autocorrelated_steps()
 def test_noisy_steps_give_an_interval_and_no_false_verdict(tmp_path: Path) -> None:
     xa = exclusive_run(tmp_path, "xa", FCN, 0.05, until=60, noise=0.15, seed=11)
     xb = exclusive_run(tmp_path, "xb", LSTM, 0.05, until=60, noise=0.15, seed=12)
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((60, 0.1),), noise=0.15, seed=13),
-                  Job("B", LSTM, phases=((60, 0.1),), noise=0.15, seed=14))
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, phases=((60, 0.1),), noise=0.15, seed=13),
+        Job("B", LSTM, phases=((60, 0.1),), noise=0.15, seed=14),
+    )
     c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     for slot in ("A", "B"):
         r = c.workload(slot).slowdown
@@ -183,7 +228,9 @@ def test_block_bootstrap_keeps_the_mean_and_widens_for_autocorrelation() -> None
     reps = block_bootstrap_means(series, 4000, np.random.default_rng(1))
     assert reps.mean(axis=0) == pytest.approx(series.mean(axis=0), abs=0.05)
     naive_se = series.std(axis=0) / math.sqrt(400)
-    assert reps[:, 0].std() > 2.5 * naive_se[0]  # AR(1) with phi = 0.9: the naive error is far too small
+    assert (
+        reps[:, 0].std() > 2.5 * naive_se[0]
+    )  # AR(1) with phi = 0.9: the naive error is far too small
     assert reps[:, 1].std() == pytest.approx(naive_se[1], rel=0.3)
 
 
@@ -194,7 +241,12 @@ def test_block_bootstrap_keeps_the_mean_and_widens_for_autocorrelation() -> None
 def test_verdicts(tmp_path: Path, a_shared_s: float, b_shared_s: float, expected: str) -> None:
     xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
     xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((30, a_shared_s),)), Job("B", LSTM, phases=((30, b_shared_s),)))
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, phases=((30, a_shared_s),)),
+        Job("B", LSTM, phases=((30, b_shared_s),)),
+    )
     c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     assert c.pair.stp.value == pytest.approx(2 * 0.1 / a_shared_s, abs=1e-6)
     assert c.pair.verdict == expected
@@ -223,14 +275,26 @@ def test_distributions_identical_vs_shifted() -> None:
 
 def test_distributions_of_copies_utilisation_and_cpu_in_a_comparison(tmp_path: Path) -> None:
     gpu = {"index": 0, "name": "Fake GPU", "uuid": "GPU-1"}
-    xa = write_run(tmp_path / "xa", [Job("A", FCN, copy_bytes=1_000_000, copy_s=0.001, cpu=100.0)],
-                   gpu=gpu, gpu_util=60.0)
-    xb = write_run(tmp_path / "xb", [Job("A", LSTM, copy_bytes=1_000_000, copy_s=0.001, cpu=100.0)],
-                   gpu=gpu, gpu_util=60.0)
-    ab = pair_run(tmp_path, "ab",
-                  Job("A", FCN, phases=((20, 0.2),), copy_bytes=1_000_000, copy_s=0.002, cpu=50.0),
-                  Job("B", LSTM, phases=((20, 0.2),), copy_bytes=1_000_000, copy_s=0.002, cpu=50.0),
-                  gpu=gpu, gpu_util=95.0)
+    xa = write_run(
+        tmp_path / "xa",
+        [Job("A", FCN, copy_bytes=1_000_000, copy_s=0.001, cpu=100.0)],
+        gpu=gpu,
+        gpu_util=60.0,
+    )
+    xb = write_run(
+        tmp_path / "xb",
+        [Job("A", LSTM, copy_bytes=1_000_000, copy_s=0.001, cpu=100.0)],
+        gpu=gpu,
+        gpu_util=60.0,
+    )
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, phases=((20, 0.2),), copy_bytes=1_000_000, copy_s=0.002, cpu=50.0),
+        Job("B", LSTM, phases=((20, 0.2),), copy_bytes=1_000_000, copy_s=0.002, cpu=50.0),
+        gpu=gpu,
+        gpu_util=95.0,
+    )
     c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     tests = {d.metric: d for d in c.workload("A").distributions}
     assert set(tests) == {"copy_bandwidth", "copy_bytes_per_s", "gpu_util", "cpu_pct"}
@@ -252,10 +316,23 @@ def test_no_copies_and_no_nvml_leave_those_metrics_out(tmp_path: Path) -> None:
 
 
 def test_warnings_short_overlap_few_steps_early_exit_and_other_device(tmp_path: Path) -> None:
-    xa = write_run(tmp_path / "xa", [Job("A", FCN, phases=((20, 0.1),))], gpu={"name": "GPU X", "uuid": "GPU-1"})
-    xb = write_run(tmp_path / "xb", [Job("A", LSTM, phases=((20, 0.1),))], gpu={"name": "GPU Y", "uuid": "GPU-2"})
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((3, 0.2),), exit_status=1),
-                  Job("B", LSTM, phases=((20, 0.2),)), gpu={"name": "GPU X", "uuid": "GPU-1"})
+    xa = write_run(
+        tmp_path / "xa",
+        [Job("A", FCN, phases=((20, 0.1),))],
+        gpu={"name": "GPU X", "uuid": "GPU-1"},
+    )
+    xb = write_run(
+        tmp_path / "xb",
+        [Job("A", LSTM, phases=((20, 0.1),))],
+        gpu={"name": "GPU Y", "uuid": "GPU-2"},
+    )
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, phases=((3, 0.2),), exit_status=1),
+        Job("B", LSTM, phases=((20, 0.2),)),
+        gpu={"name": "GPU X", "uuid": "GPU-1"},
+    )
     c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     text = "\n".join(c.warnings)
     assert "overlap window is 2.8 s" in text
@@ -278,8 +355,13 @@ def test_a_stop_requested_by_gpumon_is_not_an_early_exit(tmp_path: Path) -> None
 def test_incomplete_run_is_flagged(tmp_path: Path) -> None:
     xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
     xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((20, 0.2),)), Job("B", LSTM, phases=((20, 0.2),)),
-                  status="recording")
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, phases=((20, 0.2),)),
+        Job("B", LSTM, phases=((20, 0.2),)),
+        status="recording",
+    )
     c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     assert any("not complete" in w for w in c.warnings)
 
@@ -289,7 +371,9 @@ def test_matching_by_spec_ignores_option_order_and_accepts_assignments(tmp_path:
     assert spec_key("gemm:cpus=0") != spec_key("gemm:cpus=1")
     xa = exclusive_run(tmp_path, "xa", "fcn:preset=tiny,batch=32", 0.1)
     xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((20, 0.2),)), Job("B", LSTM, phases=((20, 0.2),)))
+    ab = pair_run(
+        tmp_path, "ab", Job("A", FCN, phases=((20, 0.2),)), Job("B", LSTM, phases=((20, 0.2),))
+    )
     runs = [load_run(xa), load_run(xb)]
     with pytest.raises(UsageError, match="matches neither shared workload"):
         compare(runs, [load_run(ab)])
@@ -301,7 +385,9 @@ def test_matching_by_spec_ignores_option_order_and_accepts_assignments(tmp_path:
 def test_same_spec_twice_shares_one_baseline(tmp_path: Path) -> None:
     spec = "gemm:cpus=0,threads=1"
     x = exclusive_run(tmp_path, "x", spec, 0.1)
-    ab = pair_run(tmp_path, "ab", Job("A", spec, phases=((20, 0.2),)), Job("B", spec, phases=((20, 0.2),)))
+    ab = pair_run(
+        tmp_path, "ab", Job("A", spec, phases=((20, 0.2),)), Job("B", spec, phases=((20, 0.2),))
+    )
     c = compare([load_run(x)], [load_run(ab)])
     assert c.workload("A").exclusive == c.workload("B").exclusive
     assert c.pair.stp.value == pytest.approx(1.0, abs=1e-6)
@@ -310,24 +396,43 @@ def test_same_spec_twice_shares_one_baseline(tmp_path: Path) -> None:
 def test_swapped_slots_in_a_shared_repeat_are_matched_by_spec(tmp_path: Path) -> None:
     xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
     xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((20, 0.2),)), Job("B", LSTM, phases=((20, 0.4),)))
-    ba = pair_run(tmp_path, "ba", Job("A", LSTM, phases=((20, 0.4),)), Job("B", FCN, phases=((20, 0.2),)))
+    ab = pair_run(
+        tmp_path, "ab", Job("A", FCN, phases=((20, 0.2),)), Job("B", LSTM, phases=((20, 0.4),))
+    )
+    ba = pair_run(
+        tmp_path, "ba", Job("A", LSTM, phases=((20, 0.4),)), Job("B", FCN, phases=((20, 0.2),))
+    )
     c = compare([load_run(xa), load_run(xb)], [load_run(ab), load_run(ba)])
     assert c.workload("A").slowdown.value == pytest.approx(2.0, abs=1e-6)
     assert c.workload("B").slowdown.value == pytest.approx(4.0, abs=1e-6)
 
 
-@pytest.mark.parametrize("case", ["no_overlap", "mismatched_pair", "missing_baseline", "exclusive_is_shared"])
+@pytest.mark.parametrize(
+    "case", ["no_overlap", "mismatched_pair", "missing_baseline", "exclusive_is_shared"]
+)
 def test_bad_input_is_a_usage_error(tmp_path: Path, case: str) -> None:
     xa = load_run(exclusive_run(tmp_path, "xa", FCN, 0.1))
     xb = load_run(exclusive_run(tmp_path, "xb", LSTM, 0.1))
-    ab = load_run(pair_run(tmp_path, "ab", Job("A", FCN, phases=((20, 0.2),)), Job("B", LSTM, phases=((20, 0.2),))))
+    ab = load_run(
+        pair_run(
+            tmp_path, "ab", Job("A", FCN, phases=((20, 0.2),)), Job("B", LSTM, phases=((20, 0.2),))
+        )
+    )
     if case == "no_overlap":
-        apart = pair_run(tmp_path, "apart", Job("A", FCN, phases=((10, 0.2),)),
-                         Job("B", LSTM, start=12.0, phases=((20, 0.2),)))
+        apart = pair_run(
+            tmp_path,
+            "apart",
+            Job("A", FCN, phases=((10, 0.2),)),
+            Job("B", LSTM, start=12.0, phases=((20, 0.2),)),
+        )
         args, match = ([xa, xb], [load_run(apart)]), "no overlap"
     elif case == "mismatched_pair":
-        other = pair_run(tmp_path, "other", Job("A", FCN, phases=((20, 0.2),)), Job("B", "vgg19", phases=((20, 0.2),)))
+        other = pair_run(
+            tmp_path,
+            "other",
+            Job("A", FCN, phases=((20, 0.2),)),
+            Job("B", "vgg19", phases=((20, 0.2),)),
+        )
         args, match = ([xa, xb], [ab, load_run(other)]), "do not match"
     elif case == "missing_baseline":
         args, match = ([xa], [ab]), "no exclusive run for B"
@@ -341,7 +446,9 @@ def test_corrupt_steps_are_a_usage_error(tmp_path: Path) -> None:
     xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
     steps = xa / "steps.csv"
     steps.write_text(steps.read_text().replace("\nA,1000,3,", "\nA,1000,three,", 1))
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((20, 0.2),)), Job("B", FCN, phases=((20, 0.2),)))
+    ab = pair_run(
+        tmp_path, "ab", Job("A", FCN, phases=((20, 0.2),)), Job("B", FCN, phases=((20, 0.2),))
+    )
     with pytest.raises(UsageError, match="non-numeric values in column step"):
         compare([load_run(xa)], [load_run(ab)])
 
@@ -372,14 +479,21 @@ def test_report_of_a_partial_comparison(tmp_path: Path) -> None:
     """A job without a baseline still gives every file, with empty cells where there is no number."""
     from gpumon.analysis.report import PLOTS, write_report
 
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((15, 0.1), (45, 0.2))),
-                  Job("B", LSTM, start=15.0, phases=((45, 0.2),)))
+    ab = pair_run(
+        tmp_path,
+        "ab",
+        Job("A", FCN, phases=((15, 0.1), (45, 0.2))),
+        Job("B", LSTM, start=15.0, phases=((45, 0.2),)),
+    )
     run = load_run(ab)
     c = compare([], [run])
     written = {p.name for p in write_report(c, [run], tmp_path / "report")}
     assert {"report.md", "summary.json", "rates.csv", "pair.csv", *PLOTS} <= written
     assert "never ran alone" in (tmp_path / "report" / "report.md").read_text()
-    assert json.loads((tmp_path / "report" / "summary.json").read_text())["pair"]["stp"]["estimate"] is None
+    assert (
+        json.loads((tmp_path / "report" / "summary.json").read_text())["pair"]["stp"]["estimate"]
+        is None
+    )
 
 
 def test_analysis_imports_stay_light() -> None:
@@ -393,11 +507,15 @@ def test_analysis_imports_stay_light() -> None:
         "import gpumon.analysis.compare, gpumon.analysis.report, gpumon.analysis.text\n"
         "print(heavy, [m for m in ('textual', 'torch') if m in sys.modules])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[] []"
 
 
-def test_compare_and_the_live_line_call_a_slowdown_the_same_at_the_thresholds(tmp_path: Path) -> None:
+def test_compare_and_the_live_line_call_a_slowdown_the_same_at_the_thresholds(
+    tmp_path: Path,
+) -> None:
     """Issue 34 item 9: r 1.19 (16 % slower) is 'runs 1.19× slower', not 'barely notices' (BARELY was 1.2); r 1.03 is
     within 5 %: 'barely notices'. compare's sentence and the live line, replayed on the same run, say the same."""
     from gpumon.analysis.text import verdict_sentence
@@ -409,7 +527,9 @@ def test_compare_and_the_live_line_call_a_slowdown_the_same_at_the_thresholds(tm
 
     xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
     xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(tmp_path, "ab", Job("A", FCN, phases=((30, 0.119),)), Job("B", LSTM, phases=((30, 0.103),)))
+    ab = pair_run(
+        tmp_path, "ab", Job("A", FCN, phases=((30, 0.119),)), Job("B", LSTM, phases=((30, 0.103),))
+    )
     said = verdict_sentence(compare([load_run(xa), load_run(xb)], [load_run(ab)]))
     assert "fcn runs 1.19× slower" in said and "lstm barely notices fcn (r 1.03)" in said, said
 
@@ -417,4 +537,7 @@ def test_compare_and_the_live_line_call_a_slowdown_the_same_at_the_thresholds(tm
     bus.subscribe(live.handle)
     ReplaySource(ab, bus).seek(29.0)
     result = interference({"A": 10.0, "B": 10.0}, live.overlap("AB"))
-    assert cause_words({"A": FCN, "B": LSTM}, result.slowdown, {}) == "fcn runs 1.19× slower; lstm barely notices fcn (r 1.03)"
+    assert (
+        cause_words({"A": FCN, "B": LSTM}, result.slowdown, {})
+        == "fcn runs 1.19× slower; lstm barely notices fcn (r 1.03)"
+    )

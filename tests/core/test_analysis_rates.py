@@ -12,8 +12,19 @@ import pandas as pd
 import pytest
 
 from gpumon.analysis.rates import (
-    MIN_SEGMENT_STEPS, Curve, Segment, Window, curve, curve_of, inside, post_warmup, rate_over_time, solo_windows,
-    timed, where, without_warmup,
+    MIN_SEGMENT_STEPS,
+    Curve,
+    Segment,
+    Window,
+    curve,
+    curve_of,
+    inside,
+    post_warmup,
+    rate_over_time,
+    solo_windows,
+    timed,
+    where,
+    without_warmup,
 )
 from gpumon.core.records.model import StepEvent
 from gpumon.core.store.recorder import Recorder, create_run_dir
@@ -24,7 +35,9 @@ NAN = math.nan
 
 
 def _frame(t, step, warmup=None) -> pd.DataFrame:
-    return pd.DataFrame({"t": t, "step": step, "warmup": warmup if warmup is not None else [0] * len(t)})
+    return pd.DataFrame(
+        {"t": t, "step": step, "warmup": warmup if warmup is not None else [0] * len(t)}
+    )
 
 
 def test_timed_drops_rows_without_a_time_or_a_step_and_sorts_stably() -> None:
@@ -84,31 +97,54 @@ def test_a_curve_needs_two_steps_and_counts_whole_steps_in_a_window() -> None:
 def test_solo_windows_need_min_segment_steps_before_and_after_the_other_job() -> None:
     c = Curve(np.arange(0.0, 11.0), np.arange(0.0, 11.0))  # one step a second, 0 to 10 s
     both = solo_windows(c, other_start=float(MIN_SEGMENT_STEPS), other_end=10.0 - MIN_SEGMENT_STEPS)
-    assert both == [Window(0.0, MIN_SEGMENT_STEPS), Window(10.0 - MIN_SEGMENT_STEPS, 10.0)]  # exactly the minimum
-    short = solo_windows(c, other_start=MIN_SEGMENT_STEPS - 0.5, other_end=10.0 - MIN_SEGMENT_STEPS + 0.5)
+    assert both == [
+        Window(0.0, MIN_SEGMENT_STEPS),
+        Window(10.0 - MIN_SEGMENT_STEPS, 10.0),
+    ]  # exactly the minimum
+    short = solo_windows(
+        c, other_start=MIN_SEGMENT_STEPS - 0.5, other_end=10.0 - MIN_SEGMENT_STEPS + 0.5
+    )
     assert short == []
-    assert solo_windows(c, other_start=20.0, other_end=30.0) == [Window(0.0, 10.0)]  # the other never overlapped
+    assert solo_windows(c, other_start=20.0, other_end=30.0) == [
+        Window(0.0, 10.0)
+    ]  # the other never overlapped
 
 
 def test_rate_over_time_in_equal_slices_of_the_window() -> None:
-    c = Curve(np.array([0.0, 4.0, 8.0]), np.array([0.0, 40.0, 120.0]))  # 10 it/s to 4 s, then 20 it/s
+    c = Curve(
+        np.array([0.0, 4.0, 8.0]), np.array([0.0, 40.0, 120.0])
+    )  # 10 it/s to 4 s, then 20 it/s
     mids, rates = rate_over_time(c, Window(2.0, 6.0), bins=4)
     assert mids.tolist() == [0.5, 1.5, 2.5, 3.5]
     assert rates.tolist() == [10.0, 10.0, 20.0, 20.0]
     mids, rates = rate_over_time(c, Window(0.0, 8.0))
-    assert len(mids) == len(rates) == 60 and rates[0] == pytest.approx(10.0) and rates[-1] == pytest.approx(20.0)
+    assert (
+        len(mids) == len(rates) == 60
+        and rates[0] == pytest.approx(10.0)
+        and rates[-1] == pytest.approx(20.0)
+    )
 
 
 def test_a_segment_says_where_its_rate_was_measured() -> None:
     seg = Segment("/runs/20261123-x-fcn", "A", "exclusive", 1.5, 4.0, 30)
     assert seg.window == Window(1.5, 4.0) and seg.name == "20261123-x-fcn"
-    assert seg.to_dict() == {"run": "/runs/20261123-x-fcn", "slot": "A", "role": "exclusive", "start": 1.5,
-                             "end": 4.0, "duration": 2.5, "steps": 30}
+    assert seg.to_dict() == {
+        "run": "/runs/20261123-x-fcn",
+        "slot": "A",
+        "role": "exclusive",
+        "start": 1.5,
+        "end": 4.0,
+        "duration": 2.5,
+        "steps": 30,
+    }
 
 
 def test_a_jobs_curve_from_a_run_directory(tmp_path) -> None:
     path = create_run_dir(tmp_path, "curve", time.localtime())
-    recorder = Recorder(path, RunMeta.from_json({"schema": 1, "label": "curve", "status": "recording", "workloads": []}))
+    recorder = Recorder(
+        path,
+        RunMeta.from_json({"schema": 1, "label": "curve", "status": "recording", "workloads": []}),
+    )
     for n, (t, warm) in enumerate([(0.5, True), (1.0, False), (2.0, False), (4.0, False)]):
         recorder.handle(StepEvent("A", 9, n, t, 0.1, warmup=warm))
         recorder.handle(StepEvent("B", 8, n, t + 0.25, 0.1, warmup=False))

@@ -16,7 +16,19 @@ import pytest
 
 from gpumon.analysis.compare import compare
 from gpumon.core.interference.attribution import (
-    CPU, GPU, LINK, NO_NVML, NONE, UNEXPLAINED, UNKNOWN, Box, Job, Link, Side, attribute, link_capacity,
+    CPU,
+    GPU,
+    LINK,
+    NO_NVML,
+    NONE,
+    UNEXPLAINED,
+    UNKNOWN,
+    Box,
+    Job,
+    Link,
+    Side,
+    attribute,
+    link_capacity,
 )
 from gpumon.core.store.trace import load_run
 from gpumon.errors import UsageError
@@ -38,13 +50,27 @@ def compared(a: str, b: str, shared: str):
 @pytest.mark.parametrize(
     ("a", "b", "causes"),
     [
-        ("fcn", "fcn", (GPU, GPU)),        # the link carried ~0.2 GB/s; copies waited for the other context
-        ("h2d", "h2d", (LINK, LINK)),      # the link, saturated by both
-        ("h2d", "gemm", (GPU, GPU)),       # h2d's copies ran at full speed; its compute waited for gemm's slices
-        ("gemm", "fcn", (GPU, GPU)),       # fcn's per-copy bandwidth fell 3.8 -> 0.09 GB/s on an idle link
+        (
+            "fcn",
+            "fcn",
+            (GPU, GPU),
+        ),  # the link carried ~0.2 GB/s; copies waited for the other context
+        ("h2d", "h2d", (LINK, LINK)),  # the link, saturated by both
+        (
+            "h2d",
+            "gemm",
+            (GPU, GPU),
+        ),  # h2d's copies ran at full speed; its compute waited for gemm's slices
+        (
+            "gemm",
+            "fcn",
+            (GPU, GPU),
+        ),  # fcn's per-copy bandwidth fell 3.8 -> 0.09 GB/s on an idle link
     ],
 )
-def test_h100_pairs_get_the_cause_of_the_issue_table(a: str, b: str, causes: tuple[str, str]) -> None:
+def test_h100_pairs_get_the_cause_of_the_issue_table(
+    a: str, b: str, causes: tuple[str, str]
+) -> None:
     c = compared(a, b, f"s-{a}+{b}")
     for slot, cause in zip("AB", causes):
         why = c.workload(slot).why
@@ -70,8 +96,16 @@ def test_h100_copy_time_that_grows_on_an_idle_link_is_not_blamed_on_the_link() -
 
 
 def test_compare_json_carries_cause_shares_and_evidence(tmp_path: Path) -> None:
-    args = ["compare", "--json", "--exclusive", str(H100 / "x-h2d"), "--exclusive", str(H100 / "x-gemm"),
-            "--shared", str(H100 / "s-h2d+gemm")]
+    args = [
+        "compare",
+        "--json",
+        "--exclusive",
+        str(H100 / "x-h2d"),
+        "--exclusive",
+        str(H100 / "x-gemm"),
+        "--shared",
+        str(H100 / "s-h2d+gemm"),
+    ]
     result = gpumon(*args)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -107,15 +141,24 @@ def test_runs_from_different_devices_are_refused(tmp_path: Path) -> None:
     meta = json.loads((other_gpu / "run.json").read_text())
     meta["gpu"]["name"] = "NVIDIA A100-SXM4-40GB"
     (other_gpu / "run.json").write_text(json.dumps(meta))
-    result = gpumon("compare", "--exclusive", str(other_gpu), "--exclusive", str(H100 / "x-fcn"),
-                    "--shared", str(H100 / "s-gemm+fcn"))
+    result = gpumon(
+        "compare",
+        "--exclusive",
+        str(other_gpu),
+        "--exclusive",
+        str(H100 / "x-fcn"),
+        "--shared",
+        str(H100 / "s-gemm+fcn"),
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("gpumon: error: runs come from different devices")
     assert "Traceback" not in result.stderr
 
 
 def test_a_shared_run_given_as_exclusive_is_refused() -> None:
-    result = gpumon("compare", "--exclusive", str(H100 / "s-fcn+fcn"), "--shared", str(H100 / "s-fcn+fcn"))
+    result = gpumon(
+        "compare", "--exclusive", str(H100 / "s-fcn+fcn"), "--shared", str(H100 / "s-fcn+fcn")
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("gpumon: error: ")
     assert "not an exclusive run (mode shared in run.json); give it with --shared" in result.stderr
@@ -151,8 +194,18 @@ def test_a_job_that_does_not_slow_down_has_nothing_to_explain() -> None:
 
 def test_cpu_that_falls_while_cores_are_free_is_a_symptom_not_the_cause() -> None:
     """A job blocking on a time-sliced GPU uses less CPU; with 16 free cores the CPU is not why."""
-    a = Job("A", Side(0.010, cpu_pct=100, gpu_util=60), Side(0.020, cpu_pct=50, gpu_util=100), frozenset(range(16)))
-    b = Job("B", Side(0.010, cpu_pct=100, gpu_util=60), Side(0.020, cpu_pct=50, gpu_util=100), frozenset(range(16)))
+    a = Job(
+        "A",
+        Side(0.010, cpu_pct=100, gpu_util=60),
+        Side(0.020, cpu_pct=50, gpu_util=100),
+        frozenset(range(16)),
+    )
+    b = Job(
+        "B",
+        Side(0.010, cpu_pct=100, gpu_util=60),
+        Side(0.020, cpu_pct=50, gpu_util=100),
+        frozenset(range(16)),
+    )
     why = attribute(a, b, GPU_BOX)
     assert why.cause == GPU and why.shares[CPU] == 0
 
@@ -180,7 +233,10 @@ def test_gpm_tells_time_slices_from_a_full_gpu() -> None:
     assert "(full)" in attribute(full, None, GPU_BOX).evidence
     assert attribute(full, None, GPU_BOX).cause == GPU
     assert attribute(full, None, GPU_BOX).phrase == "mostly waiting for the GPU, which was full"
-    assert attribute(slices, None, GPU_BOX).phrase == "mostly waiting for time slices on a GPU that was not full"
+    assert (
+        attribute(slices, None, GPU_BOX).phrase
+        == "mostly waiting for time slices on a GPU that was not full"
+    )
 
 
 def test_under_mps_the_gpu_share_is_competing_for_sms_not_time_slices() -> None:
@@ -193,8 +249,11 @@ def test_under_mps_the_gpu_share_is_competing_for_sms_not_time_slices() -> None:
 
 def test_link_share_grows_with_how_busy_the_link_was() -> None:
     def link_share(other_bytes_per_step: float) -> float:
-        a = Job("A", Side(0.002, copy_s=0.001, copy_bytes=50e6, gpu_util=90),
-                Side(0.004, copy_s=0.003, copy_bytes=50e6, gpu_util=100))
+        a = Job(
+            "A",
+            Side(0.002, copy_s=0.001, copy_bytes=50e6, gpu_util=90),
+            Side(0.004, copy_s=0.003, copy_bytes=50e6, gpu_util=100),
+        )
         b = Job("B", Side(0.002), Side(0.004, copy_bytes=other_bytes_per_step, copy_s=0.003))
         return attribute(a, b, GPU_BOX).shares[LINK]
 

@@ -18,7 +18,12 @@ from gpumon.core.jobs.beside import BesideTarget, KnownUse, LiveKnownUse, SoloHi
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
 from gpumon.core.records.model import (
-    GpuOthers, GpuProcessMetrics, OtherGpuProcess, ProcessSample, StepEvent, WorkloadState,
+    GpuOthers,
+    GpuProcessMetrics,
+    OtherGpuProcess,
+    ProcessSample,
+    StepEvent,
+    WorkloadState,
 )
 from tests.core.test_pipeline_sampler import Collect, FakeHost, FakeNvml
 from tests.helpers import wait_for
@@ -39,12 +44,21 @@ def sleeper():
 def test_a_running_process_of_this_user_is_the_target(sleeper: subprocess.Popen) -> None:
     target = check_target(str(sleeper.pid))
     me = psutil.Process(sleeper.pid)
-    assert (target.pid, target.create_time, target.name) == (sleeper.pid, me.create_time(), me.name())
+    assert (target.pid, target.create_time, target.name) == (
+        sleeper.pid,
+        me.create_time(),
+        me.name(),
+    )
     assert target.argv == tuple(me.cmdline()) and target.user == me.username()
     assert target.command == shlex.join(me.cmdline())
     assert target.alive()
-    assert target.to_json() == {"pid": sleeper.pid, "user": me.username(), "command": target.command,
-                                "owned": False, "attached": True}
+    assert target.to_json() == {
+        "pid": sleeper.pid,
+        "user": me.username(),
+        "command": target.command,
+        "owned": False,
+        "attached": True,
+    }
     assert target.to_json(probe=False) == {**target.to_json(), "probe": False}
     assert check_target(sleeper.pid) == target  # an int is a PID too
     sleeper.kill()
@@ -53,11 +67,16 @@ def test_a_running_process_of_this_user_is_the_target(sleeper: subprocess.Popen)
 
 
 def test_a_process_started_by_gpumon_wrap_is_known_as_one(sleeper: subprocess.Popen) -> None:
-    wrapped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                               env={**os.environ, "GPUMON_AUTOPROBE": "1"})
+    wrapped = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        env={**os.environ, "GPUMON_AUTOPROBE": "1"},
+    )
     try:
         # until the child has exec'd: before that its /proc environment is still this process's
-        wait_for(lambda: psutil.Process(wrapped.pid).environ().get("GPUMON_AUTOPROBE") == "1", what="the exec")
+        wait_for(
+            lambda: psutil.Process(wrapped.pid).environ().get("GPUMON_AUTOPROBE") == "1",
+            what="the exec",
+        )
         assert check_target(wrapped.pid).wrapped and not check_target(sleeper.pid).wrapped
     finally:
         wrapped.kill()
@@ -70,12 +89,15 @@ def test_a_recycled_pid_is_not_the_same_process(sleeper: subprocess.Popen) -> No
     assert target.alive() and not other.alive()
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("abc", "--beside 'abc' is not a process id"),
-    (None, "--beside None is not a process id"),
-    ("0", "--beside 0 is not a process id"),
-    ("-5", "--beside -5 is not a process id"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("abc", "--beside 'abc' is not a process id"),
+        (None, "--beside None is not a process id"),
+        ("0", "--beside 0 is not a process id"),
+        ("-5", "--beside -5 is not a process id"),
+    ],
+)
 def test_what_is_not_a_process_id(text, message: str) -> None:
     with pytest.raises(ValueError) as err:
         check_target(text)
@@ -90,12 +112,16 @@ def test_pid_1_is_a_process_id() -> None:
     with pytest.raises(ValueError) as err:
         check_target("1")
     if init.uids().real == os.getuid():
-        assert str(err.value) == (f"--beside 1 ({init.name()}) is an ancestor of gpumon: its process tree holds "
-                                  "gpumon and its jobs, whose use would be counted as its own; name the training "
-                                  "process itself")
+        assert str(err.value) == (
+            f"--beside 1 ({init.name()}) is an ancestor of gpumon: its process tree holds "
+            "gpumon and its jobs, whose use would be counted as its own; name the training "
+            "process itself"
+        )
     else:
-        assert str(err.value) == (f"--beside 1 belongs to {init.username()}, not to you (gpumon watches only your "
-                                  "own processes)")
+        assert str(err.value) == (
+            f"--beside 1 belongs to {init.username()}, not to you (gpumon watches only your "
+            "own processes)"
+        )
 
 
 def test_gpumon_itself_and_a_gone_process_are_refused() -> None:
@@ -112,7 +138,10 @@ def test_gpumon_itself_and_a_gone_process_are_refused() -> None:
 def test_a_zombie_is_no_process() -> None:
     zombie = subprocess.Popen(["true"])  # not reaped: a zombie once it has exited, until wait()
     try:
-        wait_for(lambda: psutil.Process(zombie.pid).status() == psutil.STATUS_ZOMBIE, what="the child's exit")
+        wait_for(
+            lambda: psutil.Process(zombie.pid).status() == psutil.STATUS_ZOMBIE,
+            what="the child's exit",
+        )
         with pytest.raises(ValueError) as err:
             check_target(zombie.pid)
         assert str(err.value) == f"--beside {zombie.pid}: no such process"
@@ -139,12 +168,16 @@ def test_another_users_process_is_refused() -> None:
     try:
         with pytest.raises(ValueError) as err:
             check_target(other.pid)
-        assert str(err.value) == (f"--beside {other.pid} belongs to nobody, not to you "
-                                  "(gpumon watches only your own processes)")
+        assert str(err.value) == (
+            f"--beside {other.pid} belongs to nobody, not to you "
+            "(gpumon watches only your own processes)"
+        )
         with pytest.raises(ValueError) as err:
             check_target(unnamed.pid)
-        assert str(err.value) == (f"--beside {unnamed.pid} belongs to 54321, not to you "
-                                  "(gpumon watches only your own processes)")
+        assert str(err.value) == (
+            f"--beside {unnamed.pid} belongs to 54321, not to you "
+            "(gpumon watches only your own processes)"
+        )
     finally:
         for proc in (other, unnamed):
             proc.kill()
@@ -152,7 +185,9 @@ def test_another_users_process_is_refused() -> None:
 
 
 def test_the_spec_is_the_program_without_its_directory_on_one_line() -> None:
-    target = BesideTarget(42, ("/usr/bin/python3", "train.py", "--name", "two words"), "python3", "me", 1.0)
+    target = BesideTarget(
+        42, ("/usr/bin/python3", "train.py", "--name", "two words"), "python3", "me", 1.0
+    )
     assert target.spec == "pid 42: python3 train.py --name 'two words'"
     assert BesideTarget(42, (), "kworker", "me", 1.0).spec == "pid 42: kworker"
     assert BesideTarget(42, (), "kworker", "me", 1.0).command == "kworker"
@@ -172,8 +207,14 @@ def test_solo_history_counts_post_warmup_steps_of_its_process_only() -> None:
     history = SoloHistory()
     assert history.slot == "B" and history.span() == 0.0 and history.steps == 0
     assert history.first is None and history.last is None
-    for item in (_step(-5.0, warmup=True), _step(-4.0), _step(-3.0, "A"), WorkloadState("B", "running", 0.0),
-                 _step(-2.5), _step(1.0)):
+    for item in (
+        _step(-5.0, warmup=True),
+        _step(-4.0),
+        _step(-3.0, "A"),
+        WorkloadState("B", "running", 0.0),
+        _step(-2.5),
+        _step(1.0),
+    ):
         history.handle(item)
     assert (history.first, history.last, history.steps) == (-4.0, 1.0, 3)
     assert history.span() == 5.0
@@ -182,13 +223,21 @@ def test_solo_history_counts_post_warmup_steps_of_its_process_only() -> None:
 def test_a_may_start_after_the_lead_of_solo_steps_once_b_was_watched_alone_two_seconds() -> None:
     history = SoloHistory()
     for i in range(beside.MIN_SOLO_STEPS):
-        history.handle(_step(-10.0 + i * 10.0 / (beside.MIN_SOLO_STEPS - 1)))  # 20 steps over exactly 10 s
+        history.handle(
+            _step(-10.0 + i * 10.0 / (beside.MIN_SOLO_STEPS - 1))
+        )  # 20 steps over exactly 10 s
     assert history.span() == pytest.approx(10.0)
-    assert not history.enough(1.99, 10.0)  # its history is long enough, but it was not watched alone 2 s yet
+    assert not history.enough(
+        1.99, 10.0
+    )  # its history is long enough, but it was not watched alone 2 s yet
     assert history.enough(2.0, 10.0)
-    assert not history.enough(2.0, 10.5)  # a longer lead than its steps span: wait for it (or the lead alone)
+    assert not history.enough(
+        2.0, 10.5
+    )  # a longer lead than its steps span: wait for it (or the lead alone)
     assert history.enough(10.5, 10.5)
-    assert not history.enough(0.9, 1.0) and history.enough(1.0, 1.0)  # a lead under 2 s: alone that long
+    assert not history.enough(0.9, 1.0) and history.enough(
+        1.0, 1.0
+    )  # a lead under 2 s: alone that long
 
 
 def test_too_few_solo_steps_wait_for_the_lead_watched_alone() -> None:
@@ -204,20 +253,34 @@ def test_too_few_solo_steps_wait_for_the_lead_watched_alone() -> None:
 
 def test_known_use_phrases_what_nvml_gave() -> None:
     use = KnownUse(80.0, 60.0, 2048.0, 3072.0)
-    assert use.phrase("fcn") == "SM 80 % alone → 60 % beside fcn (-25 %), GPU memory 2.0 GiB → 3.0 GiB"
-    assert KnownUse(40.0, 50.0, NAN, NAN).phrase("gemm") == "SM 40 % alone → 50 % beside gemm (+25 %)"
+    assert (
+        use.phrase("fcn") == "SM 80 % alone → 60 % beside fcn (-25 %), GPU memory 2.0 GiB → 3.0 GiB"
+    )
+    assert (
+        KnownUse(40.0, 50.0, NAN, NAN).phrase("gemm") == "SM 40 % alone → 50 % beside gemm (+25 %)"
+    )
     assert KnownUse(NAN, 50.0, NAN, NAN).phrase("gemm") == "SM n/a alone → 50 % beside gemm"
     assert KnownUse(0.0, 50.0, NAN, NAN).phrase("gemm") == "SM 0 % alone → 50 % beside gemm"
-    assert KnownUse(0.5, 1.0, NAN, NAN).phrase("x") == "SM 0 % alone → 1 % beside x (+100 %)"  # under 1 %: a change
+    assert (
+        KnownUse(0.5, 1.0, NAN, NAN).phrase("x") == "SM 0 % alone → 1 % beside x (+100 %)"
+    )  # under 1 %: a change
     assert KnownUse(10.0, 19.0, NAN, NAN).phrase("x") == "SM 10 % alone → 19 % beside x (+90 %)"
     assert KnownUse(NAN, NAN, 102400.0, 51200.0).phrase("x") == "GPU memory 100.0 GiB → 50.0 GiB"
     assert KnownUse(40.0, NAN, NAN, NAN).phrase("gemm") == "SM 40 % alone → n/a beside gemm"
     assert KnownUse(NAN, NAN, 1536.0, NAN).phrase("x") == "GPU memory 1.5 GiB → n/a"
     assert KnownUse(NAN, NAN, NAN, NAN).phrase("x") == "no GPU figures for it (NVML gave none)"
-    assert use.to_dict() == {"sm_pct_alone": 80.0, "sm_pct_shared": 60.0, "gpu_mem_mib_alone": 2048.0,
-                             "gpu_mem_mib_shared": 3072.0}
-    assert KnownUse(NAN, 1.0, NAN, 2.0).to_dict() == {"sm_pct_alone": None, "sm_pct_shared": 1.0,
-                                                      "gpu_mem_mib_alone": None, "gpu_mem_mib_shared": 2.0}
+    assert use.to_dict() == {
+        "sm_pct_alone": 80.0,
+        "sm_pct_shared": 60.0,
+        "gpu_mem_mib_alone": 2048.0,
+        "gpu_mem_mib_shared": 3072.0,
+    }
+    assert KnownUse(NAN, 1.0, NAN, 2.0).to_dict() == {
+        "sm_pct_alone": None,
+        "sm_pct_shared": 1.0,
+        "gpu_mem_mib_alone": None,
+        "gpu_mem_mib_shared": 2.0,
+    }
 
 
 def _sample(t: float, sm: float, mem: float, process: str = "B") -> ProcessSample:
@@ -228,14 +291,26 @@ def test_live_known_use_means_before_the_other_job_and_the_last_sample_now() -> 
     live = LiveKnownUse()
     assert live.slot == "B" and live.other_started is False
     known = live.known()
-    assert all(math.isnan(v) for v in (known.sm_alone, known.sm_shared, known.mem_alone_mib, known.mem_shared_mib))
-    for item in (_sample(0.5, 80.0, 2000.0), _sample(1.0, NAN, 2100.0), _sample(1.5, 70.0, NAN),
-                 _sample(1.7, 5.0, 5.0, process="A"), WorkloadState("B", "running", 1.8)):
+    assert all(
+        math.isnan(v)
+        for v in (known.sm_alone, known.sm_shared, known.mem_alone_mib, known.mem_shared_mib)
+    )
+    for item in (
+        _sample(0.5, 80.0, 2000.0),
+        _sample(1.0, NAN, 2100.0),
+        _sample(1.5, 70.0, NAN),
+        _sample(1.7, 5.0, 5.0, process="A"),
+        WorkloadState("B", "running", 1.8),
+    ):
         live.handle(item)
     assert live.other_started is False  # A's sample and B's own state do not end B's time alone
-    live.handle(WorkloadState("A", "starting", 1.9))  # before A's process exists: what follows is beside it
+    live.handle(
+        WorkloadState("A", "starting", 1.9)
+    )  # before A's process exists: what follows is beside it
     assert live.other_started is True
-    live.handle(_sample(1.95, 60.0, 2500.0))  # sampled while A was being launched: beside A, not alone
+    live.handle(
+        _sample(1.95, 60.0, 2500.0)
+    )  # sampled while A was being launched: beside A, not alone
     live.handle(WorkloadState("A", "running", 2.0))
     live.handle(_sample(2.5, 40.0, 3000.0))
     live.handle(_sample(3.0, 30.0, 3500.0))
@@ -247,11 +322,17 @@ def test_the_attached_pid_is_never_another_gpu_process() -> None:
 
     class Listing(FakeNvml):
         def gpu_process_metrics(self, t=None):
-            return {4242: GpuProcessMetrics(4242, 100.0, 10.0), 5151: GpuProcessMetrics(5151, 200.0, 20.0)}
+            return {
+                4242: GpuProcessMetrics(4242, 100.0, 10.0),
+                5151: GpuProcessMetrics(5151, 200.0, 20.0),
+            }
 
     class Host(FakeHost):
         def sample_others(self, t, gpu):
-            return tuple(OtherGpuProcess(t, pid, m.gpu_mem_mib, m.gpu_sm_util) for pid, m in sorted(gpu.items()))
+            return tuple(
+                OtherGpuProcess(t, pid, m.gpu_mem_mib, m.gpu_sm_util)
+                for pid, m in sorted(gpu.items())
+            )
 
     bus = Bus()
     items = Collect(bus)
@@ -260,5 +341,8 @@ def test_the_attached_pid_is_never_another_gpu_process() -> None:
     sampler.claim(4242)
     sampler.tick()
     first, second = items.of(GpuOthers)
-    assert [p.pid for p in first.processes] == [4242, 5151]  # before: another process, as the monitor shows it
+    assert [p.pid for p in first.processes] == [
+        4242,
+        5151,
+    ]  # before: another process, as the monitor shows it
     assert [p.pid for p in second.processes] == [5151]

@@ -72,24 +72,40 @@ def test_calibrations_are_stored_per_gpu_model(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert calibration.calibration_dir() == tmp_path / "data" / "gpumon" / "calibration"
     monkeypatch.setenv(calibration.ENV, str(tmp_path / "cal"))
-    assert calibration.path_for("NVIDIA H100 80GB HBM3") == tmp_path / "cal" / "NVIDIA_H100_80GB_HBM3.json"
+    assert (
+        calibration.path_for("NVIDIA H100 80GB HBM3")
+        == tmp_path / "cal" / "NVIDIA_H100_80GB_HBM3.json"
+    )
     assert calibration.load("NVIDIA L4") is None
-    made = calibration.Calibration("NVIDIA L4", {"slice_s": 0.002, "switch_s": 1e-4}, measured_at="t", details={"x": 1})
+    made = calibration.Calibration(
+        "NVIDIA L4", {"slice_s": 0.002, "switch_s": 1e-4}, measured_at="t", details={"x": 1}
+    )
     path = calibration.save(made)
     assert calibration.load("NVIDIA L4") == made and json.loads(path.read_text())["schema"] == 1
-    calibration.save(calibration.Calibration("NVIDIA L4", {"slice_s": 0.003}))  # a later one replaces it
+    calibration.save(
+        calibration.Calibration("NVIDIA L4", {"slice_s": 0.003})
+    )  # a later one replaces it
     assert calibration.load("NVIDIA L4").constants == {"slice_s": 0.003}
-    assert sorted(p.name for p in path.parent.iterdir()) == ["NVIDIA_L4.json"]  # no temporary file left
+    assert sorted(p.name for p in path.parent.iterdir()) == [
+        "NVIDIA_L4.json"
+    ]  # no temporary file left
 
 
-@pytest.mark.parametrize("text, why", [
-    ("{not json", "Expecting property name"),
-    ('{"gpu": "NVIDIA A100", "constants": {}}', "not a calibration of NVIDIA L4"),
-    ('{"gpu": "NVIDIA L4", "constants": {"slice_s": -1}}', "slice_s is -1, not a positive number"),
-    ('{"gpu": "NVIDIA L4", "constants": {"switch_s": true}}', "switch_s is True"),
-])
-def test_a_file_that_is_not_a_calibration_is_refused_with_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              text: str, why: str):
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("{not json", "Expecting property name"),
+        ('{"gpu": "NVIDIA A100", "constants": {}}', "not a calibration of NVIDIA L4"),
+        (
+            '{"gpu": "NVIDIA L4", "constants": {"slice_s": -1}}',
+            "slice_s is -1, not a positive number",
+        ),
+        ('{"gpu": "NVIDIA L4", "constants": {"switch_s": true}}', "switch_s is True"),
+    ],
+)
+def test_a_file_that_is_not_a_calibration_is_refused_with_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, why: str
+):
     monkeypatch.setenv(calibration.ENV, str(tmp_path))
     calibration.path_for("NVIDIA L4").write_text(text)
     with pytest.raises(calibration.CalibrationError, match=why):

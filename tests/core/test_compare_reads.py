@@ -16,7 +16,14 @@ from gpumon.analysis import stats_helper
 from gpumon.analysis.compare import compare
 from gpumon.core.interference import evidence
 from gpumon.core.store import trace
-from gpumon.core.store.trace import STEPS_CACHE, Run, _exclusive_ends_by_row, exclusive_ends, exclusive_rates, load_run
+from gpumon.core.store.trace import (
+    STEPS_CACHE,
+    Run,
+    _exclusive_ends_by_row,
+    exclusive_ends,
+    exclusive_rates,
+    load_run,
+)
 from tests.tracegen import Job, write_run
 
 FCN = "fcn:preset=tiny"
@@ -24,15 +31,31 @@ LSTM = "lstm:preset=tiny"
 
 
 def _copying(slot: str, spec: str, phases, **kw) -> Job:
-    return Job(slot, spec, phases=phases, warmup=4, warmup_s=0.6, noise=0.2, copy_bytes=1 << 20,
-               copy_s=lambda t: 0.001 + 0.0005 * (t % 3), cpu=lambda t: 50 + (t * 7) % 40, **kw)
+    return Job(
+        slot,
+        spec,
+        phases=phases,
+        warmup=4,
+        warmup_s=0.6,
+        noise=0.2,
+        copy_bytes=1 << 20,
+        copy_s=lambda t: 0.001 + 0.0005 * (t % 3),
+        cpu=lambda t: 50 + (t * 7) % 40,
+        **kw,
+    )
 
 
 def _runs(root: Path) -> tuple[Path, Path, Path]:
     xa = write_run(root / "xa", [_copying("A", FCN, ((20, 0.1),), seed=1)], label="xa")
     xb = write_run(root / "xb", [_copying("B", LSTM, ((20, 0.05),), seed=2)], label="xb")
-    ab = write_run(root / "ab", [_copying("A", FCN, ((30, 0.2),), seed=3),
-                                 _copying("B", LSTM, ((30, 0.1),), seed=4, pid=7)], label="ab")
+    ab = write_run(
+        root / "ab",
+        [
+            _copying("A", FCN, ((30, 0.2),), seed=3),
+            _copying("B", LSTM, ((30, 0.1),), seed=4, pid=7),
+        ],
+        label="ab",
+    )
     return xa, xb, ab
 
 
@@ -59,7 +82,9 @@ def _check_against_reference(xa: Path, xb: Path, ab: Path) -> None:
         ref = _post_warmup(alone, slot)
         # rates by hand: steps between the two points over the seconds between them
         first, last = ref.iloc[0], ref.iloc[-1]
-        assert w.exclusive_rate == pytest.approx((last["step"] - first["step"]) / (last["t"] - first["t"]), rel=1e-12)
+        assert w.exclusive_rate == pytest.approx(
+            (last["step"] - first["step"]) / (last["t"] - first["t"]), rel=1e-12
+        )
         shared = {s: _post_warmup(ab, s) for s in ("A", "B")}
         start = max(float(r["t"].iloc[0]) for r in shared.values())
         end = min(float(r["t"].iloc[-1]) for r in shared.values())
@@ -72,10 +97,14 @@ def _check_against_reference(xa: Path, xb: Path, ab: Path) -> None:
         inside = inside[(inside["copy_bytes"] > 0) & (inside["copy_s"] > 0)]
         test = next(d for d in w.distributions if d.metric == dist.COPY_BANDWIDTH.key)
         assert test.n_shared == len(inside)
-        assert test.median_shared == pytest.approx(float(np.median(inside["copy_bytes"] / inside["copy_s"])), rel=1e-12)
+        assert test.median_shared == pytest.approx(
+            float(np.median(inside["copy_bytes"] / inside["copy_s"])), rel=1e-12
+        )
         # the evidence's copy seconds per step, over the rows of the job in the window
         steps = pd.read_csv(ab / "steps.csv")
-        rows = steps[(steps["process"] == slot) & (steps["warmup"] != 1) & steps["t"].between(start, end)]
+        rows = steps[
+            (steps["process"] == slot) & (steps["warmup"] != 1) & steps["t"].between(start, end)
+        ]
         copy_s, copy_bytes = evidence._step_means(evidence.Window(load_run(ab), slot, start, end))
         assert copy_s == pytest.approx(rows["copy_s"].sum() / len(rows), rel=1e-12)
         assert copy_bytes == pytest.approx(rows["copy_bytes"].sum() / len(rows), rel=1e-12)
@@ -86,7 +115,9 @@ def _check_against_reference(xa: Path, xb: Path, ab: Path) -> None:
         host = pd.read_csv(ab / "host.csv")
         assert len(procs) > 10
         assert side.cpu_pct == pytest.approx(procs["cpu_pct"].mean(), rel=1e-12)
-        assert side.host_cpu_pct == pytest.approx(host.loc[host["t"].between(start, end), "cpu_pct"].mean(), rel=1e-12)
+        assert side.host_cpu_pct == pytest.approx(
+            host.loc[host["t"].between(start, end), "cpu_pct"].mean(), rel=1e-12
+        )
 
 
 def test_compare_equals_a_reference_computed_directly(tmp_path: Path) -> None:
@@ -123,9 +154,12 @@ def test_rows_out_of_order_give_the_same_answers(tmp_path: Path) -> None:
     after = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     for slot in ("A", "B"):
         b, a = before.workload(slot), after.workload(slot)
-        assert (a.exclusive_rate, a.shared_rate) == pytest.approx((b.exclusive_rate, b.shared_rate), rel=1e-12)
-        assert [(d.metric, d.n_exclusive, d.n_shared) for d in a.distributions] == \
-            [(d.metric, d.n_exclusive, d.n_shared) for d in b.distributions]
+        assert (a.exclusive_rate, a.shared_rate) == pytest.approx(
+            (b.exclusive_rate, b.shared_rate), rel=1e-12
+        )
+        assert [(d.metric, d.n_exclusive, d.n_shared) for d in a.distributions] == [
+            (d.metric, d.n_exclusive, d.n_shared) for d in b.distributions
+        ]
     assert after.pair.stp.value == pytest.approx(before.pair.stp.value, rel=1e-12)
 
 
@@ -147,7 +181,9 @@ def test_each_run_reads_its_steps_once(tmp_path: Path, monkeypatch: pytest.Monke
 def test_the_memoised_steps_follow_a_changed_csv(tmp_path: Path) -> None:
     run = load_run(write_run(tmp_path / "r", [Job(slot="A", phases=((5.0, 0.1),))]))
     first = run.steps()
-    assert run.steps() is first and run.job_steps("A") is first, "one job: its rows are the table itself"
+    assert run.steps() is first and run.job_steps("A") is first, (
+        "one job: its rows are the table itself"
+    )
     with open(run.path / "steps.csv", "a") as f:
         f.write("B,9,0,99.0,0.1,64,0,0,\n")
     assert len(run.steps()) == len(first) + 1
@@ -161,8 +197,13 @@ def test_a_cache_of_the_older_layout_is_rebuilt(tmp_path: Path) -> None:
 
     run_dir = write_run(tmp_path / "r", [Job(slot="A", phases=((5.0, 0.1),)), Job(slot="B", pid=7)])
     frame = pd.read_csv(run_dir / "steps.csv")
-    old = pa.Table.from_pandas(frame, preserve_index=False)  # job names as plain strings, no layout key
-    pq.write_table(old.replace_schema_metadata({trace._CACHE_KEY: trace._csv_key(run_dir)}), run_dir / STEPS_CACHE)
+    old = pa.Table.from_pandas(
+        frame, preserve_index=False
+    )  # job names as plain strings, no layout key
+    pq.write_table(
+        old.replace_schema_metadata({trace._CACHE_KEY: trace._csv_key(run_dir)}),
+        run_dir / STEPS_CACHE,
+    )
     steps = load_run(run_dir).steps()
     assert steps["process"].dtype == "category"
     assert pq.read_schema(run_dir / STEPS_CACHE).metadata[trace._LAYOUT_KEY] == trace._LAYOUT
@@ -179,15 +220,24 @@ def test_a_small_run_is_read_row_by_row(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(trace, "COLUMNS_BYTES", 1 << 30)
     monkeypatch.setattr(trace, "_rate_columns", None)  # not called
     run_dir = _rates_run(tmp_path)
-    assert list(exclusive_ends(load_run(run_dir)).items()) == list(_exclusive_ends_by_row(load_run(run_dir)).items())
+    assert list(exclusive_ends(load_run(run_dir)).items()) == list(
+        _exclusive_ends_by_row(load_run(run_dir)).items()
+    )
     assert not (run_dir / STEPS_CACHE).exists()
 
 
 def _rates_run(tmp_path: Path) -> Path:
-    run_dir = write_run(tmp_path / "r", [Job("A", FCN, phases=((20, 0.1),), warmup=3, noise=0.3, seed=1),
-                                         Job("B", LSTM, phases=((20, 0.07),), warmup=2, pid=7, seed=2)])
+    run_dir = write_run(
+        tmp_path / "r",
+        [
+            Job("A", FCN, phases=((20, 0.1),), warmup=3, noise=0.3, seed=1),
+            Job("B", LSTM, phases=((20, 0.07),), warmup=2, pid=7, seed=2),
+        ],
+    )
     _shuffle_rows(run_dir)
-    with open(run_dir / "steps.csv", "a") as f:  # a tie with the last step of B, a row without a step
+    with open(
+        run_dir / "steps.csv", "a"
+    ) as f:  # a tie with the last step of B, a row without a step
         last_b = _post_warmup(run_dir, "B").iloc[-1]
         f.write(f"B,7,{int(last_b['step']) + 1},{float(last_b['t'])!r},0.1,64,0,0,\n")
         f.write("A,1,,25.0,0.1,64,0,0,\n")
@@ -214,7 +264,9 @@ def test_runs_rates_without_parquet(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert not (run_dir / STEPS_CACHE).exists()
 
 
-@pytest.mark.parametrize("row", ["A,1,999,not-a-time,0.1,64,0,0,", "A,1,999,99.0,0.1", "A,1,999,99.0,0.1,64,0,0,,7"])
+@pytest.mark.parametrize(
+    "row", ["A,1,999,not-a-time,0.1,64,0,0,", "A,1,999,99.0,0.1", "A,1,999,99.0,0.1,64,0,0,,7"]
+)
 def test_runs_rates_of_a_damaged_table_are_read_row_by_row(tmp_path: Path, row: str) -> None:
     """Text in a number, a short row (pandas would pad it), a long one (pandas refuses the table)."""
     run_dir = _rates_run(tmp_path)
@@ -222,45 +274,72 @@ def test_runs_rates_of_a_damaged_table_are_read_row_by_row(tmp_path: Path, row: 
         f.write(row + "\n")
     run = load_run(run_dir)
     assert list(exclusive_ends(run).items()) == list(_exclusive_ends_by_row(run).items())
-    assert exclusive_rates(run)["A"] == exclusive_rates(load_run(_rates_run(tmp_path / "clean")))["A"]
+    assert (
+        exclusive_rates(run)["A"] == exclusive_rates(load_run(_rates_run(tmp_path / "clean")))["A"]
+    )
 
 
 def _jobs_and_columns(parsed) -> tuple[list, list[list[str]]]:
     """``Run.step_columns``'s answer as each row's job name (None: none) and the columns as floats' texts."""
     codes, names, columns = parsed
     jobs = [names[int(c)] if c == c and c >= 0 else None for c in codes]
-    return jobs, [[repr(float(x)) if isinstance(x, (int, float, np.number)) else repr(x) for x in c] for c in columns]
+    return jobs, [
+        [repr(float(x)) if isinstance(x, (int, float, np.number)) else repr(x) for x in c]
+        for c in columns
+    ]
 
 
-@pytest.mark.parametrize("row", [None, "A,1,999,not-a-time,0.1,64,0,0,", "A,1,999,99.0,0.1",
-                                 '"A",1,999,99.0,0.1,64,0,0,', ",1,999,99.0,0.1,64,0,0,",
-                                 "None,1,999,99.0,0.1,64,0,0,"])
+@pytest.mark.parametrize(
+    "row",
+    [
+        None,
+        "A,1,999,not-a-time,0.1,64,0,0,",
+        "A,1,999,99.0,0.1",
+        '"A",1,999,99.0,0.1,64,0,0,',
+        ",1,999,99.0,0.1,64,0,0,",
+        "None,1,999,99.0,0.1,64,0,0,",
+    ],
+)
 def test_a_light_read_of_the_steps_gives_what_pandas_gives(tmp_path: Path, row: str | None) -> None:
     """``whole=False`` (predict): pyarrow's reader where it reads as pandas does, else pandas; no cache written."""
     run_dir = _rates_run(tmp_path)  # rows shuffled, a tie, a row without a step
-    if row is not None:  # text in a number, a short row, quotes, a row without a job, a job pandas reads as missing
+    if (
+        row is not None
+    ):  # text in a number, a short row, quotes, a row without a job, a job pandas reads as missing
         with open(run_dir / "steps.csv", "a") as f:
             f.write(row + "\n")
-    direct = trace.csv_columns(load_run(run_dir).table_bytes("steps"), ("process", "t"), jobs_as_pandas=True)
+    direct = trace.csv_columns(
+        load_run(run_dir).table_bytes("steps"), ("process", "t"), jobs_as_pandas=True
+    )
     agrees = row is None or row[0] in ',"'  # no row added, a row without a job, a quoted job name
     assert (direct is not None) == agrees, "pyarrow reads it only where pandas would read the same"
     light = load_run(run_dir).step_columns(trace.READ_STEP_COLUMNS, whole=False)
     assert not (run_dir / STEPS_CACHE).exists()
     full = load_run(run_dir).step_columns(trace.READ_STEP_COLUMNS)
-    (light_jobs, light_columns), (full_jobs, full_columns) = _jobs_and_columns(light), _jobs_and_columns(full)
+    (light_jobs, light_columns), (full_jobs, full_columns) = (
+        _jobs_and_columns(light),
+        _jobs_and_columns(full),
+    )
     assert light_jobs == full_jobs and light_columns == full_columns
 
 
-def test_the_small_tables_read_by_pyarrow_equal_the_csv_modules(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_small_tables_read_by_pyarrow_equal_the_csv_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, _, ab = _runs(tmp_path)
     with open(ab / "processes.csv", "a") as f:  # a job name the csv module keeps as written
         f.write("99.0,NA,3,12.5,100.0,4,,\n")
     tables = {t: list(trace.TABLES[t]) for t in ("device", "processes", "host")}
-    fast = {t: {c: evidence._column(load_run(ab), t, c) for c in columns} for t, columns in tables.items()}
+    fast = {
+        t: {c: evidence._column(load_run(ab), t, c) for c in columns}
+        for t, columns in tables.items()
+    }
     assert evidence._parsed(load_run(ab), "processes") is not None
     monkeypatch.setattr(evidence, "csv_columns", lambda *a, **k: None)  # the csv module alone
-    slow = {t: {c: evidence._column(load_run(ab), t, c) for c in columns} for t, columns in tables.items()}
+    slow = {
+        t: {c: evidence._column(load_run(ab), t, c) for c in columns}
+        for t, columns in tables.items()
+    }
     for t, columns in tables.items():
         for c in columns:
             a, b = fast[t][c], slow[t][c]
@@ -275,7 +354,7 @@ def test_table_bytes_are_the_table_text(tmp_path: Path) -> None:
     device = (ab / "device.csv").read_text().splitlines()
     header = device[0].split(",")
     older = [c for c in header if c not in trace.GPM_COLUMNS]  # recorded before the GPM columns
-    rows = [",".join(r.split(",")[:len(older)]) for r in device[1:]]
+    rows = [",".join(r.split(",")[: len(older)]) for r in device[1:]]
     (ab / "device.csv").write_text("\n".join([",".join(older), *rows]) + "\n")
     run = load_run(ab)
     for table in ("steps", "device", "processes", "host"):
@@ -284,8 +363,14 @@ def test_table_bytes_are_the_table_text(tmp_path: Path) -> None:
 
 def test_the_helper_process_gives_the_tests_computed_here() -> None:
     rng = np.random.default_rng(0)
-    batch = [dist.samples_of(dist.CPU, rng.normal(50, 5, 300), rng.normal(45, 5, 200)),
-             dist.samples_of(dist.GPU_UTIL, rng.integers(0, 3, 40).astype(float), rng.integers(0, 3, 30).astype(float))]
+    batch = [
+        dist.samples_of(dist.CPU, rng.normal(50, 5, 300), rng.normal(45, 5, 200)),
+        dist.samples_of(
+            dist.GPU_UTIL,
+            rng.integers(0, 3, 40).astype(float),
+            rng.integers(0, 3, 30).astype(float),
+        ),
+    ]
     here = [dist.result_of(s, st) for s, st in zip(batch, dist.scipy_stats(batch))]
     tests = stats_helper.Tests(helper=True)
     tests.run(batch)
@@ -305,7 +390,9 @@ def test_a_failing_helper_leaves_the_tests_to_this_process(monkeypatch: pytest.M
 def test_compare_with_the_helper_equals_compare_without(tmp_path: Path) -> None:
     xa, xb, ab = _runs(tmp_path)
     here = compare([load_run(xa), load_run(xb)], [load_run(ab)])
-    helped = compare([load_run(xa), load_run(xb)], [load_run(ab)], tests=stats_helper.Tests(helper=True))
+    helped = compare(
+        [load_run(xa), load_run(xb)], [load_run(ab)], tests=stats_helper.Tests(helper=True)
+    )
     assert helped.to_dict() == here.to_dict()
     assert [w.distributions for w in helped.workloads] == [w.distributions for w in here.workloads]
 
@@ -328,8 +415,13 @@ def test_the_helper_dies_with_compare_even_after_kill_9() -> None:
 
     import psutil
 
-    parent = subprocess.Popen([sys.executable, "-c", PARENT_OF_A_HELPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT_OF_A_HELPER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     helper_pid, keeper_pid = map(int, parent.stdout.readline().split())
     helper = psutil.Process(helper_pid)
     try:

@@ -61,11 +61,15 @@ def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return fake.build(tmp_path_factory.mktemp("fakenvml"))
 
 
-def run_with_fake(tmp_path: Path, lib: Path, scenario: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+def run_with_fake(
+    tmp_path: Path, lib: Path, scenario: str, *args: str, **env: str
+) -> subprocess.CompletedProcess:
     script = fake.write_scenario(tmp_path / "scenario.txt", scenario)
     environ = fake.environment(lib, script)
     environ.update(env)
-    return subprocess.run([*GPUMON, *args], env=environ, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*GPUMON, *args], env=environ, capture_output=True, text=True, timeout=120
+    )
 
 
 TWO_GPUS = """
@@ -78,50 +82,105 @@ NO_GPU = "driver 550.54.15\n"
 @pytest.mark.parametrize(
     ("scenario", "device", "mask", "says"),
     [
-        (TWO_GPUS, "cuda:7", None, "device cuda:7 is not here: 2 GPU(s) visible, cuda:0 to cuda:1 (found by NVML)"),
-        (TWO_GPUS, "cuda:1", "1", "device cuda:1 is not here: 1 GPU(s) visible, cuda:0 to cuda:0 (found by NVML, CUDA_VISIBLE_DEVICES='1')"),
-        (TWO_GPUS, "cuda", "", "device cuda is not here: no CUDA GPU visible (2 GPU(s) found by NVML, CUDA_VISIBLE_DEVICES=''); use --device cpu or auto"),
-        (NO_GPU, "cuda", None, "device cuda is not here: no CUDA GPU visible (0 GPU(s) found by NVML); use --device cpu or auto"),
+        (
+            TWO_GPUS,
+            "cuda:7",
+            None,
+            "device cuda:7 is not here: 2 GPU(s) visible, cuda:0 to cuda:1 (found by NVML)",
+        ),
+        (
+            TWO_GPUS,
+            "cuda:1",
+            "1",
+            "device cuda:1 is not here: 1 GPU(s) visible, cuda:0 to cuda:0 (found by NVML, CUDA_VISIBLE_DEVICES='1')",
+        ),
+        (
+            TWO_GPUS,
+            "cuda",
+            "",
+            "device cuda is not here: no CUDA GPU visible (2 GPU(s) found by NVML, CUDA_VISIBLE_DEVICES=''); use --device cpu or auto",
+        ),
+        (
+            NO_GPU,
+            "cuda",
+            None,
+            "device cuda is not here: no CUDA GPU visible (0 GPU(s) found by NVML); use --device cpu or auto",
+        ),
     ],
     ids=["index-past-the-last", "masked-by-cuda-visible-devices", "all-masked", "no-gpu-at-all"],
 )
-def test_missing_device_is_one_line_exit_2_and_no_run_dir(fake_lib, tmp_path, scenario, device, mask, says):
+def test_missing_device_is_one_line_exit_2_and_no_run_dir(
+    fake_lib, tmp_path, scenario, device, mask, says
+):
     env = {} if mask is None else {"CUDA_VISIBLE_DEVICES": mask}
     runs = tmp_path / "runs"
-    done = run_with_fake(tmp_path, fake_lib, scenario, "run", "fcn", "--headless", "--duration", "30",
-                         "--device", device, "--out", str(runs), **env)
+    done = run_with_fake(
+        tmp_path,
+        fake_lib,
+        scenario,
+        "run",
+        "fcn",
+        "--headless",
+        "--duration",
+        "30",
+        "--device",
+        device,
+        "--out",
+        str(runs),
+        **env,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr == f"gpumon: error: {says}\n"
     assert not runs.exists(), "nothing may start, not even the run directory"
 
 
 def test_present_devices_pass_the_check(fake_lib, tmp_path):
-    code = ("from gpumon.core.jobs.devices import check_device_present as c\n"
-            "for d in ('cuda', 'cuda:0', 'cuda:1'): c(d)\n"
-            "import os; os.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
-            "c('cuda:0')\n"  # the one visible device is cuda:0 to CUDA, whatever its NVML index
-            "print('ok')\n")
+    code = (
+        "from gpumon.core.jobs.devices import check_device_present as c\n"
+        "for d in ('cuda', 'cuda:0', 'cuda:1'): c(d)\n"
+        "import os; os.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
+        "c('cuda:0')\n"  # the one visible device is cuda:0 to CUDA, whatever its NVML index
+        "print('ok')\n"
+    )
     script = fake.write_scenario(tmp_path / "scenario.txt", TWO_GPUS)
-    done = subprocess.run([sys.executable, "-c", code], env=fake.environment(fake_lib, script),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=fake.environment(fake_lib, script),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.stdout == "ok\n", done.stderr
 
 
 def test_launch_dialog_and_experiments_use_the_same_check(fake_lib, tmp_path):
-    code = ("from gpumon.errors import UsageError\n"
-            "from gpumon.tui.screens.launch import build_request\n"
-            "try:\n    build_request('fcn', '', 'cuda:3', '')\n"
-            "except UsageError as e:\n    print(e)\n")
+    code = (
+        "from gpumon.errors import UsageError\n"
+        "from gpumon.tui.screens.launch import build_request\n"
+        "try:\n    build_request('fcn', '', 'cuda:3', '')\n"
+        "except UsageError as e:\n    print(e)\n"
+    )
     script = fake.write_scenario(tmp_path / "scenario.txt", TWO_GPUS)
-    done = subprocess.run([sys.executable, "-c", code], env=fake.environment(fake_lib, script),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=fake.environment(fake_lib, script),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.stdout.startswith("device cuda:3 is not here: 2 GPU(s) visible"), done.stderr
-    experiment = run_with_fake(tmp_path, fake_lib, TWO_GPUS, "experiment", "q2_pairwise", "--device", "cuda:3")
+    experiment = run_with_fake(
+        tmp_path, fake_lib, TWO_GPUS, "experiment", "q2_pairwise", "--device", "cuda:3"
+    )
     assert experiment.returncode == 2
-    assert experiment.stderr.startswith("gpumon: error: device cuda:3 is not here"), experiment.stderr
+    assert experiment.stderr.startswith("gpumon: error: device cuda:3 is not here"), (
+        experiment.stderr
+    )
 
 
-@pytest.mark.skipif(count_gpus().count in (0, None), reason="needs a machine with an NVIDIA GPU (real NVML)")
+@pytest.mark.skipif(
+    count_gpus().count in (0, None), reason="needs a machine with an NVIDIA GPU (real NVML)"
+)
 def test_real_gpus_pass_and_one_past_the_last_is_refused():
     visible = visible_gpus(count_gpus().count or 0, __import__("os").environ)
     if visible == 0:

@@ -16,12 +16,18 @@ def test_the_two_kinds_and_their_statuses() -> None:
     assert (UsageError.exit_status, EnvironmentFailure.exit_status) == (2, 1)
 
 
-def test_a_directory_that_cannot_be_written_is_exit_1_and_a_missing_run_exit_2(tmp_path: Path) -> None:
+def test_a_directory_that_cannot_be_written_is_exit_1_and_a_missing_run_exit_2(
+    tmp_path: Path,
+) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory\n")
     done = gpumon("export", str(RUN), "--csv", str(blocker / "out"))
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip() == f"gpumon: error: cannot create {blocker / 'out'}: Not a directory"
     missing = gpumon("export", str(tmp_path / "nothing"), "--csv", str(tmp_path / "out"))
-    assert missing.returncode == 2 and missing.stderr.startswith("gpumon: error: ") and "Traceback" not in missing.stderr
+    assert (
+        missing.returncode == 2
+        and missing.stderr.startswith("gpumon: error: ")
+        and "Traceback" not in missing.stderr
+    )
     assert len(missing.stderr.strip().splitlines()) == 1

@@ -105,7 +105,13 @@ def test_a_valid_spec_fills_defaults_and_merges_preset_options(tmp_path):
     tiny = spec.presets["tiny"]
     assert spec.analysis == "pairwise" and list(spec.presets) == ["tiny"]
     assert tiny.options == {"preset": "tiny", "threads": "1"}
-    assert (tiny.seconds, tiny.stagger, tiny.startup, tiny.repeats, tiny.interval_ms) == (4, 1, 30, 2, 100)
+    assert (tiny.seconds, tiny.stagger, tiny.startup, tiny.repeats, tiny.interval_ms) == (
+        4,
+        1,
+        30,
+        2,
+        100,
+    )
     assert tiny.warmup is None and tiny.device == "auto"
 
 
@@ -113,19 +119,31 @@ def test_a_valid_spec_fills_defaults_and_merges_preset_options(tmp_path):
     ("change", "message"),
     [
         (("seconds = 4", "secnds = 4"), "[run] unknown key 'secnds'"),
-        (('question = "Which pairs pay?"', 'question = "Q"\nauthor = "me"'), "[experiment] unknown key 'author'"),
+        (
+            ('question = "Which pairs pay?"', 'question = "Q"\nauthor = "me"'),
+            "[experiment] unknown key 'author'",
+        ),
         (("[presets.tiny]", "[preset.tiny]"), "unknown table 'preset'"),
         (("seconds = 4", "seconds = -1"), "[run] seconds: expected a number > 0, got -1"),
         (("repeats = 2", "repeats = 0"), "[presets.tiny] repeats: expected an integer >= 1, got 0"),
-        (("repeats = 2", "repeats = 1.5"), "[presets.tiny] repeats: expected an integer >= 1, got 1.5"),
-        (('pairs = "distinct"', 'pairs = "some"'), "[run] pairs: expected one of none, all, distinct"),
+        (
+            ("repeats = 2", "repeats = 1.5"),
+            "[presets.tiny] repeats: expected an integer >= 1, got 1.5",
+        ),
+        (
+            ('pairs = "distinct"', 'pairs = "some"'),
+            "[run] pairs: expected one of none, all, distinct",
+        ),
         (('pairs = "distinct"', 'pairs = [["fcn", "lstm"]]'), "pairs: unknown workload 'lstm'"),
         (('pairs = "distinct"', ""), "the pairwise analysis needs pairs"),
-        (('analysis = "pairwise"', 'analysis = "magic"'), "[experiment] analysis: expected one of pairwise"),
+        (
+            ('analysis = "pairwise"', 'analysis = "magic"'),
+            "[experiment] analysis: expected one of pairwise",
+        ),
         (('["fcn", "gemm"]', "[]"), "[run] workloads: expected a non-empty list of workload specs"),
         (('["fcn", "gemm"]', '["fcn", "gpt"]'), "unknown workload 'gpt'"),
-        (('threads = 1 }', 'threads = 0 }'), "bad value for threads: '0'"),
-        (('threads = 1 }', 'thread = 1 }'), "unknown option 'thread'"),
+        (("threads = 1 }", "threads = 0 }"), "bad value for threads: '0'"),
+        (("threads = 1 }", "thread = 1 }"), "unknown option 'thread'"),
         (("stagger = 1", "stagger = true"), "[run] stagger: expected a number >= 0, got True"),
         (('name = "pairs"', 'name = "Pairs!"'), "[experiment] name: expected lower-case letters"),
         (("seconds = 4\n", "seconds = [4\n"), "not valid TOML"),
@@ -140,12 +158,22 @@ def test_bad_specs_name_the_table_and_key(tmp_path, change, message):
 
 
 def test_layout_errors(tmp_path):
-    assert "sweep/points only go with" in error_of(PAIRWISE.replace('pairs = "distinct"', 'pairs = "all"\nsweep = { batch = [1] }'), tmp_path)
-    assert "needs a sweep table or points" in error_of(SWEEP.replace("sweep = { batch = [16, 64] }", "").replace(
-        'points = [{ input = "synthetic" }, { input = "disk", workers = 2 }]', ""), tmp_path)
-    assert "[prices] needs a price per hour for cuda" in error_of(COST.replace("cuda = 3.0", ""), tmp_path)
+    assert "sweep/points only go with" in error_of(
+        PAIRWISE.replace('pairs = "distinct"', 'pairs = "all"\nsweep = { batch = [1] }'), tmp_path
+    )
+    assert "needs a sweep table or points" in error_of(
+        SWEEP.replace("sweep = { batch = [16, 64] }", "").replace(
+            'points = [{ input = "synthetic" }, { input = "disk", workers = 2 }]', ""
+        ),
+        tmp_path,
+    )
+    assert "[prices] needs a price per hour for cuda" in error_of(
+        COST.replace("cuda = 3.0", ""), tmp_path
+    )
     assert "input=disk is not available" in error_of(SWEEP.replace('["fcn"]', '["gemm"]'), tmp_path)
-    assert "sets batch, which the sweep varies" in error_of(SWEEP.replace('["fcn"]', '["fcn:batch=8"]'), tmp_path)
+    assert "sets batch, which the sweep varies" in error_of(
+        SWEEP.replace('["fcn"]', '["fcn:batch=8"]'), tmp_path
+    )
 
 
 def test_cli_reports_a_bad_spec_in_one_line_with_exit_2(tmp_path, capsys):
@@ -161,8 +189,16 @@ def test_cli_reports_a_bad_spec_in_one_line_with_exit_2(tmp_path, capsys):
 def test_every_shipped_spec_parses_and_expands_in_every_preset():
     paths = shipped_specs()
     names = {p.stem for p in paths}
-    assert names >= {"q1_memory_fraction", "q2_pairwise", "q3_operators", "q4_contention", "cpu_threads",
-                     "input_pipeline", "batch_size", "device_cost"}
+    assert names >= {
+        "q1_memory_fraction",
+        "q2_pairwise",
+        "q3_operators",
+        "q4_contention",
+        "cpu_threads",
+        "input_pipeline",
+        "batch_size",
+        "device_cost",
+    }
     for path in paths:
         spec = load_spec(path)
         assert spec.name == path.stem and {"tiny", "paper"} <= set(spec.presets)
@@ -172,7 +208,10 @@ def test_every_shipped_spec_parses_and_expands_in_every_preset():
 
 
 def test_q1_on_the_cpu_says_it_needs_cuda_and_exits_0(tmp_path, capsys):
-    assert main(["experiment", "q1_memory_fraction", "--device", "cpu", "--out", str(tmp_path / "q1")]) == 0
+    assert (
+        main(["experiment", "q1_memory_fraction", "--device", "cpu", "--out", str(tmp_path / "q1")])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "needs CUDA" in out and "no numbers are reported" in out
     assert not (tmp_path / "q1").exists()
@@ -184,19 +223,35 @@ def test_q1_on_the_cpu_says_it_needs_cuda_and_exits_0(tmp_path, capsys):
 def test_pairwise_expansion_runs_repeats_outermost_exclusive_first(tmp_path):
     spec = spec_of(PAIRWISE, tmp_path)
     cells = expand(spec, spec.presets["tiny"], "cpu")
-    assert [c.id for c in cells] == ["x-fcn-r1", "x-gemm-r1", "s-fcn+gemm-r1", "x-fcn-r2", "x-gemm-r2", "s-fcn+gemm-r2"]
+    assert [c.id for c in cells] == [
+        "x-fcn-r1",
+        "x-gemm-r1",
+        "s-fcn+gemm-r1",
+        "x-fcn-r2",
+        "x-gemm-r2",
+        "s-fcn+gemm-r2",
+    ]
     shared = cells[2]
     assert shared.mode == "shared" and shared.jobs[0].spec == "fcn:preset=tiny,threads=1"
     assert shared.duration_s == 1 + 30 + 4 and cells[0].duration_s == 30 + 4
     assert shared.group == "s-fcn+gemm" and cells[5].group == shared.group
     argv = cell_argv(shared, tmp_path / "runs", tmp_path / "scratch")
-    assert argv[argv.index("run"):][:3] == ["run", "fcn:preset=tiny,threads=1", "gemm:preset=tiny,threads=1"]
-    assert argv[argv.index("--stagger") + 1] == "1" and argv[argv.index("--label") + 1] == "s-fcn+gemm-r1"
+    assert argv[argv.index("run") :][:3] == [
+        "run",
+        "fcn:preset=tiny,threads=1",
+        "gemm:preset=tiny,threads=1",
+    ]
+    assert (
+        argv[argv.index("--stagger") + 1] == "1"
+        and argv[argv.index("--label") + 1] == "s-fcn+gemm-r1"
+    )
     assert "--stagger" not in cell_argv(cells[0], tmp_path / "runs", tmp_path / "scratch")
 
 
 def test_all_pairs_include_self_pairs_and_duplicate_workloads_get_keys(tmp_path):
-    text = PAIRWISE.replace('pairs = "distinct"', 'pairs = "all"').replace('["fcn", "gemm"]', '["fcn", "fcn:batch=8"]')
+    text = PAIRWISE.replace('pairs = "distinct"', 'pairs = "all"').replace(
+        '["fcn", "gemm"]', '["fcn", "fcn:batch=8"]'
+    )
     spec = spec_of(text, tmp_path)
     ids = [c.id for c in expand(spec, spec.presets["tiny"], "cpu") if c.repeat == 1]
     assert ids == ["x-fcn-r1", "x-fcn-2-r1", "s-fcn+fcn-r1", "s-fcn+fcn-2-r1", "s-fcn-2+fcn-2-r1"]
@@ -206,8 +261,10 @@ def test_sweep_expansion_is_points_times_the_product_of_the_sweep(tmp_path):
     spec = spec_of(SWEEP, tmp_path)
     cells = expand(spec, spec.presets["default"], "cpu")
     assert [c.id for c in cells] == [
-        "x-fcn-inputsynthetic-batch16-r1", "x-fcn-inputsynthetic-batch64-r1",
-        "x-fcn-inputdisk-workers2-batch16-r1", "x-fcn-inputdisk-workers2-batch64-r1",
+        "x-fcn-inputsynthetic-batch16-r1",
+        "x-fcn-inputsynthetic-batch64-r1",
+        "x-fcn-inputdisk-workers2-batch16-r1",
+        "x-fcn-inputdisk-workers2-batch64-r1",
     ]
     assert cells[3].jobs[0].spec == "fcn:batch=64,input=disk,workers=2"
     assert all(c.mode == "exclusive" for c in cells)
@@ -216,16 +273,38 @@ def test_sweep_expansion_is_points_times_the_product_of_the_sweep(tmp_path):
 def test_device_cost_cells_use_the_chosen_gpu(tmp_path):
     spec = spec_of(COST, tmp_path)
     cells = expand(spec, spec.presets["default"], "cuda:1")
-    assert [(c.id, c.device) for c in cells] == [("x-fcn-cpu-r1", "cpu"), ("x-fcn-cuda-1-r1", "cuda:1")]
+    assert [(c.id, c.device) for c in cells] == [
+        ("x-fcn-cpu-r1", "cpu"),
+        ("x-fcn-cuda-1-r1", "cuda:1"),
+    ]
     assert [c.device for c in expand(spec, spec.presets["default"], "cpu")] == ["cpu", "cuda"]
 
 
 def test_dry_run_lists_cells_and_commands(tmp_path, capsys):
     path = tmp_path / "pairs.toml"
     path.write_text(PAIRWISE)
-    assert main(["experiment", str(path), "--dry-run", "--device", "cpu", "--out", str(tmp_path / "x"), "--repeats", "1"]) == 0
+    assert (
+        main(
+            [
+                "experiment",
+                str(path),
+                "--dry-run",
+                "--device",
+                "cpu",
+                "--out",
+                str(tmp_path / "x"),
+                "--repeats",
+                "1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    assert out.startswith(f"3 cells into {tmp_path / 'x'}") and "s-fcn+gemm-r1" in out and "x-fcn-r2" not in out
+    assert (
+        out.startswith(f"3 cells into {tmp_path / 'x'}")
+        and "s-fcn+gemm-r1" in out
+        and "x-fcn-r2" not in out
+    )
     assert not (tmp_path / "x").exists()
 
 
@@ -235,8 +314,10 @@ def test_dry_run_lists_cells_and_commands(tmp_path, capsys):
 def fake_run(directory: Path, cell: Cell, rate: float = 10.0) -> str:
     """A synthetic run directory for ``cell``: each job steps at ``rate`` it/s alone, half that shared."""
     step = 1 / rate if cell.mode == "exclusive" else 2 / rate
-    jobs = [Job(slot=s, spec=j.spec, phases=((12.0, step),), start=i * 1.0, seed=i)
-            for i, (s, j) in enumerate(zip("AB", cell.jobs))]
+    jobs = [
+        Job(slot=s, spec=j.spec, phases=((12.0, step),), start=i * 1.0, seed=i)
+        for i, (s, j) in enumerate(zip("AB", cell.jobs))
+    ]
     path = write_run(directory / "runs" / cell.id, jobs, label=cell.id)
     return str(path.relative_to(directory))
 
@@ -244,7 +325,13 @@ def fake_run(directory: Path, cell: Cell, rate: float = 10.0) -> str:
 class FakeExecutor:
     """Stands in for ``gpumon run``: records calls; an interrupt arrives during cell number ``interrupt_at``."""
 
-    def __init__(self, directory: Path, scheduler_box: list, interrupt_at: int | None = None, fail: str | None = None):
+    def __init__(
+        self,
+        directory: Path,
+        scheduler_box: list,
+        interrupt_at: int | None = None,
+        fail: str | None = None,
+    ):
         self.directory = directory
         self.scheduler_box = scheduler_box
         self.interrupt_at = interrupt_at
@@ -255,20 +342,39 @@ class FakeExecutor:
         self.calls.append(cell.id)
         if len(self.calls) == self.interrupt_at:
             self.scheduler_box[0].signal_received = signal.SIGINT
-            return CellRecord(id=cell.id, status=INTERRUPTED, config=cell.config(), reason="stopped by a signal")
+            return CellRecord(
+                id=cell.id, status=INTERRUPTED, config=cell.config(), reason="stopped by a signal"
+            )
         if cell.id == self.fail:
-            return CellRecord(id=cell.id, status=FAILED, config=cell.config(), reason="OOM: A (fcn): out of memory")
-        return CellRecord(id=cell.id, status=OK, config=cell.config(), run=fake_run(self.directory, cell), elapsed_s=1.0)
+            return CellRecord(
+                id=cell.id,
+                status=FAILED,
+                config=cell.config(),
+                reason="OOM: A (fcn): out of memory",
+            )
+        return CellRecord(
+            id=cell.id,
+            status=OK,
+            config=cell.config(),
+            run=fake_run(self.directory, cell),
+            elapsed_s=1.0,
+        )
 
 
 def run_with(
-    directory: Path, cells: list[Cell], executor_args: dict, retry_failed: bool = False, name: str = "pairs"
+    directory: Path,
+    cells: list[Cell],
+    executor_args: dict,
+    retry_failed: bool = False,
+    name: str = "pairs",
 ) -> tuple[FakeExecutor, int | None, str]:
     manifest = Manifest.open(directory, {"name": name})
     box: list = []
     executor = FakeExecutor(directory, box, **executor_args)
     stream = io.StringIO()
-    scheduler = CellScheduler(manifest, lambda: NO_CUDA, retry_failed=retry_failed, stream=stream, execute=executor)
+    scheduler = CellScheduler(
+        manifest, lambda: NO_CUDA, retry_failed=retry_failed, stream=stream, execute=executor
+    )
     box.append(scheduler)
     return executor, scheduler.run(cells), stream.getvalue()
 
@@ -281,11 +387,19 @@ def test_resume_after_an_interrupt_skips_completed_cells(tmp_path):
     assert signum == signal.SIGINT and first.calls == ["x-fcn-r1", "x-gemm-r1", "s-fcn+gemm-r1"]
     saved = json.loads((out / "cells.json").read_text())
     assert [(c["id"], c["status"]) for c in saved["cells"]] == [
-        ("x-fcn-r1", OK), ("x-gemm-r1", OK), ("s-fcn+gemm-r1", INTERRUPTED)]
+        ("x-fcn-r1", OK),
+        ("x-gemm-r1", OK),
+        ("s-fcn+gemm-r1", INTERRUPTED),
+    ]
     assert saved["cells"][0]["run"] == "runs/x-fcn-r1"
 
     second, signum, log = run_with(out, cells, {})
-    assert signum is None and second.calls == ["s-fcn+gemm-r1", "x-fcn-r2", "x-gemm-r2", "s-fcn+gemm-r2"]
+    assert signum is None and second.calls == [
+        "s-fcn+gemm-r1",
+        "x-fcn-r2",
+        "x-gemm-r2",
+        "s-fcn+gemm-r2",
+    ]
     assert "[1/6] x-fcn-r1: ok: done earlier" in log and "[6/6] s-fcn+gemm-r2: ok in 0:01" in log
     assert "\x1b[" not in log
 
@@ -299,7 +413,10 @@ def test_failed_cells_are_recorded_and_the_sweep_goes_on(tmp_path):
     out = tmp_path / "exp"
     first, _, log = run_with(out, cells, {"fail": "x-gemm-r1"})
     assert first.calls == ["x-fcn-r1", "x-gemm-r1", "s-fcn+gemm-r1"]
-    assert "x-gemm-r1: failed in 0:01: OOM" not in log and "x-gemm-r1: failed: OOM: A (fcn): out of memory" in log
+    assert (
+        "x-gemm-r1: failed in 0:01: OOM" not in log
+        and "x-gemm-r1: failed: OOM: A (fcn): out of memory" in log
+    )
     again, _, _ = run_with(out, cells, {})
     assert again.calls == []
     retried, _, _ = run_with(out, cells, {}, retry_failed=True)
@@ -342,7 +459,12 @@ def test_progress_on_a_terminal_redraws_one_line_and_honours_no_color(monkeypatc
     progress.start("x-fcn-r1", 5.0)
     progress.finish("ok", 9.0)
     text = stream.getvalue()
-    assert "\r" in text and "ETA" in text and "[1/2] x-fcn-r1: ok in 0:09" in text and "\x1b[32m" not in text
+    assert (
+        "\r" in text
+        and "ETA" in text
+        and "[1/2] x-fcn-r1: ok in 0:09" in text
+        and "\x1b[32m" not in text
+    )
     assert progress.extra == 4.0 and progress.eta() == pytest.approx(5.0 + 4.0)
 
 
@@ -352,7 +474,10 @@ def test_progress_on_a_terminal_redraws_one_line_and_honours_no_color(monkeypatc
 def test_steps_tail_reads_only_complete_lines_and_measures_the_overlap(tmp_path):
     path = tmp_path / "steps.csv"
     header = "process,pid,step,t,iter_s,samples,warmup,copy_bytes,copy_s\n"
-    path.write_text(header + "A,1,0,1.0,0.1,64,1,0,\nA,1,1,2.0,0.1,64,0,0,\nA,1,2,5.0,0.1,64,0,0,\nB,2,0,3.0,0.1,,0")
+    path.write_text(
+        header
+        + "A,1,0,1.0,0.1,64,1,0,\nA,1,1,2.0,0.1,64,0,0,\nA,1,2,5.0,0.1,64,0,0,\nB,2,0,3.0,0.1,,0"
+    )
     tail = StepsTail(path)
     tail.poll()
     assert tail.measured(("A",)) == 3.0 and not tail.started(("A", "B"))
@@ -363,42 +488,72 @@ def test_steps_tail_reads_only_complete_lines_and_measures_the_overlap(tmp_path)
 
 
 def test_failure_reason_names_out_of_memory():
-    oom = WorkloadRecord("A", spec="resnet50", exit_status=1,
-                         tail="Traceback...\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB")
+    oom = WorkloadRecord(
+        "A",
+        spec="resnet50",
+        exit_status=1,
+        tail="Traceback...\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB",
+    )
     assert failure_reason(oom).startswith("OOM: A (resnet50): torch.OutOfMemoryError")
-    assert failure_reason(WorkloadRecord("B", spec="fcn", exit_status=-9, tail="")) == "B (fcn) exited with status -9"
+    assert (
+        failure_reason(WorkloadRecord("B", spec="fcn", exit_status=-9, tail=""))
+        == "B (fcn) exited with status -9"
+    )
 
 
 def test_similarities():
     assert weighted_jaccard({"a": 0.5, "b": 0.5}, {"a": 0.5, "b": 0.5}) == 1.0
     assert weighted_jaccard({"a": 1.0}, {"b": 1.0}) == 0.0
-    assert weighted_jaccard({"a": 0.75, "b": 0.25}, {"a": 0.25, "b": 0.75}) == pytest.approx(0.5 / 1.5)
+    assert weighted_jaccard({"a": 0.75, "b": 0.25}, {"a": 0.25, "b": 0.75}) == pytest.approx(
+        0.5 / 1.5
+    )
     assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3)
 
 
 def test_speedscope_and_operator_profiles_are_read(tmp_path):
     speedscope = {
-        "shared": {"frames": [{"name": "main", "file": "/x/train.py", "line": 1},
-                              {"name": "step", "file": "/x/train.py", "line": 9}]},
-        "profiles": [{"type": "sampled", "samples": [[0, 1], [0, 1], [0]], "weights": [0.01, 0.01, 0.01]}],
+        "shared": {
+            "frames": [
+                {"name": "main", "file": "/x/train.py", "line": 1},
+                {"name": "step", "file": "/x/train.py", "line": 9},
+            ]
+        },
+        "profiles": [
+            {"type": "sampled", "samples": [[0, 1], [0, 1], [0]], "weights": [0.01, 0.01, 0.01]}
+        ],
     }
     (tmp_path / "p.json").write_text(json.dumps(speedscope))
     rec = read_speedscope(tmp_path / "p.json", "fcn", None)
     assert rec.self_s == pytest.approx({"step (train.py:9)": 0.02, "main (train.py:1)": 0.01})
     assert rec.total_s["main (train.py:1)"] == pytest.approx(0.03)
-    ops = {"steps": 10, "device_times": False, "device_note": "device times need CUDA",
-           "ops": [{"name": "aten::mm", "calls": 30, "self_cpu_us": 900.0, "self_device_us": 0.0},
-                   {"name": "Optimizer.step", "calls": 10, "self_cpu_us": 50.0, "self_device_us": 0.0}]}
+    ops = {
+        "steps": 10,
+        "device_times": False,
+        "device_note": "device times need CUDA",
+        "ops": [
+            {"name": "aten::mm", "calls": 30, "self_cpu_us": 900.0, "self_device_us": 0.0},
+            {"name": "Optimizer.step", "calls": 10, "self_cpu_us": 50.0, "self_device_us": 0.0},
+        ],
+    }
     (tmp_path / "o.json").write_text(json.dumps(ops))
     profile = read_profile(tmp_path / "o.json", "fcn", "gemm")
-    assert profile.cpu_us == {"aten::mm": 900.0} and profile.steps == 10 and profile.partner == "gemm"
+    assert (
+        profile.cpu_us == {"aten::mm": 900.0} and profile.steps == 10 and profile.partner == "gemm"
+    )
 
 
 # --- reports from synthetic runs with known answers ---------------------------------------------
 
 
 def context_for(directory: Path, spec, preset: str, cells: list[Cell]) -> Context:
-    return Context(spec, spec.presets[preset], preset, "cpu", cells, Manifest.open(directory, {"name": spec.name}))
+    return Context(
+        spec,
+        spec.presets[preset],
+        preset,
+        "cpu",
+        cells,
+        Manifest.open(directory, {"name": spec.name}),
+    )
 
 
 def test_pairwise_report_fills_the_matrix_and_traces_every_value(tmp_path):
@@ -413,16 +568,33 @@ def test_pairwise_report_fills_the_matrix_and_traces_every_value(tmp_path):
     assert "4.00 vs 4.00" in text
     for cell in cells:
         assert f"| {cell.id} | ok | [{cell.id}](runs/{cell.id}) |" in text
-    for name in ("slowdown_heatmap.png", "stp.png", "slowdown_matrix.csv", "stp.csv", "pairs/fcn+gemm/report.md"):
+    for name in (
+        "slowdown_heatmap.png",
+        "stp.png",
+        "slowdown_matrix.csv",
+        "stp.csv",
+        "pairs/fcn+gemm/report.md",
+    ):
         assert (out / name).is_file(), name
     matrix = pd.read_csv(out / "slowdown_matrix.csv")
     assert matrix["slowdown"].round(2).tolist() == [2.0, 2.0]
     assert matrix["shared_runs"].tolist() == ["runs/s-fcn+gemm-r1"] * 2
     # r = 2 for both, so STP = 1/2 + 1/2 = 1 exactly: an interval on 1 cannot say that sharing pays or loses
-    assert ("- **fcn+gemm**: cannot tell whether sharing pays: together they do 1.00× the work of one alone "
-            "(STP 1.00 [1.00, 1.00]), an interval that straddles 1; fcn runs 2.0× slower") in text
-    assert "fcn runs 2.0× slower" in text and "Intervals cover the noise within one run only" in text
-    assert {"cause", "gpu_share", "link_share", "cpu_share", "unexplained_share", "evidence"} <= set(matrix.columns)
+    assert (
+        "- **fcn+gemm**: cannot tell whether sharing pays: together they do 1.00× the work of one alone "
+        "(STP 1.00 [1.00, 1.00]), an interval that straddles 1; fcn runs 2.0× slower"
+    ) in text
+    assert (
+        "fcn runs 2.0× slower" in text and "Intervals cover the noise within one run only" in text
+    )
+    assert {
+        "cause",
+        "gpu_share",
+        "link_share",
+        "cpu_share",
+        "unexplained_share",
+        "evidence",
+    } <= set(matrix.columns)
 
 
 def test_sweep_report_shows_failed_points_and_rates(tmp_path):
@@ -442,13 +614,21 @@ def test_device_cost_report_prices_the_cpu_and_says_the_gpu_needs_a_gpu(tmp_path
     out = tmp_path / "exp"
     run_with(out, cells, {}, name=spec.name)
     text = write_results(context_for(out, spec, "default", cells)).read_text()
-    assert "| fcn | cpu | 10.00 (" in text and "| 100.0 (" in text and "| 0.5 | 0.0139 (0.0139–0.0139) |" in text
-    assert "the GPU side needs a GPU (skipped: needs CUDA: no NVIDIA driver on this machine)" in text
+    assert (
+        "| fcn | cpu | 10.00 (" in text
+        and "| 100.0 (" in text
+        and "| 0.5 | 0.0139 (0.0139–0.0139) |" in text
+    )
+    assert (
+        "the GPU side needs a GPU (skipped: needs CUDA: no NVIDIA driver on this machine)" in text
+    )
 
 
 def test_the_experiment_process_never_imports_torch_or_textual():
     modules = ["cellrun", "report", "cells", "spec", "manifest", "pyspy", "device", "progress"]
-    code = "; ".join(["import gpumon.commands.experiment", *(f"import gpumon.experiments.{m}" for m in modules)])
+    code = "; ".join(
+        ["import gpumon.commands.experiment", *(f"import gpumon.experiments.{m}" for m in modules)]
+    )
     code += "; import sys; print('torch' in sys.modules, 'textual' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "False False", done.stderr
@@ -456,7 +636,9 @@ def test_the_experiment_process_never_imports_torch_or_textual():
 
 def test_missing_ptrace_permission_is_a_clear_reason_not_a_crash(tmp_path, monkeypatch):
     fake = tmp_path / "py-spy"
-    fake.write_text("#!/bin/sh\necho 'Error: Permission Denied: Try running again with elevated permissions' >&2\nexit 1\n")
+    fake.write_text(
+        "#!/bin/sh\necho 'Error: Permission Denied: Try running again with elevated permissions' >&2\nexit 1\n"
+    )
     fake.chmod(0o755)
     monkeypatch.setattr(pyspy, "find_py_spy", lambda: str(fake))
     found = pyspy.check_pyspy()

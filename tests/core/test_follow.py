@@ -31,8 +31,17 @@ from tests.helpers import wait_for
 
 def _meta(runner: RunnerInfo) -> RunMeta:
     meta = initial_meta(
-        label="t", mode="exclusive", clock_t0_ns=time.monotonic_ns(), started_at="2026-11-25T00:00:00", interval_ms=100,
-        device="cpu", stagger_s=0.0, host={}, gpu=None, nvml=SourceStatus("nvml", False, "disabled"), versions={},
+        label="t",
+        mode="exclusive",
+        clock_t0_ns=time.monotonic_ns(),
+        started_at="2026-11-25T00:00:00",
+        interval_ms=100,
+        device="cpu",
+        stagger_s=0.0,
+        host={},
+        gpu=None,
+        nvml=SourceStatus("nvml", False, "disabled"),
+        versions={},
         workloads=[WorkloadRecord("A", spec="gemm", kind="builtin", argv=[])],
     )
     meta.runner = runner
@@ -80,15 +89,29 @@ def test_a_run_written_by_the_recorder_is_followed_until_it_completes(tmp_path) 
     writer.publish(LogLine("A", 1.0, "epoch 1"))
     writer.publish(Notice(1.2, "another process uses the GPU"))
     source.start()
-    wait_for(lambda: len(seen.of(StepEvent)) == 20 and seen.of(LogLine) and seen.of(Notice), timeout=10,
-             what="the first flush followed")
+    wait_for(
+        lambda: len(seen.of(StepEvent)) == 20 and seen.of(LogLine) and seen.of(Notice),
+        timeout=10,
+        what="the first flush followed",
+    )
     states = [(s.state, s.pid) for s in seen.of(WorkloadState)]
     assert states == [("starting", None), ("running", 4242)]
-    assert seen.of(SourceStatus)[0].available is False and seen.of(SourceStatus)[0].reason == "disabled"
+    assert (
+        seen.of(SourceStatus)[0].available is False
+        and seen.of(SourceStatus)[0].reason == "disabled"
+    )
     assert [s.step for s in seen.of(StepEvent)] == list(range(1, 21))
-    assert seen.items.index(seen.of(WorkloadState)[0]) < seen.items.index(seen.of(StepEvent)[0])  # start before steps
-    assert seen.of(HostSample)[0].per_core == (75.0, 25.0)  # each core's CPU, for the viewer's cores line
-    assert seen.of(LogLine)[0].text == "epoch 1" and seen.of(Notice)[0].text == "another process uses the GPU"
+    assert seen.items.index(seen.of(WorkloadState)[0]) < seen.items.index(
+        seen.of(StepEvent)[0]
+    )  # start before steps
+    assert seen.of(HostSample)[0].per_core == (
+        75.0,
+        25.0,
+    )  # each core's CPU, for the viewer's cores line
+    assert (
+        seen.of(LogLine)[0].text == "epoch 1"
+        and seen.of(Notice)[0].text == "another process uses the GPU"
+    )
     assert source.now() >= 2.5  # the runner's clock, not the last record's
 
     writer.publish(StepEvent("A", 4242, 21, 2.6, 0.1, 32.0))
@@ -131,12 +154,16 @@ def test_the_newest_tick_of_other_processes_waits_for_the_rest_of_its_rows(tmp_p
     ticks = seen.of(GpuOthers)
     assert [o.t for o in ticks] == [1.0, 1.5]
     assert [p.pid for p in ticks[1].processes] == [11, 12]
-    assert isinstance(ticks[1].processes[1], OtherGpuProcess) and ticks[1].processes[1].user == "eve"
+    assert (
+        isinstance(ticks[1].processes[1], OtherGpuProcess) and ticks[1].processes[1].user == "eve"
+    )
 
 
 def test_a_run_whose_runner_died_is_read_to_its_end_and_ends_as_interrupted(tmp_path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    runner = RunnerInfo(dead.pid, psutil.Process(dead.pid).create_time(), 0, "me", RunnerInfo.current().host)
+    runner = RunnerInfo(
+        dead.pid, psutil.Process(dead.pid).create_time(), 0, "me", RunnerInfo.current().host
+    )
     dead.wait()
     run_dir = _handmade_run(tmp_path, runner)  # a runner killed with -9 leaves run.json "recording"
     with open(run_dir / "steps.csv", "a") as f:
@@ -166,9 +193,16 @@ def test_a_jobs_rows_read_before_run_json_says_it_started_wait_for_its_start(tmp
         meta.workloads[0].start_t, meta.workloads[0].pid = 0.5, 4242
         (run_dir / "run.json").write_text(json.dumps(meta.to_json()))
         source.poll()
-        started = [(type(i).__name__, getattr(i, "state", getattr(i, "step", None))) for i in seen.items
-                   if isinstance(i, (WorkloadState, StepEvent))]
-        assert started == [("WorkloadState", "starting"), ("WorkloadState", "running"), ("StepEvent", 1),
-                           ("StepEvent", 2)]
+        started = [
+            (type(i).__name__, getattr(i, "state", getattr(i, "step", None)))
+            for i in seen.items
+            if isinstance(i, (WorkloadState, StepEvent))
+        ]
+        assert started == [
+            ("WorkloadState", "starting"),
+            ("WorkloadState", "running"),
+            ("StepEvent", 1),
+            ("StepEvent", 2),
+        ]
     finally:
         lock.release()

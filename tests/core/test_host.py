@@ -89,7 +89,9 @@ SPAWNER = textwrap.dedent(
 @pytest.fixture
 def spawner():
     """A process whose main thread or a second thread forks a child on request ("main" / "thread"): its PID."""
-    proc = subprocess.Popen([sys.executable, "-c", SPAWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SPAWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
 
     def spawn(where: str) -> int:
         proc.stdin.write(where + "\n")
@@ -104,11 +106,16 @@ def spawner():
 
 
 @pytest.mark.skipif(not host.PROC_CHILDREN, reason="needs /proc/PID/task/TID/children")
-def test_between_full_looks_a_tree_reads_each_main_thread_and_keeps_the_children_it_knows(spawner, monkeypatch):
+def test_between_full_looks_a_tree_reads_each_main_thread_and_keeps_the_children_it_knows(
+    spawner, monkeypatch
+):
     root, spawn = spawner
     source = HostSource()
     by_thread = spawn("thread")
-    assert source.tree_pids(root, every_thread=False) == [root, by_thread]  # a PID seen for the first time: in full
+    assert source.tree_pids(root, every_thread=False) == [
+        root,
+        by_thread,
+    ]  # a PID seen for the first time: in full
 
     listed: list[str] = []
     listdir = host.os.listdir

@@ -26,8 +26,15 @@ def _roots(node: ast.AST) -> set[str]:
         return {alias.name.split(".")[0] for alias in node.names}
     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
         return {node.module.split(".")[0]}
-    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__"):
-        return {a.value.split(".")[0] for a in node.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+        "import_module",
+        "__import__",
+    ):
+        return {
+            a.value.split(".")[0]
+            for a in node.args[:1]
+            if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        }
     return set()
 
 
@@ -35,7 +42,9 @@ def _forbidden_imports(path: Path) -> list[tuple[str, str]]:
     """(module, where) for every import of textual, and every torch import outside the allowed functions."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found = [(root, "<module>") for node in ast.walk(tree) for root in _roots(node) & {"textual"}]
-    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    functions = [
+        n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
     inside = {id(sub): f.name for f in functions for sub in ast.walk(f)}
     for node in ast.walk(tree):
         if "torch" in _roots(node):
@@ -53,8 +62,13 @@ def test_no_core_module_imports_textual_or_torch():
 
 
 def _loaded_after(code: str) -> dict[str, bool]:
-    probe = code + f"\nimport json, sys\nprint(json.dumps({{m: m in sys.modules for m in {FORBIDDEN!r}}}))"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    probe = (
+        code
+        + f"\nimport json, sys\nprint(json.dumps({{m: m in sys.modules for m in {FORBIDDEN!r}}}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -62,7 +76,9 @@ def _loaded_after(code: str) -> dict[str, bool]:
 def test_importing_every_core_module_loads_neither_textual_nor_torch():
     names = [m.name for m in pkgutil.walk_packages(gpumon.core.__path__, "gpumon.core.")]
     assert "gpumon.core.capture.session" in names and "gpumon.core.sources.replay" in names
-    loaded = _loaded_after("import importlib\n" + "".join(f"importlib.import_module({n!r})\n" for n in names))
+    loaded = _loaded_after(
+        "import importlib\n" + "".join(f"importlib.import_module({n!r})\n" for n in names)
+    )
     assert loaded == {"textual": False, "torch": False}
 
 
@@ -74,8 +90,10 @@ def test_cli_and_run_help_never_import_torch():
 
 def test_building_the_parser_leaves_doctor_and_nvml_unimported():
     """Every command parses its arguments first: `gpumon compare` must not pay for doctor's NVML imports."""
-    code = ("import json, sys\nfrom gpumon.cli import build_parser\nbuild_parser().parse_args(['compare', '--shared', 'x'])\n"
-            "print(json.dumps(sorted(m for m in ('gpumon.checks.doctor', 'pynvml', 'gpumon.core.sources.nvml') if m in sys.modules)))")
+    code = (
+        "import json, sys\nfrom gpumon.cli import build_parser\nbuild_parser().parse_args(['compare', '--shared', 'x'])\n"
+        "print(json.dumps(sorted(m for m in ('gpumon.checks.doctor', 'pynvml', 'gpumon.core.sources.nvml') if m in sys.modules)))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
@@ -143,15 +161,28 @@ def test_the_core_never_imports_the_workloads_package():
 
 def test_only_the_entry_point_imports_the_cli():
     """No circle: analysis, experiments, the TUI and the core never import gpumon.cli."""
-    files = [f for f in sorted(PACKAGE.rglob("*.py")) if f.name != "__main__.py" and f != PACKAGE / "cli.py"]
+    files = [
+        f
+        for f in sorted(PACKAGE.rglob("*.py"))
+        if f.name != "__main__.py" and f != PACKAGE / "cli.py"
+    ]
     assert len(files) > 50
     assert _importers(files, "gpumon.cli") == []
 
 
 # Each of these is defined in gpumon/core/records/rates.py and nowhere else in the package.
 RATE_DEFINITIONS = {
-    "slope", "exclusive_rate", "shared_rate", "live_rate", "overlap_window", "slowdown", "stp", "verdict",
-    "interference", "Interference", "OverlapRates",
+    "slope",
+    "exclusive_rate",
+    "shared_rate",
+    "live_rate",
+    "overlap_window",
+    "slowdown",
+    "stp",
+    "verdict",
+    "interference",
+    "Interference",
+    "OverlapRates",
 }
 
 
@@ -161,11 +192,16 @@ def test_rates_slowdown_stp_and_the_verdict_are_defined_once():
     for f in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in RATE_DEFINITIONS:
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and node.name in RATE_DEFINITIONS
+            ):
                 defined.setdefault(node.name, []).append(str(f.relative_to(PACKAGE)))
             if isinstance(node, ast.Assign) and f != rates:
                 for target in node.targets:
-                    if isinstance(target, ast.Tuple) and {getattr(e, "id", "") for e in target.elts} & {"PAYS", "LOSES"}:
+                    if isinstance(target, ast.Tuple) and {
+                        getattr(e, "id", "") for e in target.elts
+                    } & {"PAYS", "LOSES"}:
                         defined.setdefault("verdict words", []).append(str(f.relative_to(PACKAGE)))
     assert defined.pop("verdict words", []) == []
     assert defined == {name: ["core/records/rates.py"] for name in defined}
@@ -197,7 +233,9 @@ def test_no_rate_divides_by_busy_time():
         for node in ast.walk(tree):
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
                 right = ast.unparse(node.right)
-                if _sums_durations(node.right) or any(right == name or right.startswith(name + " ") for name in busy):
+                if _sums_durations(node.right) or any(
+                    right == name or right.startswith(name + " ") for name in busy
+                ):
                     offenders.append(f"{f.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}")
     assert offenders == []
 
@@ -212,14 +250,27 @@ x = slot.exclusive_steps / slot.exclusive_busy
 """
     tree = ast.parse(old)
     busy = _busy_time_names(tree)
-    divs = [ast.unparse(n.right) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)]
+    divs = [
+        ast.unparse(n.right)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)
+    ]
     assert busy == {"busy", "slot.exclusive_busy"} and all(d in busy for d in divs)
 
 
 def test_every_front_end_calls_the_one_definition():
     """The live line, the TUI, runs/--baseline, compare, its intervals and experiments import gpumon.core.records.rates."""
-    for module in ("core/interference/live.py", "tui/model.py", "core/store/trace.py", "analysis/rates.py", "analysis/slowdown.py",
-                   "analysis/compare.py", "frontends/headless.py", "experiments/steady.py", "core/capture/metrics.py"):
+    for module in (
+        "core/interference/live.py",
+        "tui/model.py",
+        "core/store/trace.py",
+        "analysis/rates.py",
+        "analysis/slowdown.py",
+        "analysis/compare.py",
+        "frontends/headless.py",
+        "experiments/steady.py",
+        "core/capture/metrics.py",
+    ):
         assert "gpumon.core.records.rates" in _modules_imported(PACKAGE / module), module
 
 
@@ -229,10 +280,12 @@ def test_predict_needs_neither_torch_nor_scipy():
     import importlib.util
 
     data = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
-    code = ("import contextlib, io, sys\nfrom gpumon.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    main(['predict', '--exclusive', {str(data / 'x-fcn')!r}, '--exclusive', {str(data / 'x-gemm')!r}, "
-            "'--share', 'all', '--json'])\n"
-            "import json\nprint(json.dumps({m: m in sys.modules for m in ('torch', 'scipy', 'pandas')}))")
+    code = (
+        "import contextlib, io, sys\nfrom gpumon.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['predict', '--exclusive', {str(data / 'x-fcn')!r}, '--exclusive', {str(data / 'x-gemm')!r}, "
+        "'--share', 'all', '--json'])\n"
+        "import json\nprint(json.dumps({m: m in sys.modules for m in ('torch', 'scipy', 'pandas')}))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
@@ -263,8 +316,10 @@ def _imported_modules(path: Path, module: str, modules: set[str]) -> set[str]:
 def test_no_two_modules_import_each_other():
     """Imports point one way, down the layers: no cycle in the graph of gpumon's modules (functions' and
     TYPE_CHECKING imports count too: they tie the two modules together all the same)."""
-    paths = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
-             for p in PACKAGE.rglob("*.py")}
+    paths = {
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in PACKAGE.rglob("*.py")
+    }
     graph = {m: _imported_modules(p, m, set(paths)) for m, p in paths.items()}
     cycles = []
     state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -273,7 +328,7 @@ def test_no_two_modules_import_each_other():
         state[module] = 1
         for imported in sorted(graph[module]):
             if state.get(imported) == 1:
-                cycles.append(path[path.index(imported):] + [imported])
+                cycles.append(path[path.index(imported) :] + [imported])
             elif imported not in state:
                 visit(imported, [*path, imported])
         state[module] = 2
@@ -281,7 +336,9 @@ def test_no_two_modules_import_each_other():
     for module in sorted(graph):
         if module not in state:
             visit(module, [module])
-    assert not cycles, "modules that import each other: " + "; ".join(" -> ".join(c) for c in cycles)
+    assert not cycles, "modules that import each other: " + "; ".join(
+        " -> ".join(c) for c in cycles
+    )
 
 
 # The packages, lowest first: a module imports only from its own layer and those below it (docs/architecture.md).
@@ -315,8 +372,10 @@ def layer_of(module: str) -> int:
 
 
 def _upward_imports() -> list[str]:
-    paths = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
-             for p in PACKAGE.rglob("*.py")}
+    paths = {
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in PACKAGE.rglob("*.py")
+    }
     upward = []
     for module, path in sorted(paths.items()):
         if module in ("gpumon", "gpumon.core"):
@@ -329,7 +388,9 @@ def _upward_imports() -> list[str]:
 
 def test_every_module_belongs_to_a_layer():
     for path in PACKAGE.rglob("*.py"):
-        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(
+            ".__init__"
+        )
         if module not in ("gpumon", "gpumon.core"):  # package docstrings, no imports
             layer_of(module)
 
@@ -342,8 +403,13 @@ def test_the_layer_check_catches_an_upward_import(tmp_path, monkeypatch):
     """A store module importing the capture (one layer far above it) is reported."""
     store = PACKAGE / "core" / "store" / "runstore.py"
     original = store.read_text(encoding="utf-8")
-    monkeypatch.setattr(Path, "read_text", lambda self, encoding=None: (
-        original + "\nfrom gpumon.core.capture.session import Session\n" if self == store
-        else Path.open(self, encoding=encoding).read()))
+    monkeypatch.setattr(
+        Path,
+        "read_text",
+        lambda self, encoding=None: (
+            original + "\nfrom gpumon.core.capture.session import Session\n"
+            if self == store
+            else Path.open(self, encoding=encoding).read()
+        ),
+    )
     assert "gpumon.core.store.runstore -> gpumon.core.capture.session" in _upward_imports()
-

@@ -18,14 +18,24 @@ from tests.helpers import gpumon
 def python_without_torch(tmp_path_factory) -> str:
     """A real interpreter whose environment has no torch: a bare venv (no pip, no system site-packages)."""
     root = tmp_path_factory.mktemp("bare")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True, timeout=120
+    )
     return str(root / "venv" / "bin" / "python")
 
 
 def _bad_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
     """``gpumon run fcn`` with ``args``: must fail with one line, exit 2, and create no run directory."""
     runs = tmp_path / "runs"
-    done = gpumon("run", "fcn", "--headless", "--out", str(runs), *args, env={"GPUMON_PYTHON": "", **(env or {})})
+    done = gpumon(
+        "run",
+        "fcn",
+        "--headless",
+        "--out",
+        str(runs),
+        *args,
+        env={"GPUMON_PYTHON": "", **(env or {})},
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith("gpumon: error: ") and done.stderr.count("\n") == 1, done.stderr
     assert not runs.exists()
@@ -33,13 +43,17 @@ def _bad_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> s
 
 
 def test_missing_directory_and_non_python_interpreters_are_refused(tmp_path):
-    assert "--python /no/such/python: no such file" in _bad_run(tmp_path, "--python", "/no/such/python")
+    assert "--python /no/such/python: no such file" in _bad_run(
+        tmp_path, "--python", "/no/such/python"
+    )
     assert "not an executable file" in _bad_run(tmp_path, "--python", str(tmp_path))
     script = tmp_path / "not-python"
     script.write_text("#!/bin/sh\nexit 0\n")
     script.chmod(0o755)
     assert "does not run as a Python interpreter" in _bad_run(tmp_path, "--python", str(script))
-    assert "GPUMON_PYTHON /no/such/python: no such file" in _bad_run(tmp_path, env={"GPUMON_PYTHON": "/no/such/python"})
+    assert "GPUMON_PYTHON /no/such/python: no such file" in _bad_run(
+        tmp_path, env={"GPUMON_PYTHON": "/no/such/python"}
+    )
 
 
 def test_an_interpreter_without_torch_is_refused_with_what_it_lacks(tmp_path, python_without_torch):
@@ -49,12 +63,16 @@ def test_an_interpreter_without_torch_is_refused_with_what_it_lacks(tmp_path, py
     assert f"GPUMON_PYTHON {python_without_torch} has no torch" in line
 
 
-def test_choose_prefers_the_flag_then_the_environment_then_our_own(monkeypatch, python_without_torch):
+def test_choose_prefers_the_flag_then_the_environment_then_our_own(
+    monkeypatch, python_without_torch
+):
     monkeypatch.delenv(interpreter.ENV_PYTHON, raising=False)
     assert interpreter.choose() == interpreter.WorkloadPython(sys.executable, "gpumon's own")
     monkeypatch.setenv(interpreter.ENV_PYTHON, python_without_torch)
     assert interpreter.choose().chosen_by == interpreter.ENV_PYTHON
-    assert interpreter.choose(sys.executable) == interpreter.WorkloadPython(sys.executable, "--python")
+    assert interpreter.choose(sys.executable) == interpreter.WorkloadPython(
+        sys.executable, "--python"
+    )
     with pytest.raises(UsageError, match="has no torch"):
         interpreter.require_workload_python()
 
@@ -92,19 +110,41 @@ def test_doctor_names_the_workloads_interpreter_and_its_torch(python_without_tor
 
     done = gpumon("doctor", "--json", env={"GPUMON_PYTHON": ""})
     check = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "torch")
-    assert check["detail"]["python"] == sys.executable and check["detail"]["chosen_by"] == "gpumon's own"
+    assert (
+        check["detail"]["python"] == sys.executable
+        and check["detail"]["chosen_by"] == "gpumon's own"
+    )
     if "error" not in check["detail"]:
         assert check["detail"]["torch"] in check["summary"]
 
 
 def test_experiments_pass_the_chosen_python_to_their_cells(tmp_path, python_without_torch):
     """Profiled cells name it in their command; a Python without torch stops the experiment before any cell."""
-    dry = gpumon("experiment", "q3_operators", "--dry-run", "--device", "cpu", "--python", python_without_torch,
-                 "--out", str(tmp_path / "exp"), env={"GPUMON_PYTHON": ""})
+    dry = gpumon(
+        "experiment",
+        "q3_operators",
+        "--dry-run",
+        "--device",
+        "cpu",
+        "--python",
+        python_without_torch,
+        "--out",
+        str(tmp_path / "exp"),
+        env={"GPUMON_PYTHON": ""},
+    )
     assert dry.returncode == 0, dry.stderr
     assert f"--cmd '{python_without_torch} -I -c" in dry.stdout
-    real = gpumon("experiment", "q2_pairwise", "--device", "cpu", "--python", python_without_torch,
-                  "--out", str(tmp_path / "exp2"), env={"GPUMON_PYTHON": ""})
+    real = gpumon(
+        "experiment",
+        "q2_pairwise",
+        "--device",
+        "cpu",
+        "--python",
+        python_without_torch,
+        "--out",
+        str(tmp_path / "exp2"),
+        env={"GPUMON_PYTHON": ""},
+    )
     assert real.returncode == 2 and f"--python {python_without_torch} has no torch" in real.stderr
     assert not (tmp_path / "exp2").exists()
 
@@ -120,7 +160,9 @@ def test_the_launch_dialog_checks_the_sessions_python(monkeypatch, python_withou
 
 
 @pytest.mark.parametrize("shadow", ["an empty gpumon folder", "a gpumon package"])
-def test_gpumons_own_children_import_this_gpumon_whatever_their_working_directory_holds(tmp_path, shadow):
+def test_gpumons_own_children_import_this_gpumon_whatever_their_working_directory_holds(
+    tmp_path, shadow
+):
     """``python -m gpumon`` puts the working directory first on sys.path: a ``gpumon/`` there shadowed the package in
     the detached runner and in every experiment cell. ``module_argv`` runs the module from gpumon's own directory."""
     from gpumon.experiments.cells import expand
@@ -130,12 +172,19 @@ def test_gpumons_own_children_import_this_gpumon_whatever_their_working_director
     work = tmp_path / "work"
     (work / "gpumon").mkdir(parents=True)
     if shadow == "a gpumon package":
-        (work / "gpumon" / "__init__.py").write_text("raise SystemExit('the working directory s gpumon was imported')\n")
+        (work / "gpumon" / "__init__.py").write_text(
+            "raise SystemExit('the working directory s gpumon was imported')\n"
+        )
     spec = spec_of(PAIRWISE, tmp_path)
     cell = expand(spec, spec.presets["tiny"], "cpu")[0]
     prefix = interpreter.module_argv("gpumon")
-    assert cell_argv(cell, tmp_path / "runs", tmp_path / "scratch")[:len(prefix)] == prefix  # every cell's gpumon
-    for argv in (prefix + ["--version"], interpreter.module_argv("gpumon", isolated=True) + ["--version"]):
+    assert (
+        cell_argv(cell, tmp_path / "runs", tmp_path / "scratch")[: len(prefix)] == prefix
+    )  # every cell's gpumon
+    for argv in (
+        prefix + ["--version"],
+        interpreter.module_argv("gpumon", isolated=True) + ["--version"],
+    ):
         done = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and done.stdout.startswith("gpumon "), done.stderr
     profiled = operator_command(cell, "A", "fcn:preset=tiny", tmp_path / "scratch")

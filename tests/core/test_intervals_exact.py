@@ -14,7 +14,15 @@ import pytest
 from gpumon.analysis import spread
 from gpumon.analysis.rates import Curve, Window
 from gpumon.analysis.slowdown import (
-    MAX_BINS, MIN_BINS, Estimate, RateSample, bin_count, block_bootstrap_means, combine, interval, ratio,
+    MAX_BINS,
+    MIN_BINS,
+    Estimate,
+    RateSample,
+    bin_count,
+    block_bootstrap_means,
+    combine,
+    interval,
+    ratio,
     window_rates,
 )
 
@@ -28,7 +36,9 @@ def _line(rate: float, seconds: float = 100.0) -> Curve:
 
 
 def test_bins_hold_about_two_steps_of_the_slowest_job() -> None:
-    assert bin_count([_line(1.0), _line(3.0)], Window(0.0, 22.0)) == 11  # 22 steps of the slower: 11 bins
+    assert (
+        bin_count([_line(1.0), _line(3.0)], Window(0.0, 22.0)) == 11
+    )  # 22 steps of the slower: 11 bins
     assert bin_count([_line(3.0), _line(1.0)], Window(10.0, 32.0)) == 11
     assert bin_count([_line(100.0)], Window(0.0, 100.0)) == MAX_BINS
 
@@ -54,15 +64,28 @@ def test_the_circular_block_bootstrap_is_unbiased() -> None:
 
 def test_the_interval_is_the_middle_95_percent_of_the_finite_replicates() -> None:
     est = interval(1.5, np.arange(0.0, 1001.0))
-    assert (est.value, est.low, est.high) == (1.5, pytest.approx(25.0), pytest.approx(975.0)) and est.has_interval
-    assert est.to_dict() == {"estimate": 1.5, "low": pytest.approx(25.0), "high": pytest.approx(975.0)}
+    assert (est.value, est.low, est.high) == (
+        1.5,
+        pytest.approx(25.0),
+        pytest.approx(975.0),
+    ) and est.has_interval
+    assert est.to_dict() == {
+        "estimate": 1.5,
+        "low": pytest.approx(25.0),
+        "high": pytest.approx(975.0),
+    }
     half = np.array([1.0, 2.0, 3.0, 4.0, 5.0] + [NAN] * 5)  # half finite: still an interval
     assert interval(2.0, half).has_interval
     assert not interval(2.0, np.array([1.0, 2.0, 3.0, 4.0] + [NAN] * 6)).has_interval
-    assert interval(2.0, np.array([1.0, 2.0, 3.0, 4.0, 5.0] + [NAN] * 6)).has_interval  # 5 of 11: 11 // 2 = 5
+    assert interval(
+        2.0, np.array([1.0, 2.0, 3.0, 4.0, 5.0] + [NAN] * 6)
+    ).has_interval  # 5 of 11: 11 // 2 = 5
     none = interval(2.0, None)
-    assert none.value == 2.0 and not none.has_interval and none.to_dict() == {"estimate": 2.0, "low": None,
-                                                                               "high": None}
+    assert (
+        none.value == 2.0
+        and not none.has_interval
+        and none.to_dict() == {"estimate": 2.0, "low": None, "high": None}
+    )
     assert interval(3.0, np.array([1.0] + [NAN] * 9)).value == 3.0
 
 
@@ -72,7 +95,9 @@ def test_repeats_combine_only_positive_finite_rates() -> None:
     both = combine(slow, rng, n_boot=100)
     assert both.points.tolist() == [pytest.approx(0.55)] and both.replicates is not None
     for bad in (0.0, -1.0, NAN, math.inf):
-        got = combine([RateSample(np.array([2.0]), None), RateSample(np.array([bad]), None)], rng, n_boot=100)
+        got = combine(
+            [RateSample(np.array([2.0]), None), RateSample(np.array([bad]), None)], rng, n_boot=100
+        )
         assert got.replicates is None and got.points.shape == (1,), bad
     one = RateSample(np.array([4.0]), np.array([[3.0], [5.0]]))
     kept = combine([one], rng)
@@ -80,15 +105,21 @@ def test_repeats_combine_only_positive_finite_rates() -> None:
 
 
 def test_between_runs_replicates_are_a_student_t_on_log_rates_around_the_mean() -> None:
-    points = np.array([[10.0, 20.0], [12.0, 24.0], [9.0, 18.0], [11.0, 22.0], [13.0, 26.0]])  # B = 2 A in every run
+    points = np.array(
+        [[10.0, 20.0], [12.0, 24.0], [9.0, 18.0], [11.0, 22.0], [13.0, 26.0]]
+    )  # B = 2 A in every run
     reps = spread.between_runs_replicates(points, 400_000, np.random.default_rng(4))
     assert reps.shape == (400_000, 2)
     assert np.median(reps, axis=0) == pytest.approx(points.mean(axis=0), rel=0.005)
-    assert reps[:, 1] / reps[:, 0] == pytest.approx(2.0)  # the jobs' covariance between runs is kept
+    assert reps[:, 1] / reps[:, 0] == pytest.approx(
+        2.0
+    )  # the jobs' covariance between runs is kept
     se = np.log(points[:, 0]).std(ddof=1) / math.sqrt(len(points))
     scaled = np.log(reps[:, 0] / points[:, 0].mean()) / se
     assert np.percentile(scaled, [2.5, 97.5]) == pytest.approx([-T4_975, T4_975], rel=0.02)
-    assert scaled.std() == pytest.approx(math.sqrt(4 / 2), rel=0.03)  # var of t with 4 d.o.f.: 4 / (4 - 2)
+    assert scaled.std() == pytest.approx(
+        math.sqrt(4 / 2), rel=0.03
+    )  # var of t with 4 d.o.f.: 4 / (4 - 2)
 
 
 def test_what_an_interval_reflects() -> None:

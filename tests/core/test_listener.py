@@ -39,8 +39,16 @@ def test_steps_meta_and_output_become_events():
     messages = [
         {"v": 1, "pid": 7, "type": "hello", "process": "B"},
         {"v": 1, "pid": 7, "type": "meta", "info": {"model": "fcn"}},
-        {"v": 1, "pid": 7, "type": "steps", "rows": [[0, t_ns, 250_000_000, 8, 1, 1024, 1_000_000],
-                                                     [1, t_ns + 10, 10, None, 0, 0, None]], "dropped": 3},
+        {
+            "v": 1,
+            "pid": 7,
+            "type": "steps",
+            "rows": [
+                [0, t_ns, 250_000_000, 8, 1, 1024, 1_000_000],
+                [1, t_ns + 10, 10, None, 0, 0, None],
+            ],
+            "dropped": 3,
+        },
         {"v": 2, "pid": 7, "type": "steps", "rows": [[9, 0, 0, 0, 0, 0, 0]]},
     ]
     payload = "".join(json.dumps(m) + "\n" for m in messages).encode() + b"not json\n"
@@ -57,11 +65,24 @@ def test_steps_meta_and_output_become_events():
     steps = [i for i in items if isinstance(i, StepEvent)]
     assert [s.step for s in steps] == [0, 1]
     first = steps[0]
-    assert (first.slot, first.pid, first.t, first.iter_s, first.samples, first.warmup) == ("B", 7, 1.5, 0.25, 8.0, True)
-    assert first.copy_bytes == 1024 and first.copy_s == 0.001 and first.copy_bandwidth == 1024 / 0.001
+    assert (first.slot, first.pid, first.t, first.iter_s, first.samples, first.warmup) == (
+        "B",
+        7,
+        1.5,
+        0.25,
+        8.0,
+        True,
+    )
+    assert (
+        first.copy_bytes == 1024 and first.copy_s == 0.001 and first.copy_bandwidth == 1024 / 0.001
+    )
     assert steps[1].samples != steps[1].samples and steps[1].copy_s != steps[1].copy_s
     assert [m.info for m in items if isinstance(m, WorkloadMeta)] == [{"model": "fcn"}]
-    assert [line.text for line in items if isinstance(line, LogLine)] == ["epoch 1", "loss 0.5", "partial"]
+    assert [line.text for line in items if isinstance(line, LogLine)] == [
+        "epoch 1",
+        "loss 0.5",
+        "partial",
+    ]
     notices = [n.text for n in items if isinstance(n, Notice)]
     assert any("dropped 3 steps" in n for n in notices)
     assert any("v2" in n for n in notices)
@@ -116,11 +137,16 @@ def test_batches_from_every_child_are_gathered_into_one_wake_up_per_period():
         time.sleep(phase)
         for step in range(batches):
             row = [step, time.monotonic_ns(), 1_000_000, None, 0, 0, None]
-            os.write(fd, (json.dumps({"v": 1, "pid": fd, "type": "steps", "rows": [row]}) + "\n").encode())
+            os.write(
+                fd,
+                (json.dumps({"v": 1, "pid": fd, "type": "steps", "rows": [row]}) + "\n").encode(),
+            )
             time.sleep(period)
         os.close(fd)
 
-    writers = [threading.Thread(target=probe, args=(w, i * period / 2)) for i, (_, w) in enumerate(pipes)]
+    writers = [
+        threading.Thread(target=probe, args=(w, i * period / 2)) for i, (_, w) in enumerate(pipes)
+    ]
     began = time.monotonic()
     for writer in writers:
         writer.start()
@@ -142,8 +168,17 @@ def _write_steps(fd: int, batches: int, rows: int, every_s: float, phase_s: floa
     import time
 
     lines = [
-        (json.dumps({"v": 1, "pid": fd, "type": "steps",
-                     "rows": [[b * rows + i, 0, 1_000_000, None, 0, 0, None] for i in range(rows)]}) + "\n").encode()
+        (
+            json.dumps(
+                {
+                    "v": 1,
+                    "pid": fd,
+                    "type": "steps",
+                    "rows": [[b * rows + i, 0, 1_000_000, None, 0, 0, None] for i in range(rows)],
+                }
+            )
+            + "\n"
+        ).encode()
         for b in range(batches)
     ]
     time.sleep(phase_s)
@@ -153,7 +188,9 @@ def _write_steps(fd: int, batches: int, rows: int, every_s: float, phase_s: floa
     os.close(fd)
 
 
-def _gather(period_s: float, batches: int, rows: int, every_s: float) -> tuple[Listener, list[StepEvent], float]:
+def _gather(
+    period_s: float, batches: int, rows: int, every_s: float
+) -> tuple[Listener, list[StepEvent], float]:
     """Two probes writing into a listener of ``period_s``: (listener, steps received, seconds it took)."""
     import threading
     import time
@@ -161,8 +198,10 @@ def _gather(period_s: float, batches: int, rows: int, every_s: float) -> tuple[L
     listener, events, _ = start(period_s=period_s)
     pipes = [os.pipe() for _ in range(2)]
     closed = [listener.watch(r, name, "probe") for (r, _), name in zip(pipes, "AB")]
-    writers = [threading.Thread(target=_write_steps, args=(w, batches, rows, every_s, i * every_s / 2))
-               for i, (_, w) in enumerate(pipes)]
+    writers = [
+        threading.Thread(target=_write_steps, args=(w, batches, rows, every_s, i * every_s / 2))
+        for i, (_, w) in enumerate(pipes)
+    ]
     began = time.monotonic()
     for writer in writers:
         writer.start()
@@ -205,7 +244,10 @@ def test_a_burst_of_output_fits_the_pipe_the_listener_asked_for():
     listener, events, _ = start(period_s=60.0)
     out_r, out_w = os.pipe()
     listener.watch(out_r, "A", "output")
-    wait_for(lambda: fcntl.fcntl(out_w, fcntl.F_GETPIPE_SZ) == PIPE_BYTES, what="the pipe raised to PIPE_BYTES")
+    wait_for(
+        lambda: fcntl.fcntl(out_w, fcntl.F_GETPIPE_SZ) == PIPE_BYTES,
+        what="the pipe raised to PIPE_BYTES",
+    )
     os.set_blocking(out_w, False)
     burst = b"x" * 1023 + b"\n"
     assert os.write(out_w, burst * 512) == 512 * 1024, "written at once, never blocked"
@@ -221,7 +263,13 @@ def test_hurry_reads_at_once_instead_of_at_the_end_of_the_period():
     listener, events, _ = start(period_s=60.0)
     probe_r, probe_w = os.pipe()
     listener.watch(probe_r, "A", "probe")
-    os.write(probe_w, (json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [[0, 0, 1, None, 0, 0, None]]}) + "\n").encode())
+    os.write(
+        probe_w,
+        (
+            json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [[0, 0, 1, None, 0, 0, None]]})
+            + "\n"
+        ).encode(),
+    )
     listener.hurry()
     item = events.get(timeout=10)  # not 60 s
     assert isinstance(item, StepEvent) and item.step == 0
@@ -238,7 +286,13 @@ def test_on_gathered_follows_each_read_that_published_something():
     probe_r, probe_w = os.pipe()
     listener.watch(probe_r, "A", "probe")
     assert not gathered.wait(0.2), "nothing read yet"
-    os.write(probe_w, (json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [[0, 0, 1, None, 0, 0, None]]}) + "\n").encode())
+    os.write(
+        probe_w,
+        (
+            json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [[0, 0, 1, None, 0, 0, None]]})
+            + "\n"
+        ).encode(),
+    )
     listener.hurry()
     assert gathered.wait(10) and isinstance(events.get(timeout=10), StepEvent)
     listener.stop()

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.interference.attribution import GPU, UNKNOWN
-from gpumon.core.interference.live_cause import DeviceWindow, live_box, live_causes, load_baseline, shared_side
+from gpumon.core.interference.live_cause import (
+    DeviceWindow,
+    live_box,
+    live_causes,
+    load_baseline,
+    shared_side,
+)
 from gpumon.core.records.model import DeviceSample, HostSample
 from gpumon.core.store.trace import load_run, summarize
 
@@ -20,9 +26,9 @@ def test_a_baseline_run_gives_the_job_alone() -> None:
     baseline = load_baseline("B", H100 / "x-fcn", rate)
     assert baseline.device == "cuda:0" and baseline.run == "x-fcn"
     assert baseline.side.step_s == pytest.approx(1 / rate)
-    assert 60 < baseline.side.gpu_util < 80      # fcn alone kept the H100 ~70 % busy
+    assert 60 < baseline.side.gpu_util < 80  # fcn alone kept the H100 ~70 % busy
     assert 90 < baseline.side.cpu_pct < 110
-    assert baseline.side.copy_bytes == 201216     # one batch a step
+    assert baseline.side.copy_bytes == 201216  # one batch a step
 
 
 def test_device_window_keeps_the_last_seconds() -> None:
@@ -40,12 +46,21 @@ def test_fcn_beside_fcn_live_waits_for_the_gpu() -> None:
     """The H100 fcn + fcn figures as the live line would see them: the cause is the GPU."""
     rate = summarize(load_run(H100 / "x-fcn")).rates["A"]
     baseline = load_baseline("A", H100 / "x-fcn", rate)
-    means = {"gpu_util": 99.0, "pcie_rx_bps": 0.23e9, "sm_active": float("nan"), "sm_occupancy": float("nan"),
-             "host_cpu_pct": 14.0}
+    means = {
+        "gpu_util": 99.0,
+        "pcie_rx_bps": 0.23e9,
+        "sm_active": float("nan"),
+        "sm_occupancy": float("nan"),
+        "host_cpu_pct": 14.0,
+    }
     side = shared_side(291.0, 0.059e9, 0.24e9, 99.0, means)
     assert side.copy_s == pytest.approx(0.059e9 / 291 / 0.24e9)
-    causes = live_causes({"A": baseline, "B": baseline}, {"A": side, "B": side}, {},
-                         live_box("cuda:0", True, GPU_INFO))
+    causes = live_causes(
+        {"A": baseline, "B": baseline},
+        {"A": side, "B": side},
+        {},
+        live_box("cuda:0", True, GPU_INFO),
+    )
     assert causes["A"].cause == GPU and causes["B"].phrase == "mostly waiting for the GPU"
 
 
@@ -62,9 +77,16 @@ def test_cause_words_leave_out_a_job_without_a_slowdown_yet() -> None:
     from gpumon.core.interference.live_cause import cause_words
 
     why = Attribution("A", GPU, {GPU: 1.0}, 0.01, "mostly waiting for the GPU", "")
-    words = cause_words({"A": "fcn:preset=paper", "B": "gemm"}, {"A": 1.7, "B": float("nan")}, {"A": why})
+    words = cause_words(
+        {"A": "fcn:preset=paper", "B": "gemm"}, {"A": 1.7, "B": float("nan")}, {"A": why}
+    )
     assert words == "fcn runs 1.7× slower, mostly waiting for the GPU"
     both = cause_words({"A": "fcn", "B": "fcn"}, {"A": 1.03, "B": 1.7}, {"A": why, "B": why})
-    assert both == "fcn A barely notices fcn B (r 1.03); fcn B runs 1.7× slower, mostly waiting for the GPU"
+    assert (
+        both
+        == "fcn A barely notices fcn B (r 1.03); fcn B runs 1.7× slower, mostly waiting for the GPU"
+    )
     slowed = cause_words({"A": "fcn", "B": "fcn"}, {"A": 1.19, "B": 1.7}, {"A": why, "B": why})
-    assert slowed.startswith("fcn A runs 1.19× slower, mostly waiting for the GPU; ")  # not "barely notices" (issue 34)
+    assert slowed.startswith(
+        "fcn A runs 1.19× slower, mostly waiting for the GPU; "
+    )  # not "barely notices" (issue 34)

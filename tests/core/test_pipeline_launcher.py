@@ -52,7 +52,11 @@ def test_a_failing_child_is_recorded_in_its_slot_with_its_status_and_output(laun
     assert (final.slot, final.exit_status, final.tail) == ("B", 3, "boom")
     assert "A" not in launcher.snapshot()
     (failed,) = launcher.failed()
-    assert failed.slot == "B" and failed.failed and exit_text(failed.exit_status) == "exited with status 3"
+    assert (
+        failed.slot == "B"
+        and failed.failed
+        and exit_text(failed.exit_status) == "exited with status 3"
+    )
 
 
 def test_stop_sends_sigterm_to_the_group_and_is_not_a_failure(launcher):
@@ -60,11 +64,16 @@ def test_stop_sends_sigterm_to_the_group_and_is_not_a_failure(launcher):
     assert launcher.pids() == {"A": workload.pid}
     launcher.stop("A", timeout=5.0)
     wait_for(lambda: "stopped" in _states(launcher, "A"), what="A to be stopped")
-    assert workload.exit_status is None and workload.running, "start() returned a copy, taken while A ran"
+    assert workload.exit_status is None and workload.running, (
+        "start() returned a copy, taken while A ran"
+    )
     workload = launcher.get("A")
     assert workload.exit_status == -signal.SIGTERM and not workload.failed
     assert launcher.failed() == [] and launcher.pids() == {}
-    assert not psutil.pid_exists(workload.pid) or psutil.Process(workload.pid).status() == psutil.STATUS_ZOMBIE
+    assert (
+        not psutil.pid_exists(workload.pid)
+        or psutil.Process(workload.pid).status() == psutil.STATUS_ZOMBIE
+    )
 
 
 def test_a_child_ignoring_sigterm_is_killed_after_the_timeout(launcher):
@@ -78,7 +87,10 @@ def test_a_child_ignoring_sigterm_is_killed_after_the_timeout(launcher):
 
 
 def test_probe_steps_arrive_tagged_with_the_slot(launcher):
-    launcher.start(slot="B", request=_python("from gpumon import probe\nfor _ in range(7): probe.step(samples=4)"))
+    launcher.start(
+        slot="B",
+        request=_python("from gpumon import probe\nfor _ in range(7): probe.step(samples=4)"),
+    )
     wait_for(lambda: "exited" in _states(launcher, "B"), what="B to finish")
     launcher.join_reapers()
     steps = [s for s in launcher.items.of(StepEvent)]
@@ -100,7 +112,12 @@ def test_a_child_that_cannot_be_started_stays_in_its_slot_as_failed(launcher, tm
     with pytest.raises(EnvironmentFailure, match="cannot start .*train: Exec format error"):
         launcher.start(slot="A", request=LaunchRequest.command(str(not_a_program)))
     (failed,) = launcher.failed()
-    assert failed.slot == "A" and not failed.running and failed.start_error is not None and failed.pid == 0
+    assert (
+        failed.slot == "A"
+        and not failed.running
+        and failed.start_error is not None
+        and failed.pid == 0
+    )
     assert failed.ending().startswith("could not start: cannot start") and launcher.pids() == {}
     assert _states(launcher, "A") == ["starting", "failed"]
     launcher.start(slot="A", request=LaunchRequest.command("true"))  # the slot is free again
@@ -117,7 +134,9 @@ def test_a_stop_while_the_child_is_being_forked_stops_it_too(launcher, monkeypat
         return real_popen(*args, **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", slow_popen)
-    starter = threading.Thread(target=launcher.start, kwargs={"slot": "A", "request": LaunchRequest.command("sleep 60")})
+    starter = threading.Thread(
+        target=launcher.start, kwargs={"slot": "A", "request": LaunchRequest.command("sleep 60")}
+    )
     starter.start()
     assert forking.wait(30)
     assert launcher.get("A").pid == 0 and launcher.pids() == {}, "reserved, not forked yet"
@@ -126,7 +145,13 @@ def test_a_stop_while_the_child_is_being_forked_stops_it_too(launcher, monkeypat
     launcher.stop_all(timeout=2.0)
     release.set()
     starter.join(30)
-    wait_for(lambda: "stopped" in _states(launcher, "A"), what="the child forked after the stop to be stopped")
+    wait_for(
+        lambda: "stopped" in _states(launcher, "A"),
+        what="the child forked after the stop to be stopped",
+    )
     workload = launcher.get("A")
     assert workload.exit_status == -signal.SIGTERM and not workload.failed
-    assert not psutil.pid_exists(workload.pid) or psutil.Process(workload.pid).status() == psutil.STATUS_ZOMBIE
+    assert (
+        not psutil.pid_exists(workload.pid)
+        or psutil.Process(workload.pid).status() == psutil.STATUS_ZOMBIE
+    )

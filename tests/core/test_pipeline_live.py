@@ -10,11 +10,25 @@ from gpumon.core.interference.live import LiveStats
 from gpumon.core.records.model import ProcessSample, StepEvent
 
 
-def _feed(live: LiveStats, process: str, n: int, period: float, t0: float = 0.0, copy: int = 0) -> float:
+def _feed(
+    live: LiveStats, process: str, n: int, period: float, t0: float = 0.0, copy: int = 0
+) -> float:
     t = t0
     for i in range(n):
         t = t0 + (i + 1) * period
-        live.handle(StepEvent(process, 1, i, t, period, samples=8.0, warmup=i < 2, copy_bytes=copy, copy_s=period / 10 if copy else math.nan))
+        live.handle(
+            StepEvent(
+                process,
+                1,
+                i,
+                t,
+                period,
+                samples=8.0,
+                warmup=i < 2,
+                copy_bytes=copy,
+                copy_s=period / 10 if copy else math.nan,
+            )
+        )
     return t
 
 
@@ -33,7 +47,9 @@ def test_each_process_has_its_own_figures_and_copy_bandwidth():
     end = _feed(live, "A", 100, 0.01, copy=1000)
     _feed(live, "B", 50, 0.02)
     a, b = live.figures("A", end), live.figures("B", end)
-    assert a.iter_per_s == pytest.approx(100.0, rel=0.01) and b.iter_per_s == pytest.approx(50.0, rel=0.02)
+    assert a.iter_per_s == pytest.approx(100.0, rel=0.01) and b.iter_per_s == pytest.approx(
+        50.0, rel=0.02
+    )
     assert a.copy_bandwidth == pytest.approx(1000 / 0.001)
     assert math.isnan(b.copy_bandwidth)
 
@@ -41,7 +57,9 @@ def test_each_process_has_its_own_figures_and_copy_bandwidth():
 def test_old_steps_leave_the_window_and_unknown_is_nan():
     live = LiveStats(window_s=1.0)
     end = _feed(live, "A", 100, 0.01)
-    assert live.figures("A", end + 5.0).iter_per_s == 0.0, "a job that stopped stepping shows 0, not its old rate"
+    assert live.figures("A", end + 5.0).iter_per_s == 0.0, (
+        "a job that stopped stepping shows 0, not its old rate"
+    )
     assert math.isnan(live.figures("B", end).iter_per_s)
 
 
@@ -76,10 +94,14 @@ def test_steps_wait_for_the_next_question_and_never_pile_up():
         if i % 2:
             live.handle(StepEvent("A", 1, 3 * ABSORB_AT + 7 + i // 2, t, 0.02))
         live.handle(StepEvent("B", 2, i, t, 0.01, warmup=i < 2))
-    live.handle(WorkloadState("B", "exited", end + 3.0, exit_status=0))  # its last steps, still waiting, count
+    live.handle(
+        WorkloadState("B", "exited", end + 3.0, exit_status=0)
+    )  # its last steps, still waiting, count
     _feed(live, "A", 100, 0.001, t0=end + 3.0)  # after B left: not in the overlap
     rates = live.overlap(["A", "B"]).rates
-    assert rates["B"] == pytest.approx(100.0, rel=0.02) and rates["A"] == pytest.approx(50.0, rel=0.05)
+    assert rates["B"] == pytest.approx(100.0, rel=0.02) and rates["A"] == pytest.approx(
+        50.0, rel=0.05
+    )
     with pytest.raises(RuntimeError, match="no shared rates"):
         LiveStats(shared=False).overlap(["A"])
 
@@ -107,12 +129,16 @@ def test_one_computation_per_bus_says_which_jobs_run_and_publishes_each_answer()
     assert now.shared["B"] == pytest.approx(50.0, rel=0.05)
     bus.publish(WorkloadState("B", "exited", 3.0, pid=2, exit_status=0))
     after = live.now(3.1)
-    assert after.running == ("A",) and after.shared["B"] == now.shared["B"], "the overlap's figures stay as it ended"
+    assert after.running == ("A",) and after.shared["B"] == now.shared["B"], (
+        "the overlap's figures stay as it ended"
+    )
     bus.publish(WorkloadState("B", "starting", 4.0))  # a new job in B: its history starts again
     assert live.figures("B", 4.0).steps == 0 and live.running() == ("A", "B")
 
 
-def _steps(live: LiveStats, slot: str, first: int, t0: float, rate: float, n: int, warmup: int = 0) -> float:
+def _steps(
+    live: LiveStats, slot: str, first: int, t0: float, rate: float, n: int, warmup: int = 0
+) -> float:
     """``n`` steps of ``slot`` numbered from ``first``, one every 1/``rate`` s after ``t0`` (the first ``warmup`` of
     them warm-up); the last step's time."""
     t = t0
@@ -139,13 +165,17 @@ def test_a_jobs_exclusive_phase_is_its_rate_while_no_other_job_ran():
     _steps(live, "A", 85, 3.2, 10.0, 30)  # a quarter of the rate beside B: never its rate alone
     end = _steps(live, "B", 0, 3.2, 25.0, 20)
     now = live.now(end)
-    assert now.exclusive["A"] == pytest.approx((84 + 0.075 / 0.175 - 5) / 2.05) and math.isnan(now.exclusive["B"])
+    assert now.exclusive["A"] == pytest.approx((84 + 0.075 / 0.175 - 5) / 2.05) and math.isnan(
+        now.exclusive["B"]
+    )
     live.handle(WorkloadState("A", "exited", end, exit_status=0))
     end = _steps(live, "B", 20, end, 20.0, 9)  # 9 steps alone: 8 intervals, fewer than 10 steps
     assert math.isnan(live.now(end).exclusive["B"])
     end = _steps(live, "B", 29, end, 20.0, 20)  # steps 20..48 alone: 28 intervals over 1.4 s
     assert live.now(end).exclusive["B"] == pytest.approx(20.0)
-    live.handle(WorkloadState("A", "starting", end))  # a new job in slot A: the old one's phase is not its
+    live.handle(
+        WorkloadState("A", "starting", end)
+    )  # a new job in slot A: the old one's phase is not its
     assert "A" not in live.now(end).exclusive
 
 

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.records.model import (
-    DeviceSample, GpuOthers, LogLine, Notice, OtherGpuProcess, StepEvent, WorkloadMeta, WorkloadState,
+    DeviceSample,
+    GpuOthers,
+    LogLine,
+    Notice,
+    OtherGpuProcess,
+    StepEvent,
+    WorkloadMeta,
+    WorkloadState,
 )
 from gpumon.core.store.runmeta import RunMeta
 from gpumon.core.store.recorder import RESERVE_FILE, CaptureError, Recorder, create_run_dir
@@ -24,8 +31,15 @@ from tests.helpers import wait_for
 
 
 def _meta(workloads: list[dict] | None = None) -> RunMeta:
-    return RunMeta.from_json({"schema": 1, "label": "unit", "mode": "exclusive", "status": "recording",
-                              "workloads": workloads or []})
+    return RunMeta.from_json(
+        {
+            "schema": 1,
+            "label": "unit",
+            "mode": "exclusive",
+            "status": "recording",
+            "workloads": workloads or [],
+        }
+    )
 
 
 def _run_dir(tmp_path: Path) -> Path:
@@ -45,7 +59,9 @@ class Errors:
 
 
 def _steps(process: str, n: int, t0: float = 0.0) -> list[StepEvent]:
-    return [StepEvent(process, 100, i, t0 + i * 0.01, 0.01, samples=8.0, warmup=i < 2) for i in range(n)]
+    return [
+        StepEvent(process, 100, i, t0 + i * 0.01, 0.01, samples=8.0, warmup=i < 2) for i in range(n)
+    ]
 
 
 def test_writes_every_table_and_a_complete_run_json(tmp_path):
@@ -61,9 +77,15 @@ def test_writes_every_table_and_a_complete_run_json(tmp_path):
     ):
         recorder.handle(item)
     assert recorder.close(0.7) == path
-    assert recorder.close(9.9) == path  # a second close changes nothing (it had rewritten the run as truncated)
+    assert (
+        recorder.close(9.9) == path
+    )  # a second close changes nothing (it had rewritten the run as truncated)
     run = load_run(path)
-    assert run.meta.status == "complete" and run.meta.mode == "exclusive" and run.meta.duration_s == 0.7
+    assert (
+        run.meta.status == "complete"
+        and run.meta.mode == "exclusive"
+        and run.meta.duration_s == 0.7
+    )
     (a,) = run.workloads
     assert (a.slot, a.pid, a.exit_status, a.state) == ("A", 100, 0, "exited")
     assert len(run.steps()) == 50 and run.device()["gpu_util"].tolist() == [50.0]
@@ -82,7 +104,12 @@ def test_a_planned_pair_stays_shared_when_the_second_never_starts(tmp_path):
     run = load_run(path)
     assert run.meta.mode == "shared"
     a, b = run.workloads
-    assert a.exit_status == 3 and b.to_json() == {"process": "B", "spec": "y", "state": "not started", "reason": "A failed first"}
+    assert a.exit_status == 3 and b.to_json() == {
+        "process": "B",
+        "spec": "y",
+        "state": "not started",
+        "reason": "A failed first",
+    }
 
 
 def test_rows_are_flushed_while_recording(tmp_path):
@@ -90,7 +117,9 @@ def test_rows_are_flushed_while_recording(tmp_path):
     recorder = Recorder(path, _meta())
     for step in _steps("A", 10):
         recorder.handle(step)
-    wait_for(lambda: len((path / "steps.csv").read_text().splitlines()) == 11, what="the rows on disk")
+    wait_for(
+        lambda: len((path / "steps.csv").read_text().splitlines()) == 11, what="the rows on disk"
+    )
     assert json.loads((path / "run.json").read_text())["status"] == "recording"
     recorder.close(1.0)
 
@@ -105,13 +134,20 @@ def test_no_space_left_stops_the_capture_at_once_and_finalises_it_as_truncated(t
     recorder.handle(WorkloadState("A", "running", 0.0, pid=100))
     for step in _steps("A", 20):
         recorder.handle(step)
-    wait_for(lambda: len((path / "steps.csv").read_text().splitlines()) == 21, what="rows before the failure")
+    wait_for(
+        lambda: len((path / "steps.csv").read_text().splitlines()) == 21,
+        what="rows before the failure",
+    )
     recorder.handle(LogLine("A", 0.3, "this line cannot be written"))
     assert errors.event.wait(10), "the failed write is noticed within a flush period"
     (error,) = errors.seen
     assert error.reason == f"no space left on {path}" and error.path == path
     assert 0 < error.t < time.monotonic() - before, "seconds since the recorder started"
-    assert error.finalised and error.line().startswith("capture stopped at ") and error.line().endswith(error.reason)
+    assert (
+        error.finalised
+        and error.line().startswith("capture stopped at ")
+        and error.line().endswith(error.reason)
+    )
     assert recorder.failed
     wait_for(lambda: not recorder._thread.is_alive(), what="the writer thread to end")
 
@@ -124,10 +160,18 @@ def test_no_space_left_stops_the_capture_at_once_and_finalises_it_as_truncated(t
     run = load_run(path)
     assert run.meta.status == "truncated"
     assert run.meta.capture_error is not None and run.meta.capture_error.reason == error.reason
-    assert run.meta.capture_error.t == run.meta.duration_s == round(error.t, 3)  # run.json's times are in ms
+    assert (
+        run.meta.capture_error.t == run.meta.duration_s == round(error.t, 3)
+    )  # run.json's times are in ms
     assert len(run.steps()) == 20, "what was written before the failure stays readable"
     assert summarize(run).status == "truncated"
-    assert [p.name for p in export(run, tmp_path / "csv")] == ["steps.csv", "device.csv", "processes.csv", "host.csv", "gpu_others.csv"]
+    assert [p.name for p in export(run, tmp_path / "csv")] == [
+        "steps.csv",
+        "device.csv",
+        "processes.csv",
+        "host.csv",
+        "gpu_others.csv",
+    ]
     assert not (path / RESERVE_FILE).exists()
 
 
@@ -173,7 +217,9 @@ def test_the_queue_is_bounded_and_a_writer_that_falls_behind_ends_the_capture(tm
 def test_an_unwritable_run_directory_at_the_start_is_one_usage_error(tmp_path):
     path = _run_dir(tmp_path)
     os.symlink("/dev/full", path / "steps.csv")
-    with pytest.raises(EnvironmentFailure, match=f"cannot write the capture: no space left on {path}"):
+    with pytest.raises(
+        EnvironmentFailure, match=f"cannot write the capture: no space left on {path}"
+    ):
         Recorder(path, _meta())
 
 
@@ -197,7 +243,11 @@ def test_flush_soon_writes_at_once_instead_of_at_the_end_of_the_interval(tmp_pat
     for step in _steps("A", 3):
         recorder.handle(step)
     recorder.flush_soon()
-    wait_for(lambda: len((path / "steps.csv").read_text().splitlines()) == 4, timeout=10, what="the rows, not in 60 s")
+    wait_for(
+        lambda: len((path / "steps.csv").read_text().splitlines()) == 4,
+        timeout=10,
+        what="the rows, not in 60 s",
+    )
     recorder.close(1.0)
 
 
@@ -210,10 +260,16 @@ def test_a_bug_in_the_writer_ends_the_capture_as_truncated_and_says_which(tmp_pa
     with caplog.at_level(logging.ERROR, logger="gpumon.core.store.recorder"):
         recorder.handle(WorkloadMeta("A", 100, None))  # type: ignore[arg-type]
         assert errors.event.wait(10), "the failure is noticed within a flush period"
-        wait_for(lambda: not recorder._thread.is_alive(), timeout=10, what="the writer thread to end")
+        wait_for(
+            lambda: not recorder._thread.is_alive(), timeout=10, what="the writer thread to end"
+        )
     (error,) = errors.seen
-    assert error.reason == "internal error: AttributeError: 'NoneType' object has no attribute 'get'"
-    assert [(r.getMessage(), r.exc_info is not None) for r in caplog.records] == [("recorder failed", True)]
+    assert (
+        error.reason == "internal error: AttributeError: 'NoneType' object has no attribute 'get'"
+    )
+    assert [(r.getMessage(), r.exc_info is not None) for r in caplog.records] == [
+        ("recorder failed", True)
+    ]
     recorder.close(1.0)
     assert errors.seen == [error]
     assert load_run(path).meta.capture_error.reason == error.reason
@@ -237,9 +293,17 @@ def test_what_a_job_says_about_itself_is_in_run_json_while_recording(tmp_path):
     recorder = Recorder(path, _meta([{"process": "A", "spec": "x"}]))
     recorder.handle(WorkloadMeta("A", 100, {"model": "fcn", "torch": "2.5.1"}))
     recorder.flush_soon()
-    meta = wait_for(lambda: (m := json.loads((path / "run.json").read_text()))["workloads"][0].get("meta") and m,
-                    timeout=10, what="the job's meta in run.json before the run ends")
-    assert meta["workloads"][0]["meta"] == {"model": "fcn", "torch": "2.5.1"} and meta["versions"]["torch"] == "2.5.1"
+    meta = wait_for(
+        lambda: (
+            (m := json.loads((path / "run.json").read_text()))["workloads"][0].get("meta") and m
+        ),
+        timeout=10,
+        what="the job's meta in run.json before the run ends",
+    )
+    assert (
+        meta["workloads"][0]["meta"] == {"model": "fcn", "torch": "2.5.1"}
+        and meta["versions"]["torch"] == "2.5.1"
+    )
     recorder.close(1.0)
 
 
@@ -260,7 +324,9 @@ def test_the_tables_and_logs_are_utf8_whatever_the_locale(tmp_path, ascii_locale
     path = _run_dir(tmp_path)
     recorder = Recorder(path, _meta())
     recorder.handle(LogLine("A", 0.1, "epoch 1 █████ 50%"))
-    recorder.handle(GpuOthers(0.2, (OtherGpuProcess(0.2, 4242, user="josé", command="python3 train.py"),)))
+    recorder.handle(
+        GpuOthers(0.2, (OtherGpuProcess(0.2, 4242, user="josé", command="python3 train.py"),))
+    )
     recorder.close(1.0)
     assert load_run(path).meta.status == "complete"
     assert (path / "logs" / "A.out").read_text(encoding="utf-8") == "epoch 1 █████ 50%\n"

@@ -31,7 +31,10 @@ class FakeHost:
         return HostSample(t, cpu_pct=12.5, mem_used_mib=100.0, mem_total_mib=1000.0)
 
     def sample_processes(self, t, trees, gpu_procs):
-        return [ProcessSample(t, slot, pids[0], 50.0, 10.0, len(pids)) for slot, pids in sorted(trees.items())]
+        return [
+            ProcessSample(t, slot, pids[0], 50.0, 10.0, len(pids))
+            for slot, pids in sorted(trees.items())
+        ]
 
     def sample_others(self, t, gpu):
         return ()
@@ -40,7 +43,9 @@ class FakeHost:
 class FakeNvml:
     """Same interface as NvmlSource; goes away after ``lose_after`` samples when set."""
 
-    def __init__(self, lose_after: int | None = None, pcie_poll_period_s: float | None = None) -> None:
+    def __init__(
+        self, lose_after: int | None = None, pcie_poll_period_s: float | None = None
+    ) -> None:
         self.samples = 0
         self.polls = 0
         self.lose_after = lose_after

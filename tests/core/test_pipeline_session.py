@@ -30,7 +30,11 @@ def _stepper(steps: int, exit_code: int = 0, step_s: float = 0.005) -> str:
 
 
 def _session(tmp_path, **config) -> tuple[Session, Collect]:
-    session = Session(SessionConfig(device="cpu", interval_ms=50, runs_dir=tmp_path / "runs", nvml=False, **config))
+    session = Session(
+        SessionConfig(
+            device="cpu", interval_ms=50, runs_dir=tmp_path / "runs", nvml=False, **config
+        )
+    )
     session.host = FakeHost()
     return session, Collect(session.bus)
 
@@ -48,7 +52,9 @@ def test_a_capture_records_the_job_and_the_fake_host_then_completes(tmp_path):
     run = load_run(path)
     assert run.meta.status == "complete" and run.meta.mode == "exclusive"
     assert len(run.steps()) == 40 and set(run.steps()["process"]) == {"A"}
-    assert not run.host().empty and set(run.host()["cpu_pct"]) == {12.5}, "host rows come from the sampler's source"
+    assert not run.host().empty and set(run.host()["cpu_pct"]) == {12.5}, (
+        "host rows come from the sampler's source"
+    )
     with pytest.raises(EnvironmentFailure, match="shutting down"):
         session.start_capture("late")
     with pytest.raises(EnvironmentFailure, match="shutting down"):
@@ -88,8 +94,12 @@ def test_on_capture_error_continue_keeps_the_jobs(tmp_path):
 
 
 def _headless(tmp_path, commands, stagger_s=0.0, duration_s=None) -> tuple[int, str, str]:
-    config = SessionConfig(device="cpu", interval_ms=50, runs_dir=tmp_path / "runs", nvml=False, stagger_s=stagger_s)
-    plan = make_plan([], commands, session=config, label="unit", duration_s=duration_s, stagger_s=stagger_s)
+    config = SessionConfig(
+        device="cpu", interval_ms=50, runs_dir=tmp_path / "runs", nvml=False, stagger_s=stagger_s
+    )
+    plan = make_plan(
+        [], commands, session=config, label="unit", duration_s=duration_s, stagger_s=stagger_s
+    )
     out, err = io.StringIO(), io.StringIO()
     run = HeadlessRun(plan, as_json=True, out=out, err=err)
     run.session.host = FakeHost()
@@ -102,12 +112,17 @@ def test_headless_runs_a_pair_to_completion_with_json_status_lines(tmp_path):
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[-1]["status"] == 0
     run = load_run(lines[-1]["run"])
-    assert run.meta.mode == "shared" and {w.slot: w.exit_status for w in run.workloads} == {"A": 0, "B": 0}
+    assert run.meta.mode == "shared" and {w.slot: w.exit_status for w in run.workloads} == {
+        "A": 0,
+        "B": 0,
+    }
     assert len(run.steps()) == 600
     assert {s["process"] for s in lines if "process" in s} <= {"A", "B"}
 
 
-def test_headless_reads_the_probes_once_a_second_records_every_step_and_prints_a_line_a_second(tmp_path):
+def test_headless_reads_the_probes_once_a_second_records_every_step_and_prints_a_line_a_second(
+    tmp_path,
+):
     """The runner nobody watches (headless, detached) reads the probes at its own period, not the screen's;
     two fast steppers (thousands of steps a second) lose no step, and the status lines keep their second."""
     from statistics import median
@@ -117,9 +132,17 @@ def test_headless_reads_the_probes_once_a_second_records_every_step_and_prints_a
 
     steps = 8000
     config = SessionConfig(device="cpu", interval_ms=50, runs_dir=tmp_path / "runs", nvml=False)
-    assert Session(config).listener.period_s == GATHER_S, "a screen's session reads at the screen's latency"
-    plan = make_plan([], [_stepper(steps, step_s=0.0003)] * 2, session=config, label="unit", duration_s=None,
-                     stagger_s=0.0)
+    assert Session(config).listener.period_s == GATHER_S, (
+        "a screen's session reads at the screen's latency"
+    )
+    plan = make_plan(
+        [],
+        [_stepper(steps, step_s=0.0003)] * 2,
+        session=config,
+        label="unit",
+        duration_s=None,
+        stagger_s=0.0,
+    )
     out, err = io.StringIO(), io.StringIO()
     run = HeadlessRun(plan, as_json=True, out=out, err=err)
     run.session.host = FakeHost()
@@ -129,7 +152,9 @@ def test_headless_reads_the_probes_once_a_second_records_every_step_and_prints_a
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     recorded = load_run(lines[-1]["run"]).steps()
     for process in "AB":
-        assert list(recorded[recorded.process == process]["step"]) == list(range(steps)), "every step, in order"
+        assert list(recorded[recorded.process == process]["step"]) == list(range(steps)), (
+            "every step, in order"
+        )
         times = [s["t"] for s in lines if s.get("process") == process]
         assert len(times) >= 2, out.getvalue()
         gaps = [b - a for a, b in zip(times, times[1:])]
@@ -137,10 +162,20 @@ def test_headless_reads_the_probes_once_a_second_records_every_step_and_prints_a
 
 
 def test_headless_exits_1_naming_the_failed_job_and_never_starts_the_staggered_one(tmp_path):
-    code, out, err = _headless(tmp_path, [_stepper(5, exit_code=4), "sleep 1"], stagger_s=30.0, duration_s=60.0)
+    code, out, err = _headless(
+        tmp_path, [_stepper(5, exit_code=4), "sleep 1"], stagger_s=30.0, duration_s=60.0
+    )
     assert code == 1
     (failure,) = [line for line in err.splitlines() if line.startswith("gpumon: run failed:")]
-    assert "workload A" in failure and "exited with status 4" in failure and "workload B not started" in failure
+    assert (
+        "workload A" in failure
+        and "exited with status 4" in failure
+        and "workload B not started" in failure
+    )
     run = load_run(json.loads(out.splitlines()[-1])["run"])
     a, b = run.workloads
-    assert (a.slot, a.exit_status) == ("A", 4) and b.state == "not started" and "pid" not in b.to_json()
+    assert (
+        (a.slot, a.exit_status) == ("A", 4)
+        and b.state == "not started"
+        and "pid" not in b.to_json()
+    )

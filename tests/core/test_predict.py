@@ -72,7 +72,10 @@ def test_short_kernels_wait_for_a_gpu_bound_partners_slice():
     # the long job is always ready (rho = 1): T' = G + sigma + max(H, tau + sigma)
     assert p.step_s[0] == pytest.approx(0.5e-3 + SIGMA + TAU + SIGMA)
     assert p.slowdown[0] > 4 and p.slowdown[1] < p.slowdown[0]
-    assert reason(short, long, TIMESLICE, ("fcn", "vgg19")) == "fcn's short kernels wait for vgg19's time slices"
+    assert (
+        reason(short, long, TIMESLICE, ("fcn", "vgg19"))
+        == "fcn's short kernels wait for vgg19's time slices"
+    )
 
 
 def test_two_gpu_bound_jobs_under_mps_split_the_sms_their_kernels_fill():
@@ -80,25 +83,38 @@ def test_two_gpu_bound_jobs_under_mps_split_the_sms_their_kernels_fill():
     measured = Solo(step_s=1.0, busy=1.0, fill=0.5)  # GPM: the kernels keep half the SMs active
     assert predict_pair(measured, measured, MPS).slowdown == pytest.approx((1.5, 1.5), rel=1e-9)
     blind = Solo(step_s=1.0, busy=1.0)  # no GPM: f = gamma * u
-    assert predict_pair(blind, blind, MPS).slowdown[0] == pytest.approx(1 + DEFAULT.sm_fill, rel=1e-9)
+    assert predict_pair(blind, blind, MPS).slowdown[0] == pytest.approx(
+        1 + DEFAULT.sm_fill, rel=1e-9
+    )
     assert sm_fill(Solo(step_s=1.0, busy=0.5)) == pytest.approx(DEFAULT.sm_fill * 0.5)
-    assert reason(blind, blind, MPS) == "both GPU-bound: under MPS their kernels compete for the SMs"
+    assert (
+        reason(blind, blind, MPS) == "both GPU-bound: under MPS their kernels compete for the SMs"
+    )
 
 
 def test_under_mps_short_kernels_wait_for_the_sms_a_gpu_bound_partner_holds():
-    short = Solo(step_s=1e-3, busy=0.5, fill=0.0)  # G = H = 0.5 ms; its kernels hold no SMs the partner wants
-    long = Solo(step_s=1.0, busy=1.0, fill=0.9)  # runs kernels all the time (e = 1) on 90 % of the SMs
+    short = Solo(
+        step_s=1e-3, busy=0.5, fill=0.0
+    )  # G = H = 0.5 ms; its kernels hold no SMs the partner wants
+    long = Solo(
+        step_s=1.0, busy=1.0, fill=0.9
+    )  # runs kernels all the time (e = 1) on 90 % of the SMs
     p = predict_pair(short, long, MPS)
     # the long job loses nothing (f = 0 beside it); the short one progresses on the 10 % left: T' = H + G / (1 - 0.9)
     assert p.step_s == pytest.approx((0.5e-3 + 0.5e-3 / 0.1, 1.0), rel=1e-9)
     assert p.slowdown == pytest.approx((5.5, 1.0), rel=1e-9)
     assert reason(short, long, MPS, ("fcn", "vgg19")) == (
-        "fcn's kernels wait for the SMs vgg19's kernels hold (no preemption under MPS)")
+        "fcn's kernels wait for the SMs vgg19's kernels hold (no preemption under MPS)"
+    )
     # a partner holding every SM all the time still lets my blocks in as its own end: the guard, not infinity
     full = Solo(step_s=1.0, busy=1.0, fill=1.0)
-    assert predict_pair(short, full, MPS).step_s[0] == pytest.approx(0.5e-3 + 0.5e-3 / (1 - DEFAULT.max_held))
+    assert predict_pair(short, full, MPS).step_s[0] == pytest.approx(
+        0.5e-3 + 0.5e-3 / (1 - DEFAULT.max_held)
+    )
     # no kernels: nothing to wait for under MPS either
-    assert predict_pair(Solo(step_s=1e-3, busy=0.0), long, MPS).slowdown == pytest.approx((1.0, 1.0))
+    assert predict_pair(Solo(step_s=1e-3, busy=0.0), long, MPS).slowdown == pytest.approx(
+        (1.0, 1.0)
+    )
 
 
 def test_intervals_widen_r_by_the_model_error_the_solo_spread_and_what_the_inputs_lack():
@@ -109,7 +125,9 @@ def test_intervals_widen_r_by_the_model_error_the_solo_spread_and_what_the_input
     assert (rb.low, rb.high) == pytest.approx((1 - e_b, 1 + e_b))
     # STP's own leave-out error, and the spread of B's rate weighted by B's share of the STP (1 of 1.5)
     e_stp = math.hypot(ERRORS.base(MPS, "stp"), 0.1 / 1.5)
-    assert (pair.value, pair.low, pair.high) == pytest.approx((1.5, 1.5 * (1 - e_stp), 1.5 * (1 + e_stp)))
+    assert (pair.value, pair.low, pair.high) == pytest.approx(
+        (1.5, 1.5 * (1 - e_stp), 1.5 * (1 + e_stp))
+    )
     # several points (what the evidence leaves open): the interval spans them all
     other = PairPrediction(MPS, (3.0, 1.0), (3.0, 1.0), 4 / 3)
     (ra, _), pair = intervals([point, other], MPS)
@@ -137,7 +155,9 @@ def test_unpinned_single_threaded_jobs_on_two_cores_do_not_wait():
     other = Solo(step_s=0.002, cpu_share=0.499, cores=frozenset({0, 1}))
     assert predict_pair(one, other, CPU).slowdown == pytest.approx((1.0, 1.0))
     assert reason(one, other, CPU) == "their cores have room for both: neither waits for the other"
-    busy = Solo(step_s=0.005, cpu_share=1.0, cores=frozenset({0, 1}))  # two threads busy: the box is full
+    busy = Solo(
+        step_s=0.005, cpu_share=1.0, cores=frozenset({0, 1})
+    )  # two threads busy: the box is full
     assert predict_pair(busy, busy, CPU).slowdown == pytest.approx((2.0, 2.0))
     assert "take turns" in reason(busy, busy, CPU)
 
@@ -150,16 +170,25 @@ def test_h100_captures_predict_with_intervals_and_json_shape():
     ts = preds[0]
     fcn, gemm = ts.slowdown
     assert fcn.value > 2.5 and gemm.value < 1.7  # fcn's short kernels wait for gemm's slices
-    assert fcn.low <= 3.04 <= fcn.high and gemm.low <= 1.45 <= gemm.high and ts.stp.low <= 1.02 <= ts.stp.high
+    assert (
+        fcn.low <= 3.04 <= fcn.high
+        and gemm.low <= 1.45 <= gemm.high
+        and ts.stp.low <= 1.02 <= ts.stp.high
+    )
     assert ts.reason.endswith("time slices") and "short kernels" in ts.reason
-    assert ts.verdict == "cannot tell"  # STP ~0.96 with its interval across 1: neither pays nor loses is proven
+    assert (
+        ts.verdict == "cannot tell"
+    )  # STP ~0.96 with its interval across 1: neither pays nor loses is proven
     data = ts.to_dict()
     assert set(data["workloads"]["A"]["slowdown"]) == {"estimate", "low", "high"}
     assert data["pair"]["share"] == TIMESLICE and data["pair"]["verdict"] == "cannot tell"
     assert data["pair"]["stp"]["low"] < 1 < data["pair"]["stp"]["high"]
     # the constants used, named: the H100's are fitted on its own captures
     assert data["model"]["gpu"] == H100_NAME and data["model"]["calibrated"] is True
-    assert data["model"]["constants"] == FITTED[H100_NAME].to_dict() and "fitted" in data["model"]["source"]
+    assert (
+        data["model"]["constants"] == FITTED[H100_NAME].to_dict()
+        and "fitted" in data["model"]["source"]
+    )
     assert not any("uncalibrated" in n for n in data["notes"])
     json.dumps(data, allow_nan=False)
     # MPS's STP interval (1.21 [1.09, 1.33]) lies above time slicing's: under MPS fcn's kernels run beside gemm's
@@ -176,7 +205,9 @@ def test_a_switch_costs_only_when_both_contexts_have_work():
     assert 1 < p.slowdown[0] < 1 + SIGMA / 0.01
     assert reason(light, light, TIMESLICE).startswith("light jobs")
     # two jobs whose kernels need more than the GPU has: no longer light, their GPU parts take turns
-    fcn = Solo(step_s=2.05e-3, busy=0.70, copy_s=0.06e-3)  # the H100's fcn alone (q4): fcn + fcn measured r 1.67
+    fcn = Solo(
+        step_s=2.05e-3, busy=0.70, copy_s=0.06e-3
+    )  # the H100's fcn alone (q4): fcn + fcn measured r 1.67
     assert reason(fcn, fcn, TIMESLICE) == "host parts overlap while the GPU parts take turns"
     assert predict_pair(fcn, fcn, TIMESLICE).slowdown[0] == pytest.approx(1.67, rel=0.1)
 
@@ -185,12 +216,16 @@ def test_a_context_that_runs_out_of_work_yields_before_its_slice_ends():
     light, bound = Solo(step_s=0.01, busy=0.3), Solo(step_s=0.1, busy=1.0)
     # two light jobs hand the GPU back and forth: each holds what queued while the other held, b = i(b' + 2s)/(1 - i)
     b = holds(light, light)
-    assert b[0] == pytest.approx(b[1]) and b[0] == pytest.approx(0.3 * (b[0] + 2 * SIGMA) / 0.7, rel=1e-9)
+    assert b[0] == pytest.approx(b[1]) and b[0] == pytest.approx(
+        0.3 * (b[0] + 2 * SIGMA) / 0.7, rel=1e-9
+    )
     assert b[0] < TAU / 2
     # beside a GPU-bound job, whose work never runs out, the light job's holds grow (capped by its G) and the bound
     # one holds whole slices
     held = holds(light, bound)
-    assert held[1] == pytest.approx(TAU) and held[0] == pytest.approx(min(0.003, 0.3 * (TAU + 2 * SIGMA) / 0.7))
+    assert held[1] == pytest.approx(TAU) and held[0] == pytest.approx(
+        min(0.003, 0.3 * (TAU + 2 * SIGMA) / 0.7)
+    )
 
 
 def test_the_utilisation_scale_reads_nvml_busy_time_as_less_kernel_time():
@@ -198,8 +233,13 @@ def test_the_utilisation_scale_reads_nvml_busy_time_as_less_kernel_time():
 
     job = Solo(step_s=0.01, busy=0.8, copy_s=0.001)
     scaled = dataclasses.replace(DEFAULT, util_scale=0.6)
-    assert kernel_s(job) == pytest.approx(0.007) and kernel_s(job, scaled) == pytest.approx(0.6 * 0.007)
-    assert predict_pair(job, job, TIMESLICE, scaled).slowdown[0] < predict_pair(job, job, TIMESLICE).slowdown[0]
+    assert kernel_s(job) == pytest.approx(0.007) and kernel_s(job, scaled) == pytest.approx(
+        0.6 * 0.007
+    )
+    assert (
+        predict_pair(job, job, TIMESLICE, scaled).slowdown[0]
+        < predict_pair(job, job, TIMESLICE).slowdown[0]
+    )
 
 
 def _renamed(src: Path, dst: Path, gpu: str) -> Path:
@@ -207,83 +247,158 @@ def _renamed(src: Path, dst: Path, gpu: str) -> Path:
     return _copy(src, dst, gpu={**run["gpu"], "name": gpu})
 
 
-def test_a_gpu_never_calibrated_gets_the_default_constants_and_wider_intervals(tmp_path: Path, monkeypatch):
+def test_a_gpu_never_calibrated_gets_the_default_constants_and_wider_intervals(
+    tmp_path: Path, monkeypatch
+):
     monkeypatch.setenv(calibration.ENV, str(tmp_path / "store"))
     runs = [load_run(_renamed(H100 / n, tmp_path / n, "NVIDIA L4")) for n in ("x-fcn", "x-gemm")]
     (other,) = predict(runs)
     (h100,) = predict([load_run(H100 / "x-fcn"), load_run(H100 / "x-gemm")])
-    assert other.model is not None and not other.model.calibrated and other.model.constants == DEFAULT
+    assert (
+        other.model is not None and not other.model.calibrated and other.model.constants == DEFAULT
+    )
     assert any(n.startswith("uncalibrated for NVIDIA L4: intervals widened") for n in other.notes)
     assert other.slowdown[0].value == pytest.approx(h100.slowdown[0].value)
     width = [(e.high - e.low) / e.value for e in (other.slowdown[0], h100.slowdown[0])]
-    assert width[0] == pytest.approx(width[1] * math.hypot(ERRORS.base(TIMESLICE), ERRORS.uncalibrated[0])
-                                     / ERRORS.base(TIMESLICE))
+    assert width[0] == pytest.approx(
+        width[1]
+        * math.hypot(ERRORS.base(TIMESLICE), ERRORS.uncalibrated[0])
+        / ERRORS.base(TIMESLICE)
+    )
 
 
 def test_a_calibrated_gpu_gets_its_own_constants(tmp_path: Path, monkeypatch):
     monkeypatch.setenv(calibration.ENV, str(tmp_path / "store"))
-    calibration.save(calibration.Calibration("NVIDIA L4", {"slice_s": 0.002, "switch_s": 0.0001, "util_scale": 0.9},
-                                             measured_at="2026-11-26T00:00:00Z"))
+    calibration.save(
+        calibration.Calibration(
+            "NVIDIA L4",
+            {"slice_s": 0.002, "switch_s": 0.0001, "util_scale": 0.9},
+            measured_at="2026-11-26T00:00:00Z",
+        )
+    )
     runs = [load_run(_renamed(H100 / n, tmp_path / n, "NVIDIA L4")) for n in ("x-fcn", "x-gemm")]
     ts, mps = predict(runs, "all")
-    assert ts.model.calibrated and ts.model.constants.slice_s == 0.002 and ts.model.constants.util_scale == 0.9
-    assert "gpumon calibrate 2026-11-26T00:00:00Z" in ts.model.source and not any("uncalibrated" in n for n in ts.notes)
+    assert (
+        ts.model.calibrated
+        and ts.model.constants.slice_s == 0.002
+        and ts.model.constants.util_scale == 0.9
+    )
+    assert "gpumon calibrate 2026-11-26T00:00:00Z" in ts.model.source and not any(
+        "uncalibrated" in n for n in ts.notes
+    )
     # a shorter slice: fcn waits less for gemm's turns than with the H100's 3.5 ms
-    assert ts.slowdown[0].value < predict([load_run(H100 / "x-fcn"), load_run(H100 / "x-gemm")])[0].slowdown[0].value
+    assert (
+        ts.slowdown[0].value
+        < predict([load_run(H100 / "x-fcn"), load_run(H100 / "x-gemm")])[0].slowdown[0].value
+    )
     # MPS's SM fill was not measured: that mode says so and widens
-    assert not mps.model.calibrated and any("uncalibrated for NVIDIA L4" in n and "sm_fill" in n for n in mps.notes)
+    assert not mps.model.calibrated and any(
+        "uncalibrated for NVIDIA L4" in n and "sm_fill" in n for n in mps.notes
+    )
     # a file that is not a calibration is ignored, with the reason
     calibration.path_for("NVIDIA L4").write_text("{not json")
     (ts,) = predict(runs)
     assert not ts.model.calibrated and any(n.startswith("calibration ignored:") for n in ts.notes)
 
 
-def test_probe_constants_widen_the_intervals_and_yield_to_pair_fitted_ones(tmp_path: Path, monkeypatch):
+def test_probe_constants_widen_the_intervals_and_yield_to_pair_fitted_ones(
+    tmp_path: Path, monkeypatch
+):
     """The H100's own probes (docs/validation.md: τ 2.17 ms, σ 0.073 ms) predicted its pairs worse than the
     pair-fitted constants: on a GPU with pairs fitted they are not used, elsewhere they widen the intervals."""
     monkeypatch.setenv(calibration.ENV, str(tmp_path / "store"))
     probed = {"slice_s": 0.00217, "switch_s": 0.000073, "util_scale": 1.015, "sm_fill": 0.925}
-    calibration.save(calibration.Calibration(H100_NAME, probed, measured_at="2026-11-26T10:50:09Z", device="cuda"))
+    calibration.save(
+        calibration.Calibration(
+            H100_NAME, probed, measured_at="2026-11-26T10:50:09Z", device="cuda"
+        )
+    )
     (h100,) = predict([load_run(H100 / "x-fcn"), load_run(H100 / "x-gemm")])
-    assert h100.model.constants == FITTED[H100_NAME] and h100.model.calibrated and not h100.model.probed
+    assert (
+        h100.model.constants == FITTED[H100_NAME]
+        and h100.model.calibrated
+        and not h100.model.probed
+    )
     assert "fitted on" in h100.model.source
-    assert ("slice_s, switch_s, util_scale from `gpumon calibrate`'s probes not used: the ones fitted on this GPU's "
-            "pairs predict its pairs better (docs/validation.md)") in h100.notes
+    assert (
+        "slice_s, switch_s, util_scale from `gpumon calibrate`'s probes not used: the ones fitted on this GPU's "
+        "pairs predict its pairs better (docs/validation.md)"
+    ) in h100.notes
     # the same probes on a GPU with no pairs fitted: used, and the intervals widened by their measured error
-    calibration.save(calibration.Calibration("NVIDIA L4", probed, measured_at="2026-11-26T10:50:09Z", device="cuda"))
+    calibration.save(
+        calibration.Calibration(
+            "NVIDIA L4", probed, measured_at="2026-11-26T10:50:09Z", device="cuda"
+        )
+    )
     runs = [load_run(_renamed(H100 / n, tmp_path / n, "NVIDIA L4")) for n in ("x-fcn", "x-gemm")]
     (l4,) = predict(runs)
     assert l4.model.probed and l4.model.calibrated and l4.model.constants.slice_s == 0.00217
-    assert l4.model.to_dict()["probed"] is True and "gpumon calibrate 2026-11-26T10:50:09Z" in l4.model.source
-    assert any(n.startswith("slice_s, switch_s, util_scale measured by `gpumon calibrate`'s probes") for n in l4.notes)
+    assert (
+        l4.model.to_dict()["probed"] is True
+        and "gpumon calibrate 2026-11-26T10:50:09Z" in l4.model.source
+    )
+    assert any(
+        n.startswith("slice_s, switch_s, util_scale measured by `gpumon calibrate`'s probes")
+        for n in l4.notes
+    )
     # fitted on pairs measured on the L4 (--from-pairs): the same numbers are not widened
-    calibration.save(calibration.Calibration("NVIDIA L4", probed, device=calibration.FROM_PAIRS,
-                                             details={"fitted": ["slice_s", "switch_s", "util_scale"]}))
+    calibration.save(
+        calibration.Calibration(
+            "NVIDIA L4",
+            probed,
+            device=calibration.FROM_PAIRS,
+            details={"fitted": ["slice_s", "switch_s", "util_scale"]},
+        )
+    )
     (pairs,) = predict(runs)
     assert not pairs.model.probed and pairs.model.constants == l4.model.constants
     width = [(e.high - e.low) / e.value for e in (l4.slowdown[0], pairs.slowdown[0])]
-    assert width[0] == pytest.approx(width[1] * math.hypot(ERRORS.base(TIMESLICE), ERRORS.probed[0])
-                                     / ERRORS.base(TIMESLICE))
+    assert width[0] == pytest.approx(
+        width[1] * math.hypot(ERRORS.base(TIMESLICE), ERRORS.probed[0]) / ERRORS.base(TIMESLICE)
+    )
     # a from-pairs file of the H100 wins over the shipped fit, for what it fitted; its probe sm_fill does not
-    calibration.save(calibration.Calibration(H100_NAME, probed, device=calibration.FROM_PAIRS,
-                                             details={"fitted": ["slice_s", "switch_s", "util_scale"]}))
+    calibration.save(
+        calibration.Calibration(
+            H100_NAME,
+            probed,
+            device=calibration.FROM_PAIRS,
+            details={"fitted": ["slice_s", "switch_s", "util_scale"]},
+        )
+    )
     ts, mps = predict([load_run(H100 / "x-fcn"), load_run(H100 / "x-gemm")], "all")
-    assert ts.model.constants.slice_s == 0.00217 and not ts.model.probed and "gpumon calibrate" in ts.model.source
+    assert (
+        ts.model.constants.slice_s == 0.00217
+        and not ts.model.probed
+        and "gpumon calibrate" in ts.model.source
+    )
     assert mps.model.constants.sm_fill == FITTED[H100_NAME].sm_fill and not mps.model.probed
     # under MPS the probes' constants are said, not widened: they predicted the H100's MPS pairs as well as fitted
     calibration.save(calibration.Calibration("NVIDIA L4", probed, device="cuda"))
     ts, mps = predict(runs, "all")
     assert mps.model.probed and any("as well as the pair-fitted ones" in n for n in mps.notes)
-    assert lacking(mps.jobs, MPS, True, mps.model.constants, probed=True)[0] == lacking(mps.jobs, MPS)[0]
+    assert (
+        lacking(mps.jobs, MPS, True, mps.model.constants, probed=True)[0]
+        == lacking(mps.jobs, MPS)[0]
+    )
     assert lacking(ts.jobs, TIMESLICE, True, ts.model.constants, probed=True)[0] == ERRORS.probed
 
 
 def test_a_calibrations_pair_fitted_constants():
     probe = calibration.Calibration("G", {"slice_s": 0.002, "sm_fill": 0.9}, device="cuda")
-    old = calibration.Calibration("G", {"slice_s": 0.002, "sm_fill": 0.9}, device=calibration.FROM_PAIRS)
-    new = calibration.Calibration("G", {"slice_s": 0.002, "sm_fill": 0.9}, device=calibration.FROM_PAIRS,
-                                  details={"fitted": ["slice_s"]})
-    assert (probe.pair_fitted, old.pair_fitted, new.pair_fitted) == (frozenset(), {"slice_s", "sm_fill"}, {"slice_s"})
+    old = calibration.Calibration(
+        "G", {"slice_s": 0.002, "sm_fill": 0.9}, device=calibration.FROM_PAIRS
+    )
+    new = calibration.Calibration(
+        "G",
+        {"slice_s": 0.002, "sm_fill": 0.9},
+        device=calibration.FROM_PAIRS,
+        details={"fitted": ["slice_s"]},
+    )
+    assert (probe.pair_fitted, old.pair_fitted, new.pair_fitted) == (
+        frozenset(),
+        {"slice_s", "sm_fill"},
+        {"slice_s"},
+    )
 
 
 def _without_copy_times(src: Path, dst: Path) -> Path:
@@ -298,19 +413,30 @@ def _without_copy_times(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_runs_without_copy_times_or_outside_the_checked_utilisation_widen_the_intervals(tmp_path: Path):
-    fcn, gemm = read_jobs([load_run(H100 / "x-fcn")])[0][0], read_jobs([load_run(H100 / "x-gemm")])[0][0]
-    assert fcn.copies and gemm.copies  # fcn timed its copies; gemm, a built-in job, declares it copies nothing
+def test_runs_without_copy_times_or_outside_the_checked_utilisation_widen_the_intervals(
+    tmp_path: Path,
+):
+    fcn, gemm = (
+        read_jobs([load_run(H100 / "x-fcn")])[0][0],
+        read_jobs([load_run(H100 / "x-gemm")])[0][0],
+    )
+    assert (
+        fcn.copies and gemm.copies
+    )  # fcn timed its copies; gemm, a built-in job, declares it copies nothing
     blind = read_jobs([load_run(_without_copy_times(H100 / "x-fcn", tmp_path / "blind"))])[0][0]
     assert not blind.copies and blind.solo.copy_s == 0.0
     assert lacking([fcn, gemm], TIMESLICE) == ((0.0, 0.0), [])
     widen, notes = lacking([blind, gemm], TIMESLICE)
-    assert widen == pytest.approx(ERRORS.no_copies) and notes[0].startswith("no copy time recorded for A")
+    assert widen == pytest.approx(ERRORS.no_copies) and notes[0].startswith(
+        "no copy time recorded for A"
+    )
     import dataclasses
 
     idle = dataclasses.replace(gemm, solo=dataclasses.replace(gemm.solo, busy=0.05))
     widen, notes = lacking([fcn, idle], TIMESLICE, calibrated=False)
-    assert widen == pytest.approx(tuple(math.hypot(a, b) for a, b in zip(ERRORS.uncalibrated, ERRORS.outside)))
+    assert widen == pytest.approx(
+        tuple(math.hypot(a, b) for a, b in zip(ERRORS.uncalibrated, ERRORS.outside))
+    )
     assert "A's GPU utilisation 5 % outside the 9-100 %" in notes[0]  # gemm, read alone, is an A
     # under MPS without GPM the model says what it assumes (no widening: its error was measured without GPM)
     assumed = f"no GPM SM activity: a job's kernels are taken to hold gamma*u of the SMs (gamma {DEFAULT.sm_fill:.2f})"
@@ -352,7 +478,9 @@ def test_without_nvml_the_interval_spans_host_bound_to_gpu_bound(tmp_path: Path)
 
 
 def test_two_copy_bound_jobs_split_the_link():
-    copier = Solo(step_s=1e-3, busy=1.0, copy_s=1e-3)  # all copy, no kernels: no time slice to wait for
+    copier = Solo(
+        step_s=1e-3, busy=1.0, copy_s=1e-3
+    )  # all copy, no kernels: no time slice to wait for
     p = predict_pair(copier, copier, TIMESLICE)
     assert p.slowdown == pytest.approx((2.0, 2.0), rel=1e-6)
     beside_host = predict_pair(copier, Solo(step_s=1e-3, busy=0.0), TIMESLICE)
@@ -388,7 +516,9 @@ def test_gpm_sm_activity_is_the_fill_and_nvml_utilisation_the_busy_share(tmp_pat
     gpm = read_jobs([load_run(_with_gpm(H100 / "x-gemm", tmp_path / "gemm", 0.5))])[0][0].solo
     assert math.isnan(plain.fill) and gpm.fill == pytest.approx(0.5)
     assert gpm.busy == pytest.approx(plain.busy)  # time slicing still sees the whole busy time
-    assert sm_fill(gpm) == pytest.approx(0.5) and sm_fill(plain) == pytest.approx(DEFAULT.sm_fill * plain.busy)
+    assert sm_fill(gpm) == pytest.approx(0.5) and sm_fill(plain) == pytest.approx(
+        DEFAULT.sm_fill * plain.busy
+    )
 
 
 # Below: the model's equations (docs/predict.md) on inputs whose answers are derived by hand in the comments, each
@@ -398,7 +528,9 @@ def test_gpm_sm_activity_is_the_fill_and_nvml_utilisation_the_busy_share(tmp_pat
 def test_under_mps_two_gpu_bound_jobs_with_different_fills_solve_the_linear_pair():
     # H = C = 0: with x = G_A/T'_A and y = G_B/T'_B (the shares each executes), x = 1 - f_B*y and y = 1 - f_A*x, so
     # x = (1 - f_B)/(1 - f_A*f_B) = 0.2/0.6 = 1/3 and y = 0.5/0.6 = 5/6: r_A = 1/x = 3, r_B = 1/y = 1.2
-    p = predict_pair(Solo(step_s=1.0, busy=1.0, fill=0.5), Solo(step_s=2.0, busy=1.0, fill=0.8), MPS)
+    p = predict_pair(
+        Solo(step_s=1.0, busy=1.0, fill=0.5), Solo(step_s=2.0, busy=1.0, fill=0.8), MPS
+    )
     assert p.mode == MPS
     assert p.step_s == pytest.approx((3.0, 2.4), rel=1e-9)
     assert p.slowdown == pytest.approx((3.0, 1.2), rel=1e-9)
@@ -417,7 +549,10 @@ def test_a_gpus_own_constants_reach_every_term_of_the_mps_step():
     p = predict_pair(job, job, MPS, c)
     assert p.mode == MPS and p.step_s == pytest.approx((expected, expected), rel=1e-9)
     # kappa*u = 0.5: neither is GPU-bound under these constants
-    assert reason(job, job, MPS, c=c) == "kernels run side by side under MPS and fill each other's idle SMs"
+    assert (
+        reason(job, job, MPS, c=c)
+        == "kernels run side by side under MPS and fill each other's idle SMs"
+    )
 
 
 def test_a_gpus_own_constants_reach_every_term_of_the_time_sliced_step():
@@ -448,11 +583,16 @@ def test_copies_stretched_by_the_partners_copies_are_solved_for_each_job():
 
 
 def test_one_jobs_time_sliced_step_from_its_inputs():
-    short, long = Solo(step_s=1e-3, busy=0.5), Solo(step_s=1.0, busy=1.0)  # G = H = 0.5 ms; the long one holds tau
+    short, long = (
+        Solo(step_s=1e-3, busy=0.5),
+        Solo(step_s=1.0, busy=1.0),
+    )  # G = H = 0.5 ms; the long one holds tau
     # partner always ready, its hold left to the model: the long job holds a whole slice: T' = G + sigma + (tau + sigma)
     assert timeslice_step(short, long, 1.0) == pytest.approx(0.5e-3 + SIGMA + TAU + SIGMA)
     # a hold given: T' = G + sigma + (1 ms + sigma)
-    assert timeslice_step(short, long, 1.0, hold=1e-3) == pytest.approx(0.5e-3 + SIGMA + 1e-3 + SIGMA)
+    assert timeslice_step(short, long, 1.0, hold=1e-3) == pytest.approx(
+        0.5e-3 + SIGMA + 1e-3 + SIGMA
+    )
     # partner ready a tenth of the time: its wait (0.41 ms) hides in my host time and copies (H = 0.4, C = 0.1 ms, no
     # partner copies): T' = G + 0.1*sigma + H + C
     copier = Solo(step_s=1e-3, busy=0.6, copy_s=0.1e-3)
@@ -469,46 +609,67 @@ def test_one_jobs_mps_step_from_its_inputs():
     # G = 0.5 ms, H = 0.4 ms, C = 0.1 ms (no partner copies); the partner holds f*e = 0.5*0.5 of the SMs:
     # T' = H + C + G/(1 - 0.25)
     me = Solo(step_s=1e-3, busy=0.6, copy_s=0.1e-3)
-    assert mps_step(me, Solo(step_s=1.0, busy=1.0, fill=0.5), 0.5) == pytest.approx(0.5e-3 + 0.5e-3 / 0.75)
+    assert mps_step(me, Solo(step_s=1.0, busy=1.0, fill=0.5), 0.5) == pytest.approx(
+        0.5e-3 + 0.5e-3 / 0.75
+    )
 
 
 def test_inputs_outside_their_range_are_clamped_and_missing_ones_read_as_stated():
-    assert kernel_s(Solo(step_s=1.0, busy=1.3)) == pytest.approx(1.0)  # utilisation above 100 %: the whole step
+    assert kernel_s(Solo(step_s=1.0, busy=1.3)) == pytest.approx(
+        1.0
+    )  # utilisation above 100 %: the whole step
     assert sm_fill(Solo(step_s=1.0, busy=1.3)) == pytest.approx(DEFAULT.sm_fill)
     assert sm_fill(Solo(step_s=1.0, busy=0.5, fill=1.5)) == 1.0  # at most every SM
     assert sm_fill(Solo(step_s=1.0)) == 0.0  # no NVML, no GPM: no SMs known to be held
     # a job with no step time has no kernel rate: it holds nothing, and its partner holds what queues in two switches
-    assert holds(Solo(step_s=0.0), Solo(step_s=0.01, busy=0.3)) == pytest.approx((0.0, 0.3 * 2 * SIGMA / 0.7))
+    assert holds(Solo(step_s=0.0), Solo(step_s=0.01, busy=0.3)) == pytest.approx(
+        (0.0, 0.3 * 2 * SIGMA / 0.7)
+    )
 
 
 def test_cpu_shares_unknown_or_above_one_count_as_one_core_and_the_room_limit_is_inclusive():
     one = frozenset({0})
     unknown = Solo(step_s=0.01, cores=one)  # no cpu_pct: assume it keeps its core busy
     assert predict_pair(unknown, unknown, CPU).slowdown == pytest.approx((2.0, 2.0))
-    half, over = Solo(step_s=0.01, cpu_share=0.5, cores=one), Solo(step_s=0.01, cpu_share=1.5, cores=one)
-    assert predict_pair(half, over, CPU).slowdown == pytest.approx((2.0, 1.5))  # T*(1 + 1) and T*(1 + 0.5)
+    half, over = (
+        Solo(step_s=0.01, cpu_share=0.5, cores=one),
+        Solo(step_s=0.01, cpu_share=1.5, cores=one),
+    )
+    assert predict_pair(half, over, CPU).slowdown == pytest.approx(
+        (2.0, 1.5)
+    )  # T*(1 + 1) and T*(1 + 0.5)
     # 0.525 + 0.525 = 1 + CORE_ROOM exactly: still room for both
     edge = Solo(step_s=0.01, cpu_share=0.525, cores=one)
     assert predict_pair(edge, edge, CPU).slowdown == pytest.approx((1.0, 1.0))
     # one job pinned, the other's cores unknown: no CPU prediction for either
     p = predict_pair(half, Solo(step_s=0.01, cpu_share=0.5), CPU)
-    assert p.mode == CPU and math.isnan(p.slowdown[0]) and math.isnan(p.slowdown[1]) and math.isnan(p.stp)
+    assert (
+        p.mode == CPU
+        and math.isnan(p.slowdown[0])
+        and math.isnan(p.slowdown[1])
+        and math.isnan(p.stp)
+    )
 
 
 def test_the_cpu_reasons_name_the_case():
     a = Solo(step_s=0.01, cpu_share=1.0, cores=frozenset({0}))
     b = Solo(step_s=0.02, cpu_share=1.0, cores=frozenset({1}))
     assert reason(a, b, CPU) == "pinned to different cores: neither waits for the other"
-    assert reason(a, a, CPU) == "both on the same cores, more than they hold: they take turns on them"
+    assert (
+        reason(a, a, CPU) == "both on the same cores, more than they hold: they take turns on them"
+    )
 
 
 def test_the_mps_reason_names_which_job_waits_and_when_none_does():
     short, long = Solo(step_s=1e-3, busy=0.5), Solo(step_s=1.0, busy=1.0)
     assert reason(long, short, MPS, ("vgg19", "fcn")) == (
-        "fcn's kernels wait for the SMs vgg19's kernels hold (no preemption under MPS)")
+        "fcn's kernels wait for the SMs vgg19's kernels hold (no preemption under MPS)"
+    )
     side_by_side = "kernels run side by side under MPS and fill each other's idle SMs"
     assert reason(short, short, MPS) == side_by_side  # neither GPU-bound
-    assert reason(Solo(step_s=1e-3, busy=0.0), long, MPS) == side_by_side  # no kernels of its own: nothing waits
+    assert (
+        reason(Solo(step_s=1e-3, busy=0.0), long, MPS) == side_by_side
+    )  # no kernels of its own: nothing waits
     edge = Solo(step_s=1.0, busy=0.85)  # 85 % busy is GPU-bound
     assert reason(edge, edge, MPS) == "both GPU-bound: under MPS their kernels compete for the SMs"
     assert reason(edge, edge, TIMESLICE) == "both GPU-bound: time slices split the GPU"
@@ -517,9 +678,15 @@ def test_the_mps_reason_names_which_job_waits_and_when_none_does():
 def test_the_time_sliced_reason_needs_short_kernels_beside_whole_slices_of_long_ones():
     overlap = "host parts overlap while the GPU parts take turns"
     short, long = Solo(step_s=1e-3, busy=0.5), Solo(step_s=1.0, busy=1.0)
-    assert reason(long, short, TIMESLICE, ("vgg19", "fcn")) == "fcn's short kernels wait for vgg19's time slices"
+    assert (
+        reason(long, short, TIMESLICE, ("vgg19", "fcn"))
+        == "fcn's short kernels wait for vgg19's time slices"
+    )
     # B's kernels of 2.5 tau are long (more than two slices); exactly two slices are not
-    assert reason(short, Solo(step_s=2.5 * TAU, busy=1.0), TIMESLICE) == "A's short kernels wait for B's time slices"
+    assert (
+        reason(short, Solo(step_s=2.5 * TAU, busy=1.0), TIMESLICE)
+        == "A's short kernels wait for B's time slices"
+    )
     assert reason(short, Solo(step_s=2 * TAU, busy=1.0), TIMESLICE) == overlap
     # kernels of exactly one slice are not short
     assert reason(Solo(step_s=2 * TAU, busy=0.5), long, TIMESLICE) == overlap
@@ -530,7 +697,8 @@ def test_the_time_sliced_reason_needs_short_kernels_beside_whole_slices_of_long_
     assert reason(half, half, TIMESLICE) == overlap
     light = Solo(step_s=0.01, busy=0.3)
     assert reason(light, light, TIMESLICE) == (
-        "light jobs: each yields the GPU as soon as its kernels are done, and the other fills its gaps")
+        "light jobs: each yields the GPU as soon as its kernels are done, and the other fills its gaps"
+    )
 
 
 def test_the_time_sliced_reason_uses_the_gpus_own_constants():
@@ -538,10 +706,14 @@ def test_the_time_sliced_reason_uses_the_gpus_own_constants():
     short = Solo(step_s=6e-3, busy=1.0)  # G = 3 ms < tau (6 ms under kappa 1)
     # B: G = 0.5 s; holds: A capped at its G (i = 1/2: b = b' + 2*sigma), B at tau (3 + 3 ms > 5 ms)
     assert holds(short, Solo(step_s=1.0, busy=1.0), c) == pytest.approx((3e-3, 5e-3))
-    assert reason(short, Solo(step_s=1.0, busy=1.0), TIMESLICE, c=c) == "A's short kernels wait for B's time slices"
+    assert (
+        reason(short, Solo(step_s=1.0, busy=1.0), TIMESLICE, c=c)
+        == "A's short kernels wait for B's time slices"
+    )
     # B: G = 7.5 ms, not over two slices (10 ms; its 15 ms under kappa 1 would be)
     assert reason(short, Solo(step_s=15e-3, busy=1.0), TIMESLICE, c=c) == (
-        "host parts overlap while the GPU parts take turns")
+        "host parts overlap while the GPU parts take turns"
+    )
     # 80 % busy reads as 40 % kernels each: light, and not GPU-bound
     light = Solo(step_s=0.1, busy=0.8)
     assert reason(light, light, TIMESLICE, c=c).startswith("light jobs")

@@ -72,12 +72,18 @@ def test_steps_are_batched():
 
 def test_full_pipe_never_blocks_and_counts_drops():
     """The monitor reads nothing while the child steps: steps are dropped and counted, never blocked."""
-    code = CHILD.replace("n = int(sys.argv[1])", "n = int(sys.argv[1]); began = time.perf_counter()")
+    code = CHILD.replace(
+        "n = int(sys.argv[1])", "n = int(sys.argv[1]); began = time.perf_counter()"
+    )
     code += "\nprint(time.perf_counter() - began, flush=True)\n"
     r, w = os.pipe()
     env = {**os.environ, "GPUMON_PROBE_FD": str(w)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, "200000"], env=env, pass_fds=(w,), stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code, "200000"],
+        env=env,
+        pass_fds=(w,),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     os.close(w)
     elapsed = float(proc.stdout.readline())
@@ -96,7 +102,9 @@ def test_dead_monitor_is_harmless():
     r, w = os.pipe()
     os.close(r)
     env = {**os.environ, "GPUMON_PROBE_FD": str(w)}
-    proc = subprocess.run([sys.executable, "-c", CHILD, "50"], env=env, pass_fds=(w,), capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, "50"], env=env, pass_fds=(w,), capture_output=True, timeout=60
+    )
     os.close(w)
     assert proc.returncode == 0, proc.stderr
 
@@ -107,7 +115,9 @@ def test_no_monitor_is_a_noop(value):
     if value is not None:
         env["GPUMON_PROBE_FD"] = value
     code = CHILD + "\nprint(probe.enabled())\n"
-    proc = subprocess.run([sys.executable, "-c", code, "10"], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "10"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
 
@@ -129,7 +139,9 @@ def test_a_forked_child_does_not_report():
         """
     )
     r, w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "GPUMON_PROBE_FD": str(w)}, pass_fds=(w,))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env={**os.environ, "GPUMON_PROBE_FD": str(w)}, pass_fds=(w,)
+    )
     os.close(w)
     with os.fdopen(r, "rb") as f:
         messages = [json.loads(line) for line in f.read().splitlines()]

@@ -33,7 +33,10 @@ def test_a_rate_is_a_wall_clock_slope():
     assert math.isnan(slope(Point(1.0, 10), Point(1.0, 11)))
     assert exclusive_rate([1.0, 2.0, 5.0], [3, 4, 7]) == pytest.approx(1.0)
     assert math.isnan(exclusive_rate([1.0], [3]))
-    assert overlap_window((0.0, 4.0), (10.0, 20.0)) == (4.0, 10.0) and overlap_window((0.0, 2.0), (1.0, 3.0)) is None
+    assert (
+        overlap_window((0.0, 4.0), (10.0, 20.0)) == (4.0, 10.0)
+        and overlap_window((0.0, 2.0), (1.0, 3.0)) is None
+    )
     assert live_rate(None, [], ever=True) == 0.0 and math.isnan(live_rate(None, [], ever=False))
     assert live_rate(Point(0.0, 0), [Point(1.0, 5)], ever=True) == 5.0
 
@@ -97,9 +100,15 @@ def _bursty_pair() -> list[tuple[str, Point, bool]]:
 
 def _reference(steps: list[tuple[str, Point, bool]], until: float) -> dict[str, float]:
     """compare's definition, written out: post-warm-up curves interpolated at the overlap's edges."""
-    curves = {slot: [(p.t, p.n) for s, p, warm in steps if s == slot and not warm and p.t <= until] for slot in "AB"}
+    curves = {
+        slot: [(p.t, p.n) for s, p, warm in steps if s == slot and not warm and p.t <= until]
+        for slot in "AB"
+    }
     start, end = max(c[0][0] for c in curves.values()), min(c[-1][0] for c in curves.values())
-    at = {slot: lambda x, c=c: float(np.interp(x, [p[0] for p in c], [p[1] for p in c])) for slot, c in curves.items()}
+    at = {
+        slot: lambda x, c=c: float(np.interp(x, [p[0] for p in c], [p[1] for p in c]))
+        for slot, c in curves.items()
+    }
     return {slot: (at[slot](end) - at[slot](start)) / (end - start) for slot in curves}
 
 
@@ -111,7 +120,9 @@ def test_overlap_rates_do_not_depend_on_the_order_the_jobs_batches_arrive_in(fir
     with A's batches first and 48 % with B's: a job's count at the window's edges was taken from whichever of its
     steps had arrived)."""
     steps = _bursty_pair()
-    arrival = sorted(steps, key=lambda s: (math.ceil(s[1].t), s[0] != first, s[1].t))  # per second, one job first
+    arrival = sorted(
+        steps, key=lambda s: (math.ceil(s[1].t), s[0] != first, s[1].t)
+    )  # per second, one job first
     in_order, batched = OverlapRates(), OverlapRates()
     readings = 0
     for second in range(1, math.ceil(steps[-1][1].t) + 1):
@@ -134,7 +145,9 @@ def test_overlap_rates_keep_a_bounded_history_of_a_job_alone():
     for n in range(200_000):
         o.add("A", Point(n * 0.0005, n), False)
     assert len(o._curves["A"].points) <= min(MAX_KEPT, KEEP_S / RESOLUTION_S) + TRIM_EVERY + 1
-    o.add("B", Point(99.0, 0), False)  # B's first step, 1 s behind A's latest: A's count there is still known
+    o.add(
+        "B", Point(99.0, 0), False
+    )  # B's first step, 1 s behind A's latest: A's count there is still known
     o.add("B", Point(99.5, 10), False)
     assert o.rates("AB") == pytest.approx({"A": 2000.0, "B": 20.0})
 
@@ -144,17 +157,45 @@ def test_no_r_nor_verdict_before_the_window_can_hold_one():
     how long that still takes at each job's rate so far, and says why there will be none when the overlap ended
     short."""
     x = {"A": 40.0, "B": 20.0}
-    short = Overlap(10.0, 12.0, {"A": 40.0, "B": 20.0}, {"A": 20.0, "B": 10.0})  # 2 s: B's 50 steps come at 5 s
+    short = Overlap(
+        10.0, 12.0, {"A": 40.0, "B": 20.0}, {"A": 20.0, "B": 10.0}
+    )  # 2 s: B's 50 steps come at 5 s
     said = interference(x, short)
-    assert said.measuring and said.left_s == pytest.approx(3.0) and said.text == "measuring… (3 s left)"
-    assert all(math.isnan(r) for r in said.slowdown.values()) and math.isnan(said.stp) and said.verdict == ""
-    slow = Overlap(10.0, 16.0, {"A": 60.0, "B": 30.0}, {"A": 10.0, "B": 5.0})  # 6 s, but B needs 4 s more steps
+    assert (
+        said.measuring
+        and said.left_s == pytest.approx(3.0)
+        and said.text == "measuring… (3 s left)"
+    )
+    assert (
+        all(math.isnan(r) for r in said.slowdown.values())
+        and math.isnan(said.stp)
+        and said.verdict == ""
+    )
+    slow = Overlap(
+        10.0, 16.0, {"A": 60.0, "B": 30.0}, {"A": 10.0, "B": 5.0}
+    )  # 6 s, but B needs 4 s more steps
     assert interference(x, slow).text == "measuring… (4 s left)"
-    enough = Overlap(10.0, 10.0 + MIN_OVERLAP_S, {"A": 100.0, "B": MIN_OVERLAP_STEPS}, {"A": 20.0, "B": 10.0})
-    assert not interference(x, enough).measuring and interference(x, enough).text == "cannot tell: STP 1.00"
-    waiting = Overlap(math.nan, math.nan, {"A": math.nan, "B": math.nan}, {"A": math.nan, "B": math.nan}, waiting=("B",))
+    enough = Overlap(
+        10.0, 10.0 + MIN_OVERLAP_S, {"A": 100.0, "B": MIN_OVERLAP_STEPS}, {"A": 20.0, "B": 10.0}
+    )
+    assert (
+        not interference(x, enough).measuring
+        and interference(x, enough).text == "cannot tell: STP 1.00"
+    )
+    waiting = Overlap(
+        math.nan,
+        math.nan,
+        {"A": math.nan, "B": math.nan},
+        {"A": math.nan, "B": math.nan},
+        waiting=("B",),
+    )
     assert interference(x, waiting).text == "measuring… (waiting for B to pass its warm-up)"
-    assert interference({"A": 40.0}, short).text == "measuring… (3 s left); STP needs the exclusive rate of B"
+    assert (
+        interference({"A": 40.0}, short).text
+        == "measuring… (3 s left); STP needs the exclusive rate of B"
+    )
     ended = Overlap(10.0, 11.5, {"A": 30.0, "B": 15.0}, {"A": 20.0, "B": 10.0}, closed=True)
-    assert interference(x, ended).text == (f"too short to tell: the jobs overlapped 1.5 s (a verdict needs "
-                                           f"{MIN_OVERLAP_S:g} s and {MIN_OVERLAP_STEPS} steps of each job)")
+    assert interference(x, ended).text == (
+        f"too short to tell: the jobs overlapped 1.5 s (a verdict needs "
+        f"{MIN_OVERLAP_S:g} s and {MIN_OVERLAP_STEPS} steps of each job)"
+    )

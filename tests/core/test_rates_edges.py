@@ -10,8 +10,24 @@ import numpy as np
 import pytest
 
 from gpumon.core.records.rates import (
-    CANNOT_TELL, KEEP_S, LOSES, MAX_KEPT, MIN_OVERLAP_S, PAYS, ROUNDING, TRIM_EVERY, Overlap, OverlapRates, Point,
-    _between, _Curve, interference, live_rate, overlap_window, slowdown, verdict,
+    CANNOT_TELL,
+    KEEP_S,
+    LOSES,
+    MAX_KEPT,
+    MIN_OVERLAP_S,
+    PAYS,
+    ROUNDING,
+    TRIM_EVERY,
+    Overlap,
+    OverlapRates,
+    Point,
+    _between,
+    _Curve,
+    interference,
+    live_rate,
+    overlap_window,
+    slowdown,
+    verdict,
 )
 
 NAN = math.nan
@@ -20,7 +36,9 @@ NAN = math.nan
 def _over(rates: dict[str, float]) -> Overlap:
     """An overlap window long enough to hold a verdict (ten times the minimum), with these shared rates."""
     duration = 10 * MIN_OVERLAP_S
-    return Overlap(0.0, duration, {slot: rate * duration for slot, rate in rates.items()}, dict(rates))
+    return Overlap(
+        0.0, duration, {slot: rate * duration for slot, rate in rates.items()}, dict(rates)
+    )
 
 
 def test_the_verdict_needs_the_whole_interval_beyond_rounding() -> None:
@@ -34,12 +52,22 @@ def test_the_verdict_needs_the_whole_interval_beyond_rounding() -> None:
 def test_r_needs_both_rates_positive_and_finite() -> None:
     assert slowdown(0.5, 0.25) == 2.0  # rates under one per second are rates too
     assert slowdown(3.0, 0.5) == 6.0
-    for x, s in ((0.0, 1.0), (1.0, 0.0), (-1.0, 1.0), (math.inf, 1.0), (1.0, math.inf), (NAN, 1.0), (1.0, NAN)):
+    for x, s in (
+        (0.0, 1.0),
+        (1.0, 0.0),
+        (-1.0, 1.0),
+        (math.inf, 1.0),
+        (1.0, math.inf),
+        (NAN, 1.0),
+        (1.0, NAN),
+    ):
         assert math.isnan(slowdown(x, s)), (x, s)
 
 
 def test_an_overlap_needs_time_between_its_edges() -> None:
-    assert overlap_window([1.0, 2.0], [2.0, 5.0]) is None  # the later start is the earlier end: no time together
+    assert (
+        overlap_window([1.0, 2.0], [2.0, 5.0]) is None
+    )  # the later start is the earlier end: no time together
     assert overlap_window([1.0, 2.0], [3.0, 5.0]) == (2.0, 3.0)
 
 
@@ -47,25 +75,38 @@ def test_a_live_rate_runs_from_its_anchor_else_its_first_step() -> None:
     steps = [Point(1.0, 10), Point(2.0, 12), Point(3.0, 14)]
     assert live_rate(None, steps, ever=True) == 2.0
     assert live_rate(Point(0.0, 5), steps, ever=True) == 3.0
-    assert math.isnan(live_rate(None, [Point(1.0, 10)], ever=True))  # one step, no anchor: no time yet
+    assert math.isnan(
+        live_rate(None, [Point(1.0, 10)], ever=True)
+    )  # one step, no anchor: no time yet
 
 
 def test_the_curve_between_two_steps_is_a_straight_line() -> None:
     assert _between(Point(1.0, 4), Point(3.0, 10), 2.0) == Point(2.0, 7.0)
     assert _between(Point(1.0, 4), Point(5.0, 12), 4.0) == Point(4.0, 10.0)
-    assert _between(Point(1.0, 4), None, 9.0) == Point(9.0, 4)  # nothing after it yet: the count stands
+    assert _between(Point(1.0, 4), None, 9.0) == Point(
+        9.0, 4
+    )  # nothing after it yet: the count stands
     assert _between(Point(1.0, 4), Point(1.0, 6), 1.0) == Point(1.0, 4)
 
 
 def test_the_interference_line_in_words() -> None:
     even = interference({"A": 100.0, "B": 50.0}, _over({"B": 25.0, "A": 50.0}))
-    assert list(even.shared.items()) == [("A", 50.0), ("B", 25.0)] and even.slowdown == {"A": 2.0, "B": 2.0}
+    assert list(even.shared.items()) == [("A", 50.0), ("B", 25.0)] and even.slowdown == {
+        "A": 2.0,
+        "B": 2.0,
+    }
     assert (even.stp, even.verdict, even.text) == (1.0, CANNOT_TELL, "cannot tell: STP 1.00")
     pays = interference({"A": 100.0, "B": 100.0}, _over({"A": 80.0, "B": 80.0}))
-    assert (pays.stp, pays.verdict, pays.text) == (pytest.approx(1.6), PAYS, "sharing pays: STP 1.60")
+    assert (pays.stp, pays.verdict, pays.text) == (
+        pytest.approx(1.6),
+        PAYS,
+        "sharing pays: STP 1.60",
+    )
     loses = interference({"A": 100.0, "B": 100.0}, _over({"A": 40.0, "B": 40.0}))
     assert (loses.verdict, loses.text) == (LOSES, "sharing loses: STP 0.80")
-    barely = interference({"A": 100.0, "B": 100.0}, _over({"A": 50.2, "B": 50.0}))  # STP 1.002: 1.00 as shown
+    barely = interference(
+        {"A": 100.0, "B": 100.0}, _over({"A": 50.2, "B": 50.0})
+    )  # STP 1.002: 1.00 as shown
     assert barely.verdict == CANNOT_TELL and barely.text == "cannot tell: STP 1.00"
 
 
@@ -76,14 +117,28 @@ def test_the_interference_line_says_which_exclusive_rate_is_missing() -> None:
     assert (one.verdict, one.text) == ("", "STP needs the exclusive rate of B")
     both = interference({}, _over({"A": 1.0, "B": 2.0}))
     assert both.text == "STP needs the exclusive rate of A and B"
-    stalled = interference({"A": 100.0, "B": 100.0}, _over({"A": 50.0, "B": 0.0}))  # B known alone, no shared steps
-    assert math.isnan(stalled.slowdown["B"]) and stalled.verdict == "" and stalled.text == "measuring…"
+    stalled = interference(
+        {"A": 100.0, "B": 100.0}, _over({"A": 50.0, "B": 0.0})
+    )  # B known alone, no shared steps
+    assert (
+        math.isnan(stalled.slowdown["B"]) and stalled.verdict == "" and stalled.text == "measuring…"
+    )
     alone = interference({}, _over({"A": 5.0}))
     assert alone.text == "" and alone.shared == {"A": 5.0}
 
 
 # A steps at whole seconds with a gap (7 → 9); B warms up, then steps every 0.5 s from 3.25 to 7.75.
-A_STEPS = [(1.0, 0), (2.0, 1), (3.0, 2), (4.0, 3), (5.0, 4), (6.0, 5), (7.0, 6), (9.0, 7), (10.0, 8)]
+A_STEPS = [
+    (1.0, 0),
+    (2.0, 1),
+    (3.0, 2),
+    (4.0, 3),
+    (5.0, 4),
+    (6.0, 5),
+    (7.0, 6),
+    (9.0, 7),
+    (10.0, 8),
+]
 B_STEPS = [(3.25 + 0.5 * k, k) for k in range(10)]
 B_WARMUP = [(2.0, -2), (2.5, -1)]
 
@@ -107,7 +162,9 @@ def test_the_overlap_rates_interpolate_both_edges_as_compare_does() -> None:
     rates = _fed().rates(["A", "B"])
     start, end = 3.25, 7.75  # B's first steady step, B's last step (A stepped on, to 10 s)
     assert rates["A"] == pytest.approx(_by_hand(start, end, A_STEPS), rel=1e-12)
-    assert rates["A"] == pytest.approx((6.375 - 2.25) / 4.5, rel=1e-12)  # A at 7.75 s: 6 + 0.75 / 2 steps
+    assert rates["A"] == pytest.approx(
+        (6.375 - 2.25) / 4.5, rel=1e-12
+    )  # A at 7.75 s: 6 + 0.75 / 2 steps
     assert rates["B"] == pytest.approx(9 / 4.5, rel=1e-12)
 
 
@@ -162,9 +219,13 @@ def test_a_new_job_in_a_slot_starts_a_new_overlap() -> None:
 
 
 def test_the_time_left_is_unknown_without_edges_jobs_or_counts() -> None:
-    assert math.isnan(Overlap(NAN, NAN, {"A": 10.0, "B": 10.0}, {"A": 2.0, "B": 2.0}).left_s())  # no edges yet
+    assert math.isnan(
+        Overlap(NAN, NAN, {"A": 10.0, "B": 10.0}, {"A": 2.0, "B": 2.0}).left_s()
+    )  # no edges yet
     assert math.isnan(Overlap(0.0, 10.0, {}, {}).left_s())  # no job in it
-    assert math.isnan(Overlap(0.0, 10.0, {"A": 60.0}, {"A": 6.0, "B": 6.0}).left_s())  # B's count is not known
+    assert math.isnan(
+        Overlap(0.0, 10.0, {"A": 60.0}, {"A": 6.0, "B": 6.0}).left_s()
+    )  # B's count is not known
 
 
 def test_a_job_under_one_step_per_second_still_gets_its_time_left() -> None:
@@ -199,7 +260,10 @@ def test_a_window_is_closed_from_when_a_job_left_until_a_new_one_came() -> None:
 def test_the_window_counts_each_jobs_steps_between_its_edges() -> None:
     window = _fed().window(["A", "B"])
     assert (window.start, window.end, window.duration) == (3.25, 7.75, 4.5)
-    assert window.steps == {"A": 6.375 - 2.25, "B": 9.0}  # A: 2.25 steps at 3.25 s, 6.375 at 7.75 s; B: 0 to 9
+    assert window.steps == {
+        "A": 6.375 - 2.25,
+        "B": 9.0,
+    }  # A: 2.25 steps at 3.25 s, 6.375 at 7.75 s; B: 0 to 9
 
 
 def test_a_window_without_time_in_it_counts_no_steps() -> None:
@@ -238,7 +302,9 @@ def test_the_window_ends_where_the_job_that_left_took_its_last_step() -> None:
 def test_the_window_of_two_of_three_jobs_starts_at_their_own_later_first_step() -> None:
     """A at 1 it/s from 0 s, B at 2 it/s from 1 s, C from 3 s: A and B overlap from 1 s to B's latest step, 5 s."""
     rates = OverlapRates()
-    events = [(float(t), "A", t) for t in range(0, 7, 2)] + [(1.0 + t, "B", 2 * t) for t in range(0, 5, 2)]
+    events = [(float(t), "A", t) for t in range(0, 7, 2)] + [
+        (1.0 + t, "B", 2 * t) for t in range(0, 5, 2)
+    ]
     events += [(3.0, "C", 0), (5.0, "C", 1)]
     for t, slot, n in sorted(events):
         rates.add(slot, Point(t, n), False)
@@ -274,8 +340,15 @@ def test_the_count_at_the_start_is_taken_before_a_later_step_moves_the_last_poin
     assert rates.window(["A", "B"]).steps == {"A": pytest.approx(20 - 10.4, abs=1e-9), "B": 10.0}
     # B's first step at 1.0005 s comes between A's at 1.0 s (10) and 1.0005 s (11): A counts 11 at the start.
     rates = OverlapRates()
-    for slot, t, n in (("A", 0.0, 0), ("A", 1.0, 10), ("B", 1.0005, 0), ("A", 1.0005, 11), ("A", 1.0009, 12),
-                       ("A", 2.0005, 21), ("B", 2.0005, 10)):
+    for slot, t, n in (
+        ("A", 0.0, 0),
+        ("A", 1.0, 10),
+        ("B", 1.0005, 0),
+        ("A", 1.0005, 11),
+        ("A", 1.0009, 12),
+        ("A", 2.0005, 21),
+        ("B", 2.0005, 10),
+    ):
         rates.add(slot, Point(t, n), False)
     assert rates.window(["A", "B"]).steps == {"A": pytest.approx(21 - 11, abs=1e-9), "B": 10.0}
 
@@ -286,7 +359,9 @@ def test_a_long_overlap_keeps_each_jobs_last_keep_s_seconds() -> None:
     for k in range(600):
         rates.add("A", Point(0.1 * k, k), False)
         rates.add("B", Point(0.1 * k + 0.05, k), False)
-    assert all(len(curve.points) <= KEEP_S / 0.1 + TRIM_EVERY + 1 for curve in rates._curves.values())
+    assert all(
+        len(curve.points) <= KEEP_S / 0.1 + TRIM_EVERY + 1 for curve in rates._curves.values()
+    )
     assert rates.rates(["A", "B"]) == {"A": pytest.approx(10.0), "B": pytest.approx(10.0)}
 
 
@@ -320,9 +395,16 @@ def test_a_curves_count_between_and_beyond_its_kept_points() -> None:
     curve = _Curve(Point(2.0, 10))
     curve.add(Point(3.0, 14))
     curve.add(Point(6.0, 18))
-    assert curve.at(6.5) is None and curve.at(6.0) == 18.0 and curve.at(3.0) == 14.0 and curve.at(2.0) == 10.0
+    assert (
+        curve.at(6.5) is None
+        and curve.at(6.0) == 18.0
+        and curve.at(3.0) == 14.0
+        and curve.at(2.0) == 10.0
+    )
     assert curve.at(2.5) == 12.0 and curve.at(4.5) == 16.0
-    assert curve.at(1.0) == 8.0 and curve.at(0.0) == 6.0  # before the oldest kept point: along 2 it/s
+    assert (
+        curve.at(1.0) == 8.0 and curve.at(0.0) == 6.0
+    )  # before the oldest kept point: along 2 it/s
     alone = _Curve(Point(5.0, 3))
     assert alone.at(4.0) == 3.0 and alone.at(5.0) == 3.0 and alone.at(5.5) is None
     twice = _Curve(Point(1.0, 0))

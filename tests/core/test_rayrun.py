@@ -67,7 +67,9 @@ def test_an_unreachable_address_hints_at_token_authentication() -> None:
     assert line.startswith("--ray: cannot reach a Ray cluster at 10.0.0.1:6379: Failed to connect")
     assert "RAY_AUTH_MODE=token" in line
     # in token mode already, or starting a local cluster: no hint
-    assert "RAY_AUTH_MODE" not in rayrun.connect_error("10.0.0.1:6379", exc, {"RAY_AUTH_MODE": "token"})
+    assert "RAY_AUTH_MODE" not in rayrun.connect_error(
+        "10.0.0.1:6379", exc, {"RAY_AUTH_MODE": "token"}
+    )
     assert "RAY_AUTH_MODE" not in rayrun.connect_error(None, RuntimeError("no space"), {})
 
 

@@ -49,8 +49,13 @@ def runtime(monkeypatch: pytest.MonkeyPatch):
 
 
 def start(code: str = STEPPER, **env: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, **env}, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+        start_new_session=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -72,8 +77,12 @@ class Reader:
         self.messages: list[dict] = []
 
     def rows(self, history: bool | None = None) -> list[list]:
-        return [row for m in self.messages if m["type"] == "steps"
-                and (history is None or bool(m.get("history")) == history) for row in m["rows"]]
+        return [
+            row
+            for m in self.messages
+            if m["type"] == "steps" and (history is None or bool(m.get("history")) == history)
+            for row in m["rows"]
+        ]
 
     def read_until(self, condition, timeout: float = 30.0) -> None:
         def more() -> bool:
@@ -92,7 +101,9 @@ class Reader:
         wait_for(more, timeout=timeout, interval=0, what="probe messages")
 
 
-def test_a_probed_script_publishes_its_steps_privately(stepper: subprocess.Popen, runtime: Path) -> None:
+def test_a_probed_script_publishes_its_steps_privately(
+    stepper: subprocess.Popen, runtime: Path
+) -> None:
     entry = runtime / "probes" / f"{stepper.pid}.sock"
     assert entry.is_socket() and stat.S_IMODE(entry.stat().st_mode) == 0o600
     for directory in (runtime, runtime / "probes"):
@@ -106,10 +117,19 @@ def test_a_probed_script_publishes_its_steps_privately(stepper: subprocess.Popen
     hello = reader.messages[0]
     assert hello["type"] == "hello" and hello["rendezvous"] is True and hello["pid"] == stepper.pid
     assert hello["argv"] == ["-c"]
-    assert reader.messages[1] == {"v": 1, "pid": stepper.pid, "type": "meta", "info": {"model": "toy"}}
+    assert reader.messages[1] == {
+        "v": 1,
+        "pid": stepper.pid,
+        "type": "meta",
+        "info": {"model": "toy"},
+    }
     rows = reader.rows()
-    assert [r[0] for r in rows] == list(range(len(rows)))  # the history from step 0, then live, none lost
-    assert reader.rows(history=True)[0][0] == 0 and [r[1] for r in rows] == sorted(r[1] for r in rows)
+    assert [r[0] for r in rows] == list(
+        range(len(rows))
+    )  # the history from step 0, then live, none lost
+    assert reader.rows(history=True)[0][0] == 0 and [r[1] for r in rows] == sorted(
+        r[1] for r in rows
+    )
     sock.close()
 
 
@@ -122,13 +142,19 @@ def test_a_monitor_that_leaves_and_one_that_comes_later(stepper: subprocess.Pope
     first.close()  # the probe keeps running and waits for the next monitor
     second = Reader(rendezvous.connect(stepper.pid))
     second.read_until(lambda r: len(r.rows(history=False)) >= 5)
-    assert second.rows(history=True)[-1][0] >= seen  # its history holds the steps of the first monitor's time too
+    assert (
+        second.rows(history=True)[-1][0] >= seen
+    )  # its history holds the steps of the first monitor's time too
     assert stepper.poll() is None
 
 
 def test_the_ring_keeps_the_last_steps(runtime: Path) -> None:
-    code = STEPPER.replace("    time.sleep(0.005)\n", "").replace("print(\"ready\", flush=True)\n", "").replace(
-        "while True:", f"for _ in range({RING_ROWS + 100}):") + "print('ready', flush=True)\nimport time\ntime.sleep(600)\n"
+    code = (
+        STEPPER.replace("    time.sleep(0.005)\n", "")
+        .replace('print("ready", flush=True)\n', "")
+        .replace("while True:", f"for _ in range({RING_ROWS + 100}):")
+        + "print('ready', flush=True)\nimport time\ntime.sleep(600)\n"
+    )
     proc = start(code)
     try:
         reader = Reader(rendezvous.connect(proc.pid))
@@ -141,8 +167,11 @@ def test_the_ring_keeps_the_last_steps(runtime: Path) -> None:
 
 
 def test_the_probe_removes_its_entry_at_exit(runtime: Path) -> None:
-    proc = subprocess.run([sys.executable, "-c", "from gpumon import probe\nprobe.step()\nprobe.step()"],
-                          env=os.environ, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from gpumon import probe\nprobe.step()\nprobe.step()"],
+        env=os.environ,
+        timeout=60,
+    )
     assert proc.returncode == 0
     assert list((runtime / "probes").iterdir()) == []
 
@@ -172,16 +201,30 @@ def test_a_stale_entry_is_ignored_and_cleaned(runtime: Path) -> None:
 def test_no_rendezvous_when_switched_off_or_impossible(runtime: Path, tmp_path: Path) -> None:
     """A failed rendezvous turns the probe off quietly: the trainer runs on, nothing printed."""
     code = "from gpumon import probe\nfor _ in range(50): probe.step()\nprint(probe.enabled())\n"
-    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "GPUMON_RENDEZVOUS": "off"})
+    off = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "GPUMON_RENDEZVOUS": "off"},
+    )
     assert off.stdout.strip() == "False" and not (runtime / "probes").exists()
     (tmp_path / "open").mkdir(mode=0o777)
     os.chmod(tmp_path / "open", 0o777)
     for bad in (tmp_path / "open", tmp_path / "afile"):
         (tmp_path / "afile").write_text("")
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "GPUMON_RUNTIME_DIR": str(bad)})
-        assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "False", "")  # quietly off
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "GPUMON_RUNTIME_DIR": str(bad)},
+        )
+        assert (done.returncode, done.stdout.strip(), done.stderr) == (
+            0,
+            "False",
+            "",
+        )  # quietly off
 
 
 def attempts_as_nobody(paths: list[tuple[str, Path]]) -> list[str]:
@@ -196,7 +239,9 @@ def attempts_as_nobody(paths: list[tuple[str, Path]]) -> list[str]:
             found = []
             for what, path in paths:
                 try:
-                    os.listdir(path) if what == "list" else socket.socket(socket.AF_UNIX).connect(str(path))
+                    os.listdir(path) if what == "list" else socket.socket(socket.AF_UNIX).connect(
+                        str(path)
+                    )
                     found.append("readable")
                 except PermissionError:
                     found.append("denied")
@@ -210,11 +255,19 @@ def attempts_as_nobody(paths: list[tuple[str, Path]]) -> list[str]:
     return answer.split()
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="needs root to become a second user (test_userdir checks the modes)")
+@pytest.mark.skipif(
+    os.getuid() != 0, reason="needs root to become a second user (test_userdir checks the modes)"
+)
 def test_another_user_cannot_read_or_attach(stepper: subprocess.Popen, runtime: Path) -> None:
     probes = runtime / "probes"
-    found = attempts_as_nobody([("list", runtime.parent), ("list", probes), ("connect", probes / f"{stepper.pid}.sock")])
-    assert found == ["readable", "denied", "denied"]  # its parent is open to all, the runtime directory is not
+    found = attempts_as_nobody(
+        [("list", runtime.parent), ("list", probes), ("connect", probes / f"{stepper.pid}.sock")]
+    )
+    assert found == [
+        "readable",
+        "denied",
+        "denied",
+    ]  # its parent is open to all, the runtime directory is not
 
 
 FORK_WHILE_SCANNING = """
@@ -234,5 +287,7 @@ scanner.stop()
 
 def test_forking_while_the_probe_scanner_runs_is_quiet() -> None:
     """The scanner's stop event must not shadow Thread._stop, which Python calls in a forked child."""
-    done = subprocess.run([sys.executable, "-c", FORK_WHILE_SCANNING], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_WHILE_SCANNING], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

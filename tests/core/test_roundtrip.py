@@ -19,7 +19,15 @@ import pandas as pd
 import pytest
 
 from gpumon.core.records.model import (
-    DeviceSample, GpuOthers, LogLine, Notice, OtherGpuProcess, SourceStatus, StepEvent, WorkloadMeta, WorkloadState,
+    DeviceSample,
+    GpuOthers,
+    LogLine,
+    Notice,
+    OtherGpuProcess,
+    SourceStatus,
+    StepEvent,
+    WorkloadMeta,
+    WorkloadState,
     field_of,
 )
 from gpumon.core.sources.replay import others_by_tick, record
@@ -38,17 +46,61 @@ SCHEMA: dict[str, tuple[type, tuple[str, ...]]] = {
 
 # One record per table, by column (a record's field: ``field_of(column)``): every field set, no two numbers of a table alike (a swapped column shows), none a default.
 VALUES: dict[str, dict[str, object]] = {
-    "steps": {"process": "B", "pid": 4242, "step": 17, "t": 3.25, "iter_s": 0.0625, "samples": 48.5,
-              "warmup": True, "copy_bytes": 1_048_577, "copy_s": 0.003125},
-    "device": {"t": 1.5, "gpu_util": 37.0, "mem_util": 21.0, "mem_used_mib": 1234.5, "mem_total_mib": 81559.0,
-               "pcie_rx_bps": 2.5e9, "pcie_tx_bps": 1.25e8, "power_w": 312.25, "temp_c": 61.0,
-               "sm_clock_mhz": 1980.0, "sm_active_pct": 44.5, "sm_occupancy_pct": 12.75, "dram_bw_pct": 8.5,
-               "tensor_active_pct": 3.375},
-    "processes": {"t": 2.0, "process": "A", "pid": 4243, "cpu_pct": 97.5, "rss_mib": 2048.25, "threads": 34,
-                  "gpu_mem_mib": 3072.5, "gpu_sm_util": 55.0},
-    "host": {"t": 2.5, "cpu_pct": 63.5, "mem_used_mib": 9000.5, "mem_total_mib": 24000.0, "per_core": (12.5, 97.0)},
-    "gpu_others": {"t": 3.0, "pid": 777, "user": "alice", "command": 'python "train, v2.py" --lr 0.1',
-                   "gpu_mem_mib": 512.5, "sm_pct": 9.5, "cpu_pct": 88.5, "rss_mib": 640.25, "elapsed_s": 3600.5},
+    "steps": {
+        "process": "B",
+        "pid": 4242,
+        "step": 17,
+        "t": 3.25,
+        "iter_s": 0.0625,
+        "samples": 48.5,
+        "warmup": True,
+        "copy_bytes": 1_048_577,
+        "copy_s": 0.003125,
+    },
+    "device": {
+        "t": 1.5,
+        "gpu_util": 37.0,
+        "mem_util": 21.0,
+        "mem_used_mib": 1234.5,
+        "mem_total_mib": 81559.0,
+        "pcie_rx_bps": 2.5e9,
+        "pcie_tx_bps": 1.25e8,
+        "power_w": 312.25,
+        "temp_c": 61.0,
+        "sm_clock_mhz": 1980.0,
+        "sm_active_pct": 44.5,
+        "sm_occupancy_pct": 12.75,
+        "dram_bw_pct": 8.5,
+        "tensor_active_pct": 3.375,
+    },
+    "processes": {
+        "t": 2.0,
+        "process": "A",
+        "pid": 4243,
+        "cpu_pct": 97.5,
+        "rss_mib": 2048.25,
+        "threads": 34,
+        "gpu_mem_mib": 3072.5,
+        "gpu_sm_util": 55.0,
+    },
+    "host": {
+        "t": 2.5,
+        "cpu_pct": 63.5,
+        "mem_used_mib": 9000.5,
+        "mem_total_mib": 24000.0,
+        "per_core": (12.5, 97.0),
+    },
+    "gpu_others": {
+        "t": 3.0,
+        "pid": 777,
+        "user": "alice",
+        "command": 'python "train, v2.py" --lr 0.1',
+        "gpu_mem_mib": 512.5,
+        "sm_pct": 9.5,
+        "cpu_pct": 88.5,
+        "rss_mib": 640.25,
+        "elapsed_s": 3600.5,
+    },
 }
 
 
@@ -67,24 +119,43 @@ def _in_file(value: object) -> object:
 
 
 def test_every_recorded_column_has_a_value() -> None:
-    assert set(VALUES) == set(SCHEMA), "a table without a round-trip record (or a record for no table)"
+    assert set(VALUES) == set(SCHEMA), (
+        "a table without a round-trip record (or a record for no table)"
+    )
     for table, (cls, columns) in SCHEMA.items():
-        assert list(VALUES[table]) == list(columns), f"{table}: a column without a round-trip value, or out of order"
+        assert list(VALUES[table]) == list(columns), (
+            f"{table}: a column without a round-trip value, or out of order"
+        )
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        assert {field_of(c) for c in columns} == set(fields), f"{table}: the columns are not the fields of {cls.__name__}"
+        assert {field_of(c) for c in columns} == set(fields), (
+            f"{table}: the columns are not the fields of {cls.__name__}"
+        )
         for name, value in VALUES[table].items():
             default = fields[field_of(name)].default
             is_default = default is not dataclasses.MISSING and (
-                value == default or (isinstance(default, float) and math.isnan(default) and value != value))
-            assert not is_default, f"{table}.{name}: {value!r} is the field's default, a lost value would not show"
-        numbers = [v for v in VALUES[table].values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                value == default
+                or (isinstance(default, float) and math.isnan(default) and value != value)
+            )
+            assert not is_default, (
+                f"{table}.{name}: {value!r} is the field's default, a lost value would not show"
+            )
+        numbers = [
+            v
+            for v in VALUES[table].values()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        ]
         assert len(numbers) == len(set(numbers)), f"{table}: two columns hold the same number"
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = create_run_dir(tmp_path_factory.mktemp("roundtrip"), "roundtrip", time.localtime())
-    rec = Recorder(path, RunMeta.from_json({"schema": 1, "label": "roundtrip", "status": "recording", "workloads": []}))
+    rec = Recorder(
+        path,
+        RunMeta.from_json(
+            {"schema": 1, "label": "roundtrip", "status": "recording", "workloads": []}
+        ),
+    )
     for table in SCHEMA:
         item = _record(table)
         rec.handle(GpuOthers(item.t, (item,)) if table == recorder.OTHERS_TABLE else item)
@@ -98,7 +169,9 @@ def test_pandas_reads_back_every_column(run_dir: Path, table: str) -> None:
     assert list(frame.columns) == list(SCHEMA[table][1]) and len(frame) == 1, frame
     row = frame.iloc[0]
     for column, value in VALUES[table].items():
-        assert row[column] == _in_file(value), f"{table}.{column}: wrote {value!r}, read {row[column]!r}"
+        assert row[column] == _in_file(value), (
+            f"{table}.{column}: wrote {value!r}, read {row[column]!r}"
+        )
 
 
 @pytest.mark.parametrize("table", list(VALUES))
@@ -114,7 +187,9 @@ def test_the_csv_rows_give_back_the_record(run_dir: Path, table: str) -> None:
         got = record(SCHEMA[table][0], rows[0], run_dir)
     want = _record(table)
     for column in VALUES[table]:
-        assert getattr(got, field_of(column)) == getattr(want, field_of(column)), f"{table}.{column}"
+        assert getattr(got, field_of(column)) == getattr(want, field_of(column)), (
+            f"{table}.{column}"
+        )
     assert got == want
 
 
@@ -124,23 +199,35 @@ def test_the_steps_cache_and_the_light_columns_read_back_every_step_column(run_d
     cached = load_run(run_dir).steps()
     row = cached.iloc[0]
     for column, value in VALUES["steps"].items():
-        assert row[column] == _in_file(value), f"steps.{column} through {STEPS_CACHE}: read {row[column]!r}"
+        assert row[column] == _in_file(value), (
+            f"steps.{column} through {STEPS_CACHE}: read {row[column]!r}"
+        )
     assert isinstance(cached["process"].dtype, pd.CategoricalDtype)
     (run_dir / STEPS_CACHE).unlink()
     wanted = ("t", "step", "warmup", "copy_bytes", "copy_s")
     codes, names, columns = load_run(run_dir).step_columns(wanted, whole=False)
     assert [names[c] for c in codes] == [VALUES["steps"]["process"]]
     for column, values in zip(wanted, columns):
-        assert values.tolist() == [_in_file(VALUES["steps"][column])], f"steps.{column} (light columns)"
+        assert values.tolist() == [_in_file(VALUES["steps"][column])], (
+            f"steps.{column} (light columns)"
+        )
 
 
 # -- run.json: what the capture knows besides the tables ---------------------------------------------------------
 
 META = {
-    "label": "round-trip", "mode": "shared", "clock_t0_ns": 123_456_789, "started_at": "2026-11-26T05:00:00.000Z",
-    "interval_ms": 250, "device": "cuda:1", "stagger_s": 7.5, "host": {"hostname": "box", "cpus": 16},
-    "gpu": {"name": "NVIDIA H100 80GB HBM3", "index": 1}, "nvml": SourceStatus("nvml", True, ""),
-    "versions": {"python": "3.11.7", "gpumon": "0.1.0"}, "workloads": [WorkloadRecord("A", spec="fcn")],
+    "label": "round-trip",
+    "mode": "shared",
+    "clock_t0_ns": 123_456_789,
+    "started_at": "2026-11-26T05:00:00.000Z",
+    "interval_ms": 250,
+    "device": "cuda:1",
+    "stagger_s": 7.5,
+    "host": {"hostname": "box", "cpus": 16},
+    "gpu": {"name": "NVIDIA H100 80GB HBM3", "index": 1},
+    "nvml": SourceStatus("nvml", True, ""),
+    "versions": {"python": "3.11.7", "gpumon": "0.1.0"},
+    "workloads": [WorkloadRecord("A", spec="fcn")],
 }
 
 
@@ -154,10 +241,19 @@ def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
         WorkloadMeta("A", 4242, {"model": "fcn", "torch": "2.14.1"}),
         WorkloadState("B", "running", 2.5, pid=4343, attached={"attached": True, "owned": False}),
         LogLine("A", 1.5, "époque 1: loss 0.25"),
-        *[Notice(3.0 + i / 1000 + 0.0004, f"notice {i}", "B" if i % 2 else None) for i in range(recorder.MAX_NOTICES + 2)],
+        *[
+            Notice(3.0 + i / 1000 + 0.0004, f"notice {i}", "B" if i % 2 else None)
+            for i in range(recorder.MAX_NOTICES + 2)
+        ],
         WorkloadState("A", "exited", 9.75, pid=4242, exit_status=3, tail="Traceback: boom"),
         WorkloadState("C", "not started", 10.0, tail="A exited with status 3 at 9.8 s"),
-        WorkloadState("D", "running", 10.5, pid=4444, job={"spec": "gemm", "kind": "builtin", "argv": ["--n", "2"]}),
+        WorkloadState(
+            "D",
+            "running",
+            10.5,
+            pid=4444,
+            job={"spec": "gemm", "kind": "builtin", "argv": ["--n", "2"]},
+        ),
         WorkloadState("D", "stopped", 11.5, pid=4444, exit_status=-15),
     ]
     for item in items:
@@ -166,24 +262,69 @@ def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
     meta = json.loads((path / "run.json").read_text())
     # "failed", not "complete": job A ended on its own with status 3 (docs/trace.md, the run's status)
     expected = {
-        "schema": 1, "label": "round-trip", "mode": "shared", "status": "failed", "started_at": META["started_at"],
-        "t0_monotonic_ns": 123_456_789, "duration_s": 12.5, "interval_ms": 250, "device": "cuda:1",
-        "host": META["host"], "gpu": META["gpu"], "nvml": {"available": True, "reason": ""}, "stagger_s": 7.5,
+        "schema": 1,
+        "label": "round-trip",
+        "mode": "shared",
+        "status": "failed",
+        "started_at": META["started_at"],
+        "t0_monotonic_ns": 123_456_789,
+        "duration_s": 12.5,
+        "interval_ms": 250,
+        "device": "cuda:1",
+        "host": META["host"],
+        "gpu": META["gpu"],
+        "nvml": {"available": True, "reason": ""},
+        "stagger_s": 7.5,
         "versions": {**META["versions"], "torch": "2.14.1"},
     }
     assert {k: meta[k] for k in expected} == expected
     a, b, c, d = meta["workloads"]
-    assert a == {"process": "A", "spec": "fcn", "pid": 4242, "start_t": 1.25, "stop_t": 9.75, "exit_status": 3,
-                 "state": "exited", "tail": "Traceback: boom", "meta": {"model": "fcn", "torch": "2.14.1"}}
-    assert b == {"process": "B", "pid": 4343, "start_t": 2.5, "stop_t": None, "exit_status": None, "state": "running",
-                 "attached": True, "owned": False}
-    assert c == {"process": "C", "state": "not started", "reason": "A exited with status 3 at 9.8 s"}
-    assert d == {"process": "D", "spec": "gemm", "kind": "builtin", "argv": ["--n", "2"], "pid": 4444, "start_t": 10.5,
-                 "stop_t": 11.5, "exit_status": -15, "state": "stopped", "tail": ""}
+    assert a == {
+        "process": "A",
+        "spec": "fcn",
+        "pid": 4242,
+        "start_t": 1.25,
+        "stop_t": 9.75,
+        "exit_status": 3,
+        "state": "exited",
+        "tail": "Traceback: boom",
+        "meta": {"model": "fcn", "torch": "2.14.1"},
+    }
+    assert b == {
+        "process": "B",
+        "pid": 4343,
+        "start_t": 2.5,
+        "stop_t": None,
+        "exit_status": None,
+        "state": "running",
+        "attached": True,
+        "owned": False,
+    }
+    assert c == {
+        "process": "C",
+        "state": "not started",
+        "reason": "A exited with status 3 at 9.8 s",
+    }
+    assert d == {
+        "process": "D",
+        "spec": "gemm",
+        "kind": "builtin",
+        "argv": ["--n", "2"],
+        "pid": 4444,
+        "start_t": 10.5,
+        "stop_t": 11.5,
+        "exit_status": -15,
+        "state": "stopped",
+        "tail": "",
+    }
     notices = meta["notices"]
     assert len(notices) == recorder.MAX_NOTICES  # the first ones
     assert notices[0] == {"t": 3.0, "process": None, "text": "notice 0"}
-    assert notices[1] == {"t": 3.001, "process": "B", "text": "notice 1"}  # rounded to the millisecond
+    assert notices[1] == {
+        "t": 3.001,
+        "process": "B",
+        "text": "notice 1",
+    }  # rounded to the millisecond
     assert notices[-1]["text"] == f"notice {recorder.MAX_NOTICES - 1}"
     assert (path / "logs" / "A.out").read_bytes() == "époque 1: loss 0.25\n".encode()
     assert load_run(path).meta.to_json() == meta  # the reader gives back every field written
@@ -193,12 +334,18 @@ def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
 def test_unknown_values_are_empty_cells_and_booleans_digits(tmp_path: Path) -> None:
     """What docs/trace.md promises of the CSV text itself: NaN an empty cell, a boolean 0 or 1."""
     path = create_run_dir(tmp_path, "cells", time.localtime())
-    rec = Recorder(path, RunMeta.from_json({"schema": 1, "label": "cells", "status": "recording", "workloads": []}))
+    rec = Recorder(
+        path,
+        RunMeta.from_json({"schema": 1, "label": "cells", "status": "recording", "workloads": []}),
+    )
     rec.handle(StepEvent("A", 7, 3, 0.5, 0.125, warmup=False))  # samples and copy_s unknown
     rec.handle(StepEvent("A", 7, 4, 0.625, 0.125, warmup=True))
     rec.handle(DeviceSample(0.75))  # nothing known but the time
     rec.close(1.0)
-    assert (path / "steps.csv").read_text().splitlines()[1:] == ["A,7,3,0.5,0.125,,0,0,", "A,7,4,0.625,0.125,,1,0,"]
+    assert (path / "steps.csv").read_text().splitlines()[1:] == [
+        "A,7,3,0.5,0.125,,0,0,",
+        "A,7,4,0.625,0.125,,1,0,",
+    ]
     assert (path / "device.csv").read_text().splitlines()[1] == "0.75" + "," * 13
 
 
@@ -208,9 +355,15 @@ def test_run_json_while_recording_and_a_new_job_in_a_slot(tmp_path: Path) -> Non
     path = create_run_dir(tmp_path, "live", time.localtime())
     rec = Recorder(path, recorder.initial_meta(**copy.deepcopy(META)))
     first = json.loads((path / "run.json").read_text())
-    assert (path / LOCK_FILE).is_file()  # held while it records: what proves the runner (core/store/runner.py)
-    assert (first["status"], first["mode"], first["duration_s"], first["label"]) == ("recording", "shared", None,
-                                                                                    "round-trip")
+    assert (
+        path / LOCK_FILE
+    ).is_file()  # held while it records: what proves the runner (core/store/runner.py)
+    assert (first["status"], first["mode"], first["duration_s"], first["label"]) == (
+        "recording",
+        "shared",
+        None,
+        "round-trip",
+    )
     rec.handle(WorkloadState("A", "running", 1.0, pid=1))
     rec.handle(WorkloadState("A", "exited", 2.0, pid=1, exit_status=3, tail="boom"))
     rec.handle(WorkloadState("A", "running", 3.0, pid=2))  # a new job in slot A
@@ -220,7 +373,15 @@ def test_run_json_while_recording_and_a_new_job_in_a_slot(tmp_path: Path) -> Non
         return json.loads((path / "run.json").read_text())["workloads"][0]
 
     wait_for(lambda: entry().get("pid") == 2, what="run.json rewritten with A's new job")
-    assert entry() == {"process": "A", "spec": "fcn", "pid": 2, "start_t": 3.0, "stop_t": None, "exit_status": None,
-                       "state": "running", "tail": "boom"}
+    assert entry() == {
+        "process": "A",
+        "spec": "fcn",
+        "pid": 2,
+        "start_t": 3.0,
+        "stop_t": None,
+        "exit_status": None,
+        "state": "running",
+        "tail": "boom",
+    }
     rec.close(4.0)
     assert not (path / LOCK_FILE).exists()

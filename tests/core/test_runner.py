@@ -20,7 +20,14 @@ import psutil
 import pytest
 
 from gpumon.core.store.runner import (
-    INTERRUPTED, LOCK_FILE, RECORDING, RUNNING, RunnerInfo, RunnerLock, run_owner, runner_process,
+    INTERRUPTED,
+    LOCK_FILE,
+    RECORDING,
+    RUNNING,
+    RunnerInfo,
+    RunnerLock,
+    run_owner,
+    runner_process,
     stop_runner,
 )
 from gpumon.core.store.runmeta import RunMeta
@@ -58,7 +65,9 @@ def holder(tmp_path):
 
 def test_this_process_is_ours_and_its_entry_round_trips() -> None:
     me = RunnerInfo.current(detached=True)
-    assert me.pid == os.getpid() and me.claimed() is not None and me.uid == os.getuid() and me.detached
+    assert (
+        me.pid == os.getpid() and me.claimed() is not None and me.uid == os.getuid() and me.detached
+    )
     assert RunnerInfo.from_json(me.to_json()) == me
     assert RunMeta.from_json({"schema": 1, "workloads": [], "runner": me.to_json()}).runner == me
 
@@ -70,11 +79,15 @@ def test_the_runner_holding_its_lock_is_proven_running_and_stopped_by_sigterm(ho
     assert _status(meta, run_dir) == RUNNING and run_owner(run_dir, info) == os.getuid()
     assert stop_runner(run_dir, info)
     assert proc.wait(10) == -signal.SIGTERM
-    assert _status(meta, run_dir) == INTERRUPTED  # the kernel let go of its lock: killed, not finalised
+    assert (
+        _status(meta, run_dir) == INTERRUPTED
+    )  # the kernel let go of its lock: killed, not finalised
     assert not stop_runner(run_dir, info)
 
 
-def test_a_copy_of_the_run_directory_is_not_running_and_stopping_it_signals_nothing(holder, tmp_path) -> None:
+def test_a_copy_of_the_run_directory_is_not_running_and_stopping_it_signals_nothing(
+    holder, tmp_path
+) -> None:
     run_dir, proc, info = holder
     copy = run_dir.parent / "20991231-000000-backup-copy"
     shutil.copytree(run_dir, copy)  # runner.lock too: another inode, which nobody holds
@@ -87,7 +100,9 @@ def test_a_hard_link_to_the_lock_in_another_directory_proves_nothing_there(holde
     run_dir, proc, info = holder
     other = run_dir.parent / "20991231-000000-linked"
     shutil.copytree(run_dir, other, ignore=shutil.ignore_patterns(LOCK_FILE))
-    os.link(run_dir / LOCK_FILE, other / LOCK_FILE)  # the same inode, under another directory's name
+    os.link(
+        run_dir / LOCK_FILE, other / LOCK_FILE
+    )  # the same inode, under another directory's name
     assert runner_process(other, info) is None and not stop_runner(other, info)
     assert runner_process(run_dir, info).pid == proc.pid  # the name it opened is still its own
     (other / LOCK_FILE).unlink()
@@ -111,11 +126,14 @@ def test_a_run_json_naming_another_process_never_gets_it_signalled(tmp_path) -> 
             forger.wait()
 
 
-@pytest.mark.parametrize("lock", [
-    "pass",  # merely open (a reader, a pager): no lock at all
-    "fcntl.flock(f, fcntl.LOCK_SH)",  # a shared flock: /proc's "FLOCK ADVISORY READ", not a runner's WRITE
-    "fcntl.lockf(f, fcntl.LOCK_EX)",  # a POSIX write lock: "POSIX ADVISORY WRITE", not a runner's FLOCK
-])
+@pytest.mark.parametrize(
+    "lock",
+    [
+        "pass",  # merely open (a reader, a pager): no lock at all
+        "fcntl.flock(f, fcntl.LOCK_SH)",  # a shared flock: /proc's "FLOCK ADVISORY READ", not a runner's WRITE
+        "fcntl.lockf(f, fcntl.LOCK_EX)",  # a POSIX write lock: "POSIX ADVISORY WRITE", not a runner's FLOCK
+    ],
+)
 def test_holding_the_file_without_the_runners_lock_is_not_being_the_runner(tmp_path, lock) -> None:
     """A process that has the file open after the runner died, unlocked or locked another way, is not the runner."""
     run_dir = tmp_path / "runs" / "20260101-000000-read"
@@ -124,7 +142,9 @@ def test_holding_the_file_without_the_runners_lock_is_not_being_the_runner(tmp_p
     proc.wait()
     (run_dir / LOCK_FILE).touch()
     code = f"import fcntl, sys, time; f = open(sys.argv[1], 'r+'); {lock}; print(1, flush=True); time.sleep(120)"
-    other = subprocess.Popen([sys.executable, "-c", code, str(run_dir / LOCK_FILE)], stdout=subprocess.PIPE)
+    other = subprocess.Popen(
+        [sys.executable, "-c", code, str(run_dir / LOCK_FILE)], stdout=subprocess.PIPE
+    )
     try:
         assert other.stdout.readline()
         forged = _forge(run_dir, psutil.Process(other.pid))
@@ -138,7 +158,9 @@ def test_holding_the_file_without_the_runners_lock_is_not_being_the_runner(tmp_p
 
 def test_a_recycled_pid_or_a_zombie_is_not_the_runner(holder) -> None:
     run_dir, proc, info = holder
-    assert runner_process(run_dir, replace(info, started=info.started - 5)) is None  # same PID, another start time
+    assert (
+        runner_process(run_dir, replace(info, started=info.started - 5)) is None
+    )  # same PID, another start time
     assert not stop_runner(run_dir, replace(info, started=info.started - 5))
     assert proc.poll() is None
     proc.kill()
@@ -148,15 +170,21 @@ def test_a_recycled_pid_or_a_zombie_is_not_the_runner(holder) -> None:
 
 def test_status_of_finished_old_garbled_and_foreign_runs(tmp_path) -> None:
     assert _status({"status": "complete"}, tmp_path) == "complete"
-    assert _status({"status": "recording"}, tmp_path) == INTERRUPTED  # recorded before runners were named
-    assert _status({"status": "recording", "runner": {"pid": 1}}, tmp_path) == INTERRUPTED  # garbled entry
+    assert (
+        _status({"status": "recording"}, tmp_path) == INTERRUPTED
+    )  # recorded before runners were named
+    assert (
+        _status({"status": "recording", "runner": {"pid": 1}}, tmp_path) == INTERRUPTED
+    )  # garbled entry
     here = RunnerInfo.current().host
     for pid in (-1, 0, "x", 2**80, None):
         entry = {"pid": pid, "started": 0.0, "uid": 0, "user": "x", "host": here}
         assert RunnerInfo.from_json(entry) is None
         assert _status({"status": "recording", "runner": entry}, tmp_path) == INTERRUPTED
     elsewhere = {"pid": 1, "started": 0.0, "uid": 0, "user": "x", "host": "another-host.invalid"}
-    assert _status({"status": "recording", "runner": elsewhere}, tmp_path) == RECORDING  # this machine cannot tell
+    assert (
+        _status({"status": "recording", "runner": elsewhere}, tmp_path) == RECORDING
+    )  # this machine cannot tell
 
 
 def test_the_lock_is_a_new_file_and_is_removed_once_released(tmp_path) -> None:
@@ -171,7 +199,9 @@ def test_the_lock_is_a_new_file_and_is_removed_once_released(tmp_path) -> None:
     assert not (tmp_path / "elsewhere").exists()
 
 
-needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to run a process as another user (nobody)")
+needs_root = pytest.mark.skipif(
+    os.getuid() != 0, reason="needs root to run a process as another user (nobody)"
+)
 
 
 @pytest.fixture
@@ -188,7 +218,9 @@ def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(shared_di
         info = RunnerInfo.from_json(_meta(run_dir)["runner"])
         nobody = pwd.getpwnam("nobody").pw_uid
         assert info.uid == nobody and run_owner(run_dir, info) == nobody
-        assert _status(_meta(run_dir), run_dir) == RUNNING  # root may look at another user's descriptors
+        assert (
+            _status(_meta(run_dir), run_dir) == RUNNING
+        )  # root may look at another user's descriptors
         with pytest.raises(UsageError, match="belongs to user nobody"):
             stop_runner(run_dir, info)
         assert psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE

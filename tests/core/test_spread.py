@@ -15,8 +15,16 @@ def test_three_repeat_intervals_cover_the_true_ratio_at_least_90_percent() -> No
     true_x, true_s = 100 * np.exp(sigma**2 / 2), 50 * np.exp(sigma**2 / 2)
     hits = 0
     for _ in range(400):
-        x = combine([RateSample(np.array([v]), None) for v in 100 * np.exp(rng.normal(0, sigma, 3))], rng, 2000)
-        s = combine([RateSample(np.array([v]), None) for v in 50 * np.exp(rng.normal(0, sigma, 3))], rng, 2000)
+        x = combine(
+            [RateSample(np.array([v]), None) for v in 100 * np.exp(rng.normal(0, sigma, 3))],
+            rng,
+            2000,
+        )
+        s = combine(
+            [RateSample(np.array([v]), None) for v in 50 * np.exp(rng.normal(0, sigma, 3))],
+            rng,
+            2000,
+        )
         e = interval(float(x.points[0] / s.points[0]), x.replicates[:, 0] / s.replicates[:, 0])
         hits += e.low <= true_x / true_s <= e.high
     assert hits >= 0.90 * 400

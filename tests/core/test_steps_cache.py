@@ -11,12 +11,16 @@ from tests.tracegen import Job, write_run
 
 
 def test_the_cache_is_written_once_and_reads_back_the_same(tmp_path):
-    run_dir = write_run(tmp_path / "r", [Job(slot="A", phases=((5.0, 0.1),), noise=0.1), Job(slot="B", pid=7)])
+    run_dir = write_run(
+        tmp_path / "r", [Job(slot="A", phases=((5.0, 0.1),), noise=0.1), Job(slot="B", pid=7)]
+    )
     first = load_run(run_dir).steps()
     assert (run_dir / STEPS_CACHE).is_file()
     stamp = (run_dir / STEPS_CACHE).stat().st_mtime_ns
     second = load_run(run_dir).steps()
-    assert (run_dir / STEPS_CACHE).stat().st_mtime_ns == stamp, "a matching cache is read, not rewritten"
+    assert (run_dir / STEPS_CACHE).stat().st_mtime_ns == stamp, (
+        "a matching cache is read, not rewritten"
+    )
     pd.testing.assert_frame_equal(first, second)
     assert list(second.columns) == list(first.columns) and len(second) == len(first) > 40
 
@@ -42,4 +46,3 @@ def test_a_run_still_recording_is_not_cached(tmp_path):
     (run_dir / "run.json").write_text(json.dumps({**meta, "status": "recording"}))
     load_run(run_dir).steps()
     assert not (run_dir / STEPS_CACHE).exists()
-

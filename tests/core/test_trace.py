@@ -15,8 +15,14 @@ from gpumon.core.store.trace import TraceError, export, list_runs, load_run, sum
 def make_run(root: Path, steps_tail: str = "") -> Path:
     run = root / "20260101-000000-x"
     (run / "logs").mkdir(parents=True)
-    meta = {"schema": 1, "label": "x", "mode": "exclusive", "status": "complete", "duration_s": 2.0,
-            "workloads": [{"process": "A", "spec": "fcn", "pid": 1}]}
+    meta = {
+        "schema": 1,
+        "label": "x",
+        "mode": "exclusive",
+        "status": "complete",
+        "duration_s": 2.0,
+        "workloads": [{"process": "A", "spec": "fcn", "pid": 1}],
+    }
     (run / "run.json").write_text(json.dumps(meta))
     lines = [",".join(STEP_COLUMNS)]
     for i in range(10):
@@ -67,7 +73,12 @@ def test_missing_directory(tmp_path):
 def test_export_csv_and_parquet_round_trip(tmp_path):
     run = load_run(make_run(tmp_path, steps_tail="A,1,10,1"))
     written = export(run, tmp_path / "csv", "csv")
-    assert sorted(p.name for p in written) == ["device.csv", "host.csv", "processes.csv", "steps.csv"]
+    assert sorted(p.name for p in written) == [
+        "device.csv",
+        "host.csv",
+        "processes.csv",
+        "steps.csv",
+    ]
     steps = pd.read_csv(tmp_path / "csv" / "steps.csv")
     assert len(steps) == 10 and steps["copy_bytes"].sum() == 1000
     assert pd.read_csv(tmp_path / "csv" / "processes.csv")["gpu_mem_mib"].isna().all()

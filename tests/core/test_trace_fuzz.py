@@ -30,20 +30,54 @@ FUZZ = settings(
     deadline=None,
     max_examples=12,
     derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 
-ODD_CELLS = ["", "nan", "NaN", "inf", "-inf", "1e309", "-1", "0", "A", "B", "x", '"', '"a,b"', "1.5.2", "0x10",
-             "\x00", "é", " ", "True", "None", "[1]", "{}"]
-cells = st.one_of(st.sampled_from(ODD_CELLS), st.text(max_size=6),
-                  st.floats(allow_nan=True, allow_infinity=True).map(repr), st.integers().map(str))
+ODD_CELLS = [
+    "",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "1e309",
+    "-1",
+    "0",
+    "A",
+    "B",
+    "x",
+    '"',
+    '"a,b"',
+    "1.5.2",
+    "0x10",
+    "\x00",
+    "é",
+    " ",
+    "True",
+    "None",
+    "[1]",
+    "{}",
+]
+cells = st.one_of(
+    st.sampled_from(ODD_CELLS),
+    st.text(max_size=6),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers().map(str),
+)
 garbage_line = st.one_of(
     st.lists(cells, max_size=12).map(lambda c: ",".join(c).encode("utf-8", "surrogatepass")),
     st.binary(max_size=60),
 )
 json_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=6)),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=6)
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 
@@ -55,7 +89,11 @@ def valid_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     b = dict(spec="gemm:preset=tiny", phases=((12.0, 0.12),), warmup=3, noise=0.05)
     write_run(root / "alone-A", [Job(**a, seed=1)], gpu_util=lambda t: 50.0)
     write_run(root / "alone-B", [Job(slot="A", **b, seed=2)], gpu_util=lambda t: 50.0)
-    write_run(root / "shared", [Job(**a, seed=3), Job(slot="B", **b, seed=4, pid=2000)], gpu_util=lambda t: 90.0)
+    write_run(
+        root / "shared",
+        [Job(**a, seed=3), Job(slot="B", **b, seed=4, pid=2000)],
+        gpu_util=lambda t: 90.0,
+    )
     return root
 
 
@@ -155,7 +193,9 @@ def test_runs_and_export_survive_a_damaged_file(valid_runs, name, data):
         assert_clean(*cli("runs", str(root)), "runs")
         assert_clean(*cli("runs", str(root), "--json"), "runs --json", as_json=True)
         for run in RUNS:
-            assert_clean(*cli("export", str(root / run), "--csv", str(root / "out" / run)), f"export {run}")
+            assert_clean(
+                *cli("export", str(root / run), "--csv", str(root / "out" / run)), f"export {run}"
+            )
     finally:
         shutil.rmtree(root)
 
@@ -166,8 +206,15 @@ def test_runs_and_export_survive_a_damaged_file(valid_runs, name, data):
 def test_compare_survives_a_damaged_file(valid_runs, name, data):
     root = damaged_runs(valid_runs, data.draw(damaged_copy(valid_runs, name)))
     try:
-        args = ("compare", "--exclusive", str(root / "alone-A"), "--exclusive", str(root / "alone-B"),
-                "--shared", str(root / "shared"))
+        args = (
+            "compare",
+            "--exclusive",
+            str(root / "alone-A"),
+            "--exclusive",
+            str(root / "alone-B"),
+            "--shared",
+            str(root / "shared"),
+        )
         assert_clean(*cli(*args, "--json"), "compare --json", as_json=True)
     finally:
         shutil.rmtree(root)
@@ -175,8 +222,16 @@ def test_compare_survives_a_damaged_file(valid_runs, name, data):
 
 def test_the_valid_runs_compare(valid_runs):
     """The undamaged fixture is read in full (so a damaged one that fails is the damage's doing)."""
-    code, out, err = cli("compare", "--exclusive", str(valid_runs / "alone-A"), "--exclusive",
-                         str(valid_runs / "alone-B"), "--shared", str(valid_runs / "shared"), "--json")
+    code, out, err = cli(
+        "compare",
+        "--exclusive",
+        str(valid_runs / "alone-A"),
+        "--exclusive",
+        str(valid_runs / "alone-B"),
+        "--shared",
+        str(valid_runs / "shared"),
+        "--json",
+    )
     assert code == 0, err
     result = json.loads(out)
     assert set(result["workloads"]) == {"A", "B"}
@@ -197,8 +252,11 @@ def test_damaged_step_rows_are_skipped_and_the_rest_read(tmp_path):
 
 @pytest.mark.parametrize(
     ("field", "value", "says"),
-    [("duration_s", "abc", 'duration_s is "abc"'), ("label", {"x": 1}, 'label is {"x": 1}'),
-     ("workloads", [{"process": "A", "start_t": "soon"}], 'workloads[0].start_t is "soon"')],
+    [
+        ("duration_s", "abc", 'duration_s is "abc"'),
+        ("label", {"x": 1}, 'label is {"x": 1}'),
+        ("workloads", [{"process": "A", "start_t": "soon"}], 'workloads[0].start_t is "soon"'),
+    ],
 )
 def test_run_json_fields_of_the_wrong_type_are_one_line(tmp_path, field, value, says):
     run = write_run(tmp_path / "r", [Job(slot="A", phases=((3.0, 0.1),))])

@@ -18,7 +18,14 @@ import pytest
 from gpumon.checks import verify
 from gpumon.core.store.trace import load_run
 from gpumon.checks.doctor import FAIL, OK, WARN
-from gpumon.checks.verify import LiveEvidence, RunEvidence, evidence_from_run, judge, judge_job_pid, judge_monitor_cpu
+from gpumon.checks.verify import (
+    LiveEvidence,
+    RunEvidence,
+    evidence_from_run,
+    judge,
+    judge_job_pid,
+    judge_monitor_cpu,
+)
 
 H100 = Path(__file__).parents[1] / "data" / "h100"
 H2D = H100 / "20261123-032413-x-h2d"
@@ -26,7 +33,10 @@ H2D = H100 / "20261123-032413-x-h2d"
 UNTRIMMED_PROBE_BPS = 47.66e9  # bytes the job copied ÷ wall time
 UNTRIMMED_NVML_BPS = 8.46e9  # what gpumon's device.csv said (the 32-bit counters aliased)
 DMON_RX_BPS = 52.0e9  # nvidia-smi dmon rxpci over the same seconds (MB/s × 1e6, mean of 20 s)
-GPM_RX_BPS, GPM_PAYLOAD_BPS = 56.4e9, 52.5e9  # driver/gpm.txt: GPM PCIE_RX vs a copy loop's own bytes
+GPM_RX_BPS, GPM_PAYLOAD_BPS = (
+    56.4e9,
+    52.5e9,
+)  # driver/gpm.txt: GPM PCIE_RX vs a copy loop's own bytes
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +71,9 @@ def test_the_aliased_h100_pcie_rx_fails(h2d: RunEvidence) -> None:
     [(DMON_RX_BPS, UNTRIMMED_PROBE_BPS), (GPM_RX_BPS, GPM_PAYLOAD_BPS)],
     ids=["dmon-vs-probe", "gpm-vs-payload"],
 )
-def test_nvmls_own_figures_beside_the_h100_copy_pass(h2d: RunEvidence, nvml_bps: float, probe_bps: float) -> None:
+def test_nvmls_own_figures_beside_the_h100_copy_pass(
+    h2d: RunEvidence, nvml_bps: float, probe_bps: float
+) -> None:
     check = verify.judge_pcie_rx(with_(h2d, nvml_rx_bps=nvml_bps, probe_rx_bps=probe_bps))
     assert check.level == OK, check.summary
     assert check.detail["ratio"] == pytest.approx(nvml_bps / probe_bps)
@@ -76,7 +88,10 @@ def test_pcie_rx_edges(h2d: RunEvidence) -> None:
     assert busy.level == WARN and "1 other GPU process(es) (4242)" in busy.notes[0]
     # No RX value at all, too few samples, nothing copied, a CPU job.
     assert verify.judge_pcie_rx(with_(h2d, nvml_rx_bps=math.nan)).level == WARN
-    assert verify.judge_pcie_rx(with_(h2d, nvml_rx_bps=h2d.probe_rx_bps, rx_coverage=0.2)).level == WARN
+    assert (
+        verify.judge_pcie_rx(with_(h2d, nvml_rx_bps=h2d.probe_rx_bps, rx_coverage=0.2)).level
+        == WARN
+    )
     assert verify.judge_pcie_rx(with_(h2d, busy_s=0.0)).level == FAIL
     cpu = verify.judge_pcie_rx(with_(h2d, device="cpu"))
     assert cpu.level == WARN and "ran on the CPU" in cpu.notes[0]
@@ -118,7 +133,12 @@ def test_monitor_cpu() -> None:
 
 
 def test_a_job_that_failed_before_stepping_says_why(h2d: RunEvidence) -> None:
-    crashed = with_(h2d, exit_status=1, busy_s=0.0, tail="Traceback ...\nRuntimeError: CUDA error: out of memory\n")
+    crashed = with_(
+        h2d,
+        exit_status=1,
+        busy_s=0.0,
+        tail="Traceback ...\nRuntimeError: CUDA error: out of memory\n",
+    )
     checks = judge(crashed, LiveEvidence())
     assert checks[0].name == "job" and checks[0].level == FAIL
     assert checks[0].summary.endswith("RuntimeError: CUDA error: out of memory")
@@ -127,4 +147,8 @@ def test_a_job_that_failed_before_stepping_says_why(h2d: RunEvidence) -> None:
 
 def test_json_is_strict() -> None:
     plain = verify._plain({"a": math.nan, "b": frozenset({3, 1}), "c": [1.5, math.nan]})
-    assert json.loads(json.dumps(plain, allow_nan=False)) == {"a": None, "b": [1, 3], "c": [1.5, None]}
+    assert json.loads(json.dumps(plain, allow_nan=False)) == {
+        "a": None,
+        "b": [1, 3],
+        "c": [1.5, None],
+    }

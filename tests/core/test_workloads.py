@@ -46,17 +46,29 @@ ROW_STEP, ROW_T, ROW_ITER, ROW_SAMPLES, ROW_WARMUP, ROW_COPY_BYTES, ROW_COPY_NS 
             {"seed": -3, "warmup": 0, "pin": False},
             "lstm:pin=false,seed=-3,warmup=0",
         ),
-        ("gemm:cpus=2,0-1,steps=4", "gemm", {"cpus": (0, 1, 2), "steps": 4}, "gemm:cpus=0-2,steps=4"),
+        (
+            "gemm:cpus=2,0-1,steps=4",
+            "gemm",
+            {"cpus": (0, 1, 2), "steps": 4},
+            "gemm:cpus=0-2,steps=4",
+        ),
         (
             "h2d:duration=2.5,memory_fraction=1,workers=0",
             "h2d",
             {"duration": 2.5, "memory_fraction": 1.0, "workers": 0},
             "h2d:memory_fraction=1,workers=0,duration=2.5",
         ),
-        ("vgg19:threads=1,cpus=0,3", "vgg19", {"threads": 1, "cpus": (0, 3)}, "vgg19:threads=1,cpus=0,3"),
+        (
+            "vgg19:threads=1,cpus=0,3",
+            "vgg19",
+            {"threads": 1, "cpus": (0, 3)},
+            "vgg19:threads=1,cpus=0,3",
+        ),
     ],
 )
-def test_good_specs_parse_to_typed_options(text: str, name: str, options: dict, canonical: str) -> None:
+def test_good_specs_parse_to_typed_options(
+    text: str, name: str, options: dict, canonical: str
+) -> None:
     spec = parse_workload_spec(text)
     assert (spec.name, spec.options, spec.text) == (name, options, canonical)
     assert parse_workload_spec(spec.text) == spec
@@ -74,7 +86,10 @@ def test_good_specs_parse_to_typed_options(text: str, name: str, options: dict, 
         ("fcn:threads=-1", "bad value for threads"),
         ("fcn:cpus=1-0", "bad value for cpus: '1-0' (expected a CPU list like 0, 0-1 or 0,2)"),
         ("fcn:cpus=a", "bad value for cpus"),
-        ("fcn:memory_fraction=0", "bad value for memory_fraction: '0' (expected a number with 0 < f <= 1)"),
+        (
+            "fcn:memory_fraction=0",
+            "bad value for memory_fraction: '0' (expected a number with 0 < f <= 1)",
+        ),
         ("fcn:memory_fraction=1.5", "bad value for memory_fraction"),
         ("fcn:input=tape", "bad value for input: 'tape' (expected synthetic or disk)"),
         ("fcn:workers=-1", "bad value for workers: '-1' (expected an integer >= 0)"),
@@ -101,13 +116,24 @@ def test_bad_specs_raise_one_line_usage_errors(text: str, message: str) -> None:
 def test_to_argv_builds_the_child_command() -> None:
     spec = parse_workload_spec("fcn:cpus=0,1,batch=8")
     assert to_argv(spec, "cuda:1") == [
-        sys.executable, "-m", "gpumon.workloads", "fcn", "--device", "cuda:1", "--opt", "batch=8", "--opt", "cpus=0-1",
+        sys.executable,
+        "-m",
+        "gpumon.workloads",
+        "fcn",
+        "--device",
+        "cuda:1",
+        "--opt",
+        "batch=8",
+        "--opt",
+        "cpus=0-1",
     ]
 
 
 def test_spec_module_never_imports_torch() -> None:
     code = "import sys, gpumon.workloads, gpumon.workloads.spec; print(sorted({'torch', 'numpy'} & set(sys.modules)))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 
@@ -116,19 +142,49 @@ def test_spec_module_never_imports_torch() -> None:
 
 def test_settings_defaults_follow_the_device() -> None:
     cpu = resolve(parse_workload_spec("resnet50"), "auto", cuda_available=False, env={})
-    assert (cpu.device, cpu.preset, cpu.batch, cpu.threads, cpu.pin, cpu.warmup) == ("cpu", "tiny", 4, None, False, 5)
-    cuda = resolve(parse_workload_spec("resnet50"), "auto", cuda_available=True, env={"GPUMON_DEFAULT_THREADS": "3"})
-    assert (cuda.device, cuda.preset, cuda.batch, cuda.threads, cuda.pin) == ("cuda:0", "paper", 32, None, True)
-    assert resolve(parse_workload_spec("fcn"), "cuda:1", cuda_available=True, env={}).device == "cuda:1"
+    assert (cpu.device, cpu.preset, cpu.batch, cpu.threads, cpu.pin, cpu.warmup) == (
+        "cpu",
+        "tiny",
+        4,
+        None,
+        False,
+        5,
+    )
+    cuda = resolve(
+        parse_workload_spec("resnet50"),
+        "auto",
+        cuda_available=True,
+        env={"GPUMON_DEFAULT_THREADS": "3"},
+    )
+    assert (cuda.device, cuda.preset, cuda.batch, cuda.threads, cuda.pin) == (
+        "cuda:0",
+        "paper",
+        32,
+        None,
+        True,
+    )
+    assert (
+        resolve(parse_workload_spec("fcn"), "cuda:1", cuda_available=True, env={}).device
+        == "cuda:1"
+    )
 
 
 def test_settings_read_the_monitor_environment_and_note_ignored_options() -> None:
     spec = parse_workload_spec("fcn:memory_fraction=0.5,pin=true,workers=3,batch=7")
-    settings = resolve(spec, "cpu", cuda_available=False, env={"GPUMON_DEFAULT_THREADS": "1", "GPUMON_WARMUP": "2"})
-    assert (settings.threads, settings.warmup, settings.batch, settings.sizes["batch"]) == (1, 2, 7, 7)
+    settings = resolve(
+        spec, "cpu", cuda_available=False, env={"GPUMON_DEFAULT_THREADS": "1", "GPUMON_WARMUP": "2"}
+    )
+    assert (settings.threads, settings.warmup, settings.batch, settings.sizes["batch"]) == (
+        1,
+        2,
+        7,
+        7,
+    )
     assert (settings.memory_fraction, settings.pin) == (None, False)
     assert set(settings.ignored) == {"memory_fraction", "pin", "workers"}
-    explicit = resolve(parse_workload_spec("fcn:threads=2,warmup=0"), "cpu", False, {"GPUMON_DEFAULT_THREADS": "1"})
+    explicit = resolve(
+        parse_workload_spec("fcn:threads=2,warmup=0"), "cpu", False, {"GPUMON_DEFAULT_THREADS": "1"}
+    )
     assert (explicit.threads, explicit.warmup) == (2, 0)
 
 
@@ -137,7 +193,11 @@ def test_settings_read_the_monitor_environment_and_note_ignored_options() -> Non
     [
         ("cuda", {}, "CUDA is not available"),
         ("gpu", {}, "unknown device 'gpu' (choose from auto, cpu, cuda, cuda:N)"),
-        ("cpu", {"GPUMON_DEFAULT_THREADS": "many"}, "GPUMON_DEFAULT_THREADS='many' is not an integer > 0"),
+        (
+            "cpu",
+            {"GPUMON_DEFAULT_THREADS": "many"},
+            "GPUMON_DEFAULT_THREADS='many' is not an integer > 0",
+        ),
     ],
 )
 def test_settings_reject_unusable_devices(device: str, env: dict[str, str], message: str) -> None:
@@ -151,7 +211,9 @@ def test_settings_reject_unusable_devices(device: str, env: dict[str, str], mess
 
 def test_token_windows_continue_each_stream_across_batches() -> None:
     lanes, window = 4, 6
-    rows = token_windows(Field("tokens", (window,), "tokens", 50), 3 * lanes, lanes, np.random.default_rng(0))
+    rows = token_windows(
+        Field("tokens", (window,), "tokens", 50), 3 * lanes, lanes, np.random.default_rng(0)
+    )
     assert rows.shape == (3 * lanes, window) and rows.max() < 50
     for row in range(2 * lanes):
         assert rows[row][-1] == rows[row + lanes][0]
@@ -164,7 +226,9 @@ def test_dataset_is_created_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     stamp = (first / "x.uint8").stat().st_mtime_ns
     assert ensure_dataset("fcn", fields, 8, 4, 7) == first
     assert (first / "x.uint8").stat().st_mtime_ns == stamp
-    assert (first / "x.uint8").stat().st_size == 8 * 3 and (first / "y.int64").stat().st_size == 8 * 8
+    assert (first / "x.uint8").stat().st_size == 8 * 3 and (
+        first / "y.int64"
+    ).stat().st_size == 8 * 8
     assert ensure_dataset("fcn", fields, 8, 4, 8) != first
     assert sorted(p.name.startswith(".") for p in tmp_path.iterdir()) == [False, False]
 
@@ -198,7 +262,9 @@ class Child:
             selector.register(self.fd, selectors.EVENT_READ)
             while not self.eof and not done(self):
                 remaining = deadline - time.monotonic()
-                assert remaining > 0, f"child gave no EOF within {timeout:.0f}s; got {self.messages[-3:]}"
+                assert remaining > 0, (
+                    f"child gave no EOF within {timeout:.0f}s; got {self.messages[-3:]}"
+                )
                 if not selector.select(remaining):
                     continue
                 chunk = os.read(self.fd, 1 << 16)
@@ -219,7 +285,12 @@ def start(text: str, data_dir: Path, **env: str) -> Child:
     """Start ``python -m gpumon.workloads`` for spec ``text`` on the CPU with a probe pipe, in its own group."""
     read_fd, write_fd = os.pipe()
     base = {k: v for k, v in os.environ.items() if not k.startswith("GPUMON_")}
-    environment = {**base, "GPUMON_PROBE_FD": str(write_fd), "GPUMON_DATA_DIR": str(data_dir), **env}
+    environment = {
+        **base,
+        "GPUMON_PROBE_FD": str(write_fd),
+        "GPUMON_DATA_DIR": str(data_dir),
+        **env,
+    }
     proc = subprocess.Popen(
         to_argv(parse_workload_spec(text), "cpu"),
         env=environment,
@@ -260,26 +331,41 @@ def every_workload(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Finish
     data_dir = tmp_path_factory.mktemp("data")
     finished: dict[str, Finished] = {}
     for pair in (("vgg19", "fcn"), ("resnet50", "lstm"), ("h2d", "gemm")):
-        children = {name: start(f"{name}:steps=6", data_dir, GPUMON_DEFAULT_THREADS="1") for name in pair}
-        finished.update({name: Finished(child, *child.finish()) for name, child in children.items()})
+        children = {
+            name: start(f"{name}:steps=6", data_dir, GPUMON_DEFAULT_THREADS="1") for name in pair
+        }
+        finished.update(
+            {name: Finished(child, *child.finish()) for name, child in children.items()}
+        )
     assert set(finished) == set(WORKLOADS)
     return finished
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
-def test_every_workload_trains_and_reports_each_step(name: str, every_workload: dict[str, Finished]) -> None:
+def test_every_workload_trains_and_reports_each_step(
+    name: str, every_workload: dict[str, Finished]
+) -> None:
     run = every_workload[name]
     child = run.child
     assert run.status == 0, run.stderr
     assert child.messages[0]["type"] == "hello"
     meta = child.first("meta")["info"]
-    assert (meta["model"], meta["device"], meta["preset"], meta["warmup"]) == (name, "cpu", "tiny", 5)
+    assert (meta["model"], meta["device"], meta["preset"], meta["warmup"]) == (
+        name,
+        "cpu",
+        "tiny",
+        5,
+    )
     assert meta["parameters"] > 0 and meta["torch"]
     assert_steps(child.rows, 6, meta["batch"], warmup=5, copies=name != "gemm")
     if name != "gemm":
         assert all(row[ROW_COPY_BYTES] == meta["copy_bytes_per_step"] for row in child.rows)
     assert child.first("bye")["steps"] == 6
-    assert run.stdout.count("\n") == 1 and f"training {name} " in run.stdout and " on cpu " in run.stdout
+    assert (
+        run.stdout.count("\n") == 1
+        and f"training {name} " in run.stdout
+        and " on cpu " in run.stdout
+    )
 
 
 def test_sigterm_to_the_group_finishes_the_step_and_sends_every_step(tmp_path: Path) -> None:
@@ -308,7 +394,9 @@ def test_disk_input_with_one_worker_and_one_dataset_for_concurrent_children(tmp_
 
 
 def test_cpus_threads_and_duration(tmp_path: Path) -> None:
-    child = start("gemm:cpus=0,duration=0.3,memory_fraction=0.5", tmp_path, GPUMON_DEFAULT_THREADS="1")
+    child = start(
+        "gemm:cpus=0,duration=0.3,memory_fraction=0.5", tmp_path, GPUMON_DEFAULT_THREADS="1"
+    )
     status, _, stderr = child.finish()
     assert status == 0, stderr
     meta = child.first("meta")["info"]

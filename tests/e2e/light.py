@@ -41,15 +41,32 @@ class LightVenv:
         self.gpumon_exe = str(self.bin / "gpumon")
         self.runs = root / "runs"
         self.heavy_log = root / "heavy.log"
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "GPUMON_PYTHON")}
-        env.update(GPUMON_RUNS=str(self.runs), XDG_CACHE_HOME=str(root / "cache"), NO_COLOR="1",
-                   GPUMON_DATA_DIR=str(root / "data"), HEAVY_LOG=str(self.heavy_log))
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "GPUMON_PYTHON")
+        }
+        env.update(
+            GPUMON_RUNS=str(self.runs),
+            XDG_CACHE_HOME=str(root / "cache"),
+            NO_COLOR="1",
+            GPUMON_DATA_DIR=str(root / "data"),
+            HEAVY_LOG=str(self.heavy_log),
+        )
         env["PATH"] = os.pathsep.join([str(self.bin), env.get("PATH", "")])
         self.env = env
 
-    def gpumon(self, *args: str, timeout: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([self.gpumon_exe, *args], capture_output=True, text=True, timeout=timeout,
-                              env=env or self.env, cwd=self.root)
+    def gpumon(
+        self, *args: str, timeout: float = 180, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [self.gpumon_exe, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env or self.env,
+            cwd=self.root,
+        )
 
     def heavy_imports(self) -> list[str]:
         """One line per gpumon command run so far: which of HEAVY it had imported at exit."""
@@ -58,7 +75,9 @@ class LightVenv:
 
 def run_ok(argv: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
     """Run to completion in ``cwd`` (never the checkout: ``python -c`` would import gpumon from there)."""
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, cwd=cwd, **kw)
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, cwd=cwd, **kw
+    )
     assert done.returncode == 0, f"{argv[:4]} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     return done
 
@@ -69,16 +88,48 @@ def install_light(root: Path) -> LightVenv:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    shutil.copytree(REPO / "gpumon", source / "gpumon", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "gpumon", source / "gpumon", ignore=shutil.ignore_patterns("__pycache__")
+    )
     wheels = root / "wheels"
-    run_ok([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(source)], root)
+    run_ok(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
+        root,
+    )
     (wheel,) = wheels.glob("gpumon-*.whl")
     # this test's pip installs into a venv without one; no .pyc compiling (a third of the time)
     run_ok([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], root)
     venv = LightVenv(root)
-    run_ok([sys.executable, "-m", "pip", "--python", venv.python, "install", "--quiet", "--no-compile", str(wheel)],
-           root, env=venv.env)
-    site = run_ok([venv.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], root, env=venv.env)
+    run_ok(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            venv.python,
+            "install",
+            "--quiet",
+            "--no-compile",
+            str(wheel),
+        ],
+        root,
+        env=venv.env,
+    )
+    site = run_ok(
+        [venv.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        root,
+        env=venv.env,
+    )
     (Path(site.stdout.strip()) / "gpumon_watch_heavy.pth").write_text("import gpumon_watch_heavy\n")
     (Path(site.stdout.strip()) / "gpumon_watch_heavy.py").write_text(WATCH_HEAVY)
     return venv
@@ -93,7 +144,9 @@ def make_training_env(root: Path, env: dict[str, str]) -> str:
     """
     run_ok([sys.executable, "-m", "venv", "--without-pip", str(root)], root.parent)
     python = str(root / "bin" / "python")
-    site = run_ok([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], root.parent).stdout
+    site = run_ok(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], root.parent
+    ).stdout
     # where this Python finds torch and numpy (its own site-packages, or a base one under a --system-site-packages venv)
     ours = {str(Path(importlib.util.find_spec(m).origin).parents[1]) for m in ("torch", "numpy")}
     (Path(site.strip()) / "training_env.pth").write_text("\n".join(sorted(ours)) + "\n")

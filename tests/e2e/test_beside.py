@@ -19,7 +19,16 @@ import pytest
 from gpumon.core.probing import rendezvous
 from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
-from tests.helpers import GPUMON, gpumon, only_run, post_warmup_steps, recorded, run_until, steps_span, wait_for
+from tests.helpers import (
+    GPUMON,
+    gpumon,
+    only_run,
+    post_warmup_steps,
+    recorded,
+    run_until,
+    steps_span,
+    wait_for,
+)
 
 # A training loop of its own (not started by gpumon): ~100 steps/s, and it logs its own clock every 20 steps.
 STEPPER = textwrap.dedent(
@@ -41,9 +50,15 @@ STEPPER = textwrap.dedent(
 
 def start_stepper(tmp: Path, code: str = STEPPER, **env: str) -> tuple[subprocess.Popen, Path]:
     own_log = tmp / f"stepper-{len(list(tmp.glob('stepper-*')))}.log"
-    proc = subprocess.Popen([sys.executable, "-c", code, str(own_log)], start_new_session=True,
-                            env={**os.environ, **env})
-    wait_for(lambda: own_log.exists() and own_log.read_text().count("\n") >= 3, what="the stepper's first steps")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(own_log)],
+        start_new_session=True,
+        env={**os.environ, **env},
+    )
+    wait_for(
+        lambda: own_log.exists() and own_log.read_text().count("\n") >= 3,
+        what="the stepper's first steps",
+    )
     return proc, own_log
 
 
@@ -80,9 +95,22 @@ def capture(tmp_path_factory: pytest.TempPathFactory):
         lib = fake.build(tmp / "lib")
         env = fake.environment(lib, fake.write_scenario(tmp / "scenario.txt", scenario(proc.pid)))
         runs = tmp / "runs"
-        result = run_until(["fcn:preset=tiny", "--beside", str(proc.pid), "--stagger", "3", "--headless", "--device",
-                            "cpu"], runs, env=env, what="A's 20 steps beside B and 8 samples of B",
-                           enough=lambda: steps_span(runs, "A")[0] >= 20 and _rows_of(runs, "processes", "B") >= 8)
+        result = run_until(
+            [
+                "fcn:preset=tiny",
+                "--beside",
+                str(proc.pid),
+                "--stagger",
+                "3",
+                "--headless",
+                "--device",
+                "cpu",
+            ],
+            runs,
+            env=env,
+            what="A's 20 steps beside B and 8 samples of B",
+            enough=lambda: steps_span(runs, "A")[0] >= 20 and _rows_of(runs, "processes", "B") >= 8,
+        )
         assert result.returncode == 128 + signal.SIGINT, result.stderr
         alive_after = proc.poll() is None
         yield only_run(tmp / "runs"), proc, own_log, result.stderr, alive_after
@@ -93,7 +121,10 @@ def capture(tmp_path_factory: pytest.TempPathFactory):
 def test_the_process_is_job_b_and_is_left_running(capture) -> None:
     path, proc, _, stderr, alive_after = capture
     assert alive_after  # Ctrl-C ended the run; the attached process was not signalled
-    assert f"gpumon: watching pid {proc.pid} as B (reading its probe); gpumon never signals it" in stderr
+    assert (
+        f"gpumon: watching pid {proc.pid} as B (reading its probe); gpumon never signals it"
+        in stderr
+    )
     assert f"gpumon: workload B detached: pid {proc.pid} still running" in stderr
     run = load_run(path)
     b = next(w for w in run.workloads if w.slot == "B")
@@ -116,17 +147,23 @@ def test_its_steps_are_its_own_clock(capture) -> None:
     steps = run.steps()
     b = steps[steps.process == "B"].set_index("step")
     t0 = run.meta.t0_monotonic_ns
-    logged = {int(s): int(ns) for s, ns in (line.split() for line in own_log.read_text().splitlines())}
+    logged = {
+        int(s): int(ns) for s, ns in (line.split() for line in own_log.read_text().splitlines())
+    }
     seen = {s: ns for s, ns in logged.items() if s in b.index}
     assert len(seen) >= 20
     for s, ns in seen.items():
-        assert abs(b.loc[s, "t"] * 1e9 + t0 - ns) < 2e6  # logged just after probe.step(): within 2 ms
+        assert (
+            abs(b.loc[s, "t"] * 1e9 + t0 - ns) < 2e6
+        )  # logged just after probe.step(): within 2 ms
     assert list(b.index) == list(range(b.index[0], b.index[-1] + 1))  # none lost, none twice
     first, last = min(seen), max(seen)
     own_rate = (last - first) / ((seen[last] - seen[first]) / 1e9)
     recorded = (last - first) / (b.loc[last, "t"] - b.loc[first, "t"])
     assert recorded == pytest.approx(own_rate, rel=0.02)
-    assert b["t"].min() < 0  # its history from before gpumon started (how long before depends on the box)
+    assert (
+        b["t"].min() < 0
+    )  # its history from before gpumon started (how long before depends on the box)
 
 
 def test_its_exclusive_rate_comes_from_before_a_started(capture) -> None:
@@ -140,7 +177,11 @@ def test_its_exclusive_rate_comes_from_before_a_started(capture) -> None:
     b = data["workloads"]["B"]
     assert b["baseline"] == "exclusive phase of the shared run"
     (alone,) = b["exclusive"]
-    assert alone["role"] == "exclusive phase" and alone["start"] < 0 and alone["end"] == pytest.approx(a_start, abs=0.5)
+    assert (
+        alone["role"] == "exclusive phase"
+        and alone["start"] < 0
+        and alone["end"] == pytest.approx(a_start, abs=0.5)
+    )
     assert b["slowdown"]["estimate"] > 0 and b["exclusive_rate"] > 10 and b["shared_rate"] > 10
     assert data["workloads"]["A"]["slowdown"]["estimate"] is None  # A never ran alone
 
@@ -149,26 +190,66 @@ def test_kill_9_of_gpumon_leaves_it_running(tmp_path: Path) -> None:
     proc, own_log = start_stepper(tmp_path)
     try:
         runs = tmp_path / "runs"
-        monitor = subprocess.Popen([*GPUMON, "run", "--beside", str(proc.pid), "--headless", "--device", "cpu",
-                                    "--no-nvml", "--out", str(runs)], stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
-        wait_for(lambda: runs.exists() and any(runs.glob("*/run.json"))
-                 and (only_run(runs) / "steps.csv").read_text().count("\n") > 50, what="B's steps recorded")
+        monitor = subprocess.Popen(
+            [
+                *GPUMON,
+                "run",
+                "--beside",
+                str(proc.pid),
+                "--headless",
+                "--device",
+                "cpu",
+                "--no-nvml",
+                "--out",
+                str(runs),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for(
+            lambda: (
+                runs.exists()
+                and any(runs.glob("*/run.json"))
+                and (only_run(runs) / "steps.csv").read_text().count("\n") > 50
+            ),
+            what="B's steps recorded",
+        )
         monitor.send_signal(signal.SIGINT)  # Ctrl-C
         assert monitor.wait(timeout=60) == 128 + signal.SIGINT
         assert proc.poll() is None
         assert load_run(only_run(runs)).workloads[0].state == "detached"
 
-        again = subprocess.Popen([*GPUMON, "run", "--beside", str(proc.pid), "--headless", "--device", "cpu",
-                                  "--no-nvml", "--out", str(tmp_path / "runs2")], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+        again = subprocess.Popen(
+            [
+                *GPUMON,
+                "run",
+                "--beside",
+                str(proc.pid),
+                "--headless",
+                "--device",
+                "cpu",
+                "--no-nvml",
+                "--out",
+                str(tmp_path / "runs2"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         runs2 = tmp_path / "runs2"
-        wait_for(lambda: runs2.exists() and any(runs2.glob("*/run.json"))
-                 and (only_run(runs2) / "steps.csv").read_text().count("\n") > 50, what="B's steps recorded again")
+        wait_for(
+            lambda: (
+                runs2.exists()
+                and any(runs2.glob("*/run.json"))
+                and (only_run(runs2) / "steps.csv").read_text().count("\n") > 50
+            ),
+            what="B's steps recorded again",
+        )
         again.kill()  # kill -9: no PDEATHSIG reaches a process gpumon did not start
         again.wait()
         before = own_log.read_text().count("\n")
-        wait_for(lambda: own_log.read_text().count("\n") > before + 3, what="the stepper still stepping")
+        wait_for(
+            lambda: own_log.read_text().count("\n") > before + 3, what="the stepper still stepping"
+        )
         assert proc.poll() is None
         sock = rendezvous.connect(proc.pid)  # and still ready for the next monitor
         assert sock is not None
@@ -187,20 +268,30 @@ def test_bad_pids_are_refused_before_anything_starts(tmp_path: Path) -> None:
     gone = subprocess.Popen(["true"])
     gone.wait()
     runs = tmp_path / "runs"
-    cases = [(str(gone.pid), f"--beside {gone.pid}: no such process"), ("abc", "--beside 'abc' is not a process id")]
+    cases = [
+        (str(gone.pid), f"--beside {gone.pid}: no such process"),
+        ("abc", "--beside 'abc' is not a process id"),
+    ]
     for pid, message in cases:
         done = gpumon("run", "fcn", "--beside", pid, "--headless", "--out", str(runs))
         assert (done.returncode, done.stderr) == (2, f"gpumon: error: {message}\n")
-    itself = subprocess.run(["sh", "-c", f'exec {" ".join(GPUMON)} run --beside $$ --headless --out {runs}'],
-                            capture_output=True, text=True, timeout=120, env=os.environ)
+    itself = subprocess.run(
+        ["sh", "-c", f"exec {' '.join(GPUMON)} run --beside $$ --headless --out {runs}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ,
+    )
     assert itself.returncode == 2 and itself.stderr.endswith("is gpumon itself\n"), itself.stderr
     if os.getuid() == 0:
         other = subprocess.Popen(["sleep", "60"], preexec_fn=as_nobody)
         try:
             done = gpumon("run", "--beside", str(other.pid), "--headless", "--out", str(runs))
             assert done.returncode == 2
-            assert done.stderr == (f"gpumon: error: --beside {other.pid} belongs to nobody, not to you "
-                                   "(gpumon watches only your own processes)\n")
+            assert done.stderr == (
+                f"gpumon: error: --beside {other.pid} belongs to nobody, not to you "
+                "(gpumon watches only your own processes)\n"
+            )
         finally:
             other.kill()
             other.wait()
@@ -215,13 +306,28 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
     proc = subprocess.Popen([sys.executable, "-c", BLIND], start_new_session=True)
     try:
         lib = fake.build(tmp_path / "lib")
-        text = scenario(proc.pid).replace("sm_util=30", "sm_util=80")  # alone 80 %; beside A (40 %) scaled to 67 %
+        text = scenario(proc.pid).replace(
+            "sm_util=30", "sm_util=80"
+        )  # alone 80 %; beside A (40 %) scaled to 67 %
         env = fake.environment(lib, fake.write_scenario(tmp_path / "scenario.txt", text))
         runs = tmp_path / "runs"
         # until A's steps span 2 s and B was sampled 4 times inside them (compare's shared window)
-        done = run_until(["fcn:preset=tiny", "--beside", str(proc.pid), "--stagger", "2", "--headless", "--device",
-                          "cpu"], runs, env=env, what="2 s of A's steps and 4 samples of B beside them",
-                         enough=lambda: steps_span(runs, "A")[1] >= 2.0 and _sampled_beside_a(runs) >= 4)
+        done = run_until(
+            [
+                "fcn:preset=tiny",
+                "--beside",
+                str(proc.pid),
+                "--stagger",
+                "2",
+                "--headless",
+                "--device",
+                "cpu",
+            ],
+            runs,
+            env=env,
+            what="2 s of A's steps and 4 samples of B beside them",
+            enough=lambda: steps_span(runs, "A")[1] >= 2.0 and _sampled_beside_a(runs) >= 4,
+        )
         assert done.returncode == 128 + signal.SIGINT, done.stderr
         assert proc.poll() is None
     finally:
@@ -235,14 +341,24 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
     assert load_run(path).workloads[1].probe is False
     text_out = gpumon("compare", "--shared", str(path))
     assert text_out.returncode == 0, text_out.stderr
-    assert "B: rate unknown (no probe); what is known: SM 80 % alone → 67 % beside fcn (-17 %), " \
-           "GPU memory 2.0 GiB → 2.0 GiB" in text_out.stdout, [line for line in text_out.stdout.splitlines() if "B" in line]
+    assert (
+        "B: rate unknown (no probe); what is known: SM 80 % alone → 67 % beside fcn (-17 %), "
+        "GPU memory 2.0 GiB → 2.0 GiB" in text_out.stdout
+    ), [line for line in text_out.stdout.splitlines() if "B" in line]
     as_json = json.loads(gpumon("compare", "--shared", str(path), "--json").stdout)
     b = as_json["workloads"]["B"]
-    assert b["rate"] == "unknown (no probe)" and b["slowdown"]["estimate"] is None and b["exclusive_rate"] is None
-    assert b["known"]["sm_pct_alone"] == pytest.approx(80, abs=1) and b["known"]["sm_pct_shared"] == pytest.approx(66.7, abs=1)
+    assert (
+        b["rate"] == "unknown (no probe)"
+        and b["slowdown"]["estimate"] is None
+        and b["exclusive_rate"] is None
+    )
+    assert b["known"]["sm_pct_alone"] == pytest.approx(80, abs=1) and b["known"][
+        "sm_pct_shared"
+    ] == pytest.approx(66.7, abs=1)
     assert b["known"]["gpu_mem_mib_alone"] == b["known"]["gpu_mem_mib_shared"] == 2048
-    assert as_json["pair"]["stp"]["estimate"] is None and as_json["pair"]["verdict"] == "cannot tell"
+    assert (
+        as_json["pair"]["stp"]["estimate"] is None and as_json["pair"]["verdict"] == "cannot tell"
+    )
     assert as_json["workloads"]["A"]["shared_rate"] > 0
     assert "rate unknown (no probe)" in as_json["summary"]
 
@@ -250,37 +366,81 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
 def test_a_wrapped_process_that_has_not_stepped_yet_is_said_to_be_so(tmp_path: Path) -> None:
     """Its probe opens at its first step: watched before that, it has no probe for the whole run, and gpumon says
     why (the H100 validation attached to a wrapped job still importing torch)."""
-    proc = subprocess.Popen([sys.executable, "-m", "gpumon", "wrap", "--", sys.executable, "-c", BLIND],
-                            start_new_session=True, env={**os.environ, "GPUMON_RUNTIME_DIR": str(tmp_path / "rt")})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpumon", "wrap", "--", sys.executable, "-c", BLIND],
+        start_new_session=True,
+        env={**os.environ, "GPUMON_RUNTIME_DIR": str(tmp_path / "rt")},
+    )
     try:
-        wait_for(lambda: psutil.Process(proc.pid).environ().get("GPUMON_AUTOPROBE") == "1", what="the exec of wrap")
-        done = gpumon("run", "gemm:preset=tiny", "--beside", str(proc.pid), "--stagger", "1", "--duration", "2",
-                      "--headless", "--device", "cpu", "--no-nvml", "--out", str(tmp_path / "runs"), timeout=180,
-                      env={**os.environ, "GPUMON_RUNTIME_DIR": str(tmp_path / "rt")})
+        wait_for(
+            lambda: psutil.Process(proc.pid).environ().get("GPUMON_AUTOPROBE") == "1",
+            what="the exec of wrap",
+        )
+        done = gpumon(
+            "run",
+            "gemm:preset=tiny",
+            "--beside",
+            str(proc.pid),
+            "--stagger",
+            "1",
+            "--duration",
+            "2",
+            "--headless",
+            "--device",
+            "cpu",
+            "--no-nvml",
+            "--out",
+            str(tmp_path / "runs"),
+            timeout=180,
+            env={**os.environ, "GPUMON_RUNTIME_DIR": str(tmp_path / "rt")},
+        )
         assert proc.poll() is None
     finally:
         stop(proc)
     assert done.returncode == 0, done.stderr
-    assert (f"pid {proc.pid} runs under gpumon wrap, but its probe opens at its first training step and it has taken "
-            "none yet: its rate stays unknown in this run (watch it again once it trains)") in done.stderr
+    assert (
+        f"pid {proc.pid} runs under gpumon wrap, but its probe opens at its first training step and it has taken "
+        "none yet: its rate stays unknown in this run (watch it again once it trains)"
+    ) in done.stderr
 
 
 def _sampled_beside_a(runs: Path) -> int:
     """How many process ticks sampled B after A's first post-warm-up step (inside compare's shared window)."""
     a = post_warmup_steps(runs).get("A")
-    return sum(row["process"] == "B" and float(row["t"]) > min(a) for row in recorded(runs, "processes")) if a else 0
+    return (
+        sum(
+            row["process"] == "B" and float(row["t"]) > min(a)
+            for row in recorded(runs, "processes")
+        )
+        if a
+        else 0
+    )
 
 
 def test_a_process_that_ends_while_watched(tmp_path: Path) -> None:
     """It ends by itself: recorded as exited (status unknown: not gpumon's child), and the run ends with it."""
-    code = STEPPER.replace("while True:", "for _ in range(300):")  # about 3 s of steps, then it exits
+    code = STEPPER.replace(
+        "while True:", "for _ in range(300):"
+    )  # about 3 s of steps, then it exits
     proc, _ = start_stepper(tmp_path, code)
     try:
-        done = gpumon("run", "--beside", str(proc.pid), "--headless", "--device", "cpu", "--no-nvml",
-                      "--out", str(tmp_path / "runs"))
+        done = gpumon(
+            "run",
+            "--beside",
+            str(proc.pid),
+            "--headless",
+            "--device",
+            "cpu",
+            "--no-nvml",
+            "--out",
+            str(tmp_path / "runs"),
+        )
     finally:
         stop(proc)
     assert done.returncode == 0, done.stderr
-    assert f"gpumon: workload B (pid {proc.pid}) exited by itself (status unknown: gpumon did not start it)" in done.stderr
+    assert (
+        f"gpumon: workload B (pid {proc.pid}) exited by itself (status unknown: gpumon did not start it)"
+        in done.stderr
+    )
     (entry,) = load_run(only_run(tmp_path / "runs")).workloads
     assert entry.state == "exited" and entry.exit_status is None and entry.stop_t > entry.start_t

@@ -31,7 +31,9 @@ cuda_driver 13000
 device name="{GPU}" mem_total_mib=23034 pcie_gen=4 pcie_width=16 gpu_util={NVML_UTIL} mem_util=20 power_w=70 temp_c=40 sm_clock_mhz=1800
 """
 
-needs_cc = pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
+needs_cc = pytest.mark.skipif(
+    fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml"
+)
 
 
 @dataclass
@@ -48,15 +50,25 @@ def box(tmp_path_factory: pytest.TempPathFactory):
         pytest.skip("no C compiler to build the fake libnvidia-ml")
     tmp = tmp_path_factory.mktemp("calibrate")
     env = fake.environment(fake.build(tmp / "lib"), fake.write_scenario(tmp / "l4.txt", SCENARIO))
-    env.update(PATH=os.pathsep.join((str(FAKE_MPS), env["PATH"])), FAKE_MPS_LOG=str(tmp / "mps.log"),
-               CUDA_MPS_PIPE_DIRECTORY=str(tmp / "no-default-daemon"), GPUMON_CALIBRATION=str(tmp / "store"))
+    env.update(
+        PATH=os.pathsep.join((str(FAKE_MPS), env["PATH"])),
+        FAKE_MPS_LOG=str(tmp / "mps.log"),
+        CUDA_MPS_PIPE_DIRECTORY=str(tmp / "no-default-daemon"),
+        GPUMON_CALIBRATION=str(tmp / "store"),
+    )
     with fakegpu.serve(tmp / "gpu.sock", SLICE_MS, SWITCH_MS, FILL) as socket:
         yield Box(env, tmp / "store", socket)
 
 
 def gpumon(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpumon", *args], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpumon", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +94,9 @@ def test_it_measures_the_devices_slice_switch_cost_and_mps_fill(measured: dict, 
     # the utilisation scale: the duty probe's own kernel time over the wall, against what NVML said (scripted)
     util = measured["details"]["utilisation"]
     assert util["nvml_util"] == pytest.approx(NVML_UTIL / 100) and util["nvml_samples"] >= 10
-    assert 0.15 < util["kernel_busy"] <= 0.55  # 1 ms kernels, 1 ms host gaps, and the round trips between
+    assert (
+        0.15 < util["kernel_busy"] <= 0.55
+    )  # 1 ms kernels, 1 ms host gaps, and the round trips between
     assert c["util_scale"] == pytest.approx(util["kernel_busy"] / (NVML_UTIL / 100))
     # stored where predict reads it; gpumon's own MPS daemon started and quit
     assert json.loads((box.store / "NVIDIA_Fake_L4.json").read_text())["constants"] == c
@@ -99,30 +113,59 @@ def _on_the_fake_gpu(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_predict_uses_the_calibration_for_runs_on_that_gpu(measured: dict, box: Box, tmp_path: Path):
+def test_predict_uses_the_calibration_for_runs_on_that_gpu(
+    measured: dict, box: Box, tmp_path: Path
+):
     runs = [_on_the_fake_gpu(H100 / n, tmp_path / n) for n in ("x-fcn", "x-gemm")]
-    done = gpumon(box.env, "predict", "--exclusive", str(runs[0]), "--exclusive", str(runs[1]), "--share", "all",
-                  "--json")
+    done = gpumon(
+        box.env,
+        "predict",
+        "--exclusive",
+        str(runs[0]),
+        "--exclusive",
+        str(runs[1]),
+        "--share",
+        "all",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     ts, mps = json.loads(done.stdout)["modes"]
     for mode in (ts, mps):
         assert mode["model"]["calibrated"] is True and mode["model"]["gpu"] == GPU
-        assert {k: mode["model"]["constants"][k] for k in measured["constants"]} == measured["constants"]
+        assert {k: mode["model"]["constants"][k] for k in measured["constants"]} == measured[
+            "constants"
+        ]
         assert not any("uncalibrated" in n for n in mode["notes"])
     # the same runs on a GPU model never calibrated: the default constants, and it says so
-    other = gpumon({**box.env, "GPUMON_CALIBRATION": str(tmp_path / "empty")}, "predict", "--exclusive", str(runs[0]),
-                   "--exclusive", str(runs[1]), "--json")
+    other = gpumon(
+        {**box.env, "GPUMON_CALIBRATION": str(tmp_path / "empty")},
+        "predict",
+        "--exclusive",
+        str(runs[0]),
+        "--exclusive",
+        str(runs[1]),
+        "--json",
+    )
     data = json.loads(other.stdout)
     assert data["model"]["calibrated"] is False
     assert any(n.startswith(f"uncalibrated for {GPU}: intervals widened") for n in data["notes"])
-    text = gpumon({**box.env, "GPUMON_CALIBRATION": str(tmp_path / "empty")}, "predict", "--exclusive", str(runs[0]),
-                  "--exclusive", str(runs[1]))
+    text = gpumon(
+        {**box.env, "GPUMON_CALIBRATION": str(tmp_path / "empty")},
+        "predict",
+        "--exclusive",
+        str(runs[0]),
+        "--exclusive",
+        str(runs[1]),
+    )
     assert f"note: uncalibrated for {GPU}: intervals widened" in text.stdout
 
 
 def test_without_an_mps_daemon_only_time_slicing_is_calibrated(box: Box, tmp_path: Path):
-    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
-                           if d and not (Path(d) / "nvidia-cuda-mps-control").exists())  # a GPU box has the real one
+    path = os.pathsep.join(
+        d
+        for d in os.environ["PATH"].split(os.pathsep)
+        if d and not (Path(d) / "nvidia-cuda-mps-control").exists()
+    )  # a GPU box has the real one
     env = {**box.env, "PATH": path, "GPUMON_CALIBRATION": str(tmp_path / "store")}
     done = gpumon(env, "calibrate", "--device", f"sliced:{box.socket}")
     assert done.returncode == 0, done.stderr
@@ -130,45 +173,78 @@ def test_without_an_mps_daemon_only_time_slicing_is_calibrated(box: Box, tmp_pat
     stored = json.loads((tmp_path / "store" / "NVIDIA_Fake_L4.json").read_text())
     assert set(stored["constants"]) == {"slice_s", "switch_s", "util_scale"}
     runs = [_on_the_fake_gpu(H100 / n, tmp_path / n) for n in ("x-fcn", "x-gemm")]
-    ts, mps = json.loads(gpumon(env, "predict", "--exclusive", str(runs[0]), "--exclusive", str(runs[1]), "--share",
-                                "all", "--json").stdout)["modes"]
+    ts, mps = json.loads(
+        gpumon(
+            env,
+            "predict",
+            "--exclusive",
+            str(runs[0]),
+            "--exclusive",
+            str(runs[1]),
+            "--share",
+            "all",
+            "--json",
+        ).stdout
+    )["modes"]
     assert ts["model"]["calibrated"] is True and mps["model"]["calibrated"] is False
     assert any("uncalibrated" in n and "sm_fill" in n for n in mps["notes"])
 
 
 def test_no_gpu_is_one_line_and_exit_1(no_gpu: dict[str, str], tmp_path: Path):
     done = gpumon({**no_gpu, "GPUMON_CALIBRATION": str(tmp_path)}, "calibrate")
-    assert done.returncode == 1 and done.stderr.startswith("gpumon: calibrate needs an NVIDIA GPU: NVML ")
+    assert done.returncode == 1 and done.stderr.startswith(
+        "gpumon: calibrate needs an NVIDIA GPU: NVML "
+    )
     assert len(done.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--device", "cpu"), "bad --device 'cpu'"),
-    (("--from-pairs", "/nonexistent/pairs.csv"), "--from-pairs /nonexistent/pairs.csv"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--device", "cpu"), "bad --device 'cpu'"),
+        (("--from-pairs", "/nonexistent/pairs.csv"), "--from-pairs /nonexistent/pairs.csv"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str, tmp_path: Path):
     done = gpumon({**os.environ, "GPUMON_CALIBRATION": str(tmp_path)}, "calibrate", *args)
-    assert done.returncode == 2 and done.stderr.startswith("gpumon: error:") and message in done.stderr
+    assert (
+        done.returncode == 2 and done.stderr.startswith("gpumon: error:") and message in done.stderr
+    )
     assert len(done.stderr.strip().splitlines()) == 1
 
 
 def test_from_pairs_fits_the_constants_on_measured_pairs(tmp_path: Path):
     """Four H100 pairs of q4 (measured r from docs/predict.md), their runs renamed to another GPU model."""
     runs = {n: _on_the_fake_gpu(H100 / f"x-{n}", tmp_path / n) for n in ("h2d", "gemm", "fcn")}
-    measured = [("fcn", "gemm", 3.04, 1.45), ("h2d", "gemm", 3.59, 1.15), ("fcn", "fcn", 1.67, 1.68),
-                ("h2d", "h2d", 2.08, 2.08)]
+    measured = [
+        ("fcn", "gemm", 3.04, 1.45),
+        ("h2d", "gemm", 3.59, 1.15),
+        ("fcn", "fcn", 1.67, 1.68),
+        ("h2d", "h2d", 2.08, 2.08),
+    ]
     pairs = tmp_path / "pairs.csv"
-    pairs.write_text("a,b,run_a,run_b,r_a,r_b\n" + "".join(f"{a},{b},{runs[a].name},{runs[b].name},{x},{y}\n"
-                                                           for a, b, x, y in measured))
+    pairs.write_text(
+        "a,b,run_a,run_b,r_a,r_b\n"
+        + "".join(f"{a},{b},{runs[a].name},{runs[b].name},{x},{y}\n" for a, b, x, y in measured)
+    )
     env = {**os.environ, "GPUMON_CALIBRATION": str(tmp_path / "store")}
     done = gpumon(env, "calibrate", "--from-pairs", str(pairs), "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["gpu"] == GPU and data["details"]["pairs"] == 4 and data["details"]["mape_r_pct"] < 10
+    assert (
+        data["gpu"] == GPU and data["details"]["pairs"] == 4 and data["details"]["mape_r_pct"] < 10
+    )
     assert set(data["constants"]) == {"slice_s", "switch_s", "util_scale"}
-    assert json.loads((tmp_path / "store" / "NVIDIA_Fake_L4.json").read_text())["constants"] == data["constants"]
+    assert (
+        json.loads((tmp_path / "store" / "NVIDIA_Fake_L4.json").read_text())["constants"]
+        == data["constants"]
+    )
     # runs of two GPU models, or a run that is not there: one line, exit 2
     mixed = tmp_path / "mixed.csv"
     mixed.write_text(f"run_a,run_b,r_a,r_b\n{runs['fcn']},{H100 / 'x-gemm'},3.04,1.45\n")
     done = gpumon(env, "calibrate", "--from-pairs", str(mixed))
-    assert done.returncode == 2 and "2 GPU models" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert (
+        done.returncode == 2
+        and "2 GPU models" in done.stderr
+        and len(done.stderr.strip().splitlines()) == 1
+    )

@@ -18,18 +18,37 @@ LSTM = "lstm:preset=tiny"
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
     return {
-        "xa": write_run(root / "xa", [Job("A", FCN, phases=((20, 0.1),), warmup=3, copy_bytes=10**6, copy_s=0.001)]),
+        "xa": write_run(
+            root / "xa",
+            [Job("A", FCN, phases=((20, 0.1),), warmup=3, copy_bytes=10**6, copy_s=0.001)],
+        ),
         "xb": write_run(root / "xb", [Job("A", LSTM, phases=((20, 0.05),), warmup=3)]),
-        "ab": write_run(root / "ab", [Job("A", FCN, phases=((20, 0.2),), warmup=3, copy_bytes=10**6, copy_s=0.002),
-                                      Job("B", LSTM, phases=((20, 0.1),), warmup=3)]),
-        "apart": write_run(root / "apart", [Job("A", FCN, phases=((8, 0.2),)),
-                                            Job("B", LSTM, start=9.0, phases=((20, 0.1),))]),
+        "ab": write_run(
+            root / "ab",
+            [
+                Job("A", FCN, phases=((20, 0.2),), warmup=3, copy_bytes=10**6, copy_s=0.002),
+                Job("B", LSTM, phases=((20, 0.1),), warmup=3),
+            ],
+        ),
+        "apart": write_run(
+            root / "apart",
+            [Job("A", FCN, phases=((8, 0.2),)), Job("B", LSTM, start=9.0, phases=((20, 0.1),))],
+        ),
         "vgg": write_run(root / "vgg", [Job("A", "vgg19:preset=tiny", phases=((20, 0.1),))]),
     }
 
 
 def args(runs: dict[str, Path], *extra: str) -> list[str]:
-    return ["compare", "--exclusive", str(runs["xa"]), "--exclusive", str(runs["xb"]), "--shared", str(runs["ab"]), *extra]
+    return [
+        "compare",
+        "--exclusive",
+        str(runs["xa"]),
+        "--exclusive",
+        str(runs["xb"]),
+        "--shared",
+        str(runs["ab"]),
+        *extra,
+    ]
 
 
 def test_text_output_without_ansi_when_piped(runs: dict[str, Path]) -> None:
@@ -57,20 +76,44 @@ def test_report_writes_markdown_json_csvs_and_pngs(runs: dict[str, Path], tmp_pa
     result = gpumon(*args(runs, "--report", str(out)))
     assert result.returncode == 0, result.stderr
     names = {p.name for p in out.iterdir()}
-    assert {"report.md", "summary.json", "rates.csv", "pair.csv", "distributions.csv", "windows.csv",
-            "rate_over_time.csv", "rate_over_time.png", "copy_bandwidth.png", "utilisation.png",
-            "slowdown.png"} <= names
+    assert {
+        "report.md",
+        "summary.json",
+        "rates.csv",
+        "pair.csv",
+        "distributions.csv",
+        "windows.csv",
+        "rate_over_time.csv",
+        "rate_over_time.png",
+        "copy_bandwidth.png",
+        "utilisation.png",
+        "slowdown.png",
+    } <= names
     for png in out.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| A | fcn:preset=tiny |" in (out / "report.md").read_text()
-    assert json.loads((out / "summary.json").read_text())["pair"]["stp"]["estimate"] == pytest.approx(1.0)
-    assert (out / "rates.csv").read_text().startswith("workload,spec,exclusive_rate,shared_rate,slowdown,")
+    assert json.loads((out / "summary.json").read_text())["pair"]["stp"][
+        "estimate"
+    ] == pytest.approx(1.0)
+    assert (
+        (out / "rates.csv")
+        .read_text()
+        .startswith("workload,spec,exclusive_rate,shared_rate,slowdown,")
+    )
 
 
 def test_help_explains_flags_and_definitions() -> None:
     result = gpumon("compare", "--help")
     assert result.returncode == 0
-    for text in ("--exclusive", "--shared", "--report", "--json", "overlap window", "STP", "slowdown r"):
+    for text in (
+        "--exclusive",
+        "--shared",
+        "--report",
+        "--json",
+        "overlap window",
+        "STP",
+        "slowdown r",
+    ):
         assert text in result.stdout
 
 
@@ -83,7 +126,9 @@ def test_help_explains_flags_and_definitions() -> None:
         ("mismatched", "matches neither shared workload"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(runs: dict[str, Path], tmp_path: Path, case: str, message: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    runs: dict[str, Path], tmp_path: Path, case: str, message: str
+) -> None:
     if case == "missing":
         argv = ["compare", "--exclusive", str(tmp_path / "nope"), "--shared", str(runs["ab"])]
     elif case == "corrupt":
@@ -92,13 +137,31 @@ def test_bad_input_is_one_line_and_exit_2(runs: dict[str, Path], tmp_path: Path,
         (bad / "run.json").write_text("{not json")
         argv = ["compare", "--exclusive", str(runs["xa"]), "--shared", str(bad)]
     elif case == "no_overlap":
-        argv = ["compare", "--exclusive", str(runs["xa"]), "--exclusive", str(runs["xb"]), "--shared", str(runs["apart"])]
+        argv = [
+            "compare",
+            "--exclusive",
+            str(runs["xa"]),
+            "--exclusive",
+            str(runs["xb"]),
+            "--shared",
+            str(runs["apart"]),
+        ]
     else:
-        argv = ["compare", "--exclusive", str(runs["vgg"]), "--exclusive", str(runs["xb"]), "--shared", str(runs["ab"])]
+        argv = [
+            "compare",
+            "--exclusive",
+            str(runs["vgg"]),
+            "--exclusive",
+            str(runs["xb"]),
+            "--shared",
+            str(runs["ab"]),
+        ]
     result = gpumon(*argv)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gpumon: error: ") and message in lines[0], result.stderr
+    assert len(lines) == 1 and lines[0].startswith("gpumon: error: ") and message in lines[0], (
+        result.stderr
+    )
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
@@ -111,7 +174,9 @@ console()
 """
 
 
-@pytest.mark.parametrize(("argv", "tears_down"), [("compare", False), ("compare-bad", True), ("runs", True)])
+@pytest.mark.parametrize(
+    ("argv", "tears_down"), [("compare", False), ("compare-bad", True), ("runs", True)]
+)
 def test_only_a_successful_compare_skips_the_interpreters_teardown(
     runs: dict[str, Path], tmp_path: Path, argv: str, tears_down: bool
 ) -> None:
@@ -127,7 +192,9 @@ def test_only_a_successful_compare_skips_the_interpreters_teardown(
     else:
         command = ["runs", str(runs["xa"].parent)]
     code = TEARDOWN_WITNESS.format(argv=command)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == (2 if argv == "compare-bad" else 0), result.stderr
     assert ("teardown ran" in result.stdout) is tears_down
     if argv == "compare":

@@ -33,8 +33,16 @@ UNTRIMMED_STP, UNTRIMMED_VERDICT = 1.0036, "cannot tell"  # STP 95 % interval [0
 
 @pytest.fixture(scope="module")
 def result() -> dict:
-    done = gpumon("compare", "--exclusive", str(RESNET50), "--exclusive", str(VGG19), "--shared", str(SHARED),
-                  "--json")
+    done = gpumon(
+        "compare",
+        "--exclusive",
+        str(RESNET50),
+        "--exclusive",
+        str(VGG19),
+        "--shared",
+        str(SHARED),
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -57,11 +65,15 @@ def test_stp_and_verdict_match(result: dict) -> None:
     assert stp["low"] < 1 < stp["high"]
     assert result["pair"]["verdict"] == UNTRIMMED_VERDICT
     # Sharing the H100 halved resnet50 and cut vgg19 to less than half: STP ~1, no gain.
-    assert 1.0 / UNTRIMMED["A"]["slowdown"] + 1.0 / UNTRIMMED["B"]["slowdown"] == pytest.approx(UNTRIMMED_STP, rel=0.005)
+    assert 1.0 / UNTRIMMED["A"]["slowdown"] + 1.0 / UNTRIMMED["B"]["slowdown"] == pytest.approx(
+        UNTRIMMED_STP, rel=0.005
+    )
 
 
 def test_text_report_reads_the_old_runs() -> None:
-    done = gpumon("compare", "--exclusive", str(RESNET50), "--exclusive", str(VGG19), "--shared", str(SHARED))
+    done = gpumon(
+        "compare", "--exclusive", str(RESNET50), "--exclusive", str(VGG19), "--shared", str(SHARED)
+    )
     assert done.returncode == 0 and not done.stderr, done.stderr
     assert "resnet50" in done.stdout and "vgg19" in done.stdout and "cannot tell" in done.stdout
 
@@ -79,8 +91,14 @@ def test_the_figures_derived_by_hand_from_steps_csv(result: dict) -> None:
     """Exclusive rate: first to last post-warm-up step alone. Shared rate: over the overlap (the later first
     post-warm-up step to the earlier last step), each job's step count at the edges interpolated between its
     steps. r = x / s, STP = 1/r_A + 1/r_B."""
-    alone = {"A": _post_warmup(RESNET50, "A"), "B": _post_warmup(VGG19, "A")}  # each recorded in slot A alone
-    x = {slot: _rate(s["t"].iloc[0], s["step"].iloc[0], s["t"].iloc[-1], s["step"].iloc[-1]) for slot, s in alone.items()}
+    alone = {
+        "A": _post_warmup(RESNET50, "A"),
+        "B": _post_warmup(VGG19, "A"),
+    }  # each recorded in slot A alone
+    x = {
+        slot: _rate(s["t"].iloc[0], s["step"].iloc[0], s["t"].iloc[-1], s["step"].iloc[-1])
+        for slot, s in alone.items()
+    }
     shared = {slot: _post_warmup(SHARED, slot) for slot in ("A", "B")}
     start = max(s["t"].iloc[0] for s in shared.values())
     end = min(s["t"].iloc[-1] for s in shared.values())

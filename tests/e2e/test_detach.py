@@ -37,7 +37,17 @@ def _env(tmp_path: Path) -> dict[str, str]:
 def _detach(tmp_path: Path, *args: str) -> tuple[Path, psutil.Process]:
     """``gpumon run ARGS --detach --json``: the run directory and the runner, once it returned."""
     started = time.monotonic()
-    done = gpumon("run", *args, "--device", "cpu", "--no-nvml", "--detach", "--json", env=_env(tmp_path), timeout=60)
+    done = gpumon(
+        "run",
+        *args,
+        "--device",
+        "cpu",
+        "--no-nvml",
+        "--detach",
+        "--json",
+        env=_env(tmp_path),
+        timeout=60,
+    )
     took = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
@@ -59,30 +69,65 @@ def _steps(run_dir: Path) -> int:
 class Pane:
     """One tmux server with one pane running a command in a real pty of ``cols`` x ``rows``."""
 
-    def __init__(self, tmp_path: Path, name: str, command: list[str], env: dict[str, str], cols=120, rows=40) -> None:
+    def __init__(
+        self, tmp_path: Path, name: str, command: list[str], env: dict[str, str], cols=120, rows=40
+    ) -> None:
         self.socket = str(tmp_path / f"{name}.tmux")
         environment = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         line = f"env {environment} {shlex.join(command)}; echo viewer-exit=$?; sleep 600"
-        subprocess.run(["tmux", "-S", self.socket, "new-session", "-d", "-x", str(cols), "-y", str(rows), line],
-                       check=True, env={**os.environ, **env})
+        subprocess.run(
+            [
+                "tmux",
+                "-S",
+                self.socket,
+                "new-session",
+                "-d",
+                "-x",
+                str(cols),
+                "-y",
+                str(rows),
+                line,
+            ],
+            check=True,
+            env={**os.environ, **env},
+        )
 
     def screen(self) -> str:
-        done = subprocess.run(["tmux", "-S", self.socket, "capture-pane", "-p"], capture_output=True, text=True)
+        done = subprocess.run(
+            ["tmux", "-S", self.socket, "capture-pane", "-p"], capture_output=True, text=True
+        )
         return done.stdout
 
     def wait_screen(self, shows, timeout: float, what: str) -> str:
         """The screen once ``shows(screen)`` holds."""
-        return wait_for(lambda: (lambda s: s if shows(s) else None)(self.screen()), timeout=timeout, what=what)
+        return wait_for(
+            lambda: (lambda s: s if shows(s) else None)(self.screen()), timeout=timeout, what=what
+        )
 
     def keys(self, *keys: str) -> None:
         subprocess.run(["tmux", "-S", self.socket, "send-keys", *keys], check=True)
 
     def program(self) -> psutil.Process:
         """The process running in the pane (the viewer)."""
-        pane_pid = int(subprocess.run(["tmux", "-S", self.socket, "list-panes", "-F", "#{pane_pid}"],
-                                      capture_output=True, text=True, check=True).stdout.split()[0])
-        return wait_for(lambda: next((p for p in psutil.Process(pane_pid).children() if "gpumon" in " ".join(p.cmdline())), None),
-                        what="the viewer in the pane")
+        pane_pid = int(
+            subprocess.run(
+                ["tmux", "-S", self.socket, "list-panes", "-F", "#{pane_pid}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()[0]
+        )
+        return wait_for(
+            lambda: next(
+                (
+                    p
+                    for p in psutil.Process(pane_pid).children()
+                    if "gpumon" in " ".join(p.cmdline())
+                ),
+                None,
+            ),
+            what="the viewer in the pane",
+        )
 
     def close(self) -> None:
         """Kill the tmux server: the pane's terminal goes away and its program gets SIGHUP."""
@@ -92,17 +137,25 @@ class Pane:
 def _rates_shown(screen: str) -> bool:
     """Both panels show a number of it/s (not "–") below their titles."""
     lines = [line for line in screen.splitlines() if "iter/s" in line]
-    return bool(lines) and all(line.count("iter/s") == 2 for line in lines[:1]) and "–" not in lines[0].split("iter/s")[1]
+    return (
+        bool(lines)
+        and all(line.count("iter/s") == 2 for line in lines[:1])
+        and "–" not in lines[0].split("iter/s")[1]
+    )
 
 
 @needs_tmux
 def test_detach_attach_hangup_second_viewer_stop_compare(tmp_path):
     env = _env(tmp_path)
     stepper = shlex.join([sys.executable, "-c", STEPPER])
-    run_dir, runner = _detach(tmp_path, "--cmd", stepper, "--cmd", stepper, "--stagger", "3")  # A alone first
+    run_dir, runner = _detach(
+        tmp_path, "--cmd", stepper, "--cmd", stepper, "--stagger", "3"
+    )  # A alone first
     viewers: list[Pane] = []
     try:
-        assert runner.ppid() != os.getpid() and os.getsid(runner.pid) == runner.pid  # its own session, not our child
+        assert (
+            runner.ppid() != os.getpid() and os.getsid(runner.pid) == runner.pid
+        )  # its own session, not our child
         meta = json.loads((run_dir / "run.json").read_text())
         assert meta["runner"]["pid"] == runner.pid and meta["runner"]["detached"] is True
         wait_for(lambda: stepping(run_dir) == {"A", "B"}, timeout=120, what="both jobs stepping")
@@ -111,23 +164,42 @@ def test_detach_attach_hangup_second_viewer_stop_compare(tmp_path):
 
         first = Pane(tmp_path, "first", [sys.executable, "-m", "gpumon", "attach", "last"], env)
         viewers.append(first)
-        screen = first.wait_screen(lambda s: "A · " in s and "B · " in s and _rates_shown(s), 60,
-                                   "the viewer showing both jobs' live rates")
+        screen = first.wait_screen(
+            lambda s: "A · " in s and "B · " in s and _rates_shown(s),
+            60,
+            "the viewer showing both jobs' live rates",
+        )
         assert "gpumon attach" in screen and f"runner pid {runner.pid}" in screen
-        (tmp_path / "attach-120x40.txt").write_text(screen)  # the pane as the user saw it, kept with the test's files
+        (tmp_path / "attach-120x40.txt").write_text(
+            screen
+        )  # the pane as the user saw it, kept with the test's files
         viewer = first.program()
 
         first.close()  # the viewer's terminal goes away: SIGHUP
         psutil.wait_procs([viewer], timeout=20)
         assert not viewer.is_running(), "the viewer outlived its terminal"
         before = _steps(run_dir)
-        wait_for(lambda: _steps(run_dir) > before + 20, timeout=30, what="steps still arriving after the viewer's hang-up")
+        wait_for(
+            lambda: _steps(run_dir) > before + 20,
+            timeout=30,
+            what="steps still arriving after the viewer's hang-up",
+        )
         assert runner.is_running() and all(job.is_running() for job in _jobs(run_dir))
 
-        second = Pane(tmp_path, "second", [sys.executable, "-m", "gpumon", "attach", run_dir.name], env, cols=80, rows=24)
+        second = Pane(
+            tmp_path,
+            "second",
+            [sys.executable, "-m", "gpumon", "attach", run_dir.name],
+            env,
+            cols=80,
+            rows=24,
+        )
         viewers.append(second)
-        wait_for(lambda: "A · " in second.screen() and _rates_shown(second.screen()), timeout=60,
-                 what="a second viewer on the same run")
+        wait_for(
+            lambda: "A · " in second.screen() and _rates_shown(second.screen()),
+            timeout=60,
+            what="a second viewer on the same run",
+        )
         jobs = _jobs(run_dir)
         stopped = gpumon("stop", "last", env=env, timeout=90)
         assert stopped.returncode == 0, stopped.stderr
@@ -137,15 +209,26 @@ def test_detach_attach_hangup_second_viewer_stop_compare(tmp_path):
         meta = json.loads((run_dir / "run.json").read_text())
         assert meta["status"] == "complete" and meta["duration_s"] > 0
         assert [w["state"] for w in meta["workloads"]] == ["stopped", "stopped"]
-        wait_for(lambda: "ended: complete" in second.screen(), timeout=20, what="the viewer saying the run ended")
+        wait_for(
+            lambda: "ended: complete" in second.screen(),
+            timeout=20,
+            what="the viewer saying the run ended",
+        )
         assert second.program().is_running()  # it stays on the final picture until the user quits
         second.keys("q")
-        wait_for(lambda: "viewer-exit=0" in second.screen(), timeout=20, what="the viewer quitting with q")
+        wait_for(
+            lambda: "viewer-exit=0" in second.screen(),
+            timeout=20,
+            what="the viewer quitting with q",
+        )
 
         compared = gpumon("compare", "--shared", str(run_dir), "--json", env=env)
         assert compared.returncode == 0, compared.stderr
         assert set(json.loads(compared.stdout)["workloads"]) == {"A", "B"}
-        assert "runner pid" in (run_dir / "runner.log").read_text() or (run_dir / "runner.log").stat().st_size > 0
+        assert (
+            "runner pid" in (run_dir / "runner.log").read_text()
+            or (run_dir / "runner.log").stat().st_size > 0
+        )
     finally:
         for pane in viewers:
             pane.close()
@@ -182,14 +265,25 @@ def test_attach_and_stop_refuse_what_is_not_theirs_in_one_line(tmp_path):
         assert missing.returncode == 2 and missing.stderr.count("\n") == 1, missing.stderr
         assert "no-such-run" in missing.stderr
         nothing = gpumon(command, env=env)  # no running run at all
-        assert nothing.returncode == 2 and "no running run" in nothing.stderr and "Traceback" not in nothing.stderr
+        assert (
+            nothing.returncode == 2
+            and "no running run" in nothing.stderr
+            and "Traceback" not in nothing.stderr
+        )
 
     # a run of another user (uid 65534, as a runs directory on a shared file system can hold): whose a run is comes
     # from its directory's owner (or its proven runner), never from run.json's runner.uid, which is only a claim
     other = runs / "20260101-000000-theirs"
     other.mkdir(parents=True)
-    meta = {"schema": 1, "label": "theirs", "mode": "exclusive", "status": "recording", "started_at": "x",
-            "workloads": [], "runner": {"pid": 1, "started": 0.0, "uid": 65534, "user": "nobody", "host": "elsewhere"}}
+    meta = {
+        "schema": 1,
+        "label": "theirs",
+        "mode": "exclusive",
+        "status": "recording",
+        "started_at": "x",
+        "workloads": [],
+        "runner": {"pid": 1, "started": 0.0, "uid": 65534, "user": "nobody", "host": "elsewhere"},
+    }
     (other / "run.json").write_text(json.dumps(meta))
     if os.getuid() == 0:  # only root can give a directory to another user
         os.chown(other, 65534, 65534)
@@ -215,14 +309,23 @@ def test_attach_and_stop_refuse_what_is_not_theirs_in_one_line(tmp_path):
 @needs_tmux
 def test_attach_of_a_finished_run_opens_it_as_a_replay(tmp_path):
     env = _env(tmp_path)
-    done = gpumon("run", "gemm", "--device", "cpu", "--no-nvml", "--headless", "--duration", "3", env=env)
+    done = gpumon(
+        "run", "gemm", "--device", "cpu", "--no-nvml", "--headless", "--duration", "3", env=env
+    )
     assert done.returncode == 0, done.stderr
-    for bad, said in ((["--baseline", "C=last"], "bad --baseline 'C=last'"), (["--baseline", "A=no-such-run"], "no-such-run")):
+    for bad, said in (
+        (["--baseline", "C=last"], "bad --baseline 'C=last'"),
+        (["--baseline", "A=no-such-run"], "no-such-run"),
+    ):
         refused = gpumon("attach", "last", *bad, env=env)
-        assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and said in refused.stderr, refused.stderr
+        assert (
+            refused.returncode == 2 and refused.stderr.count("\n") == 1 and said in refused.stderr
+        ), refused.stderr
     pane = Pane(tmp_path, "replay", [sys.executable, "-m", "gpumon", "attach", "last"], env)
     try:
-        screen = pane.wait_screen(lambda s: "replay " in s and "A · gemm" in s, 60, "the finished run as a replay")
+        screen = pane.wait_screen(
+            lambda s: "replay " in s and "A · gemm" in s, 60, "the finished run as a replay"
+        )
         assert "replay" in screen
         pane.keys("q")
         text = pane.wait_screen(lambda s: "viewer-exit=" in s, 20, "the viewer quitting")

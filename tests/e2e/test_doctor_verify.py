@@ -39,11 +39,15 @@ SCENARIOS = {
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([*GPUMON, "doctor", *args], env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    return subprocess.run(
+        [*GPUMON, "doctor", *args], env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, no_gpu: dict[str, str]) -> dict[str, subprocess.CompletedProcess]:
+def runs(
+    tmp_path_factory: pytest.TempPathFactory, no_gpu: dict[str, str]
+) -> dict[str, subprocess.CompletedProcess]:
     """Every case at once (each fake case trains h2d on the CPU for a few seconds)."""
     tmp = tmp_path_factory.mktemp("verify")
     jobs = {
@@ -70,7 +74,7 @@ def _checks(run: subprocess.CompletedProcess) -> dict[str, dict]:
 def docs_sample(after: str) -> list[str]:
     """The lines of the first code block in docs/verify.md after ``after``."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "verify.md").read_text()
-    block = text[text.index(after):].split("```\n", 2)[1]
+    block = text[text.index(after) :].split("```\n", 2)[1]
     return block.splitlines()
 
 
@@ -88,10 +92,18 @@ def test_device_cpu_without_nvml_runs_the_job_and_checks_the_pipeline(runs) -> N
     assert len(lines) == len(shown)
     for line, doc in zip(lines, shown):  # the same lines; the measured figures differ run to run
         assert line.split(":")[0] == doc.split(":")[0], (line, doc)
-    assert any(line.startswith("  [ok]   capture: ") and "copied (memcpy on the CPU)" in line for line in lines)
-    assert any(line.startswith("  [ok]   monitor CPU cost: ") or line.startswith("  [warn] monitor CPU cost: ")
-               for line in lines)
-    assert lines[-1].startswith("gpumon's pipeline holds on the CPU; NVML's numbers are not verified (no GPU here)")
+    assert any(
+        line.startswith("  [ok]   capture: ") and "copied (memcpy on the CPU)" in line
+        for line in lines
+    )
+    assert any(
+        line.startswith("  [ok]   monitor CPU cost: ")
+        or line.startswith("  [warn] monitor CPU cost: ")
+        for line in lines
+    )
+    assert lines[-1].startswith(
+        "gpumon's pipeline holds on the CPU; NVML's numbers are not verified (no GPU here)"
+    )
 
 
 def test_cpu_only_text_says_what_it_cannot_check_and_exits_0(runs) -> None:
@@ -102,7 +114,9 @@ def test_cpu_only_text_says_what_it_cannot_check_and_exits_0(runs) -> None:
     assert lines[0] == "gpumon doctor --verify"
     assert any(line.startswith("  [warn] NVML unavailable:") for line in lines)
     for title in NAMES.values():
-        assert sum(f"[warn] {title}: not checked (no NVML, see above)" in line for line in lines) == 1, title
+        assert (
+            sum(f"[warn] {title}: not checked (no NVML, see above)" in line for line in lines) == 1
+        ), title
     assert lines[-1].startswith("nothing verified: no GPU to check here")
 
 
@@ -116,7 +130,9 @@ def test_cpu_only_json(runs) -> None:
     assert all(checks[name]["detail"]["checked"] is False for name in NAMES)
 
 
-needs_cc = pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
+needs_cc = pytest.mark.skipif(
+    fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml"
+)
 
 
 @needs_cc
@@ -145,7 +161,10 @@ def test_a_gpu_busy_with_another_process_is_named(runs) -> None:
     checks = _checks(run)
     util = checks["utilisation"]
     assert util["level"] == "warn" and "1 other GPU process(es) (1)" in util["notes"][0]
-    assert checks["job_pid"]["level"] == "warn" and "not among the 1 listed" in checks["job_pid"]["summary"]
+    assert (
+        checks["job_pid"]["level"] == "warn"
+        and "not among the 1 listed" in checks["job_pid"]["summary"]
+    )
 
 
 @needs_cc
@@ -154,17 +173,29 @@ def test_no_permission_to_list_processes_is_one_line(runs) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     checks = _checks(run)
     pid = checks["job_pid"]
-    assert pid["level"] == "warn" and "no process at all" in pid["summary"] and "no permission" in pid["notes"][0]
+    assert (
+        pid["level"] == "warn"
+        and "no process at all" in pid["summary"]
+        and "no permission" in pid["notes"][0]
+    )
 
 
 def test_device_without_verify_is_a_usage_error() -> None:
-    done = subprocess.run([*GPUMON, "doctor", "--device", "cpu"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and done.stderr.startswith("gpumon: error: --device only applies with --verify")
+    done = subprocess.run(
+        [*GPUMON, "doctor", "--device", "cpu"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stderr.startswith(
+        "gpumon: error: --device only applies with --verify"
+    )
 
 
 def test_bad_device_is_a_usage_error() -> None:
-    done = subprocess.run([*GPUMON, "doctor", "--verify", "--device", "tpu"], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [*GPUMON, "doctor", "--verify", "--device", "tpu"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stderr.strip() == (
         "gpumon: error: bad --device 'tpu' (choose auto, cpu, cuda or cuda:N)"
     ), done.stderr

@@ -26,11 +26,24 @@ STEPPER = "import time\nfrom gpumon import probe\nfor _ in range(150):\n    time
 
 
 def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
-    has = run_ok([light.python, "-c", f"import importlib.util as u; print([m for m in {HEAVY!r} if u.find_spec(m)])"],
-               light.root, env=light.env)
-    assert has.stdout.strip() == "[]", "the light install must not pull torch or the analysis libraries"
-    where = run_ok([light.python, "-c", "import gpumon; print(gpumon.__file__)"], light.root, env=light.env).stdout
-    assert where.startswith(str(light.root / "venv")), f"gpumon must come from the wheel, not {where}"
+    has = run_ok(
+        [
+            light.python,
+            "-c",
+            f"import importlib.util as u; print([m for m in {HEAVY!r} if u.find_spec(m)])",
+        ],
+        light.root,
+        env=light.env,
+    )
+    assert has.stdout.strip() == "[]", (
+        "the light install must not pull torch or the analysis libraries"
+    )
+    where = run_ok(
+        [light.python, "-c", "import gpumon; print(gpumon.__file__)"], light.root, env=light.env
+    ).stdout
+    assert where.startswith(str(light.root / "venv")), (
+        f"gpumon must come from the wheel, not {where}"
+    )
 
     assert light.gpumon("--help").returncode == 0
     doctor = light.gpumon("doctor")
@@ -41,10 +54,23 @@ def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
     script = tmp_path / "stepper.py"
     script.write_text(STEPPER)
     cmd = f"{light.python} {script}"
-    alone = light.gpumon("run", "--cmd", cmd, "--headless", "--no-nvml", "--duration", "120", "--label", "alone")
+    alone = light.gpumon(
+        "run", "--cmd", cmd, "--headless", "--no-nvml", "--duration", "120", "--label", "alone"
+    )
     assert alone.returncode == 0, alone.stderr
-    both = light.gpumon("run", "--cmd", cmd, "--cmd", cmd, "--headless", "--no-nvml", "--duration", "120",
-                        "--label", "both")
+    both = light.gpumon(
+        "run",
+        "--cmd",
+        cmd,
+        "--cmd",
+        cmd,
+        "--headless",
+        "--no-nvml",
+        "--duration",
+        "120",
+        "--label",
+        "both",
+    )
     assert both.returncode == 0, both.stderr
     runs = sorted(p for p in light.runs.iterdir() if (p / "run.json").exists())
     assert len(runs) == 2
@@ -54,9 +80,17 @@ def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
 
     compared = light.gpumon("compare", "--exclusive", str(runs[0]), "--shared", str(runs[1]))
     assert compared.returncode == 0, compared.stderr
-    assert "STP" in compared.stdout and "need scipy" in compared.stdout and "gpumon[analysis]" in compared.stdout
-    as_json = light.gpumon("compare", "--exclusive", str(runs[0]), "--shared", str(runs[1]), "--json")
-    assert as_json.returncode == 0 and "caution" not in json.loads(as_json.stdout), "no p-values: no caution about them"
+    assert (
+        "STP" in compared.stdout
+        and "need scipy" in compared.stdout
+        and "gpumon[analysis]" in compared.stdout
+    )
+    as_json = light.gpumon(
+        "compare", "--exclusive", str(runs[0]), "--shared", str(runs[1]), "--json"
+    )
+    assert as_json.returncode == 0 and "caution" not in json.loads(as_json.stdout), (
+        "no p-values: no caution about them"
+    )
     assert "Caution" not in compared.stdout
 
     exported = light.gpumon("export", str(runs[1]), "--csv", str(tmp_path / "csv"))
@@ -67,11 +101,18 @@ def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
     assert parquet.returncode == 2 and parquet.stderr.strip().count("\n") == 0
     assert "gpumon[analysis]" in parquet.stderr and not (tmp_path / "pq").exists()
     # the report without matplotlib: everything but the plots, and it says why there are none
-    report = light.gpumon("compare", "--exclusive", str(runs[0]), "--shared", str(runs[1]), "--report", "r")
+    report = light.gpumon(
+        "compare", "--exclusive", str(runs[0]), "--shared", str(runs[1]), "--report", "r"
+    )
     assert report.returncode == 0, report.stderr
-    assert "plots not drawn: they need matplotlib" in report.stdout and "gpumon[analysis]" in report.stdout
+    assert (
+        "plots not drawn: they need matplotlib" in report.stdout
+        and "gpumon[analysis]" in report.stdout
+    )
     written = {p.name for p in (light.root / "r").iterdir()}
-    assert {"report.md", "summary.json", "rates.csv"} <= written and not any(n.endswith(".png") for n in written)
+    assert {"report.md", "summary.json", "rates.csv"} <= written and not any(
+        n.endswith(".png") for n in written
+    )
     assert "Plots not drawn: they need matplotlib" in (light.root / "r" / "report.md").read_text()
 
     # the shipped experiment specs come with the wheel; a dry run's lines are whole commands
@@ -80,13 +121,27 @@ def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
     dry = light.gpumon("experiment", "q2_pairwise", "--dry-run", "--device", "cpu")
     assert dry.returncode == 0, dry.stderr
     cells = [line.split() for line in dry.stdout.splitlines()[1:]]
-    assert cells and all(cell[4].startswith(str(light.bin / "python")) and cell[5:8] == ["-m", "gpumon", "run"]
-                         for cell in cells), dry.stdout
+    assert cells and all(
+        cell[4].startswith(str(light.bin / "python")) and cell[5:8] == ["-m", "gpumon", "run"]
+        for cell in cells
+    ), dry.stdout
 
     # a bare python in --cmd would be this install's own, which cannot train: refused, nothing started
-    bare = light.gpumon("run", "--cmd", f"python {script}", "--headless", "--no-nvml", "--out", str(tmp_path / "bare"))
-    assert bare.returncode == 2 and bare.stderr.count("\n") == 1 and not (tmp_path / "bare").exists()
-    assert bare.stderr.startswith(f"gpumon: error: python in the command is gpumon's own Python ({light.bin / 'python'})")
+    bare = light.gpumon(
+        "run",
+        "--cmd",
+        f"python {script}",
+        "--headless",
+        "--no-nvml",
+        "--out",
+        str(tmp_path / "bare"),
+    )
+    assert (
+        bare.returncode == 2 and bare.stderr.count("\n") == 1 and not (tmp_path / "bare").exists()
+    )
+    assert bare.stderr.startswith(
+        f"gpumon: error: python in the command is gpumon's own Python ({light.bin / 'python'})"
+    )
     assert "--python PATH or GPUMON_PYTHON" in bare.stderr
 
     lines = light.heavy_imports()
@@ -96,8 +151,21 @@ def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
 def test_builtin_workload_runs_in_another_python(light, training_env):
     """The light venv's gpumon runs fcn with --python naming an environment that has torch but no gpumon."""
     out = light.root / "with-python"
-    done = light.gpumon("run", "fcn:preset=tiny,steps=40", "--python", training_env, "--device", "cpu",
-                        "--headless", "--no-nvml", "--duration", "300", "--out", str(out), timeout=400)
+    done = light.gpumon(
+        "run",
+        "fcn:preset=tiny,steps=40",
+        "--python",
+        training_env,
+        "--device",
+        "cpu",
+        "--headless",
+        "--no-nvml",
+        "--duration",
+        "300",
+        "--out",
+        str(out),
+        timeout=400,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (run_dir,) = [p for p in out.iterdir() if (p / "run.json").exists()]
     run = load_run(run_dir)
@@ -129,13 +197,25 @@ for _ in range(30):
 """
 
 
-def test_auto_probe_counts_steps_of_a_script_in_an_env_without_gpumon(light, training_env, tmp_path):
+def test_auto_probe_counts_steps_of_a_script_in_an_env_without_gpumon(
+    light, training_env, tmp_path
+):
     """``--cmd`` with the training env's python: the auto-probe finds gpumon's probe on the path it is given."""
     script = tmp_path / "train.py"
     script.write_text(TORCH_SCRIPT)
     out = light.root / "auto-probe"
-    done = light.gpumon("run", "--cmd", f"{training_env} {script}", "--headless", "--no-nvml", "--duration", "300",
-                        "--out", str(out), timeout=400)
+    done = light.gpumon(
+        "run",
+        "--cmd",
+        f"{training_env} {script}",
+        "--headless",
+        "--no-nvml",
+        "--duration",
+        "300",
+        "--out",
+        str(out),
+        timeout=400,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (run_dir,) = [p for p in out.iterdir() if (p / "run.json").exists()]
     assert len(load_run(run_dir).steps()) == 30, "every optimizer step counted"

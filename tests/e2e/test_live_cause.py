@@ -21,9 +21,21 @@ def test_live_line_carries_each_jobs_cause_and_words(tmp_path: Path) -> None:
     """Two real CPU jobs against real CPU baselines: every interference line names a cause per job."""
     result = gpumon(
         # 10 s each: the line has r and causes once the overlap holds MIN_OVERLAP_S (whatever the machine's speed)
-        "run", "fcn:threads=1,cpus=0,duration=10", "gemm:threads=1,cpus=0,duration=10", "--headless", "--json",
-        "--device", "cpu", "--no-nvml", "--out", str(tmp_path / "runs"),
-        "--baseline", f"A={CPU_PAIR / 'x-fcn'}", "--baseline", f"B={CPU_PAIR / 'x-gemm'}", timeout=300,
+        "run",
+        "fcn:threads=1,cpus=0,duration=10",
+        "gemm:threads=1,cpus=0,duration=10",
+        "--headless",
+        "--json",
+        "--device",
+        "cpu",
+        "--no-nvml",
+        "--out",
+        str(tmp_path / "runs"),
+        "--baseline",
+        f"A={CPU_PAIR / 'x-fcn'}",
+        "--baseline",
+        f"B={CPU_PAIR / 'x-gemm'}",
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     entries = [e for e in interference_lines(result.stdout) if all(e["slowdown"].values())]
@@ -39,12 +51,30 @@ def test_live_line_carries_each_jobs_cause_and_words(tmp_path: Path) -> None:
 
 def test_a_gpu_baseline_on_a_cpu_run_cannot_tell_live(tmp_path: Path) -> None:
     result = gpumon(
-        "run", "fcn:duration=10", "gemm:duration=10", "--headless", "--json", "--device", "cpu", "--no-nvml",
-        "--out", str(tmp_path / "runs"), "--baseline", f"A={H100 / 'x-fcn'}", timeout=300,
+        "run",
+        "fcn:duration=10",
+        "gemm:duration=10",
+        "--headless",
+        "--json",
+        "--device",
+        "cpu",
+        "--no-nvml",
+        "--out",
+        str(tmp_path / "runs"),
+        "--baseline",
+        f"A={H100 / 'x-fcn'}",
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     entries = [e for e in interference_lines(result.stdout) if e["cause"]]
     assert entries, result.stdout
-    assert entries[-1]["cause"]["A"]["phrase"] == "cannot tell: baseline x-fcn ran on cuda:0, this run on cpu"
-    if entries[-1]["slowdown"]["A"] >= BARELY_BELOW:  # "runs N× slower (why)"; a fast CPU may even beat the H100's fcn
-        assert "(cannot tell: baseline x-fcn ran on cuda:0, this run on cpu)" in entries[-1]["words"]
+    assert (
+        entries[-1]["cause"]["A"]["phrase"]
+        == "cannot tell: baseline x-fcn ran on cuda:0, this run on cpu"
+    )
+    if (
+        entries[-1]["slowdown"]["A"] >= BARELY_BELOW
+    ):  # "runs N× slower (why)"; a fast CPU may even beat the H100's fcn
+        assert (
+            "(cannot tell: baseline x-fcn ran on cuda:0, this run on cpu)" in entries[-1]["words"]
+        )

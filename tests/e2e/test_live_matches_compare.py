@@ -24,7 +24,18 @@ STATUS_PERIOD_S = 1.0  # as gpumon.frontends.headless
 
 
 def _capture(out: Path, *specs: str) -> Path:
-    result = gpumon("run", *specs, "--headless", "--device", "cpu", "--no-nvml", "--duration", "240", "--out", str(out))
+    result = gpumon(
+        "run",
+        *specs,
+        "--headless",
+        "--device",
+        "cpu",
+        "--no-nvml",
+        "--duration",
+        "240",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     return only_run(out)
 
@@ -59,16 +70,22 @@ def test_live_slowdown_and_stp_equal_compare_on_real_captures(tmp_path):
     xb = _capture(tmp_path / "xb", B)
     ab = _capture(tmp_path / "ab", A, B)
 
-    result = gpumon("compare", "--exclusive", str(xa), "--exclusive", str(xb), "--shared", str(ab), "--json")
+    result = gpumon(
+        "compare", "--exclusive", str(xa), "--exclusive", str(xb), "--shared", str(ab), "--json"
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
 
     exclusive = {"A": baseline_rate("A", xa), "B": baseline_rate("B", xb)}
     for slot in "AB":
-        assert exclusive[slot] == pytest.approx(report["workloads"][slot]["exclusive_rate"], rel=1e-9)
+        assert exclusive[slot] == pytest.approx(
+            report["workloads"][slot]["exclusive_rate"], rel=1e-9
+        )
     lines = [line for line in _live_lines(ab, exclusive) if not math.isnan(line.stp)]
     assert len(lines) >= 2, "the live line had no STP while both jobs ran"
     last = lines[-1]
     for slot in "AB":
-        assert last.slowdown[slot] == pytest.approx(report["workloads"][slot]["slowdown"]["estimate"], rel=0.02)
+        assert last.slowdown[slot] == pytest.approx(
+            report["workloads"][slot]["slowdown"]["estimate"], rel=0.02
+        )
     assert last.stp == pytest.approx(report["pair"]["stp"]["estimate"], rel=0.02)

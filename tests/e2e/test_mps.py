@@ -53,7 +53,11 @@ def job(tmp_path: Path, steps: int) -> str:
 
 
 def client_env(run: Path, slot: str) -> dict[str, str]:
-    line = next(line for line in (run / "logs" / f"{slot}.out").read_text().splitlines() if line.startswith("MPSENV "))
+    line = next(
+        line
+        for line in (run / "logs" / f"{slot}.out").read_text().splitlines()
+        if line.startswith("MPSENV ")
+    )
     return json.loads(line.removeprefix("MPSENV "))
 
 
@@ -77,11 +81,16 @@ def doctor_mps(env: dict[str, str]) -> dict:
 
 def test_doctor_says_whether_mps_is_usable(tmp_path: Path, fake_mps: dict[str, str]) -> None:
     usable = doctor_mps(fake_mps)
-    assert usable["level"] == "ok" and usable["detail"]["control"] == str(FAKE_BIN / "nvidia-cuda-mps-control")
+    assert usable["level"] == "ok" and usable["detail"]["control"] == str(
+        FAKE_BIN / "nvidia-cuda-mps-control"
+    )
     empty = tmp_path / "bin"
     empty.mkdir()
     missing = doctor_mps({"PATH": f"{empty}{os.pathsep}{Path(sys.executable).parent}"})
-    assert missing["level"] == "warn" and missing["summary"] == "MPS unavailable: nvidia-cuda-mps-control not found"
+    assert (
+        missing["level"] == "warn"
+        and missing["summary"] == "MPS unavailable: nvidia-cuda-mps-control not found"
+    )
 
 
 def test_share_modes_parse_and_describe() -> None:
@@ -90,21 +99,47 @@ def test_share_modes_parse_and_describe() -> None:
     assert parse_share("mps:threads=30,70") == ShareMode("mps", threads=(30, 70))
     assert parse_share("mps:existing") == ShareMode("mps", existing=True)
     assert parse_share("mps:threads=30,70").describe() == "mps 30/70"
-    for bad in ("mig", "mps:threads=0,50", "mps:threads=30", "mps:threads=30,101", "timeslice:x", "mps:bogus"):
+    for bad in (
+        "mig",
+        "mps:threads=0,50",
+        "mps:threads=30",
+        "mps:threads=30,101",
+        "timeslice:x",
+        "mps:bogus",
+    ):
         with pytest.raises(ValueError):
             parse_share(bad)
         with pytest.raises(UsageError, match="^bad --share"):
             argtypes.share(bad)
     assert ShareMode.from_json(None) == ShareMode() and ShareMode.from_json("mps") == ShareMode()
-    assert ShareMode.from_json({"mode": "mps", "threads": [30, 70], "existing_daemon": False}).describe() == "mps 30/70"
-    assert ShareMode.from_json(ShareMode("mps", existing=True).to_json()) == ShareMode("mps", existing=True)
+    assert (
+        ShareMode.from_json(
+            {"mode": "mps", "threads": [30, 70], "existing_daemon": False}
+        ).describe()
+        == "mps 30/70"
+    )
+    assert ShareMode.from_json(ShareMode("mps", existing=True).to_json()) == ShareMode(
+        "mps", existing=True
+    )
 
 
-def test_mps_daemon_private_dirs_client_env_and_quit(tmp_path: Path, fake_mps: dict[str, str]) -> None:
+def test_mps_daemon_private_dirs_client_env_and_quit(
+    tmp_path: Path, fake_mps: dict[str, str]
+) -> None:
     runs = tmp_path / "runs"
     result = gpumon(
-        "run", "--cmd", job(tmp_path, 20), "--cmd", job(tmp_path, 20), "--share", "mps:threads=30,70",
-        "--headless", "--no-nvml", "--out", str(runs), env=fake_mps,
+        "run",
+        "--cmd",
+        job(tmp_path, 20),
+        "--cmd",
+        job(tmp_path, 20),
+        "--share",
+        "mps:threads=30,70",
+        "--headless",
+        "--no-nvml",
+        "--out",
+        str(runs),
+        env=fake_mps,
     )
     assert result.returncode == 0, result.stderr
     run = only_run(runs)
@@ -113,8 +148,12 @@ def test_mps_daemon_private_dirs_client_env_and_quit(tmp_path: Path, fake_mps: d
     assert pipe == str(run / "mps" / "pipe") or Path(pipe).name.startswith("gpumon-mps-pipe-"), pipe
     assert not Path(pipe).exists(), "the pipe directory is removed with the daemon"
     lines = log_lines(fake_mps)
-    assert lines[0] == f"argv=[-f] pid={daemon_pid(fake_mps)} pipe={pipe} logdir={run / 'mps' / 'log'}"
-    assert lines[-2:] == ["command quit", "daemon exited"], lines  # told to quit before gpumon returned
+    assert (
+        lines[0] == f"argv=[-f] pid={daemon_pid(fake_mps)} pipe={pipe} logdir={run / 'mps' / 'log'}"
+    )
+    assert lines[-2:] == ["command quit", "daemon exited"], (
+        lines
+    )  # told to quit before gpumon returned
     for slot, threads in (("A", "30"), ("B", "70")):
         assert client_env(run, slot) == {
             "CUDA_MPS_PIPE_DIRECTORY": pipe,
@@ -127,35 +166,82 @@ def test_mps_daemon_private_dirs_client_env_and_quit(tmp_path: Path, fake_mps: d
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
-def test_daemon_quits_when_gpumon_is_stopped_or_killed(tmp_path: Path, fake_mps: dict[str, str], signum: int) -> None:
+def test_daemon_quits_when_gpumon_is_stopped_or_killed(
+    tmp_path: Path, fake_mps: dict[str, str], signum: int
+) -> None:
     runs = tmp_path / "runs"
     proc = subprocess.Popen(
-        [*GPUMON, "run", "--cmd", job(tmp_path, 100_000), "--cmd", job(tmp_path, 100_000), "--share", "mps",
-         "--headless", "--no-nvml", "--out", str(runs)],
-        env={**os.environ, **fake_mps}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            *GPUMON,
+            "run",
+            "--cmd",
+            job(tmp_path, 100_000),
+            "--cmd",
+            job(tmp_path, 100_000),
+            "--share",
+            "mps",
+            "--headless",
+            "--no-nvml",
+            "--out",
+            str(runs),
+        ],
+        env={**os.environ, **fake_mps},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
-        wait_for(lambda: any(line.startswith("MPSENV") for p in runs.glob("*/logs/B.out") for line in p.read_text().splitlines()),
-                 timeout=60, what="job B running as an MPS client")
+        wait_for(
+            lambda: any(
+                line.startswith("MPSENV")
+                for p in runs.glob("*/logs/B.out")
+                for line in p.read_text().splitlines()
+            ),
+            timeout=60,
+            what="job B running as an MPS client",
+        )
         pid = daemon_pid(fake_mps)
         assert alive(pid)
         proc.send_signal(signum)
         proc.wait(30)
-        wait_for(lambda: "daemon exited" in log_lines(fake_mps), timeout=30, what="the daemon to quit")
+        wait_for(
+            lambda: "daemon exited" in log_lines(fake_mps), timeout=30, what="the daemon to quit"
+        )
         wait_for(lambda: not alive(pid), timeout=10, what="the daemon process to end")
         assert "command quit" in log_lines(fake_mps)
-        pipe = next(line for line in log_lines(fake_mps) if line.startswith("argv=[-f]")).split("pipe=")[1].split()[0]
-        wait_for(lambda: not Path(pipe).exists(), timeout=10, what="the guardian to remove the pipe directory")
+        pipe = (
+            next(line for line in log_lines(fake_mps) if line.startswith("argv=[-f]"))
+            .split("pipe=")[1]
+            .split()[0]
+        )
+        wait_for(
+            lambda: not Path(pipe).exists(),
+            timeout=10,
+            what="the guardian to remove the pipe directory",
+        )
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
 
-def test_failure_to_start_the_daemon_is_one_line_and_leaves_nothing(tmp_path: Path, fake_mps: dict[str, str]) -> None:
+def test_failure_to_start_the_daemon_is_one_line_and_leaves_nothing(
+    tmp_path: Path, fake_mps: dict[str, str]
+) -> None:
     runs = tmp_path / "runs"
     env = {**fake_mps, "FAKE_MPS_FAIL": "cannot open /dev/nvidiactl"}
-    result = gpumon("run", "--cmd", job(tmp_path, 5), "--share", "mps", "--headless", "--no-nvml", "--out", str(runs), env=env)
+    result = gpumon(
+        "run",
+        "--cmd",
+        job(tmp_path, 5),
+        "--share",
+        "mps",
+        "--headless",
+        "--no-nvml",
+        "--out",
+        str(runs),
+        env=env,
+    )
     assert result.returncode == 1, "the daemon would not start: this machine, not the input"
     assert result.stderr.strip().splitlines()[-1] == (
         "gpumon: error: could not start the MPS daemon: nvidia-cuda-mps-control exited with status 1: "
@@ -169,19 +255,43 @@ def test_without_mps_binaries_or_on_the_cpu_one_line_exit_2(tmp_path: Path) -> N
     empty = tmp_path / "bin"
     empty.mkdir()
     env = {"PATH": f"{empty}{os.pathsep}{Path(sys.executable).parent}"}
-    result = gpumon("run", "--cmd", "true", "--share", "mps", "--headless", "--out", str(tmp_path / "runs"), env=env)
+    result = gpumon(
+        "run",
+        "--cmd",
+        "true",
+        "--share",
+        "mps",
+        "--headless",
+        "--out",
+        str(tmp_path / "runs"),
+        env=env,
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "gpumon: error: --share mps needs nvidia-cuda-mps-control on PATH (it comes with the NVIDIA driver's CUDA tools)"
     )
-    result = gpumon("run", "fcn", "--device", "cpu", "--share", "mps", "--headless", "--out", str(tmp_path / "runs"))
+    result = gpumon(
+        "run",
+        "fcn",
+        "--device",
+        "cpu",
+        "--share",
+        "mps",
+        "--headless",
+        "--out",
+        str(tmp_path / "runs"),
+    )
     assert result.returncode == 2 and "--device cpu has none" in result.stderr
-    result = gpumon("run", "fcn", "--share", "mps:threads=30", "--headless", "--out", str(tmp_path / "runs"))
+    result = gpumon(
+        "run", "fcn", "--share", "mps:threads=30", "--headless", "--out", str(tmp_path / "runs")
+    )
     assert result.returncode == 2 and "bad --share" in result.stderr
     assert not (tmp_path / "runs").exists()
 
 
-def test_an_existing_daemon_is_used_only_when_asked_and_never_stopped(tmp_path: Path, fake_mps: dict[str, str]) -> None:
+def test_an_existing_daemon_is_used_only_when_asked_and_never_stopped(
+    tmp_path: Path, fake_mps: dict[str, str]
+) -> None:
     pipe = tmp_path / "user-pipe"
     pipe.mkdir()
     env = {**os.environ, **fake_mps, "CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
@@ -189,18 +299,46 @@ def test_an_existing_daemon_is_used_only_when_asked_and_never_stopped(tmp_path: 
     try:
         wait_for(lambda: (pipe / "control").exists(), timeout=10, what="the user's daemon")
         runs = tmp_path / "runs"
-        refused = gpumon("run", "--cmd", job(tmp_path, 5), "--share", "mps", "--headless", "--no-nvml",
-                         "--out", str(runs), env=fake_mps)
+        refused = gpumon(
+            "run",
+            "--cmd",
+            job(tmp_path, 5),
+            "--share",
+            "mps",
+            "--headless",
+            "--no-nvml",
+            "--out",
+            str(runs),
+            env=fake_mps,
+        )
         assert refused.returncode == 2
         assert f"an MPS control daemon is already running (pipe directory {pipe})" in refused.stderr
-        used = gpumon("run", "--cmd", job(tmp_path, 5), "--share", "mps:existing", "--headless", "--no-nvml",
-                      "--out", str(runs), env=fake_mps)
+        used = gpumon(
+            "run",
+            "--cmd",
+            job(tmp_path, 5),
+            "--share",
+            "mps:existing",
+            "--headless",
+            "--no-nvml",
+            "--out",
+            str(runs),
+            env=fake_mps,
+        )
         assert used.returncode == 0, used.stderr
         assert client_env(only_run(runs), "A") == {"CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
         assert daemon.poll() is None and "command quit" not in log_lines(fake_mps)
-        assert doctor_mps(fake_mps)["summary"].startswith(f"MPS daemon already running (pipe directory {pipe})")
+        assert doctor_mps(fake_mps)["summary"].startswith(
+            f"MPS daemon already running (pipe directory {pipe})"
+        )
     finally:
-        subprocess.run([str(FAKE_BIN / "nvidia-cuda-mps-control")], input="quit\n", text=True, env=env, timeout=10)
+        subprocess.run(
+            [str(FAKE_BIN / "nvidia-cuda-mps-control")],
+            input="quit\n",
+            text=True,
+            env=env,
+            timeout=10,
+        )
         daemon.wait(10)
 
 
@@ -209,10 +347,18 @@ def test_compare_prints_the_share_mode_and_refuses_to_mix_modes(tmp_path: Path) 
 
     xa = write_run(tmp_path / "xa", [Job("A", "fcn", phases=((10, 0.1),), warmup=3)])
     xb = write_run(tmp_path / "xb", [Job("A", "lstm", phases=((10, 0.05),), warmup=3)])
-    pair = [Job("A", "fcn", phases=((10, 0.2),), warmup=3), Job("B", "lstm", phases=((10, 0.1),), warmup=3)]
+    pair = [
+        Job("A", "fcn", phases=((10, 0.2),), warmup=3),
+        Job("B", "lstm", phases=((10, 0.1),), warmup=3),
+    ]
     sliced = write_run(tmp_path / "sliced", pair)
     mps = write_run(tmp_path / "mps", pair)
-    for run in (xa, xb, sliced, mps):  # GPU runs: on the CPU the jobs share cores, whatever --share said
+    for run in (
+        xa,
+        xb,
+        sliced,
+        mps,
+    ):  # GPU runs: on the CPU the jobs share cores, whatever --share said
         meta = json.loads((run / "run.json").read_text())
         meta["device"] = "cuda:0"
         if run == mps:
@@ -223,7 +369,9 @@ def test_compare_prints_the_share_mode_and_refuses_to_mix_modes(tmp_path: Path) 
     result = gpumon(*base, "--shared", str(mps), "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["pair"]["share"] == "mps"
-    assert "Pair (timeslice): STP" in gpumon(*base, "--shared", str(sliced)).stdout  # runs from before modes
+    assert (
+        "Pair (timeslice): STP" in gpumon(*base, "--shared", str(sliced)).stdout
+    )  # runs from before modes
     mixed = gpumon(*base, "--shared", str(sliced), "--shared", str(mps))
     assert mixed.returncode == 2
     assert mixed.stderr.strip() == (
@@ -231,22 +379,53 @@ def test_compare_prints_the_share_mode_and_refuses_to_mix_modes(tmp_path: Path) 
         "compare one mode at a time"
     )
     listed = json.loads(gpumon("runs", str(tmp_path), "--json").stdout)
-    assert {r["name"]: r["share"] for r in listed} == {"xa": "timeslice", "xb": "timeslice", "sliced": "timeslice", "mps": "mps"}
+    assert {r["name"]: r["share"] for r in listed} == {
+        "xa": "timeslice",
+        "xb": "timeslice",
+        "sliced": "timeslice",
+        "mps": "mps",
+    }
 
 
-def test_a_detached_runners_daemon_dies_with_the_runner_even_with_kill_9(tmp_path: Path, fake_mps: dict[str, str]) -> None:
+def test_a_detached_runners_daemon_dies_with_the_runner_even_with_kill_9(
+    tmp_path: Path, fake_mps: dict[str, str]
+) -> None:
     runs = tmp_path / "runs"
-    done = gpumon("run", "--cmd", job(tmp_path, 100_000), "--cmd", job(tmp_path, 100_000), "--share", "mps",
-                  "--no-nvml", "--out", str(runs), "--detach", "--json", env=fake_mps)
+    done = gpumon(
+        "run",
+        "--cmd",
+        job(tmp_path, 100_000),
+        "--cmd",
+        job(tmp_path, 100_000),
+        "--share",
+        "mps",
+        "--no-nvml",
+        "--out",
+        str(runs),
+        "--detach",
+        "--json",
+        env=fake_mps,
+    )
     assert done.returncode == 0, done.stderr
     runner = json.loads(done.stdout)["runner_pid"]
     try:
-        wait_for(lambda: any(line.startswith("MPSENV") for p in runs.glob("*/logs/B.out") for line in p.read_text().splitlines()),
-                 timeout=60, what="job B running as an MPS client")
+        wait_for(
+            lambda: any(
+                line.startswith("MPSENV")
+                for p in runs.glob("*/logs/B.out")
+                for line in p.read_text().splitlines()
+            ),
+            timeout=60,
+            what="job B running as an MPS client",
+        )
         pid = daemon_pid(fake_mps)
         assert alive(pid)
-        os.kill(runner, signal.SIGKILL)  # the terminal that started it is long gone: the runner is the owner
-        wait_for(lambda: "daemon exited" in log_lines(fake_mps), timeout=30, what="the daemon to quit")
+        os.kill(
+            runner, signal.SIGKILL
+        )  # the terminal that started it is long gone: the runner is the owner
+        wait_for(
+            lambda: "daemon exited" in log_lines(fake_mps), timeout=30, what="the daemon to quit"
+        )
         wait_for(lambda: not alive(pid), timeout=10, what="the daemon process to end")
         assert json.loads(gpumon("runs", str(runs), "--json").stdout)[0]["status"] == "interrupted"
     finally:

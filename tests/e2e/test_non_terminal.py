@@ -28,7 +28,9 @@ from tests.helpers import GPUMON, only_run, wait_for
 
 F_SETPIPE_SZ = 1031
 EXIT_BOUND_S = 40  # front end 5 s, then the children up to 5 s and the front end 5 s more; slack for a loaded box
-SYSCALLS = {"x86_64": {"write": 1, "futex": 202}, "aarch64": {"write": 64, "futex": 98}}.get(platform.machine())
+SYSCALLS = {"x86_64": {"write": 1, "futex": 202}, "aarch64": {"write": 64, "futex": 98}}.get(
+    platform.machine()
+)
 
 LIGHT_JOB = """\
 import time
@@ -74,11 +76,19 @@ def test_stdout_to_a_file_runs_headless_with_a_one_line_notice(tmp_path, job):
     runs = tmp_path / "runs"
     log = tmp_path / "log.txt"
     with open(log, "w") as out:
-        done = subprocess.run(run_args(runs, job, "--duration", "4"), stdout=out, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, text=True, timeout=120)
+        done = subprocess.run(
+            run_args(runs, job, "--duration", "4"),
+            stdout=out,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines()[0] == ("gpumon: stdout and stderr are not terminals: running headless "
-                                           "(status lines instead of the live monitor)")
+    assert done.stderr.splitlines()[0] == (
+        "gpumon: stdout and stderr are not terminals: running headless "
+        "(status lines instead of the live monitor)"
+    )
     text = log.read_text()
     assert "\x1b" not in text, "escape codes in a file"
     lines = text.splitlines()
@@ -92,14 +102,21 @@ def test_stdout_to_a_pipe_whose_reader_exits_then_sigterm(tmp_path, job):
     runs = tmp_path / "runs"
     # block-buffered stdout, as a user's shell gives it (this machine's environment sets PYTHONUNBUFFERED)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    proc = subprocess.Popen(run_args(runs, job), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        run_args(runs, job),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
     try:
         first = proc.stdout.readline()  # like `| head -1`: one line, then the reader is gone
         proc.stdout.close()
         assert b"\x1b" not in first and b" cmd:" in first, first
         run_dir = wait_for(lambda: next(runs.glob("*/run.json"), None), what="the capture").parent
-        wait_for(lambda: (run_dir / "steps.csv").stat().st_size > 200, timeout=60, what="steps recorded")
+        wait_for(
+            lambda: (run_dir / "steps.csv").stat().st_size > 200, timeout=60, what="steps recorded"
+        )
         stop_within_bound(proc)
     finally:
         if proc.poll() is None:
@@ -115,15 +132,25 @@ def test_headless_on_a_pipe_that_stopped_reading_still_ends_on_sigterm(tmp_path,
     runs = tmp_path / "runs"
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, F_SETPIPE_SZ, 4096)  # the smallest pipe: status lines fill it in seconds
-    proc = subprocess.Popen(run_args(runs, job, "--headless"), stdout=write_end, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        run_args(runs, job, "--headless"),
+        stdout=write_end,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     os.close(write_end)
     try:
+
         def main_thread_writing() -> bool:
             call = syscalls(proc.pid).get(proc.pid, [])
             return len(call) > 1 and call[0] == str(SYSCALLS["write"]) and int(call[1], 16) == 1
 
-        wait_for(main_thread_writing, timeout=120, interval=0.2, what="a status line blocked on the full pipe")
+        wait_for(
+            main_thread_writing,
+            timeout=120,
+            interval=0.2,
+            what="a status line blocked on the full pipe",
+        )
         stop_within_bound(proc)
     finally:
         if proc.poll() is None:
@@ -159,7 +186,8 @@ class Stuck:
     def __call__(self) -> bool:
         calls = syscalls(self.pid)
         writing = any(
-            len(c) > 1 and c[0] == str(SYSCALLS["write"]) and int(c[1], 16) in (1, 2) for c in calls.values()
+            len(c) > 1 and c[0] == str(SYSCALLS["write"]) and int(c[1], 16) in (1, 2)
+            for c in calls.values()
         )
         main = calls.get(self.pid, [])
         main_waits = bool(main) and main[0] == str(SYSCALLS["futex"])
@@ -184,8 +212,15 @@ def test_tui_on_a_pty_that_stopped_reading_still_ends_on_sigterm(tmp_path, job):
     set_size(master, 50, 160)
     env = {**os.environ, "GPUMON_REFRESH_HZ": "30", "TERM": "xterm-256color"}
     env.pop("NO_COLOR", None)
-    proc = subprocess.Popen(run_args(runs, job), stdin=slave, stdout=slave, stderr=slave, env=env,
-                            preexec_fn=own_terminal, close_fds=True)
+    proc = subprocess.Popen(
+        run_args(runs, job),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        preexec_fn=own_terminal,
+        close_fds=True,
+    )
     os.close(slave)
     try:
         os.set_blocking(master, False)
@@ -200,8 +235,11 @@ def test_tui_on_a_pty_that_stopped_reading_still_ends_on_sigterm(tmp_path, job):
 
         wait_for(read_some, timeout=90, what="the live monitor drawing and capturing")
         run_dir = only_run(runs)
-        wait_for(lambda: read_some() and (run_dir / "steps.csv").stat().st_size > 200, timeout=60,
-                 what="steps recorded")
+        wait_for(
+            lambda: read_some() and (run_dir / "steps.csv").stat().st_size > 200,
+            timeout=60,
+            what="steps recorded",
+        )
         # The reader stops here. Resizes make Textual repaint the whole screen until its writer blocks
         # on the full pty, and then the event loop on the writer's full queue.
         sizes = iter([(60, 200), (50, 160)] * 1000)
@@ -214,7 +252,12 @@ def test_tui_on_a_pty_that_stopped_reading_still_ends_on_sigterm(tmp_path, job):
                 set_size(master, *next(sizes))
             return False
 
-        wait_for(ui_stuck, timeout=90, interval=0.2, what="the TUI's writer and event loop blocked on the full pty")
+        wait_for(
+            ui_stuck,
+            timeout=90,
+            interval=0.2,
+            what="the TUI's writer and event loop blocked on the full pty",
+        )
         took = stop_within_bound(proc)
     finally:
         if proc.poll() is None:

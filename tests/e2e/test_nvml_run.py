@@ -25,9 +25,13 @@ def test_run_records_nvml_device_and_process_metrics(tmp_path):
     scenario = fake.write_scenario(tmp_path / "scenario.txt", SCENARIO)
     runs = tmp_path / "runs"
     result = run_until(
-        ["fcn", "--headless", "--device", "cpu"], runs, env=fake.environment(lib, scenario),
+        ["fcn", "--headless", "--device", "cpu"],
+        runs,
+        env=fake.environment(lib, scenario),
         what="10 device samples and 5 of the job's process samples",
-        enough=lambda: len(recorded(runs, "device")) >= 10 and len(recorded(runs, "processes")) >= 5,
+        enough=lambda: (
+            len(recorded(runs, "device")) >= 10 and len(recorded(runs, "processes")) >= 5
+        ),
     )
     assert result.returncode == 128 + signal.SIGINT, result.stderr
     run = load_run(only_run(runs))
@@ -37,8 +41,15 @@ def test_run_records_nvml_device_and_process_metrics(tmp_path):
 
     device = run.device()
     assert len(device) >= 10
-    for column, value in [("gpu_util", 77), ("mem_util", 33), ("mem_used_mib", 1234), ("mem_total_mib", 40960),
-                          ("power_w", 150), ("temp_c", 66), ("sm_clock_mhz", 1410)]:
+    for column, value in [
+        ("gpu_util", 77),
+        ("mem_util", 33),
+        ("mem_used_mib", 1234),
+        ("mem_total_mib", 40960),
+        ("power_w", 150),
+        ("temp_c", 66),
+        ("sm_clock_mhz", 1410),
+    ]:
         assert (device[column] == value).all(), column
     rates = device.dropna(subset=["pcie_rx_bps"])
     assert len(rates) >= len(device) - 1  # only the very first reading has no interval
@@ -76,21 +87,39 @@ def test_saturated_link_is_recorded_exactly(tmp_path, name, extra, interval_ms, 
     scenario = fake.write_scenario(tmp_path / "scenario.txt", text)
     runs = tmp_path / "runs"
     result = run_until(
-        ["fcn", "--headless", "--device", "cpu", "--interval", str(interval_ms)], runs,
-        env=fake.environment(lib, scenario), what="16 device samples",
+        ["fcn", "--headless", "--device", "cpu", "--interval", str(interval_ms)],
+        runs,
+        env=fake.environment(lib, scenario),
+        what="16 device samples",
         enough=lambda: len(recorded(runs, "device")) >= 16,
     )
     assert result.returncode == 128 + signal.SIGINT, result.stderr
     run = load_run(only_run(runs))
     gpu = json.loads((run.path / "run.json").read_text())["gpu"]
     assert gpu["pcie_method"] == method
-    assert gpu["pcie_max_bps"] == pytest.approx({"gen5_58GBps": 3.938e9, "gen4_25GBps": 1.969e9}[name] * 16)
-    assert gpu["gpm_metrics"] == ([] if method == "counters" else [
-        "pcie_rx_bps", "pcie_tx_bps", "sm_active_pct", "sm_occupancy_pct", "dram_bw_pct", "tensor_active_pct"])
+    assert gpu["pcie_max_bps"] == pytest.approx(
+        {"gen5_58GBps": 3.938e9, "gen4_25GBps": 1.969e9}[name] * 16
+    )
+    assert gpu["gpm_metrics"] == (
+        []
+        if method == "counters"
+        else [
+            "pcie_rx_bps",
+            "pcie_tx_bps",
+            "sm_active_pct",
+            "sm_occupancy_pct",
+            "dram_bw_pct",
+            "tensor_active_pct",
+        ]
+    )
     device = run.device()
-    assert len(device) >= (device["t"].max() - device["t"].min()) / (interval_ms / 1000) * 0.5  # half the ticks at least
+    assert (
+        len(device) >= (device["t"].max() - device["t"].min()) / (interval_ms / 1000) * 0.5
+    )  # half the ticks at least
     rx = device["pcie_rx_bps"]
     assert rx.notna().mean() >= 0.9, rx.tolist()
     assert rx.median() == pytest.approx(truth, rel=0.05)
     if method == "gpm":
-        assert (device["sm_active_pct"].dropna() == 0.5).all() and device["sm_active_pct"].notna().mean() >= 0.9
+        assert (device["sm_active_pct"].dropna() == 0.5).all() and device[
+            "sm_active_pct"
+        ].notna().mean() >= 0.9

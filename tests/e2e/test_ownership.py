@@ -21,12 +21,21 @@ import pytest
 
 from tests.e2e.test_detach import STEPPER, Pane, _detach, _env, _jobs, _steps, needs_tmux
 from tests.e2e.test_run_headless import stepping
-from tests.helpers import gpumon, hold_run, hold_run_as_nobody, reachable_by_others, victim, wait_for
+from tests.helpers import (
+    gpumon,
+    hold_run,
+    hold_run_as_nobody,
+    reachable_by_others,
+    victim,
+    wait_for,
+)
 
 LOCK_FILE = "runner.lock"  # gpumon.core.store.runner.LOCK_FILE, spelled out so this file runs against older gpumon too
 
 DATA = Path(__file__).parents[1] / "data" / "cpu_same_core" / "x-fcn"
-needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to make a run directory of another user")
+needs_root = pytest.mark.skipif(
+    os.getuid() != 0, reason="needs root to make a run directory of another user"
+)
 
 
 def _listed(env: dict[str, str], runs_dir: Path | None = None) -> dict[str, dict]:
@@ -39,8 +48,14 @@ def _forge(run_dir: Path, target: psutil.Process, uid: int | None = None) -> Non
     """run.json says ``target`` is the runner of a run still recording, as anyone who can write a file can."""
     meta = json.loads((run_dir / "run.json").read_text())
     meta["status"] = "recording"
-    meta["runner"] = {"pid": target.pid, "started": target.create_time(), "uid": os.getuid() if uid is None else uid,
-                      "user": "me", "host": os.uname().nodename, "detached": True}
+    meta["runner"] = {
+        "pid": target.pid,
+        "started": target.create_time(),
+        "uid": os.getuid() if uid is None else uid,
+        "user": "me",
+        "host": os.uname().nodename,
+        "detached": True,
+    }
     (run_dir / "run.json").write_text(json.dumps(meta))
 
 
@@ -57,23 +72,43 @@ def test_a_copied_run_is_not_running_and_stopping_the_copy_leaves_the_original_r
     try:
         wait_for(lambda: stepping(run_dir) == {"A"}, timeout=60, what="the job stepping")
         job = _jobs(run_dir)[0]
-        copy = run_dir.parent / "20991126-040000-backup-copy"  # newer than the original: plain stop once picked it
+        copy = (
+            run_dir.parent / "20991126-040000-backup-copy"
+        )  # newer than the original: plain stop once picked it
         shutil.copytree(run_dir, copy)
 
         stopped = gpumon("stop", copy.name, env=env)
-        assert stopped.returncode == 0 and f"{copy.name} is not running (interrupted)" in stopped.stderr, stopped.stderr
+        assert (
+            stopped.returncode == 0
+            and f"{copy.name} is not running (interrupted)" in stopped.stderr
+        ), stopped.stderr
         assert "stopping" not in stopped.stderr
         before = _steps(run_dir)
-        wait_for(lambda: _steps(run_dir) > before + 10, timeout=30, what="the original still recording")
+        wait_for(
+            lambda: _steps(run_dir) > before + 10, timeout=30, what="the original still recording"
+        )
         assert _alive(runner) and _alive(job)
 
         listed = _listed(env)
-        assert listed[run_dir.name]["status"] == "running" and listed[run_dir.name]["runner"]["pid"] == runner.pid
-        assert listed[copy.name]["status"] == "interrupted" and listed[copy.name]["runner"]["alive"] is False
-        assert "runner pid" not in next(line for line in gpumon("runs", env=env).stdout.splitlines() if copy.name in line)
+        assert (
+            listed[run_dir.name]["status"] == "running"
+            and listed[run_dir.name]["runner"]["pid"] == runner.pid
+        )
+        assert (
+            listed[copy.name]["status"] == "interrupted"
+            and listed[copy.name]["runner"]["alive"] is False
+        )
+        assert "runner pid" not in next(
+            line for line in gpumon("runs", env=env).stdout.splitlines() if copy.name in line
+        )
 
-        plain = gpumon("stop", env=env, timeout=90)  # your newest running run: the original, never the copy
-        assert plain.returncode == 0 and f"stopping {run_dir.name} (runner pid {runner.pid})" in plain.stderr, plain.stderr
+        plain = gpumon(
+            "stop", env=env, timeout=90
+        )  # your newest running run: the original, never the copy
+        assert (
+            plain.returncode == 0
+            and f"stopping {run_dir.name} (runner pid {runner.pid})" in plain.stderr
+        ), plain.stderr
         psutil.wait_procs([runner, job], timeout=20)
         assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
     finally:
@@ -84,7 +119,9 @@ def test_a_copied_run_is_not_running_and_stopping_the_copy_leaves_the_original_r
 @needs_tmux
 def test_attach_opens_a_copied_run_as_a_replay_whose_runner_it_cannot_stop(tmp_path):
     env = _env(tmp_path)
-    run_dir, runner = _detach(tmp_path, "--cmd", shlex.join([sys.executable, "-c", STEPPER]), "--label", "orig")
+    run_dir, runner = _detach(
+        tmp_path, "--cmd", shlex.join([sys.executable, "-c", STEPPER]), "--label", "orig"
+    )
     pane = None
     try:
         wait_for(lambda: stepping(run_dir) == {"A"}, timeout=60, what="the job stepping")
@@ -113,7 +150,10 @@ def test_a_run_json_naming_another_process_never_gets_it_signalled(tmp_path):
         plain = gpumon("stop", env=env)
         assert plain.returncode == 2 and "no running run" in plain.stderr, plain.stderr
         named = gpumon("stop", forged.name, env=env)
-        assert named.returncode == 0 and "is not running (interrupted): nothing to stop" in named.stderr, named.stderr
+        assert (
+            named.returncode == 0
+            and "is not running (interrupted): nothing to stop" in named.stderr
+        ), named.stderr
         assert _alive(sleeper)
         assert _listed(env)[forged.name]["status"] == "interrupted"
 
@@ -147,7 +187,9 @@ def test_another_users_run_directory_never_gets_your_process_signalled(tmp_path)
             assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
             assert "belongs to user nobody" in refused.stderr
         anyway = gpumon("stop", "--any-user", str(theirs), env=env)
-        assert anyway.returncode == 0 and "not running (interrupted)" in anyway.stderr, anyway.stderr
+        assert anyway.returncode == 0 and "not running (interrupted)" in anyway.stderr, (
+            anyway.stderr
+        )
         assert _alive(sleeper)
 
 
@@ -160,10 +202,14 @@ def test_a_real_runner_of_another_user_is_stopped_only_with_any_user():
         try:
             assert _listed(env)[run_dir.name]["status"] == "running"
             refused = gpumon("stop", run_dir.name, env=env)
-            assert refused.returncode == 2 and "belongs to user nobody" in refused.stderr, refused.stderr
+            assert refused.returncode == 2 and "belongs to user nobody" in refused.stderr, (
+                refused.stderr
+            )
             assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
             stopped = gpumon("stop", "--any-user", run_dir.name, env=env)
-            assert stopped.returncode == 0 and f"(runner pid {pid})" in stopped.stderr, stopped.stderr
+            assert stopped.returncode == 0 and f"(runner pid {pid})" in stopped.stderr, (
+                stopped.stderr
+            )
             assert os.waitpid(pid, 0)[1] == signal.SIGTERM
             pid = 0
         finally:

@@ -18,7 +18,9 @@ def _capture(root: Path, cpus: int | None) -> Path:
     """A solo gemm stopped once its post-warm-up steps span 2 s (as long as that takes this machine)."""
     out = root / f"cpu{cpus}"
     spec = "gemm:threads=1" if cpus is None else f"gemm:cpus={cpus},threads=1"
-    done = run_until([spec, "--headless"], out, lambda: _solo_enough(out), what="2 s of the gemm's steps")
+    done = run_until(
+        [spec, "--headless"], out, lambda: _solo_enough(out), what="2 s of the gemm's steps"
+    )
     assert done.returncode == 128 + signal.SIGINT, done.stderr
     return only_run(out)
 
@@ -43,7 +45,9 @@ def _slowdowns(*runs: str) -> list[float]:
     return [data["workloads"][s]["slowdown"]["estimate"] for s in ("A", "B")]
 
 
-def test_same_core_halves_both_and_different_cores_do_not_interfere(pinned: dict[int, Path]) -> None:
+def test_same_core_halves_both_and_different_cores_do_not_interfere(
+    pinned: dict[int, Path],
+) -> None:
     same = _slowdowns(str(pinned[0]))  # one job given: beside a copy of itself, on its own core
     # r = 2 on an idle core; 1 + the copy's share where other processes took part of core 0 (a busy box)
     physics = 1 + solo_core_share(pinned[0])
@@ -55,11 +59,19 @@ def test_same_core_halves_both_and_different_cores_do_not_interfere(pinned: dict
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores: one for each copy")
 def test_unpinned_single_threaded_jobs_fit_on_a_box_of_two_cores_or_more(tmp_path: Path) -> None:
     unpinned = _capture(tmp_path, None)  # affinity: every core; it keeps one busy
-    share = solo_core_share(unpinned) / (os.cpu_count() or 1)  # its CPU over the cores it may run on
+    share = solo_core_share(unpinned) / (
+        os.cpu_count() or 1
+    )  # its CPU over the cores it may run on
     done = gpumon("predict", "--exclusive", str(unpinned))
-    fits = all(abs(r - 1) <= 0.1 for r in _slowdowns(str(unpinned))) and "their cores have room for both" in done.stdout
-    turns = (all(abs(r - (1 + share)) <= 0.1 for r in _slowdowns(str(unpinned))) and "take turns" in done.stdout
-             and "cores were full with other work" in done.stdout)
+    fits = (
+        all(abs(r - 1) <= 0.1 for r in _slowdowns(str(unpinned)))
+        and "their cores have room for both" in done.stdout
+    )
+    turns = (
+        all(abs(r - (1 + share)) <= 0.1 for r in _slowdowns(str(unpinned)))
+        and "take turns" in done.stdout
+        and "cores were full with other work" in done.stdout
+    )
     busy = solo_cores_busy(unpinned)
     # The box had a free core for a copy of it: neither waits. Other work filled the cores (a loaded box): the copy
     # takes a turn on them, r = 1 + its share of them. Within a few points of "full" (95 %) either reading is right.
@@ -73,10 +85,13 @@ def test_text_names_the_physics(pinned: dict[int, Path]) -> None:
     assert "pinned to different cores" in done.stdout and "sharing pays" in done.stdout
 
 
-@pytest.mark.parametrize("runs, message", [
-    (("x-fcn", "s-gemm+fcn"), "not an exclusive run"),
-    ((), "needs --exclusive"),
-])
+@pytest.mark.parametrize(
+    "runs, message",
+    [
+        (("x-fcn", "s-gemm+fcn"), "not an exclusive run"),
+        ((), "needs --exclusive"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(runs: tuple[str, ...], message: str) -> None:
     done = gpumon("predict", *[a for r in runs for a in ("--exclusive", str(H100 / r))])
     assert done.returncode == 2

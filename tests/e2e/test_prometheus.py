@@ -49,13 +49,29 @@ def wall(started_at: str, t: float) -> float:
     return datetime.fromisoformat(started_at.replace("Z", "+00:00")).timestamp() + t
 
 
-@pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary (apt-get install prometheus; .ci/run does)")
+@pytest.mark.skipif(
+    PROMETHEUS is None, reason="no prometheus binary (apt-get install prometheus; .ci/run does)"
+)
 def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path) -> None:
     log = tmp_path / "gpumon.err"
     gpumon_proc = subprocess.Popen(
-        [*GPUMON, "run", "fcn:threads=1", "--device", "cpu", "--headless", "--duration", "240", "--no-nvml",
-         "--metrics", "0", "--out", str(tmp_path / "runs")],
-        stdout=subprocess.DEVNULL, stderr=open(log, "w"),
+        [
+            *GPUMON,
+            "run",
+            "fcn:threads=1",
+            "--device",
+            "cpu",
+            "--headless",
+            "--duration",
+            "240",
+            "--no-nvml",
+            "--metrics",
+            "0",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w"),
     )
     prometheus = None
     try:
@@ -67,13 +83,18 @@ def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path)
         )
         web = f"127.0.0.1:{free_port()}"
         prometheus = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address={web}"],
-            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"),
+            [
+                PROMETHEUS,
+                f"--config.file={tmp_path / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address={web}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp_path / "prometheus.log", "w"),
         )
         base = f"http://{web}"
         # the counter's scrapes over the last minute, once they span SPAN_S of steady steps
-        series = "gpumon_job_iterations_total{slot=\"A\"}[1m]"
+        series = 'gpumon_job_iterations_total{slot="A"}[1m]'
 
         def spanned() -> list | None:
             result = query(base, series)
@@ -81,8 +102,12 @@ def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path)
             steady = [(float(t), float(v)) for t, v in values if float(v) > 10]
             return steady if len(steady) >= 2 and steady[-1][0] - steady[0][0] >= SPAN_S else None
 
-        samples = wait_for(spanned, timeout=120, interval=0.5, what=f"{SPAN_S:.0f} s of scrapes in Prometheus")
-        gauge = query(base, "gpumon_job_iterations_per_second{slot=\"A\"}[1m]")  # each scrape: its time, its value
+        samples = wait_for(
+            spanned, timeout=120, interval=0.5, what=f"{SPAN_S:.0f} s of scrapes in Prometheus"
+        )
+        gauge = query(
+            base, 'gpumon_job_iterations_per_second{slot="A"}[1m]'
+        )  # each scrape: its time, its value
     finally:
         gpumon_proc.send_signal(signal.SIGINT)
         gpumon_proc.wait(60)
@@ -91,8 +116,14 @@ def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path)
             prometheus.wait(30)
 
     labels = gauge[0]["metric"]
-    assert labels["job"] == "gpumon" and labels["slot"] == "A" and labels["workload"] == "fcn:threads=1"
-    assert labels["Hostname"] == socket.gethostname()  # no GPU here: Prometheus drops the empty gpu/UUID labels
+    assert (
+        labels["job"] == "gpumon"
+        and labels["slot"] == "A"
+        and labels["workload"] == "fcn:threads=1"
+    )
+    assert (
+        labels["Hostname"] == socket.gethostname()
+    )  # no GPU here: Prometheus drops the empty gpu/UUID labels
 
     run = load_run(only_run(tmp_path / "runs"))
     (t1, c1), (t2, c2) = samples[0], samples[-1]
@@ -115,23 +146,52 @@ def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path)
 
 def test_metrics_address_errors_are_one_line(tmp_path: Path) -> None:
     for bad in ("nope", "70000", "host:"):
-        result = gpumon("run", "--cmd", "true", "--headless", "--metrics", bad, "--out", str(tmp_path))
-        assert result.returncode == 2 and result.stderr.startswith("gpumon: error: bad --metrics"), result.stderr
+        result = gpumon(
+            "run", "--cmd", "true", "--headless", "--metrics", bad, "--out", str(tmp_path)
+        )
+        assert result.returncode == 2 and result.stderr.startswith(
+            "gpumon: error: bad --metrics"
+        ), result.stderr
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = gpumon("run", "--cmd", "true", "--headless", "--metrics", str(port), "--out", str(tmp_path / "runs"))
+        result = gpumon(
+            "run",
+            "--cmd",
+            "true",
+            "--headless",
+            "--metrics",
+            str(port),
+            "--out",
+            str(tmp_path / "runs"),
+        )
     assert result.returncode == 1, "a taken port is the machine, not bad input"
-    assert result.stderr.strip() == f"gpumon: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
+    assert (
+        result.stderr.strip()
+        == f"gpumon: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
+    )
     assert not (tmp_path / "runs").exists()
 
 
 def test_the_endpoint_lives_only_as_long_as_the_run(tmp_path: Path) -> None:
     log = tmp_path / "err"
     result = subprocess.run(
-        [*GPUMON, "run", "--cmd", "true", "--headless", "--metrics", "0", "--out", str(tmp_path / "runs")],
-        stderr=open(log, "w"), stdout=subprocess.DEVNULL, timeout=120, env=os.environ,
+        [
+            *GPUMON,
+            "run",
+            "--cmd",
+            "true",
+            "--headless",
+            "--metrics",
+            "0",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        stderr=open(log, "w"),
+        stdout=subprocess.DEVNULL,
+        timeout=120,
+        env=os.environ,
     )
     assert result.returncode == 0
     port = urllib.parse.urlparse(metrics_url(log)).port
@@ -147,7 +207,13 @@ def test_exposition_uses_dcgm_exporter_labels_units_and_total_counters() -> None
     from gpumon.core.records.bus import Bus
     from gpumon.core.records.model import DeviceSample, StepEvent, WorkloadState
 
-    labels = {"gpu": "0", "UUID": "GPU-1234", "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "box"}
+    labels = {
+        "gpu": "0",
+        "UUID": "GPU-1234",
+        "device": "nvidia0",
+        "modelName": "NVIDIA H100 80GB HBM3",
+        "Hostname": "box",
+    }
     bus = Bus()
     metrics = RunMetrics(lambda: 10.0, labels, LiveStats(bus=bus), exclusive={"A": 40.0, "B": 20.0})
     bus.subscribe(metrics.handle, *RunMetrics.TAKES)
@@ -158,28 +224,40 @@ def test_exposition_uses_dcgm_exporter_labels_units_and_total_counters() -> None
         bus.publish(WorkloadState(slot, "running", 0.0, pid=1))
     registry = CollectorRegistry()
     registry.register(metrics)
-    steps = 6 * 20  # 6 s together: a window that can hold a verdict (MIN_OVERLAP_S, MIN_OVERLAP_STEPS of each)
+    steps = (
+        6 * 20
+    )  # 6 s together: a window that can hold a verdict (MIN_OVERLAP_S, MIN_OVERLAP_STEPS of each)
     for i in range(steps):  # A at 20 it/s (r = 2), B at 10 it/s (r = 2): STP 1.0
-        bus.publish(StepEvent("A", 1, i, 4.0 + i / 20 + 0.05, 0.05, samples=64, copy_bytes=1000, copy_s=1e-6))
+        bus.publish(
+            StepEvent(
+                "A", 1, i, 4.0 + i / 20 + 0.05, 0.05, samples=64, copy_bytes=1000, copy_s=1e-6
+            )
+        )
         if i % 2 == 0:
             bus.publish(StepEvent("B", 2, i // 2, 4.0 + i / 20 + 0.1, 0.1))
         if i == 40:  # 2 s in: still measuring, so no slowdown, STP nor verdict yet
             early = generate_latest(registry).decode()
             assert "gpumon_job_slowdown_ratio{" not in early and "gpumon_pair_verdict{" not in early
-    bus.publish(DeviceSample(10.0, gpu_util=97.0, mem_used_mib=1024.0, pcie_rx_bps=5e9, sm_clock_mhz=1980.0))
+    bus.publish(
+        DeviceSample(10.0, gpu_util=97.0, mem_used_mib=1024.0, pcie_rx_bps=5e9, sm_clock_mhz=1980.0)
+    )
     published.clear()
     text = generate_latest(registry).decode()
     job = 'Hostname="box",UUID="GPU-1234",device="nvidia0",gpu="0",modelName="NVIDIA H100 80GB HBM3",slot="A",workload="fcn"'
     assert f"gpumon_job_iterations_total{{{job}}} 120.0" in text
     assert f"gpumon_job_copy_bytes_total{{{job}}} 120000.0" in text
-    device = 'Hostname="box",UUID="GPU-1234",device="nvidia0",gpu="0",modelName="NVIDIA H100 80GB HBM3"'
+    device = (
+        'Hostname="box",UUID="GPU-1234",device="nvidia0",gpu="0",modelName="NVIDIA H100 80GB HBM3"'
+    )
     assert f"gpumon_gpu_utilization_ratio{{{device}}} 0.97" in text
     assert f"gpumon_gpu_memory_used_bytes{{{device}}} 1.073741824e+09" in text
     assert f"gpumon_gpu_sm_clock_hertz{{{device}}} 1.98e+09" in text
     assert "gpumon_gpu_power_watts" not in text  # NaN: not reported rather than a made-up value
     assert "gpumon_job_slowdown_ratio{" in text and "gpumon_pair_stp_ratio{" in text
     assert f'gpumon_pair_verdict{{{device},verdict="cannot tell"}} 1.0' in text
-    (scraped,) = published  # the scrape asked the session's one live computation, which published its answer
+    (scraped,) = (
+        published  # the scrape asked the session's one live computation, which published its answer
+    )
     assert scraped.t == 10.0 and scraped.running == ("A", "B") and set(scraped.shared) == {"A", "B"}
 
 
@@ -188,10 +266,14 @@ def test_the_grafana_dashboard_names_only_metrics_that_exist() -> None:
 
     from gpumon.core.capture import metrics
 
-    dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-gpumon.json").read_text())
+    dashboard = json.loads(
+        (Path(__file__).resolve().parents[2] / "docs" / "grafana-gpumon.json").read_text()
+    )
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", ())]
     named = {name for e in exprs for name in re.findall(r"\b(gpumon_[a-z_]+)", e)}
     source = Path(metrics.__file__).read_text()
     exposed = {name for name in named if f'"{name.removesuffix("_total")}"' in source}
     assert named and named == exposed, named - exposed
-    assert any("DCGM_FI_DEV_GPU_UTIL" in e for e in exprs)  # device panels from dcgm-exporter's names
+    assert any(
+        "DCGM_FI_DEV_GPU_UTIL" in e for e in exprs
+    )  # device panels from dcgm-exporter's names

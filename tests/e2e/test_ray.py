@@ -55,9 +55,16 @@ def cells(out: Path) -> dict[str, dict]:
         return {}  # mid-write
 
 
-def experiment(spec: Path, out: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen([*GPUMON, "experiment", str(spec), "--device", "cpu", "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+def experiment(
+    spec: Path, out: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*GPUMON, "experiment", str(spec), "--device", "cpu", "--out", str(out), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def cell_process(label: str) -> psutil.Process | None:
@@ -96,13 +103,29 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dic
     log = tmp_path_factory.mktemp("cluster") / "head.log"
     with open(log, "w") as out:
         head = subprocess.Popen(
-            [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--node-ip-address=127.0.0.1",
-             f"--port={port}", "--include-dashboard=false", "--disable-usage-stats", "--block"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **env},
+            [
+                sys.executable,
+                "-m",
+                "ray.scripts.scripts",
+                "start",
+                "--head",
+                "--node-ip-address=127.0.0.1",
+                f"--port={port}",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+                "--block",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **env},
         )
     try:
-        wait_for(lambda: head.poll() is not None or "will now block" in log.read_text(), timeout=180,
-                 what="the Ray head started")
+        wait_for(
+            lambda: head.poll() is not None or "will now block" in log.read_text(),
+            timeout=180,
+            what="the Ray head started",
+        )
         assert head.poll() is None, log.read_text()[-3000:]
         yield f"127.0.0.1:{port}", env
     finally:
@@ -127,14 +150,20 @@ def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_ray_matches_sequential_pins_cores_and_survives_a_killed_cell(
     spec: Path, tmp_path: Path, cluster: tuple[str, dict[str, str]]
 ) -> None:
-    sequential = gpumon("experiment", str(spec), "--device", "cpu", "--out", str(tmp_path / "seq"), timeout=900)
+    sequential = gpumon(
+        "experiment", str(spec), "--device", "cpu", "--out", str(tmp_path / "seq"), timeout=900
+    )
     assert sequential.returncode == 0, sequential.stderr
 
     ray_out = tmp_path / "ray"
     driver = experiment(spec, ray_out, "--ray")
     try:
-        victim = wait_for(lambda: cell_process("x-fcn-batch32-r1"), timeout=300, interval=0.2,
-                          what="the fcn batch 32 cell training on a Ray worker")
+        victim = wait_for(
+            lambda: cell_process("x-fcn-batch32-r1"),
+            timeout=300,
+            interval=0.2,
+            what="the fcn batch 32 cell training on a Ray worker",
+        )
         victim.kill()
         stdout, stderr = driver.communicate(timeout=600)
     finally:
@@ -149,8 +178,19 @@ def test_ray_matches_sequential_pins_cores_and_survives_a_killed_cell(
     assert all(c["status"] == "ok" for i, c in first.items() if i != "x-fcn-batch32-r1")
 
     address, env = cluster  # the failed cell again, on a cluster that was there before the sweep
-    again = gpumon("experiment", str(spec), "--device", "cpu", "--out", str(ray_out), "--ray", address,
-                   "--retry-failed", timeout=600, env=env)
+    again = gpumon(
+        "experiment",
+        str(spec),
+        "--device",
+        "cpu",
+        "--out",
+        str(ray_out),
+        "--ray",
+        address,
+        "--retry-failed",
+        timeout=600,
+        env=env,
+    )
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("done earlier") == 3
     final, seq = cells(ray_out), cells(tmp_path / "seq")
@@ -160,7 +200,9 @@ def test_ray_matches_sequential_pins_cores_and_survives_a_killed_cell(
     spans = []
     for record in final.values():
         meta = json.loads((ray_out / record["run"] / "run.json").read_text())
-        assert meta["status"] == "complete", record  # stopped when measured, not killed after the grace
+        assert meta["status"] == "complete", (
+            record
+        )  # stopped when measured, not killed after the grace
         (core,) = meta["host"]["cpu_affinity"]
         started = datetime.fromisoformat(meta["started_at"].replace("Z", "+00:00")).timestamp()
         t = pd.read_csv(ray_out / record["run"] / "steps.csv")["t"]
@@ -174,18 +216,33 @@ def test_ray_matches_sequential_pins_cores_and_survives_a_killed_cell(
     ray_rates, seq_rates = rates(ray_out), rates(tmp_path / "seq")
     for cell_id, rate in seq_rates.items():
         assert 0.5 < ray_rates[cell_id] / rate < 2.0, (cell_id, ray_rates[cell_id], rate)
-    table = [line for line in (ray_out / "results.md").read_text().splitlines() if line.startswith("| x-")]
-    assert len(table) == len([line for line in (tmp_path / "seq" / "results.md").read_text().splitlines()
-                              if line.startswith("| x-")])
+    table = [
+        line
+        for line in (ray_out / "results.md").read_text().splitlines()
+        if line.startswith("| x-")
+    ]
+    assert len(table) == len(
+        [
+            line
+            for line in (tmp_path / "seq" / "results.md").read_text().splitlines()
+            if line.startswith("| x-")
+        ]
+    )
 
 
-def test_an_interrupted_ray_sweep_resumes(spec: Path, tmp_path: Path, cluster: tuple[str, dict[str, str]]) -> None:
+def test_an_interrupted_ray_sweep_resumes(
+    spec: Path, tmp_path: Path, cluster: tuple[str, dict[str, str]]
+) -> None:
     address, env = cluster
     out = tmp_path / "ray"
     driver = experiment(spec, out, "--ray", address, env=env)
     try:
-        wait_for(lambda: any(c["status"] == "ok" for c in cells(out).values()), timeout=300, interval=0.2,
-                 what="a first cell done")
+        wait_for(
+            lambda: any(c["status"] == "ok" for c in cells(out).values()),
+            timeout=300,
+            interval=0.2,
+            what="a first cell done",
+        )
         driver.send_signal(signal.SIGINT)
         _, stderr = driver.communicate(timeout=120)
     finally:
@@ -195,8 +252,18 @@ def test_an_interrupted_ray_sweep_resumes(spec: Path, tmp_path: Path, cluster: t
     assert "interrupted; run the same command again to resume" in stderr
     done = {i for i, c in cells(out).items() if c["status"] == "ok"}
     assert done and len(done) < 4
-    resumed = gpumon("experiment", str(spec), "--device", "cpu", "--out", str(out), "--ray", address, timeout=600,
-                     env=env)
+    resumed = gpumon(
+        "experiment",
+        str(spec),
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--ray",
+        address,
+        timeout=600,
+        env=env,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stderr.count("done earlier") == len(done)
     assert all(c["status"] == "ok" for c in cells(out).values()) and len(cells(out)) == 4
@@ -205,9 +272,13 @@ def test_an_interrupted_ray_sweep_resumes(spec: Path, tmp_path: Path, cluster: t
 def test_without_ray_the_flag_is_one_line(tmp_path: Path, spec: Path) -> None:
     shadow = tmp_path / "shadow"
     shadow.mkdir()
-    (shadow / "ray.py").write_text('raise ImportError("no module named ray (shadowed by the test)")\n')
+    (shadow / "ray.py").write_text(
+        'raise ImportError("no module named ray (shadowed by the test)")\n'
+    )
     env = {"PYTHONPATH": os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")])}
-    result = gpumon("experiment", str(spec), "--device", "cpu", "--out", str(tmp_path / "out"), "--ray", env=env)
+    result = gpumon(
+        "experiment", str(spec), "--device", "cpu", "--out", str(tmp_path / "out"), "--ray", env=env
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == "gpumon: error: --ray needs Ray: pip install 'gpumon[ray]'"
     assert not (tmp_path / "out").exists()

@@ -33,8 +33,12 @@ from gpumon.core.jobs.beside import DEFAULT_LEAD_S
 from tests.e2e.light import REPO, LightVenv
 from tests.helpers import Terminal, wait_for
 
-pytestmark = [pytest.mark.timeout(1500),
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux to give each line a terminal")]
+pytestmark = [
+    pytest.mark.timeout(1500),
+    pytest.mark.skipif(
+        shutil.which("tmux") is None, reason="needs tmux to give each line a terminal"
+    ),
+]
 
 SHORT_S = 8
 LINE_TIMEOUT_S = 300
@@ -64,8 +68,11 @@ for epoch in range(1, args.epochs + 1):
 
 def readme_blocks(text: str) -> list[list[str]]:
     """The lines of every ```bash block of ``text`` that CI does not run itself."""
-    return [[line for line in body.splitlines() if line.strip()]
-            for marker, body in BLOCK.findall(text) if marker not in ("install", "test")]
+    return [
+        [line for line in body.splitlines() if line.strip()]
+        for marker, body in BLOCK.findall(text)
+        if marker not in ("install", "test")
+    ]
 
 
 def workloads(line: str) -> list[str]:
@@ -90,13 +97,29 @@ class Reader:
     """Runs README lines as a reader does, in ``work`` with ``home`` as HOME."""
 
     def __init__(self, light: LightVenv, home: Path, work: Path) -> None:
-        drop = ("PYTHONPATH", "VIRTUAL_ENV", "GPUMON_PYTHON", "GPUMON_RUNS", "XDG_DATA_HOME", "NO_COLOR", "HEAVY_LOG")
+        drop = (
+            "PYTHONPATH",
+            "VIRTUAL_ENV",
+            "GPUMON_PYTHON",
+            "GPUMON_RUNS",
+            "XDG_DATA_HOME",
+            "NO_COLOR",
+            "HEAVY_LOG",
+        )
         self.env = {k: v for k, v in os.environ.items() if k not in drop}
-        self.env.update(HOME=str(home), TERM="xterm-256color", PATH=os.pathsep.join([str(light.bin), os.environ["PATH"]]))
+        self.env.update(
+            HOME=str(home),
+            TERM="xterm-256color",
+            PATH=os.pathsep.join([str(light.bin), os.environ["PATH"]]),
+        )
         self.work = work
         self.count = 0
-        self.trainers: list[tuple[Terminal, int]] = []  # gpumon wrap: its terminal, the wrapped job's PID
-        self.detached: list[str] = []  # the workloads of the last run started with --detach (gpumon attach shows them)
+        self.trainers: list[
+            tuple[Terminal, int]
+        ] = []  # gpumon wrap: its terminal, the wrapped job's PID
+        self.detached: list[
+            str
+        ] = []  # the workloads of the last run started with --detach (gpumon attach shows them)
 
     def terminal(self, line: str) -> Terminal:
         self.count += 1
@@ -109,8 +132,14 @@ class Reader:
             return  # the light fixture installed this tree without extras
         if line.startswith("export "):
             name = line.split()[1].split("=", 1)[0]
-            done = subprocess.run(["bash", "-c", f'{line}\nprintf %s "${name}"'], env=self.env, cwd=self.work,
-                                  capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                ["bash", "-c", f'{line}\nprintf %s "${name}"'],
+                env=self.env,
+                cwd=self.work,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             self.env[name] = done.stdout
             return
         if self.trainers:
@@ -126,16 +155,27 @@ class Reader:
             status = self.finish(terminal, line)
         finally:
             terminal.close()
-        assert status == 0, f"{line!r} exited with status {status}:\n{terminal.screen() or '(screen gone)'}"
+        assert status == 0, (
+            f"{line!r} exited with status {status}:\n{terminal.screen() or '(screen gone)'}"
+        )
 
     def finish(self, terminal: Terminal, line: str) -> int:
         """The line's exit status; a live monitor is quit with q once every job it shows runs."""
         live = lambda: "? Help" in terminal.screen()  # noqa: E731 (the monitor's footer)
-        wait_for(lambda: terminal.status_file.exists() or live(), LINE_TIMEOUT_S, 0.2, f"{line!r} to end or draw")
+        wait_for(
+            lambda: terminal.status_file.exists() or live(),
+            LINE_TIMEOUT_S,
+            0.2,
+            f"{line!r} to end or draw",
+        )
         if not terminal.status_file.exists():
             jobs = len(workloads(line) or self.detached)
-            wait_for(lambda: terminal.screen().count("─ running ─") >= jobs, LINE_TIMEOUT_S, 0.2,
-                     f"{jobs} jobs running in {line!r}")
+            wait_for(
+                lambda: terminal.screen().count("─ running ─") >= jobs,
+                LINE_TIMEOUT_S,
+                0.2,
+                f"{jobs} jobs running in {line!r}",
+            )
             terminal.keys("q")
         return terminal.status(LINE_TIMEOUT_S)
 
@@ -143,8 +183,16 @@ class Reader:
         """``gpumon wrap`` in a terminal of its own: its training runs on while the next lines run."""
         terminal = self.terminal(line)
         terminal.wait_for_text("epoch 1", LINE_TIMEOUT_S)
-        shell = psutil.Process(int(subprocess.run(["tmux", "-S", terminal.socket, "list-panes", "-F", "#{pane_pid}"],
-                                                  capture_output=True, text=True, check=True).stdout.split()[0]))
+        shell = psutil.Process(
+            int(
+                subprocess.run(
+                    ["tmux", "-S", terminal.socket, "list-panes", "-F", "#{pane_pid}"],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout.split()[0]
+            )
+        )
         (job,) = [p for p in shell.children(recursive=True) if "train.py" in " ".join(p.cmdline())]
         self.trainers.append((terminal, job.pid))
 
@@ -163,7 +211,9 @@ def test_the_readme_works_as_written_on_the_light_install(light, training_env, t
     work.mkdir()
     (work / "train.py").write_text(TRAIN_PY)
     blocks = readme_blocks((REPO / "README.md").read_text(encoding="utf-8"))
-    assert ["pip install .", *blocks[0][1:]] == blocks[0] and any("gpumon wrap" in line for b in blocks for line in b)
+    assert ["pip install .", *blocks[0][1:]] == blocks[0] and any(
+        "gpumon wrap" in line for b in blocks for line in b
+    )
     reader = Reader(light, home, work)
     try:
         for block in blocks:
@@ -182,7 +232,13 @@ def test_the_readme_works_as_written_on_the_light_install(light, training_env, t
 def test_the_harness_reads_the_blocks_ci_runs_itself_apart():
     text = "x\n<!-- ci:install -->\n```bash\npip install -e .\n```\n```bash\ngpumon runs   # list\n\ngpumon doctor\n```\n"
     assert readme_blocks(text) == [["gpumon runs   # list", "gpumon doctor"]]
-    assert shortened("gpumon run fcn --duration 30 --label x") == f"gpumon run fcn --duration {SHORT_S} --label x"
-    assert shlex.split(shortened("gpumon run gemm --beside 42 --duration 120"))[-1] == f"{DEFAULT_LEAD_S + 2 * SHORT_S:g}"
+    assert (
+        shortened("gpumon run fcn --duration 30 --label x")
+        == f"gpumon run fcn --duration {SHORT_S} --label x"
+    )
+    assert (
+        shlex.split(shortened("gpumon run gemm --beside 42 --duration 120"))[-1]
+        == f"{DEFAULT_LEAD_S + 2 * SHORT_S:g}"
+    )
     assert workloads("gpumon run fcn vgg19 --detach   # in the background") == ["fcn", "vgg19"]
     assert workloads("gpumon attach") == [] and workloads("gpumon run --cmd 'python x.py'") == []

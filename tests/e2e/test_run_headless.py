@@ -21,9 +21,26 @@ def test_two_workloads_overlap_and_match_status_lines(tmp_path):
     # RUNNING_LINES status lines with a rate, Ctrl-C (the jobs run unbounded, --duration is a cap).
     RUNNING_LINES = 3
     proc = subprocess.Popen(
-        [*GPUMON, "run", "fcn", "gemm", "--headless", "--json", "--duration", "240", "--device", "cpu",
-         "--out", str(tmp_path), "--label", "pair", "--no-nvml"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            *GPUMON,
+            "run",
+            "fcn",
+            "gemm",
+            "--headless",
+            "--json",
+            "--duration",
+            "240",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path),
+            "--label",
+            "pair",
+            "--no-nvml",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     printed, running = [], {"A": 0, "B": 0}
     for line in proc.stdout:
@@ -53,14 +70,20 @@ def test_two_workloads_overlap_and_match_status_lines(tmp_path):
         assert group["warmup"].iloc[:5].all() and not group["warmup"].iloc[5:].any()
         spans[process] = (group["t"].min(), group["t"].max())
     assert set(spans) == {"A", "B"}
-    assert max(s[0] for s in spans.values()) < min(s[1] for s in spans.values()), "the two jobs must overlap"
+    assert max(s[0] for s in spans.values()) < min(s[1] for s in spans.values()), (
+        "the two jobs must overlap"
+    )
     fcn = steps[steps.process == "A"]
     assert (fcn["copy_bytes"] > 0).all() and (fcn["copy_s"] > 0).all()
     assert (steps[steps.process == "B"]["copy_bytes"] == 0).all()
 
     procs = run.processes()
     assert set(procs["process"]) == {"A", "B"}
-    assert procs["cpu_pct"].max() > 10 and (procs["rss_mib"] > 5).all() and procs["rss_mib"].median() > 100
+    assert (
+        procs["cpu_pct"].max() > 10
+        and (procs["rss_mib"] > 5).all()
+        and procs["rss_mib"].median() > 100
+    )
 
     status = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     lines = [s for s in status if "process" in s and s["state"] == "running" and s["iter_per_s"]]
@@ -106,7 +129,14 @@ def test_unmodified_script_gets_rate_from_auto_probe(tmp_path):
         )
     )
     result = gpumon(
-        "run", "--cmd", f"{sys.executable} {script}", "--headless", "--device", "cpu", "--out", str(tmp_path / "runs")
+        "run",
+        "--cmd",
+        f"{sys.executable} {script}",
+        "--headless",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "runs"),
     )
     assert result.returncode == 0, result.stderr
     run = load_run(only_run(tmp_path / "runs"))
@@ -123,14 +153,30 @@ def _block_stop_signals() -> None:
 
 def _start_capture(tmp_path, *extra: str, blocked: bool = False) -> tuple[subprocess.Popen, object]:
     proc = subprocess.Popen(
-        [*GPUMON, "run", "fcn", "lstm", "--headless", "--device", "cpu", "--out", str(tmp_path), "--no-nvml", *extra],
+        [
+            *GPUMON,
+            "run",
+            "fcn",
+            "lstm",
+            "--headless",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path),
+            "--no-nvml",
+            *extra,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=_block_stop_signals if blocked else None,
     )
-    run_dir = wait_for(lambda: next(iter(tmp_path.glob("*/run.json")), None), what="run directory").parent
-    wait_for(lambda: stepping(run_dir) == {"A", "B"}, timeout=60, what="steps of both workloads recorded")
+    run_dir = wait_for(
+        lambda: next(iter(tmp_path.glob("*/run.json")), None), what="run directory"
+    ).parent
+    wait_for(
+        lambda: stepping(run_dir) == {"A", "B"}, timeout=60, what="steps of both workloads recorded"
+    )
     return proc, run_dir
 
 
@@ -162,8 +208,15 @@ def test_kill_9_of_the_monitor_leaves_no_orphans_and_a_readable_trace(tmp_path):
     assert not run.processes().empty
 
 
-@pytest.mark.parametrize(("signum", "blocked"), [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGHUP, False),
-                                               (signal.SIGINT, True)])
+@pytest.mark.parametrize(
+    ("signum", "blocked"),
+    [
+        (signal.SIGTERM, False),
+        (signal.SIGINT, False),
+        (signal.SIGHUP, False),
+        (signal.SIGINT, True),
+    ],
+)
 def test_signals_stop_children_and_finalise(tmp_path, signum, blocked):
     """Also when the parent started gpumon with the stop signals blocked (a Ray worker blocks SIGINT)."""
     proc, run_dir = _start_capture(tmp_path, blocked=blocked)
@@ -172,7 +225,9 @@ def test_signals_stop_children_and_finalise(tmp_path, signum, blocked):
     try:
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:  # deaf to the signal: the test fails, and leaves nothing training (children die with it)
+        if (
+            proc.poll() is None
+        ):  # deaf to the signal: the test fails, and leaves nothing training (children die with it)
             proc.kill()
             proc.wait()
     assert proc.returncode == 128 + signum, err
@@ -187,7 +242,18 @@ def test_signals_stop_children_and_finalise(tmp_path, signum, blocked):
 def test_a_crashing_child_does_not_stop_the_other(tmp_path):
     crash = f"{sys.executable} -c \"import sys, time; time.sleep(1); print('fatal: out of cheese', file=sys.stderr); sys.exit(3)\""
     result = gpumon(
-        "run", "fcn", "--cmd", crash, "--headless", "--duration", "15", "--device", "cpu", "--out", str(tmp_path), "--no-nvml"
+        "run",
+        "fcn",
+        "--cmd",
+        crash,
+        "--headless",
+        "--duration",
+        "15",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path),
+        "--no-nvml",
     )
     assert result.returncode == 1, result.stderr
     assert "workload B exited with status 3" in result.stderr
@@ -207,9 +273,15 @@ def test_a_crashing_child_does_not_stop_the_other(tmp_path):
         (["run", "fcn:batch=0", "--headless"], "batch"),
         (["run", "fcn:colour=red", "--headless"], "colour"),
         (["run", "fcn", "gemm", "lstm", "--headless"], "at most 2 workloads"),
-        (["run", "fcn", "--cmd", "no-such-binary-xyz", "--headless"], "command not found: no-such-binary-xyz"),
+        (
+            ["run", "fcn", "--cmd", "no-such-binary-xyz", "--headless"],
+            "command not found: no-such-binary-xyz",
+        ),
         (["run", "fcn", "--device", "tpu", "--headless"], "bad --device"),
-        (["run", "fcn", "--duration", "2", "--stagger", "3", "--headless"], "longer than --stagger"),
+        (
+            ["run", "fcn", "--duration", "2", "--stagger", "3", "--headless"],
+            "longer than --stagger",
+        ),
         (["export", "/nonexistent/run", "--csv", "/tmp/x"], "no such run directory"),
     ],
 )
@@ -227,7 +299,9 @@ def test_corrupt_run_is_exit_2(tmp_path):
     run.mkdir()
     (run / "run.json").write_text("{")
     result = gpumon("export", str(run), "--csv", str(tmp_path / "out"))
-    assert result.returncode == 2 and "corrupt" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2 and "corrupt" in result.stderr and "Traceback" not in result.stderr
+    )
 
 
 def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
@@ -237,8 +311,20 @@ def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
     base_b = exclusive(tmp_path / "base-b", "A", rate=250.0, spec="gemm")
     result = gpumon(
         # 10 s each: the live line gives r and STP once the overlap holds MIN_OVERLAP_S (whatever the machine's speed)
-        "run", "lstm:duration=10", "gemm:duration=10", "--headless", "--json", "--device", "cpu", "--no-nvml",
-        "--out", str(tmp_path / "runs"), "--baseline", f"A={base_a}", "--baseline", f"B={base_b}",
+        "run",
+        "lstm:duration=10",
+        "gemm:duration=10",
+        "--headless",
+        "--json",
+        "--device",
+        "cpu",
+        "--no-nvml",
+        "--out",
+        str(tmp_path / "runs"),
+        "--baseline",
+        f"A={base_a}",
+        "--baseline",
+        f"B={base_b}",
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
@@ -253,14 +339,26 @@ def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
             assert entry["stp"] == pytest.approx(sum(1 / r for r in entry["slowdown"].values()))
             # the live line has a point, no interval: the verdict its STP implies at the two digits it shows
             shown = round(entry["stp"], 2)
-            assert entry["verdict"] == ("pays" if shown > 1 else "loses" if shown < 1 else "cannot tell"), entry
+            assert entry["verdict"] == (
+                "pays" if shown > 1 else "loses" if shown < 1 else "cannot tell"
+            ), entry
     assert checked, result.stdout
 
 
 def test_a_closed_stdout_does_not_stop_the_run(tmp_path):
     """`gpumon run ... --headless | head -1`: the reader goes away, the capture still completes."""
     proc = subprocess.Popen(
-        [*GPUMON, "run", "lstm:steps=400", "--headless", "--device", "cpu", "--no-nvml", "--out", str(tmp_path)],
+        [
+            *GPUMON,
+            "run",
+            "lstm:steps=400",
+            "--headless",
+            "--device",
+            "cpu",
+            "--no-nvml",
+            "--out",
+            str(tmp_path),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

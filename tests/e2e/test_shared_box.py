@@ -19,7 +19,9 @@ from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
 from tests.helpers import gpumon, only_run, recorded, run_until, steps_span
 
-needs_cc = pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
+needs_cc = pytest.mark.skipif(
+    fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml"
+)
 # Someone else's job: it steps forever until the test ends it (gpumon never signals it).
 STEPPER = "import time\nwhile True:\n    sum(range(2000))\n    time.sleep(0.01)\n"
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -64,26 +66,44 @@ def capture(tmp_path_factory: pytest.TempPathFactory, stepper: subprocess.Popen)
     runs = tmp / "runs"
     job = shlex.join([sys.executable, "-c", JOB])
     # until B has stepped beside A for 2 s and the other process was seen at 5 process ticks
-    result = run_until(["--cmd", job, "--cmd", job, "--stagger", "4", "--headless"], runs, env=env,
-                       what="2 s of B's steps and 5 ticks of the other process",
-                       enough=lambda: steps_span(runs, "B")[1] >= 2.0 and len(recorded(runs, "gpu_others")) >= 5)
+    result = run_until(
+        ["--cmd", job, "--cmd", job, "--stagger", "4", "--headless"],
+        runs,
+        env=env,
+        what="2 s of B's steps and 5 ticks of the other process",
+        enough=lambda: steps_span(runs, "B")[1] >= 2.0 and len(recorded(runs, "gpu_others")) >= 5,
+    )
     assert result.returncode == 128 + signal.SIGINT, result.stderr
     (tmp / "stderr.txt").write_text(result.stderr)
     return only_run(runs)
 
 
-def test_capture_records_the_other_gpu_process(capture: Path, stepper: subprocess.Popen, tmp_path: Path) -> None:
+def test_capture_records_the_other_gpu_process(
+    capture: Path, stepper: subprocess.Popen, tmp_path: Path
+) -> None:
     run = load_run(capture)
     others = run.others()
-    assert len(others) >= 5 and set(others["pid"]) == {stepper.pid}  # the jobs' own PIDs are not "others"
+    assert len(others) >= 5 and set(others["pid"]) == {
+        stepper.pid
+    }  # the jobs' own PIDs are not "others"
     assert set(others["user"]) == {getpass.getuser()}
     assert set(others["command"]) == {psutil.Process(stepper.pid).name()}
     assert (others["gpu_mem_mib"] == 2048).all()
-    assert (others["rss_mib"] > 1).all() and (others["elapsed_s"] > 0).all() and others["cpu_pct"].notna().all()
-    assert others["sm_pct"].notna().all() and (others["sm_pct"] <= 30).all() and (others["sm_pct"] > 0).all()
+    assert (
+        (others["rss_mib"] > 1).all()
+        and (others["elapsed_s"] > 0).all()
+        and others["cpu_pct"].notna().all()
+    )
+    assert (
+        others["sm_pct"].notna().all()
+        and (others["sm_pct"] <= 30).all()
+        and (others["sm_pct"] > 0).all()
+    )
     procs = run.processes()
     jobs = procs[procs.process.isin(["A", "B"])]["gpu_sm_util"]
-    assert jobs.notna().all() and (jobs <= 40).all()  # 40 + 40 + 30 > 100: all three scaled together
+    assert (
+        jobs.notna().all() and (jobs <= 40).all()
+    )  # 40 + 40 + 30 > 100: all three scaled together
     assert stepper.poll() is None  # gpumon left it running
     stderr = (capture.parents[1] / "stderr.txt").read_text()
     notice = f"gpumon: another process is on the GPU: pid {stepper.pid} ({getpass.getuser()}, "
@@ -91,7 +111,9 @@ def test_capture_records_the_other_gpu_process(capture: Path, stepper: subproces
 
     exported = gpumon("export", str(run.path), "--csv", str(tmp_path / "csv"))
     assert exported.returncode == 0, exported.stderr
-    assert (tmp_path / "csv" / "gpu_others.csv").read_text() == (run.path / "gpu_others.csv").read_text()
+    assert (tmp_path / "csv" / "gpu_others.csv").read_text() == (
+        run.path / "gpu_others.csv"
+    ).read_text()
 
 
 def test_compare_says_the_pair_is_not_clean(capture: Path, stepper: subprocess.Popen) -> None:
@@ -101,7 +123,10 @@ def test_compare_says_the_pair_is_not_clean(capture: Path, stepper: subprocess.P
     assert f"pid {stepper.pid} ({getpass.getuser()}, {command}) on the GPU for" in text.stdout
     assert "so the pair is not clean" in text.stdout
     assert "so the baseline is not clean" in text.stdout  # A's exclusive phase had it too
-    assert f"disturbed: pid {stepper.pid} ({getpass.getuser()}, {command}) also used the GPU" in text.stdout
+    assert (
+        f"disturbed: pid {stepper.pid} ({getpass.getuser()}, {command}) also used the GPU"
+        in text.stdout
+    )
 
     as_json = gpumon("compare", "--shared", str(capture), "--json")
     assert as_json.returncode == 0, as_json.stderr
@@ -109,7 +134,11 @@ def test_compare_says_the_pair_is_not_clean(capture: Path, stepper: subprocess.P
     found = {d["role"]: d for d in data["pair"]["disturbed_by"]}
     assert set(found) == {"baseline", "pair"}
     other = found["pair"]
-    assert other["pid"] == stepper.pid and other["command"] == command and other["user"] == getpass.getuser()
+    assert (
+        other["pid"] == stepper.pid
+        and other["command"] == command
+        and other["user"] == getpass.getuser()
+    )
     assert other["gpu_mem_mib"] == 2048 and other["share"] >= 0.9 and other["seconds"] > 0
     assert "disturbed:" in data["summary"]
 
@@ -117,7 +146,17 @@ def test_compare_says_the_pair_is_not_clean(capture: Path, stepper: subprocess.P
 def test_a_run_recorded_before_gpu_others_still_reads() -> None:
     run = load_run(DATA / "cpu_same_core" / "x-fcn")
     assert not (run.path / "gpu_others.csv").exists()
-    assert run.others().empty and list(run.others().columns) == ["t", "pid", "user", "command", "gpu_mem_mib", "sm_pct", "cpu_pct", "rss_mib", "elapsed_s"]
+    assert run.others().empty and list(run.others().columns) == [
+        "t",
+        "pid",
+        "user",
+        "command",
+        "gpu_mem_mib",
+        "sm_pct",
+        "cpu_pct",
+        "rss_mib",
+        "elapsed_s",
+    ]
 
 
 @needs_cc
@@ -126,10 +165,24 @@ def test_a_gpu_the_box_lacks_is_refused_before_anything_starts(tmp_path: Path, g
     lib = fake.build(tmp_path / "lib")
     env = fake.environment(lib, fake.write_scenario(tmp_path / "scenario.txt", scenario(999999)))
     runs = tmp_path / "runs"
-    result = gpumon("run", "gemm", "--headless", "--duration", "2", "--device", "cpu", "--gpu", gpu,
-                    "--out", str(runs), env=env)
+    result = gpumon(
+        "run",
+        "gemm",
+        "--headless",
+        "--duration",
+        "2",
+        "--device",
+        "cpu",
+        "--gpu",
+        gpu,
+        "--out",
+        str(runs),
+        env=env,
+    )
     assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"gpumon: error: --gpu {gpu}"), result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(
+        f"gpumon: error: --gpu {gpu}"
+    ), result.stderr
     assert "1 GPU(s) found by NVML" in result.stderr
     assert not runs.exists()
 
@@ -145,10 +198,18 @@ def test_monitor_table_lists_it(capture: Path, stepper: subprocess.Popen) -> Non
     marks = {row.mark: row for row in view.processes}
     assert set(marks) == {"A", "B", ""} and view.others_on_gpu == 1
     other = marks[""]
-    assert other.pid == stepper.pid and other.gpu_mem_mib == 2048 and other.command == psutil.Process(stepper.pid).name()
+    assert (
+        other.pid == stepper.pid
+        and other.gpu_mem_mib == 2048
+        and other.command == psutil.Process(stepper.pid).name()
+    )
     text = render_table(view.processes, 120)
     line = next(span for span in text.split("\n") if str(stepper.pid) in span.plain)
-    assert [s.style for s in line.spans] == ["dim"] and "2.0G" in line.plain and getpass.getuser() in line.plain
+    assert (
+        [s.style for s in line.spans] == ["dim"]
+        and "2.0G" in line.plain
+        and getpass.getuser() in line.plain
+    )
 
 
 def test_an_experiment_marks_the_pair(capture: Path, stepper: subprocess.Popen) -> None:
@@ -158,4 +219,7 @@ def test_an_experiment_marks_the_pair(capture: Path, stepper: subprocess.Popen) 
 
     comparison = compare([], [load_run(capture)])
     (row,) = pair_rows([Pair("fcn", "gemm", [], [], comparison=comparison)])
-    assert f"⚠ disturbed by pid {stepper.pid} ({getpass.getuser()}, {psutil.Process(stepper.pid).name()})" in row[-1]
+    assert (
+        f"⚠ disturbed by pid {stepper.pid} ({getpass.getuser()}, {psutil.Process(stepper.pid).name()})"
+        in row[-1]
+    )

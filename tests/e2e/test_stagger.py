@@ -12,8 +12,18 @@ STAGGER_S = 10
 
 def _run(tmp_path, first: str, second: str, *extra: str):
     return gpumon(
-        "run", "--cmd", first, "--cmd", second, "--stagger", str(STAGGER_S), "--headless", "--no-nvml",
-        "--out", str(tmp_path), *extra,
+        "run",
+        "--cmd",
+        first,
+        "--cmd",
+        second,
+        "--stagger",
+        str(STAGGER_S),
+        "--headless",
+        "--no-nvml",
+        "--out",
+        str(tmp_path),
+        *extra,
     )
 
 
@@ -22,7 +32,9 @@ def test_a_first_job_that_fails_early_is_recorded_in_its_slot_and_the_second_nev
 
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
-    failure = [line for line in result.stderr.splitlines() if line.startswith("gpumon: run failed:")]
+    failure = [
+        line for line in result.stderr.splitlines() if line.startswith("gpumon: run failed:")
+    ]
     assert len(failure) == 1, result.stderr
     assert "workload A (cmd:bash -c 'sleep 1; exit 3') exited with status 3" in failure[0]
     assert "workload B not started" in failure[0]
@@ -39,7 +51,9 @@ def test_a_first_job_that_fails_early_is_recorded_in_its_slot_and_the_second_nev
     assert run.meta.status == "failed"  # A failed (its own status 3): the run says so
 
 
-def test_a_first_job_that_ends_well_early_leaves_the_second_to_start_at_the_stagger_in_its_own_slot(tmp_path):
+def test_a_first_job_that_ends_well_early_leaves_the_second_to_start_at_the_stagger_in_its_own_slot(
+    tmp_path,
+):
     result = _run(tmp_path, "sleep 0.5", "sleep 0.5", "--json")
 
     assert result.returncode == 0, result.stderr
@@ -52,7 +66,9 @@ def test_a_first_job_that_ends_well_early_leaves_the_second_to_start_at_the_stag
     assert json.loads(result.stdout.splitlines()[-1])["status"] == 0
 
 
-def test_a_first_job_that_cannot_be_started_is_one_line_exit_1_and_the_second_never_starts(tmp_path):
+def test_a_first_job_that_cannot_be_started_is_one_line_exit_1_and_the_second_never_starts(
+    tmp_path,
+):
     program = tmp_path / "train"
     program.write_bytes(b"\x00\x01 not an executable format\n")
     program.chmod(0o755)
@@ -60,15 +76,31 @@ def test_a_first_job_that_cannot_be_started_is_one_line_exit_1_and_the_second_ne
 
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
-    failure = [line for line in result.stderr.splitlines() if line.startswith("gpumon: run failed:")]
-    assert len(failure) == 1 and failure[0].startswith("gpumon: run failed: workload A (cmd:"), result.stderr
-    assert failure[0].endswith(f") could not start: cannot start {program}: Exec format error at 0.0 s; "
-                               "workload B not started"), result.stderr
+    failure = [
+        line for line in result.stderr.splitlines() if line.startswith("gpumon: run failed:")
+    ]
+    assert len(failure) == 1 and failure[0].startswith("gpumon: run failed: workload A (cmd:"), (
+        result.stderr
+    )
+    assert failure[0].endswith(
+        f") could not start: cannot start {program}: Exec format error at 0.0 s; "
+        "workload B not started"
+    ), result.stderr
     said = [line for line in result.stderr.splitlines() if line.startswith("gpumon: workload A")]
-    assert len(said) == 1 and said[0].endswith(f"could not start: cannot start {program}: Exec format error"), said
-    assert any(line.startswith("gpumon: workload B not started (cmd:sleep 2): A could not start: cannot start")
-               for line in result.stderr.splitlines()), result.stderr
+    assert len(said) == 1 and said[0].endswith(
+        f"could not start: cannot start {program}: Exec format error"
+    ), said
+    assert any(
+        line.startswith(
+            "gpumon: workload B not started (cmd:sleep 2): A could not start: cannot start"
+        )
+        for line in result.stderr.splitlines()
+    ), result.stderr
     run = load_run(only_run(tmp_path / "runs"))
     a, b = (run.meta.workload(slot) for slot in ("A", "B"))
     assert a is not None and a.state == "failed" and a.pid is None
-    assert b is not None and b.state == "not started" and b.reason.startswith("A could not start: cannot start")
+    assert (
+        b is not None
+        and b.state == "not started"
+        and b.reason.startswith("A could not start: cannot start")
+    )

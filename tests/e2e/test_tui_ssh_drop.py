@@ -21,16 +21,30 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux
 
 def test_terminal_hangup_stops_children_and_finalises(tmp_path):
     socket = str(tmp_path / "tmux.sock")
-    command = shlex.join([sys.executable, "-m", "gpumon", "run", "fcn", "gemm", "--device", "cpu", "--no-nvml"])
+    command = shlex.join(
+        [sys.executable, "-m", "gpumon", "run", "fcn", "gemm", "--device", "cpu", "--no-nvml"]
+    )
     env = {**os.environ, "GPUMON_RUNS": str(tmp_path / "runs")}
     subprocess.run(
-        ["tmux", "-S", socket, "new-session", "-d", "-x", "100", "-y", "30", command], env=env, check=True
+        ["tmux", "-S", socket, "new-session", "-d", "-x", "100", "-y", "30", command],
+        env=env,
+        check=True,
     )
     try:
-        run_dir = wait_for(lambda: next((tmp_path / "runs").glob("*/run.json"), None), what="the capture").parent
-        wait_for(lambda: stepping(run_dir) == {"A", "B"}, timeout=90, what="both workloads stepping")
-        pane_pid = int(subprocess.run(["tmux", "-S", socket, "list-panes", "-F", "#{pane_pid}"],
-                                      capture_output=True, text=True, check=True).stdout.split()[0])
+        run_dir = wait_for(
+            lambda: next((tmp_path / "runs").glob("*/run.json"), None), what="the capture"
+        ).parent
+        wait_for(
+            lambda: stepping(run_dir) == {"A", "B"}, timeout=90, what="both workloads stepping"
+        )
+        pane_pid = int(
+            subprocess.run(
+                ["tmux", "-S", socket, "list-panes", "-F", "#{pane_pid}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()[0]
+        )
         monitor = psutil.Process(pane_pid)
         children = monitor.children()
         assert len(children) == 2

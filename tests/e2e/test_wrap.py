@@ -29,12 +29,23 @@ TRAIN = textwrap.dedent(
 
 
 def test_wrap_execs_the_command_with_the_probe() -> None:
-    env = {**os.environ, "GPUMON_PROBE_FD": "99"}  # a stale pipe number from an outer gpumon is not inherited
-    proc = subprocess.Popen([*GPUMON, "wrap", "--", sys.executable, "-c", TRAIN], stdout=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+    env = {
+        **os.environ,
+        "GPUMON_PROBE_FD": "99",
+    }  # a stale pipe number from an outer gpumon is not inherited
+    proc = subprocess.Popen(
+        [*GPUMON, "wrap", "--", sys.executable, "-c", TRAIN],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().split() == [str(proc.pid), "None"]  # exec: gpumon's own PID, no pipe
+        assert proc.stdout.readline().split() == [
+            str(proc.pid),
+            "None",
+        ]  # exec: gpumon's own PID, no pipe
         sock = wait_for(lambda: rendezvous.connect(proc.pid), timeout=60, what="the rendezvous")
         sock.settimeout(30)
         data = b""
@@ -51,7 +62,9 @@ def test_wrap_execs_the_command_with_the_probe() -> None:
 
 
 def test_wrap_without_a_command_or_with_a_missing_one() -> None:
-    for args, message in ((["wrap"], "wrap needs a command, e.g. gpumon wrap -- python train.py"),
-                          (["wrap", "--", "no-such-command-here"], "command not found: no-such-command-here")):
+    for args, message in (
+        (["wrap"], "wrap needs a command, e.g. gpumon wrap -- python train.py"),
+        (["wrap", "--", "no-such-command-here"], "command not found: no-such-command-here"),
+    ):
         done = gpumon(*args)
         assert (done.returncode, done.stderr) == (2, f"gpumon: error: {message}\n")

@@ -18,11 +18,28 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def serve(socket: Path, slice_ms: float = 30.0, switch_ms: float = 3.0, mps_fill: float = 0.6) -> Iterator[Path]:
+def serve(
+    socket: Path, slice_ms: float = 30.0, switch_ms: float = 3.0, mps_fill: float = 0.6
+) -> Iterator[Path]:
     """The fake time-sliced device listening on ``socket`` while the block runs."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fakegpu.server", str(socket), "--slice-ms", str(slice_ms),
-                             "--switch-ms", str(switch_ms), "--mps-fill", str(mps_fill)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.fakegpu.server",
+            str(socket),
+            "--slice-ms",
+            str(slice_ms),
+            "--switch-ms",
+            str(switch_ms),
+            "--mps-fill",
+            str(mps_fill),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         yield socket

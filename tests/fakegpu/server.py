@@ -37,7 +37,9 @@ CHUNK_S = 5e-3  # the scheduler looks again at least this often
 @dataclass(eq=False)
 class Client:
     mps: bool = False
-    queue: deque = field(default_factory=deque)  # [remaining_s, started_at or None, done Event, record]
+    queue: deque = field(
+        default_factory=deque
+    )  # [remaining_s, started_at or None, done Event, record]
 
     def work(self) -> float:
         return sum(k[0] for k in self.queue)
@@ -52,8 +54,12 @@ class Device:
         self.since = 0.0
         self.mark = 0.0
         self.last: list[Client] = []
-        self.switched_at: float | None = None  # the end of the holder's last stretch, while a switch is under way
-        self.switches: list[float] = []  # each switch's wall time, as the probes see it (see the module docstring)
+        self.switched_at: float | None = (
+            None  # the end of the holder's last stretch, while a switch is under way
+        )
+        self.switches: list[
+            float
+        ] = []  # each switch's wall time, as the probes see it (see the module docstring)
 
     def submit(self, client: Client, durations: list[float]) -> list[list]:
         kernels = [[d, None, threading.Event(), {}] for d in durations]
@@ -91,12 +97,20 @@ class Device:
                     running, rate, switch = busy, 1 / (1 + self.fill), 0.0
                 else:
                     switch = 0.0
-                    if self.owner not in busy:  # the holder ran out of work: the other takes the device at once
+                    if (
+                        self.owner not in busy
+                    ):  # the holder ran out of work: the other takes the device at once
                         self.owner, self.since = busy[0], now
-                    elif len(busy) == 2 and now - self.since >= self.slice_s:  # its slice is over and the other waits
+                    elif (
+                        len(busy) == 2 and now - self.since >= self.slice_s
+                    ):  # its slice is over and the other waits
                         self.owner = next(c for c in busy if c is not self.owner)
                         switch = self.switch_s
-                    left = self.since + self.slice_s - now if len(busy) == 2 and not switch else CHUNK_S
+                    left = (
+                        self.since + self.slice_s - now
+                        if len(busy) == 2 and not switch
+                        else CHUNK_S
+                    )
                     step = max(1e-4, min(CHUNK_S, self.owner.work(), left))
                     running, rate = [self.owner], 1.0
             if switch:

@@ -48,8 +48,20 @@ def build_all(out_dir: Path, variants: tuple[str, ...] = tuple(VARIANTS)) -> dic
         lib_dir = Path(out_dir) / variant
         lib_dir.mkdir(parents=True, exist_ok=True)
         cmd = [
-            cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden",
-            *VARIANTS[variant], "-o", str(lib_dir / LIBRARY), str(SOURCE), "-lm", "-lpthread",
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-fvisibility=hidden",
+            *VARIANTS[variant],
+            "-o",
+            str(lib_dir / LIBRARY),
+            str(SOURCE),
+            "-lm",
+            "-lpthread",
         ]
         jobs[variant] = (lib_dir, subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True))
     for variant, (_, proc) in jobs.items():

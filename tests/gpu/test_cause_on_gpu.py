@@ -21,14 +21,22 @@ pytestmark = pytest.mark.gpu
 def capture(out: Path, *specs: str, seconds: int = 15) -> Path:
     """A capture stopped with Ctrl-C once the last job's post-warm-up steps span ``seconds`` (B: beside A)."""
     last = "B" if len(specs) > 1 else "A"
-    done = run_until([*specs, "--headless", "--device", "cuda", "--stagger", "5" if len(specs) > 1 else "0"], out,
-                     enough=lambda: steps_span(out, last)[1] >= seconds, what=f"{seconds} s of {last}'s steps")
+    done = run_until(
+        [*specs, "--headless", "--device", "cuda", "--stagger", "5" if len(specs) > 1 else "0"],
+        out,
+        enough=lambda: steps_span(out, last)[1] >= seconds,
+        what=f"{seconds} s of {last}'s steps",
+    )
     assert done.returncode == 128 + signal.SIGINT, done.stderr
     return only_run(out)
 
 
-@pytest.mark.parametrize(("job", "cause"), [("h2d:preset=paper", "link"), ("fcn:preset=paper", "gpu")])
-def test_a_job_beside_itself_slows_for_the_expected_reason(tmp_path: Path, job: str, cause: str) -> None:
+@pytest.mark.parametrize(
+    ("job", "cause"), [("h2d:preset=paper", "link"), ("fcn:preset=paper", "gpu")]
+)
+def test_a_job_beside_itself_slows_for_the_expected_reason(
+    tmp_path: Path, job: str, cause: str
+) -> None:
     alone = capture(tmp_path / "alone", job)
     pair = capture(tmp_path / "pair", job, job, seconds=20)
     c = compare([load_run(alone)], [load_run(pair)])

@@ -24,9 +24,22 @@ CAP_S = 300  # --duration: a cap only
 def run_until_running(out: Path, label: str, *workloads: str, lines: int) -> Path:
     """`gpumon run --headless --json` until every job has printed ``lines`` running status lines; Ctrl-C."""
     proc = subprocess.Popen(
-        [*GPUMON, "run", *workloads, "--headless", "--json", "--duration", str(CAP_S), "--out", str(out),
-         "--label", label],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            *GPUMON,
+            "run",
+            *workloads,
+            "--headless",
+            "--json",
+            "--duration",
+            str(CAP_S),
+            "--out",
+            str(out),
+            "--label",
+            label,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     running = {slot: 0 for slot in "AB"[: len(workloads)]}
     for line in proc.stdout:
@@ -75,15 +88,31 @@ def test_doctor_verify_passes_on_the_gpu() -> None:
 def test_resnet50_and_vgg19_shared_compared_with_their_exclusive_runs(tmp_path: Path) -> None:
     runs = {
         label: run_until_running(tmp_path / label, label, *jobs, lines=10)
-        for label, jobs in (("r50", ("resnet50",)), ("vgg", ("vgg19",)), ("pair", ("resnet50", "vgg19")))
+        for label, jobs in (
+            ("r50", ("resnet50",)),
+            ("vgg", ("vgg19",)),
+            ("pair", ("resnet50", "vgg19")),
+        )
     }
-    done = gpumon("compare", "--exclusive", str(runs["r50"]), "--exclusive", str(runs["vgg"]),
-                  "--shared", str(runs["pair"]), "--json", timeout=300)
+    done = gpumon(
+        "compare",
+        "--exclusive",
+        str(runs["r50"]),
+        "--exclusive",
+        str(runs["vgg"]),
+        "--shared",
+        str(runs["pair"]),
+        "--json",
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     for slot in ("A", "B"):
         slowdown = result["workloads"][slot]["slowdown"]
         # Sharing cannot make a job much faster than alone; 0.9 allows run-to-run noise.
-        assert slowdown["estimate"] >= 0.9 and slowdown["low"] <= slowdown["estimate"] <= slowdown["high"]
+        assert (
+            slowdown["estimate"] >= 0.9
+            and slowdown["low"] <= slowdown["estimate"] <= slowdown["high"]
+        )
     stp = result["pair"]["stp"]["estimate"]
     assert 0.3 < stp < 2.5 and result["pair"]["verdict"]

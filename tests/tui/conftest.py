@@ -54,10 +54,20 @@ def probe_request(steps: int = 0, exit_code: int = 0) -> LaunchRequest:
 
 def make_test_plan(runs_dir: Path, commands: list[str] = (), **kwargs) -> RunPlan:
     config = SessionConfig(device="cpu", interval_ms=100, runs_dir=runs_dir, nvml=False)
-    return make_plan([], list(commands), session=config, label=kwargs.pop("label", None), duration_s=None, stagger_s=0.0, **kwargs)
+    return make_plan(
+        [],
+        list(commands),
+        session=config,
+        label=kwargs.pop("label", None),
+        duration_s=None,
+        stagger_s=0.0,
+        **kwargs,
+    )
 
 
-async def wait_until(pilot, condition: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> object:
+async def wait_until(
+    pilot, condition: Callable[[], object], timeout: float = 20.0, what: str = "condition"
+) -> object:
     """Let the app run until ``condition()`` is truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -79,9 +89,42 @@ def runs_dir(tmp_path: Path) -> Path:
 # A box with four GPUs: the jobs' GPU 0 (from the replayed device samples) and three others as the sampler
 # reads them every 0.5 s (util, memory, power, temperature, clock, process count; no PCIe or GPM).
 OTHER_GPUS = (
-    (1, dict(gpu_util=0.0, mem_util=0.0, mem_used_mib=512.0, power_w=62.0, temp_c=31.0, sm_clock_mhz=210.0), 0),
-    (2, dict(gpu_util=100.0, mem_util=71.0, mem_used_mib=38_000.0, power_w=385.0, temp_c=74.0, sm_clock_mhz=1410.0), 2),
-    (3, dict(gpu_util=35.0, mem_util=12.0, mem_used_mib=12_300.0, power_w=171.0, temp_c=52.0, sm_clock_mhz=1410.0), 1),
+    (
+        1,
+        dict(
+            gpu_util=0.0,
+            mem_util=0.0,
+            mem_used_mib=512.0,
+            power_w=62.0,
+            temp_c=31.0,
+            sm_clock_mhz=210.0,
+        ),
+        0,
+    ),
+    (
+        2,
+        dict(
+            gpu_util=100.0,
+            mem_util=71.0,
+            mem_used_mib=38_000.0,
+            power_w=385.0,
+            temp_c=74.0,
+            sm_clock_mhz=1410.0,
+        ),
+        2,
+    ),
+    (
+        3,
+        dict(
+            gpu_util=35.0,
+            mem_util=12.0,
+            mem_used_mib=12_300.0,
+            power_w=171.0,
+            temp_c=52.0,
+            sm_clock_mhz=1410.0,
+        ),
+        1,
+    ),
 )
 
 
@@ -95,8 +138,13 @@ def feed_four_gpus(model, until: float, jobs_processes: int = 2) -> None:
         t = i / 2
         jobs = GpuSummary(0, name, gpu.get("uuid"), model.device, jobs_processes, jobs=True)
         others = tuple(
-            GpuSummary(index, name, f"GPU-{index:08d}-0000-0000-0000-000000000000",
-                       DeviceSample(t, mem_total_mib=40960.0, **figures), processes)
+            GpuSummary(
+                index,
+                name,
+                f"GPU-{index:08d}-0000-0000-0000-000000000000",
+                DeviceSample(t, mem_total_mib=40960.0, **figures),
+                processes,
+            )
             for index, figures, processes in OTHER_GPUS
         )
         model.handle(GpuOverview(t, (jobs, *others)))
@@ -109,7 +157,15 @@ def screen_text(app) -> list[str]:
     from rich.console import Console
 
     width, height = app.size
-    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system=None,
-                      record=True, legacy_windows=False, safe_box=False)
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        force_terminal=True,
+        color_system=None,
+        record=True,
+        legacy_windows=False,
+        safe_box=False,
+    )
     console.print(app.screen._compositor.render_update(full=True))
     return console.export_text().splitlines()[:height]

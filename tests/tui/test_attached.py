@@ -39,7 +39,9 @@ time.sleep(120)
 @pytest.fixture
 def runner():
     """A real process standing in for the runner (the viewer must signal it only on x, y): prints what it gets."""
-    proc = subprocess.Popen([sys.executable, "-c", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline() == "up\n"
     yield proc
     if proc.poll() is None:
@@ -58,18 +60,45 @@ def _live_run(tmp_path: Path, runner: subprocess.Popen) -> Path:
     assert runner.stdout.readline() == "locked\n"
     t0 = time.monotonic_ns() - 5_000_000_000  # the runner started 5 s ago
     meta = initial_meta(
-        label="gemm", mode="exclusive", clock_t0_ns=t0, started_at="2026-11-25T00:00:00", interval_ms=100, device="cpu",
-        stagger_s=0.0, host={}, gpu=None, nvml=SourceStatus("nvml", False, "disabled (--no-nvml)"), versions={},
-        workloads=[WorkloadRecord("A", spec="gemm", kind="builtin", argv=[], pid=runner_pid, start_t=0.5,
-                                  state="running")],
+        label="gemm",
+        mode="exclusive",
+        clock_t0_ns=t0,
+        started_at="2026-11-25T00:00:00",
+        interval_ms=100,
+        device="cpu",
+        stagger_s=0.0,
+        host={},
+        gpu=None,
+        nvml=SourceStatus("nvml", False, "disabled (--no-nvml)"),
+        versions={},
+        workloads=[
+            WorkloadRecord(
+                "A",
+                spec="gemm",
+                kind="builtin",
+                argv=[],
+                pid=runner_pid,
+                start_t=0.5,
+                state="running",
+            )
+        ],
     )
-    meta.runner = RunnerInfo(runner_pid, psutil.Process(runner_pid).create_time(), 0, "me", RunnerInfo.current().host, True)
+    meta.runner = RunnerInfo(
+        runner_pid,
+        psutil.Process(runner_pid).create_time(),
+        0,
+        "me",
+        RunnerInfo.current().host,
+        True,
+    )
     meta.baselines = {"A": str(baseline)}
     (run_dir / "run.json").write_text(json.dumps(meta.to_json()))
     for table, columns in TABLES.items():
         (run_dir / f"{table}.csv").write_text(",".join(columns) + "\n")
     with open(run_dir / "steps.csv", "a") as f:
-        f.writelines(f"A,{runner_pid},{i},{0.5 + 0.05 * i},0.05,256,{int(i <= 5)},0,\n" for i in range(1, 81))
+        f.writelines(
+            f"A,{runner_pid},{i},{0.5 + 0.05 * i},0.05,256,{int(i <= 5)},0,\n" for i in range(1, 81)
+        )
     return run_dir
 
 
@@ -81,31 +110,48 @@ def _finish(run_dir: Path) -> None:
 
 
 @run_async
-async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_picture(tmp_path, runner):
+async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_picture(
+    tmp_path, runner
+):
     run_dir = _live_run(tmp_path, runner)
     source, feed = open_follow(run_dir)
     screen = AttachedScreen(source, feed)
     app = replay_app(screen)
     async with app.run_test(size=(120, 40)) as pilot:
         status = lambda: screen.query_one("#status", TextLine).plain  # noqa: E731
-        await wait_until(pilot, lambda: f"runner pid {runner.pid}" in status() and screen.latest is not None
-                         and screen.latest.workloads[0].figures is not None, what="the run followed")
+        await wait_until(
+            pilot,
+            lambda: (
+                f"runner pid {runner.pid}" in status()
+                and screen.latest is not None
+                and screen.latest.workloads[0].figures is not None
+            ),
+            what="the run followed",
+        )
         assert "gpumon attach" in status()
-        assert feed.model.baselines["A"][0] == pytest.approx(40.0, rel=0.05)  # run.json's --baseline, read back
+        assert feed.model.baselines["A"][0] == pytest.approx(
+            40.0, rel=0.05
+        )  # run.json's --baseline, read back
 
         await pilot.press("x")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation"
+        )
         await pilot.press("n")
         await wait_until(pilot, lambda: app.screen is screen, what="back without stopping")
         assert runner.poll() is None, "the viewer signalled the runner without a yes"
 
         await pilot.press("x")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation"
+        )
         await pilot.press("y")
         assert runner.stdout.readline() == "SIGTERM\n"
 
         _finish(run_dir)  # what the runner writes when it stops
-        await wait_until(pilot, lambda: "ended: complete" in status(), what="the end of the run shown")
+        await wait_until(
+            pilot, lambda: "ended: complete" in status(), what="the end of the run shown"
+        )
         assert source.ended and source.now() == 4.6
         await pilot.press("q")
     assert app.return_value == 0
@@ -117,7 +163,11 @@ async def test_quitting_the_viewer_never_signals_the_runner(tmp_path, runner):
     source, feed = open_follow(run_dir)
     app = replay_app(AttachedScreen(source, feed))
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: source.status == "running" and feed.model.live.figures("A", 5.0).steps, what="steps")
+        await wait_until(
+            pilot,
+            lambda: source.status == "running" and feed.model.live.figures("A", 5.0).steps,
+            what="steps",
+        )
         await pilot.press("q")
     assert runner.poll() is None
 
@@ -129,13 +179,17 @@ async def test_an_mps_run_is_predicted_and_labelled_as_mps(tmp_path, runner, mon
     meta["share"] = {"mode": "mps", "threads": [30, 70], "existing_daemon": False}
     (run_dir / "run.json").write_text(json.dumps(meta))
     asked = []
-    monkeypatch.setattr("gpumon.tui.screens.attached.load_baselines", lambda model, runs, share: asked.append(share))
+    monkeypatch.setattr(
+        "gpumon.tui.screens.attached.load_baselines", lambda model, runs, share: asked.append(share)
+    )
     source, feed = open_follow(run_dir)
     screen = AttachedScreen(source, feed)
     app = replay_app(screen)
     async with app.run_test(size=(120, 40)) as pilot:
         status = lambda: screen.query_one("#status", TextLine).plain  # noqa: E731
-        await wait_until(pilot, lambda: asked and "runner pid" in status(), what="the baselines loaded")
+        await wait_until(
+            pilot, lambda: asked and "runner pid" in status(), what="the baselines loaded"
+        )
         assert asked == ["mps"]  # the mode the prediction models, not the label "mps 30/70"
         assert "mps 30/70" in status()
         await pilot.press("q")
@@ -154,5 +208,6 @@ async def test_the_viewers_own_baseline_replaces_the_runs_for_its_slot(tmp_path,
         rate, label = feed.model.baselines["A"]
         assert rate == pytest.approx(80.0, rel=0.05) and label == f"baseline {mine.name}"
         await pilot.press("q")
-    assert json.loads((run_dir / "run.json").read_text())["baselines"] == {"A": str(tmp_path / "baseline")}
-
+    assert json.loads((run_dir / "run.json").read_text())["baselines"] == {
+        "A": str(tmp_path / "baseline")
+    }

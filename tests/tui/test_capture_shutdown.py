@@ -20,7 +20,11 @@ from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_un
 
 # A child that ignores SIGTERM: the launcher waits its 5 s grace before SIGKILL, so shutdown is slow.
 STUBBORN = shlex.join(
-    [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(120)"]
+    [
+        sys.executable,
+        "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(120)",
+    ]
 )
 
 
@@ -45,7 +49,10 @@ def test_toggle_capture_while_shutdown_is_under_way_is_refused_at_once(runs_dir)
     controller = Controller(make_test_plan(runs_dir, [STUBBORN], label="stubborn"))
     first = controller.start()
     controller.launch(slot="A", request=controller.plan.requests[0])
-    wait_for(lambda: "up" in "\n".join(controller.session.launcher.get("A").tail), what="the child to start")
+    wait_for(
+        lambda: "up" in "\n".join(controller.session.launcher.get("A").tail),
+        what="the child to start",
+    )
     stopper = threading.Thread(target=controller.shutdown)
     stopper.start()
     wait_for(lambda: controller.shutting_down, what="shutdown to begin")
@@ -62,12 +69,18 @@ async def test_c_during_shutdown_does_nothing_and_says_why(runs_dir):
     app = GpumonApp(Controller(make_test_plan(runs_dir, [STUBBORN, probe_command()], label="pair")))
     async with app.run_test(size=(100, 30)) as pilot:
         first = await wait_until(pilot, lambda: app.controller.capture_path, what="the capture")
-        await wait_until(pilot, lambda: app.controller.running("A") and app.controller.running("B"), what="both jobs")
+        await wait_until(
+            pilot,
+            lambda: app.controller.running("A") and app.controller.running("B"),
+            what="both jobs",
+        )
         await pilot.press("q")
         await wait_until(pilot, lambda: app.controller.shutting_down, what="shutdown to begin")
         await pilot.press("c")
         await wait_until(
-            pilot, lambda: any("c does nothing now" in n.message for n in app._notifications), what="the refusal"
+            pilot,
+            lambda: any("c does nothing now" in n.message for n in app._notifications),
+            what="the refusal",
         )
         await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
     assert _runs(runs_dir) == [first]
@@ -87,9 +100,13 @@ async def test_a_capture_that_cannot_be_written_is_shown_and_stops_the_jobs(runs
             what="the notification",
         )
         await wait_until(
-            pilot, lambda: "✖ capture stopped at" in app.monitor.query_one("#status", TextLine).plain, what="the status line"
+            pilot,
+            lambda: "✖ capture stopped at" in app.monitor.query_one("#status", TextLine).plain,
+            what="the status line",
         )
-        await wait_until(pilot, lambda: not app.controller.running("A"), what="the job to be stopped")
+        await wait_until(
+            pilot, lambda: not app.controller.running("A"), what="the job to be stopped"
+        )
         await pilot.press("q")
         await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
     assert app.return_value == 1

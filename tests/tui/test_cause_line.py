@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpumon.core.interference.live_cause import load_baseline
-from gpumon.core.records.model import DeviceSample, SourceStatus, StepEvent, WorkloadMeta, WorkloadState
+from gpumon.core.records.model import (
+    DeviceSample,
+    SourceStatus,
+    StepEvent,
+    WorkloadMeta,
+    WorkloadState,
+)
 from gpumon.core.store.trace import load_run, summarize
 from gpumon.tui.model import LiveModel
 from gpumon.tui.widgets.interference import interference_text
@@ -30,8 +36,19 @@ def test_fcn_beside_fcn_shows_waiting_for_the_gpu_live() -> None:
     for n in range(int(10 * shared)):
         t = round((n + 1) / shared, 6)
         for pid, slot in enumerate("AB", start=1):
-            model.handle(StepEvent(slot, pid, n, t, 1 / shared, samples=64.0, warmup=n < 5,
-                                   copy_bytes=201216, copy_s=0.0008))
+            model.handle(
+                StepEvent(
+                    slot,
+                    pid,
+                    n,
+                    t,
+                    1 / shared,
+                    samples=64.0,
+                    warmup=n < 5,
+                    copy_bytes=201216,
+                    copy_s=0.0008,
+                )
+            )
         if n % 30 == 0:
             model.handle(DeviceSample(t, gpu_util=99.0, pcie_rx_bps=0.2e9))
     view = model.view(10.0)
@@ -63,4 +80,8 @@ def test_the_prediction_from_both_baselines_shows_beside_the_measured() -> None:
             text = interference_text(model.view(t)).plain
             assert text.startswith("measuring… (") and text.endswith(line), text
     text = interference_text(model.view(8.0)).plain
-    assert "A r 2.0" in text and text.endswith(line) and text.index("A r 2.0") < text.index("predicted")
+    assert (
+        "A r 2.0" in text
+        and text.endswith(line)
+        and text.index("A r 2.0") < text.index("predicted")
+    )

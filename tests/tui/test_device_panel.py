@@ -13,11 +13,18 @@ from gpumon.tui.widgets.lines import TextLine
 from tests.tui.conftest import run_async, wait_until
 from tests.tracegen import staggered_pair
 
-GPM = {"sm_active_pct": 95.7, "sm_occupancy_pct": 14.1, "dram_bw_pct": 23.9, "tensor_active_pct": 92.9}
+GPM = {
+    "sm_active_pct": 95.7,
+    "sm_occupancy_pct": 14.1,
+    "dram_bw_pct": 23.9,
+    "tensor_active_pct": 92.9,
+}
 LINK_BPS = 63.0e9  # Gen5 x16: 16 x 3.938 GB/s
 
 
-def _rewrite(root: Path, columns: tuple[str, ...], values: dict[str, float], gpu: dict[str, object]) -> Path:
+def _rewrite(
+    root: Path, columns: tuple[str, ...], values: dict[str, float], gpu: dict[str, object]
+) -> Path:
     """The generated GPU run, its device.csv laid out as ``columns`` (``values`` filled in), run.json's gpu updated."""
     with open(root / "device.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -46,7 +53,12 @@ async def _gpm_line(root: Path, size: tuple[int, int]) -> str:
 @run_async
 async def test_panel_shows_gpm_figures_and_link_percent(tmp_path):
     gpu = {"gpm_metrics": list(GPM_COLUMNS), "pcie_max_bps": LINK_BPS, "pcie_method": "gpm"}
-    root = _rewrite(staggered_pair(tmp_path / "run", gpu=True), DEVICE_COLUMNS, {**GPM, "pcie_rx_bps": 31.5e9}, gpu)
+    root = _rewrite(
+        staggered_pair(tmp_path / "run", gpu=True),
+        DEVICE_COLUMNS,
+        {**GPM, "pcie_rx_bps": 31.5e9},
+        gpu,
+    )
     wide = await _gpm_line(root, (120, 40))
     for expected in ("SM active 96%", "occupancy 14%", "DRAM bw 24%", "tensor 93%", "link RX 50%"):
         assert expected in wide, wide
@@ -59,7 +71,9 @@ async def test_panel_shows_gpm_figures_and_link_percent(tmp_path):
 async def test_run_recorded_before_gpm_reads_no_gpm_and_link_from_gen_and_width(tmp_path):
     old_columns = tuple(c for c in DEVICE_COLUMNS if c not in GPM_COLUMNS)
     root = _rewrite(
-        staggered_pair(tmp_path / "run", gpu=True), old_columns, {"pcie_rx_bps": 3.1504e9},
+        staggered_pair(tmp_path / "run", gpu=True),
+        old_columns,
+        {"pcie_rx_bps": 3.1504e9},
         {"pcie_gen": 4, "pcie_width": 16, "gpm_metrics": None, "pcie_max_bps": None},
     )
     line = await _gpm_line(root, (120, 40))

@@ -19,9 +19,21 @@ from tests.tui.conftest import run_async
 
 NAN = math.nan
 H100 = "NVIDIA H100 80GB HBM3"
-SAMPLE = DeviceSample(1.0, gpu_util=97.0, mem_util=41.0, mem_used_mib=41984.0, mem_total_mib=81920.0,
-                      pcie_rx_bps=12.34e9, pcie_tx_bps=1.5e6, power_w=512.4, temp_c=63.0, sm_clock_mhz=1980.0)
-HOST = HostSample(1.0, cpu_pct=37.0, mem_used_mib=6144.0, mem_total_mib=16384.0, per_core=(12.5, 97.0))
+SAMPLE = DeviceSample(
+    1.0,
+    gpu_util=97.0,
+    mem_util=41.0,
+    mem_used_mib=41984.0,
+    mem_total_mib=81920.0,
+    pcie_rx_bps=12.34e9,
+    pcie_tx_bps=1.5e6,
+    power_w=512.4,
+    temp_c=63.0,
+    sm_clock_mhz=1980.0,
+)
+HOST = HostSample(
+    1.0, cpu_pct=37.0, mem_used_mib=6144.0, mem_total_mib=16384.0, per_core=(12.5, 97.0)
+)
 
 
 class _PanelApp(App):
@@ -51,13 +63,20 @@ async def test_a_gpu_shows_each_figure_beside_its_graph():
     async with app.run_test(size=(100, 12)) as pilot:
         panel = app.query_one(DevicePanel)
         assert panel.border_title == "device"  # until the first view names the GPU
-        graphs = {"gpu_util": Series((50.0, 100.0), 100.0, "%"), "mem_util": Series((100.0,), 100.0, "%"),
-                  "mem_used_mib": Series((20480.0,), 81920.0, "MiB"), "power_w": Series((700.0,), 700.0, "W"),
-                  "pcie_rx_bps": Series((63e9,), 63e9, "B/s"), "pcie_tx_bps": Series((31.5e9,), 63e9, "B/s"),
-                  "temp_c": Series((45.0,), 90.0, "°C")}
+        graphs = {
+            "gpu_util": Series((50.0, 100.0), 100.0, "%"),
+            "mem_util": Series((100.0,), 100.0, "%"),
+            "mem_used_mib": Series((20480.0,), 81920.0, "MiB"),
+            "power_w": Series((700.0,), 700.0, "W"),
+            "pcie_rx_bps": Series((63e9,), 63e9, "B/s"),
+            "pcie_tx_bps": Series((31.5e9,), 63e9, "B/s"),
+            "temp_c": Series((45.0,), 90.0, "°C"),
+        }
         panel.show(DeviceView(True, "", H100, SAMPLE, None, graphs, (), 12.0, 1.0))
         await pilot.pause()
-        assert panel.has_class("-gpu") and not panel.has_class("-host") and panel.border_title == H100
+        assert (
+            panel.has_class("-gpu") and not panel.has_class("-host") and panel.border_title == H100
+        )
         # 41984 MiB of 81920 is 41.0 of 80 GiB; 12.34e9 B/s is 12.3 GB/s, 1.5e6 is 1.5 MB/s; 512.4 W shows 512 W.
         # One row of eighths: 50 of 100 is 4 eighths (▄), 20480 of 81920 is 2 (▂), 31.5 of 63 is 4, 45 of 90 is 4.
         assert _screen(app)[:7] == _panel(
@@ -87,16 +106,42 @@ async def test_a_gpu_without_a_sample_shows_dashes_and_gpm_fits_the_panel():
             _row("Temp", dash) + "  " + _row("SM clock", dash).rstrip(),
             "SM active –  occupancy –  DRAM bw –  tensor –  link RX –  TX –",
         )
-        sample = DeviceSample(2.0, mem_used_mib=512.0, sm_active_pct=95.7, sm_occupancy_pct=14.1, dram_bw_pct=23.9,
-                              tensor_active_pct=92.9)  # 512 MiB used of a total NVML did not give
+        sample = DeviceSample(
+            2.0,
+            mem_used_mib=512.0,
+            sm_active_pct=95.7,
+            sm_occupancy_pct=14.1,
+            dram_bw_pct=23.9,
+            tensor_active_pct=92.9,
+        )  # 512 MiB used of a total NVML did not give
         panel.show(DeviceView(True, "", "GPU 1", sample, None, {}, gpm, 50.0, 0.4))
         await pilot.pause()
         assert _screen(app)[2].startswith("│ " + _row("Mem used", "512 MiB"))
-        assert _screen(app)[5] == "│ " + "SM active 96%  occupancy 14%  DRAM bw 24%  tensor 93%  link RX 50%  TX 0%".ljust(96) + " │"
+        assert (
+            _screen(app)[5]
+            == "│ "
+            + "SM active 96%  occupancy 14%  DRAM bw 24%  tensor 93%  link RX 50%  TX 0%".ljust(96)
+            + " │"
+        )
         gpm_line = app.query_one("#gpm", TextLine)
-        panel.show(DeviceView(True, "", "GPU 1", sample, None, {}, gpm, 50.0, 0.4, note="not the jobs' GPU: no GPM read"))
+        panel.show(
+            DeviceView(
+                True,
+                "",
+                "GPU 1",
+                sample,
+                None,
+                {},
+                gpm,
+                50.0,
+                0.4,
+                note="not the jobs' GPU: no GPM read",
+            )
+        )
         await pilot.pause()
-        assert gpm_line.plain == "not the jobs' GPU: no GPM read" and gpm_line._text.style == "italic"
+        assert (
+            gpm_line.plain == "not the jobs' GPU: no GPM read" and gpm_line._text.style == "italic"
+        )
 
 
 @run_async
@@ -104,7 +149,10 @@ async def test_without_nvml_the_host_shows_why_its_cpu_memory_and_cores():
     app = _PanelApp()
     async with app.run_test(size=(100, 12)) as pilot:
         panel = app.query_one(DevicePanel)
-        graphs = {"cpu_pct": Series((37.0,), 100.0, "%"), "mem_used_mib": Series((8192.0,), 16384.0, "MiB")}
+        graphs = {
+            "cpu_pct": Series((37.0,), 100.0, "%"),
+            "mem_used_mib": Series((8192.0,), 16384.0, "MiB"),
+        }
         panel.show(DeviceView(False, "not found", "", None, HOST, graphs))
         await pilot.pause()
         assert panel.has_class("-host") and not panel.has_class("-gpu")
@@ -116,8 +164,13 @@ async def test_without_nvml_the_host_shows_why_its_cpu_memory_and_cores():
             _row("Host CPU", "37%", "▃") + "  " + _row("Host mem", "6.0/16 GiB", "▄").rstrip(),
             "Cores     0: 12%  1: 97%",
         )
-        reason, cores = app.query_one("#nvml-reason", TextLine), app.query_one("#host-cores", TextLine)
-        assert reason._text.style == "italic" and cores._text.style == "dim"  # "Cores" and its padding
+        reason, cores = (
+            app.query_one("#nvml-reason", TextLine),
+            app.query_one("#host-cores", TextLine),
+        )
+        assert (
+            reason._text.style == "italic" and cores._text.style == "dim"
+        )  # "Cores" and its padding
         assert cores.plain[:10] == "Cores     "
 
 
@@ -139,9 +192,13 @@ async def test_without_nvml_or_a_host_sample_it_says_what_it_lacks():
 @run_async
 async def test_the_cores_turn_to_blocks_when_their_numbers_do_not_fit():
     app = _PanelApp()
-    async with app.run_test(size=(28, 12)) as pilot:  # 24 cells inside the panel: 14 for the cores after "Cores"
+    async with app.run_test(
+        size=(28, 12)
+    ) as pilot:  # 24 cells inside the panel: 14 for the cores after "Cores"
         panel = app.query_one(DevicePanel)
-        view = DeviceView(False, "not found", "", None, HostSample(1.0, 50.0, 1024.0, 2048.0, (12.5, 97.0)), {})
+        view = DeviceView(
+            False, "not found", "", None, HostSample(1.0, 50.0, 1024.0, 2048.0, (12.5, 97.0)), {}
+        )
         panel.show(view)
         await pilot.pause()
         cores = app.query_one("#host-cores", TextLine)
@@ -150,9 +207,17 @@ async def test_the_cores_turn_to_blocks_when_their_numbers_do_not_fit():
         await pilot.pause()
         panel.show(view)  # 13 cells: one block per core, 12.5 % one eighth (▁), 97 % eight (█)
         assert cores.plain == "Cores     ▁█"
-        panel.show(DeviceView(False, "not found", "", None, HostSample(1.0, 50.0, 1024.0, 2048.0, (12.5, 97.0, 0.0)), {}))
+        panel.show(
+            DeviceView(
+                False,
+                "not found",
+                "",
+                None,
+                HostSample(1.0, 50.0, 1024.0, 2048.0, (12.5, 97.0, 0.0)),
+                {},
+            )
+        )
         assert cores.plain == "Cores     ▁█ "  # an idle core: a blank
-
 
 
 def test_a_cores_block_is_its_percent_in_eighths_rounded() -> None:

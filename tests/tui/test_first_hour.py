@@ -33,21 +33,27 @@ def no_steps_app(root: Path) -> GpumonApp:
 
 def together_app(root: Path) -> GpumonApp:
     """Two jobs started together: the replay has no exclusive phase to measure a slowdown against."""
-    jobs = (paced_job("A", FCN, 0.0, 30.0, alone=30.0, shared=30.0, shared_from=0.0),
-            paced_job("B", GEMM, 0.0, 30.0, alone=20.0, shared=20.0, shared_from=0.0))
+    jobs = (
+        paced_job("A", FCN, 0.0, 30.0, alone=30.0, shared=30.0, shared_from=0.0),
+        paced_job("B", GEMM, 0.0, 30.0, alone=20.0, shared=20.0, shared_from=0.0),
+    )
     return _replay(write_run(root, jobs, label="fcn-gemm", interval_s=0.5), 20.0)
 
 
 async def open_launch(pilot) -> None:
     await _first_frame(pilot)
     await pilot.app.push_screen(LaunchScreen("A", "cpu"))
-    await wait_until(pilot, lambda: isinstance(pilot.app.screen, LaunchScreen), what="the launch dialog")
+    await wait_until(
+        pilot, lambda: isinstance(pilot.app.screen, LaunchScreen), what="the launch dialog"
+    )
     await pilot.pause()
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_launch_dialog_fits_with_its_buttons_and_keys(snap_compare, tmp_path, size):
-    assert snap_compare(_replay(staggered_pair(tmp_path / "run"), 20.0), terminal_size=size, run_before=open_launch)
+    assert snap_compare(
+        _replay(staggered_pair(tmp_path / "run"), 20.0), terminal_size=size, run_before=open_launch
+    )
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -64,22 +70,57 @@ def test_a_replay_without_exclusive_rates_points_at_compare(snap_compare, tmp_pa
 def test_a_process_watched_with_beside_shows_its_rate_and_slowdown(snap_compare, tmp_path, size):
     """B, a probed process gpumon did not start (--beside): its panel reads "watched, not ours" with its iter/s on
     its own scale (0-100 it/s, not 0-5k), and the interference line has its r while A runs beside it."""
-    assert snap_compare(_replay(beside_pair(tmp_path / "run"), 30.0), terminal_size=size, run_before=_first_frame)
+    assert snap_compare(
+        _replay(beside_pair(tmp_path / "run"), 30.0), terminal_size=size, run_before=_first_frame
+    )
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_compare_screen_tables_fit_without_wrapping(snap_compare, tmp_path, monkeypatch, size):
     monkeypatch.chdir(tmp_path)
     runs = Path("runs")
-    paths = [write_run(runs / "20261122-113000-fcn-alone",
-                       (paced_job("A", FCN, 0.0, 20.0, alone=40.0, shared=40.0, shared_from=0.0, cpu=98.5,
-                                  copy_bytes=200_704, copy_s=200_704 / 12e9),), label="fcn-alone", interval_s=0.5),
-             exclusive(runs / "20261122-113100-gemm-alone", "A", 25.0, GEMM),
-             write_run(runs / "20261122-114000-fcn-gemm",
-                       (paced_job("A", FCN, 0.0, 20.0, alone=28.0, shared=28.0, shared_from=0.0, cpu=98.5,
-                                  copy_bytes=200_704, copy_s=200_704 / 9e9),
-                        paced_job("B", GEMM, 0.0, 20.0, alone=19.0, shared=19.0, shared_from=0.0, cpu=98.5)),
-                       label="fcn-gemm", interval_s=0.5)]
+    paths = [
+        write_run(
+            runs / "20261122-113000-fcn-alone",
+            (
+                paced_job(
+                    "A",
+                    FCN,
+                    0.0,
+                    20.0,
+                    alone=40.0,
+                    shared=40.0,
+                    shared_from=0.0,
+                    cpu=98.5,
+                    copy_bytes=200_704,
+                    copy_s=200_704 / 12e9,
+                ),
+            ),
+            label="fcn-alone",
+            interval_s=0.5,
+        ),
+        exclusive(runs / "20261122-113100-gemm-alone", "A", 25.0, GEMM),
+        write_run(
+            runs / "20261122-114000-fcn-gemm",
+            (
+                paced_job(
+                    "A",
+                    FCN,
+                    0.0,
+                    20.0,
+                    alone=28.0,
+                    shared=28.0,
+                    shared_from=0.0,
+                    cpu=98.5,
+                    copy_bytes=200_704,
+                    copy_s=200_704 / 9e9,
+                ),
+                paced_job("B", GEMM, 0.0, 20.0, alone=19.0, shared=19.0, shared_from=0.0, cpu=98.5),
+            ),
+            label="fcn-gemm",
+            interval_s=0.5,
+        ),
+    ]
     app = _replay(paths[2], 1.0)
 
     async def open_compare(pilot) -> None:

@@ -25,15 +25,21 @@ from tests.helpers import only_run
 from tests.tui.conftest import probe_command
 
 ROOT = Path(__file__).resolve().parents[2]
-needs_cc = pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
+needs_cc = pytest.mark.skipif(
+    fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml"
+)
 
 
 # -- the model: overview lines and the device panel of another GPU --------------------------------------------------
 
 
 def _summary(index: int, t: float, jobs: int, power: float, processes: int = 0) -> GpuSummary:
-    sample = DeviceSample(t, gpu_util=10.0 * index, mem_used_mib=1000.0 * index, mem_total_mib=8192.0, power_w=power)
-    return GpuSummary(index, f"Fake GPU {index}", f"GPU-{index}", sample, processes, jobs=index == jobs)
+    sample = DeviceSample(
+        t, gpu_util=10.0 * index, mem_used_mib=1000.0 * index, mem_total_mib=8192.0, power_w=power
+    )
+    return GpuSummary(
+        index, f"Fake GPU {index}", f"GPU-{index}", sample, processes, jobs=index == jobs
+    )
 
 
 def _model(jobs: int = 1, until: float = 5.0) -> LiveModel:
@@ -43,7 +49,9 @@ def _model(jobs: int = 1, until: float = 5.0) -> LiveModel:
     model.gpu = {"index": jobs, "name": f"Fake GPU {jobs}"}
     for i in range(int(until * 2) + 1):
         t = i / 2
-        model.handle(DeviceSample(t, gpu_util=55.0, mem_used_mib=4000.0, mem_total_mib=8192.0, power_w=111.0))
+        model.handle(
+            DeviceSample(t, gpu_util=55.0, mem_used_mib=4000.0, mem_total_mib=8192.0, power_w=111.0)
+        )
         model.handle(GpuOverview(t, tuple(_summary(k, t, jobs, 100.0 + k, k) for k in range(4))))
     return model
 
@@ -51,15 +59,25 @@ def _model(jobs: int = 1, until: float = 5.0) -> LiveModel:
 def test_one_line_per_gpu_and_the_jobs_gpu_in_the_panel():
     view = _model(jobs=1).view(5.0)
     assert [g.index for g in view.gpus] == [0, 1, 2, 3] and view.shown_gpu == 1
-    assert view.device.name == "GPU 1 · Fake GPU 1 · the jobs' GPU" and view.device.sample.power_w == 111.0
+    assert (
+        view.device.name == "GPU 1 · Fake GPU 1 · the jobs' GPU"
+        and view.device.sample.power_w == 111.0
+    )
     lines = render_lines(view.gpus, view.shown_gpu, 100).plain.split("\n")
     assert len(lines) == 4 and lines[1].startswith("▸ 1 Fake GPU 1") and lines[1].endswith("jobs")
-    assert "util 20%" in lines[2] and "102 W" in lines[2] and "2 procs" in lines[2] and not lines[2].startswith("▸")
+    assert (
+        "util 20%" in lines[2]
+        and "102 W" in lines[2]
+        and "2 procs" in lines[2]
+        and not lines[2].startswith("▸")
+    )
 
 
 def test_the_jobs_line_shows_the_newest_device_sample_like_the_panel():
     model = _model(jobs=1)
-    model.handle(DeviceSample(5.3, gpu_util=99.0, mem_total_mib=8192.0, power_w=222.0))  # after the last overview
+    model.handle(
+        DeviceSample(5.3, gpu_util=99.0, mem_total_mib=8192.0, power_w=222.0)
+    )  # after the last overview
     view = model.view(5.3)
     jobs = next(g for g in view.gpus if g.jobs)
     assert jobs.sample is view.device.sample and jobs.sample.power_w == 222.0
@@ -71,7 +89,9 @@ def test_next_gpu_shows_another_gpus_readings_and_wraps():
     view = model.view(5.0)
     assert view.shown_gpu == 2 and view.device.name == "GPU 2 · Fake GPU 2 · not the jobs' GPU"
     assert view.device.sample.power_w == 102.0 and math.isnan(view.device.sample.pcie_rx_bps)
-    assert view.device.graphs["power_w"].values[-6:] == (102.0,) * 6  # its history since the overview began
+    assert (
+        view.device.graphs["power_w"].values[-6:] == (102.0,) * 6
+    )  # its history since the overview began
     assert "pcie_rx_bps" not in view.device.graphs and view.device.note.startswith("2 processes")
     assert view.processes == ()  # the table lists the jobs' GPU: not under another GPU's panel
     assert [model.next_gpu() for _ in range(3)] == [3, 0, 1]
@@ -86,7 +106,9 @@ def test_no_overview_with_one_gpu_or_when_it_is_stale():
     assert view.gpus == () and view.shown_gpu is None and model.next_gpu() is None
     assert view.device.name == "GPU"  # the one-GPU title is unchanged
     stale = _model(until=2.0)
-    assert stale.view(2.0 + OTHERS_STALE_S + 0.5).gpus == ()  # NVML stopped answering: no lines, the jobs' panel
+    assert (
+        stale.view(2.0 + OTHERS_STALE_S + 0.5).gpus == ()
+    )  # NVML stopped answering: no lines, the jobs' panel
 
 
 def test_a_lost_gpu_is_said_on_its_line_and_its_panel():
@@ -94,7 +116,9 @@ def test_a_lost_gpu_is_said_on_its_line_and_its_panel():
     lost = GpuSummary(3, "Fake GPU 3", "GPU-3", None, None)
     model.handle(GpuOverview(5.5, (*model.overview.gpus[:3], lost)))
     view = model.view(5.5)
-    assert render_lines(view.gpus, view.shown_gpu, 100).plain.split("\n")[3].endswith("? procs  lost")
+    assert (
+        render_lines(view.gpus, view.shown_gpu, 100).plain.split("\n")[3].endswith("? procs  lost")
+    )
     model.shown_gpu = 3
     assert model.view(5.5).device.note == "lost: NVML no longer answers for this GPU"
 
@@ -123,12 +147,19 @@ def test_help_and_footer_offer_g_only_with_several_gpus(tmp_path, gpus):
             await pilot.pause(0.1)
             footer = app.screen.query_one(Footer)
             actions = lambda: {key.action for key in footer.query("FooterKey")}  # noqa: E731
-            await wait_until(pilot, lambda: "toggle_output" in actions() and ("next_gpu" in actions()) == (gpus > 1),
-                             what="the footer")
-            for _ in range(2):  # and it stays so: two more frames drawn, then the footer checked again
+            await wait_until(
+                pilot,
+                lambda: "toggle_output" in actions() and ("next_gpu" in actions()) == (gpus > 1),
+                what="the footer",
+            )
+            for _ in range(
+                2
+            ):  # and it stays so: two more frames drawn, then the footer checked again
                 frames = app.screen.frames
                 app.screen.pump.poke()
-                await wait_until(pilot, lambda before=frames: app.screen.frames > before, what="another frame")
+                await wait_until(
+                    pilot, lambda before=frames: app.screen.frames > before, what="another frame"
+                )
             await pilot.pause()
             actions = actions()
             assert "toggle_output" in actions and ("next_gpu" in actions) == (gpus > 1), actions
@@ -225,32 +256,58 @@ def box(jobs: int, others: list[subprocess.Popen], gpus: int = 4) -> str:
     """A box of ``gpus`` fake H100s; the job (a child of gpumon) on GPU ``jobs``; GPU k lists k foreign processes."""
     lines, taken = ["driver 550.54.15"], 0
     for k in range(gpus):
-        lines.append(f'device name="NVIDIA Fake H100 80GB HBM3" uuid=GPU-multi-{k} mem_total_mib=81559 '
-                     f"gpu_util={10 * k} mem_used_mib={1000 * (k + 1)} power_w={POWER[k]} temp_c={40 + k}")
+        lines.append(
+            f'device name="NVIDIA Fake H100 80GB HBM3" uuid=GPU-multi-{k} mem_total_mib=81559 '
+            f"gpu_util={10 * k} mem_used_mib={1000 * (k + 1)} power_w={POWER[k]} temp_c={40 + k}"
+        )
         if k == jobs:
             lines.append("proc children_of=self mem_mib=321 sm_util=40")
-        for p in others[taken: taken + k]:
+        for p in others[taken : taken + k]:
             lines.append(f"proc pid={p.pid} mem_mib=2048 sm_util=20")
         taken += k
     return "\n".join(lines)
 
 
-def run_monitor(tmp_path: Path, lib: Path, scenario: str, gpus: int, *args: str) -> tuple[list[dict], Path]:
+def run_monitor(
+    tmp_path: Path, lib: Path, scenario: str, gpus: int, *args: str
+) -> tuple[list[dict], Path]:
     env = fake.environment(lib, fake.write_scenario(tmp_path / "scenario.txt", scenario))
-    env.update(EXPECT_GPUS=str(gpus), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    env.update(
+        EXPECT_GPUS=str(gpus), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    )
     runs = tmp_path / "runs"
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, "run", "--cmd", probe_command(), "--device", "cpu", "--out", str(runs), *args],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            "run",
+            "--cmd",
+            probe_command(),
+            "--device",
+            "cpu",
+            "--out",
+            str(runs),
+            *args,
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     results = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and results, f"child failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0 and results, (
+        f"child failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    )
     return json.loads(results[-1]), only_run(runs)
 
 
 @needs_cc
 @pytest.mark.parametrize(("gpu", "jobs"), [("2", 2), ("GPU-multi-1", 1)], ids=["index", "uuid"])
-def test_four_gpus_four_lines_g_switches_and_gpu_picks_the_jobs_gpu(tmp_path, fake_lib, someone_else, gpu, jobs):
+def test_four_gpus_four_lines_g_switches_and_gpu_picks_the_jobs_gpu(
+    tmp_path, fake_lib, someone_else, gpu, jobs
+):
     seen, run = run_monitor(tmp_path, fake_lib, box(jobs, someone_else), 4, "--gpu", gpu)
     first = seen[0]
     assert len(first["lines"]) == 4 and first["g_offered"]
@@ -270,7 +327,11 @@ def test_four_gpus_four_lines_g_switches_and_gpu_picks_the_jobs_gpu(tmp_path, fa
     meta = json.loads((run / "run.json").read_text())
     assert meta["gpu"]["index"] == jobs and meta["gpu"]["uuid"] == f"GPU-multi-{jobs}"
     device = load_run(run).device()
-    assert len(device) >= 10 and (device["power_w"] == POWER[jobs]).all() and (device["temp_c"] == 40 + jobs).all()
+    assert (
+        len(device) >= 10
+        and (device["power_w"] == POWER[jobs]).all()
+        and (device["temp_c"] == 40 + jobs).all()
+    )
     processes = load_run(run).processes()
     assert (processes[processes.process == "A"]["gpu_mem_mib"] == 321).all()
 

@@ -39,6 +39,8 @@ def test_h100_shared_replay(snap_compare, tmp_path, size):
         shutil.copytree(H100 / name, tmp_path / name)
 
     async def first_frame(pilot) -> None:
-        await wait_until(pilot, lambda: getattr(pilot.app.screen, "frames", 0) > 0, what="the first frame")
+        await wait_until(
+            pilot, lambda: getattr(pilot.app.screen, "frames", 0) > 0, what="the first frame"
+        )
 
     assert snap_compare(h100_replay(tmp_path), terminal_size=size, run_before=first_frame)

@@ -16,7 +16,9 @@ from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
 from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
 
-STAGGER_S = 30.0  # far beyond the failing job's end: B's start is due long after the test has its answer
+STAGGER_S = (
+    30.0  # far beyond the failing job's end: B's start is due long after the test has its answer
+)
 
 
 def _messages(app: GpumonApp) -> list[str]:
@@ -30,15 +32,24 @@ async def _quit(pilot, app: GpumonApp) -> None:
 
 @run_async
 async def test_b_is_not_started_once_a_has_failed_and_the_run_says_why(runs_dir):
-    plan = make_test_plan(runs_dir, [probe_command(steps=5, exit_code=3), probe_command()], label="fails")
+    plan = make_test_plan(
+        runs_dir, [probe_command(steps=5, exit_code=3), probe_command()], label="fails"
+    )
     plan = dataclasses.replace(plan, stagger_s=STAGGER_S)
     app = GpumonApp(Controller(plan))
     async with app.run_test(size=(100, 30)) as pilot:
         controller = app.controller
-        await wait_until(pilot, lambda: "B" in controller.sequence.not_started, what="B to be given up")
+        await wait_until(
+            pilot, lambda: "B" in controller.sequence.not_started, what="B to be given up"
+        )
         reason = controller.sequence.not_started["B"]
-        assert re.fullmatch(r"A exited with status 3 at [\d.]+ s, before B's start at 3\d\.\d s \(--stagger 30\)", reason), reason
-        assert not controller.sequence.pending, "nothing is left to start: B can never be launched now"
+        assert re.fullmatch(
+            r"A exited with status 3 at [\d.]+ s, before B's start at 3\d\.\d s \(--stagger 30\)",
+            reason,
+        ), reason
+        assert not controller.sequence.pending, (
+            "nothing is left to start: B can never be launched now"
+        )
         assert controller.session.launcher.get("B") is None, "B was never launched"
         assert any(m == f"B not started: {reason}" for m in _messages(app))
         path = controller.capture_path
@@ -53,20 +64,35 @@ async def test_with_beside_a_is_not_started_when_b_cannot_be_watched(runs_dir):
     target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         config = SessionConfig(device="cpu", interval_ms=100, runs_dir=runs_dir, nvml=False)
-        plan = make_plan([], [probe_command()], session=config, label="beside", duration_s=None, stagger_s=0.5,
-                         beside=str(target.pid))  # checked while it runs
+        plan = make_plan(
+            [],
+            [probe_command()],
+            session=config,
+            label="beside",
+            duration_s=None,
+            stagger_s=0.5,
+            beside=str(target.pid),
+        )  # checked while it runs
     finally:
         target.kill()
         target.wait()  # gone before the app attaches it
     app = GpumonApp(Controller(plan))
     async with app.run_test(size=(100, 30)) as pilot:
         controller = app.controller
-        await wait_until(pilot, lambda: "A" in controller.sequence.not_started, what="A to be given up")
+        await wait_until(
+            pilot, lambda: "A" in controller.sequence.not_started, what="A to be given up"
+        )
         reason = controller.sequence.not_started["A"]
-        assert reason.startswith(f"B could not start (--beside {target.pid}: the process has exited), before A's start")
-        assert controller.session.launcher.get("A") is None, "A was not started on a timer regardless"
+        assert reason.startswith(
+            f"B could not start (--beside {target.pid}: the process has exited), before A's start"
+        )
+        assert controller.session.launcher.get("A") is None, (
+            "A was not started on a timer regardless"
+        )
         assert any(m.startswith("B could not start: --beside") for m in _messages(app))
-        assert not controller.sequence.pending and controller.sequence.wake_at() is None, "nothing left to start"
+        assert not controller.sequence.pending and controller.sequence.wake_at() is None, (
+            "nothing left to start"
+        )
         await _quit(pilot, app)
     assert app.return_value == 1, "the plan's B could not be watched"
 
@@ -83,6 +109,9 @@ async def test_quitting_before_the_stagger_records_b_as_not_started(runs_dir):
         await _quit(pilot, app)
     assert app.return_value == 0
     assert list(controller.sequence.not_started) == ["B"]
-    assert re.fullmatch(r"the monitor was quit before its start at 3\d\.\d s \(--stagger 30\)", controller.sequence.not_started["B"])
+    assert re.fullmatch(
+        r"the monitor was quit before its start at 3\d\.\d s \(--stagger 30\)",
+        controller.sequence.not_started["B"],
+    )
     b = load_run(path).meta.workload("B")
     assert b is not None and b.state == "not started"

@@ -64,7 +64,12 @@ MetricRow > .metric--graph { color: #00ff00; }
 Static { border: round white; height: 3; }
 MetricRow.alert { background: #400000; }
 """
-LABEL, VALUE, BASE, GRAPH = "#808080 on #000040", "bold #ffffff on #000040", "#ffffff on #000040", "#00ff00 on #000040"
+LABEL, VALUE, BASE, GRAPH = (
+    "#808080 on #000040",
+    "bold #ffffff on #000040",
+    "#ffffff on #000040",
+    "#00ff00 on #000040",
+)
 
 
 class _StyledApp(App):
@@ -86,7 +91,10 @@ def _regions(widget) -> list:
     """Every region the widget asks to repaint from now on (all of them at once: the whole widget)."""
     asked: list = []
     refresh = widget.refresh
-    widget.refresh = lambda *regions, **kw: (asked.extend(regions or ["all"]), refresh(*regions, **kw))[1]
+    widget.refresh = lambda *regions, **kw: (
+        asked.extend(regions or ["all"]),
+        refresh(*regions, **kw),
+    )[1]
     return asked
 
 
@@ -114,9 +122,15 @@ async def test_a_text_line_pads_with_its_texts_style_and_its_second_line_is_blan
     app = _StyledApp()
     async with app.run_test(size=(50, 12)) as pilot:
         empty, line = app.query_one("#empty", TextLine), app.query_one("#line", TextLine)
-        assert empty.plain == "" and _cells(empty.render_line(0)) == [(" " * 10, "#c0c0c0 on #102030")]
-        assert line.plain == "ab"  # a Text given to the constructor is kept as it is, with its style
-        assert _cells(line.render_line(0)) == [("ab        ", "#c0c0c0 on #0000ff")]  # the text's own background
+        assert empty.plain == "" and _cells(empty.render_line(0)) == [
+            (" " * 10, "#c0c0c0 on #102030")
+        ]
+        assert (
+            line.plain == "ab"
+        )  # a Text given to the constructor is kept as it is, with its style
+        assert _cells(line.render_line(0)) == [
+            ("ab        ", "#c0c0c0 on #0000ff")
+        ]  # the text's own background
         assert _cells(line.render_line(1)) == [(" " * 10, "#c0c0c0 on #102030")]  # the widget's
         asked = _regions(line)
         line.show(Text("ab", style="on #0000ff"))  # the same text: nothing to repaint
@@ -124,7 +138,9 @@ async def test_a_text_line_pads_with_its_texts_style_and_its_second_line_is_blan
         line.show("plain words that run on")  # a str is made a Text
         assert asked == ["all"] and line.plain == "plain words that run on"
         await pilot.pause()
-        assert _cells(line.render_line(0)) == [("plain wor…", "#c0c0c0 on #102030")]  # no end of line after it
+        assert _cells(line.render_line(0)) == [
+            ("plain wor…", "#c0c0c0 on #102030")
+        ]  # no end of line after it
         assert _screen_lines(app)[2][:10] == "plain wor…"
 
 
@@ -134,7 +150,10 @@ async def test_a_metric_row_before_its_first_value_shows_its_label_and_scale():
     async with app.run_test(size=(50, 12)):
         row = app.query_one("#row", MetricRow)
         assert row.value == ""
-        assert [line[:40] for line in _screen_lines(app)[4:6]] == ["iter/s".ljust(40), "0–1".rjust(21).ljust(40)]
+        assert [line[:40] for line in _screen_lines(app)[4:6]] == [
+            "iter/s".ljust(40),
+            "0–1".rjust(21).ljust(40),
+        ]
         asked = _regions(row)
         row.show("")  # no value and no history, as before: nothing to repaint
         assert asked == []
@@ -145,18 +164,34 @@ async def test_a_metric_row_draws_each_part_in_its_style():
     app = _StyledApp()
     async with app.run_test(size=(50, 12)) as pilot:
         row = app.query_one("#row", MetricRow)
-        row.show("7", Series((5.0, 10.0), 10.0, "it/s"))  # 5 of 10 on two rows: half, the bottom row full
+        row.show(
+            "7", Series((5.0, 10.0), 10.0, "it/s")
+        )  # 5 of 10 on two rows: half, the bottom row full
         await pilot.pause()
-        assert _cells(row.render_line(0)) == [("iter/s    ", LABEL), ("          7", VALUE), (" ", BASE),
-                                              (" " * 17 + "█", GRAPH)]
-        assert _cells(row.render_line(1)) == [("0–10 it/s".rjust(21), LABEL), (" ", BASE), (" " * 16 + "██", GRAPH)]
-        assert _cells(row.render_line(2)) == [(" " * 40, BASE)]  # past its rows: blank, in its own style
+        assert _cells(row.render_line(0)) == [
+            ("iter/s    ", LABEL),
+            ("          7", VALUE),
+            (" ", BASE),
+            (" " * 17 + "█", GRAPH),
+        ]
+        assert _cells(row.render_line(1)) == [
+            ("0–10 it/s".rjust(21), LABEL),
+            (" ", BASE),
+            (" " * 16 + "██", GRAPH),
+        ]
+        assert _cells(row.render_line(2)) == [
+            (" " * 40, BASE)
+        ]  # past its rows: blank, in its own style
         row.styles.height = 3
         await pilot.pause()
         # 5 of 10 on three rows is 12 eighths: the bottom row full, the middle one half; 10 of 10 fills all three
         assert _cells(row.render_line(0))[3] == (" " * 17 + "█", GRAPH)
         assert _cells(row.render_line(1))[2] == (" " * 16 + "▄█", GRAPH)
-        assert _cells(row.render_line(2)) == [(" " * 21, BASE), (" ", BASE), (" " * 16 + "██", GRAPH)]
+        assert _cells(row.render_line(2)) == [
+            (" " * 21, BASE),
+            (" ", BASE),
+            (" " * 16 + "██", GRAPH),
+        ]
         assert _screen_lines(app)[6][:40] == " " * 22 + " " * 16 + "██"
 
 
@@ -166,10 +201,16 @@ async def test_a_metric_row_one_line_high_draws_its_graph_on_that_line():
     async with app.run_test(size=(50, 12)) as pilot:
         low = app.query_one("#low", MetricRow)
         low.styles.height = 1
-        low.show("1.98 GHz", Series((5.0,), 10.0, "MHz"))  # half of the top: four eighths of the one row
+        low.show(
+            "1.98 GHz", Series((5.0,), 10.0, "MHz")
+        )  # half of the top: four eighths of the one row
         await pilot.pause()
-        assert _cells(low.render_line(0)) == [("SM clock  ", LABEL), ("   1.98 GHz", VALUE), (" ", BASE),
-                                              (" " * 17 + "▄", GRAPH)]
+        assert _cells(low.render_line(0)) == [
+            ("SM clock  ", LABEL),
+            ("   1.98 GHz", VALUE),
+            (" ", BASE),
+            (" " * 17 + "▄", GRAPH),
+        ]
 
 
 @run_async
@@ -183,7 +224,9 @@ async def test_a_metric_row_narrower_than_its_label_and_value_is_cut_to_its_widt
         strip = row.render_line(0)
         assert strip.cell_length == 15 and strip.text == "iter/s         "
         assert row.render_line(1).text == "            0–1"
-        row.styles.width = 30  # wider again: redrawn at the new width, the graph in the 8 cells after the value
+        row.styles.width = (
+            30  # wider again: redrawn at the new width, the graph in the 8 cells after the value
+        )
         await pilot.pause()
         assert row.render_line(0).text == "iter/s            123        █"
         assert _screen_lines(app)[4][:30] == "iter/s            123        █"
@@ -198,8 +241,12 @@ async def test_a_metric_row_redraws_in_its_new_style():
         await pilot.pause()
         row.add_class("alert")  # a CSS rule now gives it another background
         await pilot.pause()
-        assert _cells(row.render_line(0)) == [("iter/s    ", "#808080 on #400000"), ("          7", "bold #ffffff on #400000"),
-                                              (" ", "#ffffff on #400000"), (" " * 17 + "█", "#00ff00 on #400000")]
+        assert _cells(row.render_line(0)) == [
+            ("iter/s    ", "#808080 on #400000"),
+            ("          7", "bold #ffffff on #400000"),
+            (" ", "#ffffff on #400000"),
+            (" " * 17 + "█", "#00ff00 on #400000"),
+        ]
 
 
 @run_async
@@ -220,17 +267,32 @@ async def test_a_metric_row_repaints_exactly_the_lines_that_changed():
         assert step("8", Series((nan,), 10.0, "it/s")) == [Region(0, 0, 40, 1)]  # the value only
         assert step("8", Series((nan,), 20.0, "it/s")) == [Region(0, 1, 40, 1)]  # the scale only
         assert step("8", Series((nan,), 20.0, "it/s")) == []  # nothing
-        assert step("8", Series((nan, 20.0), 20.0, "it/s")) == [Region(0, 0, 40, 1), Region(0, 1, 40, 1)]  # the graph
-        assert step("9", Series((nan, 5.0), 20.0, "it/s")) == [Region(0, 0, 40, 1), Region(0, 1, 40, 1)]  # both
-        assert step("9", Series((nan, 5.0), 40.0, "it/s")) == [Region(0, 1, 40, 1)]  # the bottom row and the scale
-        assert step("10", Series((nan, 10.0), 40.0, "it/s")) == [Region(0, 1, 40, 1), Region(0, 0, 40, 1)]  # and the value
+        assert step("8", Series((nan, 20.0), 20.0, "it/s")) == [
+            Region(0, 0, 40, 1),
+            Region(0, 1, 40, 1),
+        ]  # the graph
+        assert step("9", Series((nan, 5.0), 20.0, "it/s")) == [
+            Region(0, 0, 40, 1),
+            Region(0, 1, 40, 1),
+        ]  # both
+        assert step("9", Series((nan, 5.0), 40.0, "it/s")) == [
+            Region(0, 1, 40, 1)
+        ]  # the bottom row and the scale
+        assert step("10", Series((nan, 10.0), 40.0, "it/s")) == [
+            Region(0, 1, 40, 1),
+            Region(0, 0, 40, 1),
+        ]  # and the value
         await pilot.pause()
         assert [line[:40] for line in _screen_lines(app)[4:6]] == [
-            "iter/s             10 " + " " * 18, "0–40 it/s".rjust(21) + " " + " " * 17 + "▄"]
+            "iter/s             10 " + " " * 18,
+            "0–40 it/s".rjust(21) + " " + " " * 17 + "▄",
+        ]
         low = app.query_one("#low", MetricRow)
         low.styles.height = 1
         low.show("1", Series((nan,), 10.0, "MHz"))
         await pilot.pause()
         asked = _regions(low)
-        low.show("1", Series((nan,), 20.0, "MHz"))  # a one-line row shows no scale: nothing to repaint
+        low.show(
+            "1", Series((nan,), 20.0, "MHz")
+        )  # a one-line row shows no scale: nothing to repaint
         assert asked == []

@@ -65,23 +65,39 @@ def test_graph_is_fixed_scale_and_right_aligned():
 
 def overlap(rates: dict[str, float], duration: float = 20.0) -> Overlap:
     """An overlap window of ``duration`` seconds with each job at its rate."""
-    return Overlap(0.0, duration, {slot: rate * duration for slot, rate in rates.items()}, dict(rates))
+    return Overlap(
+        0.0, duration, {slot: rate * duration for slot, rate in rates.items()}, dict(rates)
+    )
 
 
 def test_slowdown_stp_and_verdict():
-    assert slowdown(40, 20) == 2 and math.isnan(slowdown(math.nan, 20)) and math.isnan(slowdown(40, 0))
+    assert (
+        slowdown(40, 20) == 2 and math.isnan(slowdown(math.nan, 20)) and math.isnan(slowdown(40, 0))
+    )
     pays = interference({"A": 40, "B": 20}, overlap({"A": 30, "B": 15}))
     assert pays.slowdown == {"A": pytest.approx(4 / 3), "B": pytest.approx(4 / 3)}
-    assert pays.stp == pytest.approx(1.5) and pays.verdict == PAYS and pays.text == "sharing pays: STP 1.50"
+    assert (
+        pays.stp == pytest.approx(1.5)
+        and pays.verdict == PAYS
+        and pays.text == "sharing pays: STP 1.50"
+    )
     assert pays.shared == {"A": 30, "B": 15} and not pays.measuring
     loses = interference({"A": 40, "B": 20}, overlap({"A": 10, "B": 5}))
     assert loses.verdict == LOSES and loses.text == "sharing loses: STP 0.50"
     even = interference({"A": 40, "B": 20}, overlap({"A": 20.02, "B": 10}))
     assert even.verdict == CANNOT_TELL and even.text == "cannot tell: STP 1.00"
     missing = interference({"A": 40}, overlap({"A": 30, "B": 15}))
-    assert math.isnan(missing.stp) and missing.verdict == "" and missing.text == "STP needs the exclusive rate of B"
+    assert (
+        math.isnan(missing.stp)
+        and missing.verdict == ""
+        and missing.text == "STP needs the exclusive rate of B"
+    )
     assert stp([2.0, 4.0]) == pytest.approx(0.75)
-    assert verdict(math.nan, math.nan) == CANNOT_TELL and verdict(1.1, 1.2) == PAYS and verdict(0.8, 0.9) == LOSES
+    assert (
+        verdict(math.nan, math.nan) == CANNOT_TELL
+        and verdict(1.1, 1.2) == PAYS
+        and verdict(0.8, 0.9) == LOSES
+    )
 
 
 def _events(process, t0, t1, rate, warmup=0, first=0):
@@ -113,7 +129,9 @@ def test_model_measures_the_exclusive_phase_and_the_slowdown():
     assert view.workload("A").exclusive_rate == pytest.approx(40)
     assert view.workload("A").exclusive_source == "exclusive phase"
     assert view.workload("B").state == "starting"
-    for e in sorted(_events("A", 10.0, 20.0, 20, first=a_next) + _events("B", 10.0, 20.0, 10), key=lambda e: e.t):
+    for e in sorted(
+        _events("A", 10.0, 20.0, 20, first=a_next) + _events("B", 10.0, 20.0, 10), key=lambda e: e.t
+    ):
         model.handle(e)
     view = model.view(20.0)
     assert view.workload("A").exclusive_rate == pytest.approx(40)
@@ -131,16 +149,28 @@ def test_a_process_watched_with_beside_runs_in_its_panel_and_in_the_interference
     """Issue 34 item 8: B, watched with --beside, reads "watched, not ours" and runs: its panel has its iter/s on the
     scale of its rate (its probe's first step, timed from the probe's start, is no rate), and the line has its r."""
     model = LiveModel()
-    attached = {"pid": 4242, "user": "alice", "command": "python train.py", "owned": False, "attached": True,
-                "probe": True}
+    attached = {
+        "pid": 4242,
+        "user": "alice",
+        "command": "python train.py",
+        "owned": False,
+        "attached": True,
+        "probe": True,
+    }
     model.handle(WorkloadState("B", "running", 0.5, pid=4242, attached=attached))
-    history = _events("B", -8.0, 10.0, 91.16)  # its probe's history, then its steps alone until A starts
-    history[0] = dataclasses.replace(history[0], iter_s=0.0002)  # its first step: 0.2 ms after the probe started
+    history = _events(
+        "B", -8.0, 10.0, 91.16
+    )  # its probe's history, then its steps alone until A starts
+    history[0] = dataclasses.replace(
+        history[0], iter_s=0.0002
+    )  # its first step: 0.2 ms after the probe started
     for e in history:
         model.handle(e)
     model.handle(WorkloadState("A", "starting", 10.0))
     model.handle(WorkloadState("A", "running", 10.0, pid=1000))
-    together = _events("A", 10.0, 30.0, 28.0, warmup=5) + _events("B", 10.0, 30.0, 90.99, first=len(history))
+    together = _events("A", 10.0, 30.0, 28.0, warmup=5) + _events(
+        "B", 10.0, 30.0, 90.99, first=len(history)
+    )
     for e in sorted(together, key=lambda e: e.t):
         model.handle(e)
     model.handle(SourceStatus("nvml", True, ""))
@@ -149,9 +179,17 @@ def test_a_process_watched_with_beside_runs_in_its_panel_and_in_the_interference
     assert b.state == "watched, not ours" and b.active
     assert b.figures is not None and b.figures.iter_per_s == pytest.approx(90.99, rel=0.01)
     assert b.iter_rate.top == 100.0 and b.iter_rate.values[-1] == pytest.approx(90.99, rel=0.02)
-    assert b.exclusive_rate == pytest.approx(91.16, rel=1e-3) and b.exclusive_source == "exclusive phase"
-    assert [row.mark for row in view.processes] == ["A", "B"]  # the process table lists it as one of the jobs
-    assert view.interference is not None and view.interference.slowdown["B"] == pytest.approx(91.16 / 90.99, rel=0.01)
+    assert (
+        b.exclusive_rate == pytest.approx(91.16, rel=1e-3)
+        and b.exclusive_source == "exclusive phase"
+    )
+    assert [row.mark for row in view.processes] == [
+        "A",
+        "B",
+    ]  # the process table lists it as one of the jobs
+    assert view.interference is not None and view.interference.slowdown["B"] == pytest.approx(
+        91.16 / 90.99, rel=0.01
+    )
 
 
 def test_the_live_line_measures_until_its_window_can_hold_a_verdict():
@@ -170,15 +208,23 @@ def test_the_live_line_measures_until_its_window_can_hold_a_verdict():
     view = model.view(12.0)
     text = interference_text(view).plain
     left = view.interference.left_s
-    assert left == pytest.approx(MIN_OVERLAP_S - (12.0 - 10.0 - 3 / 30), abs=0.05)  # from B's first step after warm-up
-    assert text.startswith(f"measuring… ({math.ceil(left)} s left)  ·  xA 40 it/s (exclusive phase)  ·  xB 40 it/s")
+    assert left == pytest.approx(
+        MIN_OVERLAP_S - (12.0 - 10.0 - 3 / 30), abs=0.05
+    )  # from B's first step after warm-up
+    assert text.startswith(
+        f"measuring… ({math.ceil(left)} s left)  ·  xA 40 it/s (exclusive phase)  ·  xB 40 it/s"
+    )
     assert " r " not in text and "STP" not in text and "pays" not in text and "loses" not in text
-    assert view.interference.verdict == "" and all(math.isnan(r) for r in view.interference.slowdown.values())
+    assert view.interference.verdict == "" and all(
+        math.isnan(r) for r in view.interference.slowdown.values()
+    )
     for e in sorted((e for e in together if e.t > 12.0), key=lambda e: e.t):
         model.handle(e)
     view = model.view(30.0)
     assert not view.interference.measuring
-    assert interference_text(view).plain.startswith("sharing pays: STP 1.25 │ A r 2.00 (40→20 it/s)  B r 1.33")
+    assert interference_text(view).plain.startswith(
+        "sharing pays: STP 1.25 │ A r 2.00 (40→20 it/s)  B r 1.33"
+    )
 
 
 def test_model_states_logs_and_relaunch_reset():
@@ -203,12 +249,18 @@ def test_model_device_view_switches_with_nvml():
     assert not model.view(0.0).device.nvml_available
     model.handle(SourceStatus("nvml", True))
     model.gpu = {"name": "Simulated GPU", "pcie_gen": 4, "pcie_width": 16}
-    model.handle(DeviceSample(0.5, gpu_util=50.0, mem_used_mib=1024.0, mem_total_mib=4096.0, pcie_rx_bps=1e9))
+    model.handle(
+        DeviceSample(0.5, gpu_util=50.0, mem_used_mib=1024.0, mem_total_mib=4096.0, pcie_rx_bps=1e9)
+    )
     device = model.view(0.9).device
     assert device.nvml_available and device.name == "Simulated GPU"
     assert device.graphs["gpu_util"].values[-1] == 50.0 and device.graphs["gpu_util"].top == 100.0
     assert device.graphs["mem_used_mib"].top == 4096.0
-    assert device.graphs["pcie_rx_bps"].top == pytest.approx(link_bps(model.gpu)) == pytest.approx(16 * 1.969e9)
+    assert (
+        device.graphs["pcie_rx_bps"].top
+        == pytest.approx(link_bps(model.gpu))
+        == pytest.approx(16 * 1.969e9)
+    )
     assert device.link_rx_pct == pytest.approx(100 * 1e9 / (16 * 1.969e9))
 
 
@@ -221,7 +273,9 @@ def test_link_capacity_prefers_run_json_max_and_is_unknown_without_a_link():
     model.handle(DeviceSample(0.5, pcie_rx_bps=1e9))
     device = model.view(0.9).device
     assert math.isnan(device.link_rx_pct), "no link known: no percentage made up"
-    assert device.graphs["pcie_rx_bps"].top == pytest.approx(15.75e9), "the graph still gets a scale"
+    assert device.graphs["pcie_rx_bps"].top == pytest.approx(15.75e9), (
+        "the graph still gets a scale"
+    )
 
 
 class WatchedEvent(threading.Event):
@@ -251,7 +305,9 @@ def test_pump_merges_ticks_until_the_ui_has_drawn():
         delivered.set()
 
     pump = RefreshPump(model, lambda: 1.0, deliver, hz=1000)
-    pump._drawn = waits = WatchedEvent(lambda: drawn_calls)  # the pump's wait for the UI's draw, observed
+    pump._drawn = waits = WatchedEvent(
+        lambda: drawn_calls
+    )  # the pump's wait for the UI's draw, observed
     waits.set()
     pump.start()
     try:
@@ -266,7 +322,9 @@ def test_pump_merges_ticks_until_the_ui_has_drawn():
         assert delivered.wait(5)
         # the pump's wait ended with the draw, not before it: no second view could come before the first was drawn
         assert waits.returned[0] == (True, 1), waits.returned
-        assert len(views) == 2 and views[-1].workload("A").log[-1] == "49"  # the 50 ticks merged into one view
+        assert (
+            len(views) == 2 and views[-1].workload("A").log[-1] == "49"
+        )  # the 50 ticks merged into one view
     finally:
         pump.stop()
         pump.join(5)

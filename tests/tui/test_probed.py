@@ -32,7 +32,9 @@ STEPPER = textwrap.dedent(
 @pytest.fixture(scope="module")
 def stepper():
     """A probed loop started outside gpumon (its own session), as a user's training in tmux would be."""
-    proc = subprocess.Popen([sys.executable, "-c", STEPPER], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STEPPER], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
     yield proc
     proc.kill()
@@ -50,13 +52,24 @@ async def test_listed_with_its_rate_then_watched_with_w(stepper, runs_dir):
     app = GpumonApp(Controller(make_test_plan(runs_dir)))
     async with app.run_test(size=(120, 40)) as pilot:
         line = app.screen.query_one(ProbedLine)
-        await wait_until(pilot, lambda: line.display and str(stepper.pid) in line.plain and "it/s" in line.plain,
-                         what="the probed process in the monitor")
+        await wait_until(
+            pilot,
+            lambda: line.display and str(stepper.pid) in line.plain and "it/s" in line.plain,
+            what="the probed process in the monitor",
+        )
         listed = {p.pid: p for p in app.controller.probes.processes()}
-        await wait_until(pilot, lambda: app.controller.probes.processes()[0].iter_per_s > 10, what="its live rate")
+        await wait_until(
+            pilot,
+            lambda: app.controller.probes.processes()[0].iter_per_s > 10,
+            what="its live rate",
+        )
         assert stepper.pid in listed
         await pilot.press("w")
-        await wait_until(pilot, lambda: isinstance(app.screen, ProbesScreen) and app.screen.shown, what="the list")
+        await wait_until(
+            pilot,
+            lambda: isinstance(app.screen, ProbesScreen) and app.screen.shown,
+            what="the list",
+        )
         assert app.screen.shown == [stepper.pid]
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.controller.running("B"), what="B attached")
@@ -80,7 +93,11 @@ async def test_beside_in_the_monitor(stepper, runs_dir):
     plan = make_test_plan(runs_dir, [probe_command()], beside=str(stepper.pid))
     app = GpumonApp(Controller(plan))
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.controller.running("A") and app.controller.running("B"), what="A beside B")
+        await wait_until(
+            pilot,
+            lambda: app.controller.running("A") and app.controller.running("B"),
+            what="A beside B",
+        )
         path = app.controller.capture_path
         await wait_until(pilot, lambda: len(recorded_b(path)[1]) > 20, what="B's steps recorded")
         await pilot.press("q")

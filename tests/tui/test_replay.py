@@ -8,7 +8,15 @@ import threading
 import pytest
 
 from gpumon.core.records.bus import Bus
-from gpumon.core.records.model import DeviceSample, HostSample, LogLine, ProcessSample, SourceStatus, StepEvent, WorkloadState
+from gpumon.core.records.model import (
+    DeviceSample,
+    HostSample,
+    LogLine,
+    ProcessSample,
+    SourceStatus,
+    StepEvent,
+    WorkloadState,
+)
 from gpumon.core.sources.replay import AS_FAST_AS_POSSIBLE, ReplaySource
 from gpumon.core.store.trace import TraceError
 from tests.tracegen import staggered_pair
@@ -41,7 +49,9 @@ def test_seek_publishes_everything_up_to_t_in_time_order(tmp_path):
     assert len(items) == first, "replay only moves forward"
     source.seek(source.end_t)
     assert source.finished
-    assert [x.text for x in items if isinstance(x, LogLine)][0].startswith("gpumon.workloads: training fcn")
+    assert [x.text for x in items if isinstance(x, LogLine)][0].startswith(
+        "gpumon.workloads: training fcn"
+    )
     exits = [x for x in items if isinstance(x, WorkloadState) and x.state == "exited"]
     assert {(x.slot, x.exit_status) for x in exits} == {("A", 0), ("B", 0)}
 
@@ -63,7 +73,13 @@ def test_play_as_fast_as_possible_reaches_the_end(tmp_path):
     root = staggered_pair(tmp_path / "run")
     bus = Bus()
     done = threading.Event()
-    bus.subscribe(lambda x: done.set() if isinstance(x, WorkloadState) and x.slot == "B" and x.state == "exited" else None)
+    bus.subscribe(
+        lambda x: (
+            done.set()
+            if isinstance(x, WorkloadState) and x.slot == "B" and x.state == "exited"
+            else None
+        )
+    )
     source = ReplaySource(root, bus, AS_FAST_AS_POSSIBLE)
     source.play()
     try:
@@ -93,7 +109,9 @@ def test_bad_runs_are_trace_errors(tmp_path):
     with pytest.raises(TraceError):
         ReplaySource(tmp_path / "missing", Bus())
     root = staggered_pair(tmp_path / "run")
-    (root / "steps.csv").write_text("process,pid,step,t,iter_s,samples,warmup,copy_bytes,copy_s\nA,x,0,1,1,,0,0,\n")
+    (root / "steps.csv").write_text(
+        "process,pid,step,t,iter_s,samples,warmup,copy_bytes,copy_s\nA,x,0,1,1,,0,0,\n"
+    )
     with pytest.raises(TraceError):
         ReplaySource(root, Bus()).load()
     with pytest.raises(ValueError):

@@ -34,17 +34,36 @@ async def test_runs_screen_replays_a_run_and_compares_the_marked_ones(tmp_path):
         assert screen.marked == set(screen.summaries)
         assert screen.query_one("#runs-table").get_cell("20261122-113000-fcn-alone", "mark") == MARK
         await pilot.press("c")
-        compare = await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen, what="compare")
+        compare = await wait_until(
+            pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen, what="compare"
+        )
         await wait_until(pilot, lambda: compare.lines, 60, "the analysis")
         assert any("STP" in line for line in compare.lines), compare.lines
         await pilot.press("escape")
         await wait_until(pilot, lambda: app.screen is screen, what="back to the runs")
 
         await pilot.press("enter")
-        replay = await wait_until(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen is not screen and app.screen, what="replay")
+        replay = await wait_until(
+            pilot,
+            lambda: (
+                isinstance(app.screen, ReplayScreen) and app.screen is not screen and app.screen
+            ),
+            what="replay",
+        )
         await pilot.press("end")
-        await wait_until(pilot, lambda: replay.source.finished and replay.latest is not None and replay.latest.t == replay.source.end_t, 30, "the end")
-        await wait_until(pilot, lambda: replay.latest.workload("B").state == "exited 0", what="B's end")
+        await wait_until(
+            pilot,
+            lambda: (
+                replay.source.finished
+                and replay.latest is not None
+                and replay.latest.t == replay.source.end_t
+            ),
+            30,
+            "the end",
+        )
+        await wait_until(
+            pilot, lambda: replay.latest.workload("B").state == "exited 0", what="B's end"
+        )
         await pilot.press("escape")
         await wait_until(pilot, lambda: app.screen is screen, what="back to the runs")
 

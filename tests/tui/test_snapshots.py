@@ -22,7 +22,9 @@ def _replay(root: Path, t: float) -> GpumonApp:
 
 
 async def _first_frame(pilot) -> None:
-    await wait_until(pilot, lambda: getattr(pilot.app.screen, "frames", 0) > 0, what="the first frame")
+    await wait_until(
+        pilot, lambda: getattr(pilot.app.screen, "frames", 0) > 0, what="the first frame"
+    )
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -44,7 +46,9 @@ def test_help(snap_compare, tmp_path, size):
     async def open_help(pilot) -> None:
         await _first_frame(pilot)
         await pilot.press("question_mark")
-        await wait_until(pilot, lambda: type(pilot.app.screen).__name__ == "HelpScreen", what="help")
+        await wait_until(
+            pilot, lambda: type(pilot.app.screen).__name__ == "HelpScreen", what="help"
+        )
 
     assert snap_compare(app, terminal_size=size, run_before=open_help)
 
@@ -99,6 +103,10 @@ def test_monitor_four_gpus_another_shown(snap_compare, tmp_path, size):
     async def press_g(pilot) -> None:
         await _first_frame(pilot)
         await pilot.press("g", "g")
-        await wait_until(pilot, lambda: "GPU 2" in str(pilot.app.screen.query_one("#device").border_title), what="GPU 2")
+        await wait_until(
+            pilot,
+            lambda: "GPU 2" in str(pilot.app.screen.query_one("#device").border_title),
+            what="GPU 2",
+        )
 
     assert snap_compare(app, terminal_size=size, run_before=press_g)

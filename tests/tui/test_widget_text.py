@@ -25,15 +25,30 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def _styles(text) -> list[tuple[str, str]]:
-    return [(text.plain[s.start:s.end], str(s.style)) for s in text.spans]
+    return [(text.plain[s.start : s.end], str(s.style)) for s in text.spans]
 
 
 def _gpus() -> tuple[GpuSummary, ...]:
     return (
-        GpuSummary(0, H100, "GPU-0", DeviceSample(1.0, gpu_util=97.0, mem_used_mib=41984.0, mem_total_mib=81920.0,
-                                                  power_w=512.0), 3, jobs=True),
-        GpuSummary(1, H100, "GPU-1", DeviceSample(1.0, gpu_util=5.0, mem_used_mib=512.0, mem_total_mib=81920.0,
-                                                  power_w=70.0), 1),
+        GpuSummary(
+            0,
+            H100,
+            "GPU-0",
+            DeviceSample(
+                1.0, gpu_util=97.0, mem_used_mib=41984.0, mem_total_mib=81920.0, power_w=512.0
+            ),
+            3,
+            jobs=True,
+        ),
+        GpuSummary(
+            1,
+            H100,
+            "GPU-1",
+            DeviceSample(
+                1.0, gpu_util=5.0, mem_used_mib=512.0, mem_total_mib=81920.0, power_w=70.0
+            ),
+            1,
+        ),
         GpuSummary(10, None, None, None, None),  # lost: no sample, processes unknown
     )
 
@@ -63,17 +78,27 @@ def test_gpu_names_lose_the_vendor_then_their_end_when_short_of_room() -> None:
     assert exact.startswith("▸ 0 " + H100 + "  util 97%")
     tight = render_lines(_gpus()[:1], shown=0, width=fixed + len(H100) - 1).plain
     assert tight.startswith("▸ 0 H100 80GB HBM3  util 97%")
-    assert render_lines(_gpus()[:1], shown=0, width=10).plain.startswith("▸ 0 H10…  util")  # 4 characters at least
+    assert render_lines(_gpus()[:1], shown=0, width=10).plain.startswith(
+        "▸ 0 H10…  util"
+    )  # 4 characters at least
 
 
 def test_a_lost_gpu_keeps_its_process_count() -> None:
     lost = GpuSummary(3, "X", None, None, 2)
-    assert render_lines((lost,), shown=None, width=80).plain == "  3 X  util –  mem –  –  2 procs  lost"
+    assert (
+        render_lines((lost,), shown=None, width=80).plain
+        == "  3 X  util –  mem –  –  2 procs  lost"
+    )
 
 
 def test_a_gpu_with_one_process_and_one_with_none() -> None:
-    one = GpuSummary(0, "X", None, DeviceSample(0.0, gpu_util=0.0, mem_used_mib=100.0, mem_total_mib=512.0), 0)
-    assert render_lines((one,), shown=None, width=80).plain == "  0 X  util 0%  mem 100/512 MiB  –  0 procs"
+    one = GpuSummary(
+        0, "X", None, DeviceSample(0.0, gpu_util=0.0, mem_used_mib=100.0, mem_total_mib=512.0), 0
+    )
+    assert (
+        render_lines((one,), shown=None, width=80).plain
+        == "  0 X  util 0%  mem 100/512 MiB  –  0 procs"
+    )
 
 
 def _rows() -> tuple[ProcessRow, ...]:
@@ -95,23 +120,36 @@ def test_the_process_table_row_by_row() -> None:
         "B 5       ?           1023M  100     0     1.0G 23:59:59    150 x",
     ]
     lines = text.plain.split("\n")
-    assert _styles(text) == [(lines[0], "bold"), (lines[2], "dim"), (lines[3], "dim")]  # ours plain, others dim
+    assert _styles(text) == [
+        (lines[0], "bold"),
+        (lines[2], "dim"),
+        (lines[3], "dim"),
+    ]  # ours plain, others dim
 
 
 def test_the_process_table_cuts_long_lines_and_rates() -> None:
     lines = render_table(_rows()[:1], width=40).plain.split("\n")
-    assert lines == ["  PID     USER      GPU MEM  SM%  CPU% …", "A 4242    alice        2.0G   55    97 …"]
+    assert lines == [
+        "  PID     USER      GPU MEM  SM%  CPU% …",
+        "A 4242    alice        2.0G   55    97 …",
+    ]
     rates = [ProcessRow("A", 1, "u", 1.0, 1.0, 1.0, 1.0, 1.0, "c", r) for r in (99.0, 100.0, 0.05)]
-    assert [line.split()[-2] for line in render_table(tuple(rates), 200).plain.split("\n")[1:]] == ["99.0", "100",
-                                                                                                     "0.1"]
+    assert [line.split()[-2] for line in render_table(tuple(rates), 200).plain.split("\n")[1:]] == [
+        "99.0",
+        "100",
+        "0.1",
+    ]
     long_user = ProcessRow("", 1, "averyverylongname", 1.0, 1.0, 1.0, 1.0, 86400.0, "c")
     assert render_table((long_user,), 200).plain.split("\n")[1] == (
-        "  1       averyver       1M    1     1       1M    1d00h      - c")
+        "  1       averyver       1M    1     1       1M    1d00h      - c"
+    )
 
 
 def test_process_table_units_at_their_edges() -> None:
     def row(gpu_mib: float, elapsed: float) -> str:
-        return render_table((ProcessRow("A", 1, "u", gpu_mib, 1.0, 1.0, 1.0, elapsed, "c"),), 200).plain.split("\n")[1]
+        return render_table(
+            (ProcessRow("A", 1, "u", gpu_mib, 1.0, 1.0, 1.0, elapsed, "c"),), 200
+        ).plain.split("\n")[1]
 
     assert row(102400.0, 3600.0).split()[3:7] == ["100.0G", "1", "1", "1M"]
     assert row(1.0, 3600.0).split()[7] == "1:00:00" and row(1.0, 3599.0).split()[7] == "0:59:59"
@@ -125,8 +163,11 @@ def test_process_table_units_at_their_edges() -> None:
 def test_the_probed_line() -> None:
     found = [Probed(4242, "python train.py", 12.5, 100), Probed(7, "x" * 50, NAN, 0)]
     text = probed_text(found)
-    assert text.plain == ("probed, not ours: 4242 python train.py 12.5 it/s  7 " + "x" * 40 +
-                          " – it/s  ·  w watches one as B")
+    assert text.plain == (
+        "probed, not ours: 4242 python train.py 12.5 it/s  7 "
+        + "x" * 40
+        + " – it/s  ·  w watches one as B"
+    )
     assert str(text.style) == "dim"
     assert _styles(text)[:2] == [("4242 ", "bold"), ("12.5 it/s  ", "cyan")]
     assert _styles(text)[-1] == ("·  w watches one as B", "dim")
@@ -146,35 +187,45 @@ def test_graph_rows_right_aligned_top_row_first() -> None:
     assert graph_rows([NAN, 0.0, 5.0, 10.0], 10.0, 6) == ["    ▄█"]
     assert graph_rows([2.5, 5.0, 10.0], 10.0, 3, rows=2) == ["  █", "▄██"]
     assert graph_rows([1.0, 2.0, 10.0, 5.0], 10.0, 2) == ["█▄"]  # the last ``width`` values
-    assert graph_rows([1.0], 10.0, 0, rows=2) == ["", ""] and graph_rows([1.0], 10.0, 3, rows=0) == []
+    assert (
+        graph_rows([1.0], 10.0, 0, rows=2) == ["", ""] and graph_rows([1.0], 10.0, 3, rows=0) == []
+    )
     assert graph_rows([], 10.0, 2, rows=1) == ["  "]
     assert graph_rows([5.0, 10.0], 10.0, 1) == ["█"]  # one column wide
 
 
-def _device(gpm: tuple[str, ...], sample: DeviceSample | None, rx: float = 12.0, tx: float = 1.0) -> DeviceView:
+def _device(
+    gpm: tuple[str, ...], sample: DeviceSample | None, rx: float = 12.0, tx: float = 1.0
+) -> DeviceView:
     return DeviceView(True, "", H100, sample, None, {}, gpm, rx, tx)
 
 
 GPM = ("sm_active_pct", "sm_occupancy_pct", "dram_bw_pct", "tensor_active_pct")
-HOPPER = DeviceSample(1.0, sm_active_pct=96.0, sm_occupancy_pct=14.0, dram_bw_pct=24.0, tensor_active_pct=93.0)
+HOPPER = DeviceSample(
+    1.0, sm_active_pct=96.0, sm_occupancy_pct=14.0, dram_bw_pct=24.0, tensor_active_pct=93.0
+)
 
 
 def test_gpm_line_with_tensor_when_it_fits() -> None:
     wide = "SM active 96%  occupancy 14%  DRAM bw 24%  tensor 93%  link RX 12%  TX 1%"
     assert gpm_text(_device(GPM, HOPPER), width=len(wide)).plain == wide
     assert gpm_text(_device(GPM, HOPPER), width=len(wide) - 1).plain == (
-        "SM active 96%  occupancy 14%  DRAM bw 24%  link RX 12%  TX 1%")
+        "SM active 96%  occupancy 14%  DRAM bw 24%  link RX 12%  TX 1%"
+    )
     assert gpm_text(_device(GPM[:3], HOPPER), width=200).plain == (
-        "SM active 96%  occupancy 14%  DRAM bw 24%  link RX 12%  TX 1%")  # GPM without tensor activity
+        "SM active 96%  occupancy 14%  DRAM bw 24%  link RX 12%  TX 1%"
+    )  # GPM without tensor activity
     styles = _styles(gpm_text(_device(GPM, HOPPER), width=200))
     assert styles[:2] == [("SM active ", "dim"), ("96%", "bold")] and styles[-1] == ("1%", "bold")
 
 
 def test_gpm_line_without_gpm_or_a_sample() -> None:
     assert gpm_text(_device((), HOPPER, rx=NAN), width=200).plain == (
-        "SM active · occupancy · DRAM bw n/a (no GPM)  link RX –  TX 1%")
+        "SM active · occupancy · DRAM bw n/a (no GPM)  link RX –  TX 1%"
+    )
     assert gpm_text(_device(GPM, None), width=200).plain == (
-        "SM active –  occupancy –  DRAM bw –  tensor –  link RX 12%  TX 1%")
+        "SM active –  occupancy –  DRAM bw –  tensor –  link RX 12%  TX 1%"
+    )
 
 
 def test_cores_as_numbers_when_they_fit_else_blocks() -> None:
@@ -208,15 +259,21 @@ async def test_the_gpu_lines_widget_shows_every_gpu_and_hides_without_any() -> N
     app = _WidgetsApp()
     async with app.run_test(size=(110, 20)) as pilot:
         lines = app.query_one("#gpus", GpuLines)  # its keyword arguments reach the widget
-        assert lines.display is False and lines.lines == []  # hidden until there is a box of GPUs to show
+        assert (
+            lines.display is False and lines.lines == []
+        )  # hidden until there is a box of GPUs to show
         lines.show(_gpus(), 1)
         await pilot.pause()
         assert lines.display is True and lines.styles.height.value == 3
-        assert lines.lines == render_lines(_gpus(), 1, 98).plain.split("\n")  # its width less its padding
+        assert lines.lines == render_lines(_gpus(), 1, 98).plain.split(
+            "\n"
+        )  # its width less its padding
         assert _screen(app)[:3] == [" " + line for line in lines.lines]
         lines.show(_gpus()[:2], None)
         await pilot.pause()
-        assert lines.styles.height.value == 2 and lines.lines == render_lines(_gpus()[:2], None, 98).plain.split("\n")
+        assert lines.styles.height.value == 2 and lines.lines == render_lines(
+            _gpus()[:2], None, 98
+        ).plain.split("\n")
         assert _screen(app)[:2] == [" " + line for line in lines.lines]
         lines.show((), None)
         await pilot.pause()
@@ -316,7 +373,10 @@ async def test_a_text_line_is_one_line_cut_with_an_ellipsis() -> None:
         assert _screen(app)[:2] == ["short", ""] and line.plain == "short"
         line.show(Text("abcdefghijklmnopqrstuvwxyz", style="bold"))
         await pilot.pause()
-        assert _screen(app)[:2] == ["abcdefghijklmnopqrs…", ""] and line.plain == "abcdefghijklmnopqrstuvwxyz"
+        assert (
+            _screen(app)[:2] == ["abcdefghijklmnopqrs…", ""]
+            and line.plain == "abcdefghijklmnopqrstuvwxyz"
+        )
         strip = line.render_line(0)
         assert strip.cell_length == 20 and all(seg.style.bold for seg in strip if seg.text.strip())
         assert line.render_line(1).text == " " * 20
@@ -342,4 +402,7 @@ async def test_a_metric_row_draws_label_value_scale_and_graph() -> None:
         assert row.value == "1234567890123"
         row.show("7", Series((), 50.0))  # no history yet: the scale without a unit
         await pilot.pause()
-        assert _screen(app)[2].rstrip() == "iterations" + " " * 10 + "7" and _screen(app)[3].strip() == "0–50"
+        assert (
+            _screen(app)[2].rstrip() == "iterations" + " " * 10 + "7"
+            and _screen(app)[3].strip() == "0–50"
+        )

@@ -28,21 +28,60 @@ DEVICE_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
 JOB_LABELS = (*DEVICE_LABELS, "slot", "workload")
 # (metric, DeviceSample field, scale to the unit in the name, help)
 DEVICE_GAUGES = (
-    ("gpumon_gpu_utilization_ratio", "gpu_util", 0.01, "fraction of time a kernel was running (NVML)"),
-    ("gpumon_gpu_memory_utilization_ratio", "mem_util", 0.01, "fraction of time device memory was read or written"),
+    (
+        "gpumon_gpu_utilization_ratio",
+        "gpu_util",
+        0.01,
+        "fraction of time a kernel was running (NVML)",
+    ),
+    (
+        "gpumon_gpu_memory_utilization_ratio",
+        "mem_util",
+        0.01,
+        "fraction of time device memory was read or written",
+    ),
     ("gpumon_gpu_memory_used_bytes", "mem_used_mib", MIB, "device memory in use"),
     ("gpumon_gpu_memory_total_bytes", "mem_total_mib", MIB, "device memory in all"),
-    ("gpumon_gpu_pcie_rx_bytes_per_second", "pcie_rx_bps", 1.0, "PCIe bytes received by the GPU (host to device)"),
-    ("gpumon_gpu_pcie_tx_bytes_per_second", "pcie_tx_bps", 1.0, "PCIe bytes sent by the GPU (device to host)"),
+    (
+        "gpumon_gpu_pcie_rx_bytes_per_second",
+        "pcie_rx_bps",
+        1.0,
+        "PCIe bytes received by the GPU (host to device)",
+    ),
+    (
+        "gpumon_gpu_pcie_tx_bytes_per_second",
+        "pcie_tx_bps",
+        1.0,
+        "PCIe bytes sent by the GPU (device to host)",
+    ),
     ("gpumon_gpu_power_watts", "power_w", 1.0, "board power draw"),
     ("gpumon_gpu_temperature_celsius", "temp_c", 1.0, "GPU temperature"),
     ("gpumon_gpu_sm_clock_hertz", "sm_clock_mhz", 1e6, "SM clock"),
-    ("gpumon_gpu_sm_active_ratio", "sm_active_pct", 0.01, "fraction of SM cycles with a warp resident (GPM)"),
-    ("gpumon_gpu_sm_occupancy_ratio", "sm_occupancy_pct", 0.01, "resident warps over the SMs' maximum (GPM)"),
-    ("gpumon_gpu_dram_bandwidth_ratio", "dram_bw_pct", 0.01, "DRAM bandwidth used over its peak (GPM)"),
-    ("gpumon_gpu_tensor_active_ratio", "tensor_active_pct", 0.01, "fraction of cycles the tensor cores were busy (GPM)"),
+    (
+        "gpumon_gpu_sm_active_ratio",
+        "sm_active_pct",
+        0.01,
+        "fraction of SM cycles with a warp resident (GPM)",
+    ),
+    (
+        "gpumon_gpu_sm_occupancy_ratio",
+        "sm_occupancy_pct",
+        0.01,
+        "resident warps over the SMs' maximum (GPM)",
+    ),
+    (
+        "gpumon_gpu_dram_bandwidth_ratio",
+        "dram_bw_pct",
+        0.01,
+        "DRAM bandwidth used over its peak (GPM)",
+    ),
+    (
+        "gpumon_gpu_tensor_active_ratio",
+        "tensor_active_pct",
+        0.01,
+        "fraction of cycles the tensor cores were busy (GPM)",
+    ),
 )
-
 
 
 @dataclass
@@ -94,15 +133,42 @@ class RunMetrics:
                 yield family
         live = self.live.now(self.clock())
         with self._lock:
-            jobs = {slot: (job.spec, job.steps, job.copy_bytes) for slot, job in sorted(self.jobs.items())}
+            jobs = {
+                slot: (job.spec, job.steps, job.copy_bytes)
+                for slot, job in sorted(self.jobs.items())
+            }
         families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
-            "steps": CounterMetricFamily("gpumon_job_iterations", "training steps the probe reported", labels=JOB_LABELS),
-            "copy": CounterMetricFamily("gpumon_job_copy_bytes", "bytes the job copied host to device", labels=JOB_LABELS),
-            "rate": GaugeMetricFamily("gpumon_job_iterations_per_second", "iterations per second over the last 2 s", labels=JOB_LABELS),
-            "samples": GaugeMetricFamily("gpumon_job_samples_per_second", "training samples per second over the last 2 s", labels=JOB_LABELS),
-            "bandwidth": GaugeMetricFamily("gpumon_job_copy_bandwidth_bytes_per_second", "bytes per second of the copies themselves (includes time-slice waits under sharing)", labels=JOB_LABELS),
-            "wall": GaugeMetricFamily("gpumon_job_copy_throughput_bytes_per_second", "bytes copied per second of wall time", labels=JOB_LABELS),
-            "slowdown": GaugeMetricFamily("gpumon_job_slowdown_ratio", "exclusive rate over the rate while sharing (2 = half speed)", labels=JOB_LABELS),
+            "steps": CounterMetricFamily(
+                "gpumon_job_iterations", "training steps the probe reported", labels=JOB_LABELS
+            ),
+            "copy": CounterMetricFamily(
+                "gpumon_job_copy_bytes", "bytes the job copied host to device", labels=JOB_LABELS
+            ),
+            "rate": GaugeMetricFamily(
+                "gpumon_job_iterations_per_second",
+                "iterations per second over the last 2 s",
+                labels=JOB_LABELS,
+            ),
+            "samples": GaugeMetricFamily(
+                "gpumon_job_samples_per_second",
+                "training samples per second over the last 2 s",
+                labels=JOB_LABELS,
+            ),
+            "bandwidth": GaugeMetricFamily(
+                "gpumon_job_copy_bandwidth_bytes_per_second",
+                "bytes per second of the copies themselves (includes time-slice waits under sharing)",
+                labels=JOB_LABELS,
+            ),
+            "wall": GaugeMetricFamily(
+                "gpumon_job_copy_throughput_bytes_per_second",
+                "bytes copied per second of wall time",
+                labels=JOB_LABELS,
+            ),
+            "slowdown": GaugeMetricFamily(
+                "gpumon_job_slowdown_ratio",
+                "exclusive rate over the rate while sharing (2 = half speed)",
+                labels=JOB_LABELS,
+            ),
         }
         shared_slots = []
         for slot, (spec, steps, copy_bytes) in jobs.items():
@@ -113,20 +179,34 @@ class RunMetrics:
             if slot not in live.running or f is None:
                 continue
             shared_slots.append(slot)
-            for key, value in (("rate", f.iter_per_s), ("samples", f.samples_per_s),
-                               ("bandwidth", f.copy_bandwidth), ("wall", f.copy_bytes_per_s)):
+            for key, value in (
+                ("rate", f.iter_per_s),
+                ("samples", f.samples_per_s),
+                ("bandwidth", f.copy_bandwidth),
+                ("wall", f.copy_bytes_per_s),
+            ):
                 if not math.isnan(value):
                     families[key].add_metric(labels, value)
         if self.exclusive and len(shared_slots) > 1 and live.overlap is not None:
-            result = interference(self.exclusive, live.overlap)  # no r, STP nor verdict before it can hold one
+            result = interference(
+                self.exclusive, live.overlap
+            )  # no r, STP nor verdict before it can hold one
             for slot, r in result.slowdown.items():
                 if not math.isnan(r):
                     families["slowdown"].add_metric([*base, slot, jobs[slot][0]], r)
             if not math.isnan(result.stp):
-                stp = GaugeMetricFamily("gpumon_pair_stp_ratio", "system throughput: sum of 1/slowdown (above 1: sharing pays)", labels=DEVICE_LABELS)
+                stp = GaugeMetricFamily(
+                    "gpumon_pair_stp_ratio",
+                    "system throughput: sum of 1/slowdown (above 1: sharing pays)",
+                    labels=DEVICE_LABELS,
+                )
                 stp.add_metric(base, result.stp)
                 yield stp
-                verdict = GaugeMetricFamily("gpumon_pair_verdict", "1 for the current verdict on sharing", labels=(*DEVICE_LABELS, "verdict"))
+                verdict = GaugeMetricFamily(
+                    "gpumon_pair_verdict",
+                    "1 for the current verdict on sharing",
+                    labels=(*DEVICE_LABELS, "verdict"),
+                )
                 for v in VERDICTS:
                     verdict.add_metric([*base, v], 1.0 if v == result.verdict else 0.0)
                 yield verdict
@@ -136,7 +216,9 @@ class RunMetrics:
 class MetricsServer:
     """An HTTP /metrics endpoint over a run's bus, alive while the session is."""
 
-    def __init__(self, host: str, port: int, bus: Bus, clock: Callable[[], float], live: LiveStats) -> None:
+    def __init__(
+        self, host: str, port: int, bus: Bus, clock: Callable[[], float], live: LiveStats
+    ) -> None:
         """``live``: the session's live computation (it lives on ``bus`` too)."""
         from prometheus_client import CollectorRegistry
         from prometheus_client.exposition import start_http_server
@@ -149,7 +231,9 @@ class MetricsServer:
         try:
             self._server, self._thread = start_http_server(port, host, registry)
         except (OSError, socket.gaierror) as exc:
-            raise EnvironmentFailure(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+            raise EnvironmentFailure(
+                f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}"
+            ) from None
         self._unsubscribe = bus.subscribe(self.metrics.handle, *RunMetrics.TAKES)
 
     @property

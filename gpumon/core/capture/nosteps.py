@@ -9,15 +9,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from gpumon.core.records.model import ENDED_STATES, NO_STEPS, Notice, ProcessSample, StepEvent, WorkloadState
+from gpumon.core.records.model import (
+    ENDED_STATES,
+    NO_STEPS,
+    Notice,
+    ProcessSample,
+    StepEvent,
+    WorkloadState,
+)
 
-NO_STEPS_CPU_S = 5.0  # CPU-seconds of the job's process tree, a torch import and more, before it is said
+NO_STEPS_CPU_S = (
+    5.0  # CPU-seconds of the job's process tree, a torch import and more, before it is said
+)
 DOCS = "docs/probe.md#auto-probe-unmodified-scripts"
 
 
 def no_steps_text(cpu_s: float) -> str:
-    return (f"no steps seen after {cpu_s:.0f} s of CPU: the auto-probe counts optimizer.step(); "
-            f"call gpumon.probe.step() in your loop ({DOCS})")
+    return (
+        f"no steps seen after {cpu_s:.0f} s of CPU: the auto-probe counts optimizer.step(); "
+        f"call gpumon.probe.step() in your loop ({DOCS})"
+    )
 
 
 @dataclass

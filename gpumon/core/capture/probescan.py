@@ -91,8 +91,13 @@ class ProbeScanner(threading.Thread):
         with self._lock:
             commands = {str(pid): command for pid, (command, _) in self._followed.items()}
         return sorted(
-            (Probed(int(key), commands[key], live.figures[key].iter_per_s, live.figures[key].steps)
-             for key in live.running if key in commands),
+            (
+                Probed(
+                    int(key), commands[key], live.figures[key].iter_per_s, live.figures[key].steps
+                )
+                for key in live.running
+                if key in commands
+            ),
             key=lambda probed: probed.pid,
         )
 

@@ -132,7 +132,10 @@ class Sampler(threading.Thread):
                 self.bus.publish(device)
         if self.ticks % self.process_every == 0:
             every_thread = self.ticks // self.process_every % FULL_TREE_EVERY == 0
-            trees = {slot: self.host.tree_pids(pid, every_thread) for slot, pid in self.workload_pids().items()}
+            trees = {
+                slot: self.host.tree_pids(pid, every_thread)
+                for slot, pid in self.workload_pids().items()
+            }
             all_pids = [p for pids in trees.values() for p in pids]
             every = nvml.gpu_process_metrics(t) if nvml_up and nvml is not None else {}
             ours = set(all_pids)
@@ -149,7 +152,9 @@ class Sampler(threading.Thread):
                 self.bus.publish(seen)
                 if ours:
                     self._announce_others(seen)
-                if self.overview and nvml is not None:  # every GPU's cheap figures, at this cadence only
+                if (
+                    self.overview and nvml is not None
+                ):  # every GPU's cheap figures, at this cadence only
                     gpus = nvml.overview(t, device, len(every))
                     if gpus:
                         self.bus.publish(GpuOverview(t, gpus))
@@ -171,11 +176,21 @@ class Sampler(threading.Thread):
                 [f"SM {other.sm_pct:.0f} %"] * (not math.isnan(other.sm_pct))
                 + [f"{other.gpu_mem_mib / 1024:.1f} GiB"] * (not math.isnan(other.gpu_mem_mib))
             )
-            self.bus.publish(Notice(seen.t, f"another process is on the GPU: {who}, {use}; this capture is not alone"))
+            self.bus.publish(
+                Notice(
+                    seen.t,
+                    f"another process is on the GPU: {who}, {use}; this capture is not alone",
+                )
+            )
 
     def _check_foreign(self, our_pids: list[int], gpu_pids: Iterable[int]) -> None:
         """Warn once when, after a grace period, NVML lists processes but never ours (PID namespace)."""
-        if self._foreign_warned or not self.expect_gpu_processes or not our_pids or self.nvml is None:
+        if (
+            self._foreign_warned
+            or not self.expect_gpu_processes
+            or not our_pids
+            or self.nvml is None
+        ):
             return
         if self.ticks * self.interval_s < NAMESPACE_GRACE_S:
             return

@@ -92,7 +92,9 @@ class RunSequence:
         self.start_t: float | None = None
         self.over = False  # stopped or timed out: nothing more starts
         self.not_started: dict[Slot, str] = {}
-        self.failed_starts: dict[Slot, str] = {}  # jobs whose start or attach raised, and what it said
+        self.failed_starts: dict[
+            Slot, str
+        ] = {}  # jobs whose start or attach raised, and what it said
         self._waiting: list[_Waiting] = []
         self._history: SoloHistory | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -106,7 +108,10 @@ class RunSequence:
         """The run time by which ``advance`` should be called again (None: nothing more to do by time)."""
         if self.over or self.start_t is None:
             return None
-        times = [w.at if w.at is not None else self.session.clock.now() + LEAD_POLL_S for w in self._waiting]
+        times = [
+            w.at if w.at is not None else self.session.clock.now() + LEAD_POLL_S
+            for w in self._waiting
+        ]
         if self.duration_s:
             times.append(self.start_t + self.duration_s)
         return min(times) if times else None
@@ -128,7 +133,12 @@ class RunSequence:
             reason = self._why_not(waiting, now, stopping, time_up)
             if reason is not None:
                 events.append(self._give_up(waiting, reason))
-            elif waiting.at is not None and now >= waiting.at or waiting.at is None and self._lead_known(now):
+            elif (
+                waiting.at is not None
+                and now >= waiting.at
+                or waiting.at is None
+                and self._lead_known(now)
+            ):
                 events.append(self._launch(waiting))
         if not self._waiting and self._unsubscribe is not None:
             self._unsubscribe()
@@ -147,18 +157,28 @@ class RunSequence:
         if self.beside is not None:
             if self.requests:
                 self._history = SoloHistory(BESIDE_SLOT)
-                self._unsubscribe = self.session.bus.subscribe(self._history.handle, *SoloHistory.TAKES)
+                self._unsubscribe = self.session.bus.subscribe(
+                    self._history.handle, *SoloHistory.TAKES
+                )
             if stopping is None:
                 try:
-                    events.append(Started(BESIDE_SLOT, self.session.attach(slot=BESIDE_SLOT, request=self.beside)))
-                except GpumonError as exc:  # e.g. it exited since the plan was checked: A must not start then
+                    events.append(
+                        Started(
+                            BESIDE_SLOT, self.session.attach(slot=BESIDE_SLOT, request=self.beside)
+                        )
+                    )
+                except (
+                    GpumonError
+                ) as exc:  # e.g. it exited since the plan was checked: A must not start then
                     self.failed_starts[BESIDE_SLOT] = str(exc)
                     events.append(LaunchFailed(BESIDE_SLOT, self.beside, str(exc)))
             launched = iter(s for s in SLOTS if s != BESIDE_SLOT)
             self._waiting = [_Waiting(next(launched), r, None) for r in self.requests]
         else:
-            self._waiting = [_Waiting(next(launched), r, self.start_t + self.stagger_s * i)
-                             for i, r in enumerate(self.requests)]
+            self._waiting = [
+                _Waiting(next(launched), r, self.start_t + self.stagger_s * i)
+                for i, r in enumerate(self.requests)
+            ]
         return events
 
     def _lead_known(self, now: float) -> bool:
@@ -166,12 +186,16 @@ class RunSequence:
         assert self._history is not None and self.start_t is not None
         return self._history.enough(now - self.start_t, self.stagger_s)
 
-    def _why_not(self, waiting: _Waiting, now: float, stopping: str | None, time_up: bool) -> str | None:
+    def _why_not(
+        self, waiting: _Waiting, now: float, stopping: str | None, time_up: bool
+    ) -> str | None:
         """Why ``waiting`` can no longer start (None: it still may), in the words run.json and stderr give."""
         session = self.session
         attached = session.launcher.get(BESIDE_SLOT) if self.beside is not None else None
         failed = session.launcher.failed()
-        capture_stopped = session.capture_error is not None and session.config.on_capture_error == "stop"
+        capture_stopped = (
+            session.capture_error is not None and session.config.on_capture_error == "stop"
+        )
         if stopping is not None:
             why = f"{stopping} before its start"
         elif attached is not None and not attached.owned and not attached.running:
@@ -196,7 +220,9 @@ class RunSequence:
     def _give_up(self, waiting: _Waiting, reason: str) -> NotStarted:
         self._waiting.remove(waiting)
         self.not_started[waiting.slot] = reason
-        self.session.bus.publish(WorkloadState(waiting.slot, "not started", self.session.clock.now(), tail=reason))
+        self.session.bus.publish(
+            WorkloadState(waiting.slot, "not started", self.session.clock.now(), tail=reason)
+        )
         return NotStarted(waiting.slot, waiting.request, reason)
 
     def _launch(self, waiting: _Waiting) -> Started | LaunchFailed:

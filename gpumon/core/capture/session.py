@@ -29,7 +29,13 @@ from gpumon.core.records.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.jobs.mps import MpsControl
 from gpumon.core.records.share import ShareMode
 from gpumon.core.records.slots import SLOTS, Slot
-from gpumon.core.store.recorder import FLUSH_INTERVAL_S, CaptureError, Recorder, create_run_dir, initial_meta
+from gpumon.core.store.recorder import (
+    FLUSH_INTERVAL_S,
+    CaptureError,
+    Recorder,
+    create_run_dir,
+    initial_meta,
+)
 from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.capture.sampler import Sampler
@@ -50,10 +56,16 @@ class SessionConfig:
     nvml: bool = True
     share: ShareMode = field(default_factory=ShareMode)
     metrics: tuple[str, int] | None = None
-    python: str | None = None  # interpreter of the built-in workloads; None: $GPUMON_PYTHON, else ours
+    python: str | None = (
+        None  # interpreter of the built-in workloads; None: $GPUMON_PYTHON, else ours
+    )
     on_capture_error: str = "stop"
-    detached: bool = False  # this process is a detached runner (gpumon run --detach): run.json's runner says so
-    gpu_overview: bool = False  # sample every GPU of the box for the overview lines (the TUI's; not recorded)
+    detached: bool = (
+        False  # this process is a detached runner (gpumon run --detach): run.json's runner says so
+    )
+    gpu_overview: bool = (
+        False  # sample every GPU of the box for the overview lines (the TUI's; not recorded)
+    )
     # How often the listener reads the jobs' probes: a screen's step-to-screen latency (GATHER_S); a front end
     # that only records and prints a line a second reads less often, for less CPU (steps carry their own times).
     listen_s: float = GATHER_S
@@ -65,7 +77,9 @@ class SessionConfig:
 def planned_slots(requests: list[LaunchRequest]) -> list[tuple[Slot, LaunchRequest]]:
     """The slot of each planned job: an attached process (``--beside``) is B, the launched ones take A, then B."""
     free = [slot for slot in SLOTS if slot != BESIDE_SLOT or not any(r.beside for r in requests)]
-    return sorted(((BESIDE_SLOT if r.beside else free.pop(0), r) for r in requests), key=lambda pair: pair[0])
+    return sorted(
+        ((BESIDE_SLOT if r.beside else free.pop(0), r) for r in requests), key=lambda pair: pair[0]
+    )
 
 
 def default_threads() -> int:
@@ -93,7 +107,11 @@ class Session:
         self.sampler: Sampler | None = None
         self.mps: MpsControl | None = None
         # bound here, on the caller's thread, so a taken port is one clear error before anything starts
-        self.metrics = MetricsServer(*config.metrics, self.bus, self.clock.now, self.live) if config.metrics else None
+        self.metrics = (
+            MetricsServer(*config.metrics, self.bus, self.clock.now, self.live)
+            if config.metrics
+            else None
+        )
         self.recorder: Recorder | None = None
         self._unsubscribe_recorder: Callable[[], None] | None = None
         self.capture_error: CaptureError | None = None
@@ -101,7 +119,9 @@ class Session:
         self.workload_meta: dict[str, dict[str, Any]] = {}
         self.bus.subscribe(self._on_event, WorkloadMeta)
         self.bus.subscribe(NoStepsWatch(self.bus.publish).handle, *NoStepsWatch.TAKES)
-        self.bus.subscribe(StaggerWatch(self.bus.publish, config.stagger_s).handle, *StaggerWatch.TAKES)
+        self.bus.subscribe(
+            StaggerWatch(self.bus.publish, config.stagger_s).handle, *StaggerWatch.TAKES
+        )
 
     def _write_capture_soon(self) -> None:
         recorder = self.recorder
@@ -140,7 +160,10 @@ class Session:
         if self.metrics is not None:
             self.metrics.metrics.name_job(slot, request.spec)
         return self.launcher.start(
-            slot=slot, request=request, default_threads=default_threads(), extra_env=self._share_env(slot)
+            slot=slot,
+            request=request,
+            default_threads=default_threads(),
+            extra_env=self._share_env(slot),
         )
 
     def attach(self, *, slot: Slot, request: LaunchRequest) -> Workload:
@@ -160,11 +183,18 @@ class Session:
         probe = rendezvous.connect(target.pid)
         unusable = rendezvous.problem() if probe is None else None
         if unusable:  # else the process simply runs no probe
-            self.bus.publish(Notice(self.clock.now(), f"cannot read the probe of pid {target.pid}: {unusable}"))
+            self.bus.publish(
+                Notice(self.clock.now(), f"cannot read the probe of pid {target.pid}: {unusable}")
+            )
         elif probe is None and target.wrapped:
-            self.bus.publish(Notice(self.clock.now(), f"pid {target.pid} runs under gpumon wrap, but its probe opens "
-                                    "at its first training step and it has taken none yet: its rate stays unknown in "
-                                    "this run (watch it again once it trains)"))
+            self.bus.publish(
+                Notice(
+                    self.clock.now(),
+                    f"pid {target.pid} runs under gpumon wrap, but its probe opens "
+                    "at its first training step and it has taken none yet: its rate stays unknown in "
+                    "this run (watch it again once it trains)",
+                )
+            )
         return self.launcher.attach(slot=slot, request=request, probe=probe)
 
     def _share_env(self, slot: Slot) -> dict[str, str]:
@@ -187,7 +217,9 @@ class Session:
 
     def _metric_labels(self) -> dict[str, str]:
         """dcgm-exporter's label names and values for this GPU (empty where there is none)."""
-        info = self.nvml.device_info() if self.nvml is not None and self.nvml_status.available else {}
+        info = (
+            self.nvml.device_info() if self.nvml is not None and self.nvml_status.available else {}
+        )
         index = info.get("index")
         return {
             "gpu": "" if index is None else str(index),
@@ -225,7 +257,9 @@ class Session:
             runs = planned_slots(planned_workloads)
             for _, request in runs:
                 if request.beside is not None and self.sampler is not None:
-                    self.sampler.claim(request.beside.pid)  # job B from the capture's first tick, not "another"
+                    self.sampler.claim(
+                        request.beside.pid
+                    )  # job B from the capture's first tick, not "another"
         else:
             runs = [(slot, w.request) for slot, w in self.launcher.snapshot().items() if w.running]
         path = create_run_dir(self.config.runs_dir, label, time.localtime())
@@ -239,7 +273,9 @@ class Session:
             device=self.config.device,
             stagger_s=self.config.stagger_s,
             host=self._host_info(),
-            gpu=self.nvml.device_info() if self.nvml is not None and self.nvml_status.available else None,
+            gpu=self.nvml.device_info()
+            if self.nvml is not None and self.nvml_status.available
+            else None,
             nvml=self.nvml_status,
             versions=self._versions(),
             workloads=workloads,
@@ -251,15 +287,21 @@ class Session:
         try:
             self.recorder = Recorder(path, meta, on_error=self._on_capture_error)
         except EnvironmentFailure:
-            shutil.rmtree(path, ignore_errors=True)  # it could not even start (a full disk): leave nothing behind
+            shutil.rmtree(
+                path, ignore_errors=True
+            )  # it could not even start (a full disk): leave nothing behind
             raise
         if self.config.share.mps and self.mps is None:
             try:
                 self._start_mps(path)  # its pipe and log directories live in the run directory
-            except GpumonError:  # the daemon would not start (or --share was refused): nothing recorded
+            except (
+                GpumonError
+            ):  # the daemon would not start (or --share was refused): nothing recorded
                 self.recorder.close(0.0)
                 self.recorder = None
-                shutil.rmtree(path, ignore_errors=True)  # nothing was recorded: leave nothing behind
+                shutil.rmtree(
+                    path, ignore_errors=True
+                )  # nothing was recorded: leave nothing behind
                 raise
         self._unsubscribe_recorder = self.bus.subscribe(self.recorder.handle, *Recorder.TAKES)
         return path
@@ -271,10 +313,16 @@ class Session:
         now = self.clock.now()
         self.bus.publish(Notice(now, error.line()))
         if not error.finalised:
-            self.bus.publish(Notice(now, f"could not finalise {error.path / 'run.json'}: {error.finalise_error}"))
+            self.bus.publish(
+                Notice(now, f"could not finalise {error.path / 'run.json'}: {error.finalise_error}")
+            )
         if self.config.on_capture_error == "stop":
-            self.bus.publish(Notice(now, "stopping the workloads (--on-capture-error continue keeps them)"))
-            threading.Thread(target=self.launcher.stop_all, name="gpumon-capture-stop", daemon=True).start()
+            self.bus.publish(
+                Notice(now, "stopping the workloads (--on-capture-error continue keeps them)")
+            )
+            threading.Thread(
+                target=self.launcher.stop_all, name="gpumon-capture-stop", daemon=True
+            ).start()
 
     def _workload_record(self, slot: Slot, request: LaunchRequest) -> WorkloadRecord:
         entry = WorkloadRecord(slot, spec=request.spec, kind=request.kind, argv=list(request.argv))
@@ -282,7 +330,11 @@ class Session:
         if request.beside is not None:
             entry.attach(request.beside.to_json())
         if running is not None and running.request == request:
-            entry.pid, entry.start_t, entry.exit_status = running.pid, running.start_t, running.exit_status
+            entry.pid, entry.start_t, entry.exit_status = (
+                running.pid,
+                running.start_t,
+                running.exit_status,
+            )
             if request.beside is not None:
                 entry.probe = running.probe is not None
             if slot in self.workload_meta:
@@ -326,5 +378,14 @@ class Session:
         }
 
     def _versions(self) -> dict[str, Any]:
-        driver = self.nvml.device_info().get("driver") if self.nvml is not None and self.nvml_status.available else None
-        return {"python": platform.python_version(), "gpumon": gpumon.__version__, "torch": None, "driver": driver}
+        driver = (
+            self.nvml.device_info().get("driver")
+            if self.nvml is not None and self.nvml_status.available
+            else None
+        )
+        return {
+            "python": platform.python_version(),
+            "gpumon": gpumon.__version__,
+            "torch": None,
+            "driver": driver,
+        }

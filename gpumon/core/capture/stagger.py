@@ -35,7 +35,15 @@ class StaggerWatch:
             self._started.append(item.slot)
             if len(self._started) == 2 and self._started[0] not in self._alone:
                 first, second = self._started
-                self.publish(Notice(item.t, (
-                    f"--stagger {self.stagger_s:g} was lost: {second} started at {item.t:.1f} s, before {first} took a "
-                    f"step after its warm-up, so {first} never ran alone (no exclusive phase to compare against; "
-                    f"a longer --stagger on this box, or --baseline/--exclusive runs)"), second, kind=LOST_STAGGER))
+                self.publish(
+                    Notice(
+                        item.t,
+                        (
+                            f"--stagger {self.stagger_s:g} was lost: {second} started at {item.t:.1f} s, before {first} took a "
+                            f"step after its warm-up, so {first} never ran alone (no exclusive phase to compare against; "
+                            f"a longer --stagger on this box, or --baseline/--exclusive runs)"
+                        ),
+                        second,
+                        kind=LOST_STAGGER,
+                    )
+                )

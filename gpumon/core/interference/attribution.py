@@ -129,7 +129,10 @@ class Attribution:
             "shares": {k: (None if math.isnan(v) else round(v, 4)) for k, v in self.shares.items()},
             "extra_s_per_step": None if math.isnan(self.extra_s) else self.extra_s,
             "evidence": self.evidence,
-            "link_busy": {"exclusive": _json(self.link_busy[0]), "shared": _json(self.link_busy[1])},
+            "link_busy": {
+                "exclusive": _json(self.link_busy[0]),
+                "shared": _json(self.link_busy[1]),
+            },
         }
 
 
@@ -141,13 +144,17 @@ def _known(x: float) -> bool:
     return x is not None and not math.isnan(x)
 
 
-def link_capacity(pcie_max_bps: float | None, h2d_bps: float | None, gen: int | None, width: int | None) -> Link:
+def link_capacity(
+    pcie_max_bps: float | None, h2d_bps: float | None, gen: int | None, width: int | None
+) -> Link:
     """The link's capacity: NVML's max generation x width, else an ``h2d`` job's copies alone, else gen x width."""
     if pcie_max_bps and pcie_max_bps > 0:
         return Link(float(pcie_max_bps), "NVML max generation x width")
     if h2d_bps and h2d_bps > 0 and math.isfinite(h2d_bps):
         return Link(float(h2d_bps), "h2d alone on this box")
-    capacity = link_capacity_bps(gen, width) if isinstance(gen, int) and isinstance(width, int) else None
+    capacity = (
+        link_capacity_bps(gen, width) if isinstance(gen, int) and isinstance(width, int) else None
+    )
     if capacity:
         return Link(capacity, f"PCIe Gen{gen} x{width}")
     return Link()
@@ -155,12 +162,16 @@ def link_capacity(pcie_max_bps: float | None, h2d_bps: float | None, gen: int | 
 
 def link_traffic(box: Box, own: Side, other: Side | None) -> tuple[float, str]:
     """Bytes/s the link carried while shared: NVML RX or the jobs' own copies, whichever is larger (both undercount)."""
-    copies = sum(s.copy_bytes_per_s for s in (own, other) if s is not None and _known(s.copy_bytes_per_s))
+    copies = sum(
+        s.copy_bytes_per_s for s in (own, other) if s is not None and _known(s.copy_bytes_per_s)
+    )
     nvml = own.pcie_rx_bps if box.nvml else NAN
     if _known(nvml) and nvml >= copies:
         return nvml, "NVML RX"
     if copies > 0:
-        return copies, "the jobs' copies" + (f"; NVML RX read {_gbps(nvml)}" if _known(nvml) else "")
+        return copies, "the jobs' copies" + (
+            f"; NVML RX read {_gbps(nvml)}" if _known(nvml) else ""
+        )
     return (nvml, "NVML RX") if _known(nvml) else (NAN, "")
 
 
@@ -173,7 +184,11 @@ def link_busy(box: Box, own: Side, other: Side | None) -> float:
     if not box.gpu:
         return NAN
     traffic, _ = link_traffic(box, own, other)
-    return traffic / box.link.capacity_bps if _known(traffic) and _known(box.link.capacity_bps) else NAN
+    return (
+        traffic / box.link.capacity_bps
+        if _known(traffic) and _known(box.link.capacity_bps)
+        else NAN
+    )
 
 
 def cpu_contended(job: Job, other: Job | None, box: Box) -> bool:
@@ -196,14 +211,21 @@ def attribute(job: Job, other: Job | None, box: Box) -> Attribution:
     x, s = job.exclusive, job.shared
     busy = (link_busy(box, x, None), link_busy(box, s, other.shared if other else None))
     if not (_known(x.step_s) and _known(s.step_s) and x.step_s > 0 and s.step_s > 0):
-        return Attribution(job.name, UNKNOWN, {}, NAN, "cannot tell: no rate alone and shared", "", busy)
+        return Attribution(
+            job.name, UNKNOWN, {}, NAN, "cannot tell: no rate alone and shared", "", busy
+        )
     extra = s.step_s - x.step_s
     evidence = _evidence(job, other, box)
     if extra < NEGLIGIBLE * x.step_s:
         return Attribution(job.name, NONE, {}, extra, "nothing to explain", evidence, busy)
     left = extra
     cpu = 0.0
-    if _known(x.cpu_pct) and _known(s.cpu_pct) and s.cpu_pct > 0 and s.cpu_pct < CPU_FELL * x.cpu_pct:
+    if (
+        _known(x.cpu_pct)
+        and _known(s.cpu_pct)
+        and s.cpu_pct > 0
+        and s.cpu_pct < CPU_FELL * x.cpu_pct
+    ):
         if cpu_contended(job, other, box):
             cpu = min(left, x.step_s * (x.cpu_pct / s.cpu_pct - 1))
     left -= cpu
@@ -213,7 +235,12 @@ def attribute(job: Job, other: Job | None, box: Box) -> Attribution:
         link = min(left, max(0.0, s.copy_s - x.copy_s)) * weight
     left -= link
     gpu = left if _gpu_busy(x, s, box) else 0.0
-    shares = {GPU: gpu / extra, LINK: link / extra, CPU: cpu / extra, UNEXPLAINED: (left - gpu) / extra}
+    shares = {
+        GPU: gpu / extra,
+        LINK: link / extra,
+        CPU: cpu / extra,
+        UNEXPLAINED: (left - gpu) / extra,
+    }
     cause, phrase = _cause(shares, box, s.sm_active)
     return Attribution(job.name, cause, shares, extra, phrase, evidence, busy)
 
@@ -222,7 +249,9 @@ def _gpu_busy(x: Side, s: Side, box: Box) -> bool:
     """The GPU was busy while shared: NVML utilisation >= 90 %, or 10 points above the job alone."""
     if not (box.gpu and box.nvml and _known(s.gpu_util)):
         return False
-    return s.gpu_util >= GPU_BUSY_PCT or (_known(x.gpu_util) and s.gpu_util - x.gpu_util >= GPU_RISE_PCT)
+    return s.gpu_util >= GPU_BUSY_PCT or (
+        _known(x.gpu_util) and s.gpu_util - x.gpu_util >= GPU_RISE_PCT
+    )
 
 
 def _cause(shares: dict[str, float], box: Box, sm_active: float) -> tuple[str, str]:
@@ -237,13 +266,20 @@ def _cause(shares: dict[str, float], box: Box, sm_active: float) -> tuple[str, s
     if main == UNEXPLAINED:
         if box.gpu and not box.nvml:
             return UNKNOWN, NO_NVML
-        if not box.gpu:  # on the CPU what the CPU's fall does not explain is what no counter here measures
+        if (
+            not box.gpu
+        ):  # on the CPU what the CPU's fall does not explain is what no counter here measures
             cpu = f"partly {PHRASES[CPU]} ({shares[CPU]:.0%}); " if shares[CPU] >= 0.2 else ""
-            return UNEXPLAINED, f"{cpu}{shares[UNEXPLAINED]:.0%} unmeasured on the CPU (shared caches, memory bandwidth)"
+            return (
+                UNEXPLAINED,
+                f"{cpu}{shares[UNEXPLAINED]:.0%} unmeasured on the CPU (shared caches, memory bandwidth)",
+            )
         return UNEXPLAINED, f"cause unexplained ({shares[UNEXPLAINED]:.0%} of the extra time)"
     if shares[main] >= MOSTLY:
         return main, f"mostly {PHRASES[main]}"
-    parts = sorted((k for k in SHARE_KEYS if shares[k] >= 0.2 and k != UNEXPLAINED), key=lambda k: -shares[k])
+    parts = sorted(
+        (k for k in SHARE_KEYS if shares[k] >= 0.2 and k != UNEXPLAINED), key=lambda k: -shares[k]
+    )
     return main, ", ".join(f"partly {PHRASES[k]} ({shares[k]:.0%})" for k in parts)
 
 
@@ -253,7 +289,9 @@ def _evidence(job: Job, other: Job | None, box: Box) -> str:
     parts = []
     if box.gpu and not box.nvml:
         parts.append("no NVML data")
-    traffic, source = link_traffic(box, s, other.shared if other else None) if box.gpu else (NAN, "")
+    traffic, source = (
+        link_traffic(box, s, other.shared if other else None) if box.gpu else (NAN, "")
+    )
     if _known(traffic) and _known(box.link.capacity_bps):
         capacity = box.link.capacity_bps
         parts.append(f"link busy {traffic / capacity:.0%} of its {_gbps(capacity)} ({source})")
@@ -264,9 +302,17 @@ def _evidence(job: Job, other: Job | None, box: Box) -> str:
     if box.gpu and box.nvml and _known(s.gpu_util):
         parts.append(f"GPU util {s.gpu_util:.0f} % shared vs {_pct(x.gpu_util)} alone")
     if _known(s.sm_active):
-        full = "full" if s.sm_active >= SM_FULL_PCT else "not full" if box.mps else "not full: time slices"
+        full = (
+            "full"
+            if s.sm_active >= SM_FULL_PCT
+            else "not full"
+            if box.mps
+            else "not full: time slices"
+        )
         occupancy = f", occupancy {s.sm_occupancy:.0f} %" if _known(s.sm_occupancy) else ""
-        parts.append(f"SMs {s.sm_active:.0f} % active shared vs {_pct(x.sm_active)} alone{occupancy} ({full})")
+        parts.append(
+            f"SMs {s.sm_active:.0f} % active shared vs {_pct(x.sm_active)} alone{occupancy} ({full})"
+        )
     if _known(x.cpu_pct) and _known(s.cpu_pct):
         if abs(s.cpu_pct - x.cpu_pct) < 0.05 * max(x.cpu_pct, 1):
             cpu = f"CPU {s.cpu_pct:.0f} % both"

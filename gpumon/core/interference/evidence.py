@@ -22,8 +22,12 @@ if TYPE_CHECKING:
 
 NAN = math.nan
 TEXT_COLUMNS = ("per_core",)  # host.csv: each core's CPU %, space-separated in one cell
-DEVICE_FIELDS = {"gpu_util": "gpu_util", "pcie_rx_bps": "pcie_rx_bps", "sm_active": "sm_active_pct",
-                 "sm_occupancy": "sm_occupancy_pct"}
+DEVICE_FIELDS = {
+    "gpu_util": "gpu_util",
+    "pcie_rx_bps": "pcie_rx_bps",
+    "sm_active": "sm_active_pct",
+    "sm_occupancy": "sm_occupancy_pct",
+}
 
 
 @dataclass(frozen=True)
@@ -65,10 +69,13 @@ def _parsed(run: Run, table: str) -> "dict[str, np.ndarray] | None":
 def _column(run: Run, table: str, column: str) -> "np.ndarray":
     """One column of a small table, numbers as floats (NaN: empty or not a number; ``process`` as text),
     read once per finished run; none when the run lacks the table or it is unreadable."""
+
     def read() -> "np.ndarray":
         import numpy as np
 
-        whole = run.cached(f"evidence:{table}", run.path / f"{table}.csv", lambda: _parsed(run, table))
+        whole = run.cached(
+            f"evidence:{table}", run.path / f"{table}.csv", lambda: _parsed(run, table)
+        )
         if whole is not None and column in whole:
             return whole[column]
         try:
@@ -78,14 +85,18 @@ def _column(run: Run, table: str, column: str) -> "np.ndarray":
         if column == "process":
             return np.array(values, dtype=object)
         try:
-            return np.array(values, dtype=float)  # numpy parses the texts at once; an empty cell stops it
+            return np.array(
+                values, dtype=float
+            )  # numpy parses the texts at once; an empty cell stops it
         except ValueError:
             return np.array([_float(v) for v in values], dtype=float)
 
     return run.cached(f"evidence:{table}:{column}", run.path / f"{table}.csv", read)
 
 
-def window_values(run: Run, table: str, column: str, start: float, end: float, slot: str | None = None) -> "np.ndarray":
+def window_values(
+    run: Run, table: str, column: str, start: float, end: float, slot: str | None = None
+) -> "np.ndarray":
     """The known values of ``column`` in the rows of a sampled ``table`` timed inside ``[start, end]`` (of ``slot``
     only, if given); none when the run lacks the table. What compare's distributions and the means here share."""
     import numpy as np
@@ -108,7 +119,9 @@ def _step_means(w: Window) -> tuple[float, float]:
     import numpy as np
 
     try:
-        codes, names, (t, warmup, *copies) = w.run.step_columns(("t", "warmup", "copy_s", "copy_bytes"), whole=False)
+        codes, names, (t, warmup, *copies) = w.run.step_columns(
+            ("t", "warmup", "copy_s", "copy_bytes"), whole=False
+        )
     except TraceError:
         return NAN, NAN
     if w.slot not in names:
@@ -139,6 +152,7 @@ def cores_busy(w: Window, cores: frozenset[int]) -> float:
     """How busy ``cores`` were inside ``w``, with anything (the job's own work included), as a share 0..1: host.csv's
     per-core CPU % averaged over those cores and the window's rows (NaN: no per-core samples, as in runs recorded
     before them, or cores the samples do not hold)."""
+
     def read() -> tuple[list[float], list[str]]:
         try:
             columns = w.run.columns("host")
@@ -162,8 +176,11 @@ def cores_busy(w: Window, cores: frozenset[int]) -> float:
 
 def merge(sides: Sequence[tuple[Side, float]], step_s: float) -> Side:
     """Sides of repeats as one, each field weighted by its window's duration (unknown fields skipped)."""
+
     def weighted(name: str) -> float:
-        pairs = [(getattr(s, name), w) for s, w in sides if not math.isnan(getattr(s, name)) and w > 0]
+        pairs = [
+            (getattr(s, name), w) for s, w in sides if not math.isnan(getattr(s, name)) and w > 0
+        ]
         total = sum(w for _, w in pairs)
         return sum(v * w for v, w in pairs) / total if total else NAN
 
@@ -215,7 +232,9 @@ def mixed_devices(runs: Sequence[Run]) -> str:
     names = {name for _, name in found if name}
     if len(kinds) < 2 and len(names) < 2:
         return ""
-    listing = "; ".join(f"{(kind + ' ' + name).strip()} ({', '.join(v)})" for (kind, name), v in found.items())
+    listing = "; ".join(
+        f"{(kind + ' ' + name).strip()} ({', '.join(v)})" for (kind, name), v in found.items()
+    )
     return f"runs come from different devices, so their rates cannot be compared: {listing}"
 
 
@@ -224,7 +243,9 @@ def box_of(runs: Sequence[Run], h2d_bps: float | None = None) -> Box:
     first = runs[0].meta
     gpu = first.gpu or {}
     host = first.host or {}
-    link = link_capacity(gpu.get("pcie_max_bps"), h2d_bps, gpu.get("pcie_gen"), gpu.get("pcie_width"))
+    link = link_capacity(
+        gpu.get("pcie_max_bps"), h2d_bps, gpu.get("pcie_gen"), gpu.get("pcie_width")
+    )
     return Box(
         device=device_of(runs[0]),
         nvml=all(has_nvml_data(r) for r in runs),

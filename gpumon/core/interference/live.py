@@ -17,14 +17,24 @@ from typing import Iterable
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
-from gpumon.core.records.rates import LIVE_WINDOW_S, Overlap, OverlapRates, Point, exclusive_rate, live_rate
+from gpumon.core.records.rates import (
+    LIVE_WINDOW_S,
+    Overlap,
+    OverlapRates,
+    Point,
+    exclusive_rate,
+    live_rate,
+)
 
 WINDOW_S = LIVE_WINDOW_S
 # Steps are taken in when figures are asked for (a status line, a refresh: once a second), in one pass, or by the
 # publisher itself once this many wait (nobody asks): a step costs the publisher an append, not a lock and a window.
 ABSORB_AT = 4096
 ENDED = ENDED_STATES
-RUNNING_STATES = ("starting", "running")  # a job runs from its start until it ends (exited, stopped, detached...)
+RUNNING_STATES = (
+    "starting",
+    "running",
+)  # a job runs from its start until it ends (exited, stopped, detached...)
 # An exclusive phase is a rate once it holds this many post-warm-up steps over this long
 MIN_EXCLUSIVE_STEPS = 10
 MIN_EXCLUSIVE_S = 1.0
@@ -53,7 +63,9 @@ class LiveNow:
 
     t: float
     figures: dict[str, LiveFigures]  # every job seen so far, by slot
-    running: tuple[str, ...]  # the jobs that run now, by slot: the one answer to "which jobs are running"
+    running: tuple[
+        str, ...
+    ]  # the jobs that run now, by slot: the one answer to "which jobs are running"
     # the overlap so far of every job that stepped or runs, once there are two (the ones that still run for the live
     # line, all of them for the overlap's final figures when one leaves); None without overlap rates
     overlap: Overlap | None
@@ -86,11 +98,18 @@ class _Solo:
         self.over = True
         if last is None or other_start <= last.t:  # else last.t < other_start <= step.t
             return
-        self.last = Point(other_start, last.n + (step.n - last.n) * (other_start - last.t) / (step.t - last.t))
+        self.last = Point(
+            other_start, last.n + (step.n - last.n) * (other_start - last.t) / (step.t - last.t)
+        )
 
     def rate(self) -> float:
         first, last = self.first, self.last
-        if first is None or last is None or last.n - first.n < MIN_EXCLUSIVE_STEPS or last.t - first.t < MIN_EXCLUSIVE_S:
+        if (
+            first is None
+            or last is None
+            or last.n - first.n < MIN_EXCLUSIVE_STEPS
+            or last.t - first.t < MIN_EXCLUSIVE_S
+        ):
             return math.nan
         return exclusive_rate((first.t, last.t), (first.n, last.n))
 
@@ -105,7 +124,9 @@ class LiveStats:
 
     TAKES = (StepEvent, ProcessSample, WorkloadState)  # what ``handle`` reads (Bus.subscribe)
 
-    def __init__(self, window_s: float = WINDOW_S, shared: bool = True, bus: Bus | None = None) -> None:
+    def __init__(
+        self, window_s: float = WINDOW_S, shared: bool = True, bus: Bus | None = None
+    ) -> None:
         """``shared``: keep each job's rate over the overlap (``overlap``); a front end that never asks for it
         (a runner without ``--baseline``) spares that work at every step. ``bus``: the bus it is the live computation
         of (it subscribes, and publishes every ``now``); None: fed through ``handle``, publishes nothing."""
@@ -117,9 +138,13 @@ class LiveStats:
         self._counts: dict[str, int] = {}
         self._last_sample: dict[str, ProcessSample] = {}
         self._solo: dict[str, _Solo] = {}
-        self._ran: dict[str, tuple[float, float]] = {}  # each job's start and end (inf: still running), run time
+        self._ran: dict[
+            str, tuple[float, float]
+        ] = {}  # each job's start and end (inf: still running), run time
         self._overlap = OverlapRates() if shared else None
-        self._pending: deque[StepEvent] = deque()  # appended by the publisher, taken in under the lock
+        self._pending: deque[StepEvent] = (
+            deque()
+        )  # appended by the publisher, taken in under the lock
         self._lock = threading.Lock()
         if bus is not None:
             bus.subscribe(self.handle, *self.TAKES)
@@ -167,7 +192,11 @@ class LiveStats:
         solo = self._solo.setdefault(step.slot, _Solo())
         if solo.over:
             return
-        others = [start for slot, (start, end) in self._ran.items() if slot != step.slot and start <= step.t < end]
+        others = [
+            start
+            for slot, (start, end) in self._ran.items()
+            if slot != step.slot and start <= step.t < end
+        ]
         if others:
             if solo.first is not None:
                 solo.end(min(others), _point(step))
@@ -178,7 +207,9 @@ class LiveStats:
     def running(self) -> tuple[str, ...]:
         """The jobs that run now, by slot: started (a "starting" or "running" state) and not ended since."""
         with self._lock:
-            return tuple(sorted(slot for slot, state in self._states.items() if state in RUNNING_STATES))
+            return tuple(
+                sorted(slot for slot, state in self._states.items() if state in RUNNING_STATES)
+            )
 
     def now(self, t: float) -> LiveNow:
         """Every job's figures at run time ``t``, which run, and (two jobs, ``shared``) their overlap so far;
@@ -228,7 +259,9 @@ class LiveStats:
             steps = list(window)
             anchor = self._anchor.get(slot)
             count = self._counts.get(slot, 0)
-        ends = [_point(steps[0]), _point(steps[-1])] if steps else []  # all live_rate reads of the window
+        ends = (
+            [_point(steps[0]), _point(steps[-1])] if steps else []
+        )  # all live_rate reads of the window
         rate = live_rate(_point(anchor) if anchor is not None else None, ends, count > 0)
         counted = steps if anchor is not None else steps[1:]
         span = steps[-1].t - (anchor if anchor is not None else steps[0]).t if steps else 0.0

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from gpumon.core.interference import evidence
-from gpumon.core.interference.attribution import UNKNOWN, Attribution, Box, Job, Side, attribute_pair, link_capacity
+from gpumon.core.interference.attribution import (
+    UNKNOWN,
+    Attribution,
+    Box,
+    Job,
+    Side,
+    attribute_pair,
+    link_capacity,
+)
 from gpumon.core.interference.live import LiveFigures
 from gpumon.core.records.model import DeviceSample, HostSample, SourceStatus, WorkloadMeta
 from gpumon.core.interference.sentence import JobWords, job_words, labels
@@ -43,7 +51,9 @@ def load_baseline(slot: str, path: str | Path, rate: float) -> Baseline:
     steps = run.steps()  # pandas and its cache: run_side reads the same table
     times = steps.loc[(steps["process"] == own) & (steps["warmup"] != 1), "t"]
     step_s = 1 / rate if rate > 0 else NAN
-    window = evidence.Window(run, own, float(times.min()), float(times.max())) if len(times) else None
+    window = (
+        evidence.Window(run, own, float(times.min()), float(times.max())) if len(times) else None
+    )
     side = evidence.run_side(window, step_s) if window is not None else Side(step_s)
     return Baseline(side, evidence.device_of(run), run.path.name)
 
@@ -71,7 +81,10 @@ class DeviceWindow:
         """Mean of each device field (``evidence.DEVICE_FIELDS`` names) and ``host_cpu_pct``; NaN when unseen."""
         with self._lock:
             device, host = list(self._device), list(self._host)
-        out = {name: _mean(getattr(s, column, NAN) for s in device) for name, column in evidence.DEVICE_FIELDS.items()}
+        out = {
+            name: _mean(getattr(s, column, NAN) for s in device)
+            for name, column in evidence.DEVICE_FIELDS.items()
+        }
         out["host_cpu_pct"] = _mean(s.cpu_pct for s in host)
         return out
 
@@ -86,12 +99,21 @@ def _mean(values: Any) -> float:
     return sum(known) / len(known) if known else NAN
 
 
-def shared_side(rate: float, copy_bytes_per_s: float, copy_bandwidth: float, cpu_pct: float,
-                means: Mapping[str, float]) -> Side:
+def shared_side(
+    rate: float,
+    copy_bytes_per_s: float,
+    copy_bandwidth: float,
+    cpu_pct: float,
+    means: Mapping[str, float],
+) -> Side:
     """A job's side now: its shared rate, its copies over the live window, its CPU, the device and host means."""
     step_s = 1 / rate if rate > 0 else NAN
     bytes_per_step = copy_bytes_per_s * step_s if copy_bytes_per_s >= 0 else NAN
-    copy_s = bytes_per_step / copy_bandwidth if copy_bandwidth > 0 else (0.0 if bytes_per_step == 0 else NAN)
+    copy_s = (
+        bytes_per_step / copy_bandwidth
+        if copy_bandwidth > 0
+        else (0.0 if bytes_per_step == 0 else NAN)
+    )
     return Side(step_s=step_s, copy_s=copy_s, copy_bytes=bytes_per_step, cpu_pct=cpu_pct, **means)
 
 
@@ -101,7 +123,9 @@ def live_box(device: str, nvml_available: bool, gpu: Mapping[str, Any] | None) -
     return Box(
         device=device,
         nvml=nvml_available,
-        link=link_capacity(gpu.get("pcie_max_bps"), None, gpu.get("pcie_gen"), gpu.get("pcie_width")),
+        link=link_capacity(
+            gpu.get("pcie_max_bps"), None, gpu.get("pcie_gen"), gpu.get("pcie_width")
+        ),
         host_cpus=os.cpu_count() or 0,
         pcie_method=gpu.get("pcie_method"),
     )
@@ -114,16 +138,25 @@ def live_causes(
     box: Box,
 ) -> dict[str, Attribution]:
     """The cause per job with a baseline; a baseline from another kind of device cannot be compared."""
-    jobs = [Job(slot, baselines[slot].side, side, cores.get(slot, frozenset()))
-            for slot, side in sorted(shared.items()) if slot in baselines]
+    jobs = [
+        Job(slot, baselines[slot].side, side, cores.get(slot, frozenset()))
+        for slot, side in sorted(shared.items())
+        if slot in baselines
+    ]
     if not jobs:
         return {}
     found = attribute_pair(jobs[0], jobs[1] if len(jobs) > 1 else None, box)
     for slot, baseline in baselines.items():
         if slot in found and baseline.device.split(":")[0] != box.device.split(":")[0]:
-            found[slot] = Attribution(slot, UNKNOWN, {}, NAN,
-                                      f"cannot tell: baseline {baseline.run} ran on {baseline.device}, "
-                                      f"this run on {box.device}", "")
+            found[slot] = Attribution(
+                slot,
+                UNKNOWN,
+                {},
+                NAN,
+                f"cannot tell: baseline {baseline.run} ran on {baseline.device}, "
+                f"this run on {box.device}",
+                "",
+            )
     return found
 
 
@@ -133,7 +166,12 @@ class LiveCauses:
     Subscribe ``handle`` to the bus; call ``causes`` at each refresh once both jobs have a shared rate.
     """
 
-    TAKES = (DeviceSample, HostSample, WorkloadMeta, SourceStatus)  # what ``handle`` reads (Bus.subscribe)
+    TAKES = (
+        DeviceSample,
+        HostSample,
+        WorkloadMeta,
+        SourceStatus,
+    )  # what ``handle`` reads (Bus.subscribe)
 
     def __init__(self, baselines: Mapping[str, Baseline], window_s: float = WINDOW_S) -> None:
         self.baselines = dict(baselines)
@@ -157,21 +195,35 @@ class LiveCauses:
         found = [str(m.get("device")) for m in self._meta.values() if m.get("device")]
         return found[0] if found else "?"
 
-    def causes(self, shared_rates: Mapping[str, float], figures: Mapping[str, LiveFigures],
-               gpu: Mapping[str, Any] | None) -> dict[str, Attribution]:
+    def causes(
+        self,
+        shared_rates: Mapping[str, float],
+        figures: Mapping[str, LiveFigures],
+        gpu: Mapping[str, Any] | None,
+    ) -> dict[str, Attribution]:
         """The cause per job with a baseline and a shared rate ({} without baselines)."""
         shared_rates = {slot: r for slot, r in shared_rates.items() if r > 0}
         if not self.baselines or not shared_rates:
             return {}
         means = self.window.means()
-        shared = {slot: shared_side(rate, figures[slot].copy_bytes_per_s, figures[slot].copy_bandwidth,
-                                    figures[slot].cpu_pct, means)
-                  for slot, rate in shared_rates.items() if slot in figures}
+        shared = {
+            slot: shared_side(
+                rate,
+                figures[slot].copy_bytes_per_s,
+                figures[slot].copy_bandwidth,
+                figures[slot].cpu_pct,
+                means,
+            )
+            for slot, rate in shared_rates.items()
+            if slot in figures
+        }
         cores = {slot: evidence.cores(meta) for slot, meta in self._meta.items()}
         return live_causes(self.baselines, shared, cores, live_box(self.device(), self._nvml, gpu))
 
 
-def cause_words(specs: Mapping[str, str], slowdown: Mapping[str, float], causes: Mapping[str, Attribution]) -> str:
+def cause_words(
+    specs: Mapping[str, str], slowdown: Mapping[str, float], causes: Mapping[str, Attribution]
+) -> str:
     """Each job's slowdown and cause in the verdict's words: ``fcn runs 1.7x slower, mostly waiting for the GPU``.
 
     Jobs without a slowdown yet (no baseline, or no shared rate) are left out.

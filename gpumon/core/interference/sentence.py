@@ -15,7 +15,9 @@ from typing import Sequence
 from gpumon.core.interference.attribution import NONE, UNKNOWN, Attribution
 from gpumon.core.records.rates import BARELY, FASTER, LOSES, PAYS, effect
 
-TWO_DIGITS_BELOW = 1.5  # "runs 1.19× slower" (a small slowdown to the digit r has), "runs 2.4× slower"
+TWO_DIGITS_BELOW = (
+    1.5  # "runs 1.19× slower" (a small slowdown to the digit r has), "runs 2.4× slower"
+)
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,9 @@ class JobWords:
     other: str
     r: float
     why: Attribution | None = None
-    known: str = ""  # a job without a probe: "rate unknown (no probe); SM 30 % alone → 15 % beside fcn ..."
+    known: str = (
+        ""  # a job without a probe: "rate unknown (no probe); SM 30 % alone → 15 % beside fcn ..."
+    )
 
 
 def labels(names: Sequence[str], slots: Sequence[str]) -> list[str]:
@@ -80,7 +84,11 @@ def disturbed_words(who: Sequence[str]) -> str:
 
 
 def sentence(
-    verdict: str, stp: float, stp_text: str, jobs: Sequence[JobWords], interval: bool = True,
+    verdict: str,
+    stp: float,
+    stp_text: str,
+    jobs: Sequence[JobWords],
+    interval: bool = True,
     disturbed_by: Sequence[str] = (),
 ) -> str:
     """The whole verdict: the head, then each job, then who disturbed it, separated by semicolons."""

@@ -38,7 +38,9 @@ class BesideTarget:
     name: str
     user: str
     create_time: float
-    wrapped: bool = False  # started by `gpumon wrap`: its probe opens its rendezvous at its first step
+    wrapped: bool = (
+        False  # started by `gpumon wrap`: its probe opens its rendezvous at its first step
+    )
 
     @property
     def command(self) -> str:
@@ -49,11 +51,19 @@ class BesideTarget:
         """Its name as a job, on one line: ``pid 4242: python train.py`` (the program without its directory)."""
         short = (os.path.basename(self.argv[0]), *self.argv[1:]) if self.argv else (self.name,)
         flat = " ".join(shlex.join(short).split())
-        return f"pid {self.pid}: {flat if len(flat) <= SPEC_CHARS else flat[:SPEC_CHARS - 1] + '…'}"
+        return (
+            f"pid {self.pid}: {flat if len(flat) <= SPEC_CHARS else flat[: SPEC_CHARS - 1] + '…'}"
+        )
 
     def to_json(self, probe: bool | None = None) -> dict:
         """What run.json records of it: attached, not owned; ``probe``: whether its steps are read (None: not yet known)."""
-        found = {"pid": self.pid, "user": self.user, "command": self.command, "owned": False, "attached": True}
+        found = {
+            "pid": self.pid,
+            "user": self.user,
+            "command": self.command,
+            "owned": False,
+            "attached": True,
+        }
         return found if probe is None else {**found, "probe": probe}
 
     def alive(self) -> bool:
@@ -98,12 +108,18 @@ def check_target(text: str | int) -> BesideTarget:
     except psutil.NoSuchProcess:
         raise ValueError(f"--beside {pid}: no such process") from None
     except psutil.AccessDenied:
-        raise ValueError(f"--beside {pid} belongs to another user (gpumon watches only your own processes)") from None
+        raise ValueError(
+            f"--beside {pid} belongs to another user (gpumon watches only your own processes)"
+        ) from None
     if uid != os.getuid():
-        raise ValueError(f"--beside {pid} belongs to {user}, not to you (gpumon watches only your own processes)")
+        raise ValueError(
+            f"--beside {pid} belongs to {user}, not to you (gpumon watches only your own processes)"
+        )
     if pid in {ancestor.pid for ancestor in psutil.Process().parents()}:
-        raise ValueError(f"--beside {pid} ({name}) is an ancestor of gpumon: its process tree holds gpumon and its "
-                         "jobs, whose use would be counted as its own; name the training process itself")
+        raise ValueError(
+            f"--beside {pid} ({name}) is an ancestor of gpumon: its process tree holds gpumon and its "
+            "jobs, whose use would be counted as its own; name the training process itself"
+        )
     return BesideTarget(pid, argv, name, user, create_time, wrapped)
 
 
@@ -144,7 +160,9 @@ class KnownUse:
     sm_shared: float
     mem_alone_mib: float
     mem_shared_mib: float
-    nvml_off: str = ""  # why NVML was not read ("unavailable: disabled (--no-nvml)"), "" when it was
+    nvml_off: str = (
+        ""  # why NVML was not read ("unavailable: disabled (--no-nvml)"), "" when it was
+    )
 
     def phrase(self, other: str) -> str:
         """``SM 30 % alone → 15 % beside fcn (-50 %), GPU memory 2.0 GiB → 2.0 GiB``; what NVML did not give is left out."""
@@ -153,16 +171,26 @@ class KnownUse:
             change = ""
             if self.sm_alone > 0 and not math.isnan(self.sm_shared):
                 change = f" ({(self.sm_shared / self.sm_alone - 1) * 100:+.0f} %)"
-            parts.append(f"SM {_figure(self.sm_alone, '%')} alone → {_figure(self.sm_shared, '%')} beside {other}{change}")
+            parts.append(
+                f"SM {_figure(self.sm_alone, '%')} alone → {_figure(self.sm_shared, '%')} beside {other}{change}"
+            )
         if not (math.isnan(self.mem_alone_mib) and math.isnan(self.mem_shared_mib)):
-            alone, shared = (_figure(v / 1024, "GiB", 1) for v in (self.mem_alone_mib, self.mem_shared_mib))
+            alone, shared = (
+                _figure(v / 1024, "GiB", 1) for v in (self.mem_alone_mib, self.mem_shared_mib)
+            )
             parts.append(f"GPU memory {alone} → {shared}")
         return ", ".join(parts) or f"no GPU figures for it (NVML {self.nvml_off or 'gave none'})"
 
     def to_dict(self) -> dict:
-        return {k: None if math.isnan(v) else v for k, v in (
-            ("sm_pct_alone", self.sm_alone), ("sm_pct_shared", self.sm_shared),
-            ("gpu_mem_mib_alone", self.mem_alone_mib), ("gpu_mem_mib_shared", self.mem_shared_mib))}
+        return {
+            k: None if math.isnan(v) else v
+            for k, v in (
+                ("sm_pct_alone", self.sm_alone),
+                ("sm_pct_shared", self.sm_shared),
+                ("gpu_mem_mib_alone", self.mem_alone_mib),
+                ("gpu_mem_mib_shared", self.mem_shared_mib),
+            )
+        }
 
 
 def _figure(value: float, unit: str, digits: int = 0) -> str:
@@ -188,7 +216,11 @@ class LiveKnownUse:
             self._now = (item.gpu_sm_util, item.gpu_mem_mib)
             if not self.other_started:
                 self._alone.append(self._now)
-        elif isinstance(item, WorkloadState) and item.slot != self.slot and item.state in ("starting", "running"):
+        elif (
+            isinstance(item, WorkloadState)
+            and item.slot != self.slot
+            and item.state in ("starting", "running")
+        ):
             self.other_started = True
         elif isinstance(item, SourceStatus) and item.name == "nvml":
             self.nvml_off = "" if item.available else item.reason

@@ -71,7 +71,9 @@ def visible_gpus(physical: int, env: Mapping[str, str]) -> int:
     return visible
 
 
-def check_device_present(device: str, use_nvml: bool = True, env: Mapping[str, str] | None = None) -> None:
+def check_device_present(
+    device: str, use_nvml: bool = True, env: Mapping[str, str] | None = None
+) -> None:
     """Raise UsageError (one line) when ``device`` names a CUDA device this machine does not have."""
     if not device.startswith("cuda"):
         return
@@ -86,8 +88,14 @@ def check_device_present(device: str, use_nvml: bool = True, env: Mapping[str, s
     masked = "CUDA_VISIBLE_DEVICES" in env and visible < found.count
     mask = f", CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']!r}" if masked else ""
     if visible == 0:
-        why = NO_DRIVER if found.source == NO_DRIVER else f"{found.count} GPU(s) found by {found.source}{mask}"
-        raise UsageError(f"device {device} is not here: no CUDA GPU visible ({why}); use --device cpu or auto")
+        why = (
+            NO_DRIVER
+            if found.source == NO_DRIVER
+            else f"{found.count} GPU(s) found by {found.source}{mask}"
+        )
+        raise UsageError(
+            f"device {device} is not here: no CUDA GPU visible ({why}); use --device cpu or auto"
+        )
     raise UsageError(
         f"device {device} is not here: {visible} GPU(s) visible, cuda:0 to cuda:{visible - 1} "
         f"(found by {found.source}{mask})"
@@ -112,7 +120,9 @@ def check_gpu_present(gpu: int | str) -> None:
         try:
             pynvml.nvmlDeviceGetHandleByUUID(gpu)
         except pynvml.NVMLError:
-            raise UsageError(f"--gpu {gpu}: no GPU with that UUID here ({listing}; nvidia-smi -L lists them)") from None
+            raise UsageError(
+                f"--gpu {gpu}: no GPU with that UUID here ({listing}; nvidia-smi -L lists them)"
+            ) from None
     finally:
         try:
             pynvml.nvmlShutdown()

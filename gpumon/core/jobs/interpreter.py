@@ -32,8 +32,10 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2]
 # python [-I] -c RUN_MODULE DIR MODULE ARGS...: MODULE run as ``python -m MODULE ARGS`` runs it, but with DIR
 # first on sys.path and never the working directory (which ``-m`` and ``-c`` put there: a ``gpumon/`` folder in it
 # would shadow the package). Python 3.11's ``-P`` does the same, but gpumon runs on 3.10 too.
-RUN_MODULE = ('import runpy,sys;sys.path[:]=[sys.argv.pop(1),*(p for p in sys.path if p)];'
-              'runpy.run_module(sys.argv.pop(1),None,"__main__",True)')
+RUN_MODULE = (
+    "import runpy,sys;sys.path[:]=[sys.argv.pop(1),*(p for p in sys.path if p)];"
+    'runpy.run_module(sys.argv.pop(1),None,"__main__",True)'
+)
 # Run in the other interpreter: which of the modules named in argv it lacks (found, not imported).
 FIND_MODULES = (
     "import importlib.util, json, sys; "
@@ -90,7 +92,9 @@ def missing_modules(python: WorkloadPython) -> list[str]:
     if tuple(version[:2]) < MIN_VERSION:
         shown = ".".join(str(v) for v in version)
         wanted = ".".join(str(v) for v in MIN_VERSION)
-        raise UsageError(f"{python.chosen_by} {python.path} is Python {shown}; the workloads need Python >= {wanted}")
+        raise UsageError(
+            f"{python.chosen_by} {python.path} is Python {shown}; the workloads need Python >= {wanted}"
+        )
     return list(missing)
 
 
@@ -100,7 +104,10 @@ def _ask(path: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
     try:
         done = subprocess.run(
             [path, "-c", FIND_MODULES, *NEEDED],
-            capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
         )
         answer = json.loads(done.stdout.strip().splitlines()[-1])
         return tuple(answer["version"]), tuple(answer["missing"])
@@ -139,8 +146,11 @@ def command_argv(argv: tuple[str, ...], explicit: str | None = None) -> tuple[st
     if not python.own:
         return (python.path, *argv[1:])
     found = shutil.which(argv[0])
-    if found is not None and Path(found).parent.resolve() == Path(sys.executable).parent.resolve() \
-            and "torch" in missing_modules(python):
+    if (
+        found is not None
+        and Path(found).parent.resolve() == Path(sys.executable).parent.resolve()
+        and "torch" in missing_modules(python)
+    ):
         raise UsageError(
             f"{argv[0]} in the command is gpumon's own Python ({found}), which has no torch: name your training "
             f"environment's with --python PATH or {ENV_PYTHON} (a bare {argv[0]} then means it), or give the full "
@@ -164,11 +174,20 @@ def child_path() -> str:
         scratch.symlink_to(PACKAGE_DIR, target_is_directory=True)
         os.replace(scratch, link)
     except OSError as exc:
-        raise EnvironmentFailure(f"cannot prepare the workloads' path in {directory}: {exc.strerror or exc}") from None
+        raise EnvironmentFailure(
+            f"cannot prepare the workloads' path in {directory}: {exc.strerror or exc}"
+        ) from None
     return str(directory)
 
 
 def module_argv(module: str, python: str | None = None, isolated: bool = False) -> list[str]:
     """The command line of ``python -m MODULE`` in ``python`` (gpumon's own by default) that imports this very gpumon,
     whatever the child's working directory holds (``RUN_MODULE`` with ``child_path``); ``isolated``: with ``-I``."""
-    return [python or sys.executable, *(["-I"] if isolated else []), "-c", RUN_MODULE, child_path(), module]
+    return [
+        python or sys.executable,
+        *(["-I"] if isolated else []),
+        "-c",
+        RUN_MODULE,
+        child_path(),
+        module,
+    ]

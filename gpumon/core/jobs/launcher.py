@@ -49,7 +49,9 @@ def find_program(name: str) -> str:
     if os.sep in name and os.path.isdir(name):
         raise UsageError(f"cannot run {name}: it is a directory")
     if os.sep in name and os.path.exists(name):
-        raise UsageError(f"cannot run {name}: it is not executable (chmod +x it, or run it with its interpreter)")
+        raise UsageError(
+            f"cannot run {name}: it is not executable (chmod +x it, or run it with its interpreter)"
+        )
     raise UsageError(f"command not found: {name}")
 
 
@@ -124,7 +126,9 @@ class Workload:
     @property
     def failed(self) -> bool:
         """It could not be started, or it ended on its own with a non-zero status (gpumon did not stop it)."""
-        return self.start_error is not None or (not self.stop_requested and self.exit_status not in (0, None))
+        return self.start_error is not None or (
+            not self.stop_requested and self.exit_status not in (0, None)
+        )
 
     def ending(self) -> str:
         """How it ended, in words: "could not start: ...", "exited with status 3", "was killed by SIGKILL"."""
@@ -142,7 +146,9 @@ class Launcher:
     and readers get copies (``snapshot``, ``get``).
     """
 
-    def __init__(self, bus: Bus, clock: RunClock, listener: Listener, warmup: int | None = None) -> None:
+    def __init__(
+        self, bus: Bus, clock: RunClock, listener: Listener, warmup: int | None = None
+    ) -> None:
         self.bus = bus
         self.clock = clock
         self.listener = listener
@@ -162,13 +168,20 @@ class Launcher:
     def snapshot(self) -> dict[Slot, Workload]:
         """Every slot's workload as it is now, by slot (copies: later changes do not show in them)."""
         with self._lock:
-            return {slot: replace(w, tail=deque(w.tail, maxlen=TAIL_LINES)) for slot, w in sorted(self._workloads.items())}
+            return {
+                slot: replace(w, tail=deque(w.tail, maxlen=TAIL_LINES))
+                for slot, w in sorted(self._workloads.items())
+            }
 
     def get(self, slot: Slot) -> Workload | None:
         """A copy of ``slot``'s workload as it is now (None: the slot was never used)."""
         with self._lock:
             workload = self._workloads.get(slot)
-            return replace(workload, tail=deque(workload.tail, maxlen=TAIL_LINES)) if workload is not None else None
+            return (
+                replace(workload, tail=deque(workload.tail, maxlen=TAIL_LINES))
+                if workload is not None
+                else None
+            )
 
     def failed(self) -> list[Workload]:
         """Workloads that could not start or ended on their own with a non-zero status, by slot."""
@@ -226,7 +239,11 @@ class Launcher:
                 os.close(fd)
             error = f"cannot start {request.argv[0]}: {exc.strerror or exc}"
             with self._lock:
-                workload.start_error, workload.stop_t, workload.ended = error, self.clock.now(), True
+                workload.start_error, workload.stop_t, workload.ended = (
+                    error,
+                    self.clock.now(),
+                    True,
+                )
             self.bus.publish(WorkloadState(slot, "failed", workload.stop_t, tail=str(exc)))
             raise EnvironmentFailure(error) from None
         os.close(probe_w)
@@ -239,16 +256,23 @@ class Launcher:
         job = {"spec": request.spec, "kind": request.kind, "argv": list(request.argv)}
         self.bus.publish(WorkloadState(slot, "running", workload.start_t, pid=popen.pid, job=job))
         reaper = threading.Thread(
-            target=self._reap, args=(workload, output_closed), name=f"gpumon-reap-{slot}", daemon=True
+            target=self._reap,
+            args=(workload, output_closed),
+            name=f"gpumon-reap-{slot}",
+            daemon=True,
         )
         reaper.start()
         with self._lock:
             self._reapers.append(reaper)
-        if stopped_meanwhile:  # stop_all came while the child was being forked: it stops like the others
+        if (
+            stopped_meanwhile
+        ):  # stop_all came while the child was being forked: it stops like the others
             self._terminate(workload)
         return self.get(slot) or workload
 
-    def attach(self, *, slot: Slot, request: LaunchRequest, probe: socket.socket | None) -> Workload:
+    def attach(
+        self, *, slot: Slot, request: LaunchRequest, probe: socket.socket | None
+    ) -> Workload:
         """Watch the running process of ``request`` in ``slot``: its tree is sampled like a child's and
         its probe connection (None: no rendezvous) read like a child's pipe. It is never signalled."""
         target = request.beside
@@ -259,9 +283,17 @@ class Launcher:
         if probe is not None:
             self.listener.watch(os.dup(probe.fileno()), slot, "probe")
         self.bus.publish(
-            WorkloadState(slot, "running", workload.start_t, pid=target.pid, attached=target.to_json(probe is not None))
+            WorkloadState(
+                slot,
+                "running",
+                workload.start_t,
+                pid=target.pid,
+                attached=target.to_json(probe is not None),
+            )
         )
-        watcher = threading.Thread(target=self._watch_attached, args=(workload,), name=f"gpumon-watch-{slot}", daemon=True)
+        watcher = threading.Thread(
+            target=self._watch_attached, args=(workload,), name=f"gpumon-watch-{slot}", daemon=True
+        )
         watcher.start()
         with self._lock:
             self._reapers.append(watcher)
@@ -295,14 +327,21 @@ class Launcher:
             workload.ended, workload.stop_t = True, self.clock.now()
         if workload.probe is not None:
             try:
-                workload.probe.shutdown(socket.SHUT_RDWR)  # the listener reads EOF and closes its copy
+                workload.probe.shutdown(
+                    socket.SHUT_RDWR
+                )  # the listener reads EOF and closes its copy
             except OSError:
                 pass
             workload.probe.close()
         self.bus.publish(WorkloadState(workload.slot, state, workload.stop_t, pid=workload.pid))
 
     def _child_env(
-        self, slot: Slot, request: LaunchRequest, probe_fd: int, default_threads: int | None, gpumon_path: str
+        self,
+        slot: Slot,
+        request: LaunchRequest,
+        probe_fd: int,
+        default_threads: int | None,
+        gpumon_path: str,
     ) -> dict[str, str]:
         env = dict(os.environ)
         env.update(request.env)
@@ -313,7 +352,9 @@ class Launcher:
             env[ENV_WARMUP] = str(self.warmup)
         if default_threads is not None:
             env["GPUMON_DEFAULT_THREADS"] = str(default_threads)
-        env["PYTHONPATH"] = probe_pythonpath(gpumon_path, env.get("PYTHONPATH", ""), autoprobe=request.kind == "cmd")
+        env["PYTHONPATH"] = probe_pythonpath(
+            gpumon_path, env.get("PYTHONPATH", ""), autoprobe=request.kind == "cmd"
+        )
         return env
 
     def _reap(self, workload: Workload, output_closed: threading.Event) -> None:
@@ -326,7 +367,11 @@ class Launcher:
             workload.stop_t, workload.exit_status, workload.ended = stop_t, status, True
             state = "stopped" if workload.stop_requested else "exited"
             tail = "\n".join(workload.tail)
-        self.bus.publish(WorkloadState(workload.slot, state, stop_t, pid=workload.pid, exit_status=status, tail=tail))
+        self.bus.publish(
+            WorkloadState(
+                workload.slot, state, stop_t, pid=workload.pid, exit_status=status, tail=tail
+            )
+        )
 
     def stop(self, slot: Slot, timeout: float = 5.0) -> None:
         """SIGTERM the workload's process group, SIGKILL it after ``timeout`` seconds; an attached process is

@@ -38,17 +38,23 @@ def processes_running(program: str) -> dict[int, list[str]]:
         if not entry.name.isdigit():
             continue
         try:
-            argv = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0")]
+            argv = [
+                a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0")
+            ]
         except OSError:
             continue
-        if program in [os.path.basename(a) for a in argv[:2]]:  # argv[1] when a script runs under its interpreter
+        if program in [
+            os.path.basename(a) for a in argv[:2]
+        ]:  # argv[1] when a script runs under its interpreter
             found[int(entry.name)] = argv
     return found
 
 
 def _pipe_dirs_of_running_daemons() -> list[Path]:
     """Pipe directories of the MPS control daemons running on this host (the default when unreadable)."""
-    daemons = [pid for pid, argv in processes_running(CONTROL).items() if "-d" in argv or "-f" in argv]
+    daemons = [
+        pid for pid, argv in processes_running(CONTROL).items() if "-d" in argv or "-f" in argv
+    ]
     return [_pipe_dir_of(Path(f"/proc/{pid}")) for pid in daemons]
 
 
@@ -79,9 +85,13 @@ def check_share(share: ShareMode, device: str) -> None:
     if not share.mps:
         return
     if device == "cpu":
-        raise UsageError("--share mps shares a GPU; --device cpu has none (drop --share or use --device cuda)")
+        raise UsageError(
+            "--share mps shares a GPU; --device cpu has none (drop --share or use --device cuda)"
+        )
     if shutil.which(CONTROL) is None:
-        raise UsageError(f"--share mps needs {CONTROL} on PATH (it comes with the NVIDIA driver's CUDA tools)")
+        raise UsageError(
+            f"--share mps needs {CONTROL} on PATH (it comes with the NVIDIA driver's CUDA tools)"
+        )
     running = existing_daemon()
     if share.existing and running is None:
         raise UsageError("--share mps:existing: no MPS control daemon is running here")
@@ -122,10 +132,16 @@ class MpsControl:
 
     def _spawn_guardian(self) -> None:
         argv = [*module_argv("gpumon.core.jobs.mpsguard"), str(self.pipe_dir), str(self.log_dir)]
-        argv += [str(temp) for temp in self._temp]  # removed by the guardian once the daemon is gone
+        argv += [
+            str(temp) for temp in self._temp
+        ]  # removed by the guardian once the daemon is gone
         guardian = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, text=True,
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            text=True,
         )
         self._guardian = guardian
         answer = _read_line(guardian, READY_TIMEOUT_S)

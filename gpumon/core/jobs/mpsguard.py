@@ -41,7 +41,9 @@ def _wait_ready(control: subprocess.Popen, socket: Path, log: Path) -> str:
         if socket.exists():
             return "ready"
         if control.poll() is not None:
-            last = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]
+            last = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][
+                -1:
+            ]
             reason = f": {last[0].strip()}" if last else ""
             return f"error: {CONTROL} exited with status {control.returncode}{reason}"
         time.sleep(READY_POLL_S)  # the daemon offers no readiness event but its socket
@@ -51,8 +53,15 @@ def _wait_ready(control: subprocess.Popen, socket: Path, log: Path) -> str:
 def _quit(env: dict[str, str], control: subprocess.Popen) -> None:
     if control.poll() is None:
         try:
-            subprocess.run([CONTROL], input="quit\n", text=True, env=env, timeout=QUIT_TIMEOUT_S,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [CONTROL],
+                input="quit\n",
+                text=True,
+                env=env,
+                timeout=QUIT_TIMEOUT_S,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             control.wait(QUIT_TIMEOUT_S)
         except (subprocess.TimeoutExpired, OSError):
             pass
@@ -67,13 +76,19 @@ def _quit(env: dict[str, str], control: subprocess.Popen) -> None:
 
 def main(argv: list[str]) -> int:
     pipe_dir, log_dir = Path(argv[0]), Path(argv[1])
-    env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(pipe_dir), "CUDA_MPS_LOG_DIRECTORY": str(log_dir)}
+    env = {
+        **os.environ,
+        "CUDA_MPS_PIPE_DIRECTORY": str(pipe_dir),
+        "CUDA_MPS_LOG_DIRECTORY": str(log_dir),
+    }
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)  # only EOF on stdin ends the guardian, after cleanup
     log_path = log_dir / "gpumon-control.out"
     with open(log_path, "ab") as log:
         try:
-            control = subprocess.Popen([CONTROL, "-f"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            control = subprocess.Popen(
+                [CONTROL, "-f"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            )
         except OSError as exc:
             _say(f"error: cannot run {CONTROL}: {exc.strerror or exc}")
             return 1

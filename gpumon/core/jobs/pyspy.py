@@ -40,7 +40,11 @@ def explain(status: int, output: str, pid: int) -> str:
     lowered = output.lower()
     if "permission denied" in lowered or "operation not permitted" in lowered:
         return PERMISSION_HINT
-    if "no such file" in lowered or "no such process" in lowered or "check that the process is running" in lowered:
+    if (
+        "no such file" in lowered
+        or "no such process" in lowered
+        or "check that the process is running" in lowered
+    ):
         return f"process {pid} is gone."
     if "failed to find python" in lowered or "python version" in lowered:
         return f"process {pid} does not look like a Python process."
@@ -48,7 +52,9 @@ def explain(status: int, output: str, pid: int) -> str:
     return f"py-spy failed (status {status}): {first}"
 
 
-def dump_stack(slot: str, pid: int, timeout: float = TIMEOUT_S, executable: str | None = None) -> StackDump:
+def dump_stack(
+    slot: str, pid: int, timeout: float = TIMEOUT_S, executable: str | None = None
+) -> StackDump:
     """Run ``py-spy dump --pid PID``; blocks up to ``timeout`` seconds."""
     exe = executable or find_py_spy()
     if exe is None:

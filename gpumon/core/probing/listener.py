@@ -34,7 +34,9 @@ log = logging.getLogger(__name__)
 READ_SIZE = 65536
 MAX_LINE = 1 << 20
 GATHER_S = 0.1
-PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size; asked with F_SETPIPE_SZ, kept as it is where refused
+PIPE_BYTES = (
+    1 << 20
+)  # Linux's default pipe-max-size; asked with F_SETPIPE_SZ, kept as it is where refused
 DEFAULT_PIPE_BYTES = 65536
 
 
@@ -62,8 +64,13 @@ def _pipe_bytes(fd: int) -> int:
 class Listener(threading.Thread):
     """Turns probe JSON lines into StepEvent/WorkloadMeta and output into LogLine, on one thread."""
 
-    def __init__(self, bus: Bus, clock: RunClock, period_s: float = GATHER_S,
-                 on_gathered: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        clock: RunClock,
+        period_s: float = GATHER_S,
+        on_gathered: Callable[[], None] | None = None,
+    ) -> None:
         """``on_gathered``: called on this thread after each read that published something."""
         super().__init__(name="gpumon-listener", daemon=True)
         self.bus = bus
@@ -111,7 +118,9 @@ class Listener(threading.Thread):
             wait = self.period_s
             gathered = False
             for key, _ in ready:
-                if key.data is None:  # woken: new streams (they may hold data already), hurry or stop
+                if (
+                    key.data is None
+                ):  # woken: new streams (they may hold data already), hurry or stop
                     os.read(self._wake_r, 4096)
                     self._register_pending()
                     wait = 0.0
@@ -119,7 +128,9 @@ class Listener(threading.Thread):
                 got = 0
                 while n := self._read(key.fd, key.data):
                     got += n
-                if got:  # back before this stream's pipe holds ``safe_bytes`` at the rate it just came
+                if (
+                    got
+                ):  # back before this stream's pipe holds ``safe_bytes`` at the rate it just came
                     wait = min(wait, (woke - last) * key.data.safe_bytes / got)
                     gathered = True
             last = woke
@@ -182,7 +193,9 @@ class Listener(threading.Thread):
         if stream.kind == "output":
             t = self.clock.now()
             for line in lines:
-                self.bus.publish(LogLine(stream.slot, t, line.decode("utf-8", "replace").rstrip("\r")))
+                self.bus.publish(
+                    LogLine(stream.slot, t, line.decode("utf-8", "replace").rstrip("\r"))
+                )
             return
         for line in lines:
             if line:
@@ -198,7 +211,9 @@ class Listener(threading.Thread):
             self._notice_once(("bad", slot), slot, "ignored a malformed probe message")
             return
         if version != PROTOCOL_VERSION:
-            self._notice_once(version, slot, f"probe protocol v{version} is not v{PROTOCOL_VERSION}; ignored")
+            self._notice_once(
+                version, slot, f"probe protocol v{version} is not v{PROTOCOL_VERSION}; ignored"
+            )
             return
         if kind == "steps":
             self._steps(slot, pid, message)
@@ -206,18 +221,36 @@ class Listener(threading.Thread):
             self.bus.publish(WorkloadMeta(slot, pid, message["info"]))
 
     def _steps(self, slot: str, pid: int, message: dict) -> None:
-        at, publish, nan = self.clock.at, self.bus.publish, math.nan  # per step, hundreds a second: positional
+        at, publish, nan = (
+            self.clock.at,
+            self.bus.publish,
+            math.nan,
+        )  # per step, hundreds a second: positional
         try:
             for step, t_ns, iter_ns, samples, warmup, copy_bytes, copy_ns in message["rows"]:
-                publish(StepEvent(slot, pid, int(step), at(int(t_ns)), int(iter_ns) / 1e9,
-                                  nan if samples is None else float(samples), bool(warmup), int(copy_bytes),
-                                  nan if copy_ns is None else int(copy_ns) / 1e9))
+                publish(
+                    StepEvent(
+                        slot,
+                        pid,
+                        int(step),
+                        at(int(t_ns)),
+                        int(iter_ns) / 1e9,
+                        nan if samples is None else float(samples),
+                        bool(warmup),
+                        int(copy_bytes),
+                        nan if copy_ns is None else int(copy_ns) / 1e9,
+                    )
+                )
         except (KeyError, TypeError, ValueError):
             self._notice_once(("bad", slot), slot, "ignored a malformed probe message")
             return
         if message.get("dropped"):
             self.bus.publish(
-                Notice(self.clock.now(), f"probe dropped {message['dropped']} steps (monitor too slow)", slot)
+                Notice(
+                    self.clock.now(),
+                    f"probe dropped {message['dropped']} steps (monitor too slow)",
+                    slot,
+                )
             )
 
     def _notice_once(self, key: object, slot: str, text: str) -> None:

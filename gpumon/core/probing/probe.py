@@ -47,7 +47,9 @@ RING_ROWS = 8192
 RENDEZVOUS_SUBDIR = "probes"
 SOCKET_SUFFIX = ".sock"
 BACKLOG = 8
-PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid (SO_PEERCRED, both sides of the rendezvous)
+PEERCRED = struct.Struct(
+    "3i"
+)  # struct ucred: pid, uid, gid (SO_PEERCRED, both sides of the rendezvous)
 
 
 class _Sink:
@@ -117,7 +119,9 @@ class _Rendezvous:
             self.sock.bind(str(temporary))
             os.chmod(temporary, 0o600)
             self.sock.listen(BACKLOG)
-            os.replace(temporary, self.path)  # listening before it is visible: a refused connect means stale
+            os.replace(
+                temporary, self.path
+            )  # listening before it is visible: a refused connect means stale
         except BaseException:
             self.sock.close()
             try:
@@ -131,7 +135,9 @@ class _Rendezvous:
     def serve(self, welcome: Callable[[_Sink], None]) -> None:
         """Accept monitors on a thread of their own (blocked in accept: nothing added to a step), so one can
         attach at any time, even while the trainer does not step; ``welcome`` gets each one of this user."""
-        threading.Thread(target=self._accept, args=(welcome,), name="gpumon-probe-rendezvous", daemon=True).start()
+        threading.Thread(
+            target=self._accept, args=(welcome,), name="gpumon-probe-rendezvous", daemon=True
+        ).start()
 
     def _accept(self, welcome: Callable[[_Sink], None]) -> None:
         flags = self._socket.MSG_NOSIGNAL | self._socket.MSG_DONTWAIT
@@ -141,7 +147,11 @@ class _Rendezvous:
             except OSError:  # closed at exit
                 return
             try:
-                _, uid, _ = PEERCRED.unpack(conn.getsockopt(self._socket.SOL_SOCKET, self._socket.SO_PEERCRED, PEERCRED.size))
+                _, uid, _ = PEERCRED.unpack(
+                    conn.getsockopt(
+                        self._socket.SOL_SOCKET, self._socket.SO_PEERCRED, PEERCRED.size
+                    )
+                )
                 conn.setblocking(False)
             except OSError:
                 conn.close()
@@ -173,7 +183,9 @@ class _Rendezvous:
 class _Channel:
     """Buffers step rows and writes them without ever blocking the trainer."""
 
-    def __init__(self, fd: int | None, slot: str, warmup_steps: int, rendezvous: _Rendezvous | None = None) -> None:
+    def __init__(
+        self, fd: int | None, slot: str, warmup_steps: int, rendezvous: _Rendezvous | None = None
+    ) -> None:
         self.slot = slot
         self.warmup_steps = warmup_steps
         self.pid = os.getpid()
@@ -207,9 +219,16 @@ class _Channel:
         return bool(self.sinks)
 
     def _hello(self) -> dict[str, Any]:
-        hello = {"type": "hello", "process": self.slot, "t_ns": self.started_ns, "warmup_steps": self.warmup_steps}
+        hello = {
+            "type": "hello",
+            "process": self.slot,
+            "t_ns": self.started_ns,
+            "warmup_steps": self.warmup_steps,
+        }
         if self.rendezvous is not None:
-            hello.update(rendezvous=True, argv=list(sys.argv), steps=self.step, history=len(self.ring or ()))
+            hello.update(
+                rendezvous=True, argv=list(sys.argv), steps=self.step, history=len(self.ring or ())
+            )
         return hello
 
     @staticmethod
@@ -301,8 +320,10 @@ class _Channel:
                 sink.queue(self._encode({"type": "meta", "info": self.info}), 0)
             history = list(self.ring or ())
             for i in range(0, len(history), MAX_ROWS_PER_BATCH):
-                batch = history[i:i + MAX_ROWS_PER_BATCH]
-                sink.queue(self._encode({"type": "steps", "rows": batch, "history": True}), len(batch))
+                batch = history[i : i + MAX_ROWS_PER_BATCH]
+                sink.queue(
+                    self._encode({"type": "steps", "rows": batch, "history": True}), len(batch)
+                )
             if not sink.gone:
                 self.sinks.append(sink)
         self._settle(sink)
@@ -338,7 +359,9 @@ class _Channel:
                 self.rendezvous = None
             self._flush_locked(time.monotonic_ns())
             for sink in self.sinks:
-                sink.queue(self._encode({"type": "bye", "steps": self.step, "dropped": sink.dropped}), 0)
+                sink.queue(
+                    self._encode({"type": "bye", "steps": self.step, "dropped": sink.dropped}), 0
+                )
             deadline = time.monotonic() + EXIT_DRAIN_S
             while any(s.pending and not s.gone for s in self.sinks) and time.monotonic() < deadline:
                 waiting = [s.fd for s in self.sinks if s.pending and not s.gone]
@@ -411,7 +434,9 @@ def enabled() -> bool:
     return _get().enabled
 
 
-def step(samples: float | None = None, *, iter_s: float | None = None, warmup: bool | None = None) -> None:
+def step(
+    samples: float | None = None, *, iter_s: float | None = None, warmup: bool | None = None
+) -> None:
     """Mark the end of one training step.
 
     ``iter_s`` defaults to the time since the previous ``step()``; ``warmup``

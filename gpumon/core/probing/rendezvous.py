@@ -54,7 +54,11 @@ def _alive(pid: int) -> bool:
 
 def _entry_pid(name: str) -> int | None:
     """The PID of a rendezvous file name (``123.sock``, or a half-made ``.123.tmp``), else None."""
-    stem = name[1:-4] if name.startswith(".") and name.endswith(".tmp") else name.removesuffix(SOCKET_SUFFIX)
+    stem = (
+        name[1:-4]
+        if name.startswith(".") and name.endswith(".tmp")
+        else name.removesuffix(SOCKET_SUFFIX)
+    )
     if stem == name or not stem.isdigit():
         return None
     return int(stem)
@@ -101,11 +105,15 @@ def connect(pid: int, timeout: float = CONNECT_TIMEOUT_S) -> socket.socket | Non
     sock.settimeout(timeout)
     try:
         sock.connect(str(path))
-        peer_pid, uid, _ = PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
+        peer_pid, uid, _ = PEERCRED.unpack(
+            sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size)
+        )
     except (FileNotFoundError, NotADirectoryError):
         sock.close()
         return None
-    except ConnectionRefusedError:  # nobody listens: a live probe always does, from before its entry is visible
+    except (
+        ConnectionRefusedError
+    ):  # nobody listens: a live probe always does, from before its entry is visible
         sock.close()
         _remove(path)
         return None
@@ -117,4 +125,3 @@ def connect(pid: int, timeout: float = CONNECT_TIMEOUT_S) -> socket.socket | Non
         return None
     sock.settimeout(None)
     return sock
-

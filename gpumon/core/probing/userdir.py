@@ -34,7 +34,9 @@ def runtime_dir(subdir: str | None = None) -> Path:
         try:
             directory.mkdir(mode=0o700, parents=directory is path, exist_ok=True)
         except OSError as exc:
-            raise UserDirError(exc.errno, f"cannot create {directory}: {exc.strerror or exc}") from None
+            raise UserDirError(
+                exc.errno, f"cannot create {directory}: {exc.strerror or exc}"
+            ) from None
         check_private(directory)
     return path / subdir if subdir else path
 
@@ -50,7 +52,12 @@ def check_private(path: Path) -> None:
     if not stat.S_ISDIR(info.st_mode):
         raise UserDirError(0, f"{path} is not a directory; remove it")
     if info.st_uid != os.getuid():
-        raise UserDirError(0, f"{path} belongs to uid {info.st_uid}, not to you (uid {os.getuid()})")
+        raise UserDirError(
+            0, f"{path} belongs to uid {info.st_uid}, not to you (uid {os.getuid()})"
+        )
     if info.st_mode & 0o077:
-        raise UserDirError(0, f"{path} is open to other users (mode {stat.S_IMODE(info.st_mode):o}); "
-                              f"chmod 700 it or remove it")
+        raise UserDirError(
+            0,
+            f"{path} is open to other users (mode {stat.S_IMODE(info.st_mode):o}); "
+            f"chmod 700 it or remove it",
+        )

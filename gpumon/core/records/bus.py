@@ -43,7 +43,9 @@ class Bus:
     def _route(self, kind: type) -> tuple[Subscriber, ...]:
         """The subscribers of ``kind``, in the order they subscribed (cached until the next change)."""
         with self._lock:
-            route = tuple(s for s, types in self._subscribers if not types or issubclass(kind, types))
+            route = tuple(
+                s for s, types in self._subscribers if not types or issubclass(kind, types)
+            )
             self._routes[kind] = route
         return route
 

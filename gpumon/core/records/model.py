@@ -10,7 +10,17 @@ from typing import Generic, Iterator, TypeVar
 
 NAN = math.nan
 
-STEP_COLUMNS = ("process", "pid", "step", "t", "iter_s", "samples", "warmup", "copy_bytes", "copy_s")
+STEP_COLUMNS = (
+    "process",
+    "pid",
+    "step",
+    "t",
+    "iter_s",
+    "samples",
+    "warmup",
+    "copy_bytes",
+    "copy_s",
+)
 DEVICE_COLUMNS = (
     "t",
     "gpu_util",
@@ -29,10 +39,35 @@ DEVICE_COLUMNS = (
 )
 # Hopper's GPM columns, added after the first runs were recorded: older device.csv files lack them.
 GPM_COLUMNS = DEVICE_COLUMNS[-4:]
-PROCESS_COLUMNS = ("t", "process", "pid", "cpu_pct", "rss_mib", "threads", "gpu_mem_mib", "gpu_sm_util")
-HOST_COLUMNS = ("t", "cpu_pct", "mem_used_mib", "mem_total_mib", "per_core")  # per_core: "12.5 97.0" (% each core)
+PROCESS_COLUMNS = (
+    "t",
+    "process",
+    "pid",
+    "cpu_pct",
+    "rss_mib",
+    "threads",
+    "gpu_mem_mib",
+    "gpu_sm_util",
+)
+HOST_COLUMNS = (
+    "t",
+    "cpu_pct",
+    "mem_used_mib",
+    "mem_total_mib",
+    "per_core",
+)  # per_core: "12.5 97.0" (% each core)
 # gpu_others.csv: the GPU processes that were not our jobs, one row per process per process tick.
-OTHER_COLUMNS = ("t", "pid", "user", "command", "gpu_mem_mib", "sm_pct", "cpu_pct", "rss_mib", "elapsed_s")
+OTHER_COLUMNS = (
+    "t",
+    "pid",
+    "user",
+    "command",
+    "gpu_mem_mib",
+    "sm_pct",
+    "cpu_pct",
+    "rss_mib",
+    "elapsed_s",
+)
 # Every recorded steps.csv and processes.csv names a job's slot in its "process" column (old runs must still read);
 # the records call it ``slot``. Every other column is its record's field of the same name.
 SLOT_COLUMN = "process"

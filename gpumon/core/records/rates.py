@@ -51,26 +51,47 @@ MIN_OVERLAP_STEPS = 50
 # The one vocabulary: what each figure is, in the words the monitor's help (?), ``gpumon compare --help`` and
 # docs/numbers.md say (the first two are made from this; tests/core/test_vocabulary.py reads all three).
 DEFINITIONS: tuple[tuple[str, str], ...] = (
-    ("iter/s", "training steps per second, wall-clock: the steps completed ÷ the time between their end stamps "
-     "(never ÷ the time inside the steps), exact from each step's monotonic end stamp; live, over the last "
-     f"{LIVE_WINDOW_S:g} s"),
-    ("exclusive rate x", "a job's steady-state iter/s alone, from its first to its last step after warm-up: in a run "
-     "of its own (--baseline A=RUN, --exclusive RUN) or while the other slot was empty (the exclusive phase of a "
-     "staggered start)"),
-    ("overlap window", "from the later of the two jobs' first steps after warm-up to the earlier of their last steps: "
-     "a fixed duration, not a fixed number of steps, so a job running its tail alone does not count"),
-    ("shared rate s", "a job's iter/s inside the overlap window (live: the window so far), its step count "
-     "interpolated at the window's edges"),
+    (
+        "iter/s",
+        "training steps per second, wall-clock: the steps completed ÷ the time between their end stamps "
+        "(never ÷ the time inside the steps), exact from each step's monotonic end stamp; live, over the last "
+        f"{LIVE_WINDOW_S:g} s",
+    ),
+    (
+        "exclusive rate x",
+        "a job's steady-state iter/s alone, from its first to its last step after warm-up: in a run "
+        "of its own (--baseline A=RUN, --exclusive RUN) or while the other slot was empty (the exclusive phase of a "
+        "staggered start)",
+    ),
+    (
+        "overlap window",
+        "from the later of the two jobs' first steps after warm-up to the earlier of their last steps: "
+        "a fixed duration, not a fixed number of steps, so a job running its tail alone does not count",
+    ),
+    (
+        "shared rate s",
+        "a job's iter/s inside the overlap window (live: the window so far), its step count "
+        "interpolated at the window's edges",
+    ),
     ("slowdown r", "x / s: 1 = unaffected, 2 = half speed while sharing"),
-    ("STP", "1/r_A + 1/r_B, the pair's combined throughput in units of one job alone: sharing pays when STP > 1; "
-     "below 1 the jobs would finish sooner one after the other"),
-    ("verdict", "'sharing pays' when the whole 95 % interval of STP is above 1, 'sharing loses' when it is below 1, "
-     "else 'cannot tell'; the live line, which has no interval, judges STP rounded to two digits, and only once its "
-     f"overlap window holds {MIN_OVERLAP_S:g} s and {MIN_OVERLAP_STEPS} steps of each job: before, it says "
-     "'measuring… (N s left)' and gives no r"),
-    ("barely notices", f"a job's r from {FASTER_BELOW:g} to below {BARELY_BELOW:g}: within "
-     f"{round(100 * (BARELY_BELOW - 1)):g} % of its speed alone; below {FASTER_BELOW:g} it 'runs faster beside' the "
-     f"other job, from {BARELY_BELOW:g} it 'runs r× slower' (the live line and compare say the same)"),
+    (
+        "STP",
+        "1/r_A + 1/r_B, the pair's combined throughput in units of one job alone: sharing pays when STP > 1; "
+        "below 1 the jobs would finish sooner one after the other",
+    ),
+    (
+        "verdict",
+        "'sharing pays' when the whole 95 % interval of STP is above 1, 'sharing loses' when it is below 1, "
+        "else 'cannot tell'; the live line, which has no interval, judges STP rounded to two digits, and only once its "
+        f"overlap window holds {MIN_OVERLAP_S:g} s and {MIN_OVERLAP_STEPS} steps of each job: before, it says "
+        "'measuring… (N s left)' and gives no r",
+    ),
+    (
+        "barely notices",
+        f"a job's r from {FASTER_BELOW:g} to below {BARELY_BELOW:g}: within "
+        f"{round(100 * (BARELY_BELOW - 1)):g} % of its speed alone; below {FASTER_BELOW:g} it 'runs faster beside' the "
+        f"other job, from {BARELY_BELOW:g} it 'runs r× slower' (the live line and compare say the same)",
+    ),
 )
 
 
@@ -172,8 +193,10 @@ def measuring_words(overlap: Overlap, left: float) -> str:
             return f"no overlap: {who} never passed the warm-up beside the other job"
         return f"measuring… (waiting for {who} to pass {'its' if len(overlap.waiting) == 1 else 'their'} warm-up)"
     if overlap.closed:
-        return (f"too short to tell: the jobs overlapped {overlap.duration:.1f} s (a verdict needs {MIN_OVERLAP_S:g} s "
-                f"and {MIN_OVERLAP_STEPS} steps of each job)")
+        return (
+            f"too short to tell: the jobs overlapped {overlap.duration:.1f} s (a verdict needs {MIN_OVERLAP_S:g} s "
+            f"and {MIN_OVERLAP_STEPS} steps of each job)"
+        )
     return "measuring…" if math.isnan(left) else f"measuring… ({math.ceil(left)} s left)"
 
 
@@ -185,7 +208,11 @@ def interference(exclusive: Mapping[str, float], overlap: Overlap) -> Interferen
     """
     shared = dict(sorted(overlap.rates.items()))
     missing = [slot for slot in shared if math.isnan(exclusive.get(slot, NAN))]
-    needs = f"STP needs the exclusive rate of {' and '.join(missing)}" if missing and len(shared) > 1 else ""
+    needs = (
+        f"STP needs the exclusive rate of {' and '.join(missing)}"
+        if missing and len(shared) > 1
+        else ""
+    )
     left = overlap.left_s()
     if left != 0:
         text = "; ".join(part for part in (measuring_words(overlap, left), needs) if part)
@@ -218,14 +245,20 @@ class Overlap:
 
     start: float
     end: float
-    steps: dict[str, float]  # each job's step count at the end minus at the start (both interpolated)
+    steps: dict[
+        str, float
+    ]  # each job's step count at the end minus at the start (both interpolated)
     rates: dict[str, float]  # each job's shared rate s
     closed: bool = False
     waiting: tuple[str, ...] = ()
 
     @property
     def duration(self) -> float:
-        return max(0.0, self.end - self.start) if not (math.isnan(self.start) or math.isnan(self.end)) else NAN
+        return (
+            max(0.0, self.end - self.start)
+            if not (math.isnan(self.start) or math.isnan(self.end))
+            else NAN
+        )
 
     def left_s(self) -> float:
         """Seconds until the window holds a verdict: ``MIN_OVERLAP_S`` long with ``MIN_OVERLAP_STEPS`` steps of each
@@ -255,8 +288,12 @@ class _Curve:
 
     def __init__(self, first: Point) -> None:
         self.first = first
-        self.points: deque[Point] = deque([first])  # oldest first, RESOLUTION_S apart but for the last (exact)
-        self.start: float | None = None  # the step count at the window's start, once the job reached it
+        self.points: deque[Point] = deque(
+            [first]
+        )  # oldest first, RESOLUTION_S apart but for the last (exact)
+        self.start: float | None = (
+            None  # the step count at the window's start, once the job reached it
+        )
         self.added = 0
 
     @property
@@ -268,7 +305,9 @@ class _Curve:
         if point.t < points[-1].t:
             return  # a job's own steps come in order: an older one was seen already
         if len(points) >= 2 and points[-1].t - points[-2].t < RESOLUTION_S:
-            points[-1] = point  # the last point is still within RESOLUTION_S of the one before: it moves on
+            points[-1] = (
+                point  # the last point is still within RESOLUTION_S of the one before: it moves on
+            )
         else:
             points.append(point)
         self.added += 1
@@ -285,7 +324,9 @@ class _Curve:
             return None
         if t < first.t:
             return first.n - (first.t - t) * slope(first, last) if last.t > first.t else first.n
-        after = bisect_right(points, t, key=_time)  # the first kept point after t (not the oldest: first.t <= t)
+        after = bisect_right(
+            points, t, key=_time
+        )  # the first kept point after t (not the oldest: first.t <= t)
         return _between(points[after - 1], points[after] if after < len(points) else None, t).n
 
     def drop_before(self, t: float) -> None:
@@ -310,8 +351,12 @@ class OverlapRates:
 
     def __init__(self) -> None:
         self._curves: dict[str, _Curve] = {}
-        self._start: float | None = None  # the later of the jobs' first post-warm-up steps, once two have one
-        self._end: float | None = None  # where the window ended: the last step of the first job to leave it
+        self._start: float | None = (
+            None  # the later of the jobs' first post-warm-up steps, once two have one
+        )
+        self._end: float | None = (
+            None  # where the window ended: the last step of the first job to leave it
+        )
         self._left = False  # a job left (the window, if there was one, grows no more)
 
     def add(self, slot: str, point: Point, warmup: bool) -> None:
@@ -376,8 +421,12 @@ class OverlapRates:
         end = self._end_of(known.values())
         steps, rates = dict(unknown), dict(unknown)
         for slot, curve in known.items():
-            counted = curve.start if curve.start is not None and start == self._start else curve.at(start)
-            at_end = curve.at(end)  # None while the job has not reached the end: it counts to its latest step
+            counted = (
+                curve.start if curve.start is not None and start == self._start else curve.at(start)
+            )
+            at_end = curve.at(
+                end
+            )  # None while the job has not reached the end: it counts to its latest step
             last = curve.last if at_end is None else Point(end, at_end)
             if counted is not None and last.t > start:
                 steps[slot], rates[slot] = last.n - counted, slope(Point(start, counted), last)

@@ -32,7 +32,11 @@ class ShareMode:
         return text + (" (existing)" if self.existing else "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.kind, "threads": list(self.threads) or None, "existing_daemon": self.existing}
+        return {
+            "mode": self.kind,
+            "threads": list(self.threads) or None,
+            "existing_daemon": self.existing,
+        }
 
     @classmethod
     def from_json(cls, entry: object) -> "ShareMode":
@@ -40,7 +44,11 @@ class ShareMode:
         if not isinstance(entry, dict) or entry.get("mode") != "mps":
             return cls()
         threads = entry.get("threads")
-        counted = tuple(int(t) for t in threads if isinstance(t, int)) if isinstance(threads, list) else ()
+        counted = (
+            tuple(int(t) for t in threads if isinstance(t, int))
+            if isinstance(threads, list)
+            else ()
+        )
         return cls("mps", counted, bool(entry.get("existing_daemon")))
 
 

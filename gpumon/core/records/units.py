@@ -34,7 +34,11 @@ def num(value: float | None) -> str:
     assert value is not None
     for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= scale:
-            return f"{value / scale:.3g}{suffix}" if value / scale < 100 else f"{value / scale:.0f}{suffix}"
+            return (
+                f"{value / scale:.3g}{suffix}"
+                if value / scale < 100
+                else f"{value / scale:.0f}{suffix}"
+            )
     if abs(value) >= 100:
         return f"{value:.0f}"
     return f"{value:.3g}" if abs(value) >= 1 else f"{value:.2f}"

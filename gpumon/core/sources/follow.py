@@ -82,7 +82,11 @@ class TableTail(Tail):
             self._header_seen = True
             lines = lines[1:]
         width = len(self.columns)
-        return [dict(zip(self.columns, row)) for row in csv.reader(io.StringIO("\n".join(lines))) if len(row) == width]
+        return [
+            dict(zip(self.columns, row))
+            for row in csv.reader(io.StringIO("\n".join(lines)))
+            if len(row) == width
+        ]
 
 
 class FollowSource:
@@ -93,14 +97,23 @@ class FollowSource:
         self.runner = self.run.meta.runner  # who writes it (None for runs recorded before runners)
         self.bus = bus
         self.poll_s = poll_s
-        self._tables = {name: TableTail(self.run.path / f"{name}.csv", TABLES[name]) for name, _ in RECORD_TABLES}
+        self._tables = {
+            name: TableTail(self.run.path / f"{name}.csv", TABLES[name])
+            for name, _ in RECORD_TABLES
+        }
         self._others = TableTail(self.run.path / "gpu_others.csv", TABLES["gpu_others"])
-        self._others_held: list[dict[str, str]] = []  # the newest tick's rows: more of them may still come
+        self._others_held: list[
+            dict[str, str]
+        ] = []  # the newest tick's rows: more of them may still come
         self._logs: dict[str, Tail] = {}
-        self._meta_key: tuple[int, int, int] | None = None  # run.json's inode, size, mtime when last read
+        self._meta_key: tuple[int, int, int] | None = (
+            None  # run.json's inode, size, mtime when last read
+        )
         self._published: set[tuple[Any, ...]] = set()
         self._started: set[str] = set()  # the slots whose first state has been published
-        self._early: list[tuple[float, int, Any]] = []  # a job's rows read before run.json said it started
+        self._early: list[
+            tuple[float, int, Any]
+        ] = []  # a job's rows read before run.json said it started
         self._notices = 0
         self._last_t = -math.inf
         self._lock = threading.Lock()
@@ -133,11 +146,15 @@ class FollowSource:
             if self.ended:
                 return 0
             first = self._meta_key is None
-            over = self._read_meta()  # before the tables: a run that just ended has written all of them
+            over = (
+                self._read_meta()
+            )  # before the tables: a run that just ended has written all of them
             if first:
                 self.bus.publish(self.run.nvml_status)
-            timed = sorted(self._meta_events() + self._in_order(self._table_records(final=over), over),
-                           key=lambda e: (e[0], e[1]))
+            timed = sorted(
+                self._meta_events() + self._in_order(self._table_records(final=over), over),
+                key=lambda e: (e[0], e[1]),
+            )
             for _, _, item in timed:
                 self.bus.publish(item)
             if timed:
@@ -182,7 +199,9 @@ class FollowSource:
             self.run = load_run(self.run.path)
             self._meta_key = key
         self.status = self.run.meta.live_status(self.run.path)
-        if self.status == INTERRUPTED:  # or it finalised run.json and exited since it was read: read it again
+        if (
+            self.status == INTERRUPTED
+        ):  # or it finalised run.json and exited since it was read: read it again
             self.run, self.status = load_live(self.run.path)
         return self.status != RUNNING
 
@@ -201,7 +220,9 @@ class FollowSource:
         self._notices = len(notices)
         return out
 
-    def _in_order(self, records: list[tuple[float, int, Any]], final: bool) -> list[tuple[float, int, Any]]:
+    def _in_order(
+        self, records: list[tuple[float, int, Any]], final: bool
+    ) -> list[tuple[float, int, Any]]:
         """``records`` less a job's rows that came before run.json said the job started (the runner flushes its
         tables, then run.json: a poll between the two reads the rows first), kept for the poll that reads its
         state; all of them once the run is over."""
@@ -209,7 +230,9 @@ class FollowSource:
         waiting, self._early = self._early + records, []
         for timed in waiting:
             slot = getattr(timed[2], "slot", None)
-            (self._early if slot and slot not in self._started and not final else ready).append(timed)
+            (self._early if slot and slot not in self._started and not final else ready).append(
+                timed
+            )
         return ready
 
     # -- tables and logs ----------------------------------------------------------
@@ -233,6 +256,8 @@ class FollowSource:
             slot = entry.slot
             tail = self._logs.setdefault(slot, Tail(self.run.path / "logs" / f"{slot}.out"))
             for line in tail.lines():
-                self.bus.publish(LogLine(slot, self._last_t if math.isfinite(self._last_t) else 0.0, line))
+                self.bus.publish(
+                    LogLine(slot, self._last_t if math.isfinite(self._last_t) else 0.0, line)
+                )
                 published += 1
         return published

@@ -28,7 +28,10 @@ TICK_METRICS: dict[str, tuple[int, float]] = {
     "sm_occupancy_pct": (3, 1.0),  # NVML_GPM_METRIC_SM_OCCUPANCY
     "dram_bw_pct": (10, 1.0),  # NVML_GPM_METRIC_DRAM_BW_UTIL
 }
-TENSOR_FIELD, TENSOR_METRIC = "tensor_active_pct", 5  # NVML_GPM_METRIC_ANY_TENSOR_UTIL (the dear one)
+TENSOR_FIELD, TENSOR_METRIC = (
+    "tensor_active_pct",
+    5,
+)  # NVML_GPM_METRIC_ANY_TENSOR_UTIL (the dear one)
 TENSOR_PERIOD_S = 5.0
 # Errors after which a metric (or GPM as a whole) is not asked again.
 PERMANENT = frozenset({3, 4, 13})  # NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND
@@ -47,7 +50,9 @@ class Gpm:
         self.fields: list[str] = []  # DeviceSample fields whose metric works
         self.failed: str | None = None  # why GPM stopped, once it has
         self._tensor = NAN
-        self._requests: dict[tuple[int, ...], tuple[Any, struct.Struct]] = {}  # metric ids -> request (19 KB), layout
+        self._requests: dict[
+            tuple[int, ...], tuple[Any, struct.Struct]
+        ] = {}  # metric ids -> request (19 KB), layout
 
     def open(self, t: float) -> str | None:
         """Allocate the samples and find which metrics work; None if usable, else why not."""
@@ -68,7 +73,9 @@ class Gpm:
                     raise
                 # Two samples microseconds apart may be refused as a pair: keep every metric for now;
                 # the per-metric codes of the first ticks drop those that do not work.
-                LOG.info("gpm: probe of the metrics failed (%s); deciding per metric while sampling", err)
+                LOG.info(
+                    "gpm: probe of the metrics failed (%s); deciding per metric while sampling", err
+                )
                 codes = dict.fromkeys(ids, (nv.NVML_SUCCESS, NAN))
         except nv.NVMLError as err:
             self.close()
@@ -138,7 +145,10 @@ class Gpm:
                 self._drop_if_permanent(TENSOR_FIELD, code)
                 self._anchor, self._anchor_t = current, t
         except nv.NVMLError as err:
-            if err.value in PERMANENT or err.value in (15, 16):  # GPU lost / reset required: stop too
+            if err.value in PERMANENT or err.value in (
+                15,
+                16,
+            ):  # GPU lost / reset required: stop too
                 self.failed = f"GPM failed: {err}"
                 LOG.info("gpm: %s; PCIe falls back to the byte counters", self.failed)
             return out
@@ -147,7 +157,9 @@ class Gpm:
             out[TENSOR_FIELD] = self._tensor
         return out
 
-    def _take(self, out: dict[str, float], field: str, result: tuple[int, float], scale: float) -> None:
+    def _take(
+        self, out: dict[str, float], field: str, result: tuple[int, float], scale: float
+    ) -> None:
         code, value = result
         if code == self._nv.NVML_SUCCESS and math.isfinite(value):
             out[field] = value * scale

@@ -9,7 +9,13 @@ from typing import Mapping
 
 import psutil
 
-from gpumon.core.records.model import GpuProcessMetrics, HostSample, OtherGpuProcess, ProcessSample, SourceStatus
+from gpumon.core.records.model import (
+    GpuProcessMetrics,
+    HostSample,
+    OtherGpuProcess,
+    ProcessSample,
+    SourceStatus,
+)
 from gpumon.core.records.slots import Slot
 
 MIB = 1024 * 1024
@@ -129,8 +135,12 @@ class HostSource:
                 live.add(pid)
             if not live.intersection(pids):
                 continue
-            gpu_mem = [gpu[p].gpu_mem_mib for p in pids if p in gpu and not math.isnan(gpu[p].gpu_mem_mib)]
-            gpu_sm = [gpu[p].gpu_sm_util for p in pids if p in gpu and not math.isnan(gpu[p].gpu_sm_util)]
+            gpu_mem = [
+                gpu[p].gpu_mem_mib for p in pids if p in gpu and not math.isnan(gpu[p].gpu_mem_mib)
+            ]
+            gpu_sm = [
+                gpu[p].gpu_sm_util for p in pids if p in gpu and not math.isnan(gpu[p].gpu_sm_util)
+            ]
             samples.append(
                 ProcessSample(
                     t,
@@ -150,7 +160,9 @@ class HostSource:
             del self._children[pid]
         return samples
 
-    def sample_others(self, t: float, gpu: Mapping[int, GpuProcessMetrics]) -> tuple[OtherGpuProcess, ...]:
+    def sample_others(
+        self, t: float, gpu: Mapping[int, GpuProcessMetrics]
+    ) -> tuple[OtherGpuProcess, ...]:
         """The GPU processes in ``gpu`` (not our jobs) with what /proc shows of them, most GPU memory first.
 
         A PID /proc cannot see (another PID namespace) keeps its NVML figures and unknown host fields.
@@ -198,5 +210,13 @@ def _other(t: float, gpu: GpuProcessMetrics, proc: psutil.Process | None) -> Oth
     except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return bare
     return OtherGpuProcess(
-        t, gpu.pid, gpu.gpu_mem_mib, gpu.gpu_sm_util, user, command, cpu, rss, max(0.0, time.time() - started)
+        t,
+        gpu.pid,
+        gpu.gpu_mem_mib,
+        gpu.gpu_sm_util,
+        user,
+        command,
+        cpu,
+        rss,
+        max(0.0, time.time() - started),
     )

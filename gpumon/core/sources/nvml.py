@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
-from gpumon.core.records.model import GPM_COLUMNS, NAN, DeviceSample, GpuProcessMetrics, GpuSummary, SourceStatus
+from gpumon.core.records.model import (
+    GPM_COLUMNS,
+    NAN,
+    DeviceSample,
+    GpuProcessMetrics,
+    GpuSummary,
+    SourceStatus,
+)
 from gpumon.core.sources.gpm import Gpm
 from gpumon.core.sources.pcie import (
     COUNTER_BITS,
@@ -113,7 +120,12 @@ class _Query:
                 return variants[index](*args)
             except self.nv.NVMLError as err:
                 if err.value == FUNCTION_NOT_FOUND and index + 1 < len(variants):
-                    LOG.info("nvml: %s%s: %s missing, using an older version", self.where, key, variants[index].__name__)
+                    LOG.info(
+                        "nvml: %s%s: %s missing, using an older version",
+                        self.where,
+                        key,
+                        variants[index].__name__,
+                    )
                     index += 1
                     self._variant[key] = index
                     continue
@@ -127,7 +139,9 @@ class _Query:
         if code in LOST_REASONS:
             if self.lost is None:
                 self.lost = LOST_REASONS[code]
-                LOG.warning("nvml: %s%s during %s; its NVML metrics stop", self.where, self.lost, key)
+                LOG.warning(
+                    "nvml: %s%s during %s; its NVML metrics stop", self.where, self.lost, key
+                )
         elif code in UNSUPPORTED_CODES:
             self.unsupported[key] = self.text(code)
             LOG.info("nvml: %s%s not available: %s", self.where, key, self.unsupported[key])
@@ -176,7 +190,9 @@ def _process_utilization(nv: ModuleType) -> Callable:
     again, while the driver says it is too small). pynvml's wrapper makes two: a size query, then the read, and each
     costs the driver's full price (~1,150 µs on the H100); it also raises INSUFFICIENT_SIZE when a sampling instant
     lands between them (1 read in 50 at the H100's call costs, on the fake)."""
-    room = [64]  # samples; the driver keeps about one per process per sampling instant since ``last_seen_us``
+    room = [
+        64
+    ]  # samples; the driver keeps about one per process per sampling instant since ``last_seen_us``
 
     def call(handle: Any, last_seen_us: int) -> list[Any]:
         fn = nv._nvmlGetFunctionPointer("nvmlDeviceGetProcessUtilization")
@@ -252,7 +268,9 @@ class _Peer:
     uuid: str | None
 
 
-def _listed(q: _Query, fns: dict[str, tuple[Callable, ...]], handle: Any) -> dict[int, float] | None:
+def _listed(
+    q: _Query, fns: dict[str, tuple[Callable, ...]], handle: Any
+) -> dict[int, float] | None:
     """PID → used GPU memory (MiB, NaN if N/A) over the compute and graphics lists; None when neither answers."""
     found: dict[int, float] = {}
     answered = False
@@ -340,7 +358,11 @@ class NvmlSource:
         target = _resolve_gpu(self._requested)
         if isinstance(target, int) and not 0 <= target < count:
             return self._unavailable(f"no GPU with index {target} ({count} found)")
-        by = nv.nvmlDeviceGetHandleByIndex if isinstance(target, int) else nv.nvmlDeviceGetHandleByUUID
+        by = (
+            nv.nvmlDeviceGetHandleByIndex
+            if isinstance(target, int)
+            else nv.nvmlDeviceGetHandleByUUID
+        )
         handle = q("handle", by, target)
         if handle is NA:
             return self._unavailable(q.lost or f"no GPU {target}", q.last_error)
@@ -363,7 +385,9 @@ class NvmlSource:
         if q.lost:
             return self._unavailable(q.lost)
         self._peers = self._open_peers(count)
-        return SourceStatus(self.name, True, "", {"index": self._info["index"], "driver": self._info["driver"]})
+        return SourceStatus(
+            self.name, True, "", {"index": self._info["index"], "driver": self._info["driver"]}
+        )
 
     def _open_peers(self, count: int) -> list[_Peer]:
         """The box's other GPUs (for the overview), each with its own query; a GPU that does not answer is left out."""
@@ -378,7 +402,10 @@ class NvmlSource:
             handle = q("handle", nv.nvmlDeviceGetHandleByIndex, index)
             if handle is NA:
                 continue
-            name, uuid = _text(q("name", nv.nvmlDeviceGetName, handle)), _text(q("uuid", nv.nvmlDeviceGetUUID, handle))
+            name, uuid = (
+                _text(q("name", nv.nvmlDeviceGetName, handle)),
+                _text(q("uuid", nv.nvmlDeviceGetUUID, handle)),
+            )
             peers.append(_Peer(index, handle, q, name, uuid))
         return peers
 
@@ -386,16 +413,24 @@ class NvmlSource:
         """Newest-first versions of the calls whose symbol depends on the driver's age."""
         for kind in ("Compute", "Graphics"):
             base = f"nvmlDeviceGet{kind}RunningProcesses"
-            self._process_fns[kind] = (*_present(nv, f"{base}_v3", f"{base}_v2"), _v1_running_processes(nv, base))
+            self._process_fns[kind] = (
+                *_present(nv, f"{base}_v3", f"{base}_v2"),
+                _v1_running_processes(nv, base),
+            )
         self._process_util = _process_utilization(nv)
         memory: tuple[Callable, ...] = (nv.nvmlDeviceGetMemoryInfo,)
         if hasattr(nv, "nvmlMemory_v2"):
-            def nvmlDeviceGetMemoryInfo_v2(handle: Any) -> Any:  # named as NVML names it: the log says which one ran
+
+            def nvmlDeviceGetMemoryInfo_v2(
+                handle: Any,
+            ) -> Any:  # named as NVML names it: the log says which one ran
                 return nv.nvmlDeviceGetMemoryInfo(handle, version=nv.nvmlMemory_v2)
 
             memory = (nvmlDeviceGetMemoryInfo_v2, *memory)
         self._memory_fns = memory
-        self._temperature_fns = _present(nv, "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature")
+        self._temperature_fns = _present(
+            nv, "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"
+        )
 
     def _probe_fields(self) -> None:
         """Query each metric once so that device_info()["unsupported"] is complete before sampling."""
@@ -408,7 +443,9 @@ class NvmlSource:
         q("process_utilization", self._process_util, h, self._util_last_seen_us)
 
     def _unavailable(self, reason: str, code: int | None = None) -> SourceStatus:
-        return SourceStatus(self.name, False, f"unavailable: {reason}", {"nvml_error": code} if code else {})
+        return SourceStatus(
+            self.name, False, f"unavailable: {reason}", {"nvml_error": code} if code else {}
+        )
 
     @property
     def status(self) -> SourceStatus:
@@ -470,7 +507,9 @@ class NvmlSource:
         width = _int(q("pcie_max_width", nv.nvmlDeviceGetMaxPcieLinkWidth, h))
         capacity = link_capacity_bps(gen, width)
         if capacity is None:
-            LOG.info("nvml: maximum PCIe link unknown; assuming gen%d x%d", FALLBACK_GEN, FALLBACK_WIDTH)
+            LOG.info(
+                "nvml: maximum PCIe link unknown; assuming gen%d x%d", FALLBACK_GEN, FALLBACK_WIDTH
+            )
             return LANE_BPS[FALLBACK_GEN] * FALLBACK_WIDTH
         return capacity
 
@@ -491,7 +530,11 @@ class NvmlSource:
             if not math.isnan(cheap["gpu_util"]):
                 self._device_util.append(cheap["gpu_util"])
             sample = DeviceSample(
-                t=t, pcie_rx_bps=rx, pcie_tx_bps=tx, **cheap, **{f: gpm.get(f, NAN) for f in GPM_COLUMNS}
+                t=t,
+                pcie_rx_bps=rx,
+                pcie_tx_bps=tx,
+                **cheap,
+                **{f: gpm.get(f, NAN) for f in GPM_COLUMNS},
             )
             return None if self._query.lost else sample
 
@@ -512,7 +555,9 @@ class NvmlSource:
 
     # -- the box's other GPUs ------------------------------------------------
 
-    def overview(self, t: float, sample: DeviceSample | None, processes: int | None) -> tuple[GpuSummary, ...]:
+    def overview(
+        self, t: float, sample: DeviceSample | None, processes: int | None
+    ) -> tuple[GpuSummary, ...]:
         """Every GPU of a box with several, by index; () with one.
 
         The jobs' GPU is ``sample`` and ``processes`` (what this tick already read, nothing re-read); each
@@ -523,7 +568,9 @@ class NvmlSource:
             if not self._peers or self._handle is None or not self.status.available:
                 return ()
             info = self._info
-            ours = GpuSummary(info["index"], info["name"], info["uuid"], sample, processes, jobs=True)
+            ours = GpuSummary(
+                info["index"], info["name"], info["uuid"], sample, processes, jobs=True
+            )
             found = [ours, *(self._peer_summary(peer, t) for peer in self._peers)]
         return tuple(sorted(found, key=lambda summary: summary.index))
 
@@ -570,7 +617,12 @@ class NvmlSource:
         self._counters = None
         if self._read_counters():
             return "counters"
-        probe = self._query("pcie_throughput", self._api.nvmlDeviceGetPcieThroughput, self._handle, PCIE_UTIL_RX_BYTES)
+        probe = self._query(
+            "pcie_throughput",
+            self._api.nvmlDeviceGetPcieThroughput,
+            self._handle,
+            PCIE_UTIL_RX_BYTES,
+        )
         return None if probe is NA else "throughput"
 
     @property
@@ -584,13 +636,19 @@ class NvmlSource:
     def poll_pcie(self, t: float) -> None:
         """Read the wrapping PCIe counters between ticks (run time ``t``) so no gap hides a wrap."""
         with self._lock:
-            if self._handle is not None and self._pcie_method == "counters" and not self._query.lost:
+            if (
+                self._handle is not None
+                and self._pcie_method == "counters"
+                and not self._query.lost
+            ):
                 self._read_counters(t)
 
     def _read_counters(self, t: float = -math.inf) -> bool:
         """Read both byte counters by their valueType into the wrap-safe totals; False if they fail."""
         values = self._query(
-            "pcie_counters", self._api.nvmlDeviceGetFieldValues, self._handle,
+            "pcie_counters",
+            self._api.nvmlDeviceGetFieldValues,
+            self._handle,
             [FI_PCIE_COUNT_RX_BYTES, FI_PCIE_COUNT_TX_BYTES],
         )
         if values is NA:
@@ -648,7 +706,11 @@ class NvmlSource:
         )
         if samples is NA:
             no_new = self._query.last_error == NOT_FOUND
-            if not (no_new and time.time_ns() // 1000 - self._util_last_seen_us < 2 * PROCESS_UTIL_PERIOD_S * 1e6):
+            if not (
+                no_new
+                and time.time_ns() // 1000 - self._util_last_seen_us
+                < 2 * PROCESS_UTIL_PERIOD_S * 1e6
+            ):
                 # Nothing new for two periods: no process was on the SMs (or the call failed).
                 self._sm_util = {pid: 0.0 for pid in running} if no_new else {}
             return
@@ -681,7 +743,9 @@ class NvmlSource:
             # 0.9: the sampler's 0.5 s process ticks drift by milliseconds; a read is due every second tick,
             # and at once when a process appears that the last read did not cover (its share is not known yet).
             newcomer = bool(running.keys() - self._sm_util.keys())
-            if util_known and (t is None or newcomer or t - self._util_read_t >= 0.9 * PROCESS_UTIL_PERIOD_S):
+            if util_known and (
+                t is None or newcomer or t - self._util_read_t >= 0.9 * PROCESS_UTIL_PERIOD_S
+            ):
                 self._util_read_t = -math.inf if t is None else t
                 self._update_sm_util(running)
             if self._query.lost:
@@ -692,7 +756,9 @@ class NvmlSource:
                 for pid in running.keys() | sampled
             }
 
-    def process_metrics(self, pids: Iterable[int], t: float | None = None) -> dict[int, GpuProcessMetrics]:
+    def process_metrics(
+        self, pids: Iterable[int], t: float | None = None
+    ) -> dict[int, GpuProcessMetrics]:
         """GPU memory and SM use of those of ``pids`` that NVML knows; other PIDs are ignored."""
         ours = set(pids)
         if not ours:

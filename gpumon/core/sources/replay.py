@@ -80,7 +80,9 @@ def others_by_tick(rows: Iterable[dict[str, str]], where: Path) -> list[GpuOther
     by_t: dict[float, list[OtherGpuProcess]] = {}
     for row in rows:
         try:
-            fields: dict[str, Any] = {k: (v or None) if k in ("user", "command") else _value(k, v) for k, v in row.items()}
+            fields: dict[str, Any] = {
+                k: (v or None) if k in ("user", "command") else _value(k, v) for k, v in row.items()
+            }
             by_t.setdefault(fields["t"], []).append(OtherGpuProcess(**fields))
         except (TypeError, ValueError):
             raise TraceError(f"{where}: corrupt row {row}") from None
@@ -111,14 +113,18 @@ def workload_events(entry: WorkloadRecord) -> list[tuple[float, int, object]]:
     if start is None:
         return []
     attached = entry.attachment()
-    out: list[tuple[float, int, object]] = [(start, 1, WorkloadState(slot, "running", start, pid=pid, attached=attached))]
+    out: list[tuple[float, int, object]] = [
+        (start, 1, WorkloadState(slot, "running", start, pid=pid, attached=attached))
+    ]
     if attached is None:
         out.insert(0, (start, 0, WorkloadState(slot, "starting", start)))
     if entry.meta is not None:
         out.append((start, 2, WorkloadMeta(slot, pid or 0, entry.meta)))
     if entry.stop_t is not None:
         state = entry.state or ("exited" if entry.exit_status is not None else "stopped")
-        ended = WorkloadState(slot, state, entry.stop_t, pid=pid, exit_status=entry.exit_status, tail=entry.tail or "")
+        ended = WorkloadState(
+            slot, state, entry.stop_t, pid=pid, exit_status=entry.exit_status, tail=entry.tail or ""
+        )
         out.append((entry.stop_t, 4, ended))
     return out
 
@@ -132,7 +138,10 @@ def _workload_records(run: Run, end_t: float) -> list[_Timed]:
             continue
         stop_t = entry.stop_t if entry.stop_t is not None else end_t
         out += [_Timed(t, order, item) for t, order, item in events]
-        out += [_Timed(stop_t, 3, LogLine(entry.slot, stop_t, line)) for line in _log_lines(run, entry.slot)]
+        out += [
+            _Timed(stop_t, 3, LogLine(entry.slot, stop_t, line))
+            for line in _log_lines(run, entry.slot)
+        ]
     return out
 
 

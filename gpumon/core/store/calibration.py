@@ -79,18 +79,33 @@ def load(gpu: str) -> Calibration | None:
         return None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CalibrationError(f"{path}: {exc}") from None
-    if not isinstance(data, dict) or data.get("gpu") != gpu or not isinstance(data.get("constants"), dict):
+    if (
+        not isinstance(data, dict)
+        or data.get("gpu") != gpu
+        or not isinstance(data.get("constants"), dict)
+    ):
         raise CalibrationError(f"{path}: not a calibration of {gpu}")
     constants = {}
     for name, value in data["constants"].items():
         if name not in KNOWN:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
             raise CalibrationError(f"{path}: {name} is {value!r}, not a positive number")
         constants[name] = float(value)
-    return Calibration(gpu=gpu, constants=constants, measured_at=str(data.get("measured_at", "")),
-                       driver=str(data.get("driver", "")), gpumon=str(data.get("gpumon", "")),
-                       device=str(data.get("device", "")), details=dict(data.get("details") or {}))
+    return Calibration(
+        gpu=gpu,
+        constants=constants,
+        measured_at=str(data.get("measured_at", "")),
+        driver=str(data.get("driver", "")),
+        gpumon=str(data.get("gpumon", "")),
+        device=str(data.get("device", "")),
+        details=dict(data.get("details") or {}),
+    )
 
 
 def save(calibration: Calibration) -> Path:

@@ -43,10 +43,17 @@ class Disturbance:
         return f"{who} on the GPU for {self.seconds:.1f} s ({self.share:.0%} of the window): {', '.join(use) or 'use unknown'}"
 
     def to_dict(self) -> dict:
-        return {"run": self.run, "role": self.role or None, "pid": self.pid, "user": self.user or None, "command": self.command or None,
-                "share": self.share, "seconds": self.seconds,
-                "sm_pct": None if math.isnan(self.sm_pct) else self.sm_pct,
-                "gpu_mem_mib": None if math.isnan(self.gpu_mem_mib) else self.gpu_mem_mib}
+        return {
+            "run": self.run,
+            "role": self.role or None,
+            "pid": self.pid,
+            "user": self.user or None,
+            "command": self.command or None,
+            "share": self.share,
+            "seconds": self.seconds,
+            "sm_pct": None if math.isnan(self.sm_pct) else self.sm_pct,
+            "gpu_mem_mib": None if math.isnan(self.gpu_mem_mib) else self.gpu_mem_mib,
+        }
 
 
 def meaningful(sm_pct: float, gpu_mem_mib: float) -> bool:
@@ -80,8 +87,16 @@ def disturbances(run: Run, windows: Iterable[tuple[float, float]]) -> list[Distu
         if not _inside(t, windows):
             continue
         sm, mem = _float(row["sm_pct"]), _float(row["gpu_mem_mib"])
-        entry = seen.setdefault(int(row["pid"]), {"user": row["user"], "command": row["command"],
-                                                  "used": set(), "sm": [], "mem": math.nan})
+        entry = seen.setdefault(
+            int(row["pid"]),
+            {
+                "user": row["user"],
+                "command": row["command"],
+                "used": set(),
+                "sm": [],
+                "mem": math.nan,
+            },
+        )
         if not math.isnan(sm):
             entry["sm"].append(sm)
         if not math.isnan(mem):
@@ -93,6 +108,16 @@ def disturbances(run: Run, windows: Iterable[tuple[float, float]]) -> list[Distu
         share = len(e["used"]) / len(ticks)
         if share >= SHARE:
             sm = sum(e["sm"]) / len(e["sm"]) if e["sm"] else math.nan
-            found.append(Disturbance(str(run.path), pid, e["user"], e["command"], min(1.0, share),
-                                     min(1.0, share) * length, sm, e["mem"]))
+            found.append(
+                Disturbance(
+                    str(run.path),
+                    pid,
+                    e["user"],
+                    e["command"],
+                    min(1.0, share),
+                    min(1.0, share) * length,
+                    sm,
+                    e["mem"],
+                )
+            )
     return sorted(found, key=lambda d: (-d.share, d.pid))

@@ -70,8 +70,16 @@ OTHER_ROW = attrgetter(*OTHER_COLUMNS)
 def _cells(values: tuple) -> list:
     """A row's CSV cells: NaN empty, booleans 0/1, a tuple (per-core CPU) one cell of space-separated
     percentages; the csv module writes floats by their repr."""
-    return ["" if v != v else int(v) if v is True or v is False else _joined(v) if type(v) is tuple else v
-            for v in values]
+    return [
+        ""
+        if v != v
+        else int(v)
+        if v is True or v is False
+        else _joined(v)
+        if type(v) is tuple
+        else v
+        for v in values
+    ]
 
 
 def _joined(values: tuple) -> str:
@@ -132,7 +140,9 @@ def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Pat
     try:
         runs_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise EnvironmentFailure(f"cannot create runs directory {runs_dir}: {exc.strerror}") from None
+        raise EnvironmentFailure(
+            f"cannot create runs directory {runs_dir}: {exc.strerror}"
+        ) from None
     base = f"{time.strftime('%Y%m%d-%H%M%S', started)}-{safe_label(label)}"
     for n in range(1, 1000):
         path = runs_dir / (base if n == 1 else f"{base}-{n}")
@@ -141,7 +151,9 @@ def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Pat
         except FileExistsError:
             continue
         except OSError as exc:
-            raise EnvironmentFailure(f"cannot create run directory {path}: {exc.strerror}") from None
+            raise EnvironmentFailure(
+                f"cannot create run directory {path}: {exc.strerror}"
+            ) from None
         (path / "logs").mkdir()
         return path
     raise EnvironmentFailure(f"too many runs named {base} in {runs_dir}")
@@ -159,7 +171,14 @@ class Recorder:
     written until ``close`` has made it final: that, not run.json, proves who writes the run.
     """
 
-    TAKES = (*ROWS, GpuOthers, LogLine, WorkloadState, WorkloadMeta, Notice)  # what ``handle`` records (Bus.subscribe)
+    TAKES = (
+        *ROWS,
+        GpuOthers,
+        LogLine,
+        WorkloadState,
+        WorkloadMeta,
+        Notice,
+    )  # what ``handle`` records (Bus.subscribe)
 
     def __init__(
         self,
@@ -172,7 +191,9 @@ class Recorder:
         self.meta = meta
         self.on_error = on_error
         self.error: CaptureError | None = None
-        self._queue: deque[object] = deque()  # appended by the publishers' threads, emptied by the writer's
+        self._queue: deque[object] = (
+            deque()
+        )  # appended by the publishers' threads, emptied by the writer's
         self._queue_max = queue_max
         self._overflow = False
         self._files: dict[str, IO[str]] = {}
@@ -195,7 +216,9 @@ class Recorder:
         except OSError as exc:
             self._close_files()
             self._release_runner()
-            raise EnvironmentFailure(f"cannot write the capture: {describe_write_error(exc, path)}") from None
+            raise EnvironmentFailure(
+                f"cannot write the capture: {describe_write_error(exc, path)}"
+            ) from None
         self._thread = threading.Thread(target=self._run, name="gpumon-recorder", daemon=True)
         self._thread.start()
 
@@ -227,7 +250,9 @@ class Recorder:
     def _write_pending(self) -> None:
         if self._overflow:
             raise OSError(
-                errno.ENOBUFS, f"the disk is not keeping up ({self._queue_max} records waiting)", str(self.path)
+                errno.ENOBUFS,
+                f"the disk is not keeping up ({self._queue_max} records waiting)",
+                str(self.path),
             )
         self._drain()
         self._flush()
@@ -237,7 +262,11 @@ class Recorder:
         try:
             work()
         except OSError as exc:
-            self._fail(describe_write_error(exc, self.path) if exc.errno != errno.ENOBUFS else exc.strerror or str(exc))
+            self._fail(
+                describe_write_error(exc, self.path)
+                if exc.errno != errno.ENOBUFS
+                else exc.strerror or str(exc)
+            )
             return False
         except Exception as exc:  # a bug must not leave the capture "recording" forever
             log.exception("recorder failed")
@@ -260,7 +289,9 @@ class Recorder:
 
     def _write(self, item: object) -> None:
         if isinstance(item, GpuOthers):
-            self._writers[OTHERS_TABLE].writerows([_cells(OTHER_ROW(other)) for other in item.processes])
+            self._writers[OTHERS_TABLE].writerows(
+                [_cells(OTHER_ROW(other)) for other in item.processes]
+            )
         elif isinstance(item, LogLine):
             self._log(item.slot).write(item.text + "\n")
         elif isinstance(item, WorkloadState):
@@ -290,14 +321,24 @@ class Recorder:
     def _on_state(self, state: WorkloadState) -> None:
         entry = self._workload(state.slot)
         if state.state == "running":
-            entry.pid, entry.start_t, entry.stop_t, entry.exit_status = state.pid, state.t, None, None
+            entry.pid, entry.start_t, entry.stop_t, entry.exit_status = (
+                state.pid,
+                state.t,
+                None,
+                None,
+            )
             entry.state = "running"
             if state.job is not None:
                 entry.launched(state.job)
             if state.attached is not None:
                 entry.attach(state.attached)
         elif state.state in ENDED_STATES:
-            entry.stop_t, entry.exit_status, entry.tail, entry.state = state.t, state.exit_status, state.tail, state.state
+            entry.stop_t, entry.exit_status, entry.tail, entry.state = (
+                state.t,
+                state.exit_status,
+                state.tail,
+                state.state,
+            )
         elif state.state == "not started":
             entry.state, entry.reason = "not started", state.tail
         self._meta_dirty = True
@@ -371,7 +412,9 @@ class Recorder:
 
     def _complete(self, duration_s: float) -> None:
         self._drain()
-        self._finish_meta(FAILED if any(w.failed for w in self.meta.workloads) else "complete", duration_s)
+        self._finish_meta(
+            FAILED if any(w.failed for w in self.meta.workloads) else "complete", duration_s
+        )
         self._flush()
         for f in (*self._files.values(), *self._logs.values()):
             f.close()

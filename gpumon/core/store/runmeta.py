@@ -25,17 +25,36 @@ SCHEMA_VERSION = 1
 # What the readers take from run.json, by type (a key may be absent; null is allowed where listed).
 _NUMBER = (int, float)
 META_TYPES: dict[str, tuple[type, ...]] = {
-    "label": (str,), "mode": (str,), "status": (str,), "started_at": (str,), "device": (str, type(None)),
-    "duration_s": (*_NUMBER, type(None)), "interval_ms": (*_NUMBER, type(None)),
-    "stagger_s": (*_NUMBER, type(None)), "t0_monotonic_ns": (int, type(None)),
-    "host": (dict, type(None)), "gpu": (dict, type(None)), "nvml": (dict, type(None)),
-    "versions": (dict, type(None)), "runner": (dict, type(None)), "baselines": (dict, type(None)),
-    "notices": (list, type(None)), "capture_start_t": (*_NUMBER, type(None)),
+    "label": (str,),
+    "mode": (str,),
+    "status": (str,),
+    "started_at": (str,),
+    "device": (str, type(None)),
+    "duration_s": (*_NUMBER, type(None)),
+    "interval_ms": (*_NUMBER, type(None)),
+    "stagger_s": (*_NUMBER, type(None)),
+    "t0_monotonic_ns": (int, type(None)),
+    "host": (dict, type(None)),
+    "gpu": (dict, type(None)),
+    "nvml": (dict, type(None)),
+    "versions": (dict, type(None)),
+    "runner": (dict, type(None)),
+    "baselines": (dict, type(None)),
+    "notices": (list, type(None)),
+    "capture_start_t": (*_NUMBER, type(None)),
 }
 WORKLOAD_TYPES: dict[str, tuple[type, ...]] = {
-    "process": (str,), "spec": (str,), "kind": (str,), "state": (str,), "tail": (str, type(None)),
-    "argv": (list,), "pid": (int, type(None)), "exit_status": (int, type(None)),
-    "start_t": (*_NUMBER, type(None)), "stop_t": (*_NUMBER, type(None)), "meta": (dict, type(None)),
+    "process": (str,),
+    "spec": (str,),
+    "kind": (str,),
+    "state": (str,),
+    "tail": (str, type(None)),
+    "argv": (list,),
+    "pid": (int, type(None)),
+    "exit_status": (int, type(None)),
+    "start_t": (*_NUMBER, type(None)),
+    "stop_t": (*_NUMBER, type(None)),
+    "meta": (dict, type(None)),
 }
 
 
@@ -51,7 +70,9 @@ def meta_problem(meta: dict[str, Any]) -> str | None:
             return f"{where.rstrip('.')} is not an object"
         for key, allowed in types.items():
             value = fields.get(key)
-            if key in fields and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
+            if key in fields and (
+                not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)
+            ):
                 return f"{where}{key} is {json.dumps(value)[:40]}"
             if isinstance(value, float) and not math.isfinite(value):
                 return f"{where}{key} is not finite"
@@ -69,7 +90,14 @@ def _of(entry: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     return value if isinstance(value, kind) else None
 
 
-ATTACHED_KEYS = ("pid", "user", "command", "owned", "attached", "probe")  # what run.json keeps of an attached process
+ATTACHED_KEYS = (
+    "pid",
+    "user",
+    "command",
+    "owned",
+    "attached",
+    "probe",
+)  # what run.json keeps of an attached process
 
 
 @dataclass
@@ -96,7 +124,9 @@ class WorkloadRecord:
     exit_status: int | None = None
     state: str | None = None
     reason: str | None = None  # why it never started (state "not started")
-    meta: dict[str, Any] | None = None  # what the job said about itself (probe.meta: model, device, batch...)
+    meta: dict[str, Any] | None = (
+        None  # what the job said about itself (probe.meta: model, device, batch...)
+    )
     tail: str | None = None  # its last output lines, once ended
 
     @property
@@ -106,7 +136,9 @@ class WorkloadRecord:
     @property
     def failed(self) -> bool:
         """It could not start, or it ended on its own with a non-zero status (gpumon did not stop it)."""
-        return self.state == "failed" or (self.state == "exited" and self.exit_status not in (0, None))
+        return self.state == "failed" or (
+            self.state == "exited" and self.exit_status not in (0, None)
+        )
 
     def launched(self, job: dict[str, Any]) -> None:
         """Take what a job launched into a running capture says of itself (``WorkloadState.job``: spec, kind, argv)."""
@@ -130,7 +162,18 @@ class WorkloadRecord:
     def to_json(self) -> dict[str, Any]:
         """The entry as run.json writes it: ``stop_t`` and ``exit_status`` (null while unknown) once it started."""
         out: dict[str, Any] = {"process": self.slot}
-        for key in ("spec", "kind", "argv", "pid", "user", "command", "owned", "attached", "probe", "start_t"):
+        for key in (
+            "spec",
+            "kind",
+            "argv",
+            "pid",
+            "user",
+            "command",
+            "owned",
+            "attached",
+            "probe",
+            "start_t",
+        ):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -208,10 +251,16 @@ class RunMeta:
     versions: dict[str, Any] | None
     stagger_s: float | None
     workloads: list[WorkloadRecord]
-    capture_start_t: float = 0.0  # run time at which this capture began (runs before it: at the session's start)
+    capture_start_t: float = (
+        0.0  # run time at which this capture began (runs before it: at the session's start)
+    )
     share: ShareMode = field(default_factory=ShareMode)
-    runner: RunnerInfo | None = None  # the process that writes (wrote) the run; None before runners were named
-    baselines: dict[str, str] = field(default_factory=dict)  # --baseline runs, slot -> run directory
+    runner: RunnerInfo | None = (
+        None  # the process that writes (wrote) the run; None before runners were named
+    )
+    baselines: dict[str, str] = field(
+        default_factory=dict
+    )  # --baseline runs, slot -> run directory
     notices: list[Notice] = field(default_factory=list)
     capture_error: CaptureFailure | None = None
 
@@ -251,8 +300,15 @@ class RunMeta:
         if self.baselines:
             out["baselines"] = dict(self.baselines)
         if self.notices:
-            out["notices"] = [{"t": round(n.t, 3), "process": n.slot, "text": n.text, **({"kind": n.kind} if n.kind else {})}
-                              for n in self.notices]
+            out["notices"] = [
+                {
+                    "t": round(n.t, 3),
+                    "process": n.slot,
+                    "text": n.text,
+                    **({"kind": n.kind} if n.kind else {}),
+                }
+                for n in self.notices
+            ]
         if self.capture_error is not None:
             out["capture_error"] = self.capture_error.to_json()
         return out
@@ -287,12 +343,18 @@ class RunMeta:
             runner=RunnerInfo.from_json(data.get("runner")),
             baselines={str(slot): str(run) for slot, run in baselines.items()},
             notices=[_notice(n) for n in data.get("notices") or [] if isinstance(n, dict)],
-            capture_error=CaptureFailure.from_json(data["capture_error"]) if "capture_error" in data else None,
+            capture_error=CaptureFailure.from_json(data["capture_error"])
+            if "capture_error" in data
+            else None,
         )
 
 
 def _notice(entry: dict[str, Any]) -> Notice:
     t = _of(entry, "t", _NUMBER)
     slot = entry.get("process")
-    return Notice(float(t) if t is not None else 0.0, str(entry.get("text", "")), None if slot is None else str(slot),
-                  str(entry.get("kind") or ""))
+    return Notice(
+        float(t) if t is not None else 0.0,
+        str(entry.get("text", "")),
+        None if slot is None else str(slot),
+        str(entry.get("kind") or ""),
+    )

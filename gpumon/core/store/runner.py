@@ -34,8 +34,12 @@ RECORDING = "recording"
 RUNNING = "running"
 INTERRUPTED = "interrupted"
 LOCK_FILE = "runner.lock"
-PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: every PID is below it (pid_max is at most this, and PIDs are < pid_max)
-START_TIME_SLACK_S = 0.05  # psutil's create_time is boot time + jiffies: the same process reads the same value
+PID_MAX = (
+    1 << 22
+)  # Linux's PID_MAX_LIMIT: every PID is below it (pid_max is at most this, and PIDs are < pid_max)
+START_TIME_SLACK_S = (
+    0.05  # psutil's create_time is boot time + jiffies: the same process reads the same value
+)
 
 
 def user_name(uid: int) -> str:
@@ -62,7 +66,14 @@ class RunnerInfo:
         """This process."""
         pid = os.getpid()
         uid = os.getuid()
-        return cls(pid, psutil.Process(pid).create_time(), uid, user_name(uid), socket.gethostname(), detached)
+        return cls(
+            pid,
+            psutil.Process(pid).create_time(),
+            uid,
+            user_name(uid),
+            socket.gethostname(),
+            detached,
+        )
 
     @classmethod
     def from_json(cls, entry: object) -> "RunnerInfo | None":
@@ -71,12 +82,20 @@ class RunnerInfo:
             return None
         try:
             info = cls(
-                int(entry["pid"]), float(entry["started"]), int(entry["uid"]), str(entry["user"]),
-                str(entry["host"]), bool(entry.get("detached", False)),
+                int(entry["pid"]),
+                float(entry["started"]),
+                int(entry["uid"]),
+                str(entry["user"]),
+                str(entry["host"]),
+                bool(entry.get("detached", False)),
             )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
-        return info if 0 < info.pid < PID_MAX and info.uid >= 0 and math.isfinite(info.started) else None
+        return (
+            info
+            if 0 < info.pid < PID_MAX and info.uid >= 0 and math.isfinite(info.started)
+            else None
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,7 +132,9 @@ class RunnerLock:
         The descriptor is not inherited (``O_CLOEXEC``): the jobs this process starts never hold it.
         """
         path = run_dir / LOCK_FILE
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -159,7 +180,10 @@ def _holds_flock(pid: int, fd: int) -> bool:
             lines = f.read().splitlines()
     except FileNotFoundError:
         return False
-    return any(line.startswith("lock:") and "FLOCK" in line.split() and "WRITE" in line.split() for line in lines)
+    return any(
+        line.startswith("lock:") and "FLOCK" in line.split() and "WRITE" in line.split()
+        for line in lines
+    )
 
 
 def runner_process(run_dir: Path, info: RunnerInfo | None) -> psutil.Process | None:
@@ -185,7 +209,9 @@ def runner_process(run_dir: Path, info: RunnerInfo | None) -> psutil.Process | N
         fd = _lock_descriptor(process.pid, lock, lock_stat)
         if fd is None or not _holds_flock(process.pid, fd):
             return None
-        if process.uids().real != lock_stat.st_uid or not process.is_running():  # is_running: still that process
+        if (
+            process.uids().real != lock_stat.st_uid or not process.is_running()
+        ):  # is_running: still that process
             return None
     except (FileNotFoundError, ProcessLookupError, psutil.NoSuchProcess):
         return None  # it ended while looked at
@@ -237,17 +263,25 @@ def stop_runner(run_dir: Path, info: RunnerInfo | None, any_user: bool = False) 
     try:
         process = runner_process(run_dir, info)
     except PermissionError:
-        raise UsageError(f"{Path(run_dir).name}: its runner is another user's process; you can stop your own runs only") from None
+        raise UsageError(
+            f"{Path(run_dir).name}: its runner is another user's process; you can stop your own runs only"
+        ) from None
     if process is None:
         return False
     try:
         uid = process.uids().real
         if uid != os.getuid() and not any_user:
-            raise UsageError(f"{Path(run_dir).name} belongs to user {user_name(uid)}: you can stop your own runs only "
-                             "(--any-user: also another user's)")
-        process.send_signal(signal.SIGTERM)  # psutil checks first that it is still that same process
+            raise UsageError(
+                f"{Path(run_dir).name} belongs to user {user_name(uid)}: you can stop your own runs only "
+                "(--any-user: also another user's)"
+            )
+        process.send_signal(
+            signal.SIGTERM
+        )  # psutil checks first that it is still that same process
     except psutil.NoSuchProcess:
         return False
     except psutil.AccessDenied:
-        raise UsageError(f"{Path(run_dir).name}: not permitted to signal its runner (pid {process.pid})") from None
+        raise UsageError(
+            f"{Path(run_dir).name}: not permitted to signal its runner (pid {process.pid})"
+        ) from None
     return True

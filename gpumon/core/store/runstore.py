@@ -57,8 +57,14 @@ def _by_label(text: str, runs: list[Run], runs_dir: Path) -> Path:
     if starting:
         shown = ", ".join(run.path.name for run in starting[-MAX_SHOWN:])
         more = f" and {len(starting) - MAX_SHOWN} older" if len(starting) > MAX_SHOWN else ""
-        raise TraceError(f"{text!r} is ambiguous in {runs_dir}: {shown}{more}; give one of these names")
-    names = list(dict.fromkeys([run.label for run in reversed(runs)] + [run.path.name for run in reversed(runs)]))
+        raise TraceError(
+            f"{text!r} is ambiguous in {runs_dir}: {shown}{more}; give one of these names"
+        )
+    names = list(
+        dict.fromkeys(
+            [run.label for run in reversed(runs)] + [run.path.name for run in reversed(runs)]
+        )
+    )
     closest = difflib.get_close_matches(text, names, n=MAX_SHOWN, cutoff=0.5)
     hint = f"; closest: {', '.join(closest)}" if closest else " (gpumon runs lists them)"
     raise TraceError(f"no run named or labelled {text!r} in {runs_dir}{hint}")

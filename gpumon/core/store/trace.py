@@ -130,11 +130,13 @@ class Run:
             raise TraceError(f"{self.path}: missing {table}.csv")
         text = complete_text(path)
         expected = list(TABLES[table])
-        if not text:  # not even a whole header (a kill while the recorder wrote it): a table without rows
+        if (
+            not text
+        ):  # not even a whole header (a kill while the recorder wrote it): a table without rows
             return ",".join(expected) + "\n"
         header = text.split("\n", 1)[0].split(",")
         if header == list(OLDER_HEADERS.get(table, ())):
-            return _widen(text, expected[len(header):])
+            return _widen(text, expected[len(header) :])
         if header != expected:
             raise TraceError(f"{path}: corrupt header (expected {','.join(expected)})")
         return text
@@ -150,7 +152,9 @@ class Run:
         end = data.rfind(b"\n")
         header = data[: data.find(b"\n")] if end >= 0 else b""
         if header != ",".join(TABLES[table]).encode() or not data[: end + 1].isascii():
-            return self.table_text(table).encode("utf-8")  # an older layout, or text to check as UTF-8
+            return self.table_text(table).encode(
+                "utf-8"
+            )  # an older layout, or text to check as UTF-8
         return data[: end + 1]
 
     def rows(self, table: str) -> Iterator[dict[str, str]]:
@@ -187,9 +191,13 @@ class Run:
 
         try:
             # bytes, not StringIO: pandas' C parser reads them at twice the speed
-            return pd.read_csv(io.BytesIO(self.table_bytes(table)), usecols=list(columns) if columns else None)
+            return pd.read_csv(
+                io.BytesIO(self.table_bytes(table)), usecols=list(columns) if columns else None
+            )
         except (ValueError, pd.errors.ParserError) as exc:
-            raise TraceError(f"{self.path / (table + '.csv')}: corrupt ({str(exc).splitlines()[0]})") from None
+            raise TraceError(
+                f"{self.path / (table + '.csv')}: corrupt ({str(exc).splitlines()[0]})"
+            ) from None
 
     def cached(self, name: str, path: Path, read: Callable[[], _T]) -> _T:
         """``read()``, kept under ``name`` while ``path`` keeps its size and mtime (a recording run: every time)."""
@@ -220,8 +228,9 @@ class Run:
         jobs = self.jobs()
         return jobs[slot] if slot in jobs else self.steps().iloc[0:0]
 
-    def step_columns(self, wanted: Sequence[str], whole: bool = True
-                     ) -> "tuple[np.ndarray, list[Any], list[np.ndarray]]":
+    def step_columns(
+        self, wanted: Sequence[str], whole: bool = True
+    ) -> "tuple[np.ndarray, list[Any], list[np.ndarray]]":
         """Each step row's job (a code into the returned job names) and the ``wanted`` columns as numpy arrays (nulls:
         NaN), in file order: from the steps already read, else from the Parquet cache with pyarrow alone (no pandas
         frame), else through ``steps()``, which writes the cache; ``whole=False``: else only the columns rates and
@@ -235,16 +244,24 @@ class Run:
                 names = slots.dictionary.to_pylist()
                 return _numpy(slots.indices), names, [_numpy(table.column(c)) for c in wanted]
         if light and "steps" not in self._memo:
-            codes, names, columns = self.cached("read_steps", self.path / "steps.csv", self._read_steps)
+            codes, names, columns = self.cached(
+                "read_steps", self.path / "steps.csv", self._read_steps
+            )
             return codes, names, [columns[c] for c in wanted]
         steps = self.steps()
         slots = steps["process"].astype("category")
-        return slots.cat.codes.to_numpy(), list(slots.cat.categories), [steps[c].to_numpy() for c in wanted]
+        return (
+            slots.cat.codes.to_numpy(),
+            list(slots.cat.categories),
+            [steps[c].to_numpy() for c in wanted],
+        )
 
     def _read_steps(self) -> "tuple[np.ndarray, list[Any], dict[str, np.ndarray]]":
         """The job codes and names and ``READ_STEP_COLUMNS`` of steps.csv: by pyarrow where it reads them as pandas
         would, else by pandas (those columns only)."""
-        parsed = csv_columns(self.table_bytes("steps"), ("process", *READ_STEP_COLUMNS), jobs_as_pandas=True)
+        parsed = csv_columns(
+            self.table_bytes("steps"), ("process", *READ_STEP_COLUMNS), jobs_as_pandas=True
+        )
         if parsed is not None:
             return parsed
         steps = self._frame_of("steps", ("process", *READ_STEP_COLUMNS))
@@ -254,6 +271,7 @@ class Run:
 
     def columns(self, table: str) -> dict[str, list[str]]:
         """``rows(table)`` as columns of strings; a finished run's is read once while the file is unchanged."""
+
         def read() -> dict[str, list[str]]:
             rows = list(self._lists(table))
             return {name: [row[i] for row in rows] for i, name in enumerate(TABLES[table])}
@@ -349,7 +367,11 @@ def _cached_steps(run_dir: Path, columns: Sequence[str] | None = None) -> "pa.Ta
         cache = pq.ParquetFile(path, read_dictionary=["process"])
         meta = cache.schema_arrow.metadata or {}
         names = cache.schema_arrow.names
-        if (meta.get(_CACHE_KEY), meta.get(_LAYOUT_KEY), names) != (key, _LAYOUT, list(STEP_COLUMNS)):
+        if (meta.get(_CACHE_KEY), meta.get(_LAYOUT_KEY), names) != (
+            key,
+            _LAYOUT,
+            list(STEP_COLUMNS),
+        ):
             return None
         return cache.read(columns=list(columns) if columns is not None else None)
     except Exception:  # noqa: BLE001 - a damaged or foreign cache is ignored, steps.csv is the record
@@ -367,7 +389,9 @@ def write_steps_cache(run_dir: Path, frame: "pd.DataFrame") -> None:
         import pyarrow.parquet as pq
 
         table = pa.Table.from_pandas(frame, preserve_index=False)
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), _CACHE_KEY: key, _LAYOUT_KEY: _LAYOUT})
+        table = table.replace_schema_metadata(
+            {**(table.schema.metadata or {}), _CACHE_KEY: key, _LAYOUT_KEY: _LAYOUT}
+        )
         # uncompressed: a third faster to read than Snappy (0.09 s against 0.13 s for an hour of two jobs, on
         # 2 cores) for 30 MiB against 24; the CSV beside it is 70
         pq.write_table(table, tmp, compression="none")
@@ -455,7 +479,9 @@ class RunSummary:
     duration_s: float
     rates: dict[str, float]
     runner: RunnerInfo | None = None  # who writes (wrote) it; shown with a running run
-    device: str = "?"  # what the jobs trained on (Run.trained_on): on the CPU the share reads "cpu cores"
+    device: str = (
+        "?"  # what the jobs trained on (Run.trained_on): on the CPU the share reads "cpu cores"
+    )
 
     @property
     def shown_share(self) -> str:
@@ -509,13 +535,16 @@ def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float],
         first = at[int(np.argmin(ts))]  # the first of equal times, as a stable sort leaves them
         last = at[len(ts) - 1 - int(np.argmax(ts[::-1]))]  # the last of equal times
         chosen = [first] if len(at) == 1 else [first, last]
-        ends.append((int(at[0]), str(slot), [float(t[i]) for i in chosen], [float(n[i]) for i in chosen]))
+        ends.append(
+            (int(at[0]), str(slot), [float(t[i]) for i in chosen], [float(n[i]) for i in chosen])
+        )
     # in the order of each job's first counted step in steps.csv, as reading it row by row gives them
     return {slot: (ts, ns) for _, slot, ts, ns in sorted(ends)}
 
 
-def _rate_columns(run: Run, whole: bool = True
-                  ) -> "tuple[np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray] | None":
+def _rate_columns(
+    run: Run, whole: bool = True
+) -> "tuple[np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray] | None":
     """Each step row's job (a code into the names), time, step number and warm-up flag, as floats.
 
     None where reading row by row would differ: a column that is not numbers, or a short row (the recorder
@@ -540,22 +569,33 @@ def _numpy(column: "pa.Array | pa.ChunkedArray") -> "np.ndarray":
 
     parts = []
     for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
-        kind = "f" if pa.types.is_floating(chunk.type) else "i" if pa.types.is_signed_integer(chunk.type) else ""
+        kind = (
+            "f"
+            if pa.types.is_floating(chunk.type)
+            else "i"
+            if pa.types.is_signed_integer(chunk.type)
+            else ""
+        )
         if not kind:
             parts.append(chunk.to_numpy(zero_copy_only=False))
             continue
         dtype = np.dtype(f"{kind}{chunk.type.bit_width // 8}")
         validity, data = chunk.buffers()[:2]
-        values = np.frombuffer(data, dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize)
+        values = np.frombuffer(
+            data, dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize
+        )
         if chunk.null_count:
             bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
-            values = np.where(bits[chunk.offset:chunk.offset + len(chunk)].astype(bool), values, np.nan)
+            values = np.where(
+                bits[chunk.offset : chunk.offset + len(chunk)].astype(bool), values, np.nan
+            )
         parts.append(values)
     return np.concatenate(parts) if parts else np.array([], dtype=float)
 
 
-def csv_columns(data: bytes, wanted: Sequence[str], jobs_as_pandas: bool
-                ) -> "tuple[np.ndarray, list[Any], dict[str, np.ndarray]] | None":
+def csv_columns(
+    data: bytes, wanted: Sequence[str], jobs_as_pandas: bool
+) -> "tuple[np.ndarray, list[Any], dict[str, np.ndarray]] | None":
     """``wanted`` columns of a table's CSV bytes (``Run.table_bytes``), parsed at once by pyarrow's reader: each row's
     job (if ``process`` is wanted: a code into the job names, in no particular order; NaN: none) and the other
     columns as floats (missing: NaN). An hour of device.csv (36,000 rows) takes ~3 ms against ~50 ms with the csv
@@ -571,10 +611,17 @@ def csv_columns(data: bytes, wanted: Sequence[str], jobs_as_pandas: bool
         import pyarrow.csv as pacsv
     except ImportError:
         return None
-    types = {n: pa.dictionary(pa.int32(), pa.string()) if n == "process" else pa.float64() for n in wanted}
+    types = {
+        n: pa.dictionary(pa.int32(), pa.string()) if n == "process" else pa.float64()
+        for n in wanted
+    }
     try:
-        parsed = pacsv.read_csv(pa.BufferReader(data), convert_options=pacsv.ConvertOptions(
-            include_columns=list(wanted), column_types=types, strings_can_be_null=jobs_as_pandas))
+        parsed = pacsv.read_csv(
+            pa.BufferReader(data),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=list(wanted), column_types=types, strings_can_be_null=jobs_as_pandas
+            ),
+        )
     except (pa.ArrowInvalid, ValueError):
         return None
     codes, job_names = np.array([]), []
@@ -614,8 +661,10 @@ def baseline_rate(slot: str, path: str | os.PathLike[str]) -> float:
         return known[slot]
     if len(known) == 1:
         return next(iter(known.values()))
-    raise UsageError(f"baseline run {run.path.name} has no post-warm-up rate for {slot}: no job in it stepped past "
-                     "its warm-up (capture it for longer)")
+    raise UsageError(
+        f"baseline run {run.path.name} has no post-warm-up rate for {slot}: no job in it stepped past "
+        "its warm-up (capture it for longer)"
+    )
 
 
 def summarize(run: Run) -> RunSummary:
@@ -642,12 +691,18 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
     file first and renamed into place only once every one is complete, so a write that fails (a full disk, a
     read-only directory) leaves no truncated file behind, and no directory that this call created.
     """
-    targets = [(table, out_dir / f"{table}.{fmt}") for table in TABLES if (run.path / f"{table}.csv").exists()]
+    targets = [
+        (table, out_dir / f"{table}.{fmt}")
+        for table in TABLES
+        if (run.path / f"{table}.csv").exists()
+    ]
     if not overwrite:
         there = [target.name for _, target in targets if os.path.lexists(target)]
         if there:
-            raise TraceError(f"{out_dir} already has {', '.join(there)}: not overwritten (choose another folder, or "
-                             "--force to replace them)")
+            raise TraceError(
+                f"{out_dir} already has {', '.join(there)}: not overwritten (choose another folder, or "
+                "--force to replace them)"
+            )
     created = not out_dir.exists()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -663,12 +718,16 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
                 tmp.write_text(run.table_text(table), encoding="utf-8")
             else:
                 frame = run.frame(table)
-                if table == "steps":  # the job names as read from steps.csv, not the reader's categorical
+                if (
+                    table == "steps"
+                ):  # the job names as read from steps.csv, not the reader's categorical
                     frame = frame.astype({"process": frame["process"].cat.categories.dtype})
                 frame.to_parquet(tmp, index=False)
         for tmp, target in temporary:
             os.replace(tmp, target)
-    except Exception as exc:  # a table that does not read (its TraceError) leaves nothing behind either
+    except (
+        Exception
+    ) as exc:  # a table that does not read (its TraceError) leaves nothing behind either
         for tmp, _ in temporary:
             try:
                 tmp.unlink()
@@ -678,5 +737,7 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
             shutil.rmtree(out_dir, ignore_errors=True)
         if not isinstance(exc, OSError):
             raise
-        raise EnvironmentFailure(f"cannot write {target}: {exc.strerror or exc}; nothing was exported") from None
+        raise EnvironmentFailure(
+            f"cannot write {target}: {exc.strerror or exc}; nothing was exported"
+        ) from None
     return [target for _, target in targets]

@@ -24,26 +24,51 @@ from gpumon.tui.screens.monitor import STACK_BINDINGS, VIEW_BINDINGS, Feed, Moni
 from gpumon.tui.screens.replay import replay_feed
 from gpumon.tui.view import View
 
+
 def open_follow(path: Path) -> tuple[FollowSource, Feed]:
     """A follower of the run at ``path`` on a fresh bus, and the model that shows it (its specs and GPU known)."""
     source = FollowSource(path, Bus())
-    return source, replay_feed(source, LiveModel(jobs_user=source.runner.user if source.runner is not None else None))
+    return source, replay_feed(
+        source, LiveModel(jobs_user=source.runner.user if source.runner is not None else None)
+    )
 
 
 class AttachedScreen(MonitorScreen, inherit_bindings=False):
     """Follows ``source`` until the run ends, then stays on the final picture."""
 
     BINDINGS = [
-        Binding("x", "stop_run", "Stop run", tooltip="stop the run (asks first): its jobs stop and the capture is "
-                "finalised, as gpumon stop does"),
+        Binding(
+            "x",
+            "stop_run",
+            "Stop run",
+            tooltip="stop the run (asks first): its jobs stop and the capture is "
+            "finalised, as gpumon stop does",
+        ),
         *STACK_BINDINGS,
-        Binding("e", "export", "CSV", tooltip="export the run as written so far as plain CSV into ./<run>-csv"),
+        Binding(
+            "e",
+            "export",
+            "CSV",
+            tooltip="export the run as written so far as plain CSV into ./<run>-csv",
+        ),
         *VIEW_BINDINGS,
-        Binding("q", "close", "Leave", tooltip="close this viewer; the run goes on (gpumon attach comes back)"),
+        Binding(
+            "q",
+            "close",
+            "Leave",
+            tooltip="close this viewer; the run goes on (gpumon attach comes back)",
+        ),
     ]
 
-    def __init__(self, source: FollowSource, feed: Feed, refresh_hz: float = DEFAULT_HZ,
-                 baselines: tuple[tuple[str, str], ...] = (), any_user: bool = False, **kwargs) -> None:
+    def __init__(
+        self,
+        source: FollowSource,
+        feed: Feed,
+        refresh_hz: float = DEFAULT_HZ,
+        baselines: tuple[tuple[str, str], ...] = (),
+        any_user: bool = False,
+        **kwargs,
+    ) -> None:
         """``baselines``: this viewer's own ``--baseline`` runs (slot, run directory); each replaces the run's own of
         that slot, here only. ``any_user``: ``x`` may stop another user's runner (``gpumon attach --any-user``)."""
         super().__init__(feed, refresh_hz, **kwargs)
@@ -60,7 +85,9 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
 
     def _load_and_follow(self) -> None:
         baselines = {**self.source.run.meta.baselines, **dict(self.baselines)}
-        load_baselines(self.feed.model, tuple(sorted(baselines.items())), self.source.run.meta.share.kind)
+        load_baselines(
+            self.feed.model, tuple(sorted(baselines.items())), self.source.run.meta.share.kind
+        )
         self.source.poll()  # the history so far, at once
         self.source.start()
 
@@ -71,8 +98,11 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
     def _check_end(self) -> None:
         if self.source.ended and not self._said_end:
             self._said_end = True
-            self.notify(f"the run ended ({self.source.status}): this is its final picture; q quits",
-                        severity="error" if self.source.status == INTERRUPTED else "information", timeout=30)
+            self.notify(
+                f"the run ended ({self.source.status}): this is its final picture; q quits",
+                severity="error" if self.source.status == INTERRUPTED else "information",
+                timeout=30,
+            )
             if self.pump is not None:
                 self.pump.poke()
 
@@ -83,7 +113,10 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
         share = self.source.run.meta.share
         text = self.status_head("gpumon attach", view, share.describe(), share.mps)
         if self.source.ended:
-            text.append(f"■ ended: {self.source.status}", style="bold red" if self.source.status == INTERRUPTED else "bold")
+            text.append(
+                f"■ ended: {self.source.status}",
+                style="bold red" if self.source.status == INTERRUPTED else "bold",
+            )
         else:
             pid = f"runner pid {self.runner.pid} " if self.runner is not None else ""
             text.append(f"● {pid}", style="bold green")
@@ -120,7 +153,9 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
         from gpumon.tui.screens.stack import open_stack
 
         view = self.latest
-        workload = next((w for w in view.workloads if w.slot == slot), None) if view is not None else None
+        workload = (
+            next((w for w in view.workloads if w.slot == slot), None) if view is not None else None
+        )
         if workload is None or not workload.active or workload.pid is None:
             self.notify(f"nothing runs in slot {slot}", severity="warning")
             return

@@ -31,7 +31,10 @@ class CompareScreen(Screen):
         self.lines: list[str] = []
 
     def compose(self) -> ComposeResult:
-        yield Label(f"Compare {len(self.paths)} runs: " + ", ".join(p.name for p in self.paths), markup=False)
+        yield Label(
+            f"Compare {len(self.paths)} runs: " + ", ".join(p.name for p in self.paths),
+            markup=False,
+        )
         with ScrollableContainer(id="compare-scroll"):
             yield Static(Text("analysing…", style="italic"), id="compare-text")
         yield Footer(compact=True)
@@ -70,8 +73,12 @@ class CompareScreen(Screen):
                 shown.append(line)
                 continue
             indent = " " * (len(line) - len(line.lstrip()) + 2)
-            shown += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
-        self.query_one("#compare-text", Static).update(Text("\n".join(shown), no_wrap=True, overflow="ignore"))
+            shown += textwrap.wrap(
+                line, width, subsequent_indent=indent, break_on_hyphens=False
+            ) or [""]
+        self.query_one("#compare-text", Static).update(
+            Text("\n".join(shown), no_wrap=True, overflow="ignore")
+        )
 
     def action_close(self) -> None:
         self.dismiss()

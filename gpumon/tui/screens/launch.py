@@ -17,7 +17,9 @@ from gpumon.workloads.spec import WORKLOADS
 COMMAND = "command"
 
 
-def build_request(choice: str, options: str, device: str, command: str, python: str | None = None) -> LaunchRequest:
+def build_request(
+    choice: str, options: str, device: str, command: str, python: str | None = None
+) -> LaunchRequest:
     """What the dialog's fields ask for; UsageError with one line when they do not add up."""
     if choice == COMMAND:
         return LaunchRequest.command(command.strip(), python)
@@ -45,18 +47,29 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         with Vertical(id="launch-dialog", classes="dialog"):
             yield Label(f"Launch into slot {self.slot}", classes="dialog-title")
             options = [Option(f"{name:<9} {text}", id=name) for name, text in WORKLOADS.items()]
-            options.append(Option(f"{COMMAND:<9} your own training command (auto-probe counts optimizer steps)", id=COMMAND))
+            options.append(
+                Option(
+                    f"{COMMAND:<9} your own training command (auto-probe counts optimizer steps)",
+                    id=COMMAND,
+                )
+            )
             yield OptionList(*options, id="launch-workload", compact=True)
             with Horizontal(classes="field"):
                 yield Label("Options", classes="field-label")
-                yield Input(placeholder="preset=tiny,batch=32,steps=500", id="launch-options", compact=True)
+                yield Input(
+                    placeholder="preset=tiny,batch=32,steps=500", id="launch-options", compact=True
+                )
             with Horizontal(classes="field"):
                 yield Label("Device", classes="field-label")
                 yield Input(self.device, id="launch-device", compact=True)
             with Horizontal(classes="field"):
                 yield Label("Command", classes="field-label")
-                yield Input(placeholder="python train.py --epochs 1", id="launch-command", compact=True)
-            yield Label("enter: on the list, to its field; in a field, launch", classes="dialog-hint")
+                yield Input(
+                    placeholder="python train.py --epochs 1", id="launch-command", compact=True
+                )
+            yield Label(
+                "enter: on the list, to its field; in a field, launch", classes="dialog-hint"
+            )
             yield Label("", id="launch-error", markup=False)
             with Horizontal(classes="buttons"):
                 yield Button("Launch", variant="primary", id="launch-ok", compact=True)

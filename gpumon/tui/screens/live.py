@@ -24,19 +24,47 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     """What ``gpumon`` and ``gpumon run`` open."""
 
     BINDINGS = [
-        Binding("a", "launch('A')", "Launch A", group=LAUNCH, tooltip="launch a workload into slot A"),
-        Binding("b", "launch('B')", "Launch B", group=LAUNCH, tooltip="launch a workload into slot B"),
-        Binding("A", "stop('A')", "Stop A", group=STOP, tooltip="stop the workload in slot A (shift+a)"),
-        Binding("B", "stop('B')", "Stop B", group=STOP, tooltip="stop the workload in slot B (shift+b)"),
-        Binding("c", "toggle_capture", "Rec", tooltip="capture on/off: record everything to a new run directory"),
-        Binding("e", "export", "CSV", tooltip="export the current (or last) capture as plain CSV into ./<run>-csv"),
+        Binding(
+            "a", "launch('A')", "Launch A", group=LAUNCH, tooltip="launch a workload into slot A"
+        ),
+        Binding(
+            "b", "launch('B')", "Launch B", group=LAUNCH, tooltip="launch a workload into slot B"
+        ),
+        Binding(
+            "A", "stop('A')", "Stop A", group=STOP, tooltip="stop the workload in slot A (shift+a)"
+        ),
+        Binding(
+            "B", "stop('B')", "Stop B", group=STOP, tooltip="stop the workload in slot B (shift+b)"
+        ),
+        Binding(
+            "c",
+            "toggle_capture",
+            "Rec",
+            tooltip="capture on/off: record everything to a new run directory",
+        ),
+        Binding(
+            "e",
+            "export",
+            "CSV",
+            tooltip="export the current (or last) capture as plain CSV into ./<run>-csv",
+        ),
         *STACK_BINDINGS,
         *VIEW_BINDINGS,
         Binding("r", "runs", "Runs", tooltip="recorded runs: replay one, mark runs to compare"),
-        Binding("w", "probes", "Watch", show=False,
-                tooltip="your probed processes gpumon did not start: watch one as job B (never signalled)"),
-        Binding("q", "app.quit", "Quit", tooltip="stop the workloads, finish the capture and quit (a run started "
-                "with --detach outlives its terminal instead: gpumon attach)"),
+        Binding(
+            "w",
+            "probes",
+            "Watch",
+            show=False,
+            tooltip="your probed processes gpumon did not start: watch one as job B (never signalled)",
+        ),
+        Binding(
+            "q",
+            "app.quit",
+            "Quit",
+            tooltip="stop the workloads, finish the capture and quit (a run started "
+            "with --detach outlives its terminal instead: gpumon attach)",
+        ),
     ]
 
     def __init__(self, controller: Controller, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:
@@ -46,7 +74,10 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     def on_mount(self) -> None:
         super().on_mount()
         b_free = lambda: self.controller.running(BESIDE_SLOT) is None  # noqa: E731
-        self.mount(ProbedLine(self.controller.probes, b_free, id="probed"), before=self.query_one("#output"))
+        self.mount(
+            ProbedLine(self.controller.probes, b_free, id="probed"),
+            before=self.query_one("#output"),
+        )
 
     def status_text(self, view: View) -> Text:
         share = self.controller.session.config.share
@@ -103,7 +134,10 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         from gpumon.tui.screens.probes import ProbesScreen
 
         if self.controller.running(BESIDE_SLOT) is not None:
-            self.notify(f"slot {BESIDE_SLOT} is busy; {BESIDE_SLOT} (shift) stops it first", severity="warning")
+            self.notify(
+                f"slot {BESIDE_SLOT} is busy; {BESIDE_SLOT} (shift) stops it first",
+                severity="warning",
+            )
             return
         self.app.push_screen(ProbesScreen(self.controller.probes), self._chosen)
 
@@ -116,14 +150,19 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         """Watch a running process as job B (a capture starts first, so its probe's history is recorded)."""
         workload = self.controller.attach(pid)
         how = "its probe's steps" if workload.probe is not None else "no probe: rate unknown"
-        self.app.call_from_thread(self.notify, f"{BESIDE_SLOT}: watching pid {workload.pid} ({how}); never signalled")
+        self.app.call_from_thread(
+            self.notify, f"{BESIDE_SLOT}: watching pid {workload.pid} ({how}); never signalled"
+        )
         self.pump_soon()
 
     # -- capture / export ---------------------------------------------------------
 
     def action_toggle_capture(self) -> None:
         if getattr(self.app, "quitting", False) or self.controller.shutting_down:
-            self.notify("shutting down: the capture is being finished; c does nothing now", severity="warning")
+            self.notify(
+                "shutting down: the capture is being finished; c does nothing now",
+                severity="warning",
+            )
             return
         self._toggle_capture()
 

@@ -46,21 +46,58 @@ class Feed:
 
 
 VIEW_BINDINGS = [
-    Binding("g", "next_gpu", "GPU", tooltip="show the next GPU in the device panel (a box with several GPUs; "
-            "the line marked jobs is the jobs' GPU, the one captured)"),
-    Binding("o", "toggle_output", "Output", tooltip="show or hide the last lines of each workload's output"),
-    Binding("p", "toggle_pause", "Pause", tooltip="freeze the display (data keeps being collected and captured)"),
-    Binding("space", "toggle_pause", "Pause", show=False, tooltip="freeze the display (data keeps being collected and captured)"),
+    Binding(
+        "g",
+        "next_gpu",
+        "GPU",
+        tooltip="show the next GPU in the device panel (a box with several GPUs; "
+        "the line marked jobs is the jobs' GPU, the one captured)",
+    ),
+    Binding(
+        "o",
+        "toggle_output",
+        "Output",
+        tooltip="show or hide the last lines of each workload's output",
+    ),
+    Binding(
+        "p",
+        "toggle_pause",
+        "Pause",
+        tooltip="freeze the display (data keeps being collected and captured)",
+    ),
+    Binding(
+        "space",
+        "toggle_pause",
+        "Pause",
+        show=False,
+        tooltip="freeze the display (data keeps being collected and captured)",
+    ),
     Binding("question_mark", "help", "Help", tooltip="this help"),
 ]
 # py-spy's stack of a running job (``action_stack``): the live monitor's and the attached viewer's
 STACK = Binding.Group("Stack")
 # not in the footer, which must fit 80 columns with its Quit key: ? (help) lists them
 STACK_BINDINGS = [
-    Binding("s", "stack('A')", "Stack A", group=STACK, show=False, tooltip="Python stack of workload A now (py-spy dump)"),
-    Binding("S", "stack('B')", "Stack B", group=STACK, show=False, tooltip="Python stack of workload B now (shift+s)"),
+    Binding(
+        "s",
+        "stack('A')",
+        "Stack A",
+        group=STACK,
+        show=False,
+        tooltip="Python stack of workload A now (py-spy dump)",
+    ),
+    Binding(
+        "S",
+        "stack('B')",
+        "Stack B",
+        group=STACK,
+        show=False,
+        tooltip="Python stack of workload B now (shift+s)",
+    ),
 ]
-NOTICE_S = 3.0  # how long a notice covers the panes (GpumonApp.NOTIFICATION_TIMEOUT); errors stay longer
+NOTICE_S = (
+    3.0  # how long a notice covers the panes (GpumonApp.NOTIFICATION_TIMEOUT); errors stay longer
+)
 
 
 def short_path(path: Path, width: int) -> str:
@@ -111,7 +148,10 @@ class MonitorScreen(Screen, inherit_bindings=False):
         self._output = self.query_one(ChildOutput)
         self._processes = self.query_one(ProcessTable)
         self.pump = RefreshPump(
-            self.feed.model, self.feed.now, lambda view: self.post_message(Refresh(view)), self.refresh_hz
+            self.feed.model,
+            self.feed.now,
+            lambda view: self.post_message(Refresh(view)),
+            self.refresh_hz,
         )
         self.pump.start()
         self.pump.poke()
@@ -157,7 +197,9 @@ class MonitorScreen(Screen, inherit_bindings=False):
         for text in view.new_notices(self._notices_seen):
             self.notify(text, severity="warning")
         self._notices_seen = view.notice_total
-        if bool(view.gpus) != self._several_gpus:  # g (next GPU) is offered only where there is another GPU
+        if (
+            bool(view.gpus) != self._several_gpus
+        ):  # g (next GPU) is offered only where there is another GPU
             self._several_gpus = bool(view.gpus)
             self.refresh_bindings()
 
@@ -191,7 +233,9 @@ class MonitorScreen(Screen, inherit_bindings=False):
         """``TITLE  t … s  SHARE  `` and the other processes' mark: how the live and attached status lines begin."""
         text = Text(title, style="bold")
         text.append(f"  t {view.t:7.1f} s  ", style="dim")
-        text.append(f"{shown_share(share, view.jobs_device)}  ", style="bold cyan" if mps else "dim")
+        text.append(
+            f"{shown_share(share, view.jobs_device)}  ", style="bold cyan" if mps else "dim"
+        )
         if view.others_on_gpu:  # before the run's path, which is shortened to what is left
             text.rstrip()
             self.others_mark(text, view).append("  ")
@@ -207,7 +251,9 @@ class MonitorScreen(Screen, inherit_bindings=False):
         """``  ⚠ 1 other process on the GPU`` when something that is not our job uses it now."""
         if view.others_on_gpu:
             plural = "es" if view.others_on_gpu > 1 else ""
-            text.append(f"  ⚠ {view.others_on_gpu} other process{plural} on the GPU", style="bold yellow")
+            text.append(
+                f"  ⚠ {view.others_on_gpu} other process{plural} on the GPU", style="bold yellow"
+            )
         return text
 
     def paused_suffix(self, text: Text) -> Text:
@@ -236,7 +282,9 @@ class MonitorScreen(Screen, inherit_bindings=False):
     def action_help(self) -> None:
         from gpumon.tui.screens.help import GPU_MEANINGS, HelpScreen
 
-        self.app.push_screen(HelpScreen(self.active_bindings_help(), GPU_MEANINGS if self._several_gpus else ()))
+        self.app.push_screen(
+            HelpScreen(self.active_bindings_help(), GPU_MEANINGS if self._several_gpus else ())
+        )
 
     def active_bindings_help(self) -> list[tuple[str, str]]:
         """(key, description) of every binding of this screen and the app, for the help screen."""

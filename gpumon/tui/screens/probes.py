@@ -32,10 +32,15 @@ class ProbesScreen(ModalScreen[int | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="probes-dialog", classes="dialog"):
-            yield Label("Your probed processes (gpumon.probe or gpumon wrap), not started by gpumon", classes="dialog-title")
+            yield Label(
+                "Your probed processes (gpumon.probe or gpumon wrap), not started by gpumon",
+                classes="dialog-title",
+            )
             yield OptionList(id="probes-list")
-            yield Label("enter watches the selected one as job B (captured; never signalled)  ·  escape closes",
-                        classes="dialog-hint")
+            yield Label(
+                "enter watches the selected one as job B (captured; never signalled)  ·  escape closes",
+                classes="dialog-hint",
+            )
 
     def on_mount(self) -> None:
         self.refresh_list()
@@ -47,7 +52,11 @@ class ProbesScreen(ModalScreen[int | None]):
         highlighted = options.highlighted
         options.clear_options()
         if not found:
-            options.add_option(Option("none found yet (looked in the rendezvous directory)", id="none", disabled=True))
+            options.add_option(
+                Option(
+                    "none found yet (looked in the rendezvous directory)", id="none", disabled=True
+                )
+            )
         options.add_options([Option(probed_line(p), id=str(p.pid)) for p in found])
         self.shown = [p.pid for p in found]
         if found:

@@ -50,7 +50,13 @@ class ReplayScreen(MonitorScreen, inherit_bindings=False):
     ]
 
     def __init__(
-        self, source: ReplaySource, feed: Feed, *, play: bool = True, refresh_hz: float = DEFAULT_HZ, **kwargs
+        self,
+        source: ReplaySource,
+        feed: Feed,
+        *,
+        play: bool = True,
+        refresh_hz: float = DEFAULT_HZ,
+        **kwargs,
     ) -> None:
         super().__init__(feed, refresh_hz, **kwargs)
         self.source = source

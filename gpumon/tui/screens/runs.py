@@ -16,13 +16,33 @@ from gpumon.core.records.units import DASH, fmt_rate
 from gpumon.tui.pump import DEFAULT_HZ
 
 MARK = "●"
-COLUMNS = (("mark", " "), ("name", "run"), ("mode", "mode"), ("share", "share"), ("status", "status"), ("duration", "time"), ("rates", "iter/s"), ("workloads", "workloads"))
+COLUMNS = (
+    ("mark", " "),
+    ("name", "run"),
+    ("mode", "mode"),
+    ("share", "share"),
+    ("status", "status"),
+    ("duration", "time"),
+    ("rates", "iter/s"),
+    ("workloads", "workloads"),
+)
 
 
 def summary_cells(summary: RunSummary) -> tuple[str, ...]:
-    rates = "  ".join(f"{k} {fmt_rate(v, '')}".rstrip() for k, v in sorted(summary.rates.items())) or "no steps"
+    rates = (
+        "  ".join(f"{k} {fmt_rate(v, '')}".rstrip() for k, v in sorted(summary.rates.items()))
+        or "no steps"
+    )
     duration = DASH if math.isnan(summary.duration_s) else f"{summary.duration_s:.0f}s"
-    return (summary.name, summary.mode, summary.shown_share, summary.status, duration, rates, summary.workloads)
+    return (
+        summary.name,
+        summary.mode,
+        summary.shown_share,
+        summary.status,
+        duration,
+        rates,
+        summary.workloads,
+    )
 
 
 class RunsScreen(Screen):
@@ -62,7 +82,11 @@ class RunsScreen(Screen):
     def _load(self) -> None:
         try:
             summaries = [summarize(run) for run in list_runs(self.runs_dir)]
-            message = "" if summaries else f"no runs in {self.runs_dir} yet (c on the monitor captures one)"
+            message = (
+                ""
+                if summaries
+                else f"no runs in {self.runs_dir} yet (c on the monitor captures one)"
+            )
         except TraceError as exc:
             summaries, message = [], str(exc)
         self.app.call_from_thread(self._show, summaries, message)
@@ -127,7 +151,9 @@ class RunsScreen(Screen):
         from gpumon.tui.screens.compare import CompareScreen
 
         if len(self.marked) < 2:
-            self.set_message("mark at least two runs (m): exclusive runs of each job and a shared run")
+            self.set_message(
+                "mark at least two runs (m): exclusive runs of each job and a shared run"
+            )
             return
         self.app.push_screen(CompareScreen([self.runs_dir / name for name in sorted(self.marked)]))
 

@@ -27,7 +27,9 @@ class StackScreen(ModalScreen[None]):
         with Vertical(id="stack-dialog", classes="dialog"):
             yield Label(f"Python stack of {self.slot} (pid {self.pid})", classes="dialog-title")
             with VerticalScroll():
-                yield Static(Text(f"running py-spy dump --pid {self.pid} …", style="italic"), id="stack-text")
+                yield Static(
+                    Text(f"running py-spy dump --pid {self.pid} …", style="italic"), id="stack-text"
+                )
             yield Label("escape closes", classes="dialog-hint")
 
     def show_dump(self, dump: StackDump) -> None:

@@ -71,7 +71,9 @@ def cores_text(per_core: tuple[float, ...], width: int) -> str:
     numbers = "  ".join(f"{i}:{c:3.0f}%" for i, c in enumerate(per_core))
     if len(per_core) <= PERCENT_CORES_MAX and len(numbers) <= width:
         return numbers
-    return "".join(BLOCKS[max(1 if c > 0 else 0, round(min(c, 100) / 100 * LEVELS))] for c in per_core)
+    return "".join(
+        BLOCKS[max(1 if c > 0 else 0, round(min(c, 100) / 100 * LEVELS))] for c in per_core
+    )
 
 
 class DevicePanel(Vertical):
@@ -114,7 +116,9 @@ class DevicePanel(Vertical):
         values = {
             "gpu_util": fmt.pct(s.gpu_util if s else None),
             "mem_util": fmt.pct(s.mem_util if s else None),
-            "mem_used_mib": fmt.used_total(s.mem_used_mib if s else None, s.mem_total_mib if s else None),
+            "mem_used_mib": fmt.used_total(
+                s.mem_used_mib if s else None, s.mem_total_mib if s else None
+            ),
             "power_w": fmt.plain(s.power_w if s else None, "W"),
             "pcie_rx_bps": fmt.bytes_per_s(s.pcie_rx_bps if s else None),
             "pcie_tx_bps": fmt.bytes_per_s(s.pcie_tx_bps if s else None),
@@ -123,7 +127,9 @@ class DevicePanel(Vertical):
         for key, row in self._rows.items():
             row.show(values[key], g.get(key))
         self._sm_clock.show(fmt.plain(s.sm_clock_mhz if s else None, "MHz"))
-        self._gpm.show(Text(view.note, style="italic") if view.note else gpm_text(view, self._gpm.size.width))
+        self._gpm.show(
+            Text(view.note, style="italic") if view.note else gpm_text(view, self._gpm.size.width)
+        )
 
     def _show_host(self, view: DeviceView) -> None:
         set_titles(self, "host (no GPU figures)")
@@ -132,7 +138,9 @@ class DevicePanel(Vertical):
         self._reason.show(Text(f"NVML {reason}", style="italic"))
         self._host_cpu.show(fmt.pct(host.cpu_pct if host else None), view.graphs.get("cpu_pct"))
         self._host_mem.show(
-            fmt.used_total(host.mem_used_mib if host else None, host.mem_total_mib if host else None),
+            fmt.used_total(
+                host.mem_used_mib if host else None, host.mem_total_mib if host else None
+            ),
             view.graphs.get("mem_used_mib"),
         )
         cores = self._cores

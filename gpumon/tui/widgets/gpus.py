@@ -26,8 +26,12 @@ def _figures(gpu: GpuSummary) -> list[str]:
     s = gpu.sample
     if s is None:
         return [fmt.DASH, fmt.DASH, fmt.DASH, _processes(gpu.processes)]
-    return [fmt.pct(s.gpu_util), fmt.used_total(s.mem_used_mib, s.mem_total_mib), fmt.plain(s.power_w, "W"),
-            _processes(gpu.processes)]
+    return [
+        fmt.pct(s.gpu_util),
+        fmt.used_total(s.mem_used_mib, s.mem_total_mib),
+        fmt.plain(s.power_w, "W"),
+        _processes(gpu.processes),
+    ]
 
 
 def render_lines(gpus: tuple[GpuSummary, ...], shown: int | None, width: int) -> Text:
@@ -38,11 +42,13 @@ def render_lines(gpus: tuple[GpuSummary, ...], shown: int | None, width: int) ->
     digits = max(len(str(g.index)) for g in gpus)
     rows = [_figures(g) for g in gpus]
     widths = [max(len(row[i]) for row in rows) for i in range(len(LABELS))]
-    fixed = 2 + digits + 1 + sum(2 + len(label) + w for label, w in zip(LABELS, widths)) + len("  jobs")
+    fixed = (
+        2 + digits + 1 + sum(2 + len(label) + w for label, w in zip(LABELS, widths)) + len("  jobs")
+    )
     names = [g.name or "GPU" for g in gpus]
     room = max(4, width - fixed)
     if max(len(n) for n in names) > room:
-        names = [n[len(VENDOR):] if n.startswith(VENDOR) else n for n in names]
+        names = [n[len(VENDOR) :] if n.startswith(VENDOR) else n for n in names]
     name_width = min(room, max(len(n) for n in names))
     text = Text()
     for i, (gpu, values, name) in enumerate(zip(gpus, rows, names)):
@@ -51,8 +57,10 @@ def render_lines(gpus: tuple[GpuSummary, ...], shown: int | None, width: int) ->
         name = name if len(name) <= name_width else name[: name_width - 1] + "…"
         cells = "  ".join(label + value.rjust(w) for label, value, w in zip(LABELS, values, widths))
         mark = SHOWN if gpu.index == shown else " "
-        text.append(f"{mark} {gpu.index:>{digits}} {name:<{name_width}}  {cells}",
-                    style="bold" if gpu.index == shown else ("dim" if gpu.sample is None else ""))
+        text.append(
+            f"{mark} {gpu.index:>{digits}} {name:<{name_width}}  {cells}",
+            style="bold" if gpu.index == shown else ("dim" if gpu.sample is None else ""),
+        )
         if gpu.jobs:
             text.append("  jobs", style="bold cyan")
         elif gpu.sample is None:

@@ -28,5 +28,7 @@ def graph_rows(values: Sequence[float], top: float, width: int, rows: int = 1) -
     out = []
     for row in range(rows - 1, -1, -1):
         base = row * LEVELS
-        out.append("".join(BLOCKS[min(LEVELS, max(0, lv - base))] if lv >= 0 else " " for lv in levels))
+        out.append(
+            "".join(BLOCKS[min(LEVELS, max(0, lv - base))] if lv >= 0 else " " for lv in levels)
+        )
     return out

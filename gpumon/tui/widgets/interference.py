@@ -32,13 +32,17 @@ def interference_text(view: View, no_rates: str = NO_RATES) -> Text:
     if not any(w.slot in result.shared for w in known):
         text.append(no_rates, style="dim")
         return text
-    if result.measuring:  # "measuring… (3 s left)": no r and no verdict before the window can hold one
+    if (
+        result.measuring
+    ):  # "measuring… (3 s left)": no r and no verdict before the window can hold one
         text = _exclusive_rates(Text(result.text, style="yellow"), known)
         if view.predicted:
             text.append(f" │ {view.predicted}", style="cyan")
         return text
     if result.text:
-        style = {PAYS: "bold green", LOSES: "bold red", CANNOT_TELL: "bold yellow"}.get(result.verdict, "dim")
+        style = {PAYS: "bold green", LOSES: "bold red", CANNOT_TELL: "bold yellow"}.get(
+            result.verdict, "dim"
+        )
         text = Text(result.text, style=style)
         text.append(" │ ", style="dim")
     for slot, r in result.slowdown.items():
@@ -61,7 +65,9 @@ def interference_text(view: View, no_rates: str = NO_RATES) -> Text:
 def _exclusive_rates(text: Text, known: list[WorkloadView]) -> Text:
     """``text  ·  xB 91.2 it/s (exclusive phase)``: the exclusive rates known so far."""
     for w in known:
-        text.append(f"  ·  x{w.slot} {fmt.num(w.exclusive_rate)} it/s ({w.exclusive_source})", style="dim")
+        text.append(
+            f"  ·  x{w.slot} {fmt.num(w.exclusive_rate)} it/s ({w.exclusive_source})", style="dim"
+        )
     return text
 
 

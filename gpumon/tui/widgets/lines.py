@@ -71,8 +71,12 @@ class TextLine(Widget):
             text.no_wrap = True
             text.truncate(width, overflow="ellipsis", pad=True)
             console = self.app.console
-            base = self.rich_style + console.get_style(text.style) if text.style else self.rich_style
-            segments = Segment.apply_style(text.render(console, end=""), base)  # Text.render drops its own style without spans
+            base = (
+                self.rich_style + console.get_style(text.style) if text.style else self.rich_style
+            )
+            segments = Segment.apply_style(
+                text.render(console, end=""), base
+            )  # Text.render drops its own style without spans
             self._strip = Strip(segments).adjust_cell_length(width, self.rich_style)
         return self._strip
 
@@ -88,7 +92,9 @@ class MetricRow(Widget):
     MetricRow > .metric--graph { color: $success; }
     """
 
-    def __init__(self, label: str, label_width: int = LABEL_WIDTH, value_width: int = VALUE_WIDTH, **kwargs) -> None:
+    def __init__(
+        self, label: str, label_width: int = LABEL_WIDTH, value_width: int = VALUE_WIDTH, **kwargs
+    ) -> None:
         super().__init__(**kwargs)
         self.label = label
         self.label_width = label_width
@@ -112,7 +118,11 @@ class MetricRow(Widget):
         series = series if series is not None else EMPTY
         if value == self._value and series == self._series:
             return
-        value_before, scale_before, (shape_before, rows_before) = self._value, self._scale(), self._rows
+        value_before, scale_before, (shape_before, rows_before) = (
+            self._value,
+            self._scale(),
+            self._rows,
+        )
         self._value = value
         self._series = series
         self._rows = ((-1, -1), [])
@@ -153,7 +163,11 @@ class MetricRow(Widget):
         """Line API: the rows are built once per change as plain segments (no markup to parse)."""
         if self._strips is None:
             self._strips = self._build_strips()
-        return self._strips[y] if y < len(self._strips) else Strip.blank(self.size.width, self.rich_style)
+        return (
+            self._strips[y]
+            if y < len(self._strips)
+            else Strip.blank(self.size.width, self.rich_style)
+        )
 
     def _build_strips(self) -> list[Strip]:
         self._shape = (self.size.width, self.size.height)
@@ -185,5 +199,7 @@ class MetricRow(Widget):
             # Every character here is one cell wide (block elements, ASCII, "°", "–"): the length is
             # known, and measuring it (rich's cell_len on non-ASCII text) was most of a frame's cost.
             strip = Strip(segments, cell_length=head + 1 + len(row))
-            strips.append(strip if strip.cell_length == width else strip.adjust_cell_length(width, base))
+            strips.append(
+                strip if strip.cell_length == width else strip.adjust_cell_length(width, base)
+            )
         return strips

@@ -10,10 +10,23 @@ from textual.widgets import Static
 from gpumon.tui.view import ProcessRow
 
 # (header, width) of the fixed columns; the command takes what is left.
-COLUMNS = (("", 1), ("PID", 7), ("USER", 8), ("GPU MEM", 8), ("SM%", 4), ("CPU%", 5), ("HOST MEM", 8),
-           ("ELAPSED", 8), ("IT/S", 6))
-MAX_ROWS = 7  # a box with more GPU processes shows the first seven: ours, then the others by GPU memory
-UNKNOWN = "?"  # NVML or /proc did not say (a PID namespace hides the process: user and command "hidden")
+COLUMNS = (
+    ("", 1),
+    ("PID", 7),
+    ("USER", 8),
+    ("GPU MEM", 8),
+    ("SM%", 4),
+    ("CPU%", 5),
+    ("HOST MEM", 8),
+    ("ELAPSED", 8),
+    ("IT/S", 6),
+)
+MAX_ROWS = (
+    7  # a box with more GPU processes shows the first seven: ours, then the others by GPU memory
+)
+UNKNOWN = (
+    "?"  # NVML or /proc did not say (a PID namespace hides the process: user and command "hidden")
+)
 
 
 def _mib(value: float) -> str:
@@ -44,13 +57,25 @@ def _rate(value: float) -> str:
 def cells(row: ProcessRow) -> list[str]:
     """The row's text per column, the command last."""
     hidden = row.command is None
-    return [row.mark, str(row.pid), "hidden" if hidden else (row.user or UNKNOWN), _mib(row.gpu_mem_mib),
-            _pct(row.sm_pct), _pct(row.cpu_pct), _mib(row.rss_mib), _elapsed(row.elapsed_s), _rate(row.iter_rate),
-            "hidden (PID namespace)" if hidden else row.command]
+    return [
+        row.mark,
+        str(row.pid),
+        "hidden" if hidden else (row.user or UNKNOWN),
+        _mib(row.gpu_mem_mib),
+        _pct(row.sm_pct),
+        _pct(row.cpu_pct),
+        _mib(row.rss_mib),
+        _elapsed(row.elapsed_s),
+        _rate(row.iter_rate),
+        "hidden (PID namespace)" if hidden else row.command,
+    ]
 
 
 def _line(values: list[str], width: int) -> str:
-    parts = [v[:w].rjust(w) if i > 2 else v[:w].ljust(w) for i, (v, (_, w)) in enumerate(zip(values, COLUMNS))]
+    parts = [
+        v[:w].rjust(w) if i > 2 else v[:w].ljust(w)
+        for i, (v, (_, w)) in enumerate(zip(values, COLUMNS))
+    ]
     text = " ".join([*parts, values[-1]])
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 

@@ -46,7 +46,10 @@ class WorkloadPanel(Vertical):
         self.launch_key = launch_key
 
     def compose(self) -> ComposeResult:
-        yield TextLine(f"empty: press {self.launch_key} to launch a workload into slot {self.slot}", classes="hint")
+        yield TextLine(
+            f"empty: press {self.launch_key} to launch a workload into slot {self.slot}",
+            classes="hint",
+        )
         yield Static("", classes="why", markup=False)  # why a running job shows no rate (NO_STEPS)
         yield MetricRow("iter/s", classes="rate")
         yield MetricRow("samples/s", classes="samples")
@@ -68,7 +71,9 @@ class WorkloadPanel(Vertical):
         if not self.has_class(state_class):
             self.remove_class(*STATE_CLASSES)
             self.add_class(state_class)
-        set_titles(self, f"{self.slot} · {view.spec or 'empty'}", view.state if not view.empty else "")
+        set_titles(
+            self, f"{self.slot} · {view.spec or 'empty'}", view.state if not view.empty else ""
+        )
         if view.hint != self._why_text:
             self._why_text = view.hint
             self._why.update(view.hint)
@@ -84,8 +89,16 @@ class WorkloadPanel(Vertical):
             fmt.bytes_per_s(f.copy_bandwidth if f else None),
             f"{fmt.bytes_per_s(f.copy_bytes_per_s if f else None)} wall",
         )
-        gpu = _pair("GPU mem", fmt.used_total(f.gpu_mem_mib if f else None, None), f"SM {fmt.pct(f.gpu_sm_util if f else None)}")
-        cpu = _pair("CPU", fmt.pct(f.cpu_pct if f else None), f"RSS {fmt.used_total(f.rss_mib if f else None, None)}")
+        gpu = _pair(
+            "GPU mem",
+            fmt.used_total(f.gpu_mem_mib if f else None, None),
+            f"SM {fmt.pct(f.gpu_sm_util if f else None)}",
+        )
+        cpu = _pair(
+            "CPU",
+            fmt.pct(f.cpu_pct if f else None),
+            f"RSS {fmt.used_total(f.rss_mib if f else None, None)}",
+        )
         steps = Text("steps".ljust(DETAIL_LABEL), style="dim")
         steps.append(f"{f.steps if f else 0:,}")
         steps.append(" · ", style="dim")

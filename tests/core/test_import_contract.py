@@ -343,7 +343,7 @@ def test_no_two_modules_import_each_other():
 
 # The packages, lowest first: a module imports only from its own layer and those below it (docs/architecture.md).
 LAYERS = (
-    ("gpumon.errors", "gpumon.extras"),
+    ("gpumon.errors", "gpumon.extras", "gpumon.safewrite"),
     ("gpumon.core.records",),
     ("gpumon.core.store",),
     ("gpumon.core.sources",),

@@ -1,0 +1,157 @@
+"""The one way gpumon writes a file.
+
+Every file gpumon writes goes through here (``tests/core/test_safewrite.py`` fails when any other module
+opens a file for writing). Two kinds of write:
+
+- **Replacing** (:func:`replacing`, :func:`write_text`, :func:`write_bytes`): the content goes to a new
+  temporary file in the destination's folder, created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (so it can be
+  neither an existing file nor a planted symlink), is fsynced, then renamed over the destination: a reader
+  sees the old file or the new one, never half of one, and a crash leaves the old file.
+- **New** (:func:`open_new`, :func:`create_new_fd`): a file that must not exist yet (a live capture's
+  tables, a log, a lock), created with ``O_EXCL | O_NOFOLLOW``: it is never an existing file or the target
+  of a link.
+
+Before either, the destination is checked: a destination that is a symbolic link, or a folder another user
+could write into (owned by another user, or writable by group or others without the sticky bit), is
+refused in one line (:class:`UnsafeDestination`, exit status 2) and nothing is written. A destination that
+exists is replaced only when the caller says so (``replace=True``; commands pass their ``--force``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Literal, overload
+
+from gpumon.errors import UsageError
+
+NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UnsafeDestination(UsageError):
+    """A destination gpumon refuses to write: a symlink, a folder others can write, or an existing file."""
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why gpumon must not write into ``folder`` (it may not exist yet: then None), else None."""
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot use {folder}: {exc.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{folder} is not a folder"
+    if st.st_uid != os.geteuid() and st.st_uid != 0:
+        return f"{folder} belongs to another user (uid {st.st_uid}): not written into"
+    shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if shared and not st.st_mode & stat.S_ISVTX:
+        return f"{folder} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}): not written into"
+    return None
+
+
+def check_destination(path: Path, *, replace: bool) -> None:
+    """Refuse (UnsafeDestination) a destination that is a symlink, in an unsafe folder, or existing and not ``replace``."""
+    problem = folder_problem(path.parent)
+    if problem:
+        raise UnsafeDestination(problem)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeDestination(f"{path} is a symbolic link: not written through")
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeDestination(f"{path} exists and is not a plain file: not replaced")
+    if not replace:
+        raise UnsafeDestination(f"{path} already exists: not replaced (--force replaces it)")
+
+
+def ensure_folder(folder: Path, mode: int = 0o755) -> Path:
+    """``folder``, created (with its parents) if missing; refused if it is unsafe to write into."""
+    folder.mkdir(parents=True, exist_ok=True, mode=mode)
+    problem = folder_problem(folder)
+    if problem:
+        raise UnsafeDestination(problem)
+    return folder
+
+
+def create_new_fd(path: Path, mode: int = 0o644) -> int:
+    """A write-only descriptor of ``path``, which this call creates (FileExistsError if anything is there)."""
+    problem = folder_problem(path.parent)
+    if problem:
+        raise UnsafeDestination(problem)
+    if os.path.islink(path):
+        raise UnsafeDestination(f"{path} is a symbolic link: not written through")
+    return os.open(path, NEW_FLAGS, mode)
+
+
+@overload
+def open_new(path: Path, *, binary: Literal[False] = ..., mode: int = ...) -> IO[str]: ...
+@overload
+def open_new(path: Path, *, binary: Literal[True], mode: int = ...) -> IO[bytes]: ...
+def open_new(path: Path, *, binary: bool = False, mode: int = 0o644) -> IO[str] | IO[bytes]:
+    """``path`` created and opened for writing (UTF-8 text with ``\\n`` lines, or bytes)."""
+    fd = create_new_fd(path, mode)
+    if binary:
+        return os.fdopen(fd, "wb")
+    return os.fdopen(fd, "w", encoding="utf-8", newline="")
+
+
+def _temporary(path: Path, mode: int) -> tuple[int, Path]:
+    for attempt in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{attempt}.tmp")
+        try:
+            return os.open(tmp, NEW_FLAGS, mode), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+@overload
+def replacing(
+    path: Path, *, replace: bool, binary: Literal[False] = ..., mode: int = ...
+) -> contextlib.AbstractContextManager[IO[str]]: ...
+@overload
+def replacing(
+    path: Path, *, replace: bool, binary: Literal[True], mode: int = ...
+) -> contextlib.AbstractContextManager[IO[bytes]]: ...
+def replacing(
+    path: Path, *, replace: bool, binary: bool = False, mode: int = 0o644
+) -> contextlib.AbstractContextManager[IO[str]] | contextlib.AbstractContextManager[IO[bytes]]:
+    """A file to write ``path``'s new content into; it replaces ``path`` when the block ends without error."""
+    return _replacing(path, replace, binary, mode)
+
+
+@contextlib.contextmanager
+def _replacing(path: Path, replace: bool, binary: bool, mode: int) -> Iterator[IO]:
+    check_destination(path, replace=replace)
+    fd, tmp = _temporary(path, mode)
+    try:
+        raw = os.fdopen(fd, "wb")
+        f: IO = raw if binary else io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        with f:
+            yield f
+            f.flush()
+            os.fsync(raw.fileno())
+        check_destination(path, replace=replace)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str, *, replace: bool, mode: int = 0o644) -> None:
+    """Write ``text`` (UTF-8) as ``path``, atomically (see :func:`replacing`)."""
+    with replacing(path, replace=replace, mode=mode) as f:
+        f.write(text)
+
+
+def write_bytes(path: Path, data: bytes, *, replace: bool, mode: int = 0o644) -> None:
+    """Write ``data`` as ``path``, atomically (see :func:`replacing`)."""
+    with replacing(path, replace=replace, binary=True, mode=mode) as f:
+        f.write(data)

@@ -23,6 +23,7 @@ from gpumon.analysis.slowdown import Estimate
 from gpumon.core.interference.attribution import SHARE_KEYS
 from gpumon.core.jobs.beside import UNKNOWN_RATE
 from gpumon.core.records.rates import CANNOT_TELL, LOSES, PAYS
+from gpumon.core.records.printable import printable
 from gpumon.core.records.share import shown_share
 from gpumon.core.interference.sentence import JobWords, labels, sentence
 
@@ -108,15 +109,17 @@ class TableLine(str):
 def table(
     headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None
 ) -> list[str]:
-    """Columns padded to their widest cell; ``right`` marks right-aligned columns."""
+    """Columns padded to their widest cell; ``right`` marks right-aligned columns; cells printable (a spec's
+    control characters escaped)."""
     right = right or [False] * len(headers)
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+    shown = [[printable(c) for c in r] for r in (headers, *rows)]
+    widths = [max(len(c) for c in col) for col in zip(*shown)]
 
     def line(cells: Sequence[str]) -> str:
-        parts = [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)]
+        parts = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)]
         return TableLine("  ".join(parts).rstrip())
 
-    return [line(headers), *(line(r) for r in rows)]
+    return [line(r) for r in shown]
 
 
 def rate_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:
@@ -286,22 +289,24 @@ def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
     headers, rows = rate_rows(comparison)
     out += table(headers, rows, [False, False, True, True, True, True, False])
     out += [
-        f"  {w.slot}: {known_words(w, _other_name(comparison, w.slot))}"
+        printable(f"  {w.slot}: {known_words(w, _other_name(comparison, w.slot))}")
         for w in comparison.workloads
         if w.known
     ]
     pair = comparison.pair
     out += [
         "",
-        f"Pair ({pair_share(comparison)}): STP {fmt_estimate(pair.stp)}: "
+        printable(f"Pair ({pair_share(comparison)}): STP {fmt_estimate(pair.stp)}: ")
         + _paint(verdict_text(comparison), pair.verdict, color),
         "  STP = 1/r_A + 1/r_B, the combined throughput in units of one job alone; sharing pays when STP > 1.",
     ]
     for w in pair.windows:
         out.append(
-            f"  overlap window of {w.name}: {w.start:.1f}-{w.end:.1f} s ({w.end - w.start:.1f} s)"
+            printable(
+                f"  overlap window of {w.name}: {w.start:.1f}-{w.end:.1f} s ({w.end - w.start:.1f} s)"
+            )
         )
-    out += ["", _paint("Verdict: ", "heading", color) + verdict_sentence(comparison)]
+    out += ["", _paint("Verdict: ", "heading", color) + printable(verdict_sentence(comparison))]
     headers, rows = why_rows(comparison)
     if rows:
         out += [
@@ -310,7 +315,7 @@ def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
             '(docs/compare.md, "Why it slowed down")',
         ]
         out += table(headers, rows, [False] + [True] * 6 + [False])
-        out += [f"  {line}" for line in why_evidence(comparison)]
+        out += [printable(f"  {line}") for line in why_evidence(comparison)]
     headers, rows = distribution_rows(comparison)
     if rows:
         out += [
@@ -318,12 +323,12 @@ def render_tables(comparison: "Comparison", color: bool = False) -> list[str]:
             "Distributions, exclusive vs shared (two-sample KS; chi-square on common bins; effect sizes)",
         ]
         out += table(headers, rows, [False, False] + [True] * 9)
-        out += distribution_notes(comparison)
+        out += [printable(n) for n in distribution_notes(comparison)]
     if comparison.notes:
-        out += ["", "Notes:"] + [f"  - {n}" for n in comparison.notes]
+        out += ["", "Notes:"] + [printable(f"  - {n}") for n in comparison.notes]
     if comparison.warnings:
         out += ["", _paint("Warnings:", "warning", color)] + [
-            f"  - {w}" for w in comparison.warnings
+            printable(f"  - {w}") for w in comparison.warnings
         ]
     return out
 

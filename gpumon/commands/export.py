@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gpumon.commands.base import RUN_HELP
 from gpumon.extras import require
+from gpumon.core.records.printable import printable
 
 HERE = (
     object()
@@ -63,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
     files = export(run, out, fmt, overwrite=args.force)
     # which run a name or 'last' meant, on stderr: stdout stays the list of files, for scripts
     print(
-        f"gpumon: exported run {run.path.name} ({run.mode}, label {run.label}) to {out}: {len(files)} {fmt} files",
+        printable(
+            f"gpumon: exported run {run.path.name} ({run.mode}, label {run.label}) to {out}: {len(files)} {fmt} files"
+        ),
         file=sys.stderr,
     )
     for path in files:
-        print(path)
+        print(printable(path))
     return 0

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 from typing import TYPE_CHECKING
+from gpumon.core.records.printable import printable
 
 if TYPE_CHECKING:
     from gpumon.analysis.predict import Prediction
@@ -100,7 +101,7 @@ def render(predictions: "list[Prediction]", best: str | None) -> list[str]:
         lines.append(
             f"better: {best}" if best else "better: cannot tell (the STP intervals overlap)"
         )
-    return lines
+    return [printable(line) for line in lines]  # specs, notes: text from the runs
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from gpumon.core.records.printable import printable
 
 if TYPE_CHECKING:
     from gpumon.core.store.trace import DamagedRun, RunSummary
@@ -77,7 +78,9 @@ def entry_line(entry: "RunSummary | DamagedRun") -> str:
     from gpumon.core.store.trace import DamagedRun
 
     if isinstance(entry, DamagedRun):
-        return f"{entry.name:<34.34} {'?':<9} {'?':<10} {DAMAGED:<11} {'–':>8}  {entry.problem}"
+        return printable(
+            f"{entry.name:<34.34} {'?':<9} {'?':<10} {DAMAGED:<11} {'–':>8}  {entry.problem}"
+        )
     s = entry
     rates = "  ".join(f"{k} {fmt_rate(v)}" for k, v in sorted(s.rates.items())) or "no steps"
     duration = "–" if math.isnan(s.duration_s) else f"{s.duration_s:.1f}s"
@@ -85,7 +88,9 @@ def entry_line(entry: "RunSummary | DamagedRun") -> str:
     if s.status == RUNNING and s.runner is not None:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.runner.started))
         runner = f"  (runner pid {s.runner.pid} since {since}{', detached' if s.runner.detached else ''})"
-    return f"{s.name:<34.34} {s.mode:<9} {s.shown_share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}"
+    return printable(  # names, labels, specs: text from the run directories
+        f"{s.name:<34.34} {s.mode:<9} {s.shown_share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}"
+    )
 
 
 def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from gpumon.core.records.printable import printable
 from gpumon.console.stopsignals import StopGuard
 from gpumon.core.capture.outcome import exit_code
 from gpumon.core.capture.sequence import LaunchFailed, NotStarted, RunSequence, Started, TimeUp
@@ -450,9 +451,10 @@ class HeadlessRun:
 
     @staticmethod
     def _emit(text: str, stream: TextIO) -> None:
-        """Print a line; a terminal that is gone (SSH drop, closed pipe) must not stop the run."""
+        """Print a line (its control characters escaped: specs, notices and job output are outside text); a terminal
+        that is gone (SSH drop, closed pipe) must not stop the run."""
         try:
-            print(text, file=stream, flush=True)
+            print(printable(text), file=stream, flush=True)
         except (OSError, ValueError):
             pass
 

@@ -16,6 +16,7 @@ from textual.containers import ScrollableContainer
 from textual.screen import Screen
 from textual.widgets import Footer, Label, Static
 
+from gpumon.core.records.printable import printable
 from gpumon.analysis.text import TableLine
 from gpumon.errors import UsageError
 
@@ -32,7 +33,7 @@ class CompareScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Label(
-            f"Compare {len(self.paths)} runs: " + ", ".join(p.name for p in self.paths),
+            printable(f"Compare {len(self.paths)} runs: " + ", ".join(p.name for p in self.paths)),
             markup=False,
         )
         with ScrollableContainer(id="compare-scroll"):

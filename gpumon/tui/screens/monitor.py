@@ -20,6 +20,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from gpumon.core.records.printable import printable
 from gpumon.core.records.share import shown_share
 from gpumon.tui.messages import Refresh
 from gpumon.tui.model import LiveModel
@@ -231,7 +232,9 @@ class MonitorScreen(Screen, inherit_bindings=False):
 
     def status_head(self, title: str, view: View, share: str, mps: bool) -> Text:
         """``TITLE  t … s  SHARE  `` and the other processes' mark: how the live and attached status lines begin."""
-        text = Text(title, style="bold")
+        text = Text(
+            printable(title), style="bold"
+        )  # a label from the run: its control characters escaped
         text.append(f"  t {view.t:7.1f} s  ", style="dim")
         text.append(
             f"{shown_share(share, view.jobs_device)}  ", style="bold cyan" if mps else "dim"

@@ -9,6 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from gpumon.core.records.printable import printable
 from gpumon.core.capture.probescan import Probed, ProbeScanner
 from gpumon.core.records.units import fmt_rate
 
@@ -57,7 +58,7 @@ class ProbesScreen(ModalScreen[int | None]):
                     "none found yet (looked in the rendezvous directory)", id="none", disabled=True
                 )
             )
-        options.add_options([Option(probed_line(p), id=str(p.pid)) for p in found])
+        options.add_options([Option(printable(probed_line(p)), id=str(p.pid)) for p in found])
         self.shown = [p.pid for p in found]
         if found:
             options.highlighted = min(highlighted or 0, len(found) - 1)

@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label
 
+from gpumon.core.records.printable import printable
 from gpumon.core.store.trace import RunSummary, TraceError, list_runs, summarize
 from gpumon.core.records.units import DASH, fmt_rate
 from gpumon.tui.pump import DEFAULT_HZ
@@ -34,7 +35,7 @@ def summary_cells(summary: RunSummary) -> tuple[str, ...]:
         or "no steps"
     )
     duration = DASH if math.isnan(summary.duration_s) else f"{summary.duration_s:.0f}s"
-    return (
+    cells = (
         summary.name,
         summary.mode,
         summary.shown_share,
@@ -43,6 +44,7 @@ def summary_cells(summary: RunSummary) -> tuple[str, ...]:
         rates,
         summary.workloads,
     )
+    return tuple(printable(cell) for cell in cells)  # names, specs: text from the run directories
 
 
 class RunsScreen(Screen):

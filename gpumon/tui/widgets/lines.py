@@ -10,6 +10,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gpumon.core.records.printable import printable
 from gpumon.core.records.units import num
 from gpumon.tui.view import Series
 from gpumon.tui.widgets.graph import graph_rows
@@ -20,7 +21,11 @@ EMPTY = Series((), 1.0)
 
 
 def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
-    """Set a border title (and subtitle) only when it changed: every assignment repaints the whole widget."""
+    """Set a border title (and subtitle) only when it changed: every assignment repaints the whole widget.
+
+    Both are printable (a spec's or a label's control characters escaped)."""
+    title = printable(title)
+    subtitle = None if subtitle is None else printable(subtitle)
     if widget.border_title != title:
         widget.border_title = title
     if subtitle is not None and widget.border_subtitle != subtitle:

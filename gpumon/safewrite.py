@@ -20,12 +20,14 @@ exists is replaced only when the caller says so (``replace=True``; commands pass
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Literal, overload
+from typing import IO, Literal, TextIO, overload
 
 from gpumon.errors import UsageError
 
@@ -91,15 +93,59 @@ def create_new_fd(path: Path, mode: int = 0o644) -> int:
 
 
 @overload
-def open_new(path: Path, *, binary: Literal[False] = ..., mode: int = ...) -> IO[str]: ...
+def open_new(path: Path, *, binary: Literal[False] = ..., mode: int = ...) -> TextIO: ...
 @overload
 def open_new(path: Path, *, binary: Literal[True], mode: int = ...) -> IO[bytes]: ...
-def open_new(path: Path, *, binary: bool = False, mode: int = 0o644) -> IO[str] | IO[bytes]:
+def open_new(path: Path, *, binary: bool = False, mode: int = 0o644) -> TextIO | IO[bytes]:
     """``path`` created and opened for writing (UTF-8 text with ``\\n`` lines, or bytes)."""
     fd = create_new_fd(path, mode)
     if binary:
         return os.fdopen(fd, "wb")
     return os.fdopen(fd, "w", encoding="utf-8", newline="")
+
+
+APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_kept(path: Path, flags: int, mode: int) -> int:
+    """``path`` opened with ``flags`` (never through a symlink), created if missing; refused unless a plain file."""
+    problem = folder_problem(path.parent)
+    if problem:
+        raise UnsafeDestination(problem)
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK, mode)  # O_NONBLOCK: a planted FIFO does not block
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeDestination(f"{path} is a symbolic link: not written through") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeDestination(f"{path} exists and is not a plain file: not written into")
+    os.set_blocking(fd, True)
+    return fd
+
+
+@overload
+def open_append(path: Path, *, binary: Literal[False] = ..., mode: int = ...) -> TextIO: ...
+@overload
+def open_append(path: Path, *, binary: Literal[True], mode: int = ...) -> IO[bytes]: ...
+def open_append(path: Path, *, binary: bool = False, mode: int = 0o644) -> TextIO | IO[bytes]:
+    """``path`` opened to append to (a log kept across runs), created if missing."""
+    fd = _open_kept(path, APPEND_FLAGS, mode)
+    if binary:
+        return os.fdopen(fd, "ab")
+    return os.fdopen(fd, "a", encoding="utf-8", newline="")
+
+
+def open_lock(path: Path, mode: int = 0o644) -> int:
+    """A read-write descriptor of the lock file ``path`` (kept between holders), created if missing."""
+    return _open_kept(path, LOCK_FLAGS, mode)
+
+
+def scratch_file() -> TextIO:
+    """An unnamed temporary text file to write and read back (a child's log): nothing to follow or leave."""
+    return tempfile.TemporaryFile("w+", encoding="utf-8")
 
 
 def _temporary(path: Path, mode: int) -> tuple[int, Path]:
@@ -128,20 +174,72 @@ def replacing(
 
 
 @contextlib.contextmanager
-def _replacing(path: Path, replace: bool, binary: bool, mode: int) -> Iterator[IO]:
+def _written(path: Path, replace: bool, binary: bool, mode: int) -> Iterator[tuple[IO, Path]]:
+    """A new temporary file beside ``path`` and its name, fsynced when the block ends (removed on error)."""
     check_destination(path, replace=replace)
     fd, tmp = _temporary(path, mode)
     try:
         raw = os.fdopen(fd, "wb")
         f: IO = raw if binary else io.TextIOWrapper(raw, encoding="utf-8", newline="")
         with f:
-            yield f
+            yield f, tmp
             f.flush()
             os.fsync(raw.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _rename(tmp: Path, path: Path, replace: bool) -> None:
+    try:
         check_destination(path, replace=replace)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def _replacing(path: Path, replace: bool, binary: bool, mode: int) -> Iterator[IO]:
+    with _written(path, replace, binary, mode) as (f, tmp):
+        yield f
+    _rename(tmp, path, replace)
+
+
+class Together:
+    """Files written in turn that replace their destinations together when the batch ends, or none does."""
+
+    def __init__(self, replace: bool) -> None:
+        self.replace = replace
+        self._written: list[tuple[Path, Path]] = []  # (temporary, destination)
+
+    @contextlib.contextmanager
+    def file(self, path: Path, *, binary: bool = False, mode: int = 0o644) -> Iterator[IO]:
+        """A file to write ``path``'s new content into; it lands with the rest of the batch."""
+        with _written(path, self.replace, binary, mode) as (f, tmp):
+            self._written.append((tmp, path))
+            yield f
+
+    def _commit(self) -> None:
+        for _, path in self._written:
+            check_destination(path, replace=self.replace)
+        while self._written:
+            _rename(*self._written.pop(0), self.replace)
+
+    def _discard(self) -> None:
+        for tmp, _ in self._written:
+            tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def replacing_together(*, replace: bool) -> Iterator[Together]:
+    """A batch of files (``batch.file(path)``) that replace their destinations only if every one was written."""
+    batch = Together(replace)
+    try:
+        yield batch
+        batch._commit()
+    except BaseException:
+        batch._discard()
         raise
 
 

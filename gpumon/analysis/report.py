@@ -26,6 +26,7 @@ from gpumon.analysis.text import (
 from gpumon.core.store.trace import Run
 from gpumon.errors import EnvironmentFailure
 from gpumon.extras import ANALYSIS, install_hint, installed
+from gpumon.safewrite import ensure_folder, replacing_together
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,40 +40,46 @@ PLOTS_NEED = (
 )
 
 
-def write_report(comparison: "Comparison", runs: Sequence[Run], out_dir: Path) -> list[Path]:
-    """Write the report files into ``out_dir`` (created if needed); returns their paths."""
+def write_report(
+    comparison: "Comparison", runs: Sequence[Run], out_dir: Path, *, replace: bool = False
+) -> list[Path]:
+    """Write the report files into ``out_dir`` (created if needed), all or none; returns their paths.
+
+    Files already there are replaced only when ``replace`` (``--force``); a symlinked one never is."""
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        ensure_folder(out_dir)
     except OSError as exc:
         raise EnvironmentFailure(
             f"cannot create report directory {out_dir}: {exc.strerror}"
         ) from None
     frames = tables(comparison, runs)
-    written = []
-    for name, frame in frames.items():
-        path = out_dir / f"{name}.csv"
-        frame.to_csv(path, index=False)
-        written.append(path)
-    summary = out_dir / "summary.json"
-    summary.write_text(
-        json.dumps(comparison_json(comparison), indent=2, allow_nan=False) + "\n", encoding="utf-8"
-    )
-    written.append(summary)
     plots = installed("matplotlib")
-    if plots:
-        figures = {
-            "rate_over_time.png": _rate_figure(comparison, frames["rate_over_time"]),
-            "copy_bandwidth.png": _histogram_figure(comparison, [COPY_BANDWIDTH.key]),
-            "utilisation.png": _histogram_figure(comparison, [GPU_UTIL.key, CPU.key]),
-            "slowdown.png": _slowdown_figure(comparison),
-        }
-        for name, figure in figures.items():
-            figure.savefig(out_dir / name, dpi=100)
+    written = []
+    with replacing_together(replace=replace) as batch:
+        for name, frame in frames.items():
+            with batch.file(out_dir / f"{name}.csv") as f:
+                frame.to_csv(f, index=False)
+            written.append(out_dir / f"{name}.csv")
+        with batch.file(out_dir / "summary.json") as f:
+            f.write(json.dumps(comparison_json(comparison), indent=2, allow_nan=False) + "\n")
+        written.append(out_dir / "summary.json")
+        for name, figure in (_figures(comparison, frames) if plots else {}).items():
+            with batch.file(out_dir / name, binary=True) as f:
+                figure.savefig(f, format="png", dpi=100)
             written.append(out_dir / name)
-    report = out_dir / "report.md"
-    report.write_text(markdown(comparison, plots), encoding="utf-8")
-    written.append(report)
+        with batch.file(out_dir / "report.md") as f:
+            f.write(markdown(comparison, plots))
+        written.append(out_dir / "report.md")
     return written
+
+
+def _figures(comparison: "Comparison", frames: dict[str, "pd.DataFrame"]) -> dict[str, "Figure"]:
+    return {
+        "rate_over_time.png": _rate_figure(comparison, frames["rate_over_time"]),
+        "copy_bandwidth.png": _histogram_figure(comparison, [COPY_BANDWIDTH.key]),
+        "utilisation.png": _histogram_figure(comparison, [GPU_UTIL.key, CPU.key]),
+        "slowdown.png": _slowdown_figure(comparison),
+    }
 
 
 def tables(comparison: "Comparison", runs: Sequence[Run]) -> dict[str, "pd.DataFrame"]:

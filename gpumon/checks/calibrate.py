@@ -22,7 +22,6 @@ import os
 import select
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -39,6 +38,7 @@ from gpumon.core.jobs.mps import CONTROL, MpsControl, existing_daemon
 from gpumon.core.records.share import ShareMode
 from gpumon.core.store.calibration import Calibration
 from gpumon.errors import UsageError
+from gpumon.safewrite import scratch_file
 
 READY_TIMEOUT_S = 180.0  # torch's import and a CUDA context on a loaded machine
 ANSWER_MARGIN_S = 60.0  # beyond the work a request asked for
@@ -106,7 +106,7 @@ def start_probes(device: str, env: list[dict[str, str]], python: str) -> list[Pr
     ready."""
     probes = []
     for extra in env:
-        log = tempfile.TemporaryFile("w+", encoding="utf-8")
+        log = scratch_file()
         child = {
             **os.environ,
             **extra,

@@ -104,6 +104,12 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "matplotlib: pip install 'gpumon[analysis]'; without it the rest is written and the report says so)",
     )
     parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --report: replace report files already in DIR (without it they are kept and nothing is "
+        "written)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print the results as JSON for scripts: 'summary' (the verdict in words), each workload's "
@@ -116,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``gpumon compare``: prints tables or JSON, optionally writes a report."""
     if not args.shared:
         raise UsageError("compare needs at least one --shared RUN (see gpumon compare --help)")
+    if args.force and not args.report:
+        raise UsageError("--force only applies to --report DIR (it replaces the report's files)")
     exclusive_paths, shared_paths, assign = parse_runs(args.exclusive, args.shared)
     # first thing: a helper's scipy import runs while the analysis is imported and the runs are read
     tests = stats_helper.for_runs([*exclusive_paths, *shared_paths])
@@ -131,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         from gpumon.analysis.report import write_report
 
-        written = write_report(comparison, [*exclusive, *shared], Path(args.report))
+        written = write_report(
+            comparison, [*exclusive, *shared], Path(args.report), replace=args.force
+        )
     if args.json:
         data = comparison_json(comparison)
         if args.report:

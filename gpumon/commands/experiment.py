@@ -116,6 +116,12 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "beside measured per pair, with the error and the MAPE",
     )
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into an --out folder that holds other files and is not this experiment's (no cells.json), "
+        "replacing outputs of the same names; resuming an experiment's own folder needs no --force",
+    )
+    p.add_argument(
         "--dry-run", action="store_true", help="print the cells and their commands; run nothing"
     )
     p.add_argument("--list", action="store_true", help="list the shipped specs")
@@ -202,7 +208,30 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--device {device}: CUDA is not available here ({cuda_status().reason}); use --device cpu"
         )
-    return execute(spec, preset, settings, device, cells, out, args)
+    from gpumon.experiments.outlock import FolderLock
+
+    with FolderLock.take(out):
+        return execute(spec, preset, settings, device, cells, out, args)
+
+
+def refuse_foreign_outputs(out: Path, resumed: bool, force: bool) -> None:
+    """Before any cell runs: refuse a symlinked results.md or predicted.md, and a folder holding other files
+    that is not this experiment's, unless ``--force``."""
+    from gpumon.experiments.manifest import MANIFEST
+    from gpumon.experiments.outlock import LOCK_FILE
+    from gpumon.experiments.predicted import PREDICTED
+    from gpumon.experiments.report import RESULTS
+    from gpumon.safewrite import check_destination
+
+    for name in (RESULTS, PREDICTED):
+        check_destination(out / name, replace=True)
+    others = sorted(p.name for p in out.iterdir() if p.name != LOCK_FILE)
+    if others and not resumed and not force:
+        raise UsageError(
+            f"{out} holds {', '.join(others[:3])}{' ...' if len(others) > 3 else ''} and is not this "
+            f"experiment's folder (no {MANIFEST}): nothing written (choose another --out, or --force to "
+            "write into it, replacing outputs of the same names)"
+        )
 
 
 def resume_python(out: Path, explicit: bool) -> None:
@@ -260,6 +289,7 @@ def execute(
         "python": None if python.own else python.path,
     }
     manifest = Manifest.open(out, header)
+    refuse_foreign_outputs(out, manifest.resumed, args.force)
     manifest.save()
     pyspy = check_pyspy() if args.profile else None
     if pyspy is not None and not pyspy.usable:
@@ -278,7 +308,9 @@ def execute(
         pool = RayPool(args.ray or None, on_gpu=device.startswith("cuda"))
         pool.start()
         print(f"gpumon: Ray workers: {describe(pool)}", file=sys.stderr)
-    ctx = Context(spec, settings, preset, device, cells, manifest, predict=args.predict)
+    ctx = Context(
+        spec, settings, preset, device, cells, manifest, predict=args.predict, force=args.force
+    )
     try:
         scheduler = CellScheduler(manifest, cuda_status, pyspy, args.retry_failed, pool=pool)
         signum = (

@@ -28,6 +28,7 @@ from gpumon.experiments.manifest import FAILED, INTERRUPTED, OK, SKIPPED, CellRe
 from gpumon.experiments.progress import Progress
 from gpumon.experiments.pyspy import PySpy, record_argv
 from gpumon.experiments.steady import StepsTail
+from gpumon.safewrite import ensure_folder, open_append, open_new
 
 
 class CellPool(Protocol):
@@ -174,12 +175,13 @@ class CellRun:
     def execute(self, progress: Progress) -> CellRecord:
         shutil.rmtree(self.scratch, ignore_errors=True)
         for path in (self.scratch, self.runs_dir, self.log_path.parent):
-            path.mkdir(parents=True, exist_ok=True)
+            ensure_folder(path)
         argv = cell_argv(self.cell, self.runs_dir, self.scratch)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.before = {p.name for p in self.runs_dir.iterdir()}
         began = time.monotonic()
-        with open(self.log_path, "w", encoding="utf-8") as log:
+        self.log_path.unlink(missing_ok=True)  # the log of an earlier try of this cell
+        with open_new(self.log_path) as log:
             log.write(f"$ {shlex.join(argv)}\n")
             log.flush()
             self.proc = subprocess.Popen(
@@ -296,7 +298,7 @@ class CellRun:
 
     def _start_recorders(self) -> None:
         assert self.pyspy is not None and self.pyspy.path is not None and self.run_dir is not None
-        with open(self.log_path, "a", encoding="utf-8") as log:
+        with open_append(self.log_path) as log:
             for workload in self._workloads():
                 slot, pid = workload.slot, workload.pid
                 if slot in SLOTS and pid is not None and workload.state == "running":
@@ -376,7 +378,7 @@ class CellRun:
             ops = self.scratch / f"ops-{slot}.json"
             if ops.exists():
                 target = self.run_dir / ops.name
-                shutil.move(str(ops), target)
+                os.replace(ops, target)  # both in the experiment's folder
                 record.profiles[f"ops-{slot}"] = str(target.relative_to(self.directory))
             speedscope = self.run_dir / f"pyspy-{slot}.json"
             if speedscope.exists():

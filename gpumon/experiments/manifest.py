@@ -10,6 +10,7 @@ from typing import Any
 from gpumon.core.store.recorder import write_json_atomic
 from gpumon.errors import UsageError
 from gpumon.experiments.cells import Cell
+from gpumon.safewrite import ensure_folder
 
 MANIFEST = "cells.json"
 OK, FAILED, INTERRUPTED, SKIPPED = "ok", "failed", "interrupted", "skipped"
@@ -40,6 +41,7 @@ class Manifest:
     directory: Path
     header: dict[str, Any]
     records: dict[str, CellRecord] = field(default_factory=dict)
+    resumed: bool = False  # the directory held this experiment's manifest: its outputs are its own
 
     @property
     def path(self) -> Path:
@@ -63,7 +65,7 @@ class Manifest:
             raise UsageError(
                 f"{directory} holds experiment {old.get('name')!r}, not {header['name']!r}; use another --out"
             )
-        return cls(directory, header, records)
+        return cls(directory, header, records, resumed=True)
 
     @staticmethod
     def recorded_python(directory: Path) -> str | None:
@@ -77,7 +79,7 @@ class Manifest:
         return python if isinstance(python, str) and python else None
 
     def save(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        ensure_folder(self.directory)
         data = {
             "format": FORMAT,
             "experiment": self.header,

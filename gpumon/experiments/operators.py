@@ -16,7 +16,6 @@ from gpumon.experiments.results import (
     fmt_share,
     md_table,
     recorded_profiles,
-    save,
 )
 from gpumon.experiments.similarity import pooled, shares, weighted_jaccard
 
@@ -127,7 +126,7 @@ def similarity_figure(ctx: Context, models: list[str], matrix: list[list[float]]
     ax.set_yticks(range(len(models)), models)
     ax.set_title("weighted Jaccard of operator CPU-time shares", fontsize=9)
     fig.colorbar(image, ax=ax)
-    return save(fig, ctx.out / "operator_similarity.png")
+    return ctx.save(fig, "operator_similarity.png")
 
 
 def contrast_rows(
@@ -203,7 +202,7 @@ def shares_figure(
         ax.set_xlabel("% of operator CPU time")
         ax.set_title(model, fontsize=9)
         ax.legend(fontsize=7)
-    return save(fig, ctx.out / "operator_shares.png")
+    return ctx.save(fig, "operator_shares.png")
 
 
 def write_csv(ctx: Context, profiles: list[OpProfile]) -> None:
@@ -227,7 +226,7 @@ def write_csv(ctx: Context, profiles: list[OpProfile]) -> None:
                     "device_share": dev.get(op, math.nan),
                 }
             )
-    pd.DataFrame(rows).to_csv(ctx.out / "operator_shares.csv", index=False)
+    ctx.output_csv(pd.DataFrame(rows), "operator_shares.csv")
 
 
 def operators_section(ctx: Context) -> list[str]:

@@ -19,7 +19,6 @@ from gpumon.experiments.results import (
     fmt_share,
     md_table,
     median_metric,
-    save,
 )
 
 if TYPE_CHECKING:
@@ -88,7 +87,10 @@ def build_pairs(ctx: Context) -> list[Pair]:
         try:
             pair.comparison = compare(exclusive_runs, shared_runs)
             write_report(
-                pair.comparison, [*exclusive_runs, *shared_runs], ctx.out / pair.detail_dir
+                pair.comparison,
+                [*exclusive_runs, *shared_runs],
+                ctx.out / pair.detail_dir,
+                replace=ctx.replace,
             )
         except UsageError as exc:
             pair.problem = str(exc)
@@ -189,10 +191,10 @@ def write_csvs(ctx: Context, pairs: list[Pair]) -> None:
                 "problem": pair.problem,
             }
         )
-    pd.DataFrame(matrix).to_csv(ctx.out / "slowdown_matrix.csv", index=False)
-    pd.DataFrame(stp).to_csv(ctx.out / "stp.csv", index=False)
+    ctx.output_csv(pd.DataFrame(matrix), "slowdown_matrix.csv")
+    ctx.output_csv(pd.DataFrame(stp), "stp.csv")
     if distributions:
-        pd.DataFrame(distributions).to_csv(ctx.out / "distributions.csv", index=False)
+        ctx.output_csv(pd.DataFrame(distributions), "distributions.csv")
 
 
 def heatmap(ctx: Context, pairs: list[Pair], name: str = "slowdown_heatmap.png") -> Path:
@@ -235,7 +237,7 @@ def heatmap(ctx: Context, pairs: list[Pair], name: str = "slowdown_heatmap.png")
         "slowdown r[job][co-runner] = exclusive / shared rate (1 = unaffected)", fontsize=9
     )
     fig.colorbar(image, ax=ax)
-    return save(fig, ctx.out / name)
+    return ctx.save(fig, name)
 
 
 def stp_bars(ctx: Context, pairs: list[Pair], name: str = "stp.png") -> Path:
@@ -257,7 +259,7 @@ def stp_bars(ctx: Context, pairs: list[Pair], name: str = "stp.png") -> Path:
     ax.axhline(1, color="black", ls="--", lw=0.8)
     ax.set_ylabel("STP = 1/r_A + 1/r_B")
     ax.set_title("system throughput per pair (95 % CI); above 1: sharing pays", fontsize=9)
-    return save(fig, ctx.out / name)
+    return ctx.save(fig, name)
 
 
 def pairwise_section(ctx: Context) -> list[str]:
@@ -363,7 +365,7 @@ def share_section(ctx: Context, pairs: list[Pair], modes: list[str]) -> list[str
                 "better": best,
             }
         )
-    pd.DataFrame(table).to_csv(ctx.out / "stp_by_share.csv", index=False)
+    ctx.output_csv(pd.DataFrame(table), "stp_by_share.csv")
     lines = [
         "## Share modes side by side",
         "",
@@ -406,7 +408,7 @@ def stp_by_share(ctx: Context, by_jobs: dict[str, dict[str, Pair]], modes: list[
         "system throughput per pair and share mode (95 % CI); above 1: sharing pays", fontsize=9
     )
     ax.legend(fontsize=8)
-    return save(fig, ctx.out / "stp_by_share.png")
+    return ctx.save(fig, "stp_by_share.png")
 
 
 def verdict_lines(pairs: list[Pair]) -> list[str]:

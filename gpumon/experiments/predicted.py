@@ -148,7 +148,7 @@ def predicted_section(ctx: Context, items: Sequence[Predicted]) -> list[str]:
     import pandas as pd
 
     table, records, r_errors, stp_errors = rows(items)
-    pd.DataFrame(records).to_csv(ctx.out / CSV, index=False)
+    ctx.output_csv(pd.DataFrame(records), CSV)
     headers = [
         "pair",
         "r_A predicted / measured (error)",
@@ -192,11 +192,9 @@ def predicted_section(ctx: Context, items: Sequence[Predicted]) -> list[str]:
 
 def write_predicted(ctx: Context) -> Path:
     """predicted.md: the pairwise predictions from the exclusive cells, before any shared cell runs."""
-    path = ctx.out / PREDICTED
     lines = [
         f"# {ctx.spec.title or ctx.spec.name}: predicted before sharing",
         "",
         *predicted_section(ctx, predict_pairs(ctx)),
     ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return ctx.output_text(PREDICTED, "\n".join(lines) + "\n")

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.manifest import FAILED, INTERRUPTED, CellRecord, Manifest
+from gpumon.safewrite import ensure_folder, open_lock, write_bytes
 
 POLL_S = 0.5
 CORE_LOCKS = Path(tempfile.gettempdir()) / "gpumon-ray-cores"
@@ -58,11 +59,11 @@ def claim_core(wait_s: float = CORE_WAIT_S) -> tuple[int, int]:
     On a long-lived cluster the workers of the sweep before may still be exiting (``ray.kill`` does not
     wait), holding their cores for a moment: wait up to ``wait_s`` for one to be released.
     """
-    CORE_LOCKS.mkdir(parents=True, exist_ok=True)
+    ensure_folder(CORE_LOCKS)
     deadline = time.monotonic() + wait_s
     while True:
         for core in sorted(os.sched_getaffinity(0)):
-            fd = os.open(CORE_LOCKS / f"core-{core}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+            fd = open_lock(CORE_LOCKS / f"core-{core}.lock")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -130,8 +131,18 @@ def _archive(directory: Path, record: CellRecord) -> bytes:
 
 
 def _unpack(data: bytes, directory: Path) -> None:
+    """The archive's folders and plain files, written under ``directory`` (gpumon.safewrite; links skipped)."""
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        tar.extractall(directory, filter="data")
+        for member in tar:
+            member = tarfile.data_filter(member, str(directory))  # FilterError: outside directory
+            target = directory / member.name
+            if member.isdir():
+                ensure_folder(target)
+            elif member.isfile():
+                source = tar.extractfile(member)
+                assert source is not None  # a plain file's content
+                ensure_folder(target.parent)
+                write_bytes(target, source.read(), replace=True)
 
 
 @dataclass

@@ -111,6 +111,4 @@ def write_results(ctx: Context, profile_problem: str | None = None) -> Path:
         cells_section(ctx),
     ]
     text = "\n\n".join("\n".join(b) for b in blocks if b) + "\n"
-    path = ctx.out / RESULTS
-    path.write_text(text, encoding="utf-8")
-    return path
+    return ctx.output_text(RESULTS, text)

@@ -14,8 +14,10 @@ from gpumon.core.store.trace import Run, TraceError, load_run
 from gpumon.experiments.cells import Cell
 from gpumon.experiments.manifest import OK, CellRecord, Manifest
 from gpumon.experiments.spec import ExperimentSpec, Settings
+from gpumon.safewrite import replacing, write_text
 
 if TYPE_CHECKING:
+    import pandas as pd
     from matplotlib.figure import Figure
 
     from gpumon.analysis.slowdown import Estimate
@@ -36,11 +38,35 @@ class Context:
     predict: bool = (
         False  # --predict: the pairwise report puts each pair's prediction beside its measurement
     )
+    force: bool = (
+        False  # --force: outputs already in a folder that is not this experiment's are replaced
+    )
     _runs: dict[str, Run | None] = field(default_factory=dict)
 
     @property
     def out(self) -> Path:
         return self.manifest.directory
+
+    @property
+    def replace(self) -> bool:
+        """Whether outputs already there are replaced: this experiment's own (resumed), or ``--force``."""
+        return self.force or self.manifest.resumed
+
+    def output_text(self, name: str, text: str) -> Path:
+        """Write the output ``name`` (gpumon.safewrite: never through a symlink)."""
+        write_text(self.out / name, text, replace=self.replace)
+        return self.out / name
+
+    def output_csv(self, frame: "pd.DataFrame", name: str) -> Path:
+        with replacing(self.out / name, replace=self.replace) as f:
+            frame.to_csv(f, index=False)
+        return self.out / name
+
+    def save(self, fig: "Figure", name: str) -> Path:
+        """The PNG ``name`` of ``fig``."""
+        with replacing(self.out / name, replace=self.replace, binary=True) as f:
+            fig.savefig(f, format="png", dpi=100)
+        return self.out / name
 
     def record(self, cell: Cell) -> CellRecord | None:
         record = self.manifest.records.get(cell.id)
@@ -183,11 +209,6 @@ def figure(rows: int, cols: int, width: float = 5.0, height: float = 3.4) -> "Fi
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width * cols, height * rows), layout="constrained")
-
-
-def save(fig: "Figure", path: Path) -> Path:
-    fig.savefig(path, dpi=100)
-    return path
 
 
 def cells_section(ctx: Context) -> list[str]:

@@ -20,7 +20,6 @@ from gpumon.experiments.results import (
     md_table,
     median_metric,
     run_links,
-    save,
     scaled,
     workload_meta,
 )
@@ -158,7 +157,7 @@ def sweep_figure(ctx: Context, jobs: dict[str, list[Point]]) -> Path:
                     )
             ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
             ax.set_title(f"{key}: {title} (95 % CI)", fontsize=9)
-    return save(fig, ctx.out / "sweep.png")
+    return ctx.save(fig, "sweep.png")
 
 
 def sweep_section(ctx: Context) -> list[str]:
@@ -192,7 +191,7 @@ def sweep_section(ctx: Context) -> list[str]:
         extra = outcome_lines(job, keys)
         if extra:
             lines += ["", *extra]
-    pd.DataFrame(
+    frame = pd.DataFrame(
         [
             {
                 "job": p.key,
@@ -210,7 +209,8 @@ def sweep_section(ctx: Context) -> list[str]:
             }
             for p in everything
         ]
-    ).to_csv(ctx.out / "sweep.csv", index=False)
+    )
+    ctx.output_csv(frame, "sweep.csv")
     lines += ["", "CSV: [sweep.csv](sweep.csv)."]
     if any(p.status == OK for p in everything):
         sweep_figure(ctx, jobs)
@@ -264,7 +264,7 @@ def cost_section(ctx: Context) -> list[str]:
                 "runs": ";".join(ctx.link(r.path) for r in ctx.runs(p.cells)),
             }
         )
-    pd.DataFrame(records).to_csv(ctx.out / "device_cost.csv", index=False)
+    ctx.output_csv(pd.DataFrame(records), "device_cost.csv")
     lines = [
         "## Time and cost per 1000 iterations",
         "",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gpumon.core.jobs.interpreter import module_argv
+from gpumon.safewrite import create_new_fd
 
 DETACHED_CHILD_FLAG = "--detached-child"  # marks the process that --detach starts: the run's runner
 RUNNER_LOG = "runner.log"
@@ -75,7 +76,7 @@ def move_output_to_log(run_dir: Path) -> None:
     """
     print(f"{CAPTURING}{run_dir}", file=sys.stderr, flush=True)
     sys.stdout.flush()
-    fd = os.open(run_dir / RUNNER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = create_new_fd(run_dir / RUNNER_LOG)
     try:
         os.dup2(fd, sys.stdout.fileno())
         os.dup2(fd, sys.stderr.fileno())

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpumon.safewrite import ensure_folder, open_new, write_text
 from gpumon.workloads.samples import Field, generate
 
 ENV_DATA_DIR = "GPUMON_DATA_DIR"
@@ -67,12 +68,12 @@ def ensure_dataset(
     final = root / dataset_key(workload, fields, count, lanes, seed)
     if final.is_dir():
         return final
-    root.mkdir(parents=True, exist_ok=True)
+    ensure_folder(root)
     scratch = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
     try:
         rng = np.random.default_rng(seed)
         for field in fields:
-            with open(field_path(scratch, field), "wb") as out:
+            with open_new(field_path(scratch, field), binary=True) as out:
                 generate(field, count, lanes, rng).tofile(out)
                 out.flush()
                 os.fsync(out.fileno())
@@ -83,7 +84,7 @@ def ensure_dataset(
             "seed": seed,
             "format": FORMAT_VERSION,
         }
-        (scratch / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        write_text(scratch / "manifest.json", json.dumps(manifest, indent=1) + "\n", replace=False)
         os.rename(scratch, final)
     except OSError as exc:
         shutil.rmtree(scratch, ignore_errors=True)

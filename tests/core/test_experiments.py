@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -318,6 +319,8 @@ def fake_run(directory: Path, cell: Cell, rate: float = 10.0) -> str:
         Job(slot=s, spec=j.spec, phases=((12.0, step),), start=i * 1.0, seed=i)
         for i, (s, j) in enumerate(zip("AB", cell.jobs))
     ]
+    # a cell run again records a new run directory, as `gpumon run` does (the recorder never reopens a table)
+    shutil.rmtree(directory / "runs" / cell.id, ignore_errors=True)
     path = write_run(directory / "runs" / cell.id, jobs, label=cell.id)
     return str(path.relative_to(directory))
 

@@ -23,10 +23,13 @@ from gpumon.core.records.model import (
     WorkloadMeta,
     WorkloadState,
 )
+import gpumon.core.store.recorder as recorder_module
 from gpumon.core.store.runmeta import RunMeta
 from gpumon.core.store.recorder import RESERVE_FILE, CaptureError, Recorder, create_run_dir
 from gpumon.core.store.trace import export, load_run, summarize
+from gpumon.core.store.runner import LOCK_FILE
 from gpumon.errors import EnvironmentFailure
+from gpumon.safewrite import UnsafeDestination
 from tests.helpers import wait_for
 
 
@@ -124,10 +127,23 @@ def test_rows_are_flushed_while_recording(tmp_path):
     recorder.close(1.0)
 
 
-def test_no_space_left_stops_the_capture_at_once_and_finalises_it_as_truncated(tmp_path):
-    """logs/A.out is /dev/full: the kernel's real ENOSPC on a real file object, on the first log flush."""
+def _opens_instead(monkeypatch, name: str, device: Path) -> None:
+    """The recorder's file ``name`` is opened as ``device`` (a symlink planted in the run directory would be
+    refused by gpumon.safewrite, so the recorder's opener is pointed at it instead)."""
+    opened = recorder_module.open_new
+    monkeypatch.setattr(
+        recorder_module,
+        "open_new",
+        lambda p: open(device, "w", encoding="utf-8") if p.name == name else opened(p),
+    )
+
+
+def test_no_space_left_stops_the_capture_at_once_and_finalises_it_as_truncated(
+    tmp_path, monkeypatch
+):
+    """logs/A.out opens /dev/full: the kernel's real ENOSPC on a real file object, on the first log flush."""
     path = _run_dir(tmp_path)
-    os.symlink("/dev/full", path / "logs" / "A.out")
+    _opens_instead(monkeypatch, "A.out", Path("/dev/full"))
     errors = Errors()
     before = time.monotonic()
     recorder = Recorder(path, _meta([{"process": "A", "spec": "x"}]), on_error=errors)
@@ -192,10 +208,14 @@ def test_a_run_directory_removed_mid_run_is_noticed_and_said_to_be_unfinalisable
     assert not path.exists()
 
 
-def test_the_queue_is_bounded_and_a_writer_that_falls_behind_ends_the_capture(tmp_path):
-    """logs/A.out is a FIFO nobody reads yet: the writer blocks in open(), as on a stalled disk."""
+def test_the_queue_is_bounded_and_a_writer_that_falls_behind_ends_the_capture(
+    tmp_path, monkeypatch
+):
+    """logs/A.out opens a FIFO nobody reads yet: the writer blocks in open(), as on a stalled disk."""
     path = _run_dir(tmp_path)
-    os.mkfifo(path / "logs" / "A.out")
+    stalled = tmp_path / "stalled"
+    os.mkfifo(stalled)
+    _opens_instead(monkeypatch, "A.out", stalled)
     errors = Errors()
     recorder = Recorder(path, _meta(), on_error=errors, queue_max=10)
     recorder.handle(LogLine("A", 0.0, "blocks the writer"))
@@ -203,7 +223,7 @@ def test_the_queue_is_bounded_and_a_writer_that_falls_behind_ends_the_capture(tm
     for step in _steps("A", 1000):
         recorder.handle(step)
     assert len(recorder._queue) == 10, "the queue holds at most queue_max records"
-    reader = os.open(path / "logs" / "A.out", os.O_RDONLY | os.O_NONBLOCK)
+    reader = os.open(stalled, os.O_RDONLY | os.O_NONBLOCK)
     try:
         assert errors.event.wait(10)
     finally:
@@ -214,13 +234,28 @@ def test_the_queue_is_bounded_and_a_writer_that_falls_behind_ends_the_capture(tm
     assert load_run(path).meta.status == "truncated"
 
 
-def test_an_unwritable_run_directory_at_the_start_is_one_usage_error(tmp_path):
+def test_an_unwritable_run_directory_at_the_start_is_one_usage_error(tmp_path, monkeypatch):
     path = _run_dir(tmp_path)
-    os.symlink("/dev/full", path / "steps.csv")
+    _opens_instead(monkeypatch, "steps.csv", Path("/dev/full"))
     with pytest.raises(
         EnvironmentFailure, match=f"cannot write the capture: no space left on {path}"
     ):
         Recorder(path, _meta())
+    assert not (path / LOCK_FILE).exists(), "the runner lock is let go"
+
+
+@pytest.mark.parametrize("table", ["steps.csv", "run.json", ".reserve", "runner.lock"])
+def test_a_symlink_planted_in_the_run_directory_is_refused_and_its_target_untouched(
+    tmp_path, table
+):
+    path = _run_dir(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (path / table).symlink_to(victim)
+    with pytest.raises(UnsafeDestination, match="symbolic link"):
+        Recorder(path, _meta())
+    assert victim.read_text() == "precious"
+    assert table == "runner.lock" or not (path / LOCK_FILE).exists()
 
 
 def test_items_it_does_not_record_are_ignored(tmp_path):

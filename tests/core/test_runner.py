@@ -32,6 +32,7 @@ from gpumon.core.store.runner import (
 )
 from gpumon.core.store.runmeta import RunMeta
 from gpumon.errors import UsageError
+from gpumon.safewrite import UnsafeDestination
 from tests.helpers import fork_as_nobody, hold_run, hold_run_as_nobody, reachable_by_others, victim
 
 
@@ -194,7 +195,7 @@ def test_the_lock_is_a_new_file_and_is_removed_once_released(tmp_path) -> None:
     lock.release()
     assert not (tmp_path / LOCK_FILE).exists()
     (tmp_path / LOCK_FILE).symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(UnsafeDestination, match="symbolic link"):
         RunnerLock.take(tmp_path)
     assert not (tmp_path / "elsewhere").exists()
 

@@ -22,6 +22,7 @@ from gpumon.core.store.trace import (
     summarize,
 )
 from gpumon.errors import EnvironmentFailure, UsageError
+from gpumon.safewrite import UnsafeDestination
 from tests.tracegen import COLLEAGUE, Job, write_run
 
 
@@ -501,13 +502,12 @@ def test_an_export_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
         parents=True
     )  # a folder where a table goes: it cannot replace it
     (there / "processes.csv" / "keep").write_text("x")
-    with pytest.raises(EnvironmentFailure) as err:
+    with pytest.raises(UnsafeDestination) as err:  # refused before any table is put in place
         export(load_run(path), there, overwrite=True)
     assert (
-        str(err.value)
-        == f"cannot write {there / 'processes.csv'}: Is a directory; nothing was exported"
+        str(err.value) == f"{there / 'processes.csv'} exists and is not a plain file: not replaced"
     )
-    assert sorted(p.name for p in there.iterdir()) == ["device.csv", "processes.csv", "steps.csv"]
+    assert sorted(p.name for p in there.iterdir()) == ["processes.csv"]
 
 
 # Four jobs' steps in file order, times out of order: B counts first (file order), A's first time is a tie (1.0, steps

@@ -102,6 +102,41 @@ def test_report_writes_markdown_json_csvs_and_pngs(runs: dict[str, Path], tmp_pa
     )
 
 
+def test_a_second_report_into_the_same_folder_needs_force(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "report"
+    assert gpumon(*args(runs, "--report", str(out))).returncode == 0
+    (out / "report.md").write_text("my notes")
+    again = gpumon(*args(runs, "--report", str(out)))
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr.count("\n") == 1 and "already exists: not replaced (--force" in again.stderr
+    assert (out / "report.md").read_text() == "my notes", "nothing replaced without --force"
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")], "no temporary left"
+    forced = gpumon(*args(runs, "--report", str(out), "--force"))
+    assert forced.returncode == 0, forced.stderr
+    assert "| A | fcn:preset=tiny |" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_symlinked_report_is_refused_in_one_line_and_its_target_untouched(
+    runs: dict[str, Path], tmp_path: Path, force: bool
+) -> None:
+    out = tmp_path / "report"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (out / "report.md").symlink_to(victim)
+    result = gpumon(*args(runs, "--report", str(out), *(["--force"] if force else [])))
+    assert result.returncode == 2 and result.stdout == ""
+    assert (
+        result.stderr
+        == f"gpumon: error: {out / 'report.md'} is a symbolic link: not written through\n"
+    )
+    assert victim.read_text() == "precious"
+    assert sorted(p.name for p in out.iterdir()) == ["report.md"], "nothing else written either"
+
+
 def test_help_explains_flags_and_definitions() -> None:
     result = gpumon("compare", "--help")
     assert result.returncode == 0

@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 
 from gpumon.core.jobs.mps import CONTROL, READY_TIMEOUT_S
+from gpumon.safewrite import open_append
 
 QUIT_TIMEOUT_S = 10.0
 READY_POLL_S = 0.02
@@ -84,7 +85,7 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)  # only EOF on stdin ends the guardian, after cleanup
     log_path = log_dir / "gpumon-control.out"
-    with open(log_path, "ab") as log:
+    with open_append(log_path, binary=True) as log:
         try:
             control = subprocess.Popen(
                 [CONTROL, "-f"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log

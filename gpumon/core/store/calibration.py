@@ -13,10 +13,11 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gpumon.safewrite import ensure_folder, replacing
 
 ENV = "GPUMON_CALIBRATION"
 SCHEMA = 1
@@ -111,14 +112,8 @@ def load(gpu: str) -> Calibration | None:
 def save(calibration: Calibration) -> Path:
     """Write ``calibration`` as its GPU model's file (replacing any earlier one, atomically); its path."""
     path = path_for(calibration.gpu)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".calibration-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(calibration.to_dict(), f, indent=2, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    ensure_folder(path.parent)
+    with replacing(path, replace=True) as f:
+        json.dump(calibration.to_dict(), f, indent=2, allow_nan=False)
+        f.write("\n")
     return path

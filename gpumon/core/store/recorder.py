@@ -38,6 +38,7 @@ from gpumon.core.records.model import (
 from gpumon.core.store.runmeta import CaptureFailure, RunMeta, WorkloadRecord
 from gpumon.core.store.runner import RunnerLock
 from gpumon.errors import EnvironmentFailure
+from gpumon.safewrite import UnsafeDestination, open_new, replacing, write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +94,10 @@ def safe_label(label: str) -> str:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    """Write ``data`` as the JSON file ``path``, replacing it atomically (gpumon.safewrite)."""
+    with replacing(path, replace=True) as f:
         json.dump(data, f, indent=2, allow_nan=False, default=str)
         f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def describe_write_error(exc: OSError, run_dir: Path) -> str:
@@ -147,14 +145,14 @@ def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Pat
     for n in range(1, 1000):
         path = runs_dir / (base if n == 1 else f"{base}-{n}")
         try:
-            path.mkdir()
+            path.mkdir(mode=0o755)
         except FileExistsError:
             continue
         except OSError as exc:
             raise EnvironmentFailure(
                 f"cannot create run directory {path}: {exc.strerror}"
             ) from None
-        (path / "logs").mkdir()
+        (path / "logs").mkdir(mode=0o755)
         return path
     raise EnvironmentFailure(f"too many runs named {base} in {runs_dir}")
 
@@ -206,16 +204,18 @@ class Recorder:
         self._runner_lock: RunnerLock | None = None
         try:
             self._runner_lock = RunnerLock.take(path)
-            (path / RESERVE_FILE).write_bytes(bytes(RESERVE_BYTES))
+            write_bytes(path / RESERVE_FILE, bytes(RESERVE_BYTES), replace=False)
             for table, columns in (*((t, c) for _, t, c in TABLES), (OTHERS_TABLE, OTHER_COLUMNS)):
-                f = open(path / f"{table}.csv", "w", encoding="utf-8", newline="")
+                f = open_new(path / f"{table}.csv")
                 self._files[table] = f
                 self._writers[table] = csv.writer(f, lineterminator="\n")
                 self._writers[table].writerow(columns)
             self._flush()
-        except OSError as exc:
+        except (OSError, UnsafeDestination) as exc:
             self._close_files()
             self._release_runner()
+            if isinstance(exc, UnsafeDestination):
+                raise
             raise EnvironmentFailure(
                 f"cannot write the capture: {describe_write_error(exc, path)}"
             ) from None
@@ -308,7 +308,7 @@ class Recorder:
 
     def _log(self, slot: str) -> IO[str]:
         if slot not in self._logs:
-            self._logs[slot] = open(self.path / "logs" / f"{slot}.out", "a", encoding="utf-8")
+            self._logs[slot] = open_new(self.path / "logs" / f"{slot}.out")
         return self._logs[slot]
 
     def _workload(self, slot: str) -> WorkloadRecord:

@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 
 from gpumon.errors import UsageError
+from gpumon.safewrite import create_new_fd
 
 RECORDING = "recording"
 RUNNING = "running"
@@ -132,9 +133,7 @@ class RunnerLock:
         The descriptor is not inherited (``O_CLOEXEC``): the jobs this process starts never hold it.
         """
         path = run_dir / LOCK_FILE
-        fd = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
+        fd = create_new_fd(path, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

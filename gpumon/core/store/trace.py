@@ -32,6 +32,7 @@ from gpumon.core.records.rates import exclusive_rate
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo
 from gpumon.errors import EnvironmentFailure, UsageError
+from gpumon.safewrite import ensure_folder, replacing_together
 
 if TYPE_CHECKING:
     import numpy as np
@@ -684,6 +685,13 @@ def summarize(run: Run) -> RunSummary:
     )
 
 
+def _frame_for_export(run: Run, table: str) -> "pd.DataFrame":
+    frame = run.frame(table)
+    if table == "steps":  # the job names as read from steps.csv, not the reader's categorical
+        frame = frame.astype({"process": frame["process"].cat.categories.dtype})
+    return frame
+
+
 def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -> list[Path]:
     """Write each table as clean CSV (complete rows only) or Parquet into ``out_dir``, all or nothing.
 
@@ -705,34 +713,21 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
             )
     created = not out_dir.exists()
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        ensure_folder(out_dir)
     except OSError as exc:
         raise EnvironmentFailure(f"cannot create {out_dir}: {exc.strerror}") from None
-    temporary: list[tuple[Path, Path]] = []
     target = out_dir
     try:
-        for table, target in targets:
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            temporary.append((tmp, target))
-            if fmt == "csv":
-                tmp.write_text(run.table_text(table), encoding="utf-8")
-            else:
-                frame = run.frame(table)
-                if (
-                    table == "steps"
-                ):  # the job names as read from steps.csv, not the reader's categorical
-                    frame = frame.astype({"process": frame["process"].cat.categories.dtype})
-                frame.to_parquet(tmp, index=False)
-        for tmp, target in temporary:
-            os.replace(tmp, target)
+        with replacing_together(replace=overwrite) as batch:
+            for table, target in targets:
+                with batch.file(target, binary=fmt != "csv") as f:
+                    if fmt == "csv":
+                        f.write(run.table_text(table))
+                    else:
+                        _frame_for_export(run, table).to_parquet(f, index=False)
     except (
         Exception
     ) as exc:  # a table that does not read (its TraceError) leaves nothing behind either
-        for tmp, _ in temporary:
-            try:
-                tmp.unlink()
-            except OSError:
-                pass  # never made (a read-only folder), or already gone
         if created:
             shutil.rmtree(out_dir, ignore_errors=True)
         if not isinstance(exc, OSError):

@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator
 
+from gpumon.core.capture.boundedhttp import serve
 from gpumon.core.records.bus import Bus
 from gpumon.core.interference.live import LiveStats
 from gpumon.core.records.model import DeviceSample, StepEvent
@@ -214,14 +215,14 @@ class RunMetrics:
 
 
 class MetricsServer:
-    """An HTTP /metrics endpoint over a run's bus, alive while the session is."""
+    """An HTTP /metrics endpoint over a run's bus, alive while the session is (its connections bounded and
+    timed out: core/capture/boundedhttp.py)."""
 
     def __init__(
         self, host: str, port: int, bus: Bus, clock: Callable[[], float], live: LiveStats
     ) -> None:
         """``live``: the session's live computation (it lives on ``bus`` too)."""
-        from prometheus_client import CollectorRegistry
-        from prometheus_client.exposition import start_http_server
+        from prometheus_client import CollectorRegistry, make_wsgi_app
         from prometheus_client.process_collector import ProcessCollector
 
         self.metrics = RunMetrics(clock, {}, live)
@@ -229,7 +230,7 @@ class MetricsServer:
         registry.register(self.metrics)
         ProcessCollector(registry=registry)  # gpumon's own CPU and memory: what watching costs
         try:
-            self._server, self._thread = start_http_server(port, host, registry)
+            self._server, self._thread = serve(host, port, make_wsgi_app(registry))
         except (OSError, socket.gaierror) as exc:
             raise EnvironmentFailure(
                 f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}"

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import re
+import shlex
 import sys
 from typing import NoReturn, Sequence
 
@@ -115,6 +116,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def misplaced_words(
+    parser: argparse.ArgumentParser, argv: list[str], name: str, misplaced: list[str]
+) -> str:
+    """The monitor's options given before the command ``name``: the command line with them after it, if ``name``
+    takes them (a hint that names a command ``name`` would refuse is itself a usage error)."""
+    said = f"{' '.join(misplaced)} before the command {name} would be the monitor's option"
+    assert isinstance(parser, MainParser)
+    takes = parser.commands()[name]._option_string_actions
+    missing = [flag for flag in misplaced if flag not in takes]
+    if missing:
+        return f"{said}, and {name} has no {missing[0]}: leave it out (gpumon {name} --help)"
+    at = argv.index(name)  # only options come before the command
+    moved = [name, *argv[:at], *argv[at + 1 :]]
+    return f"{said}: give it after the command (gpumon {shlex.join(moved)})"
+
+
 def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     """Run one gpumon command; ``quick_exit`` (the ``gpumon`` program, not a caller in Python): see ``console``."""
     stopsignals.unblock()
@@ -125,10 +142,7 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     try:
         misplaced = given(args, MONITOR) if args.command else []
         if misplaced:
-            raise UsageError(
-                f"{' '.join(misplaced)} before the command {args.command} would be the monitor's option: "
-                f"give it after the command (gpumon {args.command} {misplaced[0]} …)"
-            )
+            raise UsageError(misplaced_words(parser, args.raw_argv, args.command, misplaced))
         status = int(handler(args) or 0)
     except (
         GpumonError

@@ -20,10 +20,13 @@ from pathlib import Path
 from typing import TextIO
 
 from gpumon.core.jobs.interpreter import module_argv
+from gpumon.core.records.model import ENDED_STATES
+from gpumon.core.records.printable import printable
 from gpumon.safewrite import create_new_fd
 
 DETACHED_CHILD_FLAG = "--detached-child"  # marks the process that --detach starts: the run's runner
 RUNNER_LOG = "runner.log"
+RUN_JSON_MAX = 1 << 20  # what is read of run.json to tell whether the run has ended
 CAPTURING = "gpumon: capturing to "  # the line that names the run directory (headless prints it)
 
 
@@ -53,19 +56,47 @@ def start_runner(
     status = runner.poll()
     if run_dir is None or (status is not None and status != 0):
         return runner.wait() if status is None else status
-    name = run_dir.name
     if as_json:
         print(json.dumps({"run": str(run_dir), "runner_pid": runner.pid}), file=out, flush=True)
     else:
         print(run_dir, file=out, flush=True)
-    print(
-        f"gpumon: detached: runner pid {runner.pid} records to {run_dir}\n"
-        f"gpumon: watch it with `gpumon attach {name}`, stop it with `gpumon stop {name}`; "
-        f"its log: {run_dir / RUNNER_LOG}",
-        file=err,
-        flush=True,
-    )
+    print(detached_words(run_dir, runner.pid, ended=status is not None), file=err, flush=True)
     return 0
+
+
+def already_ended(run_dir: Path) -> bool:
+    """run.json says the run is over, or that every job in it has ended (read as data: anything else is False)."""
+    try:
+        with open(run_dir / "run.json", "rb") as f:
+            meta = json.loads(f.read(RUN_JSON_MAX))
+    except (OSError, ValueError, RecursionError):
+        return False
+    if not isinstance(meta, dict):
+        return False
+    jobs = meta.get("workloads")
+    if meta.get("status") not in (None, "recording"):
+        return True
+    return (
+        isinstance(jobs, list)
+        and bool(jobs)
+        and all(isinstance(j, dict) and j.get("state") in ENDED_STATES for j in jobs)
+    )
+
+
+def detached_words(run_dir: Path, pid: int, ended: bool) -> str:
+    """What the terminal says once the runner has its run directory: where it records, or that it has ended
+    already (a job that exited at once is never said to be running)."""
+    name = printable(run_dir.name)
+    if ended or already_ended(run_dir):
+        return (
+            f"gpumon: detached run {printable(run_dir)} has already ended (its jobs exited); "
+            f"`gpumon runs` lists it, its log: {printable(run_dir / RUNNER_LOG)}"
+        )
+    return (
+        f"gpumon: detached: runner pid {pid} records to {printable(run_dir)}\n"
+        f"gpumon: watch it with `gpumon attach {name}`, stop it with `gpumon stop {name}`; "
+        f"its log: {printable(run_dir / RUNNER_LOG)}"
+    )
 
 
 def move_output_to_log(run_dir: Path) -> None:

@@ -184,8 +184,13 @@ def test_experiment_dry_run_lines_are_whole_commands_and_a_resume_keeps_the_pyth
         ),
         (
             ["--device", "cpu", "runs"],
-            "gpumon: error: --device before the command runs would be the monitor's option: "
-            "give it after the command (gpumon runs --device …)",
+            "gpumon: error: --device before the command runs would be the monitor's option, and runs has no "
+            "--device: leave it out (gpumon runs --help)",
+        ),
+        (
+            ["--device", "cpu", "run", "fcn"],
+            "gpumon: error: --device before the command run would be the monitor's option: "
+            "give it after the command (gpumon run --device cpu fcn)",
         ),
         (["--python", "/no/such/python"], "gpumon: error: --python /no/such/python: no such file"),
     ],

@@ -123,3 +123,26 @@ def test_a_symlinked_lock_file_is_refused(tmp_path):
 def test_a_holders_note_is_data_printed_without_control_characters(note):
     text = holder_text(note)
     assert text.isprintable(), text
+
+
+def test_an_experiment_replaces_its_own_outputs_and_others_only_with_force(tmp_path):
+    from gpumon.experiments.manifest import Manifest
+    from gpumon.experiments.results import Context
+    from gpumon.safewrite import UnsafeDestination
+
+    def context(manifest: Manifest, force: bool = False) -> Context:
+        return Context(None, None, "tiny", "cpu", [], manifest, force=force)  # type: ignore[arg-type]
+
+    out = tmp_path / "exp"
+    fresh = Manifest.open(out, {"name": "x"})
+    fresh.save()
+    (out / "results.md").write_text("someone's")
+    with pytest.raises(UnsafeDestination, match="already exists"):
+        context(fresh).output_text("results.md", "new\n")
+    assert (out / "results.md").read_text() == "someone's"
+    context(fresh, force=True).output_text("results.md", "forced\n")
+    assert (out / "results.md").read_text() == "forced\n"
+    resumed = Manifest.open(out, {"name": "x"})  # the folder holds this experiment's cells.json
+    assert resumed.resumed
+    context(resumed).output_text("results.md", "resumed\n")
+    assert (out / "results.md").read_text() == "resumed\n"

@@ -119,7 +119,9 @@ def _open_kept(path: Path, flags: int, mode: int) -> int:
         if exc.errno == errno.ELOOP:
             raise UnsafeDestination(f"{path} is a symbolic link: not written through") from None
         if exc.errno in (errno.EISDIR, errno.ENXIO):  # a folder, a FIFO nobody reads
-            raise UnsafeDestination(f"{path} exists and is not a plain file: not written into") from None
+            raise UnsafeDestination(
+                f"{path} exists and is not a plain file: not written into"
+            ) from None
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)

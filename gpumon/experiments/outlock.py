@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpumon.core.records.printable import printable
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.safewrite import ensure_folder, open_lock
 
 LOCK_FILE = ".gpumon-experiment.lock"
@@ -70,8 +70,13 @@ class FolderLock:
     @classmethod
     def take(cls, folder: Path) -> FolderLock:
         """Lock ``folder`` (created if missing) for this process; FolderBusy (one line, exit 2) if another holds it."""
-        ensure_folder(folder)
-        fd = open_lock(folder / LOCK_FILE)
+        try:
+            ensure_folder(folder)
+            fd = open_lock(folder / LOCK_FILE)
+        except OSError as exc:
+            raise EnvironmentFailure(
+                f"cannot write the experiment into {printable(folder)}: {exc.strerror or exc}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -7,9 +7,12 @@ opens a file for writing). Two kinds of write:
   temporary file in the destination's folder, created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (so it can be
   neither an existing file nor a planted symlink), is fsynced, then renamed over the destination: a reader
   sees the old file or the new one, never half of one, and a crash leaves the old file.
+  :func:`replacing_together` does it for several files at once: none is replaced unless every one was written.
 - **New** (:func:`open_new`, :func:`create_new_fd`): a file that must not exist yet (a live capture's
   tables, a log, a lock), created with ``O_EXCL | O_NOFOLLOW``: it is never an existing file or the target
   of a link.
+- **Kept** (:func:`open_append`, :func:`open_lock`): a file kept between runs (a log appended to, a lock
+  file), opened ``O_NOFOLLOW`` and refused unless it is a plain file.
 
 Before either, the destination is checked: a destination that is a symbolic link, or a folder another user
 could write into (owned by another user, or writable by group or others without the sticky bit), is

@@ -221,6 +221,7 @@ def refuse_foreign_outputs(out: Path, resumed: bool, force: bool) -> None:
     from gpumon.experiments.outlock import LOCK_FILE
     from gpumon.experiments.predicted import PREDICTED
     from gpumon.experiments.report import RESULTS
+    from gpumon.core.records.printable import printable
     from gpumon.safewrite import check_destination
 
     for name in (RESULTS, PREDICTED):
@@ -228,7 +229,7 @@ def refuse_foreign_outputs(out: Path, resumed: bool, force: bool) -> None:
     others = sorted(p.name for p in out.iterdir() if p.name != LOCK_FILE)
     if others and not resumed and not force:
         raise UsageError(
-            f"{out} holds {', '.join(others[:3])}{' ...' if len(others) > 3 else ''} and is not this "
+            f"{out} holds {printable(', '.join(others[:3]))}{' ...' if len(others) > 3 else ''} and is not this "
             f"experiment's folder (no {MANIFEST}): nothing written (choose another --out, or --force to "
             "write into it, replacing outputs of the same names)"
         )

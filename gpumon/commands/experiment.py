@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         return execute(spec, preset, settings, device, cells, out, args)
 
 
-def refuse_foreign_outputs(out: Path, resumed: bool, force: bool) -> None:
+def refuse_foreign_outputs(out: Path, own: bool, force: bool) -> None:
     """Before any cell runs: refuse a symlinked results.md or predicted.md, and a folder holding other files
     that is not this experiment's, unless ``--force``."""
     from gpumon.experiments.manifest import MANIFEST
@@ -227,7 +227,7 @@ def refuse_foreign_outputs(out: Path, resumed: bool, force: bool) -> None:
     for name in (RESULTS, PREDICTED):
         check_destination(out / name, replace=True)
     others = sorted(p.name for p in out.iterdir() if p.name != LOCK_FILE)
-    if others and not resumed and not force:
+    if others and not own and not force:
         raise UsageError(
             f"{out} holds {printable(', '.join(others[:3]))}{' ...' if len(others) > 3 else ''} and is not this "
             f"experiment's folder (no {MANIFEST}): nothing written (choose another --out, or --force to "
@@ -290,7 +290,7 @@ def execute(
         "python": None if python.own else python.path,
     }
     manifest = Manifest.open(out, header)
-    refuse_foreign_outputs(out, manifest.resumed, args.force)
+    refuse_foreign_outputs(out, manifest.own, args.force)
     manifest.save()
     pyspy = check_pyspy() if args.profile else None
     if pyspy is not None and not pyspy.usable:

@@ -41,7 +41,7 @@ class Manifest:
     directory: Path
     header: dict[str, Any]
     records: dict[str, CellRecord] = field(default_factory=dict)
-    resumed: bool = False  # the directory held this experiment's manifest: its outputs are its own
+    own: bool = False  # the folder is this experiment's (it held its manifest, or this saved it): outputs replaced
 
     @property
     def path(self) -> Path:
@@ -65,7 +65,7 @@ class Manifest:
             raise UsageError(
                 f"{directory} holds experiment {old.get('name')!r}, not {header['name']!r}; use another --out"
             )
-        return cls(directory, header, records, resumed=True)
+        return cls(directory, header, records, own=True)
 
     @staticmethod
     def recorded_python(directory: Path) -> str | None:
@@ -86,6 +86,7 @@ class Manifest:
             "cells": [asdict(r) for r in self.records.values()],
         }
         write_json_atomic(self.path, data)
+        self.own = True
 
     def completed(self, cell: Cell, retry_failed: bool) -> CellRecord | None:
         """The record of ``cell`` if it need not run again: same configuration, ok (or failed, unless retried)."""

@@ -49,8 +49,9 @@ class Context:
 
     @property
     def replace(self) -> bool:
-        """Whether outputs already there are replaced: this experiment's own (resumed), or ``--force``."""
-        return self.force or self.manifest.resumed
+        """Whether outputs already there are replaced: in this experiment's own folder (one that held its
+        manifest, or where it saved one: a folder of other files was refused before, unless ``--force``)."""
+        return self.force or self.manifest.own
 
     def output_text(self, name: str, text: str) -> Path:
         """Write the output ``name`` (gpumon.safewrite: never through a symlink)."""

@@ -134,15 +134,19 @@ def test_an_experiment_replaces_its_own_outputs_and_others_only_with_force(tmp_p
         return Context(None, None, "tiny", "cpu", [], manifest, force=force)  # type: ignore[arg-type]
 
     out = tmp_path / "exp"
-    fresh = Manifest.open(out, {"name": "x"})
-    fresh.save()
+    out.mkdir()
     (out / "results.md").write_text("someone's")
+    fresh = Manifest.open(out, {"name": "x"})  # no cells.json: not this experiment's folder
+    assert not fresh.own
     with pytest.raises(UnsafeDestination, match="already exists"):
         context(fresh).output_text("results.md", "new\n")
     assert (out / "results.md").read_text() == "someone's"
     context(fresh, force=True).output_text("results.md", "forced\n")
     assert (out / "results.md").read_text() == "forced\n"
+    fresh.save()  # now the experiment's: what it wrote (predicted.csv twice with --predict) it replaces
+    context(fresh).output_text("results.md", "again\n")
+    assert (out / "results.md").read_text() == "again\n"
     resumed = Manifest.open(out, {"name": "x"})  # the folder holds this experiment's cells.json
-    assert resumed.resumed
+    assert resumed.own
     context(resumed).output_text("results.md", "resumed\n")
     assert (out / "results.md").read_text() == "resumed\n"

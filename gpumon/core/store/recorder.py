@@ -32,6 +32,7 @@ from gpumon.core.records.model import (
     StepEvent,
     WorkloadMeta,
     ENDED_STATES,
+    THREAD_DIED,
     WorkloadState,
     field_of,
 )
@@ -202,6 +203,9 @@ class Recorder:
         self._stop = threading.Event()
         self._soon = threading.Event()  # write now, not at the end of the interval (``flush_soon``)
         self._meta_dirty = True
+        self._thread_died: str | None = (
+            None  # a capture thread's THREAD_DIED notice: the run ends failed
+        )
         self._started = time.monotonic()
         self._runner_lock: RunnerLock | None = None
         try:
@@ -283,7 +287,14 @@ class Recorder:
             if table is not None:
                 rows.setdefault(table[0], []).append(_cells(table[1](item)))
             else:
-                self._write(item)
+                try:
+                    self._write(item)
+                except (
+                    ValueError,
+                    TypeError,
+                    RecursionError,
+                ) as exc:  # one bad record, not the capture
+                    self._note(f"a {type(item).__name__} was not recorded: {exc}")
         for name, cells in rows.items():
             self._writers[name].writerows(cells)
 
@@ -297,13 +308,24 @@ class Recorder:
         elif isinstance(item, WorkloadState):
             self._on_state(item)
         elif isinstance(item, Notice):
-            if len(self.meta.notices) < MAX_NOTICES:
+            if item.kind == THREAD_DIED:
+                self._thread_died = item.text
+            if len(self.meta.notices) < MAX_NOTICES or item.kind == THREAD_DIED:
                 self.meta.notices.append(item)
                 self._meta_dirty = True
         elif isinstance(item, WorkloadMeta):
+            json.dumps(
+                item.info, allow_nan=False
+            )  # ValueError/TypeError: run.json could not hold it
             self._workload(item.slot).meta = item.info
             if item.info.get("torch"):
                 self.meta.versions = {**(self.meta.versions or {}), "torch": item.info["torch"]}
+            self._meta_dirty = True
+
+    def _note(self, text: str) -> None:
+        """A notice of the recorder's own in run.json (the recorder publishes nothing)."""
+        if len(self.meta.notices) < MAX_NOTICES:
+            self.meta.notices.append(Notice(round(time.monotonic() - self._started, 3), text))
             self._meta_dirty = True
 
     def _log(self, slot: str) -> IO[str]:
@@ -412,9 +434,8 @@ class Recorder:
 
     def _complete(self, duration_s: float) -> None:
         self._drain()
-        self._finish_meta(
-            FAILED if any(w.failed for w in self.meta.workloads) else "complete", duration_s
-        )
+        failed = self._thread_died is not None or any(w.failed for w in self.meta.workloads)
+        self._finish_meta(FAILED if failed else "complete", duration_s)
         self._flush()
         for f in (*self._files.values(), *self._logs.values()):
             f.close()

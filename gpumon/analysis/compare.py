@@ -842,10 +842,9 @@ def _pooled(data: dict[str, _RunData], segments: Sequence[Segment], metric: str)
 
 def _device_of(data: _RunData) -> str:
     meta = data.run.meta
-    gpu = meta.gpu or {}
-    name = gpu.get("name")
-    uuid = gpu.get("uuid")
-    host = (meta.host or {}).get("hostname")
+    name = meta.gpu.name if meta.gpu is not None else None
+    uuid = meta.gpu.uuid if meta.gpu is not None else None
+    host = meta.host.hostname if meta.host is not None else None
     parts = [meta.device if meta.device is not None else "?"]
     if name:
         parts.append(f"{name} {uuid or ''}".strip())

@@ -21,6 +21,7 @@ from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_ba
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse
 from gpumon.core.jobs.launcher import Workload
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.model import ENDED_STATES, NO_STEPS, Notice, SourceStatus, WorkloadState
 from gpumon.core.records.rates import Interference, interference
 from gpumon.core.records.slots import Slot, is_slot
@@ -184,7 +185,7 @@ class HeadlessRun:
         self.causes = LiveCauses(
             {slot: load_baseline(slot, path, self.exclusive[slot]) for slot, path in plan.baselines}
         )
-        self.gpu_info: dict = {}
+        self.gpu_info: GpuInfo | None = None
         self.known = LiveKnownUse(
             BESIDE_SLOT
         )  # an attached job without a probe: what is known of it
@@ -237,7 +238,7 @@ class HeadlessRun:
             if self.session.metrics is not None:
                 self._say(f"gpumon: metrics at {self.session.metrics.url}")
             if self.session.nvml is not None and self.session.nvml_status.available:
-                self.gpu_info = self.session.nvml.device_info()
+                self.gpu_info = GpuInfo.from_json(self.session.nvml.device_info())
             path = self.session.start_capture(
                 self.plan.label, list(self.plan.jobs), self.plan.baselines
             )

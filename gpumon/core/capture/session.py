@@ -25,6 +25,7 @@ from gpumon.core.capture.metrics import MetricsServer
 from gpumon.core.capture.nosteps import NoStepsWatch
 from gpumon.core.capture.stagger import StaggerWatch
 from gpumon.core.interference.live import LiveStats
+from gpumon.core.records.machine import GpuInfo, HostInfo
 from gpumon.core.records.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.jobs.mps import MpsControl
 from gpumon.core.records.share import ShareMode
@@ -273,7 +274,7 @@ class Session:
             device=self.config.device,
             stagger_s=self.config.stagger_s,
             host=self._host_info(),
-            gpu=self.nvml.device_info()
+            gpu=GpuInfo.from_json(self.nvml.device_info())
             if self.nvml is not None and self.nvml_status.available
             else None,
             nvml=self.nvml_status,
@@ -368,14 +369,14 @@ class Session:
             self.nvml.close()
         return path
 
-    def _host_info(self) -> dict[str, Any]:
-        return {
-            "hostname": socket.gethostname(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "cpu_affinity": sorted(os.sched_getaffinity(0)),
-            "mem_total_mib": round(psutil.virtual_memory().total / 2**20),
-        }
+    def _host_info(self) -> HostInfo:
+        return HostInfo(
+            hostname=socket.gethostname(),
+            platform=platform.platform(),
+            cpus=os.cpu_count(),
+            cpu_affinity=tuple(sorted(os.sched_getaffinity(0))),
+            mem_total_mib=round(psutil.virtual_memory().total / 2**20),
+        )
 
     def _versions(self) -> dict[str, Any]:
         driver = (

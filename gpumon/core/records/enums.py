@@ -12,7 +12,11 @@ from typing import TypeVar
 
 
 class TextEnum(str, Enum):
-    """A ``str`` enum that prints and formats as its value (``StrEnum`` of Python 3.11, for 3.10 too)."""
+    """A ``str`` enum that prints, formats and reprs as its value (``StrEnum`` of Python 3.11, for 3.10 too): a
+    message that quotes a status (``{status!r}``) reads as it did when statuses were text."""
+
+    def __repr__(self) -> str:
+        return repr(str(self.value))
 
     def __str__(self) -> str:
         return str(self.value)

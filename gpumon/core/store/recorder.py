@@ -36,6 +36,8 @@ from gpumon.core.records.model import (
     WorkloadState,
     field_of,
 )
+from gpumon.core.records.enums import JobState, RunStatus
+from gpumon.core.records.machine import GpuInfo, HostInfo
 from gpumon.core.store.runmeta import CaptureFailure, RunMeta, WorkloadRecord
 from gpumon.core.store.runner import RunnerLock
 from gpumon.errors import EnvironmentFailure
@@ -58,7 +60,7 @@ TABLES = (
 # The GPU processes that were not our jobs: a GpuOthers record gives one row per process (docs/trace.md).
 OTHERS_TABLE = "gpu_others"
 # run.json's status of a capture that finished normally but one of whose jobs failed (``WorkloadRecord.failed``)
-FAILED = "failed"
+FAILED = RunStatus.FAILED
 # Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
 MAX_NOTICES = 100
 # Record type -> (table, its values in column order): one C call per row.
@@ -342,14 +344,14 @@ class Recorder:
 
     def _on_state(self, state: WorkloadState) -> None:
         entry = self._workload(state.slot)
-        if state.state == "running":
+        if state.state == JobState.RUNNING:
             entry.pid, entry.start_t, entry.stop_t, entry.exit_status = (
                 state.pid,
                 state.t,
                 None,
                 None,
             )
-            entry.state = "running"
+            entry.state = JobState.RUNNING
             if state.job is not None:
                 entry.launched(state.job)
             if state.attached is not None:
@@ -359,10 +361,10 @@ class Recorder:
                 state.t,
                 state.exit_status,
                 state.tail,
-                state.state,
+                JobState(state.state),
             )
-        elif state.state == "not started":
-            entry.state, entry.reason = "not started", state.tail
+        elif state.state == JobState.NOT_STARTED:
+            entry.state, entry.reason = JobState.NOT_STARTED, state.tail
         self._meta_dirty = True
 
     def _flush(self) -> None:
@@ -379,7 +381,7 @@ class Recorder:
         if steps is not None and os.fstat(steps.fileno()).st_nlink == 0:
             raise FileNotFoundError(errno.ENOENT, "run directory removed", str(self.path))
 
-    def _finish_meta(self, status: str, duration_s: float) -> None:
+    def _finish_meta(self, status: RunStatus, duration_s: float) -> None:
         self.meta.mode = "shared" if len(self.meta.workloads) > 1 else "exclusive"
         self.meta.status = status
         self.meta.duration_s = round(duration_s, 3)
@@ -391,7 +393,7 @@ class Recorder:
         self._close_files()
         self._drop_queue()
         self._release_reserve()
-        self._finish_meta("truncated", t)
+        self._finish_meta(RunStatus.TRUNCATED, t)
         self.meta.capture_error = CaptureFailure(round(t, 3), reason)
         finalise_error = None
         try:
@@ -435,7 +437,7 @@ class Recorder:
     def _complete(self, duration_s: float) -> None:
         self._drain()
         failed = self._thread_died is not None or any(w.failed for w in self.meta.workloads)
-        self._finish_meta(FAILED if failed else "complete", duration_s)
+        self._finish_meta(FAILED if failed else RunStatus.COMPLETE, duration_s)
         self._flush()
         for f in (*self._files.values(), *self._logs.values()):
             f.close()
@@ -457,24 +459,25 @@ def initial_meta(
     interval_ms: int,
     device: str,
     stagger_s: float,
-    host: dict[str, Any],
-    gpu: dict[str, Any] | None,
+    host: HostInfo | dict[str, Any],
+    gpu: GpuInfo | dict[str, Any] | None,
     nvml: SourceStatus,
     versions: dict[str, Any],
     workloads: list[WorkloadRecord],
 ) -> RunMeta:
-    """The run.json written when a capture starts (status "recording")."""
+    """The run.json written when a capture starts (status "recording"); ``host`` and ``gpu`` given as dicts (NVML's
+    device info, a test's machine) are decoded into their records (ValueError if they are not what run.json holds)."""
     return RunMeta(
         label=label,
         mode=mode,
-        status="recording",
+        status=RunStatus.RECORDING,
         started_at=started_at,
         t0_monotonic_ns=clock_t0_ns,
         duration_s=None,
         interval_ms=interval_ms,
         device=device,
-        host=host,
-        gpu=gpu,
+        host=host if isinstance(host, HostInfo) else HostInfo.from_json(host),
+        gpu=GpuInfo.from_json(gpu) if isinstance(gpu, dict) else gpu,
         nvml=nvml,
         versions=versions,
         stagger_s=stagger_s,

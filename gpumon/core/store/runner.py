@@ -28,11 +28,12 @@ from typing import Any
 
 import psutil
 
+from gpumon.core.records.enums import RunStatus
 from gpumon.errors import UsageError
 
-RECORDING = "recording"
-RUNNING = "running"
-INTERRUPTED = "interrupted"
+RECORDING = RunStatus.RECORDING
+RUNNING = RunStatus.RUNNING
+INTERRUPTED = RunStatus.INTERRUPTED
 LOCK_FILE = "runner.lock"
 PID_MAX = (
     1 << 22

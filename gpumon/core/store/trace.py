@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import shutil
@@ -29,8 +28,9 @@ from gpumon.core.records.model import (
 )
 from gpumon.core.records.share import shown_share
 from gpumon.core.records.rates import exclusive_rate
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
-from gpumon.core.store.runner import INTERRUPTED, RunnerInfo
+from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, run_status
 from gpumon.errors import EnvironmentFailure, UsageError
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class Run:
         return list(self.meta.workloads)
 
     @property
-    def gpu(self) -> dict[str, Any] | None:
+    def gpu(self) -> GpuInfo | None:
         """run.json's ``gpu`` (None without NVML)."""
         return self.meta.gpu
 
@@ -407,16 +407,12 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         raise TraceError(f"{root}: no such run directory")
     meta_path = root / "run.json"
     try:
-        data = json.loads(meta_path.read_text(encoding="utf-8"))
+        return Run(root, RunMeta.read(meta_path))
     except FileNotFoundError:
         raise TraceError(f"{root}: not a gpumon run (no run.json)") from None
     except OSError as exc:
         raise TraceError(f"cannot read {meta_path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise TraceError(f"{meta_path}: corrupt (not valid JSON)") from None
-    try:
-        return Run(root, RunMeta.from_json(data))
-    except ValueError as exc:
+    except ValueError as exc:  # decode.Refused: what is wrong with its content
         raise TraceError(f"{meta_path}: {exc}") from None
 
 
@@ -427,10 +423,10 @@ def load_live(path: str | os.PathLike[str]) -> tuple[Run, str]:
     exited between the first read and the check that it is gone, and the second read sees the final file.
     """
     run = load_run(path)
-    status = run.meta.live_status(run.path)
+    status = run_status(run.meta.status, run.meta.runner, run.path)
     if status == INTERRUPTED:
         run = load_run(path)
-        status = run.meta.live_status(run.path)
+        status = run_status(run.meta.status, run.meta.runner, run.path)
     return run, status
 
 
@@ -675,7 +671,7 @@ def summarize(run: Run) -> RunSummary:
         label=run.label,
         mode=run.mode,
         share=run.share,
-        status=run.meta.live_status(run.path),
+        status=run_status(run.meta.status, run.meta.runner, run.path),
         workloads=specs,
         duration_s=run.meta.duration_s or math.nan,
         rates=exclusive_rates(run),

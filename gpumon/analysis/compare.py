@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from gpumon.core.records.enums import RunStatus
 from gpumon.analysis import distributions as dist
 from gpumon.analysis import rates, slowdown, spread, stats_helper, unprobed
 from gpumon.analysis.rates import Curve, Segment, Window
@@ -880,7 +881,7 @@ def _warnings(
             out.append(f"{result.slot}: too few steps for a confidence interval of its slowdown")
     for data in [*exclusive, *shared]:
         status = data.run.meta.status
-        if status == "truncated":
+        if status == RunStatus.TRUNCATED:
             error = data.run.meta.capture_error
             reason = (
                 error.reason
@@ -892,8 +893,8 @@ def _warnings(
             )
         elif status not in (
             None,
-            "complete",
-            "failed",
+            RunStatus.COMPLETE,
+            RunStatus.FAILED,
         ):  # failed: the job's own line below says how
             out.append(f"{data.name}: run is {status!r}, not complete (it may have crashed)")
         for slot, meta in data.workloads().items():

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from gpumon.core.records.enums import JobState
 from gpumon.console.stopsignals import StopGuard
 from gpumon.core.capture.outcome import exit_code
 from gpumon.core.capture.sequence import LaunchFailed, NotStarted, RunSequence, Started, TimeUp
@@ -406,7 +407,7 @@ class HeadlessRun:
                 item = self.events.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(item, WorkloadState) and item.state == "failed":
+            if isinstance(item, WorkloadState) and item.state == JobState.FAILED:
                 continue  # it could not be started: the run sequence's LaunchFailed said so, with the reason
             if isinstance(item, WorkloadState) and item.state in ENDED_STATES:
                 self._say(f"gpumon: workload {item.slot} {self._ended_words(item)}")
@@ -415,7 +416,11 @@ class HeadlessRun:
                     self._print_interference(
                         self.session.live.now(item.t), list(workloads), workloads
                     )
-                if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
+                if (
+                    item.exit_status not in (0, None)
+                    and item.state == JobState.EXITED
+                    and item.tail
+                ):
                     last = [line for line in item.tail.splitlines() if line.strip()][-3:]
                     for line in last:
                         self._say(f"gpumon:   {item.slot}| {line}")
@@ -430,7 +435,7 @@ class HeadlessRun:
     def _ended_words(self, state: WorkloadState) -> str:
         """How a job ended; an attached process was never ours to stop, and its status is not ours to know."""
         workload = self.session.launcher.get(state.slot) if is_slot(state.slot) else None
-        if state.state == "stopped" and (
+        if state.state == JobState.STOPPED and (
             workload is None or workload.owned
         ):  # gpumon stopped it: its status is ours
             if self.signal_received is not None:

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumon.core.records.enums import JobState
 from gpumon.core.jobs.beside import UNKNOWN_RATE
 from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.slots import SLOTS
@@ -293,7 +294,7 @@ class LiveModel:
             self._slots[state.slot] = self._new_slot()
             self._slots[state.slot].spec = spec
         slot = self._slots[state.slot]
-        if state.state == "running":
+        if state.state == JobState.RUNNING:
             slot.start_t = state.t
         slot.state = state
 
@@ -545,19 +546,19 @@ def _state_label(state: WorkloadState | None, last_step: StepEvent | None) -> tu
     if state is None:
         return "empty", True
     if (
-        state.state == "running" and state.attached is not None
+        state.state == JobState.RUNNING and state.attached is not None
     ):  # --beside: not ours, never signalled
         return (
             "watched, not ours" if state.attached.get("probe") else f"watched, rate {UNKNOWN_RATE}"
         ), True
-    if state.state == "detached":
+    if state.state == JobState.DETACHED:
         return "detached (still running)", True
-    if state.state == "starting" or (state.state == "running" and last_step is None):
+    if state.state == JobState.STARTING or (state.state == JobState.RUNNING and last_step is None):
         return "starting", True
-    if state.state == "running":
+    if state.state == JobState.RUNNING:
         return ("warm-up" if last_step is not None and last_step.warmup else "running"), True
-    if state.state == "exited":
+    if state.state == JobState.EXITED:
         return f"exited {state.exit_status}", state.exit_status == 0
-    if state.state == "stopped":
+    if state.state == JobState.STOPPED:
         return "stopped", True
     return state.state, False

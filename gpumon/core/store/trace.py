@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
+from gpumon.core.records.enums import RunStatus
 from gpumon.core.records.model import (
     DEVICE_COLUMNS,
     GPM_COLUMNS,
@@ -201,7 +202,7 @@ class Run:
 
     def cached(self, name: str, path: Path, read: Callable[[], _T]) -> _T:
         """``read()``, kept under ``name`` while ``path`` keeps its size and mtime (a recording run: every time)."""
-        key = None if self.meta.status == "recording" else _file_key(path)
+        key = None if self.meta.status == RunStatus.RECORDING else _file_key(path)
         held = self._memo.get(name)
         if key is not None and held is not None and held[0] == key:
             return held[1]

@@ -30,6 +30,7 @@ from gpumon.core.records.model import (
 from gpumon.core.records.share import shown_share
 from gpumon.core.records.rates import exclusive_rate
 from gpumon.core.records.machine import GpuInfo
+from gpumon.core.store import tablecheck
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, run_status
 from gpumon.errors import EnvironmentFailure, UsageError
@@ -180,6 +181,7 @@ class Run:
                 return cached
         frame = self._frame_of(table)
         if table == "steps":
+            frame = tablecheck.checked_steps(frame)
             # a few job names over millions of rows: categorical, as the cache stores them (dictionary-encoded)
             frame["process"] = frame["process"].astype("category")
             if self.meta.status != "recording":
@@ -522,7 +524,7 @@ def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float],
     if columns is None:
         return _exclusive_ends_by_row(run)
     codes, names, t, n, warmup = columns
-    counted = np.isfinite(t) & np.isfinite(n) & (n == np.floor(n)) & (warmup != 1)
+    counted = tablecheck.counted(t, n, warmup)
     ends: list[tuple[int, str, list[float], list[float]]] = []
     for code, slot in enumerate(names):
         at = np.flatnonzero(counted & (codes == code))
@@ -636,11 +638,8 @@ def _exclusive_ends_by_row(run: Run) -> dict[str, tuple[list[float], list[float]
     for r in run.rows("steps"):
         if r["warmup"] == "1" or not r["t"] or not r["step"]:
             continue
-        try:
-            point = (float(r["t"]), int(r["step"]))
-        except ValueError:  # a damaged row: the valid ones still give the rate
-            continue
-        if math.isfinite(point[0]):
+        point = tablecheck.step_point(r["t"], r["step"])
+        if point is not None:  # else a damaged row: the valid ones still give the rate
             points.setdefault(r["process"], []).append(point)
     out = {}
     for key, pairs in points.items():

@@ -8,6 +8,7 @@ the key and why when a value is not what its field takes: the one reading of out
 from __future__ import annotations
 
 import dataclasses
+import functools
 from enum import Enum
 from typing import Any, Callable, TypeVar
 
@@ -75,11 +76,16 @@ def decode(cls: type[R], entry: object, where: str = "") -> R:
     if not isinstance(entry, dict):
         raise Refused(f"{where.rstrip('.') or 'the file'} is not an object")
     values = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        key = key_of(f)
+    for name, key, check in _readers(cls):  # type: ignore[arg-type]
         if key in entry:
-            values[f.name] = f.metadata["check"](entry[key], where + key)
+            values[name] = check(entry[key], where + key)
     return cls(**values)
+
+
+@functools.cache
+def _readers(cls: type) -> tuple[tuple[str, str, Check], ...]:
+    """Each field of ``cls``: its name, its key and its check (looked up once per class)."""
+    return tuple((f.name, key_of(f), f.metadata["check"]) for f in dataclasses.fields(cls))
 
 
 # -- checks: (value, where) -> the field's value, or Refused -------------------------------------------------

@@ -239,7 +239,7 @@ class HeadlessRun:
             if self.session.metrics is not None:
                 self._say(f"gpumon: metrics at {self.session.metrics.url}")
             if self.session.nvml is not None and self.session.nvml_status.available:
-                self.gpu_info = GpuInfo.from_json(self.session.nvml.device_info())
+                self.gpu_info = GpuInfo.of_device(self.session.nvml.device_info())
             path = self.session.start_capture(
                 self.plan.label, list(self.plan.jobs), self.plan.baselines
             )

@@ -107,7 +107,7 @@ class Controller:
             self.probes.start()
             nvml = self.session.nvml
             if nvml is not None and self.session.nvml_status.available:
-                self.model.gpu = GpuInfo.from_json(nvml.device_info())
+                self.model.gpu = GpuInfo.of_device(nvml.device_info())
             rates = load_baselines(self.model, self.plan.baselines, self.session.config.share.kind)
             self.session.set_exclusive_rates(rates)
             if self.plan.jobs:

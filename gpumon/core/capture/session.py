@@ -298,7 +298,7 @@ class Session:
             device=self.config.device,
             stagger_s=self.config.stagger_s,
             host=self._host_info(),
-            gpu=GpuInfo.from_json(self.nvml.device_info())
+            gpu=GpuInfo.of_device(self.nvml.device_info())
             if self.nvml is not None and self.nvml_status.available
             else None,
             nvml=self.nvml_status,

@@ -82,6 +82,19 @@ def decode(cls: type[R], entry: object, where: str = "") -> R:
     return cls(**values)
 
 
+def decode_known(cls: type[R], entry: dict[str, Any]) -> R:
+    """``cls`` from what a source of ours reported (NVML's device info): each key its field takes, a value its
+    check refuses left at the field's default instead of refusing the whole (a driver's odd answer)."""
+    values = {}
+    for name, key, check in _readers(cls):  # type: ignore[arg-type]
+        if key in entry:
+            try:
+                values[name] = check(entry[key], key)
+            except Refused:
+                continue
+    return cls(**values)
+
+
 @functools.cache
 def _readers(cls: type) -> tuple[tuple[str, str, Check], ...]:
     """Each field of ``cls``: its name, its key and its check (looked up once per class)."""

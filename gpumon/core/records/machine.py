@@ -45,6 +45,12 @@ class GpuInfo:
         """Refused (``decode.Refused``) with the key and why for anything it does not take."""
         return jf.decode(cls, entry, "gpu.")
 
+    @classmethod
+    def of_device(cls, info: dict[str, Any]) -> "GpuInfo":
+        """NVML's device info (``NvmlSource.device_info``) as a record: a value out of its bounds is left unknown,
+        never an error (the driver is the hardware boundary, not a file someone wrote)."""
+        return jf.decode_known(cls, info)
+
 
 @dataclass(frozen=True)
 class HostInfo:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from gpumon.core.records.enums import RunStatus
 from gpumon.analysis import distributions as dist
 from gpumon.analysis import rates, slowdown, spread, stats_helper, unprobed
 from gpumon.analysis.rates import Curve, Segment, Window
@@ -842,10 +843,9 @@ def _pooled(data: dict[str, _RunData], segments: Sequence[Segment], metric: str)
 
 def _device_of(data: _RunData) -> str:
     meta = data.run.meta
-    gpu = meta.gpu or {}
-    name = gpu.get("name")
-    uuid = gpu.get("uuid")
-    host = (meta.host or {}).get("hostname")
+    name = meta.gpu.name if meta.gpu is not None else None
+    uuid = meta.gpu.uuid if meta.gpu is not None else None
+    host = meta.host.hostname if meta.host is not None else None
     parts = [meta.device if meta.device is not None else "?"]
     if name:
         parts.append(f"{name} {uuid or ''}".strip())
@@ -881,7 +881,7 @@ def _warnings(
             out.append(f"{result.slot}: too few steps for a confidence interval of its slowdown")
     for data in [*exclusive, *shared]:
         status = data.run.meta.status
-        if status == "truncated":
+        if status == RunStatus.TRUNCATED:
             error = data.run.meta.capture_error
             reason = (
                 error.reason
@@ -893,8 +893,8 @@ def _warnings(
             )
         elif status not in (
             None,
-            "complete",
-            "failed",
+            RunStatus.COMPLETE,
+            RunStatus.FAILED,
         ):  # failed: the job's own line below says how
             out.append(f"{data.name}: run is {status!r}, not complete (it may have crashed)")
         for slot, meta in data.workloads().items():

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import IO, Any, Callable
 
+from gpumon.core.records.enums import ShareKind
 from gpumon import __version__
 from gpumon.analysis import calibration as measure
 from gpumon.analysis.calibration import CalibrationFailed
@@ -192,7 +193,7 @@ def util_scale(probe: Probe, source: Any) -> tuple[float, dict[str, Any]]:
 
 
 def mps_fill(device: str, python: str) -> tuple[float, dict[str, Any]]:
-    control = MpsControl(ShareMode("mps"))
+    control = MpsControl(ShareMode(ShareKind.MPS))
     control.start(None)
     try:
         probes = start_probes(device, [control.client_env(0), control.client_env(1)], python)

@@ -40,7 +40,7 @@ def find(text: str | None, runs_dir: Path, verb: str, any_user: bool = False) ->
     """The run ``text`` names (None: this user's newest running run), refused in one line when it is another user's
     (unless ``any_user``), written on another host (which ``verb``, attach or stop, must be run on), or one whose
     runner this user may not inspect."""
-    from gpumon.core.store.runner import RECORDING, RUNNING, run_owner, user_name
+    from gpumon.core.store.runner import RECORDING, RUNNING, run_owner, run_status, user_name
     from gpumon.core.store.runstore import resolve_run
     from gpumon.core.store.trace import list_runs, load_live
 
@@ -48,7 +48,7 @@ def find(text: str | None, runs_dir: Path, verb: str, any_user: bool = False) ->
         mine = [
             r
             for r in list_runs(runs_dir)
-            if r.meta.live_status(r.path) == RUNNING
+            if run_status(r.meta.status, r.meta.runner, r.path) == RUNNING
             and run_owner(r.path, r.meta.runner) == os.getuid()
         ]
         if not mine:

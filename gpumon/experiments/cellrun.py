@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol, TextIO
 
+from gpumon.core.records.enums import JobState, ShareKind
 from gpumon.core.jobs.interpreter import choose, module_argv
 from gpumon.core.jobs.lifeline import die_with_parent
 from gpumon.core.records.slots import SLOTS
@@ -105,7 +106,7 @@ def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
     ]
     if cell.mode == "shared" and cell.stagger:
         argv += ["--stagger", f"{cell.stagger:g}"]
-    if cell.share != "timeslice":
+    if cell.share != ShareKind.TIMESLICE:
         argv += ["--share", cell.share]
     if cell.warmup is not None:
         argv += ["--warmup", str(cell.warmup)]
@@ -301,7 +302,7 @@ class CellRun:
         with open_append(self.log_path) as log:
             for workload in self._workloads():
                 slot, pid = workload.slot, workload.pid
-                if slot in SLOTS and pid is not None and workload.state == "running":
+                if slot in SLOTS and pid is not None and workload.state == JobState.RUNNING:
                     self.recorders[slot] = subprocess.Popen(
                         record_argv(self.pyspy.path, pid, self.run_dir / f"pyspy-{slot}.json"),
                         stdin=subprocess.DEVNULL,

@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
+from gpumon.core.records.machine import HostInfo
 from gpumon.experiments.frames import frames_section
 from gpumon.experiments.operators import operators_section
 from gpumon.experiments.pairwise import contention_section, pairwise_section
@@ -34,16 +35,13 @@ def machine_line(ctx: Context) -> str:
     run = next((r for c in ctx.cells if (r := ctx.run(c)) is not None), None)
     if run is None:
         return "No run completed."
-    host = run.meta.host or {}
-    gpu = run.meta.gpu or {}
+    host = run.meta.host or HostInfo()
+    gpu = run.meta.gpu
     versions = run.meta.versions or {}
-    where = f"{host.get('cpus', '?')} CPUs, {host.get('mem_total_mib', '?')} MiB"
-    device = (
-        f"GPU {gpu.get('name')} (driver {gpu.get('driver')})"
-        if gpu
-        else "no GPU (NVML unavailable)"
-    )
-    return f"Machine: {host.get('hostname', '?')}, {where}, {device}; torch {versions.get('torch')}, gpumon {versions.get('gpumon')}."
+    cpus, mib = (v if v is not None else "?" for v in (host.cpus, host.mem_total_mib))
+    where = f"{cpus} CPUs, {mib} MiB"
+    device = f"GPU {gpu.name} (driver {gpu.driver})" if gpu else "no GPU (NVML unavailable)"
+    return f"Machine: {host.hostname or '?'}, {where}, {device}; torch {versions.get('torch')}, gpumon {versions.get('gpumon')}."
 
 
 def header(ctx: Context, profile_problem: str | None) -> list[str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from gpumon.core.records.decode import Refused, check_depth
 from gpumon.core.records.share import SHARE_SYNTAX, parse_share
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import DEVICE_PATTERN
@@ -35,6 +36,8 @@ NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_]*")
 EXPERIMENT_KEYS = ("name", "title", "question", "analysis", "requires", "study", "notes")
 REQUIRED_EXPERIMENT_KEYS = ("name", "title", "question", "analysis")
 TOP_LEVEL = ("experiment", "run", "presets", "prices")
+MAX_BYTES = 1 << 20  # a spec is read up to this size (the shipped ones: under 4 KiB)
+MAX_DEPTH = 8  # tables and arrays nest at most this deep (the shipped specs: 3)
 
 
 def _fail(table: str, key: str, expected: str, value: object) -> UsageError:
@@ -366,10 +369,7 @@ def parse_spec(text: str, path: Path) -> ExperimentSpec:
 
 
 def _parse(text: str, path: Path) -> ExperimentSpec:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"not valid TOML: {exc}") from None
+    data = _decoded(text)
     for key in data:
         if key not in TOP_LEVEL:
             raise UsageError(f"unknown table {key!r} (expected: {', '.join(TOP_LEVEL)})")
@@ -407,11 +407,42 @@ def _parse(text: str, path: Path) -> ExperimentSpec:
     )
 
 
-def load_spec(path: Path) -> ExperimentSpec:
+def _decoded(text: str) -> dict[str, Any]:
+    """A spec's TOML as values: nested at most MAX_DEPTH, every float finite; UsageError saying why not."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"not valid TOML: nested deeper than {MAX_DEPTH} levels") from None
+    try:
+        check_depth(data, MAX_DEPTH)
+    except Refused as exc:
+        raise UsageError(f"not valid TOML: {exc}") from None
+    stack: list[Any] = [data]
+    while stack:
+        item = stack.pop()
+        for value in item.values() if isinstance(item, dict) else item:
+            if isinstance(value, (dict, list)):
+                stack.append(value)
+            elif isinstance(value, float) and not math.isfinite(value):
+                raise UsageError(f"{value} is not a number an experiment can use")
+    return data
+
+
+def load_spec(path: Path) -> ExperimentSpec:
+    """The spec in ``path``: read at most MAX_BYTES, UTF-8, then ``parse_spec``; UsageError saying what is wrong."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"cannot read experiment spec {path}: {exc.strerror}") from None
+    if len(raw) > MAX_BYTES:
+        raise UsageError(f"{path}: larger than {MAX_BYTES} bytes: not an experiment spec")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text: not an experiment spec") from None
     return parse_spec(text, path)
 
 

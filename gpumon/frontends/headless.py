@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gpumon.core.records.printable import printable
+from gpumon.core.records.enums import JobState
 from gpumon.console.stopsignals import StopGuard
 from gpumon.core.capture.outcome import exit_code
 from gpumon.core.capture.sequence import LaunchFailed, NotStarted, RunSequence, Started, TimeUp
@@ -22,6 +23,7 @@ from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_ba
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse
 from gpumon.core.jobs.launcher import Workload
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.model import ENDED_STATES, NO_STEPS, Notice, SourceStatus, WorkloadState
 from gpumon.core.records.rates import Interference, interference
 from gpumon.core.records.slots import Slot, is_slot
@@ -185,7 +187,7 @@ class HeadlessRun:
         self.causes = LiveCauses(
             {slot: load_baseline(slot, path, self.exclusive[slot]) for slot, path in plan.baselines}
         )
-        self.gpu_info: dict = {}
+        self.gpu_info: GpuInfo | None = None
         self.known = LiveKnownUse(
             BESIDE_SLOT
         )  # an attached job without a probe: what is known of it
@@ -238,7 +240,7 @@ class HeadlessRun:
             if self.session.metrics is not None:
                 self._say(f"gpumon: metrics at {self.session.metrics.url}")
             if self.session.nvml is not None and self.session.nvml_status.available:
-                self.gpu_info = self.session.nvml.device_info()
+                self.gpu_info = GpuInfo.of_device(self.session.nvml.device_info())
             path = self.session.start_capture(
                 self.plan.label, list(self.plan.jobs), self.plan.baselines
             )
@@ -406,7 +408,7 @@ class HeadlessRun:
                 item = self.events.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(item, WorkloadState) and item.state == "failed":
+            if isinstance(item, WorkloadState) and item.state == JobState.FAILED:
                 continue  # it could not be started: the run sequence's LaunchFailed said so, with the reason
             if isinstance(item, WorkloadState) and item.state in ENDED_STATES:
                 self._say(f"gpumon: workload {item.slot} {self._ended_words(item)}")
@@ -415,7 +417,11 @@ class HeadlessRun:
                     self._print_interference(
                         self.session.live.now(item.t), list(workloads), workloads
                     )
-                if item.exit_status not in (0, None) and item.state == "exited" and item.tail:
+                if (
+                    item.exit_status not in (0, None)
+                    and item.state == JobState.EXITED
+                    and item.tail
+                ):
                     last = [line for line in item.tail.splitlines() if line.strip()][-3:]
                     for line in last:
                         self._say(f"gpumon:   {item.slot}| {line}")
@@ -430,7 +436,7 @@ class HeadlessRun:
     def _ended_words(self, state: WorkloadState) -> str:
         """How a job ended; an attached process was never ours to stop, and its status is not ours to know."""
         workload = self.session.launcher.get(state.slot) if is_slot(state.slot) else None
-        if state.state == "stopped" and (
+        if state.state == JobState.STOPPED and (
             workload is None or workload.owned
         ):  # gpumon stopped it: its status is ours
             if self.signal_received is not None:

@@ -19,6 +19,7 @@ from gpumon.frontends.plan import RunPlan, beside_request, short_name
 from gpumon.core.interference.live_cause import load_baseline
 from gpumon.core.capture.sequence import Event, RunSequence, Started
 from gpumon.core.capture.session import Session
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.slots import Slot
 from gpumon.core.store.runstore import export_dir
 from gpumon.core.store.trace import Run, baseline_rate, export, load_run
@@ -106,7 +107,7 @@ class Controller:
             self.probes.start()
             nvml = self.session.nvml
             if nvml is not None and self.session.nvml_status.available:
-                self.model.gpu = nvml.device_info()
+                self.model.gpu = GpuInfo.of_device(nvml.device_info())
             rates = load_baselines(self.model, self.plan.baselines, self.session.config.share.kind)
             self.session.set_exclusive_rates(rates)
             if self.plan.jobs:

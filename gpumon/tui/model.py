@@ -13,7 +13,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumon.core.records.enums import JobState
 from gpumon.core.jobs.beside import UNKNOWN_RATE
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import meaningful
 from gpumon.core.interference.live import RUNNING_STATES, LiveFigures, LiveStats
@@ -69,23 +71,19 @@ def current_user() -> str | None:
         return None
 
 
-def link_bps(gpu: dict[str, Any] | None) -> float:
+def link_bps(gpu: GpuInfo | None) -> float:
     """The PCIe link's one-way capacity in bytes/s: run.json's ``pcie_max_bps``, else its gen x width; NaN if unknown."""
-    gpu = gpu or {}
-    capacity = gpu.get("pcie_max_bps")
-    if isinstance(capacity, (int, float)) and capacity > 0:
-        return float(capacity)
-    gen, width = gpu.get("pcie_gen"), gpu.get("pcie_width")
-    capacity = (
-        link_capacity_bps(gen, width) if isinstance(gen, int) and isinstance(width, int) else None
-    )
+    gpu = gpu or GpuInfo()
+    if gpu.pcie_max_bps is not None and gpu.pcie_max_bps > 0:
+        return gpu.pcie_max_bps
+    gen, width = gpu.pcie_gen, gpu.pcie_width
+    capacity = link_capacity_bps(gen, width) if gen is not None and width is not None else None
     return NAN if capacity is None else capacity
 
 
-def gpm_fields(gpu: dict[str, Any] | None) -> tuple[str, ...]:
+def gpm_fields(gpu: GpuInfo | None) -> tuple[str, ...]:
     """The DeviceSample fields GPM reports on this GPU (run.json ``gpm_metrics``; none in older runs)."""
-    names = (gpu or {}).get("gpm_metrics")
-    return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
+    return gpu.gpm_metrics if gpu is not None else ()
 
 
 @dataclass
@@ -142,7 +140,7 @@ class LiveModel:
         self.live = live if live is not None else LiveStats()
         self.wake = threading.Event()
         self.nvml = SourceStatus("nvml", False, "unavailable: not started yet")
-        self.gpu: dict[str, Any] | None = None
+        self.gpu: GpuInfo | None = None
         self.baselines: dict[str, tuple[float, str]] = {}
         self.causes = LiveCauses({})
         self.predicted = (
@@ -296,7 +294,7 @@ class LiveModel:
             self._slots[state.slot] = self._new_slot()
             self._slots[state.slot].spec = spec
         slot = self._slots[state.slot]
-        if state.state == "running":
+        if state.state == JobState.RUNNING:
             slot.start_t = state.t
         slot.state = state
 
@@ -514,7 +512,7 @@ class LiveModel:
             graphs = self._graphs(
                 self._device_series, sample, link if link > 0 else DEFAULT_LINK_BPS, now, n
             )
-            name = str((self.gpu or {}).get("name") or "GPU")
+            name = (self.gpu.name if self.gpu is not None else None) or "GPU"
             if jobs is not None:
                 name = f"GPU {jobs.index} · {name} · the jobs' GPU"
             link_pct = (
@@ -548,19 +546,19 @@ def _state_label(state: WorkloadState | None, last_step: StepEvent | None) -> tu
     if state is None:
         return "empty", True
     if (
-        state.state == "running" and state.attached is not None
+        state.state == JobState.RUNNING and state.attached is not None
     ):  # --beside: not ours, never signalled
         return (
             "watched, not ours" if state.attached.get("probe") else f"watched, rate {UNKNOWN_RATE}"
         ), True
-    if state.state == "detached":
+    if state.state == JobState.DETACHED:
         return "detached (still running)", True
-    if state.state == "starting" or (state.state == "running" and last_step is None):
+    if state.state == JobState.STARTING or (state.state == JobState.RUNNING and last_step is None):
         return "starting", True
-    if state.state == "running":
+    if state.state == JobState.RUNNING:
         return ("warm-up" if last_step is not None and last_step.warmup else "running"), True
-    if state.state == "exited":
+    if state.state == JobState.EXITED:
         return f"exited {state.exit_status}", state.exit_status == 0
-    if state.state == "stopped":
+    if state.state == JobState.STOPPED:
         return "stopped", True
     return state.state, False

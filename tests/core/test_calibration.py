@@ -94,13 +94,38 @@ def test_calibrations_are_stored_per_gpu_model(tmp_path: Path, monkeypatch: pyte
 @pytest.mark.parametrize(
     "text, why",
     [
-        ("{not json", "Expecting property name"),
+        ("{not json", "not valid JSON"),
         ('{"gpu": "NVIDIA A100", "constants": {}}', "not a calibration of NVIDIA L4"),
         (
             '{"gpu": "NVIDIA L4", "constants": {"slice_s": -1}}',
-            "slice_s is -1, not a positive number",
+            r"slice_s is -1, not within \[0, 10\]",
         ),
-        ('{"gpu": "NVIDIA L4", "constants": {"switch_s": true}}', "switch_s is True"),
+        (
+            '{"gpu": "NVIDIA L4", "constants": {"slice_s": 0}}',
+            "slice_s is 0, not a positive number",
+        ),
+        ('{"gpu": "NVIDIA L4", "constants": {"switch_s": true}}', "switch_s is not a number"),
+        (
+            '{"gpu": "NVIDIA L4", "constants": {"util_scale": 1e400}}',
+            "number 1e400 is out of range",
+        ),
+        (
+            '{"gpu": "NVIDIA L4", "constants": {"sm_fill": NaN}}',
+            "NaN is not a number gpumon records",
+        ),
+        (
+            '{"gpu": "NVIDIA L4", "constants": {"slice_s": 4392}}',
+            r"slice_s is 4392, not within \[0, 10\]",
+        ),
+        (
+            '{"gpu": "NVIDIA L4", "constants": {"slice_s": ' + "9" * 309 + "}}",
+            "integer of 309 digits",
+        ),
+        (
+            '{"gpu": "NVIDIA L4", "constants": {}, "details": {"fitted": 5}}',
+            "details.fitted is not a list",
+        ),
+        ("[" * 10_000 + "]" * 10_000, "nested deeper than 16 levels"),
     ],
 )
 def test_a_file_that_is_not_a_calibration_is_refused_with_why(

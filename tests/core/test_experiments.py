@@ -149,6 +149,14 @@ def test_a_valid_spec_fills_defaults_and_merges_preset_options(tmp_path):
         (('name = "pairs"', 'name = "Pairs!"'), "[experiment] name: expected lower-case letters"),
         (("seconds = 4\n", "seconds = [4\n"), "not valid TOML"),
         (("seconds = 4\n", ""), "[presets.tiny] seconds is required"),
+        (("seconds = 4\n", "seconds = inf\n"), "inf is not a number an experiment can use"),
+        (("seconds = 4\n", "seconds = nan\n"), "nan is not a number an experiment can use"),
+        (("seconds = 4\n", "seconds = " + "[" * 10_000 + "]" * 10_000 + "\n"), "nested deeper"),
+        (("seconds = 4\n", "seconds = [[[[[[[[[[4]]]]]]]]]]\n"), "nested deeper than 8 levels"),
+        (
+            ("seconds = 4\n", "seconds = 4\n# " + "x" * (1 << 20) + "\n"),
+            "larger than 1048576 bytes",
+        ),
     ],
 )
 def test_bad_specs_name_the_table_and_key(tmp_path, change, message):
@@ -156,6 +164,13 @@ def test_bad_specs_name_the_table_and_key(tmp_path, change, message):
     assert old in PAIRWISE
     text = error_of(PAIRWISE.replace(old, new, 1), tmp_path)
     assert message in text and str(tmp_path / "spec.toml") in text
+
+
+def test_a_spec_that_is_not_utf8_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "spec.toml"
+    path.write_bytes(PAIRWISE.encode() + b"# \xff\xfe\n")
+    with pytest.raises(UsageError, match="not UTF-8 text"):
+        load_spec(path)
 
 
 def test_layout_errors(tmp_path):

@@ -6,10 +6,12 @@ import json
 import os
 import queue
 
+import pytest
+
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
 from gpumon.core.probing.listener import Listener
-from gpumon.core.records.model import LogLine, Notice, StepEvent, WorkloadMeta
+from gpumon.core.records.model import THREAD_DIED, LogLine, Notice, StepEvent, WorkloadMeta
 from tests.helpers import wait_for
 
 
@@ -304,3 +306,58 @@ def test_a_runners_session_writes_its_capture_after_each_read_and_a_screens_does
 
     assert Session(SessionConfig(nvml=False, listen_s=1.0)).listener.on_gathered is not None
     assert Session(SessionConfig(nvml=False)).listener.on_gathered is None
+
+
+def test_a_listener_that_dies_says_why_closes_its_pipes_and_never_leaves_a_writer_blocked():
+    listener, events, _ = start()
+    out_r, out_w = os.pipe()
+    closed = listener.watch(out_r, "A", "output")
+    os.write(out_w, b"first line\n")
+    wait_for(lambda: any(isinstance(e, LogLine) for e in drain(events)), what="the first line")
+
+    def broken_select(timeout=None):  # the thread's own machinery fails (not one message)
+        raise RuntimeError("selector broke")
+
+    listener._selector.select = broken_select
+    listener.hurry()
+    assert closed.wait(10), "the stream is closed: nobody waits for an EOF that would never be read"
+    listener.join(10)
+    assert listener.failure == "RuntimeError: selector broke"
+    died = [e for e in drain(events) if isinstance(e, Notice) and e.kind == THREAD_DIED]
+    assert len(died) == 1 and "selector broke" in died[0].text
+    with pytest.raises(BrokenPipeError):  # the job's next write fails at once instead of blocking
+        os.write(out_w, b"x" * 70_000)
+    late_r, late_w = os.pipe()
+    assert listener.watch(late_r, "B", "probe").is_set(), (
+        "a stream watched afterwards is closed too"
+    )
+    os.close(late_w)
+    os.close(out_w)
+
+
+def test_one_bad_message_among_good_ones_costs_no_step_and_is_counted():
+    listener, events, clock = start()
+    r, w = os.pipe()
+    closed = listener.watch(r, "A", "probe")
+    t_ns = clock.t0_ns + 10
+    good = [[i, t_ns + i, 1000, 8, 0, 0, None] for i in range(3)]
+    lines = [
+        {"v": 1, "pid": 5, "type": "steps", "rows": good[:1]},
+        '{"v":[1],"pid":5,"type":"steps","rows":[]}',
+        {"v": 1, "pid": 5, "type": "steps", "rows": [good[1], [9, 1e400, 1, 1, 0, 0, None]]},
+        '{"v":1,"pid":5,"type":"meta","info":{"lr":NaN}}',
+        {"v": 1, "pid": 5, "type": "steps", "rows": good[2:]},
+    ]
+    text = "".join((m if isinstance(m, str) else json.dumps(m)) + "\n" for m in lines)
+    os.write(w, text.encode())
+    os.close(w)
+    assert closed.wait(10)
+    items = drain(events)
+    assert [e.step for e in items if isinstance(e, StepEvent)] == [0, 1, 2]
+    assert not [e for e in items if isinstance(e, WorkloadMeta)]
+    assert listener.refused == {"A": 3}
+    texts = [e.text for e in items if isinstance(e, Notice)]
+    assert any("not finite" in t for t in texts) and any("v[1]" in t for t in texts)
+    assert "ignored 3 malformed probe messages or step rows in all" in texts
+    listener.stop()
+    assert listener.failure is None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.interference.attribution import GPU, UNKNOWN
 from gpumon.core.interference.live_cause import (
     DeviceWindow,
@@ -18,7 +19,7 @@ from gpumon.core.records.model import DeviceSample, HostSample
 from gpumon.core.store.trace import load_run, summarize
 
 H100 = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
-GPU_INFO = {"name": "NVIDIA H100 80GB HBM3", "pcie_gen": 5, "pcie_width": 16}
+GPU_INFO = GpuInfo(name="NVIDIA H100 80GB HBM3", pcie_gen=5, pcie_width=16)
 
 
 def test_a_baseline_run_gives_the_job_alone() -> None:

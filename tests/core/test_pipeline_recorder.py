@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.records.model import (
+    THREAD_DIED,
     DeviceSample,
     GpuOthers,
     LogLine,
@@ -366,3 +367,26 @@ def test_the_tables_and_logs_are_utf8_whatever_the_locale(tmp_path, ascii_locale
     assert load_run(path).meta.status == "complete"
     assert (path / "logs" / "A.out").read_text(encoding="utf-8") == "epoch 1 █████ 50%\n"
     assert "4242,josé,python3 train.py" in (path / "gpu_others.csv").read_text(encoding="utf-8")
+
+
+def test_a_capture_thread_that_died_ends_the_run_failed_with_its_reason(tmp_path):
+    run_dir = _run_dir(tmp_path)
+    recorder = Recorder(run_dir, _meta())
+    recorder.handle(StepEvent("A", 7, 0, 0.1, 0.1))
+    recorder.handle(Notice(0.2, "the probe listener stopped (RuntimeError: x)", None, THREAD_DIED))
+    recorder.close(1.0)
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "failed"
+    assert "the probe listener stopped (RuntimeError: x)" in [n["text"] for n in meta["notices"]]
+
+
+def test_a_workload_meta_run_json_cannot_hold_is_dropped_with_a_notice_not_the_capture(tmp_path):
+    run_dir = _run_dir(tmp_path)
+    recorder = Recorder(run_dir, _meta([{"process": "A"}]))
+    recorder.handle(WorkloadMeta("A", 7, {"lr": float("nan")}))
+    recorder.handle(StepEvent("A", 7, 0, 0.1, 0.1))
+    recorder.close(1.0)
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "complete" and "meta" not in meta["workloads"][0]
+    assert any("WorkloadMeta was not recorded" in n["text"] for n in meta["notices"])
+    assert not (run_dir / "run.json.tmp").exists()

@@ -7,7 +7,14 @@ import threading
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
-from gpumon.core.records.model import DeviceSample, HostSample, Notice, ProcessSample, SourceStatus
+from gpumon.core.records.model import (
+    THREAD_DIED,
+    DeviceSample,
+    HostSample,
+    Notice,
+    ProcessSample,
+    SourceStatus,
+)
 from gpumon.core.capture.sampler import Sampler
 from tests.helpers import wait_for
 
@@ -159,3 +166,32 @@ def test_wrapping_pcie_counters_are_polled_between_ticks_on_their_own_cadence():
     sampler.join(2.0)
     assert not sampler.is_alive()
     assert nvml.polls > sampler.ticks, "polled more often than ticked"
+
+
+def test_ticks_that_keep_failing_are_counted_and_said_once():
+    class Broken(FakeHost):
+        def sample_host(self, t):
+            raise RuntimeError("host source broke")
+
+    sampler, items = _sampler(Broken(), FakeNvml(), interval_s=0.01)
+    sampler.start()
+    wait_for(lambda: sampler.failed_ticks >= 5, what="five failed ticks")
+    sampler.stop()
+    sampler.join(2.0)
+    notices = [n.text for n in items.of(Notice)]
+    assert notices == ["a sampling tick failed (RuntimeError); see the log"]
+    assert sampler.failure is None, "a failing tick is not a dead thread"
+
+
+def test_a_sampler_whose_loop_fails_says_so_and_the_run_is_failed():
+    sampler, items = _sampler(FakeHost(), FakeNvml())
+
+    def broken_wait(next_tick):  # the loop's own machinery fails, not one tick
+        raise RuntimeError("clock broke")
+
+    sampler._wait_until = broken_wait
+    sampler.start()
+    sampler.join(10)
+    assert not sampler.is_alive() and sampler.failure == "RuntimeError: clock broke"
+    died = [n for n in items.of(Notice) if n.kind == THREAD_DIED]
+    assert len(died) == 1 and "clock broke" in died[0].text

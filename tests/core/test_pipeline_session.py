@@ -14,7 +14,7 @@ from gpumon.core.jobs.launcher import LaunchRequest
 from gpumon.core.records.model import HostSample, Notice
 from gpumon.frontends.plan import make_plan
 from gpumon.core.capture.session import Session, SessionConfig
-from gpumon.core.store.trace import load_run
+from gpumon.core.store.trace import list_runs, load_run, summarize
 from gpumon.errors import EnvironmentFailure
 from gpumon.frontends.headless import HeadlessRun
 from tests.core.test_pipeline_sampler import Collect, FakeHost
@@ -179,3 +179,30 @@ def test_headless_exits_1_naming_the_failed_job_and_never_starts_the_staggered_o
         and b.state == "not started"
         and "pid" not in b.to_json()
     )
+
+
+def test_a_job_relaunched_into_its_slot_starts_a_new_capture_and_no_run_mixes_two_jobs(tmp_path):
+    """Issue 40, defect 6: stop job A, launch another into slot A (the live screen's way): each capture holds one
+    job per slot, with its own pid and steps, so runs, compare and export never mix the two."""
+    session, items = _session(tmp_path)
+    first, second = LaunchRequest.command(_stepper(30)), LaunchRequest.command(_stepper(20))
+    session.start()
+    path = session.start_capture("relaunch")
+    a1 = session.launch(slot="A", request=first)
+    wait_for(lambda: not session.launcher.get("A").running, what="the first job to finish")
+    a2 = session.launch(slot="A", request=second)
+    assert session.recorder is not None and session.recorder.path != path
+    wait_for(lambda: not session.launcher.get("A").running, what="the second job to finish")
+    second_path = session.shutdown()
+    runs = [load_run(path), load_run(second_path)]
+    for run, job, steps in zip(runs, (a1, a2), (30, 20)):
+        assert run.meta.status == "complete"
+        assert [(w.slot, w.pid) for w in run.workloads] == [("A", job.pid)]
+        frame = run.steps()
+        assert set(frame["pid"]) == {job.pid} and list(frame["step"]) == list(range(steps))
+    assert any("a new one starts" in n.text for n in items.of(Notice))
+    listed = {r.path.name: r for r in list_runs(tmp_path / "runs")}
+    assert {name: summarize(r).rates.keys() for name, r in listed.items()} == {
+        path.name: {"A"},
+        second_path.name: {"A"},
+    }

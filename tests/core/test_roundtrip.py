@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.model import (
     DeviceSample,
     GpuOthers,
@@ -271,8 +272,8 @@ def test_run_json_holds_every_field_of_the_capture(tmp_path: Path) -> None:
         "duration_s": 12.5,
         "interval_ms": 250,
         "device": "cuda:1",
-        "host": META["host"],
-        "gpu": META["gpu"],
+        "host": {**META["host"], "platform": None, "cpu_affinity": [], "mem_total_mib": None},
+        "gpu": GpuInfo.from_json(META["gpu"]).to_json(),
         "nvml": {"available": True, "reason": ""},
         "stagger_s": 7.5,
         "versions": {**META["versions"], "torch": "2.14.1"},

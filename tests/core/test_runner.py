@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from gpumon.core.store.runner import (
+    run_status,
     INTERRUPTED,
     LOCK_FILE,
     RECORDING,
@@ -42,7 +43,8 @@ def _meta(run_dir: Path) -> dict:
 
 def _status(meta: dict, run_dir: Path) -> str:
     """What every reader makes of run.json ``meta`` (a dict, as forged) for the run in ``run_dir``."""
-    return RunMeta.from_json({"schema": 1, "workloads": [], **meta}).live_status(run_dir)
+    read = RunMeta.from_json({"schema": 1, "workloads": [], **meta})
+    return run_status(read.status, read.runner, run_dir)
 
 
 def _forge(run_dir: Path, process: psutil.Process, status: str = RECORDING) -> dict:

@@ -253,9 +253,13 @@ def test_damaged_step_rows_are_skipped_and_the_rest_read(tmp_path):
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
-        ("duration_s", "abc", 'duration_s is "abc"'),
-        ("label", {"x": 1}, 'label is {"x": 1}'),
-        ("workloads", [{"process": "A", "start_t": "soon"}], 'workloads[0].start_t is "soon"'),
+        ("duration_s", "abc", "duration_s is not a number"),
+        ("label", {"x": 1}, "label is not text"),
+        (
+            "workloads",
+            [{"process": "A", "start_t": "soon"}],
+            "workloads[0].start_t is not a number",
+        ),
     ],
 )
 def test_run_json_fields_of_the_wrong_type_are_one_line(tmp_path, field, value, says):

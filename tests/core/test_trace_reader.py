@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.store.runmeta import meta_problem
+from gpumon.core.store.runmeta import RunMeta
 from gpumon.core.store.trace import (
     STEPS_CACHE,
     TraceError,
@@ -40,7 +40,8 @@ def _edit(path: Path, **changes) -> Path:
 def test_run_json_fields_as_the_readers_take_them(tmp_path: Path) -> None:
     gpu = {"name": "NVIDIA H100 80GB HBM3", "driver": "580.159.04"}
     run = load_run(_run(tmp_path / "r", gpu=gpu))
-    assert run.gpu == gpu and run.specs == {"A": "fcn:preset=tiny"} and run.label == "synthetic"
+    assert run.gpu is not None and (run.gpu.name, run.gpu.driver) == (gpu["name"], gpu["driver"])
+    assert run.specs == {"A": "fcn:preset=tiny"} and run.label == "synthetic"
     assert run.nvml_status.available is True and run.nvml_status.reason == ""
     bare = load_run(_edit(_run(tmp_path / "b"), gpu=None, nvml=None))
     assert (
@@ -87,23 +88,46 @@ def test_complete_text_drops_a_torn_line_and_refuses_what_is_not_utf8(tmp_path: 
     assert str(err.value) == f"cannot read {tmp_path / 'gone.csv'}: No such file or directory"
 
 
+def meta_problem(meta: dict) -> str | None:
+    """What RunMeta.from_json refuses in ``meta``, or None."""
+    try:
+        RunMeta.from_json(meta)
+    except ValueError as exc:
+        return str(exc).removeprefix("corrupt (").removesuffix(")")
+    return None
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"label": 3}, "label is 3"),
-        ({"duration_s": "abc"}, 'duration_s is "abc"'),
-        ({"duration_s": True}, "duration_s is true"),
-        ({"interval_ms": float("inf")}, "interval_ms is not finite"),
-        ({"gpu": []}, "gpu is []"),
+        ({"label": 3}, "label is not text"),
+        ({"duration_s": "abc"}, "duration_s is not a number"),
+        ({"duration_s": True}, "duration_s is not a number"),
+        ({"duration_s": 10**309}, "duration_s is out of range"),
+        ({"interval_ms": float("inf")}, "interval_ms is inf, not within [0, 1e+07]"),
+        ({"duration_s": -4392}, "duration_s is -4392, not within [0, 8.64e+07]"),
+        ({"gpu": []}, "gpu is not an object"),
+        (
+            {"gpu": {"pcie_method": "magic"}},
+            "gpu.pcie_method is 'magic', not one of gpm, counters, throughput",
+        ),
+        (
+            {"status": "done"},
+            "status is 'done', not one of recording, complete, failed, truncated, running, interrupted",
+        ),
         (
             {"workloads": [{"process": "A"}, {"process": "A"}]},
             "two workloads with the same process",
         ),
         ({"workloads": ["A"]}, "workloads[0] is not an object"),
-        ({"workloads": [{"process": "A", "pid": "12"}]}, 'workloads[0].pid is "12"'),
+        ({"workloads": [{"process": "A", "pid": "12"}]}, "workloads[0].pid is not an integer"),
         (
             {"workloads": [{"process": "A", "start_t": float("nan")}]},
-            "workloads[0].start_t is not finite",
+            "workloads[0].start_t is nan, not within [-8.64e+07, 8.64e+07]",
+        ),
+        (
+            {"workloads": [{"process": "A", "state": "zombie"}]},
+            "workloads[0].state is 'zombie', not one of starting, running, exited, stopped, failed, detached, not started",
         ),
     ],
 )
@@ -133,7 +157,17 @@ def test_load_run_says_what_is_wrong_in_one_line(tmp_path: Path) -> None:
     for content, message in (
         ("[1, 2]", "not a gpumon run of schema 1"),
         (json.dumps({"schema": 1, "workloads": {}}), "corrupt (no workloads list)"),
-        (json.dumps({"schema": 1, "workloads": [], "label": 5}), "corrupt (label is 5)"),
+        (json.dumps({"schema": 1, "workloads": [], "label": 5}), "corrupt (label is not text)"),
+        ("[" * 10_000 + "]" * 10_000, "corrupt (nested deeper than 32 levels)"),
+        (
+            '{"schema": 1, "workloads": [], "duration_s": 1e400}',
+            "corrupt (number 1e400 is out of range)",
+        ),
+        (
+            '{"schema": 1, "workloads": [], "duration_s": NaN}',
+            "corrupt (NaN is not a number gpumon records)",
+        ),
+        (" " * (5 << 20), "corrupt (larger than 4194304 bytes)"),
     ):
         (path / "run.json").write_text(content)
         with pytest.raises(TraceError) as err:

@@ -132,11 +132,11 @@ def feed_four_gpus(model, until: float, jobs_processes: int = 2) -> None:
     """Publish to ``model`` the GpuOverview records a 4-GPU box's sampler makes every 0.5 s up to ``until``."""
     from gpumon.core.records.model import DeviceSample, GpuOverview, GpuSummary
 
-    gpu = model.gpu or {}
-    name = gpu.get("name")
+    name = model.gpu.name if model.gpu is not None else None
+    uuid = model.gpu.uuid if model.gpu is not None else None
     for i in range(int(until * 2) + 1):
         t = i / 2
-        jobs = GpuSummary(0, name, gpu.get("uuid"), model.device, jobs_processes, jobs=True)
+        jobs = GpuSummary(0, name, uuid, model.device, jobs_processes, jobs=True)
         others = tuple(
             GpuSummary(
                 index,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.interference.live_cause import load_baseline
 from gpumon.core.records.model import (
     DeviceSample,
@@ -23,7 +24,7 @@ def test_fcn_beside_fcn_shows_waiting_for_the_gpu_live() -> None:
     """The H100 fcn baseline, and two jobs running at 60 % of its rate on a GPU 99 % busy."""
     rate = summarize(load_run(H100 / "x-fcn")).rates["A"]
     model = LiveModel()
-    model.gpu = {"name": "NVIDIA H100 80GB HBM3", "pcie_gen": 5, "pcie_width": 16}
+    model.gpu = GpuInfo(name="NVIDIA H100 80GB HBM3", pcie_gen=5, pcie_width=16)
     for slot in "AB":
         model.set_baseline(slot, rate, "baseline x-fcn", load_baseline(slot, H100 / "x-fcn", rate))
         model.set_spec(slot, "fcn:preset=paper")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.model import DeviceSample, GpuOverview, GpuSummary, SourceStatus
 from gpumon.core.store.trace import load_run
 from gpumon.tui.model import OTHERS_STALE_S, LiveModel
@@ -46,7 +47,7 @@ def _model(jobs: int = 1, until: float = 5.0) -> LiveModel:
     """A model fed as a 4-GPU box's sampler feeds it: device samples of the jobs' GPU, an overview every 0.5 s."""
     model = LiveModel()
     model.handle(SourceStatus("nvml", True, ""))
-    model.gpu = {"index": jobs, "name": f"Fake GPU {jobs}"}
+    model.gpu = GpuInfo(index=jobs, name=f"Fake GPU {jobs}")
     for i in range(int(until * 2) + 1):
         t = i / 2
         model.handle(

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.model import DeviceSample, LogLine, SourceStatus, StepEvent, WorkloadState
 from gpumon.core.records.rates import (
     CANNOT_TELL,
@@ -248,7 +249,7 @@ def test_model_device_view_switches_with_nvml():
     model = LiveModel()
     assert not model.view(0.0).device.nvml_available
     model.handle(SourceStatus("nvml", True))
-    model.gpu = {"name": "Simulated GPU", "pcie_gen": 4, "pcie_width": 16}
+    model.gpu = GpuInfo(name="Simulated GPU", pcie_gen=4, pcie_width=16)
     model.handle(
         DeviceSample(0.5, gpu_util=50.0, mem_used_mib=1024.0, mem_total_mib=4096.0, pcie_rx_bps=1e9)
     )
@@ -265,9 +266,9 @@ def test_model_device_view_switches_with_nvml():
 
 
 def test_link_capacity_prefers_run_json_max_and_is_unknown_without_a_link():
-    assert link_bps({"pcie_max_bps": 63e9, "pcie_gen": 1, "pcie_width": 16}) == 63e9
-    assert link_bps({"pcie_gen": 5, "pcie_width": 16}) == pytest.approx(16 * 3.938e9)
-    assert math.isnan(link_bps(None)) and math.isnan(link_bps({"pcie_gen": None}))
+    assert link_bps(GpuInfo(pcie_max_bps=63e9, pcie_gen=1, pcie_width=16)) == 63e9
+    assert link_bps(GpuInfo(pcie_gen=5, pcie_width=16)) == pytest.approx(16 * 3.938e9)
+    assert math.isnan(link_bps(None)) and math.isnan(link_bps(GpuInfo(pcie_gen=None)))
     model = LiveModel()
     model.handle(SourceStatus("nvml", True))
     model.handle(DeviceSample(0.5, pcie_rx_bps=1e9))

@@ -33,7 +33,7 @@ def test_seek_publishes_everything_up_to_t_in_time_order(tmp_path):
     bus = Bus()
     items = _collect(bus)
     source = ReplaySource(root, bus)
-    assert source.run.gpu["name"].endswith("(simulated)")
+    assert source.run.gpu is not None and str(source.run.gpu.name).endswith("(simulated)")
     assert source.run.specs == {"A": "fcn:preset=tiny", "B": "gemm:preset=tiny"}
     source.seek(15.0)
     assert isinstance(items[0], SourceStatus) and items[0].available

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from gpumon.core.records.enums import JobState
 from gpumon.core.records.model import (
     ENDED_STATES,
     NO_STEPS,
@@ -49,7 +50,7 @@ class NoStepsWatch:
 
     def handle(self, item: object) -> None:
         if isinstance(item, WorkloadState):
-            if item.state == "running" and (item.job or {}).get("kind") == "cmd":
+            if item.state == JobState.RUNNING and (item.job or {}).get("kind") == "cmd":
                 self._watched[item.slot] = _Watched(item.t)
             elif item.state in ENDED_STATES:
                 self._watched.pop(item.slot, None)

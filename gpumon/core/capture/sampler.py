@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Mapping
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
-from gpumon.core.records.model import GpuOthers, GpuOverview, Notice
+from gpumon.core.records.model import THREAD_DIED, GpuOthers, GpuOverview, Notice
 from gpumon.core.records.slots import Slot
 from gpumon.core.store.others import meaningful
 from gpumon.core.sources.host import HostSource
@@ -61,6 +61,9 @@ class Sampler(threading.Thread):
         self.interval_s = interval_s
         self.workload_pids = workload_pids
         self.ticks = 0
+        self.failed_ticks = 0  # ticks that raised (the first of each kind said in a notice)
+        self._said: set[type] = set()
+        self.failure: str | None = None  # why this thread died, if it did (the run is then failed)
         self.process_every = max(1, math.ceil(PROCESS_PERIOD_S / interval_s - 1e-9))
         self._stop_event = threading.Event()
         self._nvml_was_available = nvml is not None and nvml.status.available
@@ -81,13 +84,28 @@ class Sampler(threading.Thread):
         self._stop_event.set()
 
     def run(self) -> None:
+        """Sample until stopped: a failed tick is counted (a notice for the first of each kind), the next one
+        taken; a failure of the loop itself ends the thread with a THREAD_DIED notice (the run ends failed)."""
+        try:
+            self._loop()
+        except Exception as exc:  # noqa: BLE001 - never silently
+            log.exception("sampler failed")
+            self.failure = f"{type(exc).__name__}: {exc}"
+            text = f"the sampler stopped ({self.failure}): no samples from now on"
+            self.bus.publish(Notice(self.clock.now(), text, None, THREAD_DIED))
+
+    def _loop(self) -> None:
         while not self._stop_event.is_set():
             started = self.clock.now()
             try:
                 self.tick()
-            except Exception:
+            except Exception as exc:
                 log.exception("sampling tick failed")
-                self.bus.publish(Notice(self.clock.now(), "a sampling tick failed; see the log"))
+                self.failed_ticks += 1
+                if type(exc) not in self._said:
+                    self._said.add(type(exc))
+                    text = f"a sampling tick failed ({type(exc).__name__}); see the log"
+                    self.bus.publish(Notice(self.clock.now(), text))
             self.ticks += 1
             self._wait_until(started + self.interval_s)
 

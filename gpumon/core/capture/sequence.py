@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from gpumon.core.records.enums import JobState
 from gpumon.core.capture.session import Session
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.beside import SoloHistory
@@ -221,7 +222,7 @@ class RunSequence:
         self._waiting.remove(waiting)
         self.not_started[waiting.slot] = reason
         self.session.bus.publish(
-            WorkloadState(waiting.slot, "not started", self.session.clock.now(), tail=reason)
+            WorkloadState(waiting.slot, JobState.NOT_STARTED, self.session.clock.now(), tail=reason)
         )
         return NotStarted(waiting.slot, waiting.request, reason)
 

@@ -25,6 +25,7 @@ from gpumon.core.capture.metrics import MetricsServer
 from gpumon.core.capture.nosteps import NoStepsWatch
 from gpumon.core.capture.stagger import StaggerWatch
 from gpumon.core.interference.live import LiveStats
+from gpumon.core.records.machine import GpuInfo, HostInfo
 from gpumon.core.records.model import Notice, SourceStatus, WorkloadMeta
 from gpumon.core.jobs.mps import MpsControl
 from gpumon.core.records.share import ShareMode
@@ -159,12 +160,36 @@ class Session:
             raise EnvironmentFailure(f"not starting {slot}: {self.capture_error.line()}")
         if self.metrics is not None:
             self.metrics.metrics.name_job(slot, request.spec)
+        self._new_capture_for_relaunch(slot)
         return self.launcher.start(
             slot=slot,
             request=request,
             default_threads=default_threads(),
             extra_env=self._share_env(slot),
         )
+
+    def _new_capture_for_relaunch(self, slot: Slot) -> None:
+        """A job launched into a slot that already held one in the open capture starts a new capture (same label):
+        one run directory never holds two jobs in one slot, so ``runs``, ``compare`` and ``export`` never mix
+        their steps (docs/architecture.md, "A relaunched slot is a new capture"). The capture closed here is final
+        (``complete``, or ``failed`` when its job failed); the new one records the jobs still running and this one."""
+        recorder, earlier = self.recorder, self.launcher.get(slot)
+        if recorder is None or recorder.failed or earlier is None:
+            return
+        entry = recorder.meta.workload(slot)  # the capture began with it running
+        began_in = earlier.start_t is not None and earlier.start_t >= recorder.meta.capture_start_t
+        if not began_in and (entry is None or entry.pid is None):
+            return  # its earlier job ended before this capture began: this is the capture's first in the slot
+        label = recorder.meta.label or "run"
+        path = self.stop_capture()
+        self.bus.publish(
+            Notice(
+                self.clock.now(),
+                f"a new job in slot {slot}: capture {path} finished, a new one starts",
+                slot,
+            )
+        )
+        self.start_capture(label)
 
     def attach(self, *, slot: Slot, request: LaunchRequest) -> Workload:
         """Watch the running process of a ``--beside`` request in ``slot``, through its probe rendezvous
@@ -273,7 +298,7 @@ class Session:
             device=self.config.device,
             stagger_s=self.config.stagger_s,
             host=self._host_info(),
-            gpu=self.nvml.device_info()
+            gpu=GpuInfo.of_device(self.nvml.device_info())
             if self.nvml is not None and self.nvml_status.available
             else None,
             nvml=self.nvml_status,
@@ -368,14 +393,14 @@ class Session:
             self.nvml.close()
         return path
 
-    def _host_info(self) -> dict[str, Any]:
-        return {
-            "hostname": socket.gethostname(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "cpu_affinity": sorted(os.sched_getaffinity(0)),
-            "mem_total_mib": round(psutil.virtual_memory().total / 2**20),
-        }
+    def _host_info(self) -> HostInfo:
+        return HostInfo(
+            hostname=socket.gethostname(),
+            platform=platform.platform(),
+            cpus=os.cpu_count(),
+            cpu_affinity=tuple(sorted(os.sched_getaffinity(0))),
+            mem_total_mib=round(psutil.virtual_memory().total / 2**20),
+        )
 
     def _versions(self) -> dict[str, Any]:
         driver = (

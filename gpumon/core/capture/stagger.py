@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from gpumon.core.records.enums import JobState
 from gpumon.core.records.model import Notice, StepEvent, WorkloadState
 
 LOST_STAGGER = "lost stagger"  # Notice.kind
@@ -29,7 +30,11 @@ class StaggerWatch:
         if isinstance(item, StepEvent):
             if not item.warmup:
                 self._alone.add(item.slot)
-        elif isinstance(item, WorkloadState) and item.state == "running" and item.job is not None:
+        elif (
+            isinstance(item, WorkloadState)
+            and item.state == JobState.RUNNING
+            and item.job is not None
+        ):
             if item.slot in self._started:
                 return
             self._started.append(item.slot)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from gpumon.core.interference.attribution import Box, Side, link_capacity
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.store.trace import TABLES, Run, TraceError, csv_columns
 
 if TYPE_CHECKING:
@@ -219,8 +220,8 @@ def device_identity(run: Run) -> tuple[str, str]:
     """What must match between runs compared: the kind (``cpu``, ``cuda``) and the GPU's name ("" unknown)."""
     device = device_of(run)
     kind = device.split(":")[0]
-    gpu = run.gpu or {}
-    return kind, str(gpu.get("name") or "") if kind == "cuda" else ""
+    name = run.gpu.name if run.gpu is not None else None
+    return kind, (name or "") if kind == "cuda" else ""
 
 
 def mixed_devices(runs: Sequence[Run]) -> str:
@@ -241,17 +242,14 @@ def mixed_devices(runs: Sequence[Run]) -> str:
 def box_of(runs: Sequence[Run], h2d_bps: float | None = None) -> Box:
     """The machine of ``runs`` (assumed one: callers check): device, NVML data in every run, link capacity."""
     first = runs[0].meta
-    gpu = first.gpu or {}
-    host = first.host or {}
-    link = link_capacity(
-        gpu.get("pcie_max_bps"), h2d_bps, gpu.get("pcie_gen"), gpu.get("pcie_width")
-    )
+    gpu = first.gpu or GpuInfo()
+    link = link_capacity(gpu.pcie_max_bps, h2d_bps, gpu.pcie_gen, gpu.pcie_width)
     return Box(
         device=device_of(runs[0]),
         nvml=all(has_nvml_data(r) for r in runs),
         link=link,
-        host_cpus=int(host.get("cpus") or 0),
-        pcie_method=gpu.get("pcie_method"),
+        host_cpus=(first.host.cpus if first.host is not None else None) or 0,
+        pcie_method=gpu.pcie_method,
         share=next((r.share for r in runs if r.mode == "shared"), "timeslice"),
     )
 

@@ -26,6 +26,7 @@ from gpumon.core.interference.attribution import (
     link_capacity,
 )
 from gpumon.core.interference.live import LiveFigures
+from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.model import DeviceSample, HostSample, SourceStatus, WorkloadMeta
 from gpumon.core.interference.sentence import JobWords, job_words, labels
 from gpumon.core.store.trace import load_run
@@ -117,17 +118,15 @@ def shared_side(
     return Side(step_s=step_s, copy_s=copy_s, copy_bytes=bytes_per_step, cpu_pct=cpu_pct, **means)
 
 
-def live_box(device: str, nvml_available: bool, gpu: Mapping[str, Any] | None) -> Box:
+def live_box(device: str, nvml_available: bool, gpu: GpuInfo | None) -> Box:
     """The machine now: the device the jobs said they train on, NVML, the link from NVML's device info."""
-    gpu = gpu or {}
+    gpu = gpu or GpuInfo()
     return Box(
         device=device,
         nvml=nvml_available,
-        link=link_capacity(
-            gpu.get("pcie_max_bps"), None, gpu.get("pcie_gen"), gpu.get("pcie_width")
-        ),
+        link=link_capacity(gpu.pcie_max_bps, None, gpu.pcie_gen, gpu.pcie_width),
         host_cpus=os.cpu_count() or 0,
-        pcie_method=gpu.get("pcie_method"),
+        pcie_method=gpu.pcie_method,
     )
 
 
@@ -199,7 +198,7 @@ class LiveCauses:
         self,
         shared_rates: Mapping[str, float],
         figures: Mapping[str, LiveFigures],
-        gpu: Mapping[str, Any] | None,
+        gpu: GpuInfo | None,
     ) -> dict[str, Attribution]:
         """The cause per job with a baseline and a shared rate ({} without baselines)."""
         shared_rates = {slot: r for slot, r in shared_rates.items() if r > 0}

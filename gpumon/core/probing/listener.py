@@ -12,9 +12,7 @@ child, a fast pair) shortens the wait, down to ``GATHER_S``; each pipe is asked 
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import fcntl
 import os
 import select
@@ -26,13 +24,17 @@ from typing import Callable
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
-from gpumon.core.records.model import LogLine, Notice, StepEvent, WorkloadMeta
-from gpumon.core.probing.probe import PROTOCOL_VERSION
+from gpumon.core.records import probemsg
+from gpumon.core.records.decode import Refused
+from gpumon.core.records.model import THREAD_DIED, LogLine, Notice, StepEvent, WorkloadMeta
 
 log = logging.getLogger(__name__)
 
 READ_SIZE = 65536
-MAX_LINE = 1 << 20
+MAX_LINE = probemsg.MAX_LINE
+NOTICES_PER_JOB = (
+    5  # refused probe messages said as notices, per job (their count: ``Listener.refused``)
+)
 GATHER_S = 0.1
 PIPE_BYTES = (
     1 << 20
@@ -85,13 +87,22 @@ class Listener(threading.Thread):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._warned: set[object] = set()
+        self.refused: dict[str, int] = {}  # slot -> probe messages (or rows) refused
+        self.failure: str | None = None  # why this thread died, if it did (the run is then failed)
         self.wakeups = 0
 
     def watch(self, fd: int, slot: str, kind: str) -> threading.Event:
         """Read ``fd`` (``kind`` "probe" or "output") until EOF; the event is set at EOF."""
         stream = _Stream(slot, kind)
         with self._lock:
-            self._pending.append((fd, stream))
+            reading = self.failure is None
+            if reading:
+                self._pending.append((fd, stream))
+        if (
+            not reading
+        ):  # nobody would read it: closed now, so its writer gets EPIPE instead of blocking
+            os.close(fd)
+            stream.closed.set()
         self._wake()
         return stream.closed
 
@@ -110,6 +121,41 @@ class Listener(threading.Thread):
             pass
 
     def run(self) -> None:
+        """Read until stopped; a failure of this thread itself ends it with ``failure`` set (``_die``)."""
+        try:
+            self._loop()
+            self._drain_all()
+        except Exception as exc:  # noqa: BLE001 - never silently: the run is failed with the reason
+            log.exception("probe listener failed")
+            self._die(f"{type(exc).__name__}: {exc}")
+
+    def _die(self, reason: str) -> None:
+        """This thread cannot go on: say why (a THREAD_DIED notice: the run ends failed), and close every stream so
+        that no child blocks on a pipe nobody reads and nobody waits for an EOF that would never be seen."""
+        with self._lock:
+            self.failure = reason
+            pending, self._pending = self._pending, []
+        self.bus.publish(
+            Notice(
+                self.clock.now(),
+                f"the probe listener stopped ({reason}): steps from now on are not recorded",
+                None,
+                THREAD_DIED,
+            )
+        )
+        streams = [(key.fd, key.data) for key in self._selector.get_map().values() if key.data]
+        for fd, stream in [*streams, *pending]:
+            try:
+                self._selector.unregister(fd)
+            except (KeyError, ValueError):
+                pass
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            stream.closed.set()
+
+    def _loop(self) -> None:
         last = time.monotonic()
         while not self._stopping.is_set():
             ready = self._selector.select()
@@ -138,7 +184,6 @@ class Listener(threading.Thread):
                 self.on_gathered()
             if wait:
                 self._nap(max(min(self.period_s, GATHER_S), wait) - (time.monotonic() - woke))
-        self._drain_all()
 
     def _nap(self, seconds: float) -> None:
         """Sleep ``seconds``, or less when woken (a new stream, ``hurry``, ``stop``)."""
@@ -187,6 +232,15 @@ class Listener(threading.Thread):
     def _close(self, fd: int, stream: _Stream) -> None:
         self._selector.unregister(fd)
         os.close(fd)
+        refused = self.refused.get(stream.slot, 0)
+        if stream.kind == "probe" and refused > 1:
+            self.bus.publish(
+                Notice(
+                    self.clock.now(),
+                    f"ignored {refused} malformed probe messages or step rows in all",
+                    stream.slot,
+                )
+            )
         stream.closed.set()
 
     def _lines(self, stream: _Stream, lines: list[bytes]) -> None:
@@ -199,61 +253,64 @@ class Listener(threading.Thread):
             return
         for line in lines:
             if line:
-                self._message(stream.slot, line)
+                try:
+                    self._message(stream.slot, line)
+                except Exception as exc:  # noqa: BLE001 - a bug on one message must not cost the next ones
+                    log.exception("probe message failed")
+                    self._refused(stream.slot, f"internal error {type(exc).__name__}")
 
     def _message(self, slot: str, line: bytes) -> None:
+        """One probe line: its events published, or it is refused (counted, the first one per reason a notice)."""
         try:
-            message = json.loads(line)
-            version = message.get("v")
-            kind = message.get("type")
-            pid = int(message.get("pid", 0))
-        except (ValueError, AttributeError, TypeError):
-            self._notice_once(("bad", slot), slot, "ignored a malformed probe message")
+            message = probemsg.decode(line)
+        except Refused as exc:
+            self._refused(slot, str(exc))
             return
-        if version != PROTOCOL_VERSION:
-            self._notice_once(
-                version, slot, f"probe protocol v{version} is not v{PROTOCOL_VERSION}; ignored"
-            )
-            return
-        if kind == "steps":
-            self._steps(slot, pid, message)
-        elif kind == "meta" and isinstance(message.get("info"), dict):
-            self.bus.publish(WorkloadMeta(slot, pid, message["info"]))
+        if isinstance(message, probemsg.Steps):
+            self._steps(slot, message)
+        elif isinstance(message, probemsg.Meta):
+            self.bus.publish(WorkloadMeta(slot, message.pid, message.info))
+        elif message.refused:
+            text = f"the probe dropped {message.refused} values it could not send (NaN, infinite, not JSON)"
+            self.bus.publish(Notice(self.clock.now(), text, slot))
 
-    def _steps(self, slot: str, pid: int, message: dict) -> None:
-        at, publish, nan = (
+    def _steps(self, slot: str, message: probemsg.Steps) -> None:
+        at, publish, pid = (
             self.clock.at,
             self.bus.publish,
-            math.nan,
-        )  # per step, hundreds a second: positional
-        try:
-            for step, t_ns, iter_ns, samples, warmup, copy_bytes, copy_ns in message["rows"]:
-                publish(
-                    StepEvent(
-                        slot,
-                        pid,
-                        int(step),
-                        at(int(t_ns)),
-                        int(iter_ns) / 1e9,
-                        nan if samples is None else float(samples),
-                        bool(warmup),
-                        int(copy_bytes),
-                        nan if copy_ns is None else int(copy_ns) / 1e9,
-                    )
+            message.pid,
+        )  # per step: hundreds a second
+        for row in message.rows:
+            publish(
+                StepEvent(
+                    slot,
+                    pid,
+                    row.step,
+                    at(row.t_ns),
+                    row.iter_ns / 1e9,
+                    row.samples,
+                    row.warmup,
+                    row.copy_bytes,
+                    row.copy_ns / 1e9,
                 )
-        except (KeyError, TypeError, ValueError):
-            self._notice_once(("bad", slot), slot, "ignored a malformed probe message")
-            return
-        if message.get("dropped"):
+            )
+        for _ in range(message.bad_rows):
+            self._refused(slot, message.reason)
+        if message.dropped:
             self.bus.publish(
                 Notice(
                     self.clock.now(),
-                    f"probe dropped {message['dropped']} steps (monitor too slow)",
+                    f"probe dropped {message.dropped} steps (monitor too slow)",
                     slot,
                 )
             )
 
-    def _notice_once(self, key: object, slot: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.bus.publish(Notice(self.clock.now(), text, slot))
+    def _refused(self, slot: str, reason: str) -> None:
+        """Count a refused message (or row); the first of each reason per job is a notice."""
+        self.refused[slot] = self.refused.get(slot, 0) + 1
+        said = sum(1 for key in self._warned if isinstance(key, tuple) and key[0] == slot)
+        if (slot, reason) not in self._warned and said < NOTICES_PER_JOB:
+            self._warned.add((slot, reason))
+            self.bus.publish(
+                Notice(self.clock.now(), f"ignored a malformed probe message: {reason}", slot)
+            )

@@ -21,6 +21,7 @@ import atexit
 import errno
 import fcntl
 import json
+import math
 import os
 import select
 import struct
@@ -31,7 +32,8 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-PROTOCOL_VERSION = 1
+from gpumon.core.records.probemsg import PROTOCOL_VERSION
+
 ENV_FD = "GPUMON_PROBE_FD"
 ENV_SLOT = "GPUMON_PROCESS"
 ENV_WARMUP = "GPUMON_WARMUP"
@@ -44,6 +46,11 @@ MAX_PENDING_BYTES = 1 << 20
 EXIT_DRAIN_S = 2.0
 WELCOME_S = 10.0
 RING_ROWS = 8192
+# What one step can hold (a value beyond is no measurement and is dropped, counted): the monitor's bounds
+# (core/records/probemsg.py) with room to spare.
+MAX_SAMPLES = 1e12
+MAX_ITER_S = 1e5
+MAX_COPY_BYTES = float(2**48)
 RENDEZVOUS_SUBDIR = "probes"
 SOCKET_SUFFIX = ".sock"
 BACKLOG = 8
@@ -201,6 +208,9 @@ class _Channel:
         self.copy_bytes = 0
         self.copy_ns = 0
         self.cuda_copies: list[tuple[int, Any, Any]] = []
+        self.refused = (
+            0  # values and messages dropped because they could not be sent (NaN, not JSON...)
+        )
         self.lock = threading.Lock()
         if fd is not None:
             try:
@@ -240,7 +250,15 @@ class _Channel:
         if not self.sinks:
             return
         rows = len(message.get("rows", ()))
-        data = self._encode(message)
+        try:
+            data = self._encode(message)
+        except (
+            ValueError,
+            TypeError,
+            RecursionError,
+        ):  # not JSON: dropped and counted, never raised
+            self.refused += max(rows, 1)
+            return
         for sink in self.sinks:
             if rows and sink.dropped:
                 carried, sink.dropped = sink.dropped, 0
@@ -256,19 +274,32 @@ class _Channel:
 
     def _resolve_cuda_copies(self) -> None:
         for nbytes, start, end in self.cuda_copies:
-            end.synchronize()
+            try:
+                end.synchronize()
+                copy_ns = int(start.elapsed_time(end) * 1e6)
+            except Exception:  # noqa: BLE001 - the trainer's CUDA error is the trainer's, not raised here
+                self.refused += 1
+                continue
             self.copy_bytes += nbytes
-            self.copy_ns += int(start.elapsed_time(end) * 1e6)
+            self.copy_ns += copy_ns
         self.cuda_copies.clear()
 
-    def record_step(self, samples: float | None, iter_s: float | None, warmup: bool | None) -> None:
+    def record_step(self, samples: Any, iter_s: Any, warmup: Any) -> None:
         if not self.recording:
             return
         now = time.monotonic_ns()
+        samples, iter_s, warmup = (
+            _amount(samples, MAX_SAMPLES),
+            _amount(iter_s, MAX_ITER_S),
+            _flag(warmup),
+        )
         with self.lock:
+            self.refused += (samples is _REFUSED) + (iter_s is _REFUSED) + (warmup is _REFUSED)
+            samples = None if samples is _REFUSED else samples
             if self.cuda_copies:
                 self._resolve_cuda_copies()
-            iter_ns = int(iter_s * 1e9) if iter_s is not None else now - self.last_step_ns
+            iter_ns = int(iter_s * 1e9) if type(iter_s) is float else now - self.last_step_ns
+            warmup = None if warmup is _REFUSED else warmup
             self.last_step_ns = now
             is_warmup = self.step < self.warmup_steps if warmup is None else warmup
             copy_ns = self.copy_ns if self.copy_bytes else None
@@ -283,16 +314,24 @@ class _Channel:
             if len(self.rows) >= MAX_ROWS_PER_BATCH or now - self.last_flush_ns >= FLUSH_NS:
                 self._flush_locked(now)
 
-    def add_copy(self, nbytes: int, seconds: float) -> None:
+    def add_copy(self, nbytes: Any, seconds: Any) -> None:
         if not self.sinks:
             return
+        nbytes, seconds = _amount(nbytes, MAX_COPY_BYTES), _amount(seconds, MAX_ITER_S)
         with self.lock:
+            if type(nbytes) is not float or type(seconds) is not float:
+                self.refused += 1
+                return
             self.copy_bytes += int(nbytes)
             self.copy_ns += int(seconds * 1e9)
 
-    def add_cuda_copy(self, nbytes: int, start: Any, end: Any) -> None:
+    def add_cuda_copy(self, nbytes: Any, start: Any, end: Any) -> None:
+        size = _amount(nbytes, MAX_COPY_BYTES)
         with self.lock:
-            self.cuda_copies.append((int(nbytes), start, end))
+            if type(size) is not float:
+                self.refused += 1
+                return
+            self.cuda_copies.append((int(size), start, end))
 
     def _flush_locked(self, now: int) -> None:
         self.last_flush_ns = now
@@ -347,7 +386,10 @@ class _Channel:
     def send(self, message: dict[str, Any]) -> None:
         with self.lock:
             if message.get("type") == "meta":
-                self.info = message.get("info")
+                info, dropped = _encodable(message.get("info") or {})
+                self.refused += dropped
+                message = {**message, "info": info}
+                self.info = info
             self._send(message)
 
     def close(self) -> None:
@@ -359,9 +401,8 @@ class _Channel:
                 self.rendezvous = None
             self._flush_locked(time.monotonic_ns())
             for sink in self.sinks:
-                sink.queue(
-                    self._encode({"type": "bye", "steps": self.step, "dropped": sink.dropped}), 0
-                )
+                bye = {"type": "bye", "steps": self.step, "dropped": sink.dropped}
+                sink.queue(self._encode({**bye, "refused": self.refused}), 0)
             deadline = time.monotonic() + EXIT_DRAIN_S
             while any(s.pending and not s.gone for s in self.sinks) and time.monotonic() < deadline:
                 waiting = [s.fd for s in self.sinks if s.pending and not s.gone]
@@ -373,6 +414,41 @@ class _Channel:
                     sink.close()
             self.sinks = []
             self.recording = False
+
+
+_REFUSED = object()  # a value the probe cannot send: dropped and counted (``_Channel.refused``)
+
+
+def _amount(value: Any, high: float) -> Any:
+    """A real in [0, ``high``] as a float; None for None; ``_REFUSED`` for anything else (NaN, -1, "8", 1e400)."""
+    if value is None:
+        return None
+    try:
+        number = float(value) if not isinstance(value, (bool, str, bytes)) else math.nan
+    except (TypeError, ValueError, OverflowError):
+        return _REFUSED
+    return number if 0 <= number <= high else _REFUSED
+
+
+def _flag(value: Any) -> Any:
+    """A warm-up flag: None, a bool, 0 or 1; ``_REFUSED`` for anything else."""
+    if value is None or isinstance(value, bool):
+        return value
+    return bool(value) if type(value) is int and value in (0, 1) else _REFUSED
+
+
+def _encodable(info: Any) -> tuple[dict[str, Any], int]:
+    """``info``'s entries that JSON can carry (strict: no NaN or infinity), and how many were dropped."""
+    if not isinstance(info, dict):
+        return {}, 1
+    kept: dict[str, Any] = {}
+    for key, value in info.items():
+        try:
+            json.dumps({key: value}, allow_nan=False)
+        except (ValueError, TypeError, RecursionError):
+            continue
+        kept[str(key)] = value
+    return kept, len(info) - len(kept)
 
 
 _channel: _Channel | None = None
@@ -442,12 +518,24 @@ def step(
     ``iter_s`` defaults to the time since the previous ``step()``; ``warmup``
     defaults to "one of the first GPUMON_WARMUP steps" (5 unless set).
     """
-    _get().record_step(samples, iter_s, warmup)
+    try:
+        _get().record_step(samples, iter_s, warmup)
+    except Exception:  # noqa: BLE001 - the probe never raises into the training script
+        _count_failure()
 
 
 def add_copy(nbytes: int, seconds: float) -> None:
     """Account a host-to-device copy measured by the caller (bytes, seconds of the copy itself)."""
-    _get().add_copy(nbytes, seconds)
+    try:
+        _get().add_copy(nbytes, seconds)
+    except Exception:  # noqa: BLE001
+        _count_failure()
+
+
+def _count_failure() -> None:
+    """A call the probe could not carry out: counted in the channel's ``refused``, never raised."""
+    if _channel is not None:
+        _channel.refused += 1
 
 
 @contextmanager
@@ -468,7 +556,10 @@ def copy(nbytes: int, device: str = "cpu") -> Iterator[None]:
         start.record()
         yield
         end.record()
-        _get().add_cuda_copy(nbytes, start, end)
+        try:
+            _get().add_cuda_copy(nbytes, start, end)
+        except Exception:  # noqa: BLE001
+            _count_failure()
         return
     began = time.perf_counter_ns()
     yield
@@ -476,10 +567,17 @@ def copy(nbytes: int, device: str = "cpu") -> Iterator[None]:
 
 
 def meta(**info: Any) -> None:
-    """Describe the workload (model, device, batch, parameters...) to the monitor."""
-    _get().send({"type": "meta", "info": info})
+    """Describe the workload (model, device, batch, parameters...) to the monitor; what JSON cannot carry (NaN, an
+    infinity, an object) is dropped and counted, never raised."""
+    try:
+        _get().send({"type": "meta", "info": info})
+    except Exception:  # noqa: BLE001
+        _count_failure()
 
 
 def flush() -> None:
     """Send buffered steps now (normally automatic, every 100 ms and at exit)."""
-    _get().flush()
+    try:
+        _get().flush()
+    except Exception:  # noqa: BLE001
+        _count_failure()

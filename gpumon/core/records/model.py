@@ -301,6 +301,8 @@ class LogLine:
     text: str
 
 
+# Notice.kind: a capture thread (the probe listener) died; the run ends failed with this notice's text as the reason
+THREAD_DIED = "thread died"
 NO_STEPS = "no steps"  # Notice.kind: a launched command uses CPU but takes no step (core/capture/nosteps.py)
 
 

@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpumon.core.records.enums import ShareKind
+
 SHARE_SYNTAX = "timeslice, mps, mps:threads=PCT_A,PCT_B or mps:existing"
 
 
@@ -14,13 +16,13 @@ SHARE_SYNTAX = "timeslice, mps, mps:threads=PCT_A,PCT_B or mps:existing"
 class ShareMode:
     """How co-resident jobs share the GPU; ``threads`` caps each job's share of the SMs (MPS only)."""
 
-    kind: str = "timeslice"
+    kind: ShareKind = ShareKind.TIMESLICE
     threads: tuple[int, ...] = ()
     existing: bool = False
 
     @property
     def mps(self) -> bool:
-        return self.kind == "mps"
+        return self.kind == ShareKind.MPS
 
     def describe(self) -> str:
         """A short label for headers and tables: ``timeslice``, ``mps``, ``mps 30/70``, ``mps (existing)``."""
@@ -33,7 +35,7 @@ class ShareMode:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "mode": self.kind,
+            "mode": str(self.kind),
             "threads": list(self.threads) or None,
             "existing_daemon": self.existing,
         }
@@ -41,7 +43,7 @@ class ShareMode:
     @classmethod
     def from_json(cls, entry: object) -> "ShareMode":
         """The share mode run.json recorded (``to_json``'s; runs recorded before share modes: time slicing)."""
-        if not isinstance(entry, dict) or entry.get("mode") != "mps":
+        if not isinstance(entry, dict) or entry.get("mode") != ShareKind.MPS:
             return cls()
         threads = entry.get("threads")
         counted = (
@@ -49,7 +51,7 @@ class ShareMode:
             if isinstance(threads, list)
             else ()
         )
-        return cls("mps", counted, bool(entry.get("existing_daemon")))
+        return cls(ShareKind.MPS, counted, bool(entry.get("existing_daemon")))
 
 
 def parse_share(text: str) -> ShareMode:
@@ -59,21 +61,21 @@ def parse_share(text: str) -> ShareMode:
     what is wrong with it (each caller words the error for its own input: ``commands/argtypes.py``).
     """
     kind, _, options = text.strip().partition(":")
-    if kind == "timeslice" and not options:
+    if kind == ShareKind.TIMESLICE and not options:
         return ShareMode()
-    if kind != "mps":
+    if kind != ShareKind.MPS:
         raise ValueError("")
     if not options:
-        return ShareMode("mps")
+        return ShareMode(ShareKind.MPS)
     if options == "existing":
-        return ShareMode("mps", existing=True)
+        return ShareMode(ShareKind.MPS, existing=True)
     match = re.fullmatch(r"threads=(\d+),(\d+)", options)
     if not match:
         raise ValueError("")
     threads = tuple(int(g) for g in match.groups())
     if not all(1 <= t <= 100 for t in threads):
         raise ValueError("thread percentages must be between 1 and 100")
-    return ShareMode("mps", threads=threads)
+    return ShareMode(ShareKind.MPS, threads=threads)
 
 
 CPU_SHARE = "cpu cores"  # jobs on the CPU: the operating system's scheduler shares the cores; no GPU time slicing

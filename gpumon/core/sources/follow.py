@@ -29,7 +29,7 @@ from gpumon.core.records.model import (
     ProcessSample,
     StepEvent,
 )
-from gpumon.core.store.runner import INTERRUPTED, RUNNING
+from gpumon.core.store.runner import INTERRUPTED, RUNNING, run_status
 from gpumon.core.sources.replay import others_by_tick, record, workload_events
 from gpumon.core.store.trace import TABLES, TraceError, load_live, load_run
 
@@ -198,7 +198,7 @@ class FollowSource:
         if key != self._meta_key:
             self.run = load_run(self.run.path)
             self._meta_key = key
-        self.status = self.run.meta.live_status(self.run.path)
+        self.status = run_status(self.run.meta.status, self.run.meta.runner, self.run.path)
         if (
             self.status == INTERRUPTED
         ):  # or it finalised run.json and exited since it was read: read it again

@@ -10,7 +10,6 @@ the store knows nothing of the model.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -18,12 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.safewrite import ensure_folder, replacing
+from gpumon.core.records.decode import Refused, number, read_json
 
 ENV = "GPUMON_CALIBRATION"
 SCHEMA = 1
 # What a calibration may hold, each a positive number: the time slice, the switch cost, NVML utilisation's scale
 # (kernel time per unit of utilisation) and, where MPS ran, the SMs a GPU-bound job's kernels fill
 KNOWN = ("slice_s", "switch_s", "util_scale", "sm_fill")
+# Each constant's physical bounds: a time slice and a switch of at most 10 s and 1 s (the H100's are 2 ms and
+# ~50 µs), a utilisation scale of at most 100, an SM fill of at most 1 (analysis/calibration.py keeps it there).
+BOUNDS: dict[str, tuple[float, float]] = {
+    "slice_s": (0.0, 10.0),
+    "switch_s": (0.0, 1.0),
+    "util_scale": (0.0, 100.0),
+    "sm_fill": (0.0, 1.0),
+}
+MAX_BYTES = 1 << 20  # a calibration file is read up to this size (one gpumon writes: about 2 KiB)
 FROM_PAIRS = "fitted on measured pairs"  # the ``device`` of a calibration ``gpumon calibrate --from-pairs`` wrote
 
 
@@ -72,13 +81,16 @@ def path_for(gpu: str) -> Path:
 
 def load(gpu: str) -> Calibration | None:
     """The calibration of GPU model ``gpu`` (None: never calibrated here); CalibrationError when its file is not
-    one (unreadable JSON, another GPU's, a constant that is not a positive number)."""
+    one (unreadable, not JSON, larger than MAX_BYTES or nested deeper than 16, another GPU's, a constant that is
+    not a positive number within its physical bounds, ``BOUNDS``)."""
     path = path_for(gpu)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, max_bytes=MAX_BYTES, max_depth=16)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except OSError as exc:
+        raise CalibrationError(f"{path}: {exc.strerror or exc}") from None
+    except Refused as exc:
         raise CalibrationError(f"{path}: {exc}") from None
     if (
         not isinstance(data, dict)
@@ -86,18 +98,27 @@ def load(gpu: str) -> Calibration | None:
         or not isinstance(data.get("constants"), dict)
     ):
         raise CalibrationError(f"{path}: not a calibration of {gpu}")
+    try:
+        return _decoded(gpu, data)
+    except Refused as exc:
+        raise CalibrationError(f"{path}: {exc}") from None
+
+
+def _decoded(gpu: str, data: dict[str, Any]) -> Calibration:
+    """A calibration file's object (``load`` checked its ``gpu`` and ``constants``); Refused saying what is wrong."""
     constants = {}
     for name, value in data["constants"].items():
-        if name not in KNOWN:
-            continue
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value <= 0
-        ):
-            raise CalibrationError(f"{path}: {name} is {value!r}, not a positive number")
-        constants[name] = float(value)
+        if name in BOUNDS:
+            low, high = BOUNDS[name]
+            constants[name] = number(value, name, low, high)
+            if constants[name] <= 0:
+                raise Refused(f"{name} is {value!r}, not a positive number")
+    details = data.get("details") or {}
+    if not isinstance(details, dict):
+        raise Refused("details is not an object")
+    fitted = details.get("fitted", [])
+    if not isinstance(fitted, list) or not all(f in BOUNDS for f in fitted):
+        raise Refused(f"details.fitted is not a list of {', '.join(KNOWN)}")
     return Calibration(
         gpu=gpu,
         constants=constants,
@@ -105,7 +126,7 @@ def load(gpu: str) -> Calibration | None:
         driver=str(data.get("driver", "")),
         gpumon=str(data.get("gpumon", "")),
         device=str(data.get("device", "")),
-        details=dict(data.get("details") or {}),
+        details=dict(details),
     )
 
 

@@ -32,9 +32,12 @@ from gpumon.core.records.model import (
     StepEvent,
     WorkloadMeta,
     ENDED_STATES,
+    THREAD_DIED,
     WorkloadState,
     field_of,
 )
+from gpumon.core.records.enums import JobState, RunStatus
+from gpumon.core.records.machine import GpuInfo, HostInfo
 from gpumon.core.store.runmeta import CaptureFailure, RunMeta, WorkloadRecord
 from gpumon.core.store.runner import RunnerLock
 from gpumon.errors import EnvironmentFailure
@@ -58,7 +61,7 @@ TABLES = (
 # The GPU processes that were not our jobs: a GpuOthers record gives one row per process (docs/trace.md).
 OTHERS_TABLE = "gpu_others"
 # run.json's status of a capture that finished normally but one of whose jobs failed (``WorkloadRecord.failed``)
-FAILED = "failed"
+FAILED = RunStatus.FAILED
 # Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
 MAX_NOTICES = 100
 # Record type -> (table, its values in column order): one C call per row.
@@ -200,6 +203,9 @@ class Recorder:
         self._stop = threading.Event()
         self._soon = threading.Event()  # write now, not at the end of the interval (``flush_soon``)
         self._meta_dirty = True
+        self._thread_died: str | None = (
+            None  # a capture thread's THREAD_DIED notice: the run ends failed
+        )
         self._started = time.monotonic()
         self._runner_lock: RunnerLock | None = None
         try:
@@ -283,7 +289,14 @@ class Recorder:
             if table is not None:
                 rows.setdefault(table[0], []).append(_cells(table[1](item)))
             else:
-                self._write(item)
+                try:
+                    self._write(item)
+                except (
+                    ValueError,
+                    TypeError,
+                    RecursionError,
+                ) as exc:  # one bad record, not the capture
+                    self._note(f"a {type(item).__name__} was not recorded: {exc}")
         for name, cells in rows.items():
             self._writers[name].writerows(cells)
 
@@ -297,13 +310,24 @@ class Recorder:
         elif isinstance(item, WorkloadState):
             self._on_state(item)
         elif isinstance(item, Notice):
-            if len(self.meta.notices) < MAX_NOTICES:
+            if item.kind == THREAD_DIED:
+                self._thread_died = item.text
+            if len(self.meta.notices) < MAX_NOTICES or item.kind == THREAD_DIED:
                 self.meta.notices.append(item)
                 self._meta_dirty = True
         elif isinstance(item, WorkloadMeta):
+            json.dumps(
+                item.info, allow_nan=False
+            )  # ValueError/TypeError: run.json could not hold it
             self._workload(item.slot).meta = item.info
             if item.info.get("torch"):
                 self.meta.versions = {**(self.meta.versions or {}), "torch": item.info["torch"]}
+            self._meta_dirty = True
+
+    def _note(self, text: str) -> None:
+        """A notice of the recorder's own in run.json (the recorder publishes nothing)."""
+        if len(self.meta.notices) < MAX_NOTICES:
+            self.meta.notices.append(Notice(round(time.monotonic() - self._started, 3), text))
             self._meta_dirty = True
 
     def _log(self, slot: str) -> IO[str]:
@@ -320,14 +344,14 @@ class Recorder:
 
     def _on_state(self, state: WorkloadState) -> None:
         entry = self._workload(state.slot)
-        if state.state == "running":
+        if state.state == JobState.RUNNING:
             entry.pid, entry.start_t, entry.stop_t, entry.exit_status = (
                 state.pid,
                 state.t,
                 None,
                 None,
             )
-            entry.state = "running"
+            entry.state = JobState.RUNNING
             if state.job is not None:
                 entry.launched(state.job)
             if state.attached is not None:
@@ -337,10 +361,10 @@ class Recorder:
                 state.t,
                 state.exit_status,
                 state.tail,
-                state.state,
+                JobState(state.state),
             )
-        elif state.state == "not started":
-            entry.state, entry.reason = "not started", state.tail
+        elif state.state == JobState.NOT_STARTED:
+            entry.state, entry.reason = JobState.NOT_STARTED, state.tail
         self._meta_dirty = True
 
     def _flush(self) -> None:
@@ -357,7 +381,7 @@ class Recorder:
         if steps is not None and os.fstat(steps.fileno()).st_nlink == 0:
             raise FileNotFoundError(errno.ENOENT, "run directory removed", str(self.path))
 
-    def _finish_meta(self, status: str, duration_s: float) -> None:
+    def _finish_meta(self, status: RunStatus, duration_s: float) -> None:
         self.meta.mode = "shared" if len(self.meta.workloads) > 1 else "exclusive"
         self.meta.status = status
         self.meta.duration_s = round(duration_s, 3)
@@ -369,7 +393,7 @@ class Recorder:
         self._close_files()
         self._drop_queue()
         self._release_reserve()
-        self._finish_meta("truncated", t)
+        self._finish_meta(RunStatus.TRUNCATED, t)
         self.meta.capture_error = CaptureFailure(round(t, 3), reason)
         finalise_error = None
         try:
@@ -412,9 +436,8 @@ class Recorder:
 
     def _complete(self, duration_s: float) -> None:
         self._drain()
-        self._finish_meta(
-            FAILED if any(w.failed for w in self.meta.workloads) else "complete", duration_s
-        )
+        failed = self._thread_died is not None or any(w.failed for w in self.meta.workloads)
+        self._finish_meta(FAILED if failed else RunStatus.COMPLETE, duration_s)
         self._flush()
         for f in (*self._files.values(), *self._logs.values()):
             f.close()
@@ -436,24 +459,25 @@ def initial_meta(
     interval_ms: int,
     device: str,
     stagger_s: float,
-    host: dict[str, Any],
-    gpu: dict[str, Any] | None,
+    host: HostInfo | dict[str, Any],
+    gpu: GpuInfo | dict[str, Any] | None,
     nvml: SourceStatus,
     versions: dict[str, Any],
     workloads: list[WorkloadRecord],
 ) -> RunMeta:
-    """The run.json written when a capture starts (status "recording")."""
+    """The run.json written when a capture starts (status "recording"); ``host`` and ``gpu`` given as dicts (NVML's
+    device info, a test's machine) are decoded into their records (ValueError if they are not what run.json holds)."""
     return RunMeta(
         label=label,
         mode=mode,
-        status="recording",
+        status=RunStatus.RECORDING,
         started_at=started_at,
         t0_monotonic_ns=clock_t0_ns,
         duration_s=None,
         interval_ms=interval_ms,
         device=device,
-        host=host,
-        gpu=gpu,
+        host=host if isinstance(host, HostInfo) else HostInfo.from_json(host),
+        gpu=GpuInfo.from_json(gpu) if isinstance(gpu, dict) else gpu,
         nvml=nvml,
         versions=versions,
         stagger_s=stagger_s,

@@ -10,84 +10,33 @@ driver and the workload, and nothing here interprets them.
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.records.model import ENDED_STATES, Notice, SourceStatus
+from gpumon.core.records import jsonfields as jf
+from gpumon.core.records.decode import Refused, read_json
+from gpumon.core.records.enums import ENDED, JobState, RunStatus
+from gpumon.core.records.machine import GpuInfo, HostInfo
+from gpumon.core.records.model import Notice, SourceStatus
 from gpumon.core.records.share import ShareMode
-from gpumon.core.store.runner import RunnerInfo, run_status
+from gpumon.core.store.runner import RunnerInfo
 
 SCHEMA_VERSION = 1
-
-# What the readers take from run.json, by type (a key may be absent; null is allowed where listed).
-_NUMBER = (int, float)
-META_TYPES: dict[str, tuple[type, ...]] = {
-    "label": (str,),
-    "mode": (str,),
-    "status": (str,),
-    "started_at": (str,),
-    "device": (str, type(None)),
-    "duration_s": (*_NUMBER, type(None)),
-    "interval_ms": (*_NUMBER, type(None)),
-    "stagger_s": (*_NUMBER, type(None)),
-    "t0_monotonic_ns": (int, type(None)),
-    "host": (dict, type(None)),
-    "gpu": (dict, type(None)),
-    "nvml": (dict, type(None)),
-    "versions": (dict, type(None)),
-    "runner": (dict, type(None)),
-    "baselines": (dict, type(None)),
-    "notices": (list, type(None)),
-    "capture_start_t": (*_NUMBER, type(None)),
-}
-WORKLOAD_TYPES: dict[str, tuple[type, ...]] = {
-    "process": (str,),
-    "spec": (str,),
-    "kind": (str,),
-    "state": (str,),
-    "tail": (str, type(None)),
-    "argv": (list,),
-    "pid": (int, type(None)),
-    "exit_status": (int, type(None)),
-    "start_t": (*_NUMBER, type(None)),
-    "stop_t": (*_NUMBER, type(None)),
-    "meta": (dict, type(None)),
-}
+MAX_BYTES = (
+    4 << 20
+)  # run.json is read up to this size (one of gpumon's is under 100 KiB: 100 notices, tails)
+MAX_WORKLOADS = 64
+MAX_NOTICES_READ = 10_000
+_DAY_S = 86_400.0
+_SECONDS = jf.optional(jf.numbers(-1e3 * _DAY_S, 1e3 * _DAY_S))  # run time: 1,000 days either way
+_opt_text = jf.optional(jf.text)
 
 
-def meta_problem(meta: dict[str, Any]) -> str | None:
-    """What is wrong with run.json's fields, in a few words, or None."""
-    workloads = meta.get("workloads")
-    if not isinstance(workloads, list):
-        return "no workloads list"
-    for where, fields, types in [("", meta, META_TYPES)] + [
-        (f"workloads[{i}].", w, WORKLOAD_TYPES) for i, w in enumerate(workloads)
-    ]:
-        if not isinstance(fields, dict):
-            return f"{where.rstrip('.')} is not an object"
-        for key, allowed in types.items():
-            value = fields.get(key)
-            if key in fields and (
-                not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)
-            ):
-                return f"{where}{key} is {json.dumps(value)[:40]}"
-            if isinstance(value, float) and not math.isfinite(value):
-                return f"{where}{key} is not finite"
-    slots = [w["process"] for w in workloads if "process" in w]
-    if len(set(slots)) != len(slots):
-        return "two workloads with the same process"
-    return None
-
-
-def _of(entry: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
-    """``entry[key]`` when it is of ``kind`` (booleans only where ``kind`` is bool), else None."""
-    value = entry.get(key)
-    if isinstance(value, bool) and kind is not bool:
-        return None
-    return value if isinstance(value, kind) else None
+def _argv(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list):
+        raise Refused(f"{where} is not a list")
+    return [str(a) for a in value]
 
 
 ATTACHED_KEYS = (
@@ -106,28 +55,29 @@ class WorkloadRecord:
 
     None is "not recorded": a planned job has no ``pid`` until it runs, one that never started has a
     ``reason`` and no ``start_t``. An attached process (``--beside``) also has ``user``, ``command``,
-    ``owned`` (false), ``attached`` (true) and ``probe`` (whether its steps were read).
+    ``owned`` (false), ``attached`` (true) and ``probe`` (whether its steps were read). Each field's
+    metadata is its run.json key and check (``jsonfields``): the one place it is read and written.
     """
 
-    slot: str  # run.json's "process"
-    spec: str | None = None
-    kind: str | None = None
-    argv: list[str] | None = None
-    pid: int | None = None
-    user: str | None = None
-    command: str | None = None
-    owned: bool | None = None
-    attached: bool | None = None
-    probe: bool | None = None
-    start_t: float | None = None
-    stop_t: float | None = None
-    exit_status: int | None = None
-    state: str | None = None
-    reason: str | None = None  # why it never started (state "not started")
-    meta: dict[str, Any] | None = (
-        None  # what the job said about itself (probe.meta: model, device, batch...)
-    )
-    tail: str | None = None  # its last output lines, once ended
+    slot: str = jf.slot(jf.text, key="process", default="?")
+    spec: str | None = jf.slot(_opt_text)
+    kind: str | None = jf.slot(_opt_text)
+    argv: list[str] | None = jf.slot(_argv)
+    pid: int | None = jf.slot(jf.optional(jf.integers(0, 1 << 32)))
+    user: str | None = jf.slot(_opt_text)
+    command: str | None = jf.slot(_opt_text)
+    owned: bool | None = jf.slot(jf.optional(jf.flag))
+    attached: bool | None = jf.slot(jf.optional(jf.flag))
+    probe: bool | None = jf.slot(jf.optional(jf.flag))
+    start_t: float | None = jf.slot(_SECONDS)
+    stop_t: float | None = jf.slot(_SECONDS, null=True)
+    exit_status: int | None = jf.slot(jf.optional(jf.integers(-255, 255)), null=True)
+    state: JobState | None = jf.slot(jf.optional(jf.member(JobState)))
+    reason: str | None = jf.slot(_opt_text)  # why it never started (state "not started")
+    meta: dict[str, Any] | None = jf.slot(
+        jf.optional(jf.free)
+    )  # what the job said about itself (probe.meta: model, device, batch...)
+    tail: str | None = jf.slot(_opt_text)  # its last output lines, once ended
 
     @property
     def spec_or_unknown(self) -> str:
@@ -136,8 +86,8 @@ class WorkloadRecord:
     @property
     def failed(self) -> bool:
         """It could not start, or it ended on its own with a non-zero status (gpumon did not stop it)."""
-        return self.state == "failed" or (
-            self.state == "exited" and self.exit_status not in (0, None)
+        return self.state == JobState.FAILED or (
+            self.state == JobState.EXITED and self.exit_status not in (0, None)
         )
 
     def launched(self, job: dict[str, Any]) -> None:
@@ -161,200 +111,182 @@ class WorkloadRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The entry as run.json writes it: ``stop_t`` and ``exit_status`` (null while unknown) once it started."""
-        out: dict[str, Any] = {"process": self.slot}
-        for key in (
-            "spec",
-            "kind",
-            "argv",
-            "pid",
-            "user",
-            "command",
-            "owned",
-            "attached",
-            "probe",
-            "start_t",
-        ):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        if self.pid is not None or self.state == "running" or self.state in ENDED_STATES:
-            out.update(stop_t=self.stop_t, exit_status=self.exit_status)
-        for key in ("state", "reason", "meta", "tail"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
+        out = jf.encode(self)
+        if not (self.pid is not None or self.state == JobState.RUNNING or self.state in ENDED):
+            for key in ("stop_t", "exit_status"):
+                if out.get(key) is None:
+                    out.pop(key, None)
         return out
 
     @classmethod
-    def from_json(cls, entry: dict[str, Any]) -> "WorkloadRecord":
-        """An entry that ``meta_problem`` has checked (the keys it does not check: None unless of their type)."""
-        argv = entry.get("argv")
-        return cls(
-            slot=str(entry.get("process", "?")),
-            spec=entry.get("spec"),
-            kind=entry.get("kind"),
-            argv=[str(a) for a in argv] if isinstance(argv, list) else None,
-            pid=entry.get("pid"),
-            user=_of(entry, "user", str),
-            command=_of(entry, "command", str),
-            owned=_of(entry, "owned", bool),
-            attached=_of(entry, "attached", bool),
-            probe=_of(entry, "probe", bool),
-            start_t=_float(entry.get("start_t")),
-            stop_t=_float(entry.get("stop_t")),
-            exit_status=entry.get("exit_status"),
-            state=entry.get("state"),
-            reason=_of(entry, "reason", str),
-            meta=entry.get("meta"),
-            tail=entry.get("tail"),
-        )
-
-
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
+    def from_json(cls, entry: object, where: str = "workloads[?].") -> "WorkloadRecord":
+        """An entry of run.json's ``workloads``; Refused saying which key is wrong and why."""
+        return jf.decode(cls, entry, where)
 
 
 @dataclass(frozen=True)
 class CaptureFailure:
     """run.json's ``capture_error``: when (seconds into the capture) and why the capture stopped early."""
 
-    t: float | None
-    reason: str | None
+    t: float | None = jf.slot(_SECONDS, null=True)
+    reason: str | None = jf.slot(_opt_text, null=True)
 
     def to_json(self) -> dict[str, Any]:
-        return {"t": self.t, "reason": self.reason}
+        return jf.encode(self)
 
-    @classmethod
-    def from_json(cls, entry: object) -> "CaptureFailure":
+
+def _nvml(value: Any, where: str) -> SourceStatus:
+    if value is None:  # written as null by no gpumon, read as "not read"
+        return SourceStatus("nvml", False, "")
+    entry = jf.decode(_NvmlEntry, value, where + ".")
+    return SourceStatus("nvml", entry.available, entry.reason)
+
+
+@dataclass(frozen=True)
+class _NvmlEntry:
+    """run.json's ``nvml``: whether NVML was read, and if not why."""
+
+    available: bool = jf.slot(jf.flag, default=False)
+    reason: str = jf.slot(jf.text, default="")
+
+
+def _nvml_json(status: SourceStatus) -> dict[str, Any]:
+    return {"available": status.available, "reason": status.reason}
+
+
+def _notices(value: Any, where: str) -> list[Notice]:
+    """run.json's notices (t, process, text, kind): up to MAX_NOTICES_READ (a hundred or so: read field by field
+    here rather than through a record each, a third of the decoding time of a run.json that holds them)."""
+    if not isinstance(value, list):
+        raise Refused(f"{where} is not a list")
+    if len(value) > MAX_NOTICES_READ:
+        raise Refused(f"{where} holds more than {MAX_NOTICES_READ} entries")
+    out = []
+    for i, entry in enumerate(value):
+        at = f"{where}[{i}]."
         if not isinstance(entry, dict):
-            return cls(None, None)
-        t = _of(entry, "t", _NUMBER)
-        reason = entry.get("reason")
-        return cls(None if t is None else float(t), None if reason is None else str(reason))
+            raise Refused(f"{at.rstrip('.')} is not an object")
+        t = entry.get("t", 0.0)
+        out.append(
+            Notice(
+                _NOTICE_T(t, at + "t"),
+                _text_or(entry, "text", "", at),
+                _opt_text(entry.get("process"), at + "process"),
+                _text_or(entry, "kind", "", at),
+            )
+        )
+    return out
+
+
+_NOTICE_T = jf.numbers(-1e3 * _DAY_S, 1e3 * _DAY_S)
+
+
+def _text_or(entry: dict[str, Any], key: str, default: str, where: str) -> str:
+    return jf.text(entry[key], where + key) if key in entry else default
+
+
+def _notice_json(n: Notice) -> dict[str, Any]:
+    return {
+        "t": round(n.t, 3),
+        "process": n.slot,
+        "text": n.text,
+        **({"kind": n.kind} if n.kind else {}),
+    }
+
+
+def _workloads(value: Any, where: str) -> list[WorkloadRecord]:
+    if not isinstance(value, list):
+        raise Refused("no workloads list")
+    if len(value) > MAX_WORKLOADS:
+        raise Refused(f"more than {MAX_WORKLOADS} workloads")
+    records = [WorkloadRecord.from_json(w, f"workloads[{i}].") for i, w in enumerate(value)]
+    slots = [w.slot for w in records]
+    if len(set(slots)) != len(slots):
+        raise Refused("two workloads with the same process")
+    return records
+
+
+def _share(value: Any, where: str) -> ShareMode:
+    return ShareMode.from_json(value)
+
+
+def _runner(value: Any, where: str) -> RunnerInfo | None:
+    return RunnerInfo.from_json(value)
+
+
+def _baselines(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise Refused(f"{where} is not an object of run directories")
+    return {str(slot): run for slot, run in value.items()}
 
 
 @dataclass
 class RunMeta:
-    """run.json: the run's description, its jobs, and its status (``recording``, ``complete``, ``truncated``)."""
+    """run.json: the run's description, its jobs, and its status (``RunStatus``: recording, complete, failed,
+    truncated). Each field's metadata is its key and its check (``jsonfields``): the one place it is read and
+    written; ``from_json`` refuses (ValueError, one line) what no gpumon wrote."""
 
-    label: str | None
-    mode: str | None
-    status: str | None
-    started_at: str | None
-    t0_monotonic_ns: int | None
-    duration_s: float | None
-    interval_ms: float | None
-    device: str | None
-    host: dict[str, Any] | None
-    gpu: dict[str, Any] | None
-    nvml: SourceStatus
-    versions: dict[str, Any] | None
-    stagger_s: float | None
-    workloads: list[WorkloadRecord]
-    capture_start_t: float = (
-        0.0  # run time at which this capture began (runs before it: at the session's start)
+    label: str | None = jf.slot(_opt_text)
+    mode: str | None = jf.slot(_opt_text)
+    status: RunStatus | None = jf.slot(jf.optional(jf.member(RunStatus)))
+    started_at: str | None = jf.slot(_opt_text)
+    t0_monotonic_ns: int | None = jf.slot(jf.optional(jf.integers(0, (1 << 63) - 1)), null=True)
+    duration_s: float | None = jf.slot(jf.optional(jf.numbers(0.0, 1e3 * _DAY_S)), null=True)
+    interval_ms: float | None = jf.slot(jf.optional(jf.numbers(0.0, 1e7)), null=True)
+    device: str | None = jf.slot(_opt_text, null=True)
+    host: HostInfo | None = jf.slot(jf.optional(jf.record(HostInfo)), null=True)
+    gpu: GpuInfo | None = jf.slot(jf.optional(jf.record(GpuInfo)), null=True)
+    nvml: SourceStatus = jf.slot(
+        _nvml, factory=lambda: SourceStatus("nvml", False, ""), out=_nvml_json
     )
-    share: ShareMode = field(default_factory=ShareMode)
-    runner: RunnerInfo | None = (
-        None  # the process that writes (wrote) the run; None before runners were named
-    )
-    baselines: dict[str, str] = field(
-        default_factory=dict
+    versions: dict[str, Any] | None = jf.slot(jf.optional(jf.free), null=True)
+    stagger_s: float | None = jf.slot(jf.optional(jf.numbers(0.0, 1e3 * _DAY_S)), null=True)
+    workloads: list[WorkloadRecord] = jf.slot(_workloads, factory=list)
+    # run time at which this capture began (runs before it: at the session's start)
+    capture_start_t: float = jf.slot(jf.numbers(0.0, 1e3 * _DAY_S), default=0.0)
+    share: ShareMode = jf.slot(_share, factory=ShareMode)
+    # the process that writes (wrote) the run; None before runners were named
+    runner: RunnerInfo | None = jf.slot(_runner)
+    baselines: dict[str, str] = jf.slot(
+        jf.optional(_baselines), factory=dict, omit_empty=True
     )  # --baseline runs, slot -> run directory
-    notices: list[Notice] = field(default_factory=list)
-    capture_error: CaptureFailure | None = None
+    notices: list[Notice] = jf.slot(
+        jf.optional(_notices),
+        factory=list,
+        omit_empty=True,
+        out=lambda ns: [_notice_json(n) for n in ns],
+    )
+    capture_error: CaptureFailure | None = jf.slot(jf.optional(jf.record(CaptureFailure)))
 
     def workload(self, slot: str) -> WorkloadRecord | None:
         return next((w for w in self.workloads if w.slot == slot), None)
 
-    def live_status(self, run_dir: Path) -> str:
-        """``running`` or ``interrupted`` for the run in ``run_dir`` still marked ``recording`` (its runner proven or
-        not: ``runner.run_status``), else its status."""
-        return run_status(self.status, self.runner, run_dir)
-
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "schema": SCHEMA_VERSION,
-            "label": self.label,
-            "mode": self.mode,
-            "status": self.status,
-            "started_at": self.started_at,
-            "t0_monotonic_ns": self.t0_monotonic_ns,
-            "duration_s": self.duration_s,
-            "interval_ms": self.interval_ms,
-            "device": self.device,
-            "host": self.host,
-            "gpu": self.gpu,
-            "nvml": {"available": self.nvml.available, "reason": self.nvml.reason},
-            "versions": self.versions,
-            "stagger_s": self.stagger_s,
-            "workloads": [w.to_json() for w in self.workloads],
-            "capture_start_t": self.capture_start_t,
-            "share": self.share.to_json(),
-        }
-        for key in ("label", "mode", "status", "started_at"):  # strings when recorded, never null
-            if out[key] is None:
-                del out[key]
-        if self.runner is not None:
-            out["runner"] = self.runner.to_json()
-        if self.baselines:
-            out["baselines"] = dict(self.baselines)
-        if self.notices:
-            out["notices"] = [
-                {
-                    "t": round(n.t, 3),
-                    "process": n.slot,
-                    "text": n.text,
-                    **({"kind": n.kind} if n.kind else {}),
-                }
-                for n in self.notices
-            ]
-        if self.capture_error is not None:
-            out["capture_error"] = self.capture_error.to_json()
-        return out
+        return {"schema": SCHEMA_VERSION, **jf.encode(self)}
 
     @classmethod
     def from_json(cls, data: object) -> "RunMeta":
-        """A run.json's contents; ValueError saying what is wrong with them."""
+        """A run.json's contents; ValueError (``Refused``) saying what is wrong with them."""
         if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:
-            raise ValueError(f"not a gpumon run of schema {SCHEMA_VERSION}")
-        problem = meta_problem(data)
-        if problem:
-            raise ValueError(f"corrupt ({problem})")
-        nvml = data.get("nvml") or {}
-        baselines = data.get("baselines") or {}
-        return cls(
-            label=data.get("label"),
-            mode=data.get("mode"),
-            status=data.get("status"),
-            started_at=data.get("started_at"),
-            t0_monotonic_ns=data.get("t0_monotonic_ns"),
-            duration_s=_float(data.get("duration_s")),
-            interval_ms=data.get("interval_ms"),
-            device=data.get("device"),
-            host=data.get("host"),
-            gpu=data.get("gpu"),
-            nvml=SourceStatus("nvml", bool(nvml.get("available")), str(nvml.get("reason", ""))),
-            versions=data.get("versions"),
-            stagger_s=_float(data.get("stagger_s")),
-            workloads=[WorkloadRecord.from_json(w) for w in data["workloads"]],
-            capture_start_t=float(data.get("capture_start_t") or 0.0),
-            share=ShareMode.from_json(data.get("share")),
-            runner=RunnerInfo.from_json(data.get("runner")),
-            baselines={str(slot): str(run) for slot, run in baselines.items()},
-            notices=[_notice(n) for n in data.get("notices") or [] if isinstance(n, dict)],
-            capture_error=CaptureFailure.from_json(data["capture_error"])
-            if "capture_error" in data
-            else None,
-        )
+            raise Refused(f"not a gpumon run of schema {SCHEMA_VERSION}")
+        if "workloads" not in data:
+            raise Refused("corrupt (no workloads list)")
+        try:
+            meta = jf.decode(cls, data)
+        except Refused as exc:
+            raise Refused(f"corrupt ({exc})") from None
+        if meta.baselines is None:
+            meta.baselines = {}
+        if meta.notices is None:
+            meta.notices = []
+        return meta
 
-
-def _notice(entry: dict[str, Any]) -> Notice:
-    t = _of(entry, "t", _NUMBER)
-    slot = entry.get("process")
-    return Notice(
-        float(t) if t is not None else 0.0,
-        str(entry.get("text", "")),
-        None if slot is None else str(slot),
-        str(entry.get("kind") or ""),
-    )
+    @classmethod
+    def read(cls, path: Path) -> "RunMeta":
+        """run.json at ``path``: read through no symbolic link, at most MAX_BYTES, nested at most 32 deep, every
+        number finite (``decode.read_json``); OSError as ``open`` raises it, ValueError for its content."""
+        try:
+            data = read_json(path, max_bytes=MAX_BYTES, walk=False)  # every field checks its own
+        except Refused as exc:
+            raise Refused(f"corrupt ({exc})") from None
+        return cls.from_json(data)

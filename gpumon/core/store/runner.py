@@ -28,12 +28,13 @@ from typing import Any
 
 import psutil
 
+from gpumon.core.records.enums import RunStatus
 from gpumon.errors import UsageError
 from gpumon.safewrite import create_new_fd
 
-RECORDING = "recording"
-RUNNING = "running"
-INTERRUPTED = "interrupted"
+RECORDING = RunStatus.RECORDING
+RUNNING = RunStatus.RUNNING
+INTERRUPTED = RunStatus.INTERRUPTED
 LOCK_FILE = "runner.lock"
 PID_MAX = (
     1 << 22

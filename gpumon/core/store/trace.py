@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import shutil
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
+from gpumon.core.records.enums import RunStatus
 from gpumon.core.records.model import (
     DEVICE_COLUMNS,
     GPM_COLUMNS,
@@ -29,8 +29,10 @@ from gpumon.core.records.model import (
 )
 from gpumon.core.records.share import shown_share
 from gpumon.core.records.rates import exclusive_rate
+from gpumon.core.records.machine import GpuInfo
+from gpumon.core.store import tablecheck
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
-from gpumon.core.store.runner import INTERRUPTED, RunnerInfo
+from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, run_status
 from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.safewrite import ensure_folder, replacing_together
 
@@ -111,7 +113,7 @@ class Run:
         return list(self.meta.workloads)
 
     @property
-    def gpu(self) -> dict[str, Any] | None:
+    def gpu(self) -> GpuInfo | None:
         """run.json's ``gpu`` (None without NVML)."""
         return self.meta.gpu
 
@@ -180,6 +182,7 @@ class Run:
                 return cached
         frame = self._frame_of(table)
         if table == "steps":
+            frame = tablecheck.checked_steps(frame)
             # a few job names over millions of rows: categorical, as the cache stores them (dictionary-encoded)
             frame["process"] = frame["process"].astype("category")
             if self.meta.status != "recording":
@@ -202,7 +205,7 @@ class Run:
 
     def cached(self, name: str, path: Path, read: Callable[[], _T]) -> _T:
         """``read()``, kept under ``name`` while ``path`` keeps its size and mtime (a recording run: every time)."""
-        key = None if self.meta.status == "recording" else _file_key(path)
+        key = None if self.meta.status == RunStatus.RECORDING else _file_key(path)
         held = self._memo.get(name)
         if key is not None and held is not None and held[0] == key:
             return held[1]
@@ -408,16 +411,12 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         raise TraceError(f"{root}: no such run directory")
     meta_path = root / "run.json"
     try:
-        data = json.loads(meta_path.read_text(encoding="utf-8"))
+        return Run(root, RunMeta.read(meta_path))
     except FileNotFoundError:
         raise TraceError(f"{root}: not a gpumon run (no run.json)") from None
     except OSError as exc:
         raise TraceError(f"cannot read {meta_path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise TraceError(f"{meta_path}: corrupt (not valid JSON)") from None
-    try:
-        return Run(root, RunMeta.from_json(data))
-    except ValueError as exc:
+    except ValueError as exc:  # decode.Refused: what is wrong with its content
         raise TraceError(f"{meta_path}: {exc}") from None
 
 
@@ -428,10 +427,10 @@ def load_live(path: str | os.PathLike[str]) -> tuple[Run, str]:
     exited between the first read and the check that it is gone, and the second read sees the final file.
     """
     run = load_run(path)
-    status = run.meta.live_status(run.path)
+    status = run_status(run.meta.status, run.meta.runner, run.path)
     if status == INTERRUPTED:
         run = load_run(path)
-        status = run.meta.live_status(run.path)
+        status = run_status(run.meta.status, run.meta.runner, run.path)
     return run, status
 
 
@@ -526,7 +525,7 @@ def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float],
     if columns is None:
         return _exclusive_ends_by_row(run)
     codes, names, t, n, warmup = columns
-    counted = np.isfinite(t) & np.isfinite(n) & (n == np.floor(n)) & (warmup != 1)
+    counted = tablecheck.counted(t, n, warmup)
     ends: list[tuple[int, str, list[float], list[float]]] = []
     for code, slot in enumerate(names):
         at = np.flatnonzero(counted & (codes == code))
@@ -640,11 +639,8 @@ def _exclusive_ends_by_row(run: Run) -> dict[str, tuple[list[float], list[float]
     for r in run.rows("steps"):
         if r["warmup"] == "1" or not r["t"] or not r["step"]:
             continue
-        try:
-            point = (float(r["t"]), int(r["step"]))
-        except ValueError:  # a damaged row: the valid ones still give the rate
-            continue
-        if math.isfinite(point[0]):
+        point = tablecheck.step_point(r["t"], r["step"])
+        if point is not None:  # else a damaged row: the valid ones still give the rate
             points.setdefault(r["process"], []).append(point)
     out = {}
     for key, pairs in points.items():
@@ -676,7 +672,7 @@ def summarize(run: Run) -> RunSummary:
         label=run.label,
         mode=run.mode,
         share=run.share,
-        status=run.meta.live_status(run.path),
+        status=run_status(run.meta.status, run.meta.runner, run.path),
         workloads=specs,
         duration_s=run.meta.duration_s or math.nan,
         rates=exclusive_rates(run),

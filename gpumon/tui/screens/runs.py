@@ -131,7 +131,7 @@ class RunsScreen(Screen):
     def action_open(self) -> None:
         """A finished run as a replay; one that its runner is still writing, followed live (as gpumon attach)."""
         from gpumon.core.store.runner import RUNNING
-        from gpumon.core.store.trace import load_run
+        from gpumon.core.store.trace import load_live
         from gpumon.tui.screens.attached import AttachedScreen, open_follow
         from gpumon.tui.screens.replay import ReplayScreen, open_replay
 
@@ -140,7 +140,7 @@ class RunsScreen(Screen):
             return
         path = self.runs_dir / name
         try:
-            if load_run(path).meta.live_status(path) == RUNNING:
+            if load_live(path)[1] == RUNNING:
                 self.app.push_screen(AttachedScreen(*open_follow(path), refresh_hz=self.refresh_hz))
                 return
             source, feed = open_replay(path)

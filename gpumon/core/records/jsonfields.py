@@ -1,0 +1,184 @@
+"""A dataclass's JSON form from its fields: each field says once its key, how it is checked when read and whether a
+null is written, and ``encode`` / ``decode`` do the rest (run.json's records, ``GpuInfo``, ``HostInfo``).
+
+``decode`` reads only the keys the fields name (an unknown key is ignored, never kept) and raises ``Refused`` naming
+the key and why when a value is not what its field takes: the one reading of outside JSON into a record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from enum import Enum
+from typing import Any, Callable, TypeVar
+
+from gpumon.core.records.decode import INT_LIMIT, Refused, check_depth, integer, number
+from gpumon.core.records.enums import TextEnum
+
+Check = Callable[
+    [Any, str], Any
+]  # (a JSON value, where it was) -> the field's value; Refused otherwise
+R = TypeVar("R")
+
+
+def slot(
+    check: Check,
+    *,
+    key: str | None = None,
+    default: Any = None,
+    factory: Callable[[], Any] | None = None,
+    null: bool = False,
+    out: Callable[[Any], Any] | None = None,
+    omit_empty: bool = False,
+) -> Any:
+    """A field read by ``check`` from ``key`` (the field's name by default); ``null``: written even when None;
+    ``out``: how its value is written (default ``to_json``); ``omit_empty``: not written when empty."""
+    metadata = {"check": check, "key": key, "null": null, "out": out, "omit_empty": omit_empty}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def key_of(f: dataclasses.Field) -> str:
+    return f.metadata.get("key") or f.name
+
+
+def encode(record: Any) -> dict[str, Any]:
+    """The record's JSON object: every field with its key, None left out unless its field writes null."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if value is None and not f.metadata.get("null", False):
+            continue
+        if f.metadata.get("omit_empty") and not value:
+            continue
+        write = f.metadata.get("out") or to_json
+        out[key_of(f)] = None if value is None else write(value)
+    return out
+
+
+def to_json(value: Any) -> Any:
+    """A field's value as JSON values (records by their ``to_json``, enums by their text, tuples as lists)."""
+    if isinstance(value, Enum):
+        return value.value
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    return value
+
+
+def decode(cls: type[R], entry: object, where: str = "") -> R:
+    """``cls`` from a JSON object: each field's key checked by its field (absent: its default); Refused naming
+    ``where`` + the key otherwise."""
+    if not isinstance(entry, dict):
+        raise Refused(f"{where.rstrip('.') or 'the file'} is not an object")
+    values = {}
+    for name, key, check in _readers(cls):  # type: ignore[arg-type]
+        if key in entry:
+            values[name] = check(entry[key], where + key)
+    return cls(**values)
+
+
+def decode_known(cls: type[R], entry: dict[str, Any]) -> R:
+    """``cls`` from what a source of ours reported (NVML's device info): each key its field takes, a value its
+    check refuses left at the field's default instead of refusing the whole (a driver's odd answer)."""
+    values = {}
+    for name, key, check in _readers(cls):  # type: ignore[arg-type]
+        if key in entry:
+            try:
+                values[name] = check(entry[key], key)
+            except Refused:
+                continue
+    return cls(**values)
+
+
+@functools.cache
+def _readers(cls: type) -> tuple[tuple[str, str, Check], ...]:
+    """Each field of ``cls``: its name, its key and its check (looked up once per class)."""
+    return tuple((f.name, key_of(f), f.metadata["check"]) for f in dataclasses.fields(cls))
+
+
+# -- checks: (value, where) -> the field's value, or Refused -------------------------------------------------
+
+
+def optional(check: Check) -> Check:
+    """``check``, with null read as None."""
+    return lambda value, where: None if value is None else check(value, where)
+
+
+def text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise Refused(f"{where} is not text")
+    return value
+
+
+def flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise Refused(f"{where} is not true or false")
+    return value
+
+
+def numbers(low: float, high: float) -> Check:
+    """A number within its physical bounds (finite)."""
+    return lambda value, where: number(value, where, low, high)
+
+
+def integers(low: int, high: int) -> Check:
+    return lambda value, where: integer(value, where, low, high)
+
+
+def member(kind: type[TextEnum]) -> Check:
+    """One of ``kind``'s words."""
+
+    def check(value: Any, where: str) -> TextEnum:
+        try:
+            return kind(value)
+        except ValueError:
+            words = ", ".join(m.value for m in kind)
+            raise Refused(f"{where} is {str(value)[:24]!r}, not one of {words}") from None
+
+    return check
+
+
+def texts(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise Refused(f"{where} is not a list of text")
+    return tuple(value)
+
+
+def ints(value: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise Refused(f"{where} is not a list of integers")
+    return tuple(integer(v, where, -INT_LIMIT + 1, INT_LIMIT - 1) for v in value)
+
+
+def free(value: Any, where: str) -> dict[str, Any]:
+    """A free-form object (what a job said of itself, versions): an object, nested at most 8 deep."""
+    if not isinstance(value, dict):
+        raise Refused(f"{where} is not an object")
+    try:
+        check_depth(value, 8)
+    except Refused as exc:
+        raise Refused(f"{where}: {exc}") from None
+    return value
+
+
+def record(cls: type[R]) -> Check:
+    """A nested record, decoded by its fields."""
+    return lambda value, where: decode(cls, value, where + ".")
+
+
+def records(cls: type[R], limit: int) -> Check:
+    """A list of at most ``limit`` nested records."""
+
+    def check(value: Any, where: str) -> list[R]:
+        if not isinstance(value, list):
+            raise Refused(f"{where} is not a list")
+        if len(value) > limit:
+            raise Refused(f"{where} holds more than {limit} entries")
+        return [decode(cls, v, f"{where}[{i}].") for i, v in enumerate(value)]
+
+    return check

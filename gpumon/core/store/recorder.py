@@ -36,8 +36,10 @@ from gpumon.core.records.model import (
     field_of,
 )
 from gpumon.core.store.runmeta import CaptureFailure, RunMeta, WorkloadRecord
+from gpumon.core.store import columnar
 from gpumon.core.store.runner import RunnerLock
-from gpumon.errors import EnvironmentFailure
+from gpumon.core.store.trace import Run, steps_summary
+from gpumon.errors import EnvironmentFailure, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -419,6 +421,17 @@ class Recorder:
         for f in (*self._files.values(), *self._logs.values()):
             f.close()
         self._release_reserve()
+        self._finalise_tables()
+
+    def _finalise_tables(self) -> None:
+        """Once run.json is final: the steps' columnar copy, then run.json's summary (what ``gpumon runs`` lists).
+        A kill before either loses nothing (steps.csv is the record; a reader then makes both in its own cache)."""
+        try:
+            columnar.write_run_copy(self.path)
+            self.meta.summary = steps_summary(Run(self.path, self.meta))
+            write_json_atomic(self.path / "run.json", self.meta.to_json())
+        except (OSError, UsageError) as exc:  # no copy or summary is only slower to read
+            log.warning("run %s: no summary written (%s)", self.path, exc)
 
     def _release_reserve(self) -> None:
         try:

@@ -19,6 +19,7 @@ from typing import Any
 from gpumon.core.records.model import ENDED_STATES, Notice, SourceStatus
 from gpumon.core.records.share import ShareMode
 from gpumon.core.store.runner import RunnerInfo, run_status
+from gpumon.core.store.summary import RunSummaryRecord
 
 SCHEMA_VERSION = 1
 
@@ -263,6 +264,9 @@ class RunMeta:
     )  # --baseline runs, slot -> run directory
     notices: list[Notice] = field(default_factory=list)
     capture_error: CaptureFailure | None = None
+    summary: RunSummaryRecord | None = (
+        None  # written when the run finalises (core/store/summary.py)
+    )
 
     def workload(self, slot: str) -> WorkloadRecord | None:
         return next((w for w in self.workloads if w.slot == slot), None)
@@ -311,6 +315,8 @@ class RunMeta:
             ]
         if self.capture_error is not None:
             out["capture_error"] = self.capture_error.to_json()
+        if self.summary is not None:
+            out["summary"] = self.summary.to_json()
         return out
 
     @classmethod
@@ -346,6 +352,7 @@ class RunMeta:
             capture_error=CaptureFailure.from_json(data["capture_error"])
             if "capture_error" in data
             else None,
+            summary=RunSummaryRecord.from_json(data.get("summary")),
         )
 
 

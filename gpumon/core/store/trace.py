@@ -770,6 +770,8 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
                     run.write_csv(table, out)
                 else:
                     _write_parquet(run, table, out)
+                out.flush()  # a full disk is told here, against this table's name
+                os.fsync(out.fileno())
     except (
         Exception
     ) as exc:  # a table that does not read (its TraceError) leaves nothing behind either

@@ -440,10 +440,11 @@ def scan_runs(runs_dir: Path, newest: int | None = None) -> tuple[list[Run], lis
     if not runs_dir.is_dir():
         raise TraceError(f"{runs_dir}: no such runs directory")
     try:
-        children = sorted(runs_dir.iterdir())
+        with os.scandir(runs_dir) as entries:  # names and kinds from one read of the folder
+            names = sorted(e.name for e in entries if e.is_dir())
     except OSError as exc:
         raise TraceError(f"cannot read {runs_dir}: {exc.strerror}") from None
-    found = [child for child in children if (child / "run.json").is_file()]
+    found = [runs_dir / name for name in names if os.path.isfile(runs_dir / name / "run.json")]
     if newest is not None:
         found = found[max(0, len(found) - newest) :]
     runs, damaged = [], []

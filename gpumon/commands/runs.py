@@ -51,25 +51,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gpumon.core.store.runstore import runs_dir_or_default
-    from gpumon.core.store.trace import DamagedRun, TraceError, count_runs, scan_runs, summarize
+    from gpumon.core.store.trace import DamagedRun
+    from gpumon.core.store.listing import listing
 
     runs_dir = runs_dir_or_default(args.dir)
-    limit = None if args.all else args.limit
-    runs, damaged = scan_runs(runs_dir, newest=limit)
-    listed: list[RunSummary | DamagedRun] = list(damaged)
-    for one in runs:
-        try:
-            listed.append(summarize(one))
-        except TraceError as exc:  # run.json reads, a table does not (missing, a corrupt header)
-            listed.append(DamagedRun(one.path, str(exc)))
-    listed.sort(key=lambda entry: entry.name, reverse=True)
-    if limit is not None and len(listed) == limit:
-        left = count_runs(runs_dir) - limit
-        if left > 0:
-            print(
-                f"gpumon: {left} older run(s) in {runs_dir} not listed (--all lists them)",
-                file=sys.stderr,
-            )
+    listed, left = listing(runs_dir, newest=None if args.all else args.limit)
+    if left:
+        print(
+            f"gpumon: {left} older run(s) in {runs_dir} not listed (--all lists them)",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps([entry_json(entry, runs_dir) for entry in listed], indent=2))
         return 0

@@ -433,20 +433,11 @@ class DamagedRun:
         return self.path.name
 
 
-def scan_runs(runs_dir: Path, newest: int | None = None) -> tuple[list[Run], list[DamagedRun]]:
+def scan_runs(runs_dir: Path) -> tuple[list[Run], list[DamagedRun]]:
     """The runs directly below ``runs_dir`` (a directory with a run.json), oldest first: those that read, and those
-    that do not, with why. ``newest``: only the last ``newest`` of them by name (a run's name begins with when it
-    started), the others not opened at all."""
-    if not runs_dir.is_dir():
-        raise TraceError(f"{runs_dir}: no such runs directory")
-    try:
-        with os.scandir(runs_dir) as entries:  # names and kinds from one read of the folder
-            names = sorted(e.name for e in entries if e.is_dir())
-    except OSError as exc:
-        raise TraceError(f"cannot read {runs_dir}: {exc.strerror}") from None
+    that do not, with why."""
+    names = run_names(runs_dir)
     found = [runs_dir / name for name in names if os.path.isfile(runs_dir / name / "run.json")]
-    if newest is not None:
-        found = found[max(0, len(found) - newest) :]
     runs, damaged = [], []
     for child in found:
         try:
@@ -456,17 +447,20 @@ def scan_runs(runs_dir: Path, newest: int | None = None) -> tuple[list[Run], lis
     return runs, damaged
 
 
+def run_names(runs_dir: Path) -> list[str]:
+    """The names of the folders directly below ``runs_dir``, sorted (a run's name begins with when it started)."""
+    if not runs_dir.is_dir():
+        raise TraceError(f"{runs_dir}: no such runs directory")
+    try:
+        with os.scandir(runs_dir) as entries:  # names and kinds from one read of the folder
+            return sorted(e.name for e in entries if e.is_dir())
+    except OSError as exc:
+        raise TraceError(f"cannot read {runs_dir}: {exc.strerror}") from None
+
+
 def list_runs(runs_dir: Path) -> list[Run]:
     """Every readable run directly below ``runs_dir``, oldest first (damaged ones left out: ``scan_runs`` has them)."""
     return scan_runs(runs_dir)[0]
-
-
-def count_runs(runs_dir: Path) -> int:
-    """How many directories below ``runs_dir`` hold a run.json (none opened)."""
-    try:
-        return sum((child / "run.json").is_file() for child in runs_dir.iterdir())
-    except OSError:
-        return 0
 
 
 @dataclass(frozen=True)

@@ -170,24 +170,20 @@ def row(
 
 
 def bench_runs(root: Path, count: int, env: dict[str, str], rows: list[list[str]]) -> None:
+    """``gpumon runs --all`` over ``count`` runs: first (its rows made in the user's cache) and again, for runs
+    with run.json's summary and for runs recorded before it (their summaries computed once into the cache)."""
     folder = make_runs(root / "many", count)
     gpumon = [sys.executable, "-m", "gpumon"]
     floor_code = "import json, pathlib, sys; [json.loads(p.read_bytes()) for p in pathlib.Path(sys.argv[1]).glob('*/run.json')]"
-    for label in (
-        "with summaries",
-        "recorded before summaries: first",
-        "recorded before summaries: again",
-    ):
-        if label.endswith("first"):
+    for kind in ("with summaries", "recorded before summaries"):
+        if kind.startswith("recorded"):
             _without_summaries(folder)
-        floor = measure([sys.executable, "-c", floor_code, str(folder)], env)
-        row(rows, f"floor: json-load {count:,} run.json", None, floor)
-        row(
-            rows,
-            f"gpumon runs --all, {count:,} runs, {label}",
-            floor,
-            measure([*gpumon, "runs", str(folder), "--all"], env),
-        )
+            shutil.rmtree(Path(env["GPUMON_CACHE_DIR"]), ignore_errors=True)
+        for when in ("first", "again"):
+            floor = measure([sys.executable, "-c", floor_code, str(folder)], env)
+            row(rows, f"floor: json-load {count:,} run.json", None, floor)
+            listed = measure([*gpumon, "runs", str(folder), "--all"], env)
+            row(rows, f"gpumon runs --all, {count:,} runs {kind}, {when}", floor, listed)
     row(
         rows,
         f"gpumon runs (newest 20 of {count:,})",

@@ -180,7 +180,6 @@ class _RunData:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.name = run.path.name
-        self.steps = _numeric(run.steps(), run.path / "steps.csv", NUMERIC_STEP_COLUMNS)
         self._job: dict[str, pd.DataFrame] = {}
         self._post_warmup: dict[str, pd.DataFrame] = {}
 
@@ -194,7 +193,10 @@ class _RunData:
     def job(self, slot: str) -> "pd.DataFrame":
         """The slot's steps with a time and a step number, sorted by time, selected once (~700 k rows an hour)."""
         if slot not in self._job:
-            self._job[slot] = rates.job_steps(self.run, slot)
+            rows = _numeric(
+                self.run.job_steps(slot), self.run.path / "steps.csv", NUMERIC_STEP_COLUMNS
+            )
+            self._job[slot] = rates.timed(rows)
         return self._job[slot]
 
     def post_warmup(self, slot: str) -> "pd.DataFrame":
@@ -471,7 +473,7 @@ def _distribution_tests(
         return _Tested({}, samples, [dist.TESTS_NEED])
     data = inputs.by_path()
     thinned: list[str] = []
-    batch = {
+    batch: dict[tuple[str, str], dist.Samples] = {
         (slot, s.metric.key): s
         for slot in SLOTS
         for s in _distributions(

@@ -176,9 +176,16 @@ def test_each_run_reads_its_steps_once(tmp_path: Path, monkeypatch: pytest.Monke
             reads.append(self.path)
         return frame(self, table)
 
+    by_job = Run._jobs_from_copy
+
+    def counting_jobs(self: Run) -> object:
+        reads.append(self.path)
+        return by_job(self)
+
     monkeypatch.setattr(Run, "frame", counting)
+    monkeypatch.setattr(Run, "_jobs_from_copy", counting_jobs)
     compare([load_run(xa), load_run(xb)], [load_run(ab)])
-    assert sorted(reads) == sorted([xa, xb, ab])
+    assert sorted(reads) == sorted([xa, xb, ab]), "the whole table or the jobs' rows, once"
 
 
 def test_the_memoised_steps_follow_a_changed_csv(tmp_path: Path) -> None:
@@ -446,3 +453,17 @@ def test_the_helper_dies_with_compare_even_after_kill_9() -> None:
                 pass
         parent.stdin.close()
         parent.stdout.close()
+
+
+@pytest.mark.parametrize("rows", [1, 7, 1 << 20])
+def test_runs_rates_read_the_copy_a_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int
+) -> None:
+    """Ties, shuffled rows and a row without a step across chunk edges: the same ends as row by row."""
+    run_dir = _rates_run(tmp_path)
+    monkeypatch.setattr(trace, "CHUNK_ROWS", rows)
+    by_row = _exclusive_ends_by_row(load_run(run_dir))
+    assert list(exclusive_ends(load_run(run_dir)).items()) == list(by_row.items())
+    assert columnar.open_copy(run_dir) is not None, "read from the copy"
+    counted = trace.step_counts(load_run(run_dir))
+    assert counted == pd.read_csv(run_dir / "steps.csv")["process"].value_counts().to_dict()

@@ -194,7 +194,7 @@ def _stream(run_dir: Path, dest: Path, st: os.stat_result, integers: bool) -> bo
     try:
         reader = pacsv.open_csv(
             run_dir / "steps.csv",
-            read_options=pacsv.ReadOptions(block_size=BLOCK_BYTES),
+            read_options=pacsv.ReadOptions(block_size=BLOCK_BYTES, use_threads=False),
             convert_options=pacsv.ConvertOptions(
                 column_types=types, include_columns=list(STEP_COLUMNS), strings_can_be_null=True
             ),

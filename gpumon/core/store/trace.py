@@ -252,7 +252,13 @@ class Run:
         return self.cached("steps", self.path / "steps.csv", lambda: self.frame("steps"))
 
     def jobs(self) -> "dict[Any, pd.DataFrame]":
-        """The steps table split by process (rows in file order; rows without a process left out), split once."""
+        """The steps table split by process (rows in file order, indexed by their row numbers; rows without a
+        process left out), split once: from the columnar copy a row group at a time where there is one (the whole
+        table is never held twice), else from ``steps()``."""
+        if "steps" not in self._memo:
+            split = self.cached("jobs:copy", self.path / "steps.csv", self._jobs_from_copy)
+            if split is not None:
+                return split
         steps = self.steps()
         held = self._memo.get("jobs")
         if held is None or held[0] is not steps:
@@ -263,7 +269,40 @@ class Run:
     def job_steps(self, slot: str) -> "pd.DataFrame":
         """``slot``'s rows of the steps table, in file order (none: an empty frame)."""
         jobs = self.jobs()
-        return jobs[slot] if slot in jobs else self.steps().iloc[0:0]
+        if slot in jobs:
+            return jobs[slot]
+        copy = None if "steps" in self._memo else self.columnar_file()
+        if copy is not None:
+            return copy.schema_arrow.empty_table().to_pandas()
+        return self.steps().iloc[0:0]
+
+    def _jobs_from_copy(self) -> "dict[Any, pd.DataFrame] | None":
+        """``jobs()`` from the columnar copy (None: there is none)."""
+        copy = self.columnar_file()
+        if copy is None:
+            return None
+        import numpy as np
+        import pyarrow as pa
+
+        parts: dict[str, list[pa.RecordBatch]] = {}
+        rows: dict[str, list[np.ndarray]] = {}
+        offset = 0
+        for batch in copy.iter_batches(batch_size=CHUNK_ROWS):
+            codes = _numpy(batch.column(0).indices)
+            for code, name in enumerate(batch.column(0).dictionary.to_pylist()):
+                at = np.flatnonzero(codes == code)
+                if len(at):
+                    parts.setdefault(name, []).append(batch.take(pa.array(at)))
+                    rows.setdefault(name, []).append(at + offset)
+            offset += batch.num_rows
+        out = {}
+        for name in sorted(parts):  # as a categorical orders its categories
+            table = pa.Table.from_batches(parts.pop(name))
+            frame = table.to_pandas(split_blocks=True, self_destruct=True)
+            del table
+            frame.index = np.concatenate(rows.pop(name))
+            out[name] = frame
+        return out
 
     def step_columns(
         self, wanted: Sequence[str], whole: bool = True
@@ -509,40 +548,89 @@ def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float],
     in the order of each job's first counted step in steps.csv.
 
     A small steps.csv is read row by row with the csv module. In a big one only those two steps matter:
-    the job names, times, step numbers and warm-up flags are read as columns (``Run.step_columns``: from the
-    Parquet cache with pyarrow alone, else through ``Run.steps()``, which writes it) and each job's two ends found
-    with numpy; a table that does not read as numbers is read row by row instead. ``whole``: as
-    ``Run.step_columns``'s (False: no cache written, only the columns read parsed).
+    the job names, times, step numbers and warm-up flags are read as columns, a million rows at a time from the
+    columnar copy with pyarrow alone (memory does not grow with the run), else at once (``Run.step_columns``),
+    and each job's two ends found with numpy; a table that does not read as numbers is read row by row instead.
+    ``whole``: as ``Run.step_columns``'s (False: no copy made, only the columns read parsed).
     """
     big = _is_big(run)
     # a small run row by row: no numpy, pyarrow or pandas to import, so listing runs stays light; predict (whole=False)
     # reads the step columns anyway, so its steps are parsed once, for both
     if not big and whole:
         return _exclusive_ends_by_row(run)
+    try:
+        return _ends_of(_rate_chunks(run, whole))
+    except (TraceError, _ByRow):
+        return _exclusive_ends_by_row(run)
+
+
+class _ByRow(Exception):
+    """The steps do not read as numbers in every row: read them row by row instead."""
+
+
+RATE_COLUMNS = ("t", "step", "warmup", "copy_bytes")
+CHUNK_ROWS = 1 << 20
+
+
+def _rate_chunks(
+    run: Run, whole: bool
+) -> "Iterator[tuple[np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray]]":
+    """The steps' job codes, job names, times, step numbers and warm-up flags (floats), a chunk at a time: a row
+    group of the columnar copy, else the whole table (``_rate_columns``). _ByRow where reading row by row would
+    differ (a short row: the recorder fills ``warmup`` and ``copy_bytes`` in every row)."""
     import numpy as np
 
-    try:
+    copy = None
+    if "steps" not in run._memo and "read_steps" not in run._memo:
+        copy = run.columnar_file(make=whole)
+    if copy is None:
         columns = _rate_columns(run, whole)
-    except TraceError:
-        columns = None
-    if columns is None:
-        return _exclusive_ends_by_row(run)
-    codes, names, t, n, warmup = columns
-    counted = np.isfinite(t) & np.isfinite(n) & (n == np.floor(n)) & (warmup != 1)
-    ends: list[tuple[int, str, list[float], list[float]]] = []
-    for code, slot in enumerate(names):
-        at = np.flatnonzero(counted & (codes == code))
-        if not len(at):
-            continue
-        ts = t[at]
-        first = at[int(np.argmin(ts))]  # the first of equal times, as a stable sort leaves them
-        last = at[len(ts) - 1 - int(np.argmax(ts[::-1]))]  # the last of equal times
-        chosen = [first] if len(at) == 1 else [first, last]
-        ends.append(
-            (int(at[0]), str(slot), [float(t[i]) for i in chosen], [float(n[i]) for i in chosen])
-        )
+        if columns is None:
+            raise _ByRow
+        yield columns
+        return
+    for batch in copy.iter_batches(batch_size=CHUNK_ROWS, columns=["process", *RATE_COLUMNS]):
+        jobs = batch.column(0)
+        t, n, warmup, copy_bytes = (_numpy(batch.column(c)).astype(float) for c in RATE_COLUMNS)
+        if np.isnan(warmup).any() or np.isnan(copy_bytes).any():
+            raise _ByRow
+        yield _numpy(jobs.indices), jobs.dictionary.to_pylist(), t, n, warmup
+
+
+def _ends_of(
+    chunks: "Iterator[tuple[np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray]]",
+) -> dict[str, tuple[list[float], list[float]]]:
+    """``exclusive_ends`` of the steps in ``chunks`` (in file order): per job its first counted row, its first step by
+    time (the first of equal times) and its last (the last of equal times), and how many it counted."""
+    import numpy as np
+
+    found: dict[
+        str, list[float]
+    ] = {}  # job: [first row, t first, n first, t last, n last, counted]
+    offset = 0
+    for codes, names, t, n, warmup in chunks:
+        counted = np.isfinite(t) & np.isfinite(n) & (n == np.floor(n)) & (warmup != 1)
+        for code, slot in enumerate(names):
+            at = np.flatnonzero(counted & (codes == code))
+            if not len(at):
+                continue
+            ts = t[at]
+            first = at[int(np.argmin(ts))]  # the first of equal times, as a stable sort leaves them
+            last = at[len(ts) - 1 - int(np.argmax(ts[::-1]))]  # the last of equal times
+            held = found.setdefault(
+                str(slot), [offset + int(at[0]), math.inf, 0.0, -math.inf, 0.0, 0]
+            )
+            if t[first] < held[1]:
+                held[1:3] = [float(t[first]), float(n[first])]
+            if t[last] >= held[3]:
+                held[3:5] = [float(t[last]), float(n[last])]
+            held[5] += len(at)
+        offset += len(t)
     # in the order of each job's first counted step in steps.csv, as reading it row by row gives them
-    return {slot: (ts, ns) for _, slot, ts, ns in sorted(ends)}
+    out = {}
+    for slot, (_, t0, n0, t1, n1, count) in sorted(found.items(), key=lambda kv: kv[1][0]):
+        out[slot] = ([t0], [n0]) if count == 1 else ([t0, t1], [n0, n1])
+    return out
 
 
 def _rate_columns(
@@ -555,7 +643,7 @@ def _rate_columns(
     """
     import numpy as np
 
-    codes, names, numbers = run.step_columns(("t", "step", "warmup", "copy_bytes"), whole)
+    codes, names, numbers = run.step_columns(RATE_COLUMNS, whole)
     if not all(c.dtype.kind in "biuf" for c in numbers):
         return None
     t, n, warmup, copy_bytes = (c.astype(float) for c in numbers)
@@ -695,14 +783,19 @@ def steps_summary(run: Run) -> RunSummaryRecord:
 
 
 def step_counts(run: Run) -> dict[str, int]:
-    """The rows of each job in steps.csv (by the job column of its columnar copy where it has one)."""
-    copy = run.columnar(("process",)) if _is_big(run) else None
-    if copy is not None:
-        counts = copy.column("process").combine_chunks().value_counts()
-        return {str(c["values"]): int(c["counts"]) for c in counts.to_pylist()}
+    """The rows of each job in steps.csv (by the job column of its columnar copy, a row group at a time, where it has
+    one)."""
+    copy = run.columnar_file() if _is_big(run) else None
     out: dict[str, int] = {}
+    if copy is not None:
+        for batch in copy.iter_batches(batch_size=CHUNK_ROWS, columns=["process"]):
+            for c in batch.column(0).dictionary_decode().value_counts().to_pylist():
+                if c["values"] is not None:
+                    out[str(c["values"])] = out.get(str(c["values"]), 0) + int(c["counts"])
+        return out
     for row in run._lists("steps"):
-        out[row[0]] = out.get(row[0], 0) + 1
+        if row[0]:  # a row without a job is no job's
+            out[row[0]] = out.get(row[0], 0) + 1
     return out
 
 

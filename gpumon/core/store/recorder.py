@@ -39,7 +39,7 @@ from gpumon.core.store.runmeta import CaptureFailure, RunMeta, WorkloadRecord
 from gpumon.core.store import columnar
 from gpumon.core.store.runner import RunnerLock
 from gpumon.core.store.trace import Run, steps_summary
-from gpumon.errors import EnvironmentFailure, UsageError
+from gpumon.errors import EnvironmentFailure
 
 log = logging.getLogger(__name__)
 
@@ -430,8 +430,8 @@ class Recorder:
             columnar.write_run_copy(self.path)
             self.meta.summary = steps_summary(Run(self.path, self.meta))
             write_json_atomic(self.path / "run.json", self.meta.to_json())
-        except (OSError, UsageError) as exc:  # no copy or summary is only slower to read
-            log.warning("run %s: no summary written (%s)", self.path, exc)
+        except Exception as exc:  # noqa: BLE001 - run.json is final already: no copy or summary is only slower
+            log.warning("run %s: no columnar copy or summary written (%s)", self.path, exc)
 
     def _release_reserve(self) -> None:
         try:

@@ -193,107 +193,68 @@ def bench_runs(root: Path, count: int, env: dict[str, str], rows: list[list[str]
     shutil.rmtree(folder)
 
 
+FINALISE = (
+    "import sys; sys.path.insert(0, {root!r}); from pathlib import Path; "
+    "from benchmarks.scale import finalise; finalise(Path(sys.argv[1]))"
+)
+REPLAY = (
+    "import sys; sys.path.insert(0, {root!r}); from gpumon.core.records.bus import Bus; "
+    "from gpumon.core.sources.replay import ReplaySource; s = ReplaySource(sys.argv[1], Bus()); s.seek(s.start_t)"
+)
+READ_CSV = "import sys, pandas; pandas.read_csv(sys.argv[1])"
+
+
 def bench_capture(
     root: Path, steps: int, env: dict[str, str], rows: list[list[str]], replay_too: bool
 ) -> None:
+    """A capture of ``steps`` steps: finalised as the recorder does, read as a new run, then as an old one."""
     folder = root / f"steps-{steps}"
     shutil.rmtree(folder, ignore_errors=True)
     started = time.perf_counter()
     run_dir = make_capture(folder / "capture", steps)
     print(f"  made {steps:,} steps in {time.perf_counter() - started:.0f} s", flush=True)
+    size = f"{steps / 1e6:g} M"
+    finalised = measure([sys.executable, "-c", FINALISE.format(root=str(ROOT)), str(run_dir)], env)
+    row(rows, f"{size} steps: finalise (columnar copy + summary)", None, finalised)
     csv_mb = (run_dir / "steps.csv").stat().st_size / 1e6
-    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path; from benchmarks.scale import finalise; finalise(Path(sys.argv[1]))"
-    row(
-        rows,
-        f"{steps / 1e6:g} M steps: finalise (columnar copy + summary)",
-        None,
-        measure([sys.executable, "-c", code, str(run_dir)], env),
-    )
     copy_mb = (run_dir / "steps.parquet").stat().st_size / 1e6
-    print(
-        f"  steps.csv {csv_mb:.0f} MB ({csv_mb / steps * 1e6:.1f} MB/M steps), steps.parquet {copy_mb:.0f} MB ({copy_mb / steps * 1e6:.1f} MB/M steps)"
+    on_disk = (
+        f"{size} steps on disk: steps.csv {csv_mb:.0f} MB ({csv_mb / steps * 1e6:.1f} MB/M steps), "
+        f"steps.parquet {copy_mb:.0f} MB ({copy_mb / steps * 1e6:.1f} MB/M steps)"
     )
-    rows.append(
-        [
-            f"{steps / 1e6:g} M steps on disk: steps.csv {csv_mb:.0f} MB, steps.parquet {copy_mb:.0f} MB",
-            "",
-            "",
-            "",
-        ]
-    )
+    print(f"  {on_disk}")
+    rows.append([on_disk, "", "", ""])
+    floor = measure([sys.executable, "-c", READ_CSV, str(run_dir / "steps.csv")], env)
+    row(rows, f"{size}: floor: pandas.read_csv(steps.csv)", None, floor)
+    out = str(folder / "export")
     gpumon = [sys.executable, "-m", "gpumon"]
-    floor = measure(
-        [
-            sys.executable,
-            "-c",
-            "import sys, pandas; pandas.read_csv(sys.argv[1])",
-            str(run_dir / "steps.csv"),
-        ],
-        env,
-    )
-    row(rows, f"{steps / 1e6:g} M: floor: pandas.read_csv(steps.csv)", None, floor)
-    row(
-        rows, f"{steps / 1e6:g} M: gpumon runs", floor, measure([*gpumon, "runs", str(folder)], env)
-    )
-    row(
-        rows,
-        f"{steps / 1e6:g} M: gpumon compare --shared",
-        floor,
-        measure([*gpumon, "compare", "--shared", str(run_dir)], env),
-    )
-    out = folder / "export"
-    row(
-        rows,
-        f"{steps / 1e6:g} M: gpumon export --csv",
-        floor,
-        measure([*gpumon, "export", str(run_dir), "--csv", str(out)], env),
-    )
-    shutil.rmtree(out, ignore_errors=True)
-    row(
-        rows,
-        f"{steps / 1e6:g} M: gpumon export --parquet",
-        floor,
-        measure([*gpumon, "export", str(run_dir), "--parquet", str(out)], env),
-    )
-    shutil.rmtree(out, ignore_errors=True)
-    (
-        run_dir / "steps.parquet"
-    ).unlink()  # recorded before copies: the first reader makes one in its cache
+    for what, argv in (
+        ("gpumon runs", ["runs", str(folder)]),
+        ("gpumon compare --shared", ["compare", "--shared", str(run_dir)]),
+        ("gpumon export --csv", ["export", str(run_dir), "--csv", out]),
+        ("gpumon export --parquet", ["export", str(run_dir), "--parquet", out, "--force"]),
+    ):
+        row(rows, f"{size}: {what}", floor, measure([*gpumon, *argv], env))
+    _as_recorded_before(run_dir)
+    for what, argv in (
+        ("gpumon compare, first (copy made in the cache)", ["compare", "--shared", str(run_dir)]),
+        ("gpumon compare, again", ["compare", "--shared", str(run_dir)]),
+        ("gpumon runs, first (summary made in the cache)", ["runs", str(folder)]),
+        ("gpumon runs, again", ["runs", str(folder)]),
+    ):
+        row(rows, f"{size} old: {what}", floor, measure([*gpumon, *argv], env))
+    if replay_too:
+        replay = [sys.executable, "-c", REPLAY.format(root=str(ROOT)), str(run_dir)]
+        row(rows, f"{size}: replay's first frame", floor, measure(replay, env, timeout=1800))
+    shutil.rmtree(folder)
+
+
+def _as_recorded_before(run_dir: Path) -> None:
+    """The run as recorded before copies and summaries: no steps.parquet, no summary in run.json."""
+    (run_dir / "steps.parquet").unlink()
     meta = json.loads((run_dir / "run.json").read_text())
     meta.pop("summary", None)
     (run_dir / "run.json").write_text(json.dumps(meta))
-    row(
-        rows,
-        f"{steps / 1e6:g} M old: gpumon compare, first (copy made in the cache)",
-        floor,
-        measure([*gpumon, "compare", "--shared", str(run_dir)], env),
-    )
-    row(
-        rows,
-        f"{steps / 1e6:g} M old: gpumon compare, again",
-        floor,
-        measure([*gpumon, "compare", "--shared", str(run_dir)], env),
-    )
-    row(
-        rows,
-        f"{steps / 1e6:g} M old: gpumon runs (summary from the cache)",
-        floor,
-        measure([*gpumon, "runs", str(folder)], env),
-    )
-    if not replay_too:
-        shutil.rmtree(folder)
-        return
-    replay = (
-        f"import sys; sys.path.insert(0, {str(ROOT)!r}); from gpumon.core.records.bus import Bus; "
-        "from gpumon.core.sources.replay import ReplaySource; s = ReplaySource(sys.argv[1], Bus()); s.seek(s.start_t)"
-    )
-    row(
-        rows,
-        f"{steps / 1e6:g} M: replay's first frame (ReplaySource.seek(start))",
-        floor,
-        measure([sys.executable, "-c", replay, str(run_dir)], env, timeout=1800),
-    )
-    shutil.rmtree(folder)
 
 
 def main() -> int:

@@ -99,6 +99,15 @@ def main() -> int:
     if len(samples) < 2:
         print(f"too few samples ({len(samples)}); the TUI exited: {status}; {tui.tail[-500:]!r}")
         return 1
+    verdicts = report(samples, args)
+    print(f"  the TUI quit with {status}")
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0 if all(verdicts) else 1
+
+
+def report(samples: list[tuple[float, float, float, int]], args: argparse.Namespace) -> list[bool]:
+    """Print the soak's figures; whether the runner's and the TUI's memory stayed flat within 10 %."""
     seconds = samples[-1][0] - samples[0][0]
     rate = (samples[-1][3] - samples[0][3]) / seconds
     print(
@@ -113,10 +122,7 @@ def main() -> int:
             f"  {name:<6} RSS first tenth {first:7.1f} MiB, last tenth {last:7.1f} MiB ({ratio:.3f}x), "
             f"peak {peak:7.1f} MiB: {'flat within 10 %' if verdicts[-1] else 'NOT flat'}"
         )
-    print(f"  the TUI quit with {status}")
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
-    return 0 if all(verdicts) else 1
+    return verdicts
 
 
 if __name__ == "__main__":

@@ -277,28 +277,32 @@ class Run:
         return self.steps().iloc[0:0]
 
     def _jobs_from_copy(self) -> "dict[Any, pd.DataFrame] | None":
-        """``jobs()`` from the columnar copy, a row group at a time: each job's rows of each column taken into numpy
-        as they are read (None: there is no copy)."""
+        """``jobs()`` from the columnar copy (None: there is none)."""
         copy = self.columnar_file()
         if copy is None:
             return None
         import numpy as np
+        import pyarrow as pa
 
-        numbers = copy.schema_arrow.names[1:]
-        parts: dict[str, dict[str, list[np.ndarray]]] = {}
+        parts: dict[str, list[pa.RecordBatch]] = {}
+        rows: dict[str, list[np.ndarray]] = {}
         offset = 0
         for batch in copy.iter_batches(batch_size=CHUNK_ROWS):
             codes = _numpy(batch.column(0).indices)
-            columns = {c: _numpy(batch.column(c)) for c in numbers}
             for code, name in enumerate(batch.column(0).dictionary.to_pylist()):
                 at = np.flatnonzero(codes == code)
                 if len(at):
-                    held = parts.setdefault(name, {"": []})
-                    held[""].append(at + offset)
-                    for c in numbers:
-                        held.setdefault(c, []).append(columns[c][at])
+                    parts.setdefault(name, []).append(batch.take(pa.array(at)))
+                    rows.setdefault(name, []).append(at + offset)
             offset += batch.num_rows
-        return _job_frames(parts, numbers)
+        out = {}
+        for name in sorted(parts):  # as a categorical orders its categories
+            table = pa.Table.from_batches(parts.pop(name))
+            frame = table.to_pandas(split_blocks=True, self_destruct=True)
+            del table
+            frame.index = np.concatenate(rows.pop(name))
+            out[name] = frame
+        return out
 
     def step_columns(
         self, wanted: Sequence[str], whole: bool = True
@@ -381,26 +385,6 @@ def _copy_lines(f: IO[bytes], out: IO[bytes], path: Path) -> None:
             raise TraceError(f"{path} is not a gpumon trace (not UTF-8 text)") from None
         out.write(data[:end])
         torn = data[end:]
-
-
-def _job_frames(
-    parts: "dict[str, dict[str, list[np.ndarray]]]", numbers: Sequence[str]
-) -> "dict[Any, pd.DataFrame]":
-    """Each job's frame from its pieces (``""``: its row numbers), the job column a categorical of every job, as
-    ``_split_by_process`` gives them; each column's pieces let go as it is joined."""
-    import numpy as np
-    import pandas as pd
-
-    names = sorted(parts)  # as a categorical orders its categories
-    out = {}
-    for code, name in enumerate(names):
-        pieces = parts.pop(name)
-        index = np.concatenate(pieces.pop(""))
-        columns = {"process": pd.Categorical.from_codes(np.full(len(index), code), names)}
-        for c in numbers:
-            columns[c] = np.concatenate(pieces.pop(c))
-        out[name] = pd.DataFrame(columns, index=index, copy=False)
-    return out
 
 
 def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
@@ -564,7 +548,7 @@ def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float],
     in the order of each job's first counted step in steps.csv.
 
     A small steps.csv is read row by row with the csv module. In a big one only those two steps matter:
-    the job names, times, step numbers and warm-up flags are read as columns, a row group at a time from the
+    the job names, times, step numbers and warm-up flags are read as columns, a million rows at a time from the
     columnar copy with pyarrow alone (memory does not grow with the run), else at once (``Run.step_columns``),
     and each job's two ends found with numpy; a table that does not read as numbers is read row by row instead.
     ``whole``: as ``Run.step_columns``'s (False: no copy made, only the columns read parsed).
@@ -585,7 +569,7 @@ class _ByRow(Exception):
 
 
 RATE_COLUMNS = ("t", "step", "warmup", "copy_bytes")
-CHUNK_ROWS = 1 << 17  # rows read from the columnar copy at a time (about one of its row groups)
+CHUNK_ROWS = 1 << 20
 
 
 def _rate_chunks(

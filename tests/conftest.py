@@ -20,6 +20,9 @@ from tests.helpers import no_gpu_environment
 os.environ["GPUMON_RUNTIME_DIR"] = os.path.join(
     tempfile.mkdtemp(prefix="gpumon-test-rt-"), "gpumon"
 )
+# What gpumon derives from the runs it reads (columnar copies, summaries) goes to this session's own cache,
+# never to the user's ~/.cache/gpumon.
+os.environ["GPUMON_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpumon-test-cache-")
 
 # In a child: the test process imports neither torch nor the real libnvidia-ml.
 GPU_PROBE = """

@@ -37,6 +37,15 @@ if TYPE_CHECKING:
 
 MIN_OVERLAP_S = 5.0
 MIN_STEPS = 20
+# the distribution tests take at most this many samples per side and metric, evenly spaced over the windows (a
+# week's steps are millions): said in compare's notes when it applies (THINNED_NOTE); the rate intervals' block
+# bootstrap is bounded anyway (slowdown.MAX_BINS bins per window)
+MAX_TEST_SAMPLES = 100_000
+THINNED_NOTE = (
+    "Distribution tests on at most {cap:,} samples per side and metric, evenly spaced over the windows: "
+    "{which}. (The rate intervals' block bootstrap resamples at most {bins} bins per window, however long "
+    "the run.)"
+)
 NUMERIC_STEP_COLUMNS = ("pid", "step", "t", "iter_s", "samples", "warmup", "copy_bytes", "copy_s")
 EXCLUSIVE_RUNS = "exclusive runs"
 EXCLUSIVE_PHASE = "exclusive phase of the shared run"
@@ -172,7 +181,6 @@ class _RunData:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.name = run.path.name
-        self.steps = _numeric(run.steps(), run.path / "steps.csv", NUMERIC_STEP_COLUMNS)
         self._job: dict[str, pd.DataFrame] = {}
         self._post_warmup: dict[str, pd.DataFrame] = {}
 
@@ -186,7 +194,10 @@ class _RunData:
     def job(self, slot: str) -> "pd.DataFrame":
         """The slot's steps with a time and a step number, sorted by time, selected once (~700 k rows an hour)."""
         if slot not in self._job:
-            self._job[slot] = rates.job_steps(self.run, slot)
+            rows = _numeric(
+                self.run.job_steps(slot), self.run.path / "steps.csv", NUMERIC_STEP_COLUMNS
+            )
+            self._job[slot] = rates.timed(rows)
         return self._job[slot]
 
     def post_warmup(self, slot: str) -> "pd.DataFrame":
@@ -287,7 +298,90 @@ def compare(
     phases (a job alone before the other started or after it stopped).
     ``tests``: where the distribution tests run (``gpumon compare`` starts its helper
     before importing the analysis); by default one is made here when scipy is installed.
+
+    Named stages, each returning a small record: the runs checked and read (``_Inputs``), the overlap
+    windows (``_Overlaps``), the baselines (``_Baselines``), the rates and STP (``_Rates``), the distribution
+    tests keyed by (slot, metric) (``_Tested``), then each workload's result and the comparison.
     """
+    _check_modes(exclusive, shared)
+    rng = np.random.default_rng(seed)
+    share = _share_mode(shared)
+    if tests is None:  # scipy.stats imported in a helper process while big runs are read
+        tests = stats_helper.for_runs([r.path for r in [*exclusive, *shared]])
+    inputs = _read_inputs(exclusive, shared, share)
+    blind = _blind_slots(inputs)
+    if blind:
+        return _compare_blind(inputs, blind, assign)
+    overlaps = _Overlaps(*_overlaps(inputs.shared, inputs.mappings, rng, n_boot))
+    base = _baselines(inputs, dict(assign or {}), rng, n_boot)
+    rated = _rates(base, overlaps.samples, rng, n_boot)
+    tested = _distribution_tests(inputs, base, overlaps, tests)
+    workloads = _workloads(inputs, base, rated, overlaps, tested)
+    return _comparison(inputs, workloads, overlaps, base, rated, tested)
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The runs read: each shared run's slots as the pair's (``mappings``), the pair's specs and share mode."""
+
+    exclusive: list[_RunData]
+    shared: list[_RunData]
+    specs: dict[str, str]
+    mappings: list[dict[str, str]]
+    share: str
+
+    @property
+    def runs(self) -> list[Run]:
+        return [d.run for d in (*self.exclusive, *self.shared)]
+
+    def by_path(self) -> dict[str, _RunData]:
+        return {str(d.run.path): d for d in (*self.exclusive, *self.shared)}
+
+
+@dataclass(frozen=True)
+class _Overlaps:
+    """The shared runs' overlap windows, each slot's shared segments and the shared rate samples."""
+
+    windows: list[Segment]
+    segments: dict[str, list[Segment]]
+    samples: list[RateSample]
+
+
+@dataclass(frozen=True)
+class _Baselines:
+    """Each slot's baseline, the slots whose baseline is an exclusive phase, and what that choice says."""
+
+    by_slot: dict[str, _Baseline]
+    from_phase: set[str]
+    notes: list[str]
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class _Rates:
+    """The shared rates and each slot's exclusive rate, with their replicates; STP; each interval's basis."""
+
+    shared: RateSample
+    exclusive: dict[str, RateSample]
+    stp: Estimate
+    basis: dict[str, str]
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class _Tested:
+    """The distribution tests by (slot, metric), their samples by (slot, metric), and a note without scipy."""
+
+    results: dict[tuple[str, str], dist.DistributionTest]
+    samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
+    notes: list[str]
+
+    def of(self, slot: str) -> tuple[dist.DistributionTest, ...]:
+        return tuple(test for (s, _), test in self.results.items() if s == slot)
+
+
+def _check_modes(exclusive: Sequence[Run], shared: Sequence[Run]) -> None:
+    """Refuse a comparison without a shared run, of mixed devices, or of runs given on the wrong side."""
     if not shared:
         raise UsageError("no shared run given (--shared RUN)")
     problem = mixed_devices([*exclusive, *shared])
@@ -303,56 +397,64 @@ def compare(
             raise UsageError(
                 f"{run.path}: not a shared run (mode exclusive in run.json); give it with --exclusive"
             )
-    rng = np.random.default_rng(seed)
-    warnings: list[str] = []
-    notes: list[str] = []
-    share = _share_mode(shared)
-    if tests is None:  # scipy.stats imported in a helper process while big runs are read
-        tests = stats_helper.for_runs([r.path for r in [*exclusive, *shared]])
+
+
+def _read_inputs(exclusive: Sequence[Run], shared: Sequence[Run], share: str) -> _Inputs:
     shared_data = [_RunData(r) for r in shared]
     exclusive_data = [_RunData(r) for r in exclusive]
     specs, mappings = _shared_slots(shared_data)
-    blind = sorted(
+    return _Inputs(exclusive_data, shared_data, specs, mappings, share)
+
+
+def _blind_slots(inputs: _Inputs) -> list[str]:
+    """The pair's slots that ran without a probe in some shared run."""
+    return sorted(
         {
             s
-            for d, m in zip(shared_data, mappings)
+            for d, m in zip(inputs.shared, inputs.mappings)
             for s in SLOTS
             if m[s] in unprobed.blind_slots(d.run)
         }
     )
-    if blind:
-        return _compare_blind(exclusive_data, shared_data, mappings, specs, blind, share, assign)
-    windows, shared_segments, shared_samples = _overlaps(shared_data, mappings, rng, n_boot)
-    if exclusive_data:
-        baselines = _exclusive_baselines(
-            exclusive_data, specs, dict(assign or {}), rng, n_boot, notes
-        )
-        from_phase = _fill_from_phases(baselines, shared_data, mappings, specs, rng, n_boot, notes)
-    else:
-        baselines = _phase_baselines(shared_data, mappings, specs, rng, n_boot)
-        from_phase = set(SLOTS)
-        phase_notes, phase_warnings = _phase_messages(
-            baselines, specs, _lost_staggers(shared_data, mappings)
-        )
-        notes += phase_notes
-        warnings += phase_warnings
 
+
+def _baselines(
+    inputs: _Inputs, assign: dict[str, str], rng: np.random.Generator, n_boot: int
+) -> _Baselines:
+    """From the exclusive runs (a slot without one: its shared runs' exclusive phases), else from those phases."""
+    shared, mappings, specs = inputs.shared, inputs.mappings, inputs.specs
+    notes: list[str] = []
+    if inputs.exclusive:
+        baselines = _exclusive_baselines(inputs.exclusive, specs, assign, rng, n_boot, notes)
+        from_phase = _fill_from_phases(baselines, shared, mappings, specs, rng, n_boot, notes)
+        return _Baselines(baselines, from_phase, notes, [])
+    baselines = _phase_baselines(shared, mappings, specs, rng, n_boot)
+    phase_notes, phase_warnings = _phase_messages(
+        baselines, specs, _lost_staggers(shared, mappings)
+    )
+    return _Baselines(baselines, set(SLOTS), phase_notes, phase_warnings)
+
+
+def _rates(
+    base: _Baselines, shared_samples: list[RateSample], rng: np.random.Generator, n_boot: int
+) -> _Rates:
+    """The shared rates' and each baseline's bootstrap, STP, and the basis of each interval."""
     shared_rate = slowdown.combine(shared_samples, rng, n_boot)
     basis = {
         "shared": spread.basis(shared_samples),
         **{
             f"exclusive {slot}": spread.basis(_per_run(b))
-            for slot, b in baselines.items()
+            for slot, b in base.by_slot.items()
             if b.samples
         },
     }
-    if spread.WITHIN in basis.values():
-        notes.append(spread.WITHIN_NOTE)
+    notes = [spread.WITHIN_NOTE] if spread.WITHIN in basis.values() else []
     exclusive_rate: dict[str, RateSample] = {}
-    for slot, b in baselines.items():
+    for slot, b in base.by_slot.items():
         # the same job twice: both slots share one baseline and so one set of replicates
         same = next(
-            (exclusive_rate[s] for s in exclusive_rate if baselines[s].samples == b.samples), None
+            (exclusive_rate[s] for s in exclusive_rate if base.by_slot[s].samples == b.samples),
+            None,
         )
         if b.samples:
             exclusive_rate[slot] = same or slowdown.combine(_per_run(b), rng, n_boot)
@@ -360,104 +462,199 @@ def compare(
         stp = slowdown.stp_estimate([exclusive_rate[s] for s in SLOTS], shared_rate)
     else:
         stp = Estimate(math.nan)
+    return _Rates(shared_rate, exclusive_rate, stp, basis, notes)
 
-    all_data = {str(d.run.path): d for d in [*exclusive_data, *shared_data]}
-    if tests is None:
-        notes.append(dist.TESTS_NEED)
+
+def _distribution_tests(
+    inputs: _Inputs, base: _Baselines, overlaps: _Overlaps, tests: stats_helper.Tests | None
+) -> _Tested:
+    """Each metric exclusive against shared, per slot, keyed by (slot, metric); none without scipy."""
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-    batches = (
-        {
-            slot: _distributions(
-                all_data, slot, baselines[slot].segments, shared_segments[slot], samples
-            )
-            for slot in SLOTS
-        }
-        if tests is not None
-        else {}
-    )
-    if tests is not None:
-        tests.run([s for slot in SLOTS for s in batches[slot]])
-    workloads = []
-    for j, slot in enumerate(SLOTS):
-        x = exclusive_rate.get(slot)
-        if x is not None:
-            value, replicates = slowdown.ratio(x, shared_rate, j)
-            r = slowdown.interval(value, replicates)
-            inverse = slowdown.interval(1 / value, None if replicates is None else 1 / replicates)
-        else:
-            r = inverse = Estimate(math.nan)
-        workloads.append(
-            WorkloadResult(
-                slot=slot,
-                spec=specs[slot],
-                exclusive_rate=float(x.points[0]) if x is not None else math.nan,
-                shared_rate=float(shared_rate.points[j]),
-                slowdown=r,
-                normalized_throughput=inverse,
-                baseline=EXCLUSIVE_PHASE if slot in from_phase else EXCLUSIVE_RUNS,
-                exclusive=tuple(baselines[slot].segments),
-                shared=tuple(shared_segments[slot]),
-                distributions=(),
-            )
+    if tests is None:
+        return _Tested({}, samples, [dist.TESTS_NEED])
+    data = inputs.by_path()
+    thinned: list[str] = []
+    batch: dict[tuple[str, str], dist.Samples] = {
+        (slot, s.metric.key): s
+        for slot in SLOTS
+        for s in _distributions(
+            data, slot, base.by_slot[slot].segments, overlaps.segments[slot], samples, thinned
         )
+    }
+    tests.run(list(batch.values()))
+    results = dict(zip(batch, tests.results(), strict=True))
+    said = THINNED_NOTE.format(
+        cap=MAX_TEST_SAMPLES, which=", ".join(thinned), bins=slowdown.MAX_BINS
+    )
+    return _Tested(results, samples, [said] if thinned else [])
 
+
+def _workloads(
+    inputs: _Inputs, base: _Baselines, rated: _Rates, overlaps: _Overlaps, tested: _Tested
+) -> list[WorkloadResult]:
+    """Each slot's result: its rates, slowdown and 1/r with their intervals, distributions and cause."""
+    workloads = [_workload(j, slot, inputs, base, rated, overlaps) for j, slot in enumerate(SLOTS)]
     causes = attribute_jobs(
-        [*exclusive, *shared],
+        inputs.runs,
         [
             (w.slot, w.spec, w.exclusive_rate, w.shared_rate, w.exclusive, w.shared)
             for w in workloads
         ],
     )
-    results = iter(tests.results() if tests is not None else [])
-    workloads = [
-        dataclasses.replace(
-            w,
-            why=causes.get(w.slot),
-            distributions=tuple(next(results) for _ in batches.get(w.slot, ())),
-        )
+    return [
+        dataclasses.replace(w, why=causes.get(w.slot), distributions=tested.of(w.slot))
         for w in workloads
     ]
-    warnings += _warnings(exclusive_data, shared_data, windows, workloads)
-    warnings += [w for w in [nvml_warning([*exclusive, *shared])] if w]
-    disturbed = _disturbances(all_data, workloads)
+
+
+def _workload(
+    j: int, slot: str, inputs: _Inputs, base: _Baselines, rated: _Rates, overlaps: _Overlaps
+) -> WorkloadResult:
+    x = rated.exclusive.get(slot)
+    if x is not None:
+        value, replicates = slowdown.ratio(x, rated.shared, j)
+        r = slowdown.interval(value, replicates)
+        inverse = slowdown.interval(1 / value, None if replicates is None else 1 / replicates)
+    else:
+        r = inverse = Estimate(math.nan)
+    return WorkloadResult(
+        slot=slot,
+        spec=inputs.specs[slot],
+        exclusive_rate=float(x.points[0]) if x is not None else math.nan,
+        shared_rate=float(rated.shared.points[j]),
+        slowdown=r,
+        normalized_throughput=inverse,
+        baseline=EXCLUSIVE_PHASE if slot in base.from_phase else EXCLUSIVE_RUNS,
+        exclusive=tuple(base.by_slot[slot].segments),
+        shared=tuple(overlaps.segments[slot]),
+        distributions=(),
+    )
+
+
+def _comparison(
+    inputs: _Inputs,
+    workloads: list[WorkloadResult],
+    overlaps: _Overlaps,
+    base: _Baselines,
+    rated: _Rates,
+    tested: _Tested,
+) -> Comparison:
+    """The comparison, with every warning: the baselines', the windows', NVML's and other GPU processes'."""
+    warnings = [*base.warnings]
+    warnings += _warnings(inputs.exclusive, inputs.shared, overlaps.windows, workloads)
+    warnings += [w for w in [nvml_warning(inputs.runs)] if w]
+    disturbed = _disturbances(inputs.by_path(), workloads)
     warnings += [
         f"{Path(d.run).name}: {d.phrase()}: a process that is not one of the jobs, so the "
         f"{'pair' if d.role == 'pair' else 'baseline'} is not clean"
         for d in disturbed
     ]
+    stp = rated.stp
     return Comparison(
         workloads=tuple(workloads),
         pair=PairResult(
-            stp=stp, verdict=verdict(stp.low, stp.high), windows=tuple(windows), share=share
+            stp=stp,
+            verdict=verdict(stp.low, stp.high),
+            windows=tuple(overlaps.windows),
+            share=inputs.share,
         ),
         warnings=tuple(warnings),
-        notes=tuple(notes),
-        exclusive_runs=tuple(str(d.run.path) for d in exclusive_data),
-        shared_runs=tuple(str(d.run.path) for d in shared_data),
-        interval_basis=basis,
-        samples=samples,
+        notes=tuple([*base.notes, *rated.notes, *tested.notes]),
+        exclusive_runs=tuple(str(d.run.path) for d in inputs.exclusive),
+        shared_runs=tuple(str(d.run.path) for d in inputs.shared),
+        interval_basis=rated.basis,
+        samples=tested.samples,
         disturbed_by=tuple(disturbed),
-        device=device_of(shared[0]),
+        device=device_of(inputs.shared[0].run),
     )
 
 
-def _compare_blind(
-    exclusive: Sequence[_RunData],
-    shared: Sequence[_RunData],
-    mappings: Sequence[dict[str, str]],
-    specs: dict[str, str],
-    blind: list[str],
-    share: str,
-    assign: dict[str, str] | None,
-) -> Comparison:
+@dataclass(frozen=True)
+class _SeenAlone:
+    """A pair with a job without a probe: the seen job's shared windows, segments and rates, and what is known of
+    the unseen one in each shared run."""
+
+    windows: list[Segment]
+    segments: list[Segment]
+    rates: list[float]
+    known: list[KnownUse]
+
+
+def _compare_blind(inputs: _Inputs, blind: list[str], assign: dict[str, str] | None) -> Comparison:
     """A pair where one job ran without a probe (``--beside`` a process that has none): the other job's rates as
     measured, this one's rate ``unknown (no probe)`` and its slowdown told in what is known (SM %, GPU memory)."""
     if len(blind) > 1:
         raise UsageError("neither job has steps (no probe): nothing to compare")
     unseen = blind[0]
     seen = next(s for s in SLOTS if s != unseen)
-    windows, segments, known, rates_seen = [], [], [], []
-    for data, mapping in zip(shared, mappings):
+    specs, exclusive = inputs.specs, inputs.exclusive
+    shared = _seen_alone(inputs, seen, unseen)
+    alone = _baseline_of(seen, exclusive, inputs.shared, inputs.mappings, specs, dict(assign or {}))
+    x = float(np.mean([c.rate(w) for c, w in alone])) if alone else math.nan
+    s = float(np.mean(shared.rates))
+    r = x / s if x > 0 and s > 0 else math.nan
+    nan = Estimate(math.nan)
+    results = {
+        seen: WorkloadResult(
+            slot=seen,
+            spec=specs[seen],
+            exclusive_rate=x,
+            shared_rate=s,
+            slowdown=Estimate(r),
+            normalized_throughput=Estimate(1 / r if r > 0 else math.nan),
+            baseline=EXCLUSIVE_RUNS if exclusive else EXCLUSIVE_PHASE,
+            exclusive=(),
+            shared=tuple(shared.segments),
+            distributions=(),
+        ),
+        unseen: _unseen(unseen, specs[unseen], shared.known),
+    }
+    other = specs[seen].split(":")[0]
+    warnings = [
+        f"{unseen} ({specs[unseen]}) has no probe: its rate is {UNKNOWN_RATE}, so no slowdown for it and "
+        f"no STP; what is known: {results[unseen].known.phrase(other)}"  # type: ignore[union-attr]
+    ]
+    if not alone:
+        warnings.append(
+            f"{seen} ({specs[seen]}) never ran alone: no baseline, so no slowdown for it."
+        )
+    warnings += _warnings(exclusive, inputs.shared, shared.windows, [results[seen]])
+    return Comparison(
+        workloads=(results["A"], results["B"]),
+        pair=PairResult(nan, verdict(math.nan, math.nan), tuple(shared.windows), inputs.share),
+        warnings=tuple(warnings),
+        notes=(
+            "No intervals: one job's steps are unseen, so there is no joint bootstrap of the pair.",
+        ),
+        exclusive_runs=tuple(str(d.run.path) for d in exclusive),
+        shared_runs=tuple(str(d.run.path) for d in inputs.shared),
+        device=device_of(inputs.shared[0].run),
+    )
+
+
+def _unseen(slot: str, spec: str, known: list[KnownUse]) -> WorkloadResult:
+    """A job without a probe: no rates, no slowdown; what is known of it in the shared runs, merged."""
+    nan = Estimate(math.nan)
+    return WorkloadResult(
+        slot,
+        spec,
+        math.nan,
+        math.nan,
+        nan,
+        nan,
+        UNKNOWN_RATE,
+        (),
+        (),
+        (),
+        known=unprobed.merged(known),
+    )
+
+
+def _seen_alone(inputs: _Inputs, seen: str, unseen: str) -> _SeenAlone:
+    """In each shared run: the window both jobs ran in after the seen one's warm-up, its rate there, and what is
+    known of the unseen job (before the seen one started, and in that window)."""
+    found = _SeenAlone([], [], [], [])
+    for data, mapping in zip(inputs.shared, inputs.mappings):
         c = data.curve(mapping[seen])
         (b_start, b_stop), (a_start, _) = data.span(mapping[unseen]), data.span(mapping[seen])
         window = Window(max(c.first_t, b_start), min(c.last_t, b_stop))
@@ -465,14 +662,14 @@ def _compare_blind(
             raise UsageError(
                 f"{data.run.path}: the two workloads never ran together after warm-up (no overlap)"
             )
-        windows.append(
+        found.windows.append(
             Segment(
                 str(data.run.path), "A+B", "overlap", window.start, window.end, c.steps_in(window)
             )
         )
-        segments.append(_segment(data, mapping[seen], "shared", c, window))
-        rates_seen.append(c.rate(window))
-        known.append(
+        found.segments.append(_segment(data, mapping[seen], "shared", c, window))
+        found.rates.append(c.rate(window))
+        found.known.append(
             unprobed.known_use(
                 data.run,
                 mapping[unseen],
@@ -480,63 +677,7 @@ def _compare_blind(
                 (window.start, window.end),
             )
         )
-    alone = _baseline_of(seen, exclusive, shared, mappings, specs, dict(assign or {}))
-    x = float(np.mean([c.rate(w) for c, w in alone])) if alone else math.nan
-    s = float(np.mean(rates_seen))
-    r = x / s if x > 0 and s > 0 else math.nan
-    results = {
-        seen: WorkloadResult(
-            seen,
-            specs[seen],
-            x,
-            s,
-            Estimate(r),
-            Estimate(1 / r if r > 0 else math.nan),
-            EXCLUSIVE_RUNS if exclusive else EXCLUSIVE_PHASE,
-            (),
-            tuple(segments),
-            (),
-        ),
-        unseen: WorkloadResult(
-            unseen,
-            specs[unseen],
-            math.nan,
-            math.nan,
-            Estimate(math.nan),
-            Estimate(math.nan),
-            UNKNOWN_RATE,
-            (),
-            (),
-            (),
-            known=unprobed.merged(known),
-        ),
-    }
-    other = specs[seen].split(":")[0]
-    warnings = [
-        f"{unseen} ({specs[unseen]}) has no probe: its rate is {UNKNOWN_RATE}, so no slowdown for it and "
-        f"no STP; what is known: {results[unseen].known.phrase(other)}"
-    ]  # type: ignore[union-attr]
-    if not alone:
-        warnings.append(
-            f"{seen} ({specs[seen]}) never ran alone: no baseline, so no slowdown for it."
-        )
-    warnings += _warnings(exclusive, shared, windows, [results[seen]])
-    return Comparison(
-        workloads=(results["A"], results["B"]),
-        pair=PairResult(
-            stp=Estimate(math.nan),
-            verdict=verdict(math.nan, math.nan),
-            windows=tuple(windows),
-            share=share,
-        ),
-        warnings=tuple(warnings),
-        notes=(
-            "No intervals: one job's steps are unseen, so there is no joint bootstrap of the pair.",
-        ),
-        exclusive_runs=tuple(str(d.run.path) for d in exclusive),
-        shared_runs=tuple(str(d.run.path) for d in shared),
-        device=device_of(shared[0].run),
-    )
+    return found
 
 
 def _baseline_of(
@@ -703,12 +844,17 @@ def _distributions(
     exclusive: Sequence[Segment],
     shared: Sequence[Segment],
     samples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]],
+    thinned: list[str],
 ) -> list[dist.Samples]:
-    """What to test: every metric with samples on both sides; the samples go into ``samples``."""
+    """What to test: every metric with samples on both sides (each side thinned to ``MAX_TEST_SAMPLES``: named in
+    ``thinned``); the samples go into ``samples``."""
     batch = []
     for metric in dist.METRICS:
         xs = _pooled(data, exclusive, metric.key)
         ss = _pooled(data, shared, metric.key)
+        if max(len(xs), len(ss)) > MAX_TEST_SAMPLES:
+            thinned.append(f"{slot} {metric.key}")
+            xs, ss = _thinned(xs), _thinned(ss)
         if metric in (dist.COPY_BANDWIDTH, dist.COPY_RATE) and not (
             np.any(xs > 0) or np.any(ss > 0)
         ):
@@ -718,6 +864,14 @@ def _distributions(
             batch.append(found)
             samples[(slot, metric.key)] = (found.exclusive, found.shared)
     return batch
+
+
+def _thinned(values: np.ndarray) -> np.ndarray:
+    """At most ``MAX_TEST_SAMPLES`` of ``values``, evenly spaced in their order (time): a test's memory and time stay
+    bounded however long the run."""
+    if len(values) <= MAX_TEST_SAMPLES:
+        return values
+    return values[np.linspace(0, len(values) - 1, MAX_TEST_SAMPLES).astype(np.intp)]
 
 
 def _exclusive_baselines(

@@ -16,15 +16,18 @@ if TYPE_CHECKING:
     from gpumon.core.store.trace import DamagedRun, RunSummary
 
 DAMAGED = "damaged"  # a run whose run.json or tables do not read: listed with what is wrong, never left out
+DEFAULT_LIMIT = 20  # the newest runs listed without --limit / --all
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "runs",
         help="list captured runs",
-        description="List the captured runs in a runs directory. "
+        description="List the captured runs in a runs directory, newest first "
+        f"(the newest {DEFAULT_LIMIT} unless --limit or --all says otherwise). "
         "A run whose run.json or tables cannot be read (corrupt, truncated, empty) is listed as damaged, "
-        "with what is wrong.",
+        "with what is wrong. A finished run is listed from its run.json alone (its summary, written when it "
+        "finalised; a run recorded before summaries gets one computed once into $XDG_CACHE_HOME/gpumon).",
     )
     p.add_argument(
         "dir",
@@ -35,22 +38,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="runs directory (default: see gpumon --help)",
     )
     p.add_argument("--json", action="store_true", help="one JSON array for scripts")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--limit",
+        type=_positive,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"list the newest N runs (default {DEFAULT_LIMIT})",
+    )
+    shown.add_argument("--all", action="store_true", help="list every run")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from gpumon.core.store.runstore import runs_dir_or_default
-    from gpumon.core.store.trace import DamagedRun, TraceError, scan_runs, summarize
+    from gpumon.core.store.trace import DamagedRun
+    from gpumon.core.store.listing import listing
 
     runs_dir = runs_dir_or_default(args.dir)
-    runs, damaged = scan_runs(runs_dir)
-    listed: list[RunSummary | DamagedRun] = list(damaged)
-    for one in runs:
-        try:
-            listed.append(summarize(one))
-        except TraceError as exc:  # run.json reads, a table does not (missing, a corrupt header)
-            listed.append(DamagedRun(one.path, str(exc)))
-    listed.sort(key=lambda entry: entry.name)
+    listed, left = listing(runs_dir, newest=None if args.all else args.limit)
+    if left:
+        print(
+            f"gpumon: {left} older run(s) in {runs_dir} not listed (--all lists them)",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps([entry_json(entry, runs_dir) for entry in listed], indent=2))
         return 0
@@ -71,6 +82,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    """``--limit``'s N: a whole number of at least 1 (else argparse's one-line error, exit 2)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of runs, at least 1: {text!r}")
+    return n
+
+
 def entry_line(entry: "RunSummary | DamagedRun") -> str:
     """One row of the table."""
     from gpumon.core.records.units import fmt_rate
@@ -82,7 +104,13 @@ def entry_line(entry: "RunSummary | DamagedRun") -> str:
             f"{entry.name:<34.34} {'?':<9} {'?':<10} {DAMAGED:<11} {'–':>8}  {entry.problem}"
         )
     s = entry
-    rates = "  ".join(f"{k} {fmt_rate(v)}" for k, v in sorted(s.rates.items())) or "no steps"
+    rates = (
+        "  ".join(
+            f"{k} {fmt_rate(s.rates.get(k, math.nan))} ({s.steps.get(k, 0):,} steps)"
+            for k in sorted(set(s.rates) | set(s.steps))
+        )
+        or "no steps"
+    )
     duration = "–" if math.isnan(s.duration_s) else f"{s.duration_s:.1f}s"
     runner = ""
     if s.status == RUNNING and s.runner is not None:
@@ -109,6 +137,7 @@ def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, An
             "workloads": None,
             "duration_s": None,
             "iter_per_s": {},
+            "steps": {},
             "runner": None,
             "problem": entry.problem,
         }
@@ -122,6 +151,7 @@ def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, An
         "workloads": entry.workloads,
         "duration_s": json_number(entry.duration_s),
         "iter_per_s": {k: json_number(v) for k, v in entry.rates.items()},
+        "steps": dict(entry.steps),
         "runner": runner_json(entry),
         "problem": None,
     }

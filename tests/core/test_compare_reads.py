@@ -4,6 +4,8 @@ columns it needs and must agree with reading steps.csv row by row."""
 
 from __future__ import annotations
 
+import os
+
 import sys
 from pathlib import Path
 
@@ -16,8 +18,9 @@ from gpumon.analysis import stats_helper
 from gpumon.analysis.compare import compare
 from gpumon.core.interference import evidence
 from gpumon.core.store import trace
+from gpumon.core.store import columnar
+from gpumon.core.store.columnar import STEPS_COLUMNAR
 from gpumon.core.store.trace import (
-    STEPS_CACHE,
     Run,
     _exclusive_ends_by_row,
     exclusive_ends,
@@ -64,7 +67,7 @@ def _shuffle_rows(run_dir: Path, seed: int = 5) -> None:
     header, *rows = (run_dir / "steps.csv").read_text().splitlines(keepends=True)
     order = np.random.default_rng(seed).permutation(len(rows))
     (run_dir / "steps.csv").write_text(header + "".join(rows[i] for i in order))
-    (run_dir / STEPS_CACHE).unlink(missing_ok=True)
+    (run_dir / STEPS_COLUMNAR).unlink(missing_ok=True)
 
 
 def _post_warmup(run_dir: Path, slot: str) -> pd.DataFrame:
@@ -173,9 +176,16 @@ def test_each_run_reads_its_steps_once(tmp_path: Path, monkeypatch: pytest.Monke
             reads.append(self.path)
         return frame(self, table)
 
+    by_job = Run._jobs_from_copy
+
+    def counting_jobs(self: Run) -> object:
+        reads.append(self.path)
+        return by_job(self)
+
     monkeypatch.setattr(Run, "frame", counting)
+    monkeypatch.setattr(Run, "_jobs_from_copy", counting_jobs)
     compare([load_run(xa), load_run(xb)], [load_run(ab)])
-    assert sorted(reads) == sorted([xa, xb, ab])
+    assert sorted(reads) == sorted([xa, xb, ab]), "the whole table or the jobs' rows, once"
 
 
 def test_the_memoised_steps_follow_a_changed_csv(tmp_path: Path) -> None:
@@ -191,22 +201,27 @@ def test_the_memoised_steps_follow_a_changed_csv(tmp_path: Path) -> None:
     assert run.job_steps("C").empty
 
 
-def test_a_cache_of_the_older_layout_is_rebuilt(tmp_path: Path) -> None:
+def test_a_copy_of_an_older_layout_is_ignored_and_left_as_it_is(tmp_path: Path) -> None:
+    """A steps.parquet a reader of an older gpumon left (untyped, layout 2): not read, not rewritten by a reader;
+    the copy is made in the user's cache instead."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     run_dir = write_run(tmp_path / "r", [Job(slot="A", phases=((5.0, 0.1),)), Job(slot="B", pid=7)])
     frame = pd.read_csv(run_dir / "steps.csv")
-    old = pa.Table.from_pandas(
-        frame, preserve_index=False
-    )  # job names as plain strings, no layout key
+    old = pa.Table.from_pandas(frame, preserve_index=False)  # job names as plain strings
+    st = os.stat(run_dir / "steps.csv")
+    key = f"{st.st_size}:{st.st_mtime_ns}".encode()
     pq.write_table(
-        old.replace_schema_metadata({trace._CACHE_KEY: trace._csv_key(run_dir)}),
-        run_dir / STEPS_CACHE,
+        old.replace_schema_metadata({columnar.CSV_KEY: key, columnar.LAYOUT_KEY: b"2"}),
+        run_dir / STEPS_COLUMNAR,
     )
+    stamp = (run_dir / STEPS_COLUMNAR).stat().st_mtime_ns
     steps = load_run(run_dir).steps()
     assert steps["process"].dtype == "category"
-    assert pq.read_schema(run_dir / STEPS_CACHE).metadata[trace._LAYOUT_KEY] == trace._LAYOUT
+    assert (run_dir / STEPS_COLUMNAR).stat().st_mtime_ns == stamp
+    assert pq.read_schema(run_dir / STEPS_COLUMNAR).metadata[columnar.LAYOUT_KEY] == b"2"
+    assert columnar.cache_path(run_dir, os.stat(run_dir / "steps.csv")).is_file()
     assert exclusive_ends(load_run(run_dir)) == _exclusive_ends_by_row(load_run(run_dir))
 
 
@@ -223,7 +238,7 @@ def test_a_small_run_is_read_row_by_row(tmp_path: Path, monkeypatch: pytest.Monk
     assert list(exclusive_ends(load_run(run_dir)).items()) == list(
         _exclusive_ends_by_row(load_run(run_dir)).items()
     )
-    assert not (run_dir / STEPS_CACHE).exists()
+    assert columnar.open_copy(run_dir) is None
 
 
 def _rates_run(tmp_path: Path) -> Path:
@@ -249,9 +264,10 @@ def test_runs_rates_agree_with_reading_row_by_row(tmp_path: Path) -> None:
     by_row = _exclusive_ends_by_row(load_run(run_dir))
     assert set(by_row) == {"A", "B"}
     assert trace._rate_columns(load_run(run_dir)) is not None, "the table reads as numbers"
-    uncached = exclusive_ends(load_run(run_dir))  # through Run.steps(), which writes the cache
-    assert (run_dir / STEPS_CACHE).is_file()
-    cached = exclusive_ends(load_run(run_dir))  # the cache's columns, with pyarrow alone
+    (run_dir / STEPS_COLUMNAR).unlink(missing_ok=True)
+    uncached = exclusive_ends(load_run(run_dir))  # makes the copy in the user's cache
+    assert columnar.open_copy(run_dir) is not None
+    cached = exclusive_ends(load_run(run_dir))  # the copy's columns, with pyarrow alone
     assert list(uncached.items()) == list(by_row.items()) == list(cached.items())
 
 
@@ -261,7 +277,7 @@ def test_runs_rates_without_parquet(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     by_row = _exclusive_ends_by_row(load_run(run_dir))
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     assert list(exclusive_ends(load_run(run_dir)).items()) == list(by_row.items())
-    assert not (run_dir / STEPS_CACHE).exists()
+    assert columnar.open_copy(run_dir) is None
 
 
 @pytest.mark.parametrize(
@@ -314,7 +330,7 @@ def test_a_light_read_of_the_steps_gives_what_pandas_gives(tmp_path: Path, row: 
     agrees = row is None or row[0] in ',"'  # no row added, a row without a job, a quoted job name
     assert (direct is not None) == agrees, "pyarrow reads it only where pandas would read the same"
     light = load_run(run_dir).step_columns(trace.READ_STEP_COLUMNS, whole=False)
-    assert not (run_dir / STEPS_CACHE).exists()
+    assert columnar.open_copy(run_dir) is None
     full = load_run(run_dir).step_columns(trace.READ_STEP_COLUMNS)
     (light_jobs, light_columns), (full_jobs, full_columns) = (
         _jobs_and_columns(light),
@@ -437,3 +453,17 @@ def test_the_helper_dies_with_compare_even_after_kill_9() -> None:
                 pass
         parent.stdin.close()
         parent.stdout.close()
+
+
+@pytest.mark.parametrize("rows", [1, 7, 1 << 20])
+def test_runs_rates_read_the_copy_a_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int
+) -> None:
+    """Ties, shuffled rows and a row without a step across chunk edges: the same ends as row by row."""
+    run_dir = _rates_run(tmp_path)
+    monkeypatch.setattr(trace, "CHUNK_ROWS", rows)
+    by_row = _exclusive_ends_by_row(load_run(run_dir))
+    assert list(exclusive_ends(load_run(run_dir)).items()) == list(by_row.items())
+    assert columnar.open_copy(run_dir) is not None, "read from the copy"
+    counted = trace.step_counts(load_run(run_dir))
+    assert counted == pd.read_csv(run_dir / "steps.csv")["process"].value_counts().to_dict()

@@ -36,7 +36,8 @@ from gpumon.core.store import recorder
 from gpumon.core.store.recorder import Recorder, create_run_dir
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import LOCK_FILE
-from gpumon.core.store.trace import STEPS_CACHE, load_run
+from gpumon.core.store.columnar import STEPS_COLUMNAR
+from gpumon.core.store.trace import load_run
 from tests.helpers import wait_for
 
 # What the recorder writes: table -> (the record it writes a row of, its columns in file order).
@@ -196,15 +197,15 @@ def test_the_csv_rows_give_back_the_record(run_dir: Path, table: str) -> None:
 
 def test_the_steps_cache_and_the_light_columns_read_back_every_step_column(run_dir: Path) -> None:
     load_run(run_dir).steps()  # a complete run's first read writes the cache
-    assert (run_dir / STEPS_CACHE).exists()
+    assert (run_dir / STEPS_COLUMNAR).exists()
     cached = load_run(run_dir).steps()
     row = cached.iloc[0]
     for column, value in VALUES["steps"].items():
         assert row[column] == _in_file(value), (
-            f"steps.{column} through {STEPS_CACHE}: read {row[column]!r}"
+            f"steps.{column} through {STEPS_COLUMNAR}: read {row[column]!r}"
         )
     assert isinstance(cached["process"].dtype, pd.CategoricalDtype)
-    (run_dir / STEPS_CACHE).unlink()
+    (run_dir / STEPS_COLUMNAR).unlink()
     wanted = ("t", "step", "warmup", "copy_bytes", "copy_s")
     codes, names, columns = load_run(run_dir).step_columns(wanted, whole=False)
     assert [names[c] for c in codes] == [VALUES["steps"]["process"]]

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.store.runmeta import RunMeta
+from gpumon.core.store import columnar
+from gpumon.core.store.columnar import STEPS_COLUMNAR
 from gpumon.core.store.trace import (
-    STEPS_CACHE,
     TraceError,
     baseline_rate,
     complete_text,
@@ -220,7 +221,7 @@ def test_the_baseline_rate_of_a_slot_or_of_the_only_job(tmp_path: Path) -> None:
         tmp_path / "none", [Job("A", "fcn", ((3.0, 0.1),)), Job("B", "gemm", ((3.0, 0.25),))]
     )
     (none / "steps.csv").write_text("process,pid,step,t,iter_s,samples,warmup,copy_bytes,copy_s\n")
-    (none / STEPS_CACHE).unlink(missing_ok=True)
+    _uncopy(none)
     with pytest.raises(UsageError) as err:
         baseline_rate("A", none)
     assert str(err.value) == (
@@ -589,10 +590,10 @@ def test_each_jobs_first_and_last_counted_step(
         monkeypatch.setattr(trace, "COLUMNS_BYTES", 0)  # a big run's reading, for this small one
     if path == "cache":
         load_run(run_dir).steps()
-        assert (run_dir / STEPS_CACHE).is_file()
+        assert _copied(run_dir) == (not extra), "a table that does not type has no copy"
     ends = trace.exclusive_ends(load_run(run_dir), whole=path != "light")
     assert list(ends.items()) == ENDS
-    assert (run_dir / STEPS_CACHE).is_file() == (path in ("columns", "cache"))
+    assert _copied(run_dir) == (path in ("columns", "cache") and not extra)
     rates = trace.exclusive_rates(load_run(run_dir))
     assert (
         rates["A"] == pytest.approx(28 / 3)
@@ -631,7 +632,7 @@ def test_the_step_columns_of_each_row(tmp_path: Path, path: str) -> None:
         and copy_s[0] != copy_s[0]
         and copy_s[2] != copy_s[2]
     )
-    assert (run_dir / STEPS_CACHE).is_file() == (path != "light")
+    assert _copied(run_dir) == (path != "light")
 
 
 def test_numbers_of_arrow_columns_with_nulls_offsets_and_chunks() -> None:
@@ -671,16 +672,14 @@ def test_a_steps_csv_of_the_threshold_size_is_read_as_columns(
     run_dir = _hand(tmp_path / "r", steps=ENDS_STEPS)
     monkeypatch.setattr(trace, "COLUMNS_BYTES", len(ENDS_STEPS))  # exactly its size: big
     assert list(trace.exclusive_ends(load_run(run_dir)).items()) == ENDS
-    assert (run_dir / STEPS_CACHE).is_file(), (
-        "read as columns through Run.steps(), which writes the cache"
-    )
+    assert _copied(run_dir), "read as columns from the copy made in the user's cache"
     monkeypatch.setattr(trace, "COLUMNS_BYTES", len(ENDS_STEPS) + 1)
-    (run_dir / STEPS_CACHE).unlink()
+    _uncopy(run_dir)
     assert list(trace.exclusive_ends(load_run(run_dir)).items()) == ENDS
-    assert not (run_dir / STEPS_CACHE).exists(), "a byte below: row by row"
-    assert (
-        trace._rate_columns(load_run(run_dir)) is not None and (run_dir / STEPS_CACHE).is_file()
-    ), "whole by default"
+    assert not _copied(run_dir), "a byte below: row by row"
+    assert trace._rate_columns(load_run(run_dir)) is not None and _copied(run_dir), (
+        "whole by default"
+    )
 
 
 def _two_jobs(root: Path) -> Path:
@@ -859,7 +858,7 @@ def test_the_step_columns_of_a_cache_are_read_without_pandas(tmp_path: Path) -> 
     )
     light_dir = _hand(tmp_path / "light", steps=(run_dir / "steps.csv").read_text())
     load_run(run_dir).steps()
-    assert (run_dir / STEPS_CACHE).is_file()
+    assert _copied(run_dir)
     code = (
         "import sys; from gpumon.core.store.trace import load_run; "
         "codes, names, (t, step, copy_s) = load_run(sys.argv[1]).step_columns(('t', 'step', 'copy_s'), "
@@ -890,13 +889,26 @@ def test_the_step_columns_of_a_cache_are_read_without_pandas(tmp_path: Path) -> 
             else "False ['B', 'A', None, 'A'] [0.5, 1.0, 1.5, 2.0] [0, 1, 2, 2] "
             "[None, 0.002, None, 0.004]"
         ), done.stderr
-    assert not (light_dir / STEPS_CACHE).exists()
+    assert not _copied(light_dir)
+
+
+def _copied(run_dir: Path) -> bool:
+    """Whether the run has a valid columnar copy of its steps (its own, or in the user's cache)."""
+    return columnar.open_copy(run_dir) is not None
+
+
+def _uncopy(run_dir: Path) -> None:
+    """No columnar copy of the run's steps anywhere (its own, the user's cache)."""
+    (run_dir / STEPS_COLUMNAR).unlink(missing_ok=True)
+    st = columnar.csv_identity(run_dir)
+    if st is not None:
+        columnar.cache_path(run_dir, st).unlink(missing_ok=True)
 
 
 def _forge_cache(
     run_dir: Path, t: list[float], columns: list[str] | None = None, dictionary: bool = True
 ) -> None:
-    """A steps.parquet made here with pyarrow, valid for steps.csv as it is now (its size and mtime, layout 2), whose
+    """A steps.parquet made here with pyarrow, valid for steps.csv as it is now (its size and mtime, layout 3), whose
     rows are not steps.csv's: job Z at times ``t``. Whichever values a read gives say where it read them from."""
     import os
 
@@ -908,14 +920,16 @@ def _forge_cache(
     process = pa.array(["Z"] * n)
     table = pa.table(
         {
-            "process": process.dictionary_encode() if dictionary else process,
-            "pid": pa.array([99] * n),
-            "step": pa.array(list(range(n))),
-            "t": pa.array(t),
+            "process": process.dictionary_encode().cast(pa.dictionary(pa.int32(), pa.string()))
+            if dictionary
+            else process,
+            "pid": pa.array([99] * n, type=pa.int64()),
+            "step": pa.array(list(range(n)), type=pa.int64()),
+            "t": pa.array(t, type=pa.float64()),
             "iter_s": pa.array([0.5] * n),
             "samples": pa.array([8.0] * n),
-            "warmup": pa.array([0] * n),
-            "copy_bytes": pa.array([0] * n),
+            "warmup": pa.array([0] * n, type=pa.int64()),
+            "copy_bytes": pa.array([0] * n, type=pa.int64()),
             "copy_s": pa.array([None] * n, type=pa.float64()),
         }
     )
@@ -925,10 +939,10 @@ def _forge_cache(
         table.replace_schema_metadata(
             {
                 b"gpumon_steps_csv": f"{st.st_size}:{st.st_mtime_ns}".encode(),
-                b"gpumon_steps_layout": b"2",
+                b"gpumon_steps_layout": b"3",
             }
         ),
-        run_dir / STEPS_CACHE,
+        run_dir / STEPS_COLUMNAR,
     )
 
 
@@ -956,23 +970,21 @@ def test_where_the_step_columns_come_from(tmp_path: Path) -> None:
     assert load_run(run_dir).step_columns(("t",))[2][0].tolist() == csv_t, (
         "a cache without every column is not"
     )
-    (run_dir / STEPS_CACHE).unlink()
+    _uncopy(run_dir)
     run = load_run(run_dir)
     assert run.steps()["t"].tolist() == csv_t
     _forge_cache(run_dir, [7.0, 8.0])
     assert run.step_columns(("t",))[2][0].tolist() == csv_t, "the steps already read"
-    (run_dir / STEPS_CACHE).unlink()
+    _uncopy(run_dir)
     light = load_run(run_dir)
     assert light.step_columns(("t", "warmup"), whole=False)[2][0].tolist() == csv_t
     _forge_cache(run_dir, [7.0, 8.0])
     assert light.step_columns(("t",))[2][0].tolist() == csv_t, "the light read, kept"
-    (run_dir / STEPS_CACHE).unlink()
+    _uncopy(run_dir)
     assert light.step_columns(("t", "copy_s"))[2][0].tolist() == csv_t
-    assert not (run_dir / STEPS_CACHE).exists(), "the light read serves a whole one of its columns"
+    assert not _copied(run_dir), "the light read serves a whole one of its columns"
     load_run(run_dir).step_columns(("t",))
-    assert (run_dir / STEPS_CACHE).is_file(), (
-        "whole by default: read through Run.steps(), which writes the cache"
-    )
+    assert _copied(run_dir), "whole by default: read from the copy made in the user's cache"
 
 
 def test_a_recording_runs_tables_are_read_every_time(tmp_path: Path) -> None:

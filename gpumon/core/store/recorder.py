@@ -39,7 +39,9 @@ from gpumon.core.records.model import (
 from gpumon.core.records.enums import JobState, RunStatus
 from gpumon.core.records.machine import GpuInfo, HostInfo
 from gpumon.core.store.runmeta import CaptureFailure, RunMeta, WorkloadRecord
+from gpumon.core.store import columnar
 from gpumon.core.store.runner import RunnerLock
+from gpumon.core.store.trace import Run, steps_summary
 from gpumon.errors import EnvironmentFailure
 from gpumon.safewrite import UnsafeDestination, open_new, replacing, write_bytes
 
@@ -442,6 +444,17 @@ class Recorder:
         for f in (*self._files.values(), *self._logs.values()):
             f.close()
         self._release_reserve()
+        self._finalise_tables()
+
+    def _finalise_tables(self) -> None:
+        """Once run.json is final: the steps' columnar copy, then run.json's summary (what ``gpumon runs`` lists).
+        A kill before either loses nothing (steps.csv is the record; a reader then makes both in its own cache)."""
+        try:
+            columnar.write_run_copy(self.path)
+            self.meta.summary = steps_summary(Run(self.path, self.meta))
+            write_json_atomic(self.path / "run.json", self.meta.to_json())
+        except Exception as exc:  # noqa: BLE001 - run.json is final already: no copy or summary is only slower
+            log.warning("run %s: no columnar copy or summary written (%s)", self.path, exc)
 
     def _release_reserve(self) -> None:
         try:

@@ -21,6 +21,7 @@ from gpumon.core.records.machine import GpuInfo, HostInfo
 from gpumon.core.records.model import Notice, SourceStatus
 from gpumon.core.records.share import ShareMode
 from gpumon.core.store.runner import RunnerInfo
+from gpumon.core.store.summary import RunSummaryRecord
 
 SCHEMA_VERSION = 1
 MAX_BYTES = (
@@ -257,6 +258,8 @@ class RunMeta:
         out=lambda ns: [_notice_json(n) for n in ns],
     )
     capture_error: CaptureFailure | None = jf.slot(jf.optional(jf.record(CaptureFailure)))
+    # written when the run finalises (core/store/summary.py)
+    summary: RunSummaryRecord | None = jf.slot(lambda v, where: RunSummaryRecord.from_json(v))
 
     def workload(self, slot: str) -> WorkloadRecord | None:
         return next((w for w in self.workloads if w.slot == slot), None)

@@ -8,14 +8,16 @@ with pyarrow alone).
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
+import json
 import math
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from gpumon.core.records.enums import RunStatus
 from gpumon.core.records.model import (
@@ -30,16 +32,18 @@ from gpumon.core.records.model import (
 from gpumon.core.records.share import shown_share
 from gpumon.core.records.rates import exclusive_rate
 from gpumon.core.records.machine import GpuInfo
-from gpumon.core.store import tablecheck
+from gpumon.core.store import columnar, tablecheck
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, run_status
+from gpumon.core.store.summary import RunSummaryRecord
 from gpumon.errors import EnvironmentFailure, UsageError
-from gpumon.safewrite import ensure_folder, replacing_together
+from gpumon.safewrite import ensure_folder, replacing_together, write_text
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 _T = TypeVar("_T")
 # the steps columns that rates (exclusive_ends) and evidence (copies per step) read
@@ -175,19 +179,50 @@ class Run:
                 yield row
 
     def frame(self, table: str) -> "pd.DataFrame":
-        """A table as a pandas DataFrame with the documented columns (steps through its cache)."""
+        """A table as a pandas DataFrame with the documented columns (steps from its columnar copy if it has one)."""
         if table == "steps":
-            cached = read_steps_cache(self.path)
-            if cached is not None:
-                return cached
+            copy = self.columnar()
+            if copy is not None:
+                # a block per column: no consolidating copy, and the split by job takes columns one by one
+                return copy.to_pandas(split_blocks=True, self_destruct=True)
         frame = self._frame_of(table)
         if table == "steps":
             frame = tablecheck.checked_steps(frame)
-            # a few job names over millions of rows: categorical, as the cache stores them (dictionary-encoded)
+            # a few job names over millions of rows: categorical, as the columnar copy stores them
             frame["process"] = frame["process"].astype("category")
-            if self.meta.status != "recording":
-                write_steps_cache(self.path, frame)
         return frame
+
+    def columnar_file(self, make: bool = True) -> "pq.ParquetFile | None":
+        """The steps' columnar copy (``core/store/columnar.py``), made (``make``) in the user's cache for a finished
+        run without one; None: none (the base install, a run still recording, a table it does not type): read
+        steps.csv."""
+        found = columnar.open_copy(self.path)
+        if found is None and make and self.meta.status != "recording":
+            found = columnar.open_copy(self.path) if columnar.ensure_cached(self.path) else None
+        return found
+
+    def columnar(
+        self, columns: Sequence[str] | None = None, make: bool = True
+    ) -> "pa.Table | None":
+        """``columns`` (all: None) of the steps' columnar copy (``columnar_file``), else None."""
+        copy = self.columnar_file(make)
+        return columnar.read_file(copy, columns) if copy is not None else None
+
+    def write_csv(self, table: str, out: IO[bytes]) -> None:
+        """``table``'s complete rows as CSV into ``out``, a block at a time (a table in an older layout: whole)."""
+        path = self.path / f"{table}.csv"
+        header = (",".join(TABLES[table]) + "\n").encode()
+        try:
+            f = path.open("rb")
+        except OSError:
+            out.write(self.table_text(table).encode("utf-8"))  # its error: missing or unreadable
+            return
+        with f:
+            if f.readline() != header:
+                out.write(self.table_text(table).encode("utf-8"))
+                return
+            out.write(header)
+            _copy_lines(f, out, path)
 
     def _frame_of(self, table: str, columns: Sequence[str] | None = None) -> "pd.DataFrame":
         """``table``'s CSV parsed by pandas (only ``columns``, if given)."""
@@ -219,7 +254,13 @@ class Run:
         return self.cached("steps", self.path / "steps.csv", lambda: self.frame("steps"))
 
     def jobs(self) -> "dict[Any, pd.DataFrame]":
-        """The steps table split by process (rows in file order; rows without a process left out), split once."""
+        """The steps table split by process (rows in file order, indexed by their row numbers; rows without a
+        process left out), split once: from the columnar copy a row group at a time where there is one (the whole
+        table is never held twice), else from ``steps()``."""
+        if "steps" not in self._memo:
+            split = self.cached("jobs:copy", self.path / "steps.csv", self._jobs_from_copy)
+            if split is not None:
+                return split
         steps = self.steps()
         held = self._memo.get("jobs")
         if held is None or held[0] is not steps:
@@ -230,19 +271,52 @@ class Run:
     def job_steps(self, slot: str) -> "pd.DataFrame":
         """``slot``'s rows of the steps table, in file order (none: an empty frame)."""
         jobs = self.jobs()
-        return jobs[slot] if slot in jobs else self.steps().iloc[0:0]
+        if slot in jobs:
+            return jobs[slot]
+        copy = None if "steps" in self._memo else self.columnar_file()
+        if copy is not None:
+            return copy.schema_arrow.empty_table().to_pandas()
+        return self.steps().iloc[0:0]
+
+    def _jobs_from_copy(self) -> "dict[Any, pd.DataFrame] | None":
+        """``jobs()`` from the columnar copy (None: there is none)."""
+        copy = self.columnar_file()
+        if copy is None:
+            return None
+        import numpy as np
+        import pyarrow as pa
+
+        parts: dict[str, list[pa.RecordBatch]] = {}
+        rows: dict[str, list[np.ndarray]] = {}
+        offset = 0
+        for batch in copy.iter_batches(batch_size=CHUNK_ROWS):
+            codes = _numpy(batch.column(0).indices)
+            for code, name in enumerate(batch.column(0).dictionary.to_pylist()):
+                at = np.flatnonzero(codes == code)
+                if len(at):
+                    parts.setdefault(name, []).append(batch.take(pa.array(at)))
+                    rows.setdefault(name, []).append(at + offset)
+            offset += batch.num_rows
+        out = {}
+        for name in sorted(parts):  # as a categorical orders its categories
+            table = pa.Table.from_batches(parts.pop(name))
+            frame = table.to_pandas(split_blocks=True, self_destruct=True)
+            del table
+            frame.index = np.concatenate(rows.pop(name))
+            out[name] = frame
+        return out
 
     def step_columns(
         self, wanted: Sequence[str], whole: bool = True
     ) -> "tuple[np.ndarray, list[Any], list[np.ndarray]]":
         """Each step row's job (a code into the returned job names) and the ``wanted`` columns as numpy arrays (nulls:
-        NaN), in file order: from the steps already read, else from the Parquet cache with pyarrow alone (no pandas
-        frame), else through ``steps()``, which writes the cache; ``whole=False``: else only the columns rates and
+        NaN), in file order: from the steps already read, else from the columnar copy with pyarrow alone (no pandas
+        frame, only those columns), else through ``steps()``; ``whole=False``: else only the columns rates and
         evidence read (``READ_STEP_COLUMNS``) are parsed from steps.csv (``_read_steps``, no pandas where pyarrow
-        reads them), and no cache is written: what a reader that needs them once pays (``gpumon predict``)."""
+        reads them): what a reader that needs them once pays where no copy can be made."""
         light = set(wanted) <= set(READ_STEP_COLUMNS) and ("read_steps" in self._memo or not whole)
         if "steps" not in self._memo and "read_steps" not in self._memo:
-            table = _cached_steps(self.path, ("process", *wanted))
+            table = self.columnar(("process", *wanted), make=whole)
             if table is not None:
                 slots = table.column("process").unify_dictionaries().combine_chunks()
                 names = slots.dictionary.to_pylist()
@@ -300,6 +374,21 @@ class Run:
         return self.frame("gpu_others")
 
 
+def _copy_lines(f: IO[bytes], out: IO[bytes], path: Path) -> None:
+    """The rest of ``f`` into ``out`` up to its last newline (a torn last line is dropped), checked as UTF-8."""
+    check = codecs.getincrementaldecoder("utf-8")()
+    torn = b""
+    while block := f.read(columnar.BLOCK_BYTES):
+        data = torn + block
+        end = data.rfind(b"\n") + 1
+        try:
+            check.decode(data[:end])
+        except UnicodeDecodeError:
+            raise TraceError(f"{path} is not a gpumon trace (not UTF-8 text)") from None
+        out.write(data[:end])
+        torn = data[end:]
+
+
 def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
     """Each process's rows of ``steps`` in file order (the whole frame, uncopied, when it holds one process).
 
@@ -330,78 +419,13 @@ def _widen(text: str, added: list[str]) -> str:
     return "\n".join([header, *(line + pad if line else line for line in lines[1:])])
 
 
-# steps.parquet: a copy of a finished run's steps.csv as parsed, written by its first reader and
-# used while steps.csv keeps the size and mtime it was made from (an hour of two jobs is ~1.4 M
-# rows: 0.09 s of CPU from Parquet against 0.5 s from CSV). Anything wrong with it: CSV again.
-# Layout 2: process dictionary-encoded (a pandas categorical); a cache without it is rebuilt.
-STEPS_CACHE = "steps.parquet"
-_CACHE_KEY = b"gpumon_steps_csv"
-_LAYOUT_KEY, _LAYOUT = b"gpumon_steps_layout", b"2"
-
-
 def _file_key(path: Path) -> bytes | None:
-    """The size and mtime of ``path`` (None: unreadable), what a cache of it is valid for."""
+    """The size and mtime of ``path`` (None: unreadable), what a value read from it is valid for."""
     try:
         st = path.stat()
     except OSError:
         return None
     return f"{st.st_size}:{st.st_mtime_ns}".encode()
-
-
-def _csv_key(run_dir: Path) -> bytes | None:
-    return _file_key(run_dir / "steps.csv")
-
-
-def read_steps_cache(run_dir: Path) -> "pd.DataFrame | None":
-    """The cached steps of ``run_dir`` if the cache matches steps.csv, else None."""
-    table = _cached_steps(run_dir)
-    # a block per column: no consolidating copy, and the split by job takes columns one by one
-    return table.to_pandas(split_blocks=True) if table is not None else None
-
-
-def _cached_steps(run_dir: Path, columns: Sequence[str] | None = None) -> "pa.Table | None":
-    """The cache's ``columns`` (all: None) as a pyarrow Table if it matches steps.csv, else None (no pandas)."""
-    path = run_dir / STEPS_CACHE
-    key = _csv_key(run_dir)
-    if key is None or not path.is_file():
-        return None
-    try:
-        import pyarrow.parquet as pq
-
-        cache = pq.ParquetFile(path, read_dictionary=["process"])
-        meta = cache.schema_arrow.metadata or {}
-        names = cache.schema_arrow.names
-        if (meta.get(_CACHE_KEY), meta.get(_LAYOUT_KEY), names) != (
-            key,
-            _LAYOUT,
-            list(STEP_COLUMNS),
-        ):
-            return None
-        return cache.read(columns=list(columns) if columns is not None else None)
-    except Exception:  # noqa: BLE001 - a damaged or foreign cache is ignored, steps.csv is the record
-        return None
-
-
-def write_steps_cache(run_dir: Path, frame: "pd.DataFrame") -> None:
-    """Best effort (a read-only run directory stays as it is)."""
-    key = _csv_key(run_dir)
-    if key is None:
-        return
-    tmp = run_dir / (STEPS_CACHE + ".tmp")
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pa.Table.from_pandas(frame, preserve_index=False)
-        table = table.replace_schema_metadata(
-            {**(table.schema.metadata or {}), _CACHE_KEY: key, _LAYOUT_KEY: _LAYOUT}
-        )
-        # uncompressed: a third faster to read than Snappy (0.09 s against 0.13 s for an hour of two jobs, on
-        # 2 cores) for 30 MiB against 24; the CSV beside it is 70
-        pq.write_table(table, tmp, compression="none")
-        os.replace(tmp, run_dir / STEPS_CACHE)
-    except Exception:  # noqa: BLE001 - no cache is only slower
-        tmp.unlink(missing_ok=True)
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:
@@ -449,16 +473,26 @@ class DamagedRun:
 def scan_runs(runs_dir: Path) -> tuple[list[Run], list[DamagedRun]]:
     """The runs directly below ``runs_dir`` (a directory with a run.json), oldest first: those that read, and those
     that do not, with why."""
+    names = run_names(runs_dir)
+    found = [runs_dir / name for name in names if os.path.isfile(runs_dir / name / "run.json")]
+    runs, damaged = [], []
+    for child in found:
+        try:
+            runs.append(load_run(child))
+        except TraceError as exc:
+            damaged.append(DamagedRun(child, str(exc)))
+    return runs, damaged
+
+
+def run_names(runs_dir: Path) -> list[str]:
+    """The names of the folders directly below ``runs_dir``, sorted (a run's name begins with when it started)."""
     if not runs_dir.is_dir():
         raise TraceError(f"{runs_dir}: no such runs directory")
-    runs, damaged = [], []
-    for child in sorted(runs_dir.iterdir()):
-        if (child / "run.json").is_file():
-            try:
-                runs.append(load_run(child))
-            except TraceError as exc:
-                damaged.append(DamagedRun(child, str(exc)))
-    return runs, damaged
+    try:
+        with os.scandir(runs_dir) as entries:  # names and kinds from one read of the folder
+            return sorted(e.name for e in entries if e.is_dir())
+    except OSError as exc:
+        raise TraceError(f"cannot read {runs_dir}: {exc.strerror}") from None
 
 
 def list_runs(runs_dir: Path) -> list[Run]:
@@ -479,6 +513,7 @@ class RunSummary:
     duration_s: float
     rates: dict[str, float]
     runner: RunnerInfo | None = None  # who writes (wrote) it; shown with a running run
+    steps: dict[str, int] = field(default_factory=dict)  # each job's step rows
     device: str = (
         "?"  # what the jobs trained on (Run.trained_on): on the CPU the share reads "cpu cores"
     )
@@ -498,48 +533,102 @@ def exclusive_rates(run: Run) -> dict[str, float]:
     return {slot: exclusive_rate(ts, ns) for slot, (ts, ns) in exclusive_ends(run).items()}
 
 
+def _is_big(run: Run) -> bool:
+    """Whether steps.csv is big enough to read by column (``COLUMNS_BYTES``)."""
+    try:
+        return (run.path / "steps.csv").stat().st_size >= COLUMNS_BYTES
+    except OSError:
+        return False
+
+
 def exclusive_ends(run: Run, whole: bool = True) -> dict[str, tuple[list[float], list[float]]]:
     """Each process's first and last post-warm-up step by time, as (times, step numbers) (one step: itself alone),
     in the order of each job's first counted step in steps.csv.
 
     A small steps.csv is read row by row with the csv module. In a big one only those two steps matter:
-    the job names, times, step numbers and warm-up flags are read as columns (``Run.step_columns``: from the
-    Parquet cache with pyarrow alone, else through ``Run.steps()``, which writes it) and each job's two ends found
-    with numpy; a table that does not read as numbers is read row by row instead. ``whole``: as
-    ``Run.step_columns``'s (False: no cache written, only the columns read parsed).
+    the job names, times, step numbers and warm-up flags are read as columns, a million rows at a time from the
+    columnar copy with pyarrow alone (memory does not grow with the run), else at once (``Run.step_columns``),
+    and each job's two ends found with numpy; a table that does not read as numbers is read row by row instead.
+    ``whole``: as ``Run.step_columns``'s (False: no copy made, only the columns read parsed).
     """
-    try:
-        big = (run.path / "steps.csv").stat().st_size >= COLUMNS_BYTES
-    except OSError:
-        big = False
+    big = _is_big(run)
     # a small run row by row: no numpy, pyarrow or pandas to import, so listing runs stays light; predict (whole=False)
     # reads the step columns anyway, so its steps are parsed once, for both
     if not big and whole:
         return _exclusive_ends_by_row(run)
+    try:
+        return _ends_of(_rate_chunks(run, whole))
+    except (TraceError, _ByRow):
+        return _exclusive_ends_by_row(run)
+
+
+class _ByRow(Exception):
+    """The steps do not read as numbers in every row: read them row by row instead."""
+
+
+RATE_COLUMNS = ("t", "step", "warmup", "copy_bytes")
+CHUNK_ROWS = 1 << 20
+
+
+def _rate_chunks(
+    run: Run, whole: bool
+) -> "Iterator[tuple[np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray]]":
+    """The steps' job codes, job names, times, step numbers and warm-up flags (floats), a chunk at a time: a row
+    group of the columnar copy, else the whole table (``_rate_columns``). _ByRow where reading row by row would
+    differ (a short row: the recorder fills ``warmup`` and ``copy_bytes`` in every row)."""
     import numpy as np
 
-    try:
+    copy = None
+    if "steps" not in run._memo and "read_steps" not in run._memo:
+        copy = run.columnar_file(make=whole)
+    if copy is None:
         columns = _rate_columns(run, whole)
-    except TraceError:
-        columns = None
-    if columns is None:
-        return _exclusive_ends_by_row(run)
-    codes, names, t, n, warmup = columns
-    counted = tablecheck.counted(t, n, warmup)
-    ends: list[tuple[int, str, list[float], list[float]]] = []
-    for code, slot in enumerate(names):
-        at = np.flatnonzero(counted & (codes == code))
-        if not len(at):
-            continue
-        ts = t[at]
-        first = at[int(np.argmin(ts))]  # the first of equal times, as a stable sort leaves them
-        last = at[len(ts) - 1 - int(np.argmax(ts[::-1]))]  # the last of equal times
-        chosen = [first] if len(at) == 1 else [first, last]
-        ends.append(
-            (int(at[0]), str(slot), [float(t[i]) for i in chosen], [float(n[i]) for i in chosen])
-        )
+        if columns is None:
+            raise _ByRow
+        yield columns
+        return
+    for batch in copy.iter_batches(batch_size=CHUNK_ROWS, columns=["process", *RATE_COLUMNS]):
+        jobs = batch.column(0)
+        t, n, warmup, copy_bytes = (_numpy(batch.column(c)).astype(float) for c in RATE_COLUMNS)
+        if np.isnan(warmup).any() or np.isnan(copy_bytes).any():
+            raise _ByRow
+        yield _numpy(jobs.indices), jobs.dictionary.to_pylist(), t, n, warmup
+
+
+def _ends_of(
+    chunks: "Iterator[tuple[np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray]]",
+) -> dict[str, tuple[list[float], list[float]]]:
+    """``exclusive_ends`` of the steps in ``chunks`` (in file order): per job its first counted row, its first step by
+    time (the first of equal times) and its last (the last of equal times), and how many it counted."""
+    import numpy as np
+
+    found: dict[
+        str, list[float]
+    ] = {}  # job: [first row, t first, n first, t last, n last, counted]
+    offset = 0
+    for codes, names, t, n, warmup in chunks:
+        counted = tablecheck.counted(t, n, warmup)
+        for code, slot in enumerate(names):
+            at = np.flatnonzero(counted & (codes == code))
+            if not len(at):
+                continue
+            ts = t[at]
+            first = at[int(np.argmin(ts))]  # the first of equal times, as a stable sort leaves them
+            last = at[len(ts) - 1 - int(np.argmax(ts[::-1]))]  # the last of equal times
+            held = found.setdefault(
+                str(slot), [offset + int(at[0]), math.inf, 0.0, -math.inf, 0.0, 0]
+            )
+            if t[first] < held[1]:
+                held[1:3] = [float(t[first]), float(n[first])]
+            if t[last] >= held[3]:
+                held[3:5] = [float(t[last]), float(n[last])]
+            held[5] += len(at)
+        offset += len(t)
     # in the order of each job's first counted step in steps.csv, as reading it row by row gives them
-    return {slot: (ts, ns) for _, slot, ts, ns in sorted(ends)}
+    out = {}
+    for slot, (_, t0, n0, t1, n1, count) in sorted(found.items(), key=lambda kv: kv[1][0]):
+        out[slot] = ([t0], [n0]) if count == 1 else ([t0, t1], [n0, n1])
+    return out
 
 
 def _rate_columns(
@@ -552,7 +641,7 @@ def _rate_columns(
     """
     import numpy as np
 
-    codes, names, numbers = run.step_columns(("t", "step", "warmup", "copy_bytes"), whole)
+    codes, names, numbers = run.step_columns(RATE_COLUMNS, whole)
     if not all(c.dtype.kind in "biuf" for c in numbers):
         return None
     t, n, warmup, copy_bytes = (c.astype(float) for c in numbers)
@@ -665,8 +754,9 @@ def baseline_rate(slot: str, path: str | os.PathLike[str]) -> float:
 
 
 def summarize(run: Run) -> RunSummary:
-    """What ``gpumon runs`` shows: metadata and each process's exclusive rate (post-warm-up slope)."""
+    """What ``gpumon runs`` shows: metadata and each process's exclusive rate (post-warm-up slope) and steps."""
     specs = " + ".join(f"{w.slot}={w.spec_or_unknown}" for w in run.workloads)
+    summary = summary_of(run)
     return RunSummary(
         name=run.path.name,
         label=run.label,
@@ -675,24 +765,66 @@ def summarize(run: Run) -> RunSummary:
         status=run_status(run.meta.status, run.meta.runner, run.path),
         workloads=specs,
         duration_s=run.meta.duration_s or math.nan,
-        rates=exclusive_rates(run),
+        rates=summary.rates,
         runner=run.meta.runner,
         device=run.trained_on,
+        steps=summary.steps,
     )
 
 
-def _frame_for_export(run: Run, table: str) -> "pd.DataFrame":
-    frame = run.frame(table)
-    if table == "steps":  # the job names as read from steps.csv, not the reader's categorical
-        frame = frame.astype({"process": frame["process"].cat.categories.dtype})
-    return frame
+def steps_summary(run: Run) -> RunSummaryRecord:
+    """Each job's exclusive rate and step rows, read from the run's steps (what its recorder writes into run.json)."""
+    return RunSummaryRecord(exclusive_rates(run), step_counts(run))
+
+
+def step_counts(run: Run) -> dict[str, int]:
+    """The rows of each job in steps.csv (by the job column of its columnar copy, a row group at a time, where it has
+    one)."""
+    copy = run.columnar_file() if _is_big(run) else None
+    out: dict[str, int] = {}
+    if copy is not None:
+        for batch in copy.iter_batches(batch_size=CHUNK_ROWS, columns=["process"]):
+            for c in batch.column(0).dictionary_decode().value_counts().to_pylist():
+                if c["values"] is not None:
+                    out[str(c["values"])] = out.get(str(c["values"]), 0) + int(c["counts"])
+        return out
+    for row in run._lists("steps"):
+        if row[0]:  # a row without a job is no job's
+            out[row[0]] = out.get(row[0], 0) + 1
+    return out
+
+
+def summary_of(run: Run) -> RunSummaryRecord:
+    """run.json's summary; a finished run recorded without one gets it computed once into the user's cache, keyed
+    by the run and its files' identity (a run still recording: computed every time, never kept)."""
+    if run.meta.status == RunStatus.RECORDING:
+        return steps_summary(run)
+    if run.meta.summary is not None:
+        return run.meta.summary
+    where = columnar.user_cache_path(run.path, "summaries", ("run.json", "steps.csv"), ".json")
+    if where is None:
+        return steps_summary(run)
+    try:
+        held = RunSummaryRecord.from_json(json.loads(where.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        held = None
+    if held is not None:
+        return held
+    made = steps_summary(run)
+    try:
+        ensure_folder(where.parent, mode=0o700)
+        write_text(where, json.dumps(made.to_json()), replace=True)
+    except (OSError, UsageError):
+        pass  # no cache is only slower
+    return made
 
 
 def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -> list[Path]:
     """Write each table as clean CSV (complete rows only) or Parquet into ``out_dir``, all or nothing.
 
-    Files of those names already there are refused unless ``overwrite``. Each table is written to a hidden temporary
-    file first and renamed into place only once every one is complete, so a write that fails (a full disk, a
+    Files of those names already there are refused unless ``overwrite``. Each table is streamed (a block at a time:
+    memory does not grow with the run) into a temporary file of the safe writer (``gpumon/safewrite.py``), and the
+    temporaries are renamed into place only once every one is complete, so a write that fails (a full disk, a
     read-only directory) leaves no truncated file behind, and no directory that this call created.
     """
     targets = [
@@ -716,11 +848,11 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
     try:
         with replacing_together(replace=overwrite) as batch:
             for table, target in targets:
-                with batch.file(target, binary=fmt != "csv") as f:
+                with batch.file(target, binary=True) as out:
                     if fmt == "csv":
-                        f.write(run.table_text(table))
+                        run.write_csv(table, out)
                     else:
-                        _frame_for_export(run, table).to_parquet(f, index=False)
+                        _write_parquet(run, table, out)
     except (
         Exception
     ) as exc:  # a table that does not read (its TraceError) leaves nothing behind either
@@ -732,3 +864,24 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
             f"cannot write {target}: {exc.strerror or exc}; nothing was exported"
         ) from None
     return [target for _, target in targets]
+
+
+def _write_parquet(run: Run, table: str, out: IO[bytes]) -> None:
+    """``table`` as Parquet into ``out``: the steps a row group at a time from their columnar copy (job names as
+    plain text, as read from steps.csv), the other tables through pandas."""
+    copy = run.columnar_file() if table == "steps" else None
+    if copy is None:
+        frame = run.frame(table)
+        if table == "steps":  # the job names as read from steps.csv, not the reader's categorical
+            frame = frame.astype({"process": frame["process"].cat.categories.dtype})
+        frame.to_parquet(out, index=False)
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = copy.schema_arrow.remove_metadata()
+    plain = schema.set(0, pa.field("process", pa.string()))
+    with pq.ParquetWriter(out, plain) as writer:
+        for batch in copy.iter_batches():
+            jobs = batch.column(0).cast(pa.string())
+            writer.write_batch(pa.record_batch([jobs, *batch.columns[1:]], schema=plain))

@@ -109,12 +109,12 @@ import asyncio, json, sys, tempfile
 from pathlib import Path
 from gpumon.frontends.plan import make_plan
 from gpumon.core.capture.session import SessionConfig
-from gpumon.tui.app import GpumonApp
+from gpumon.tui.app import LiveApp
 from gpumon.tui.controller import Controller
 
 async def main():
     config = SessionConfig(device="cpu", runs_dir=Path(tempfile.mkdtemp()), nvml=False)
-    app = GpumonApp(Controller(make_plan([], [], session=config, label=None, duration_s=None, stagger_s=0.0)))
+    app = LiveApp(Controller(make_plan([], [], session=config, label=None, duration_s=None, stagger_s=0.0)))
     async with app.run_test() as pilot:
         while app.monitor is None or not app.monitor.is_mounted:
             await pilot.pause(0.05)

@@ -12,7 +12,7 @@ import pytest
 
 from gpumon.core.store.trace import load_run
 from gpumon.errors import EnvironmentFailure
-from gpumon.tui.app import GpumonApp
+from gpumon.tui.app import LiveApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.widgets.lines import TextLine
 from tests.helpers import wait_for
@@ -66,7 +66,7 @@ def test_toggle_capture_while_shutdown_is_under_way_is_refused_at_once(runs_dir)
 
 @run_async
 async def test_c_during_shutdown_does_nothing_and_says_why(runs_dir):
-    app = GpumonApp(Controller(make_test_plan(runs_dir, [STUBBORN, probe_command()], label="pair")))
+    app = LiveApp(Controller(make_test_plan(runs_dir, [STUBBORN, probe_command()], label="pair")))
     async with app.run_test(size=(100, 30)) as pilot:
         first = await wait_until(pilot, lambda: app.controller.capture_path, what="the capture")
         await wait_until(
@@ -89,7 +89,7 @@ async def test_c_during_shutdown_does_nothing_and_says_why(runs_dir):
 
 @run_async
 async def test_a_capture_that_cannot_be_written_is_shown_and_stops_the_jobs(runs_dir):
-    app = GpumonApp(Controller(make_test_plan(runs_dir, [probe_command()], label="probe")))
+    app = LiveApp(Controller(make_test_plan(runs_dir, [probe_command()], label="probe")))
     async with app.run_test(size=(100, 30)) as pilot:
         path = await wait_until(pilot, lambda: app.controller.capture_path, what="the capture")
         await wait_until(pilot, lambda: app.controller.running("A"), what="the job")

@@ -96,7 +96,7 @@ STACK_BINDINGS = [
     ),
 ]
 NOTICE_S = (
-    3.0  # how long a notice covers the panes (GpumonApp.NOTIFICATION_TIMEOUT); errors stay longer
+    3.0  # how long a notice covers the panes (the app's NOTIFICATION_TIMEOUT); errors stay longer
 )
 
 

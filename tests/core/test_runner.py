@@ -28,8 +28,8 @@ from gpumon.core.store.runner import (
     RunnerLock,
     run_owner,
     runner_process,
-    stop_runner,
 )
+from gpumon.core.jobs.runnerstop import stop_runner
 from gpumon.core.store.runmeta import RunMeta
 from gpumon.errors import UsageError
 from tests.helpers import fork_as_nobody, hold_run, hold_run_as_nobody, reachable_by_others, victim

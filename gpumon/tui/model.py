@@ -16,10 +16,10 @@ from typing import Any
 from gpumon.core.jobs.beside import UNKNOWN_RATE
 from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import meaningful
+from gpumon.core.interference.attribution import link_capacity
 from gpumon.core.interference.live import RUNNING_STATES, LiveFigures, LiveStats
 from gpumon.core.interference.live_cause import Baseline, LiveCauses
 from gpumon.core.records.rates import interference
-from gpumon.core.sources.pcie import link_capacity_bps
 from gpumon.core.records.model import (
     DeviceSample,
     GpuOthers,
@@ -72,14 +72,13 @@ def current_user() -> str | None:
 def link_bps(gpu: dict[str, Any] | None) -> float:
     """The PCIe link's one-way capacity in bytes/s: run.json's ``pcie_max_bps``, else its gen x width; NaN if unknown."""
     gpu = gpu or {}
-    capacity = gpu.get("pcie_max_bps")
-    if isinstance(capacity, (int, float)) and capacity > 0:
-        return float(capacity)
-    gen, width = gpu.get("pcie_gen"), gpu.get("pcie_width")
-    capacity = (
-        link_capacity_bps(gen, width) if isinstance(gen, int) and isinstance(width, int) else None
-    )
-    return NAN if capacity is None else capacity
+    capacity, gen, width = (gpu.get(k) for k in ("pcie_max_bps", "pcie_gen", "pcie_width"))
+    return link_capacity(
+        float(capacity) if isinstance(capacity, (int, float)) else None,
+        None,
+        gen if isinstance(gen, int) else None,
+        width if isinstance(width, int) else None,
+    ).capacity_bps
 
 
 def gpm_fields(gpu: dict[str, Any] | None) -> tuple[str, ...]:

@@ -31,7 +31,6 @@ KNOWN: frozenset[str] = frozenset(
         "gpumon/core/capture/metrics.py:collect",
         "gpumon/core/capture/session.py:Session",
         "gpumon/core/capture/session.py:start_capture",
-        "gpumon/core/jobs/launcher.py:Launcher",
         "gpumon/core/jobs/launcher.py:start",
         "gpumon/experiments/frames.py:frames_section",
         "gpumon/experiments/operators.py:operators_section",

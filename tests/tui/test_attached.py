@@ -21,7 +21,8 @@ from gpumon.tui.screens.attached import AttachedScreen, open_follow
 from gpumon.tui.screens.confirm import ConfirmScreen
 from gpumon.tui.widgets.lines import TextLine
 from tests.tracegen import exclusive
-from tests.tui.conftest import run_async, wait_until
+from tests.tui.conftest import run_async
+from tests.helpers import wait_until
 
 
 RUNNER = """

@@ -16,7 +16,8 @@ from gpumon.tui.app import LiveApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.widgets.lines import TextLine
 from tests.helpers import wait_for
-from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
+from tests.tui.conftest import make_test_plan, probe_command, run_async
+from tests.helpers import wait_until
 
 # A child that ignores SIGTERM: the launcher waits its 5 s grace before SIGKILL, so shutdown is slow.
 STUBBORN = shlex.join(

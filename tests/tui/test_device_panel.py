@@ -10,7 +10,8 @@ from gpumon.core.records.model import DEVICE_COLUMNS, GPM_COLUMNS
 from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.widgets.lines import TextLine
-from tests.tui.conftest import run_async, wait_until
+from tests.tui.conftest import run_async
+from tests.helpers import wait_until
 from tests.tracegen import staggered_pair
 
 GPM = {

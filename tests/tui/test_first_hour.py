@@ -16,7 +16,8 @@ from gpumon.tui.screens.compare import CompareScreen
 from gpumon.tui.screens.launch import LaunchScreen
 from gpumon.tui.screens.monitor import NOTICE_S
 from tests.tracegen import Job, beside_pair, exclusive, paced_job, staggered_pair, write_run
-from tests.tui.conftest import make_test_plan, run_async, screen_text, wait_until
+from tests.tui.conftest import make_test_plan, run_async, screen_text
+from tests.helpers import wait_until
 from tests.tui.test_snapshots import SIZES, _first_frame, _replay
 
 FCN, GEMM = "fcn:preset=tiny", "gemm:preset=tiny"

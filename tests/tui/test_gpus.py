@@ -132,7 +132,8 @@ def test_help_and_footer_offer_g_only_with_several_gpus(tmp_path, gpus):
     from gpumon.tui.screens.help import GPU_MEANINGS, HelpScreen
     from gpumon.tui.screens.replay import ReplayScreen, open_replay
     from tests.tracegen import staggered_pair
-    from tests.tui.conftest import feed_four_gpus, run_async, wait_until
+    from tests.tui.conftest import feed_four_gpus, run_async
+    from tests.helpers import wait_until
 
     source, feed = open_replay(staggered_pair(tmp_path / "run", gpu=True))
     source.seek(30.0)
@@ -183,7 +184,7 @@ import gpumon.commands.run as run_command
 from gpumon.tui.app import GpumonApp, LiveApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.widgets.gpus import GpuLines
-from tests.tui.conftest import wait_until
+from tests.helpers import wait_until
 
 GPUS = int(os.environ["EXPECT_GPUS"])
 

@@ -15,7 +15,7 @@ import pytest
 from gpumon.core.store.trace import baseline_rate
 from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
-from tests.tui.conftest import wait_until
+from tests.helpers import wait_until
 
 H100 = Path(__file__).parents[1] / "data" / "h100"
 SHARED = "20261123-032439-s-r50-vgg"

@@ -14,7 +14,8 @@ from gpumon.frontends.plan import make_plan
 from gpumon.core.capture.session import SessionConfig
 from gpumon.tui.app import GpumonApp, LiveApp
 from gpumon.tui.controller import Controller
-from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
+from tests.tui.conftest import make_test_plan, probe_command, run_async
+from tests.helpers import wait_until
 
 STAGGER_S = (
     30.0  # far beyond the failing job's end: B's start is due long after the test has its answer

@@ -12,7 +12,8 @@ from gpumon.tui.screens.launch import LaunchScreen
 from gpumon.tui.screens.stack import StackScreen
 from gpumon.tui.widgets.lines import TextLine
 from gpumon.tui.widgets.workload import WorkloadPanel
-from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
+from tests.tui.conftest import make_test_plan, probe_command, run_async
+from tests.helpers import wait_until
 
 
 def _steps_shown(app: GpumonApp, slot: str) -> int:

@@ -14,7 +14,8 @@ from gpumon.tui.app import LiveApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.screens.probes import ProbesScreen
 from gpumon.tui.widgets.probed import ProbedLine
-from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
+from tests.tui.conftest import make_test_plan, probe_command, run_async
+from tests.helpers import wait_until
 
 STEPPER = textwrap.dedent(
     """

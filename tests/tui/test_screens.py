@@ -7,7 +7,8 @@ from gpumon.tui.screens.compare import CompareScreen
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.screens.runs import MARK, RunsScreen
 from gpumon.tui.widgets.output import ChildOutput
-from tests.tui.conftest import run_async, wait_until
+from tests.tui.conftest import run_async
+from tests.helpers import wait_until
 from tests.tracegen import exclusive, staggered_pair
 
 

@@ -9,7 +9,8 @@ import pytest
 from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.screens.runs import RunsScreen
-from tests.tui.conftest import feed_four_gpus, wait_until
+from tests.tui.conftest import feed_four_gpus
+from tests.helpers import wait_until
 from tests.tracegen import exclusive, staggered_pair
 
 SIZES = [(80, 24), (120, 40)]

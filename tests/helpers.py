@@ -72,6 +72,28 @@ async def wait_until(
     return value
 
 
+def tiny_pairs_spec(
+    name: str, title: str, question: str, seconds: int, cpus: str | None = None
+) -> str:
+    """An experiment spec (TOML) of fcn beside gemm, tiny, one thread each (``cpus``: pinned there)."""
+    pinned = f', cpus = "{cpus}"' if cpus is not None else ""
+    return f"""\
+[experiment]
+name = "{name}"
+title = "{title}"
+question = "{question}"
+analysis = "pairwise"
+
+[run]
+workloads = ["fcn", "gemm"]
+options = {{ preset = "tiny", threads = 1{pinned} }}
+pairs = "distinct"
+seconds = {seconds}
+stagger = 1
+startup = 40
+"""
+
+
 # A run that a test stops once it has recorded what it needs: long enough never to end first on any machine.
 UNTIL_STOPPED_S = 900
 # How long a run may take to record what a test needs, on a loaded 2-core box: beyond it the test fails.

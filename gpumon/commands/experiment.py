@@ -14,8 +14,8 @@ from gpumon.errors import UsageError
 from gpumon.extras import require
 
 if TYPE_CHECKING:
-    from gpumon.experiments.cells import Cell
-    from gpumon.experiments.spec import ExperimentSpec, Settings
+    from gpumon.experiments.runner.cells import Cell
+    from gpumon.experiments.runner.spec import ExperimentSpec, Settings
 
 DESCRIPTION = """\
 Run an experiment from a declarative spec (a TOML file, or a shipped one: --list): the spec is expanded into
@@ -130,7 +130,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 
 def list_specs() -> int:
-    from gpumon.experiments.spec import load_spec, shipped_dir, shipped_specs
+    from gpumon.experiments.runner.spec import load_spec, shipped_dir, shipped_specs
 
     paths = shipped_specs()
     if not paths:
@@ -146,9 +146,9 @@ def list_specs() -> int:
 def run(args: argparse.Namespace) -> int:
     from gpumon.core.jobs.interpreter import ENV_PYTHON, choose, require_workload_python
     from gpumon.frontends.plan import check_device
-    from gpumon.experiments.cells import check_all_presets, expand
-    from gpumon.experiments.device import cuda_status, resolve_device
-    from gpumon.experiments.spec import (
+    from gpumon.experiments.runner.cells import check_all_presets, expand
+    from gpumon.experiments.runner.device import cuda_status, resolve_device
+    from gpumon.experiments.runner.spec import (
         choose_preset,
         device_kind,
         find_spec,
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     if args.device is not None:
         check_device(args.device)
     if args.ray is not None:
-        from gpumon.experiments.rayrun import require_ray
+        from gpumon.experiments.runner.rayrun import require_ray
 
         require_ray()
     if args.python:
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
 def resume_python(out: Path, explicit: bool) -> None:
     """Resuming without ``--python`` or ``$GPUMON_PYTHON``: the cells run in the Python the experiment ran with."""
     from gpumon.core.jobs.interpreter import ENV_PYTHON, choose
-    from gpumon.experiments.manifest import MANIFEST, Manifest
+    from gpumon.experiments.runner.manifest import MANIFEST, Manifest
 
     recorded = None if explicit else Manifest.recorded_python(out)
     if recorded is not None:
@@ -220,7 +220,7 @@ def resume_python(out: Path, explicit: bool) -> None:
 
 
 def dry_run(cells: list[Cell], out: Path) -> int:
-    from gpumon.experiments.cellrun import cell_args
+    from gpumon.experiments.runner.cellrun import cell_args
 
     print(f"{len(cells)} cells into {out}:")
     for cell in cells:
@@ -240,12 +240,12 @@ def execute(
     out: Path,
     args: argparse.Namespace,
 ) -> int:
-    from gpumon.experiments.device import cuda_status
-    from gpumon.experiments.manifest import FAILED, Manifest
-    from gpumon.experiments.pyspy import check_pyspy
-    from gpumon.experiments.report import counts, write_results
-    from gpumon.experiments.results import Context
-    from gpumon.experiments.cellrun import CellScheduler
+    from gpumon.experiments.runner.device import cuda_status
+    from gpumon.experiments.runner.manifest import FAILED, Manifest
+    from gpumon.experiments.runner.pyspy import check_pyspy
+    from gpumon.experiments.study.report import counts, write_results
+    from gpumon.experiments.study.results import Context
+    from gpumon.experiments.runner.cellrun import CellScheduler
 
     from gpumon.core.jobs.interpreter import choose
 
@@ -273,7 +273,7 @@ def execute(
     )
     pool = None
     if args.ray is not None:
-        from gpumon.experiments.rayrun import RayPool, describe
+        from gpumon.experiments.runner.rayrun import RayPool, describe
 
         pool = RayPool(args.ray or None, on_gpu=device.startswith("cuda"))
         pool.start()
@@ -285,7 +285,7 @@ def execute(
             scheduler.run([c for c in cells if c.mode == "exclusive"]) if args.predict else None
         )
         if args.predict and signum is None:
-            from gpumon.experiments.predicted import write_predicted
+            from gpumon.experiments.study.predicted import write_predicted
 
             print(
                 f"gpumon: predicted from the exclusive cells: {write_predicted(ctx)}",

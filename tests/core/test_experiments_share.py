@@ -7,12 +7,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpumon.experiments.cells import Cell, expand
-from gpumon.experiments.manifest import OK, CellRecord, Manifest
-from gpumon.experiments.pairwise import better_mode
-from gpumon.experiments.report import write_results
-from gpumon.experiments.results import Context
-from gpumon.experiments.cellrun import CellScheduler, cell_argv
+from gpumon.experiments.runner.cells import Cell, expand
+from gpumon.experiments.runner.manifest import OK, CellRecord, Manifest
+from gpumon.experiments.study.pairwise import better_mode
+from gpumon.experiments.study.report import write_results
+from gpumon.experiments.study.results import Context
+from gpumon.experiments.runner.cellrun import CellScheduler, cell_argv
 from gpumon.analysis.slowdown import Estimate
 from tests.core.test_experiments import NO_CUDA, PAIRWISE, error_of, spec_of
 from tests.tracegen import Job, write_run

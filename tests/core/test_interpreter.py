@@ -165,8 +165,8 @@ def test_gpumons_own_children_import_this_gpumon_whatever_their_working_director
 ):
     """``python -m gpumon`` puts the working directory first on sys.path: a ``gpumon/`` there shadowed the package in
     the detached runner and in every experiment cell. ``module_argv`` runs the module from gpumon's own directory."""
-    from gpumon.experiments.cells import expand
-    from gpumon.experiments.cellrun import cell_argv, operator_command
+    from gpumon.experiments.runner.cells import expand
+    from gpumon.experiments.runner.cellrun import cell_argv, operator_command
     from tests.core.test_experiments import PAIRWISE, spec_of
 
     work = tmp_path / "work"

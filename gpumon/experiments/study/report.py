@@ -6,12 +6,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from gpumon.experiments.frames import frames_section
-from gpumon.experiments.operators import operators_section
-from gpumon.experiments.pairwise import contention_section, pairwise_section
-from gpumon.experiments.results import Context, cells_section
-from gpumon.experiments.spec import PAIRED_ANALYSES
-from gpumon.experiments.sweep import cost_section, sweep_section
+from gpumon.experiments.study.frames import frames_section
+from gpumon.experiments.study.operators import operators_section
+from gpumon.experiments.study.pairwise import contention_section, pairwise_section
+from gpumon.experiments.study.results import Context, cells_section
+from gpumon.experiments.runner.spec import PAIRED_ANALYSES
+from gpumon.experiments.study.sweep import cost_section, sweep_section
 from gpumon.workloads.spec import parse_workload_spec
 
 SECTIONS: dict[str, Callable[[Context], list[str]]] = {

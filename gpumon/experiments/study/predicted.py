@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from gpumon.errors import UsageError
-from gpumon.experiments.cells import share_label
-from gpumon.experiments.results import NA, Context, fmt_ci, md_table
+from gpumon.experiments.runner.cells import share_label
+from gpumon.experiments.study.results import NA, Context, fmt_ci, md_table
 
 if TYPE_CHECKING:
     from gpumon.analysis.compare import Comparison

@@ -6,9 +6,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpumon.experiments.pairwise import keys_of
-from gpumon.experiments.results import NA, Context, fmt, fmt_share, md_table, recorded_profiles
-from gpumon.experiments.similarity import jaccard, pooled, shares, weighted_jaccard
+from gpumon.experiments.study.pairwise import keys_of
+from gpumon.experiments.study.results import (
+    NA,
+    Context,
+    fmt,
+    fmt_share,
+    md_table,
+    recorded_profiles,
+)
+from gpumon.experiments.study.similarity import jaccard, pooled, shares, weighted_jaccard
 
 TOP = 10
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from gpumon.analysis import why
 from gpumon.errors import UsageError
-from gpumon.experiments.cells import Cell, share_label
-from gpumon.experiments.results import (
+from gpumon.experiments.runner.cells import Cell, share_label
+from gpumon.experiments.study.results import (
     NA,
     Context,
     figure,
@@ -288,7 +288,7 @@ def pairwise_section(ctx: Context) -> list[str]:
 
 def predicted_beside_measured(ctx: Context, pairs: list[Pair]) -> list[str]:
     """``--predict``: each pair's prediction from its exclusive cells beside its comparison."""
-    from gpumon.experiments.predicted import predict_pairs, predicted_section
+    from gpumon.experiments.study.predicted import predict_pairs, predicted_section
 
     measured = {(p.a, p.b, p.share): p.comparison for p in pairs}
     items = predict_pairs(ctx)

@@ -25,8 +25,8 @@ from types import ModuleType
 from typing import Any, Callable, Mapping
 
 from gpumon.errors import EnvironmentFailure, UsageError
-from gpumon.experiments.cells import Cell
-from gpumon.experiments.manifest import FAILED, INTERRUPTED, CellRecord, Manifest
+from gpumon.experiments.runner.cells import Cell
+from gpumon.experiments.runner.manifest import FAILED, INTERRUPTED, CellRecord, Manifest
 
 POLL_S = 0.5
 CORE_LOCKS = Path(tempfile.gettempdir()) / "gpumon-ray-cores"
@@ -104,7 +104,7 @@ class CellWorker:
         self.signal = signal.SIGINT
 
     def run(self, cell: Cell, pyspy: Any) -> tuple[dict[str, Any], bytes]:
-        from gpumon.experiments.cellrun import CellRun
+        from gpumon.experiments.runner.cellrun import CellRun
 
         # Ray gave this worker one GPU as CUDA device 0; a CPU worker is pinned already
         local = replace(cell, device="cuda") if cell.device.startswith("cuda") else cell

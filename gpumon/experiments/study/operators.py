@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpumon.experiments.pairwise import keys_of
-from gpumon.experiments.results import (
+from gpumon.experiments.study.pairwise import keys_of
+from gpumon.experiments.study.results import (
     NA,
     Context,
     figure,
@@ -18,7 +18,7 @@ from gpumon.experiments.results import (
     recorded_profiles,
     save,
 )
-from gpumon.experiments.similarity import pooled, shares, weighted_jaccard
+from gpumon.experiments.study.similarity import pooled, shares, weighted_jaccard
 
 OPERATOR_PREFIX = "aten::"
 TOP = 10

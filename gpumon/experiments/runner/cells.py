@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpumon.errors import UsageError
-from gpumon.experiments.spec import ExperimentSpec, Settings, table_name
+from gpumon.experiments.runner.spec import ExperimentSpec, Settings, table_name
 from gpumon.workloads.spec import WorkloadSpec, format_value, parse_workload_spec, spec_from_options
 
 UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")

@@ -22,12 +22,19 @@ from gpumon.core.jobs.lifeline import die_with_parent
 from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.trace import TraceError, load_run
-from gpumon.experiments.cells import Cell
-from gpumon.experiments.device import CudaStatus
-from gpumon.experiments.manifest import FAILED, INTERRUPTED, OK, SKIPPED, CellRecord, Manifest
-from gpumon.experiments.progress import Progress
-from gpumon.experiments.pyspy import PySpy, record_argv
-from gpumon.experiments.steady import StepsTail
+from gpumon.experiments.runner.cells import Cell
+from gpumon.experiments.runner.device import CudaStatus
+from gpumon.experiments.runner.manifest import (
+    FAILED,
+    INTERRUPTED,
+    OK,
+    SKIPPED,
+    CellRecord,
+    Manifest,
+)
+from gpumon.experiments.runner.progress import Progress
+from gpumon.experiments.runner.pyspy import PySpy, record_argv
+from gpumon.experiments.runner.steady import StepsTail
 
 
 class CellPool(Protocol):
@@ -58,7 +65,7 @@ def operator_command(cell: Cell, slot: str, spec: str, scratch: Path) -> str:
     the gpumon package comes from its own directory (``module_argv``).
     """
     argv = [
-        *module_argv("gpumon.experiments.opprofile", choose().path, isolated=True),
+        *module_argv("gpumon.experiments.study.opprofile", choose().path, isolated=True),
         spec,
         "--device",
         cell.device,

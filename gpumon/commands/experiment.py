@@ -54,6 +54,13 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_what(p)
+    _add_how(p)
+    p.set_defaults(handler=run)
+
+
+def _add_what(p: argparse.ArgumentParser) -> None:
+    """Which experiment, where, and how much of it."""
     p.add_argument(
         "spec",
         nargs="?",
@@ -91,6 +98,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         metavar="S",
         help="steady-state seconds each job is measured",
     )
+
+
+def _add_how(p: argparse.ArgumentParser) -> None:
+    """How its cells run (or are only listed)."""
     p.add_argument(
         "--profile",
         action="store_true",
@@ -126,7 +137,6 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="the Python that runs the built-in workloads of every cell (it needs torch, not gpumon); "
         "default: $GPUMON_PYTHON, else gpumon's own",
     )
-    p.set_defaults(handler=run)
 
 
 def list_specs() -> int:
@@ -240,68 +250,20 @@ def execute(
     out: Path,
     args: argparse.Namespace,
 ) -> int:
-    from gpumon.experiments.runner.device import cuda_status
-    from gpumon.experiments.runner.manifest import FAILED, Manifest
-    from gpumon.experiments.runner.pyspy import check_pyspy
+    """The runner's ``conduct`` with the study's two answers (the predictions, the results) handed in."""
+    from gpumon.experiments.runner.conduct import Options, Study, conduct
+    from gpumon.experiments.runner.manifest import Manifest
+    from gpumon.experiments.study.predicted import write_predicted
     from gpumon.experiments.study.report import counts, write_results
     from gpumon.experiments.study.results import Context
-    from gpumon.experiments.runner.cellrun import CellScheduler
 
-    from gpumon.core.jobs.interpreter import choose
+    def context(manifest: Manifest) -> Context:
+        return Context(spec, settings, preset, device, cells, manifest, predict=args.predict)
 
-    python = choose()
-    header = {
-        "name": spec.name,
-        "title": spec.title,
-        "spec": str(spec.path),
-        "analysis": spec.analysis,
-        "preset": preset,
-        "device": device,
-        "python": None if python.own else python.path,
-    }
-    manifest = Manifest.open(out, header)
-    manifest.save()
-    pyspy = check_pyspy() if args.profile else None
-    if pyspy is not None and not pyspy.usable:
-        print(
-            f"gpumon: --profile: {pyspy.problem}; running without py-spy recordings",
-            file=sys.stderr,
-        )
-    print(
-        f"gpumon: experiment {spec.name} (preset {preset}, device {device}): {len(cells)} cells into {out}",
-        file=sys.stderr,
-    )
-    pool = None
-    if args.ray is not None:
-        from gpumon.experiments.runner.rayrun import RayPool, describe
+    def results(manifest: Manifest, profile_problem: str | None) -> tuple[Path, dict[str, int]]:
+        ctx = context(manifest)
+        return write_results(ctx, profile_problem), counts(ctx)
 
-        pool = RayPool(args.ray or None, on_gpu=device.startswith("cuda"))
-        pool.start()
-        print(f"gpumon: Ray workers: {describe(pool)}", file=sys.stderr)
-    ctx = Context(spec, settings, preset, device, cells, manifest, predict=args.predict)
-    try:
-        scheduler = CellScheduler(manifest, cuda_status, pyspy, args.retry_failed, pool=pool)
-        signum = (
-            scheduler.run([c for c in cells if c.mode == "exclusive"]) if args.predict else None
-        )
-        if args.predict and signum is None:
-            from gpumon.experiments.study.predicted import write_predicted
-
-            print(
-                f"gpumon: predicted from the exclusive cells: {write_predicted(ctx)}",
-                file=sys.stderr,
-            )
-        signum = signum if signum is not None else scheduler.run(cells)
-    finally:
-        if pool is not None:
-            pool.stop()
-    if signum is not None:
-        print(
-            f"gpumon: interrupted; run the same command again to resume ({out / 'cells.json'})",
-            file=sys.stderr,
-        )
-        return 128 + signum
-    path = write_results(ctx, pyspy.problem if pyspy is not None else None)
-    tally = counts(ctx)
-    print(f"{path}  ({', '.join(f'{n} {s}' for s, n in sorted(tally.items()))})")
-    return 1 if tally.get(FAILED) and not tally.get("ok") else 0
+    study = Study(lambda manifest: write_predicted(context(manifest)), results)
+    options = Options(args.profile, args.retry_failed, args.ray, args.predict)
+    return conduct(spec, preset, device, cells, out, options, study)

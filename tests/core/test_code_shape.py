@@ -26,8 +26,6 @@ KNOWN: frozenset[str] = frozenset(
         "gpumon/analysis/compare.py:compare",
         "gpumon/analysis/predict_fit.py:from_pairs",
         "gpumon/analysis/report.py:tables",
-        "gpumon/commands/experiment.py:execute",
-        "gpumon/commands/experiment.py:register",
         "gpumon/core/capture/metrics.py:collect",
         "gpumon/core/capture/session.py:Session",
         "gpumon/core/capture/session.py:start_capture",

@@ -1,0 +1,93 @@
+"""An experiment from start to end: its manifest, py-spy, Ray, the cells (exclusive first with ``--predict``),
+then the study's answer. The study is handed in (``Study``): the runner never imports it."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from gpumon.core.jobs.interpreter import choose
+from gpumon.experiments.runner.cellrun import CellScheduler
+from gpumon.experiments.runner.cells import Cell
+from gpumon.experiments.runner.device import cuda_status
+from gpumon.experiments.runner.manifest import FAILED, OK, Manifest
+from gpumon.experiments.runner.pyspy import check_pyspy
+from gpumon.experiments.runner.spec import ExperimentSpec
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to run the cells: ``gpumon experiment``'s switches."""
+
+    profile: bool = False
+    retry_failed: bool = False
+    ray: str | None = None  # an address, "" for a local cluster, None for no Ray
+    predict: bool = False
+
+
+@dataclass(frozen=True)
+class Study:
+    """What the study does at the runner's two moments, given the manifest the cells are recorded in."""
+
+    # with --predict, once the exclusive cells ran: the predictions' file
+    predicted: Callable[[Manifest], Path]
+    # at the end: results.md (told why py-spy recorded nothing, if so) and the cells by status
+    results: Callable[[Manifest, str | None], tuple[Path, dict[str, int]]]
+
+
+def conduct(
+    spec: ExperimentSpec,
+    preset: str,
+    device: str,
+    cells: list[Cell],
+    out: Path,
+    options: Options,
+    study: Study,
+) -> int:
+    """Run ``cells`` into ``out`` (resuming what cells.json holds), then the study; the command's exit status."""
+    python = choose()
+    header = {
+        "name": spec.name,
+        "title": spec.title,
+        "spec": str(spec.path),
+        "analysis": spec.analysis,
+        "preset": preset,
+        "device": device,
+        "python": None if python.own else python.path,
+    }
+    manifest = Manifest.open(out, header)
+    manifest.save()
+    pyspy = check_pyspy() if options.profile else None
+    if pyspy is not None and not pyspy.usable:
+        say(f"--profile: {pyspy.problem}; running without py-spy recordings")
+    say(f"experiment {spec.name} (preset {preset}, device {device}): {len(cells)} cells into {out}")
+    pool = None
+    if options.ray is not None:
+        from gpumon.experiments.runner.rayrun import RayPool, describe
+
+        pool = RayPool(options.ray or None, on_gpu=device.startswith("cuda"))
+        pool.start()
+        say(f"Ray workers: {describe(pool)}")
+    try:
+        scheduler = CellScheduler(manifest, cuda_status, pyspy, options.retry_failed, pool=pool)
+        signum = None
+        if options.predict:
+            signum = scheduler.run([c for c in cells if c.mode == "exclusive"])
+            if signum is None:
+                say(f"predicted from the exclusive cells: {study.predicted(manifest)}")
+        signum = signum if signum is not None else scheduler.run(cells)
+    finally:
+        if pool is not None:
+            pool.stop()
+    if signum is not None:
+        say(f"interrupted; run the same command again to resume ({out / 'cells.json'})")
+        return 128 + signum
+    path, tally = study.results(manifest, pyspy.problem if pyspy is not None else None)
+    print(f"{path}  ({', '.join(f'{n} {s}' for s, n in sorted(tally.items()))})")
+    return 1 if tally.get(FAILED) and not tally.get(OK) else 0
+
+
+def say(text: str) -> None:
+    print(f"gpumon: {text}", file=sys.stderr)

@@ -11,7 +11,6 @@ install's own.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -122,9 +121,7 @@ def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
     listed = light.gpumon("experiment", "--list")
     assert listed.returncode == 0 and "q2_pairwise" in listed.stdout, listed.stdout + listed.stderr
     # from the wheel's own gpumon/experiments/specs/ (the repository keeps them in its top-level experiments/)
-    shipped = subprocess.run(
-        [str(light.bin / "python"), "-c", SHIPPED_DIR], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    shipped = run_ok([light.python, "-c", SHIPPED_DIR], light.root, env=light.env).stdout.strip()
     assert Path(shipped).parts[-3:] == ("gpumon", "experiments", "specs"), shipped
     assert Path(shipped).is_relative_to(light.bin.parent), shipped
     dry = light.gpumon("experiment", "q2_pairwise", "--dry-run", "--device", "cpu")

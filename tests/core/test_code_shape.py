@@ -29,7 +29,6 @@ KNOWN: frozenset[str] = frozenset(
         "gpumon/core/capture/metrics.py:collect",
         "gpumon/core/capture/session.py:Session",
         "gpumon/core/capture/session.py:start_capture",
-        "gpumon/core/jobs/launcher.py:start",
         "gpumon/experiments/study/frames.py:frames_section",
         "gpumon/experiments/study/operators.py:operators_section",
         "gpumon/experiments/study/opprofile.py:train",

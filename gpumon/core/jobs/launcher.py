@@ -237,15 +237,7 @@ class Launcher:
         except OSError as exc:
             for fd in (probe_r, probe_w, out_r, out_w):
                 os.close(fd)
-            error = f"cannot start {request.argv[0]}: {exc.strerror or exc}"
-            with self._lock:
-                workload.start_error, workload.stop_t, workload.ended = (
-                    error,
-                    self.clock.now(),
-                    True,
-                )
-            self.bus.publish(WorkloadState(slot, "failed", workload.stop_t, tail=str(exc)))
-            raise EnvironmentFailure(error) from None
+            raise self._not_forked(workload, exc) from None
         os.close(probe_w)
         os.close(out_w)
         with self._lock:
@@ -269,6 +261,14 @@ class Launcher:
         ):  # stop_all came while the child was being forked: it stops like the others
             self._terminate(workload)
         return self.get(slot) or workload
+
+    def _not_forked(self, workload: Workload, exc: OSError) -> EnvironmentFailure:
+        """A child that could not be forked stays in its slot as failed (``start_error``); the error to raise."""
+        error = f"cannot start {workload.request.argv[0]}: {exc.strerror or exc}"
+        with self._lock:
+            workload.start_error, workload.stop_t, workload.ended = error, self.clock.now(), True
+        self.bus.publish(WorkloadState(workload.slot, "failed", workload.stop_t, tail=str(exc)))
+        return EnvironmentFailure(error)
 
     def attach(
         self, *, slot: Slot, request: LaunchRequest, probe: socket.socket | None

@@ -46,7 +46,7 @@ jobs from it); it takes the options below, e.g. gpumon --python PATH --device cp
 
 def command(name: str) -> Command:
     """The module of subcommand ``name`` (``gpumon/commands/<name>.py``)."""
-    module: Command = importlib.import_module(f"gpumon.commands.{name}")  # type: ignore[assignment]
+    module: Command = importlib.import_module(f"gpumon.commands.{name}")
     return module
 
 
@@ -55,11 +55,11 @@ class MainParser(argparse.ArgumentParser):
 
     seen: list[str] = []
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def, override]
+    def parse_known_args(self, args=None, namespace=None):
         self.seen = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         super().error(self.hint(message) or message)
 
     def hint(self, message: str) -> str | None:

@@ -7,11 +7,12 @@ the device lost, anything else is a one-off N/A. Details: docs/nvml.md.
 from __future__ import annotations
 
 import ctypes
+import enum
 import logging
 import math
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Final
 
 from gpumon.core.records.model import NAN
 
@@ -27,14 +28,16 @@ UNSUPPORTED_CODES = frozenset({NOT_SUPPORTED, FUNCTION_NOT_FOUND, NO_PERMISSION}
 LOST_REASONS = {GPU_IS_LOST: "GPU lost", RESET_REQUIRED: "GPU requires a reset"}
 
 
-class _NA:
-    """The N/A marker a failed query returns."""
+class Missing(enum.Enum):
+    """The N/A marker a failed query returns (an enum member: a type of its own, so ``is NA`` narrows)."""
+
+    NA = "NA"
 
     def __repr__(self) -> str:
         return "NA"
 
 
-NA: Any = _NA()
+NA: Final = Missing.NA
 
 
 @dataclass
@@ -73,7 +76,7 @@ class Query:
             except UnicodeDecodeError:
                 return self.fail(key, -1)
 
-    def fail(self, key: str, code: int) -> Any:
+    def fail(self, key: str, code: int) -> Missing:
         """Classify an NVML error ``code`` from query ``key``; returns ``NA``."""
         self.last_error = code
         if code in LOST_REASONS:
@@ -225,14 +228,14 @@ def mib(used_bytes: int | None) -> float:
     return used_bytes / MIB
 
 
-def number(value: Any, scale: float = 1.0) -> float:
+def number(value: Any | Missing, scale: float = 1.0) -> float:
     """A query's result as a float, NaN for ``NA``."""
     return NAN if value is NA else value * scale
 
 
-def text(value: Any) -> str | None:
+def text(value: Any | Missing) -> str | None:
     return None if value is NA else str(value)
 
 
-def integer(value: Any) -> int | None:
+def integer(value: Any | Missing) -> int | None:
     return None if value is NA else int(value)

@@ -52,6 +52,14 @@ class CellPool(Protocol):
 
 POLL_S = 0.25
 STATE_POLL_S = 1.0
+
+
+class Ticks(Protocol):
+    """What a running cell tells about itself: that it is still going (a Progress, or a Ray worker's silence)."""
+
+    def tick(self) -> None: ...
+
+
 STOP_GRACE_S = 30.0
 PYSPY_EXIT_WAIT_S = 15.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -178,7 +186,7 @@ class CellRun:
     def log_path(self) -> Path:
         return self.directory / "logs" / f"{self.cell.id}.log"
 
-    def execute(self, progress: Progress) -> CellRecord:
+    def execute(self, progress: Ticks) -> CellRecord:
         shutil.rmtree(self.scratch, ignore_errors=True)
         for path in (self.scratch, self.runs_dir, self.log_path.parent):
             path.mkdir(parents=True, exist_ok=True)
@@ -337,9 +345,8 @@ class CellRun:
             self.run_dir = self._find_run_dir()
         if self.run_dir is None:
             record.status = INTERRUPTED if interrupted else FAILED
-            record.reason = (
-                last_line(self.log_path) or f"gpumon run exited with status {self.proc.returncode}"
-            )
+            status = None if self.proc is None else self.proc.returncode
+            record.reason = last_line(self.log_path) or f"gpumon run exited with status {status}"
             return
         record.run = str(self.run_dir.relative_to(self.directory))
         failed = self._failed_workloads()

@@ -67,7 +67,7 @@ def cells(row: ProcessRow) -> list[str]:
         _mib(row.rss_mib),
         _elapsed(row.elapsed_s),
         _rate(row.iter_rate),
-        "hidden (PID namespace)" if hidden else row.command,
+        "hidden (PID namespace)" if row.command is None else row.command,
     ]
 
 

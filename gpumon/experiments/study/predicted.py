@@ -83,9 +83,12 @@ def _pct(x: float) -> str:
 
 def rows(
     items: Sequence[Predicted],
-) -> tuple[list[list[str]], list[dict], list[float], list[float]]:
+) -> tuple[list[list[str]], list[dict[str, str | float]], list[float], list[float]]:
     """Table rows, CSV records, and the relative errors of r and of STP over measured pairs."""
-    table, records, r_errors, stp_errors = [], [], [], []
+    table: list[list[str]] = []
+    records: list[dict[str, str | float]] = []
+    r_errors: list[float] = []
+    stp_errors: list[float] = []
     for it in items:
         p, m = it.prediction, it.measured
         if p is None:
@@ -95,7 +98,7 @@ def rows(
             )
             continue
         cells = [it.name]
-        record = {"pair": it.name, "a": it.a, "b": it.b, "share": it.share}
+        record: dict[str, str | float] = {"pair": it.name, "a": it.a, "b": it.b, "share": it.share}
         for slot, r in zip("AB", p.slowdown):
             measured = m.workload(slot).slowdown.value if m is not None else math.nan
             err = _error(r.value, measured)

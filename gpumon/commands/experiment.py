@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from gpumon.errors import UsageError
 from gpumon.extras import require
 
 if TYPE_CHECKING:
+    from gpumon.core.jobs.interpreter import WorkloadPython
     from gpumon.experiments.runner.cells import Cell
     from gpumon.experiments.runner.spec import ExperimentSpec, Settings
 
@@ -154,7 +154,7 @@ def list_specs() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpumon.core.jobs.interpreter import ENV_PYTHON, choose, require_workload_python
+    from gpumon.core.jobs.interpreter import checked, choose
     from gpumon.frontends.plan import check_device
     from gpumon.experiments.runner.cells import check_all_presets, expand
     from gpumon.experiments.runner.device import cuda_status, resolve_device
@@ -178,29 +178,28 @@ def run(args: argparse.Namespace) -> int:
         from gpumon.experiments.runner.rayrun import require_ray
 
         require_ray()
-    if args.python:
-        # every cell's `gpumon run`, and the CUDA probe below, inherit it
-        os.environ[ENV_PYTHON] = choose(args.python).path
+    # the workloads' Python: named to every cell's `gpumon run` (--python) and asked about CUDA
+    python = choose(args.python)
     spec = load_spec(find_spec(args.spec))
     check_all_presets(spec)
     first = next(iter(spec.presets.values()))
-    guess = resolve_device(args.device or first.device)
+    guess = resolve_device(args.device or first.device, python.path)
     preset = choose_preset(spec, args.preset, guess.startswith("cuda"))
     settings = with_overrides(
         spec.presets[preset], seconds=args.seconds, repeats=args.repeats, device=args.device
     )
-    device = resolve_device(settings.device)
+    device = resolve_device(settings.device, python.path)
     cells = expand(spec, settings, device)
     out = args.out or Path("gpumon-experiments") / f"{spec.name}-{preset}-{device_kind(device)}"
-    resume_python(out, explicit=bool(args.python or os.environ.get(ENV_PYTHON)))
+    python = resume_python(out, python)
     if args.dry_run:
         if spec.requires == "cuda" and not device.startswith("cuda"):
             print(f"(on {device} nothing would run: {spec.name} needs CUDA)")
-        return dry_run(cells, out)
+        return dry_run(cells, out, python)
     require("matplotlib", "gpumon experiment (its plots)")
-    require_workload_python(args.python)
+    checked(python)
     if spec.requires == "cuda" and not device.startswith("cuda"):
-        status = cuda_status()
+        status = cuda_status(python.path)
         why = status.reason if not status.available else f"--device {device} was chosen"
         print(
             f"{spec.name} needs CUDA and this run would be on {device} ({why}): nothing was run, no numbers are reported."
@@ -208,33 +207,36 @@ def run(args: argparse.Namespace) -> int:
         print(f"On a GPU box: gpumon experiment {spec.path.stem} --device cuda")
         return 0
     check_device(device)
-    if device.startswith("cuda") and not cuda_status().available:
+    cuda = cuda_status(python.path) if device.startswith("cuda") else None
+    if cuda is not None and not cuda.available:
         raise UsageError(
-            f"--device {device}: CUDA is not available here ({cuda_status().reason}); use --device cpu"
+            f"--device {device}: CUDA is not available here ({cuda.reason}); use --device cpu"
         )
-    return execute(spec, preset, settings, device, cells, out, args)
+    return execute(spec, preset, settings, device, cells, out, python, args)
 
 
-def resume_python(out: Path, explicit: bool) -> None:
-    """Resuming without ``--python`` or ``$GPUMON_PYTHON``: the cells run in the Python the experiment ran with."""
-    from gpumon.core.jobs.interpreter import ENV_PYTHON, choose
+def resume_python(out: Path, python: WorkloadPython) -> WorkloadPython:
+    """Resuming without ``--python`` or ``$GPUMON_PYTHON`` (``python`` is gpumon's own): the cells run in the Python
+    the experiment ran with."""
+    from gpumon.core.jobs.interpreter import choose
     from gpumon.experiments.runner.manifest import MANIFEST, Manifest
 
-    recorded = None if explicit else Manifest.recorded_python(out)
-    if recorded is not None:
-        os.environ[ENV_PYTHON] = choose(recorded).path
-        print(
-            f"gpumon: the workloads' python, as {out / MANIFEST} recorded it: {recorded} (--python changes it)",
-            file=sys.stderr,
-        )
+    recorded = Manifest.recorded_python(out) if python.own else None
+    if recorded is None:
+        return python
+    print(
+        f"gpumon: the workloads' python, as {out / MANIFEST} recorded it: {recorded} (--python changes it)",
+        file=sys.stderr,
+    )
+    return choose(recorded)
 
 
-def dry_run(cells: list[Cell], out: Path) -> int:
+def dry_run(cells: list[Cell], out: Path, python: WorkloadPython) -> int:
     from gpumon.experiments.runner.cellrun import cell_args
 
     print(f"{len(cells)} cells into {out}:")
     for cell in cells:
-        args = cell_args(cell, out / "runs", out / "scratch" / cell.id)
+        args = cell_args(cell, out / "runs", out / "scratch" / cell.id, python)
         print(
             f"  {cell.id:<40} {cell.mode:<9} ≤{cell.duration_s:g} s  {shlex.join([sys.executable, '-m', 'gpumon', *args])}"
         )
@@ -248,6 +250,7 @@ def execute(
     device: str,
     cells: list[Cell],
     out: Path,
+    python: WorkloadPython,
     args: argparse.Namespace,
 ) -> int:
     """The runner's ``conduct`` with the study's two answers (the predictions, the results) handed in."""
@@ -266,4 +269,4 @@ def execute(
 
     study = Study(lambda manifest: write_predicted(context(manifest)), results)
     options = Options(args.profile, args.retry_failed, args.ray, args.predict)
-    return conduct(spec, preset, device, cells, out, options, study)
+    return conduct(spec, preset, device, cells, out, python, options, study)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from gpumon.core.jobs.interpreter import choose
 from gpumon.cli import main
 from gpumon.errors import UsageError
 from gpumon.experiments.runner.cells import Cell, check_all_presets, expand
@@ -242,7 +243,7 @@ def test_pairwise_expansion_runs_repeats_outermost_exclusive_first(tmp_path):
     assert shared.mode == "shared" and shared.jobs[0].spec == "fcn:preset=tiny,threads=1"
     assert shared.duration_s == 1 + 30 + 4 and cells[0].duration_s == 30 + 4
     assert shared.group == "s-fcn+gemm" and cells[5].group == shared.group
-    argv = cell_argv(shared, tmp_path / "runs", tmp_path / "scratch")
+    argv = cell_argv(shared, tmp_path / "runs", tmp_path / "scratch", choose())
     assert argv[argv.index("run") :][:3] == [
         "run",
         "fcn:preset=tiny,threads=1",
@@ -252,7 +253,7 @@ def test_pairwise_expansion_runs_repeats_outermost_exclusive_first(tmp_path):
         argv[argv.index("--stagger") + 1] == "1"
         and argv[argv.index("--label") + 1] == "s-fcn+gemm-r1"
     )
-    assert "--stagger" not in cell_argv(cells[0], tmp_path / "runs", tmp_path / "scratch")
+    assert "--stagger" not in cell_argv(cells[0], tmp_path / "runs", tmp_path / "scratch", choose())
 
 
 def test_all_pairs_include_self_pairs_and_duplicate_workloads_get_keys(tmp_path):

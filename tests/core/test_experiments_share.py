@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from gpumon.core.jobs.interpreter import choose
 from gpumon.experiments.runner.cells import Cell, expand
 from gpumon.experiments.runner.manifest import OK, CellRecord, Manifest
 from gpumon.experiments.study.pairwise import better_mode
@@ -35,9 +36,9 @@ def test_each_pair_runs_once_per_share_mode_against_one_set_of_exclusive_runs(
         ("s-fcn+gemm-r1", "timeslice"),
         ("s-fcn+gemm-mps-threads-50-50-r1", "mps:threads=50,50"),
     ]
-    argv = cell_argv(cells[3], tmp_path / "runs", tmp_path / "scratch")
+    argv = cell_argv(cells[3], tmp_path / "runs", tmp_path / "scratch", choose())
     assert argv[argv.index("--share") + 1] == "mps:threads=50,50"
-    assert "--share" not in cell_argv(cells[2], tmp_path / "runs", tmp_path / "scratch")
+    assert "--share" not in cell_argv(cells[2], tmp_path / "runs", tmp_path / "scratch", choose())
     assert "share" not in cells[2].config() and cells[3].config()["share"] == "mps:threads=50,50"
 
 

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol, TextIO
 
-from gpumon.core.jobs.interpreter import choose, module_argv
+from gpumon.core.jobs.interpreter import WorkloadPython, choose, module_argv
 from gpumon.core.jobs.lifeline import die_with_parent
 from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
@@ -47,6 +47,7 @@ class CellPool(Protocol):
         pyspy: Any,
         stop_requested: Callable[[], int | None],
         finished: Callable[[Cell, CellRecord], None],
+        python: WorkloadPython,
     ) -> None: ...
 
 
@@ -66,14 +67,16 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GO_FILE = "go"
 
 
-def operator_command(cell: Cell, slot: str, spec: str, scratch: Path) -> str:
+def operator_command(
+    cell: Cell, slot: str, spec: str, scratch: Path, python: WorkloadPython
+) -> str:
     """The ``--cmd`` of one profiled job, in the workloads' Python.
 
     ``-I`` keeps the auto-probe out (the program reports its own steps), and with it PYTHONPATH, so
     the gpumon package comes from its own directory (``module_argv``).
     """
     argv = [
-        *module_argv("gpumon.experiments.study.opprofile", choose().path, isolated=True),
+        *module_argv("gpumon.experiments.study.opprofile", python.path, isolated=True),
         spec,
         "--device",
         cell.device,
@@ -89,12 +92,12 @@ def operator_command(cell: Cell, slot: str, spec: str, scratch: Path) -> str:
     return shlex.join(argv)
 
 
-def cell_argv(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
+def cell_argv(cell: Cell, runs_dir: Path, scratch: Path, python: WorkloadPython) -> list[str]:
     """The ``gpumon run --headless`` command of a cell (this very gpumon, whatever the working directory holds)."""
-    return [*module_argv("gpumon"), *cell_args(cell, runs_dir, scratch)]
+    return [*module_argv("gpumon"), *cell_args(cell, runs_dir, scratch, python)]
 
 
-def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
+def cell_args(cell: Cell, runs_dir: Path, scratch: Path, python: WorkloadPython) -> list[str]:
     """The arguments of a cell's ``gpumon run --headless`` (``run …``); ``--duration`` is only a cap. The workloads'
     Python, when it is not gpumon's own, is named with ``--python``: the command in cells.json and ``--dry-run`` is
     the whole command."""
@@ -103,7 +106,7 @@ def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
         if cell.profile_steps is None:
             argv.append(job.spec)
         else:
-            argv += ["--cmd", operator_command(cell, slot, job.spec, scratch)]
+            argv += ["--cmd", operator_command(cell, slot, job.spec, scratch, python)]
     argv += [
         "--headless",
         "--device",
@@ -123,7 +126,6 @@ def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
         argv += ["--share", cell.share]
     if cell.warmup is not None:
         argv += ["--warmup", str(cell.warmup)]
-    python = choose()
     if not python.own:
         argv += ["--python", python.path]
     return argv
@@ -159,6 +161,7 @@ class CellRun:
     directory: Path
     pyspy: PySpy | None
     stop_requested: Callable[[], int | None]
+    python: WorkloadPython
     proc: subprocess.Popen | None = None
     run_dir: Path | None = None
     tail: StepsTail | None = None
@@ -190,7 +193,7 @@ class CellRun:
         shutil.rmtree(self.scratch, ignore_errors=True)
         for path in (self.scratch, self.runs_dir, self.log_path.parent):
             path.mkdir(parents=True, exist_ok=True)
-        argv = cell_argv(self.cell, self.runs_dir, self.scratch)
+        argv = cell_argv(self.cell, self.runs_dir, self.scratch, self.python)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.before = {p.name for p in self.runs_dir.iterdir()}
         began = time.monotonic()
@@ -410,6 +413,8 @@ class CellScheduler:
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     execute: Callable[[Cell, Progress], CellRecord] | None = None
     pool: CellPool | None = None
+    # the workloads' Python, named to every cell (--python) and its profiling children
+    python: WorkloadPython = field(default_factory=choose)
     signal_received: int | None = None
 
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -454,7 +459,9 @@ class CellScheduler:
             )
 
         runnable = [cell for cell in cells if self._runnable(cell, progress)]
-        self.pool.run(runnable, self.manifest, self.pyspy, lambda: self.signal_received, finished)
+        self.pool.run(
+            runnable, self.manifest, self.pyspy, lambda: self.signal_received, finished, self.python
+        )
 
     def _runnable(self, cell: Cell, progress: Progress) -> bool:
         """False (and the cell reported) when it was done earlier or cannot run here."""
@@ -473,7 +480,7 @@ class CellScheduler:
 
     def _execute(self, cell: Cell, progress: Progress) -> CellRecord:
         return CellRun(
-            cell, self.manifest.directory, self.pyspy, lambda: self.signal_received
+            cell, self.manifest.directory, self.pyspy, lambda: self.signal_received, self.python
         ).execute(progress)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from gpumon.core.jobs.interpreter import choose
+from gpumon.core.jobs.interpreter import WorkloadPython
 from gpumon.experiments.runner.cellrun import CellScheduler
 from gpumon.experiments.runner.cells import Cell
 from gpumon.experiments.runner.device import cuda_status
@@ -43,11 +43,12 @@ def conduct(
     device: str,
     cells: list[Cell],
     out: Path,
+    python: WorkloadPython,
     options: Options,
     study: Study,
 ) -> int:
-    """Run ``cells`` into ``out`` (resuming what cells.json holds), then the study; the command's exit status."""
-    python = choose()
+    """Run ``cells`` into ``out`` (resuming what cells.json holds) in the workloads' Python ``python``, then the
+    study; the command's exit status."""
     header = {
         "name": spec.name,
         "title": spec.title,
@@ -71,7 +72,14 @@ def conduct(
         pool.start()
         say(f"Ray workers: {describe(pool)}")
     try:
-        scheduler = CellScheduler(manifest, cuda_status, pyspy, options.retry_failed, pool=pool)
+        scheduler = CellScheduler(
+            manifest,
+            lambda: cuda_status(python.path),
+            pyspy,
+            options.retry_failed,
+            pool=pool,
+            python=python,
+        )
         signum = None
         if options.predict:
             signum = scheduler.run([c for c in cells if c.mode == "exclusive"])

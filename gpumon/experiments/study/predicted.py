@@ -81,14 +81,14 @@ def _pct(x: float) -> str:
     return NA if math.isnan(x) else f"{100 * x:+.0f} %"
 
 
+Record = dict[str, str | float]  # one pair's line of predicted.csv
+
+
 def rows(
     items: Sequence[Predicted],
-) -> tuple[list[list[str]], list[dict[str, str | float]], list[float], list[float]]:
+) -> tuple[list[list[str]], list[Record], list[float], list[float]]:
     """Table rows, CSV records, and the relative errors of r and of STP over measured pairs."""
-    table: list[list[str]] = []
-    records: list[dict[str, str | float]] = []
-    r_errors: list[float] = []
-    stp_errors: list[float] = []
+    table, records, r_errors, stp_errors = [], list[Record](), [], []
     for it in items:
         p, m = it.prediction, it.measured
         if p is None:
@@ -98,7 +98,7 @@ def rows(
             )
             continue
         cells = [it.name]
-        record: dict[str, str | float] = {"pair": it.name, "a": it.a, "b": it.b, "share": it.share}
+        record: Record = {"pair": it.name, "a": it.a, "b": it.b, "share": it.share}
         for slot, r in zip("AB", p.slowdown):
             measured = m.workload(slot).slowdown.value if m is not None else math.nan
             err = _error(r.value, measured)

@@ -67,7 +67,9 @@ from gpumon.core.jobs.lifeline import die_with_parent  # noqa: E402
 from gpumon.core.jobs.mps import CONTROL, SERVER, processes_running  # noqa: E402
 from gpumon.core.probing import rendezvous  # noqa: E402
 from gpumon.core.records.rates import overlap_window  # noqa: E402
-from gpumon.core.sources.nvml import NO_GPM_ENV, SM_SUM_TOLERANCE_PCT, NvmlSource, clamp_to_device  # noqa: E402
+from gpumon.core.sources.nvml import NvmlSource  # noqa: E402
+from gpumon.core.sources.nvmlpcie import NO_GPM_ENV  # noqa: E402
+from gpumon.core.sources.nvmlprocs import SM_SUM_TOLERANCE_PCT, clamp_to_device  # noqa: E402
 from gpumon.core.store.trace import Run, load_run  # noqa: E402
 from gpumon.core.records.units import bytes_per_s  # noqa: E402
 from gpumon.checks.verify import RX_TOLERANCE, busy_span, evidence_from_run  # noqa: E402

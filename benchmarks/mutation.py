@@ -127,6 +127,8 @@ MODULES: dict[str, Target] = {
         "gpumon/core/store/runner.py",
         (CORE + "test_runner_edges.py", CORE + "test_runner.py", CORE + "test_follow.py"),
     ),
+    # stop_runner, moved out of core/store/runner.py (nothing under core/store signals)
+    "core.jobs.runnerstop": Target("gpumon/core/jobs/runnerstop.py", (CORE + "test_runner.py",)),
     "core.jobs.beside": Target("gpumon/core/jobs/beside.py", (CORE + "test_beside_target.py",)),
     # Being refactored on the arch/firsthour branches: configured, re-run after the merge.
     "tui.widgets.interference": Target(

@@ -151,7 +151,7 @@ def watched_rate(workload: str, headless: bool, duration_s: float) -> float:
 async def step_latency(seconds: float) -> tuple[list[float], int]:
     from gpumon.frontends.plan import make_plan
     from gpumon.core.capture.session import SessionConfig
-    from gpumon.tui.app import GpumonApp
+    from gpumon.tui.app import LiveApp
     from gpumon.tui.controller import Controller
     from gpumon.tui.screens.monitor import MonitorScreen
 
@@ -178,7 +178,7 @@ async def step_latency(seconds: float) -> tuple[list[float], int]:
             duration_s=None,
             stagger_s=0.0,
         )
-        app = GpumonApp(Controller(plan))
+        app = LiveApp(Controller(plan))
         async with app.run_test(size=(120, 40)) as pilot:
             deadline = time.monotonic() + 120
             while len(latencies) < 5 and time.monotonic() < deadline:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from gpumon.core.store.runstore import parse_baselines  # noqa: E402
 from gpumon.frontends.plan import make_plan  # noqa: E402
 from gpumon.core.capture.session import SessionConfig  # noqa: E402
-from gpumon.tui.app import GpumonApp  # noqa: E402
+from gpumon.tui.app import GpumonApp, LiveApp  # noqa: E402
 from gpumon.tui.controller import Controller  # noqa: E402
 
 OUT = ROOT / "screenshots"
@@ -133,7 +133,7 @@ def live_app(runs_dir: Path, baselines: list[str] | None = None) -> GpumonApp:
     plan = make_plan(
         WORKLOADS, [], session=config, label="fcn-gemm", duration_s=None, stagger_s=0.0
     )
-    return GpumonApp(
+    return LiveApp(
         Controller(dataclasses.replace(plan, baselines=parse_baselines(baselines or [], runs_dir)))
     )
 
@@ -263,7 +263,7 @@ def gpu_box(
 async def shoot_attach(runs_dir: Path, baselines: list[str]) -> None:
     """``gpumon attach --baseline A=RUN --baseline B=RUN`` on a real detached CPU run started without baselines: the
     runner in the background, the viewer following its files and comparing them with its own exclusive runs."""
-    from gpumon.tui.app import replay_app
+    from gpumon.tui.app import ViewerApp
     from gpumon.tui.screens.attached import AttachedScreen, open_follow
 
     gpumon = [sys.executable, "-m", "gpumon"]
@@ -291,7 +291,7 @@ async def shoot_attach(runs_dir: Path, baselines: list[str]) -> None:
         screen = AttachedScreen(
             source, feed, baselines=tuple(tuple(b.split("=", 1)) for b in baselines)
         )
-        app = replay_app(screen)
+        app = ViewerApp(screen)
         async with app.run_test(size=(120, 40)) as pilot:
 
             def both_running() -> bool:

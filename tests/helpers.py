@@ -39,6 +39,16 @@ def gpumon(
     )
 
 
+def _tried(condition: Callable[[], T], deadline: float, timeout: float, what: str) -> T | None:
+    """``condition()``'s value when truthy, else None; AssertionError once past ``deadline``."""
+    value = condition()
+    if value:
+        return value
+    if time.monotonic() > deadline:
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    return None
+
+
 def wait_for(
     condition: Callable[[], T],
     timeout: float = 30.0,
@@ -47,13 +57,41 @@ def wait_for(
 ) -> T:
     """Poll ``condition`` until it returns a truthy value; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    while (value := _tried(condition, deadline, timeout, what)) is None:
         time.sleep(interval)
+    return value
+
+
+async def wait_until(
+    pilot, condition: Callable[[], T], timeout: float = 20.0, what: str = "condition"
+) -> T:
+    """Let a Textual app (under ``pilot``) run until ``condition()`` is truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while (value := _tried(condition, deadline, timeout, what)) is None:
+        await pilot.pause(0.05)
+    return value
+
+
+def tiny_pairs_spec(
+    name: str, title: str, question: str, seconds: int, cpus: str | None = None
+) -> str:
+    """An experiment spec (TOML) of fcn beside gemm, tiny, one thread each (``cpus``: pinned there)."""
+    pinned = f', cpus = "{cpus}"' if cpus is not None else ""
+    return f"""\
+[experiment]
+name = "{name}"
+title = "{title}"
+question = "{question}"
+analysis = "pairwise"
+
+[run]
+workloads = ["fcn", "gemm"]
+options = {{ preset = "tiny", threads = 1{pinned} }}
+pairs = "distinct"
+seconds = {seconds}
+stagger = 1
+startup = 40
+"""
 
 
 # A run that a test stops once it has recorded what it needs: long enough never to end first on any machine.
@@ -262,8 +300,9 @@ class victim:
         self.proc.wait()
 
 
-def fork_as_nobody(work: Callable[[], object]) -> str:
-    """``str(work())`` computed in a forked child that became user ``nobody`` (an exception: its type and text)."""
+def fork_as_nobody_answering(work: Callable[[int], None]) -> tuple[int, int]:
+    """A forked child that became user ``nobody`` and runs ``work(write_fd)`` (its answer goes to that pipe), then
+    exits without Python's cleanup; (its PID, the pipe's read end) to the caller, who reads and reaps it."""
     import pwd
 
     nobody = pwd.getpwnam("nobody")
@@ -273,18 +312,28 @@ def fork_as_nobody(work: Callable[[], object]) -> str:
         try:
             os.setgid(nobody.pw_gid)
             os.setuid(nobody.pw_uid)
-            try:
-                answer = str(work())
-            except Exception as exc:  # noqa: BLE001 - reported to the parent
-                answer = f"{type(exc).__name__}: {exc}"
-            os.write(write_end, answer.encode())
+            work(write_end)
         finally:
             os._exit(0)
     os.close(write_end)
+    return pid, read_end
+
+
+def fork_as_nobody(work: Callable[[], object]) -> str:
+    """``str(work())`` computed in a forked child that became user ``nobody`` (an exception: its type and text)."""
+
+    def answer(out: int) -> None:
+        try:
+            text = str(work())
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            text = f"{type(exc).__name__}: {exc}"
+        os.write(out, text.encode())
+
+    pid, read_end = fork_as_nobody_answering(answer)
     with os.fdopen(read_end, "rb") as f:
-        answer = f.read().decode()
+        text = f.read().decode()
     os.waitpid(pid, 0)
-    return answer
+    return text
 
 
 def hold_run_as_nobody(run_dir: Path) -> int:
@@ -300,31 +349,26 @@ def hold_run_as_nobody(run_dir: Path) -> int:
     nobody = pwd.getpwnam("nobody")
     run_dir.mkdir(parents=True)
     os.chown(run_dir, nobody.pw_uid, nobody.pw_gid)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            RunnerLock.take(run_dir)
-            meta = {
-                "schema": 1,
-                "label": "theirs",
-                "mode": "exclusive",
-                "status": "recording",
-                "started_at": "x",
-                "workloads": [],
-                "runner": RunnerInfo.current().to_json(),
-            }
-            (run_dir / "steps.csv").write_text(",".join(STEP_COLUMNS) + "\n")
-            (run_dir / "run.json").write_text(json.dumps(meta))
-            os.write(write_end, b"ready")
-            os.close(write_end)
-            signal.pause()
-        finally:
-            os._exit(0)
-    os.close(write_end)
+
+    def hold(out: int) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        RunnerLock.take(run_dir)
+        meta = {
+            "schema": 1,
+            "label": "theirs",
+            "mode": "exclusive",
+            "status": "recording",
+            "started_at": "x",
+            "workloads": [],
+            "runner": RunnerInfo.current().to_json(),
+        }
+        (run_dir / "steps.csv").write_text(",".join(STEP_COLUMNS) + "\n")
+        (run_dir / "run.json").write_text(json.dumps(meta))
+        os.write(out, b"ready")
+        os.close(out)
+        signal.pause()
+
+    pid, read_end = fork_as_nobody_answering(hold)
     with os.fdopen(read_end, "rb") as f:
         assert f.read() == b"ready"
     return pid

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         where = f"its log: {log}" if log.exists() else f"its run directory: {target.path}"
         raise UsageError(f"gpumon attach needs a terminal ({not_terminal}); {where}")
     if target.status != RUNNING:
-        from gpumon.tui.app import replay_app
+        from gpumon.tui.app import ViewerApp
         from gpumon.tui.screens.replay import ReplayScreen, open_replay
 
         print(
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         source, feed = open_replay(target.path)
-        return replay_app(ReplayScreen(source, feed)).run() or 0
+        return ViewerApp(ReplayScreen(source, feed)).run() or 0
     from gpumon.tui.app import run_viewer
 
     return run_viewer(target.path, baselines, any_user=args.any_user)

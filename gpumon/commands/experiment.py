@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -14,8 +13,9 @@ from gpumon.errors import UsageError
 from gpumon.extras import require
 
 if TYPE_CHECKING:
-    from gpumon.experiments.cells import Cell
-    from gpumon.experiments.spec import ExperimentSpec, Settings
+    from gpumon.core.jobs.interpreter import WorkloadPython
+    from gpumon.experiments.runner.cells import Cell
+    from gpumon.experiments.runner.spec import ExperimentSpec, Settings
 
 DESCRIPTION = """\
 Run an experiment from a declarative spec (a TOML file, or a shipped one: --list): the spec is expanded into
@@ -54,6 +54,13 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_what(p)
+    _add_how(p)
+    p.set_defaults(handler=run)
+
+
+def _add_what(p: argparse.ArgumentParser) -> None:
+    """Which experiment, where, and how much of it."""
     p.add_argument(
         "spec",
         nargs="?",
@@ -91,6 +98,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         metavar="S",
         help="steady-state seconds each job is measured",
     )
+
+
+def _add_how(p: argparse.ArgumentParser) -> None:
+    """How its cells run (or are only listed)."""
     p.add_argument(
         "--profile",
         action="store_true",
@@ -132,11 +143,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="the Python that runs the built-in workloads of every cell (it needs torch, not gpumon); "
         "default: $GPUMON_PYTHON, else gpumon's own",
     )
-    p.set_defaults(handler=run)
 
 
 def list_specs() -> int:
-    from gpumon.experiments.spec import load_spec, shipped_dir, shipped_specs
+    from gpumon.experiments.runner.spec import load_spec, shipped_dir, shipped_specs
 
     paths = shipped_specs()
     if not paths:
@@ -150,11 +160,11 @@ def list_specs() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpumon.core.jobs.interpreter import ENV_PYTHON, choose, require_workload_python
+    from gpumon.core.jobs.interpreter import checked, choose
     from gpumon.frontends.plan import check_device
-    from gpumon.experiments.cells import check_all_presets, expand
-    from gpumon.experiments.device import cuda_status, resolve_device
-    from gpumon.experiments.spec import (
+    from gpumon.experiments.runner.cells import check_all_presets, expand
+    from gpumon.experiments.runner.device import cuda_status, resolve_device
+    from gpumon.experiments.runner.spec import (
         choose_preset,
         device_kind,
         find_spec,
@@ -171,90 +181,79 @@ def run(args: argparse.Namespace) -> int:
     if args.device is not None:
         check_device(args.device)
     if args.ray is not None:
-        from gpumon.experiments.rayrun import require_ray
+        from gpumon.experiments.runner.rayrun import require_ray
 
         require_ray()
-    if args.python:
-        # every cell's `gpumon run`, and the CUDA probe below, inherit it
-        os.environ[ENV_PYTHON] = choose(args.python).path
+    # the workloads' Python: named to every cell's `gpumon run` (--python) and asked about CUDA
+    python = choose(args.python)
     spec = load_spec(find_spec(args.spec))
     check_all_presets(spec)
     first = next(iter(spec.presets.values()))
-    guess = resolve_device(args.device or first.device)
+    guess = resolve_device(args.device or first.device, python.path)
     preset = choose_preset(spec, args.preset, guess.startswith("cuda"))
     settings = with_overrides(
         spec.presets[preset], seconds=args.seconds, repeats=args.repeats, device=args.device
     )
-    device = resolve_device(settings.device)
+    device = resolve_device(settings.device, python.path)
     cells = expand(spec, settings, device)
     out = args.out or Path("gpumon-experiments") / f"{spec.name}-{preset}-{device_kind(device)}"
-    resume_python(out, explicit=bool(args.python or os.environ.get(ENV_PYTHON)))
+    python = resume_python(out, python)
     if args.dry_run:
         if spec.requires == "cuda" and not device.startswith("cuda"):
             print(f"(on {device} nothing would run: {spec.name} needs CUDA)")
-        return dry_run(cells, out)
+        return dry_run(cells, out, python)
     require("matplotlib", "gpumon experiment (its plots)")
-    require_workload_python(args.python)
+    checked(python)
     if spec.requires == "cuda" and not device.startswith("cuda"):
-        status = cuda_status()
+        status = cuda_status(python.path)
         why = status.reason if not status.available else f"--device {device} was chosen"
         print(
             f"{spec.name} needs CUDA and this run would be on {device} ({why}): nothing was run, no numbers are reported."
         )
         print(f"On a GPU box: gpumon experiment {spec.path.stem} --device cuda")
         return 0
-    check_device(device)
-    if device.startswith("cuda") and not cuda_status().available:
-        raise UsageError(
-            f"--device {device}: CUDA is not available here ({cuda_status().reason}); use --device cpu"
-        )
-    from gpumon.experiments.outlock import FolderLock
+    check_cuda(device, python)
+    from gpumon.experiments.runner.outlock import FolderLock
 
     with FolderLock.take(out):
-        return execute(spec, preset, settings, device, cells, out, args)
+        return execute(spec, preset, settings, device, cells, out, python, args)
 
 
-def refuse_foreign_outputs(out: Path, own: bool, force: bool) -> None:
-    """Before any cell runs: refuse a symlinked results.md or predicted.md, and a folder holding other files
-    that is not this experiment's, unless ``--force``."""
-    from gpumon.experiments.manifest import MANIFEST
-    from gpumon.experiments.outlock import LOCK_FILE
-    from gpumon.experiments.predicted import PREDICTED
-    from gpumon.experiments.report import RESULTS
-    from gpumon.core.records.printable import printable
-    from gpumon.safewrite import check_destination
+def check_cuda(device: str, python: WorkloadPython) -> None:
+    """Refuse (one line, exit 2) a CUDA device that the workloads' Python cannot use."""
+    from gpumon.experiments.runner.device import cuda_status
+    from gpumon.frontends.plan import check_device
 
-    for name in (RESULTS, PREDICTED):
-        check_destination(out / name, replace=True)
-    others = sorted(p.name for p in out.iterdir() if p.name != LOCK_FILE)
-    if others and not own and not force:
+    check_device(device)
+    cuda = cuda_status(python.path) if device.startswith("cuda") else None
+    if cuda is not None and not cuda.available:
         raise UsageError(
-            f"{out} holds {printable(', '.join(others[:3]))}{' ...' if len(others) > 3 else ''} and is not this "
-            f"experiment's folder (no {MANIFEST}): nothing written (choose another --out, or --force to "
-            "write into it, replacing outputs of the same names)"
+            f"--device {device}: CUDA is not available here ({cuda.reason}); use --device cpu"
         )
 
 
-def resume_python(out: Path, explicit: bool) -> None:
-    """Resuming without ``--python`` or ``$GPUMON_PYTHON``: the cells run in the Python the experiment ran with."""
-    from gpumon.core.jobs.interpreter import ENV_PYTHON, choose
-    from gpumon.experiments.manifest import MANIFEST, Manifest
+def resume_python(out: Path, python: WorkloadPython) -> WorkloadPython:
+    """Resuming without ``--python`` or ``$GPUMON_PYTHON`` (``python`` is gpumon's own): the cells run in the Python
+    the experiment ran with."""
+    from gpumon.core.jobs.interpreter import choose
+    from gpumon.experiments.runner.manifest import MANIFEST, Manifest
 
-    recorded = None if explicit else Manifest.recorded_python(out)
-    if recorded is not None:
-        os.environ[ENV_PYTHON] = choose(recorded).path
-        print(
-            f"gpumon: the workloads' python, as {out / MANIFEST} recorded it: {recorded} (--python changes it)",
-            file=sys.stderr,
-        )
+    recorded = Manifest.recorded_python(out) if python.own else None
+    if recorded is None:
+        return python
+    print(
+        f"gpumon: the workloads' python, as {out / MANIFEST} recorded it: {recorded} (--python changes it)",
+        file=sys.stderr,
+    )
+    return choose(recorded)
 
 
-def dry_run(cells: list[Cell], out: Path) -> int:
-    from gpumon.experiments.cellrun import cell_args
+def dry_run(cells: list[Cell], out: Path, python: WorkloadPython) -> int:
+    from gpumon.experiments.runner.cellrun import cell_args
 
     print(f"{len(cells)} cells into {out}:")
     for cell in cells:
-        args = cell_args(cell, out / "runs", out / "scratch" / cell.id)
+        args = cell_args(cell, out / "runs", out / "scratch" / cell.id, python)
         print(
             f"  {cell.id:<40} {cell.mode:<9} ≤{cell.duration_s:g} s  {shlex.join([sys.executable, '-m', 'gpumon', *args])}"
         )
@@ -268,73 +267,25 @@ def execute(
     device: str,
     cells: list[Cell],
     out: Path,
+    python: WorkloadPython,
     args: argparse.Namespace,
 ) -> int:
-    from gpumon.experiments.device import cuda_status
-    from gpumon.experiments.manifest import FAILED, Manifest
-    from gpumon.experiments.pyspy import check_pyspy
-    from gpumon.experiments.report import counts, write_results
-    from gpumon.experiments.results import Context
-    from gpumon.experiments.cellrun import CellScheduler
+    """The runner's ``conduct`` with the study's two answers (the predictions, the results) handed in."""
+    from gpumon.experiments.runner.conduct import Options, Study, conduct
+    from gpumon.experiments.runner.manifest import Manifest
+    from gpumon.experiments.study.predicted import write_predicted
+    from gpumon.experiments.study.report import counts, write_results
+    from gpumon.experiments.study.results import Context
 
-    from gpumon.core.jobs.interpreter import choose
-
-    python = choose()
-    header = {
-        "name": spec.name,
-        "title": spec.title,
-        "spec": str(spec.path),
-        "analysis": spec.analysis,
-        "preset": preset,
-        "device": device,
-        "python": None if python.own else python.path,
-    }
-    manifest = Manifest.open(out, header)
-    refuse_foreign_outputs(out, manifest.own, args.force)
-    manifest.save()
-    pyspy = check_pyspy() if args.profile else None
-    if pyspy is not None and not pyspy.usable:
-        print(
-            f"gpumon: --profile: {pyspy.problem}; running without py-spy recordings",
-            file=sys.stderr,
+    def context(manifest: Manifest) -> Context:
+        return Context(
+            spec, settings, preset, device, cells, manifest, predict=args.predict, force=args.force
         )
-    print(
-        f"gpumon: experiment {spec.name} (preset {preset}, device {device}): {len(cells)} cells into {out}",
-        file=sys.stderr,
-    )
-    pool = None
-    if args.ray is not None:
-        from gpumon.experiments.rayrun import RayPool, describe
 
-        pool = RayPool(args.ray or None, on_gpu=device.startswith("cuda"))
-        pool.start()
-        print(f"gpumon: Ray workers: {describe(pool)}", file=sys.stderr)
-    ctx = Context(
-        spec, settings, preset, device, cells, manifest, predict=args.predict, force=args.force
-    )
-    try:
-        scheduler = CellScheduler(manifest, cuda_status, pyspy, args.retry_failed, pool=pool)
-        signum = (
-            scheduler.run([c for c in cells if c.mode == "exclusive"]) if args.predict else None
-        )
-        if args.predict and signum is None:
-            from gpumon.experiments.predicted import write_predicted
+    def results(manifest: Manifest, profile_problem: str | None) -> tuple[Path, dict[str, int]]:
+        ctx = context(manifest)
+        return write_results(ctx, profile_problem), counts(ctx)
 
-            print(
-                f"gpumon: predicted from the exclusive cells: {write_predicted(ctx)}",
-                file=sys.stderr,
-            )
-        signum = signum if signum is not None else scheduler.run(cells)
-    finally:
-        if pool is not None:
-            pool.stop()
-    if signum is not None:
-        print(
-            f"gpumon: interrupted; run the same command again to resume ({out / 'cells.json'})",
-            file=sys.stderr,
-        )
-        return 128 + signum
-    path = write_results(ctx, pyspy.problem if pyspy is not None else None)
-    tally = counts(ctx)
-    print(f"{path}  ({', '.join(f'{n} {s}' for s, n in sorted(tally.items()))})")
-    return 1 if tally.get(FAILED) and not tally.get("ok") else 0
+    study = Study(lambda manifest: write_predicted(context(manifest)), results)
+    options = Options(args.profile, args.retry_failed, args.ray, args.predict, args.force)
+    return conduct(spec, preset, device, cells, out, python, options, study)

@@ -28,6 +28,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EPILOG,
     )
+    _add_jobs(p)
+    add_session_options(p)
+    _add_capture(p)
+    _add_front_end(p)
+    p.set_defaults(handler=run)
+
+
+def _add_jobs(p: argparse.ArgumentParser) -> None:
+    """What runs, and when."""
     p.add_argument(
         "workloads", nargs="*", metavar="WORKLOAD[:k=v,...]", help="built-in workload with options"
     )
@@ -69,7 +78,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--label", default=None, help="name of the capture (default: the workload names)"
     )
-    add_session_options(p)
+
+
+def _add_capture(p: argparse.ArgumentParser) -> None:
+    """What the run is measured against and where its numbers go besides the capture."""
     p.add_argument(
         "--on-capture-error",
         choices=("stop", "continue"),
@@ -91,6 +103,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="serve the live numbers for Prometheus at http://HOST:PORT/metrics while the run lasts "
         "(host 127.0.0.1 unless you name one; port 0 picks a free one)",
     )
+
+
+def _add_front_end(p: argparse.ArgumentParser) -> None:
+    """How the run is shown: the TUI, status lines, or a runner in the background."""
     p.add_argument(
         "--headless",
         action="store_true",
@@ -113,7 +129,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --headless: status lines as JSON objects; with --detach: "
         "one object with the run directory and the runner's PID",
     )
-    p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

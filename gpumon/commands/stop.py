@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpumon.core.store.runner import RUNNING, stop_runner
+    from gpumon.core.jobs.runnerstop import stop_runner
+    from gpumon.core.store.runner import RUNNING
     from gpumon.core.store.runstore import runs_dir_or_default
     from gpumon.core.store.trace import load_live
 

@@ -55,54 +55,86 @@ def refresh_hz_from_env(default: float = DEFAULT_HZ) -> float:
 
 
 class GpumonApp(App[int]):
-    """A live session (``controller``), or a screen that owns no session (a replay, an attached viewer)."""
+    """What both apps share: the look, the signals that quit them, a failed worker made one message."""
 
     CSS_PATH = "gpumon.tcss"
     TITLE = "gpumon"
-    NOTIFICATION_TIMEOUT = (
-        NOTICE_S  # a notice over the panes goes soon: what it says is also in a panel or line
-    )
+    # a notice over the panes goes soon: what it says is also in a panel or line
+    NOTIFICATION_TIMEOUT = NOTICE_S
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [Binding("ctrl+c", "quit", "Quit", show=False, priority=True)]
 
-    def __init__(
-        self,
-        controller: Controller | None = None,
-        *,
-        screen: MonitorScreen | None = None,
-        refresh_hz: float = DEFAULT_HZ,
-    ) -> None:
+    def __init__(self, refresh_hz: float = DEFAULT_HZ) -> None:
         super().__init__()
-        if (controller is None) == (screen is None):
-            raise ValueError("give either a controller or a screen")
-        self.controller = controller
-        self.first_screen = screen
         self.refresh_hz = refresh_hz
-        self.monitor: LiveMonitorScreen | None = None
         self.quitting = False
         self.stop_signalled = False
         self.stop_signum: int | None = None
-        self.session_ready = False
-        self._sequence_timer: Timer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def on_mount(self) -> None:
         self._loop = asyncio.get_running_loop()
-        if self.first_screen is not None:
-            self.push_screen(self.first_screen)
-            return
-        assert self.controller is not None
-        self.monitor = LiveMonitorScreen(self.controller, self.refresh_hz)
-        self.push_screen(self.monitor)
-        self.run_worker(self._start_session, thread=True, group="session", exit_on_error=False)
 
     def on_unmount(self) -> None:
         for screen in self.screen_stack:
             if isinstance(screen, MonitorScreen) and screen.pump is not None:
                 screen.pump.stop()
 
+    def stop_from_signal(self, signum: int) -> None:
+        """From a signal handler: quit through the event loop when it runs."""
+        self.stop_signum = signum
+        self.stop_signalled = True
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.call_later, self.action_quit)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Every worker failure becomes one visible message (and a log record)."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        if isinstance(error, GpumonError):
+            text = str(error)
+        else:
+            log.error("worker %s failed", event.worker.name, exc_info=error)
+            text = f"{event.worker.name or 'task'} failed: {type(error).__name__}: {error}"
+        self.notify(text, severity="error", timeout=15)
+
+
+class ViewerApp(GpumonApp):
+    """One screen that owns no session: a replay (the snapshot tests and screenshots use it) or an attached viewer.
+    Quitting ends the viewer alone."""
+
+    def __init__(self, screen: MonitorScreen, refresh_hz: float = DEFAULT_HZ) -> None:
+        super().__init__(refresh_hz)
+        self.first_screen = screen
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.push_screen(self.first_screen)
+
+    async def action_quit(self) -> None:
+        self.quitting = True
+        self.exit(0)
+
+
+class LiveApp(GpumonApp):
+    """A live session (``controller``): launches the plan's jobs, and quitting stops them and finishes the
+    capture before the app exits."""
+
+    def __init__(self, controller: Controller, refresh_hz: float = DEFAULT_HZ) -> None:
+        super().__init__(refresh_hz)
+        self.controller = controller
+        self.monitor = LiveMonitorScreen(controller, refresh_hz)
+        self.session_ready = False
+        self._sequence_timer: Timer | None = None
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.push_screen(self.monitor)
+        self.run_worker(self._start_session, thread=True, group="session", exit_on_error=False)
+
     def _start_session(self) -> None:
-        assert self.controller is not None
         path = self.controller.start()
         self.call_from_thread(self._session_started, path)
 
@@ -115,12 +147,10 @@ class GpumonApp(App[int]):
     def _launch_plan(self) -> None:
         """Drive the plan's run sequence (``RunSequence``: what starts when, or why not) from this, the main thread:
         now, then whenever it is due again, until nothing is left to start and no --duration to end."""
-        assert self.controller is not None and self.monitor is not None
         self._sequence_timer = None
         for event in self.controller.advance(self._stopping()):
             self._say(event)
-        sequence = self.controller.sequence
-        due = sequence.wake_at()
+        due = self.controller.sequence.wake_at()
         if due is not None and not self.quitting:
             delay = max(0.0, min(due - self.controller.clock_now, SEQUENCE_POLL_S))
             self._sequence_timer = self.set_timer(delay, self._launch_plan)
@@ -137,7 +167,6 @@ class GpumonApp(App[int]):
 
     def _say(self, event: Event) -> None:
         """One notification for what the run sequence did."""
-        assert self.monitor is not None
         if isinstance(event, Started):
             if event.workload.owned:
                 self.notify(
@@ -162,25 +191,13 @@ class GpumonApp(App[int]):
         elif isinstance(event, TimeUp):
             self.call_later(self.action_quit)
 
-    def stop_from_signal(self, signum: int) -> None:
-        """From a signal handler: launch nothing more, and quit through the event loop when it runs."""
-        self.stop_signum = signum
-        self.stop_signalled = True
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self.call_later, self.action_quit)
-
     async def action_quit(self) -> None:
         """Stop the children and finish the capture on a worker, then exit."""
         if self.quitting:
             return
         self.quitting = True
-        if self.controller is None:
-            self.exit(0)
-            return
-        if (
-            self.session_ready
-        ):  # what the plan had still to start never will: each is recorded "not started"
+        # what the plan had still to start never will: each is recorded "not started"
+        if self.session_ready:
             if self._sequence_timer is not None:
                 self._sequence_timer.stop()
             for event in self.controller.advance(self._stopping()):
@@ -189,30 +206,17 @@ class GpumonApp(App[int]):
         self.run_worker(self._stop_session, thread=True, group="shutdown", exit_on_error=False)
 
     def _stop_session(self) -> None:
-        assert self.controller is not None
         try:
             self.controller.shutdown()
         finally:
             self.call_from_thread(self.exit, self.controller.exit_code())
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """Every worker failure becomes one visible message (and a log record)."""
-        if event.state != WorkerState.ERROR:
-            return
-        error = event.worker.error
-        if isinstance(error, GpumonError):
-            text = str(error)
-        else:
-            log.error("worker %s failed", event.worker.name, exc_info=error)
-            text = f"{event.worker.name or 'task'} failed: {type(error).__name__}: {error}"
-        self.notify(text, severity="error", timeout=15)
 
 
 def run_app(plan: RunPlan, refresh_hz: float | None = None) -> int:
     """Open the live monitor on ``plan``; returns the exit status (1 if a workload failed)."""
     hz = refresh_hz if refresh_hz is not None else refresh_hz_from_env()
     controller = Controller(plan)
-    app = GpumonApp(controller, refresh_hz=hz)
+    app = LiveApp(controller, refresh_hz=hz)
 
     def finish() -> int:
         controller.shutdown()
@@ -241,12 +245,6 @@ def run_app(plan: RunPlan, refresh_hz: float | None = None) -> int:
     return result if isinstance(result, int) else controller.exit_code()
 
 
-def replay_app(screen: MonitorScreen, refresh_hz: float = DEFAULT_HZ) -> GpumonApp:
-    """An app that shows one screen that owns no session: a replay (the snapshot tests and screenshots use it) or
-    an attached viewer."""
-    return GpumonApp(screen=screen, refresh_hz=refresh_hz)
-
-
 def run_viewer(
     path: Path,
     baselines: tuple[tuple[str, str], ...] = (),
@@ -260,7 +258,7 @@ def run_viewer(
     The viewer owns nothing: quitting, a signal or a closed terminal (SIGHUP) ends the viewer alone.
     """
     source, feed = open_follow(path)
-    app = replay_app(
+    app = ViewerApp(
         AttachedScreen(
             source,
             feed,

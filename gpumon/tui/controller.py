@@ -53,6 +53,10 @@ def load_baselines(
     return rates
 
 
+# How often the monitor's listener reads the probes (s): 0.36 -> 0.12 % of a core (observer_cost, docs/tui.md)
+SCREEN_LISTEN_S = 0.5
+
+
 class Controller:
     """Owns the session, the model fed by its bus, and the capture state."""
 
@@ -62,7 +66,11 @@ class Controller:
         self.plan = plan
         self.export_root = export_root
         # the monitor shows every GPU of the box (overview lines); a headless run does not read them
-        self.session = session or Session(dataclasses.replace(plan.session, gpu_overview=True))
+        # and reads the probes every SCREEN_LISTEN_S: the screen draws once a second, so a step is on screen
+        # within SCREEN_LISTEN_S + 1 s either way, and the listener wakes 2 times a second instead of 10
+        self.session = session or Session(
+            dataclasses.replace(plan.session, gpu_overview=True, listen_s=SCREEN_LISTEN_S)
+        )
         self.model = LiveModel(jobs_user=current_user(), live=self.session.live)
         # what the plan starts, when, or why not (the app advances it on its main thread)
         self.sequence = RunSequence(

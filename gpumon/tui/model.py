@@ -18,10 +18,10 @@ from gpumon.core.jobs.beside import UNKNOWN_RATE
 from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import meaningful
+from gpumon.core.interference.attribution import link_capacity
 from gpumon.core.interference.live import RUNNING_STATES, LiveFigures, LiveStats
 from gpumon.core.interference.live_cause import Baseline, LiveCauses
 from gpumon.core.records.rates import interference
-from gpumon.core.sources.pcie import link_capacity_bps
 from gpumon.core.records.model import (
     DeviceSample,
     GpuOthers,
@@ -74,11 +74,7 @@ def current_user() -> str | None:
 def link_bps(gpu: GpuInfo | None) -> float:
     """The PCIe link's one-way capacity in bytes/s: run.json's ``pcie_max_bps``, else its gen x width; NaN if unknown."""
     gpu = gpu or GpuInfo()
-    if gpu.pcie_max_bps is not None and gpu.pcie_max_bps > 0:
-        return gpu.pcie_max_bps
-    gen, width = gpu.pcie_gen, gpu.pcie_width
-    capacity = link_capacity_bps(gen, width) if gen is not None and width is not None else None
-    return NAN if capacity is None else capacity
+    return link_capacity(gpu.pcie_max_bps, None, gpu.pcie_gen, gpu.pcie_width).capacity_bps
 
 
 def gpm_fields(gpu: GpuInfo | None) -> tuple[str, ...]:

@@ -79,7 +79,8 @@ def small_vgg19(classes: int, head: int) -> nn.Module:
     for module in model.modules():
         if isinstance(module, nn.Conv2d):
             nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
-            nn.init.zeros_(module.bias)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, 0, 0.01)
             nn.init.zeros_(module.bias)
@@ -165,6 +166,9 @@ def build_h2d(sizes: Sizes) -> Task:
 
 class MatmulStack(nn.Module):
     """``layers`` bias-free N x N linear maps regressing a fixed target from fixed inputs held on the device."""
+
+    inputs: Tensor
+    target: Tensor
 
     def __init__(self, rows: int, n: int, layers: int, generator: torch.Generator) -> None:
         super().__init__()

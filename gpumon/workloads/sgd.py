@@ -17,7 +17,7 @@ class MomentumSGD:
     """``p -= lr * b`` with ``b = momentum * b + grad`` (plain SGD when momentum is 0)."""
 
     def __init__(self, params: Iterable[nn.Parameter], lr: float, momentum: float = 0.0) -> None:
-        self.params = [p for p in params if p.requires_grad]
+        self.params: list[Tensor] = [p for p in params if p.requires_grad]
         self.lr = lr
         self.momentum = momentum
         self.buffers: list[Tensor] = []
@@ -28,8 +28,8 @@ class MomentumSGD:
 
     @torch.no_grad()
     def step(self) -> None:
-        grads = [p.grad for p in self.params]
-        if any(g is None for g in grads):
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if len(grads) != len(self.params):
             raise RuntimeError("every parameter must receive a gradient in every step")
         if self.momentum:
             if self.buffers:

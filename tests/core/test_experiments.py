@@ -13,22 +13,30 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from gpumon.core.jobs.interpreter import choose
 from gpumon.cli import main
 from gpumon.errors import UsageError
-from gpumon.experiments.cells import Cell, check_all_presets, expand
-from gpumon.experiments.device import CudaStatus
-from gpumon.experiments.frames import read_speedscope
-from gpumon.experiments.manifest import FAILED, INTERRUPTED, OK, SKIPPED, CellRecord, Manifest
-from gpumon.experiments.operators import read_profile
-from gpumon.experiments import pyspy
-from gpumon.experiments.progress import Progress
-from gpumon.experiments.report import write_results
-from gpumon.experiments.results import Context
+from gpumon.experiments.runner.cells import Cell, check_all_presets, expand
+from gpumon.experiments.runner.device import CudaStatus
+from gpumon.experiments.study.frames import read_speedscope
+from gpumon.experiments.runner.manifest import (
+    FAILED,
+    INTERRUPTED,
+    OK,
+    SKIPPED,
+    CellRecord,
+    Manifest,
+)
+from gpumon.experiments.study.operators import read_profile
+from gpumon.experiments.runner import pyspy
+from gpumon.experiments.runner.progress import Progress
+from gpumon.experiments.study.report import write_results
+from gpumon.experiments.study.results import Context
 from gpumon.core.store.runmeta import WorkloadRecord
-from gpumon.experiments.cellrun import CellScheduler, cell_argv, failure_reason
-from gpumon.experiments.similarity import jaccard, weighted_jaccard
-from gpumon.experiments.spec import load_spec, shipped_specs
-from gpumon.experiments.steady import StepsTail
+from gpumon.experiments.runner.cellrun import CellScheduler, cell_argv, failure_reason
+from gpumon.experiments.study.similarity import jaccard, weighted_jaccard
+from gpumon.experiments.runner.spec import load_spec, shipped_specs
+from gpumon.experiments.runner.steady import StepsTail
 from tests.tracegen import Job, write_run
 
 PAIRWISE = """\
@@ -251,7 +259,7 @@ def test_pairwise_expansion_runs_repeats_outermost_exclusive_first(tmp_path):
     assert shared.mode == "shared" and shared.jobs[0].spec == "fcn:preset=tiny,threads=1"
     assert shared.duration_s == 1 + 30 + 4 and cells[0].duration_s == 30 + 4
     assert shared.group == "s-fcn+gemm" and cells[5].group == shared.group
-    argv = cell_argv(shared, tmp_path / "runs", tmp_path / "scratch")
+    argv = cell_argv(shared, tmp_path / "runs", tmp_path / "scratch", choose())
     assert argv[argv.index("run") :][:3] == [
         "run",
         "fcn:preset=tiny,threads=1",
@@ -261,7 +269,7 @@ def test_pairwise_expansion_runs_repeats_outermost_exclusive_first(tmp_path):
         argv[argv.index("--stagger") + 1] == "1"
         and argv[argv.index("--label") + 1] == "s-fcn+gemm-r1"
     )
-    assert "--stagger" not in cell_argv(cells[0], tmp_path / "runs", tmp_path / "scratch")
+    assert "--stagger" not in cell_argv(cells[0], tmp_path / "runs", tmp_path / "scratch", choose())
 
 
 def test_all_pairs_include_self_pairs_and_duplicate_workloads_get_keys(tmp_path):
@@ -643,7 +651,13 @@ def test_device_cost_report_prices_the_cpu_and_says_the_gpu_needs_a_gpu(tmp_path
 
 
 def test_the_experiment_process_never_imports_torch_or_textual():
-    modules = ["cellrun", "report", "cells", "spec", "manifest", "pyspy", "device", "progress"]
+    modules = [
+        *(
+            f"runner.{m}"
+            for m in ("cellrun", "cells", "spec", "manifest", "pyspy", "device", "progress")
+        ),
+        "study.report",
+    ]
     code = "; ".join(
         ["import gpumon.commands.experiment", *(f"import gpumon.experiments.{m}" for m in modules)]
     )

@@ -7,12 +7,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpumon.experiments.cells import Cell, expand
-from gpumon.experiments.manifest import OK, CellRecord, Manifest
-from gpumon.experiments.pairwise import better_mode
-from gpumon.experiments.report import write_results
-from gpumon.experiments.results import Context
-from gpumon.experiments.cellrun import CellScheduler, cell_argv
+from gpumon.core.jobs.interpreter import choose
+from gpumon.experiments.runner.cells import Cell, expand
+from gpumon.experiments.runner.manifest import OK, CellRecord, Manifest
+from gpumon.experiments.study.pairwise import better_mode
+from gpumon.experiments.study.report import write_results
+from gpumon.experiments.study.results import Context
+from gpumon.experiments.runner.cellrun import CellScheduler, cell_argv
 from gpumon.analysis.slowdown import Estimate
 from tests.core.test_experiments import NO_CUDA, PAIRWISE, error_of, spec_of
 from tests.tracegen import Job, write_run
@@ -35,9 +36,9 @@ def test_each_pair_runs_once_per_share_mode_against_one_set_of_exclusive_runs(
         ("s-fcn+gemm-r1", "timeslice"),
         ("s-fcn+gemm-mps-threads-50-50-r1", "mps:threads=50,50"),
     ]
-    argv = cell_argv(cells[3], tmp_path / "runs", tmp_path / "scratch")
+    argv = cell_argv(cells[3], tmp_path / "runs", tmp_path / "scratch", choose())
     assert argv[argv.index("--share") + 1] == "mps:threads=50,50"
-    assert "--share" not in cell_argv(cells[2], tmp_path / "runs", tmp_path / "scratch")
+    assert "--share" not in cell_argv(cells[2], tmp_path / "runs", tmp_path / "scratch", choose())
     assert "share" not in cells[2].config() and cells[3].config()["share"] == "mps:threads=50,50"
 
 

@@ -165,8 +165,8 @@ def test_gpumons_own_children_import_this_gpumon_whatever_their_working_director
 ):
     """``python -m gpumon`` puts the working directory first on sys.path: a ``gpumon/`` there shadowed the package in
     the detached runner and in every experiment cell. ``module_argv`` runs the module from gpumon's own directory."""
-    from gpumon.experiments.cells import expand
-    from gpumon.experiments.cellrun import cell_argv, operator_command
+    from gpumon.experiments.runner.cells import expand
+    from gpumon.experiments.runner.cellrun import cell_argv, operator_command
     from tests.core.test_experiments import PAIRWISE, spec_of
 
     work = tmp_path / "work"
@@ -179,7 +179,10 @@ def test_gpumons_own_children_import_this_gpumon_whatever_their_working_director
     cell = expand(spec, spec.presets["tiny"], "cpu")[0]
     prefix = interpreter.module_argv("gpumon")
     assert (
-        cell_argv(cell, tmp_path / "runs", tmp_path / "scratch")[: len(prefix)] == prefix
+        cell_argv(cell, tmp_path / "runs", tmp_path / "scratch", interpreter.choose())[
+            : len(prefix)
+        ]
+        == prefix
     )  # every cell's gpumon
     for argv in (
         prefix + ["--version"],
@@ -187,5 +190,7 @@ def test_gpumons_own_children_import_this_gpumon_whatever_their_working_director
     ):
         done = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and done.stdout.startswith("gpumon "), done.stderr
-    profiled = operator_command(cell, "A", "fcn:preset=tiny", tmp_path / "scratch")
+    profiled = operator_command(
+        cell, "A", "fcn:preset=tiny", tmp_path / "scratch", interpreter.choose()
+    )
     assert interpreter.RUN_MODULE in profiled and " -I " in profiled

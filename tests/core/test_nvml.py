@@ -28,28 +28,14 @@ needs_cc = pytest.mark.skipif(
 )
 CHILD_TIMEOUT_S = 60
 
-PRELUDE = """
+SCRIPTS = (
+    Path(__file__).resolve().parents[1] / "scripts"
+)  # the children's files (tests/scripts/nvml_*.py)
+# A child given as a few lines (``run_child``) starts with what every child has (tests/scripts/nvml_prelude.py)
+PRELUDE = f"""
 import ctypes, dataclasses, json, logging, math, os, sys
-from pathlib import Path
-import pynvml
-from gpumon.core.sources.nvml import NvmlSource
-
-def clock(t):
-    path = Path(os.environ["FAKENVML_CLOCK"])
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(repr(t))
-    tmp.replace(path)
-
-def fake(symbol, restype=ctypes.c_ulonglong):
-    fn = getattr(pynvml.nvmlLib, symbol)
-    fn.restype = restype
-    return fn()
-
-def row(sample):
-    return None if sample is None else dataclasses.asdict(sample)
-
-def emit(**values):
-    print("RESULT " + json.dumps(values, default=repr))
+sys.path.insert(0, {str(SCRIPTS)!r})
+from nvml_prelude import NvmlSource, clock, emit, fake, pynvml, row
 """
 
 DEVICE = (
@@ -70,6 +56,20 @@ def run_child(
     tmp_path: Path, lib: Path | None, scenario: str | None, code: str, **env: str
 ) -> dict:
     """Run PRELUDE + code in a child that loads ``lib``; return what it emit()-ed."""
+    return _child(tmp_path, lib, scenario, [sys.executable, "-c", PRELUDE + code], env)
+
+
+def run_script(
+    tmp_path: Path, lib: Path, scenario: str, name: str, *args: object, **env: str
+) -> dict:
+    """Run tests/scripts/``name`` with ``args`` in a child that loads ``lib``; return what it emit()-ed."""
+    argv = [sys.executable, str(SCRIPTS / name), *map(str, args)]
+    return _child(tmp_path, lib, scenario, argv, env)
+
+
+def _child(
+    tmp_path: Path, lib: Path | None, scenario: str | None, argv: list[str], env: dict[str, str]
+) -> dict:
     script = (
         fake.write_scenario(tmp_path / "scenario.txt", scenario) if scenario is not None else None
     )
@@ -78,11 +78,7 @@ def run_child(
     environ = fake.environment(lib, script, clock)
     environ.update(env)
     done = subprocess.run(
-        [sys.executable, "-c", PRELUDE + code],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
+        argv, env=environ, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
     )
     results = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and results, (
@@ -120,7 +116,9 @@ s = NvmlSource()
 status = s.open()
 first = s.sample(1.0)
 clock(0.6)
-emit(status=dataclasses.asdict(status), first=row(first), second=row(s.sample(1.6)), info=s.device_info())
+soon = s.sample(1.6)  # memory, power and temperature are read once a second: this tick carries the first reading
+emit(status=dataclasses.asdict(status), first=row(first), soon=row(soon), second=row(s.sample(2.0)),
+     info=s.device_info())
 """,
     )
     assert out["status"]["available"] is True and out["status"]["name"] == "nvml"
@@ -133,6 +131,10 @@ emit(status=dataclasses.asdict(status), first=row(first), second=row(s.sample(1.
     assert math.isnan(first["pcie_rx_bps"]) and math.isnan(
         first["pcie_tx_bps"]
     )  # first counter reading
+    soon = out["soon"]
+    assert (soon["gpu_util"], soon["sm_clock_mhz"]) == (80.0, 1980.0)  # fast: read every tick
+    assert (soon["mem_used_mib"], soon["temp_c"]) == (1000.0, 61.0)
+    assert soon["power_w"] == pytest.approx(123.4)
     assert (second["gpu_util"], second["mem_used_mib"], second["power_w"]) == (80.0, 2048.5, 250.0)
     assert (second["temp_c"], second["sm_clock_mhz"]) == (70.0, 1980.0)
     assert out["info"] == {
@@ -583,30 +585,7 @@ def test_process_metrics_attributed_to_our_pids_only(
         proc pid={b} mem_mib=256 sm_util=150 type=graphics
         proc pid={foreign} mem_mib=1024 sm_util=50
     """
-    out = run_child(
-        tmp_path,
-        libs["full"],
-        scenario,
-        f"""
-import time
-s = NvmlSource()
-s.open()
-opened_us = time.time_ns() // 1000
-first = s.process_metrics([{a}, {b}, 999999])
-seen = [fake("fakenvml_last_utilization_timestamp")]
-held = s.process_metrics([{a}, {b}])
-seen.append(fake("fakenvml_last_utilization_timestamp"))
-clock(0.25)
-s.process_metrics([{a}])
-s.process_metrics([{a}])
-seen.append(fake("fakenvml_last_utilization_timestamp"))
-every = s.gpu_process_metrics()
-emit(first={{str(k): dataclasses.asdict(v) for k, v in first.items()}},
-     held={{str(k): v.gpu_sm_util for k, v in held.items()}},
-     seen=seen, init=fake("fakenvml_init_timestamp", ctypes.c_longlong), opened=opened_us,
-     all=sorted(s.all_gpu_pids()), every={{str(k): dataclasses.asdict(v) for k, v in every.items()}})
-""",
-    )
+    out = run_script(tmp_path, libs["full"], scenario, "nvml_process_metrics.py", a, b)
     first = out["first"]
     # Every process on the device, the foreign one included, with its memory and SM share.
     assert set(out["every"]) == {str(a), str(b), str(foreign)}
@@ -648,23 +627,7 @@ def test_older_driver_symbols_fall_back(
         {DEVICE} mem_used_mib=1000 mem_reserved_mib=300 temp_c=55 gpu_util=50
         proc pid={pid} mem_mib=700 sm_util=20
     """
-    out = run_child(
-        tmp_path,
-        libs[variant],
-        scenario,
-        f"""
-s = NvmlSource()
-s.open()
-metrics = s.process_metrics([{pid}])[{pid}]
-handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-try:
-    pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-    alone = "ok"
-except Exception as err:
-    alone = type(err).__name__
-emit(mem=metrics.gpu_mem_mib, sm=metrics.gpu_sm_util, sample=row(s.sample(0.0)), alone=alone)
-""",
-    )
+    out = run_script(tmp_path, libs[variant], scenario, "nvml_older_driver.py", pid)
     assert (out["mem"], out["sm"]) == (700.0, 20.0)
     # memory_v2 excludes reserved memory from "used"; the v1 fallback cannot.
     assert out["sample"]["mem_used_mib"] == used_mib and out["sample"]["temp_c"] == 55.0
@@ -1074,7 +1037,7 @@ def test_gpm_metric_that_fails_alone_leaves_the_others(
     scenario = scenario_file(
         "gen5_58GBps", "fail gpm:3 NOT_SUPPORTED", "fail gpm:10 UNKNOWN after=0.45"
     )
-    out = _ticks(tmp_path, libs["full"], scenario, 0.1, 1.0)
+    out = _ticks(tmp_path, libs["full"], scenario, 0.1, 1.5)
     assert out["info"]["pcie_method"] == "gpm"
     assert (
         "sm_occupancy_pct" not in out["info"]["gpm_metrics"]
@@ -1085,9 +1048,9 @@ def test_gpm_metric_that_fails_alone_leaves_the_others(
         assert r["sm_active_pct"] == pytest.approx(0.5) and r["pcie_rx_bps"] == pytest.approx(
             58e9, rel=0.02
         )
-        assert math.isnan(r["dram_bw_pct"]) == (
-            r["t"] >= 0.45
-        )  # a transient failure: NaN for those ticks only
+        # a transient failure from 0.45 s: NaN from the first GPM reading after it (GPM is read once a second,
+        # at 0.1 s and 1.1 s), the other metrics of that reading still there
+        assert math.isnan(r["dram_bw_pct"]) == (r["t"] >= 1.05)
 
 
 @needs_cc
@@ -1206,22 +1169,7 @@ def test_process_sm_util_is_the_mean_of_every_sample_read_once_a_second(
         proc pid={a} mem_mib=100 sm_util=10,90
         proc pid={b} mem_mib=100 sm_util=30
     """
-    out = run_child(
-        tmp_path,
-        libs["full"],
-        scenario,
-        f"""
-s = NvmlSource()
-s.open()
-s.process_metrics([{a}, {b}], 0.0)
-clock(1.0)
-got = {{k: v.gpu_sm_util for k, v in s.process_metrics([{a}, {b}], 1.0).items()}}
-seen = fake("fakenvml_last_utilization_timestamp")
-clock(1.5)
-s.process_metrics([{a}, {b}], 1.5)  # half a second later: the driver's buffer is not read again
-emit(got={{str(k): v for k, v in got.items()}}, seen=seen, again=fake("fakenvml_last_utilization_timestamp"))
-""",
-    )
+    out = run_script(tmp_path, libs["full"], scenario, "nvml_sm_util_mean.py", a, b)
     assert out["got"] == {
         str(a): 50.0,
         str(b): 30.0,
@@ -1239,22 +1187,8 @@ def test_process_sm_util_never_sums_above_the_device(
         proc pid={a} mem_mib=100 sm_util=99
         proc pid={b} mem_mib=100 sm_util=33
     """
-    out = run_child(
-        tmp_path,
-        libs["full"],
-        scenario,
-        f"""
-s = NvmlSource()
-s.open()
-for i in range(10):
-    clock(i / 10)
-    s.sample(i / 10)
-clock(1.0)
-got = s.process_metrics([{a}, {b}], 1.0)
-emit(got={{str(k): v.gpu_sm_util for k, v in got.items()}})
-""",
-    )
-    got = out["got"]
+    out = run_script(tmp_path, libs["full"], scenario, "nvml_sm_shares.py", a, b)
+    got = out["ours"]
     assert got[str(a)] + got[str(b)] == pytest.approx(100.0)
     assert got[str(a)] == pytest.approx(99 * 100 / 132) and got[str(b)] == pytest.approx(
         33 * 100 / 132
@@ -1271,22 +1205,7 @@ def test_clamp_counts_every_process_on_the_device(
         proc pid={a} mem_mib=100 sm_util=60
         proc pid={foreign} mem_mib=2048 sm_util=90
     """
-    out = run_child(
-        tmp_path,
-        libs["full"],
-        scenario,
-        f"""
-s = NvmlSource()
-s.open()
-for i in range(10):
-    clock(i / 10)
-    s.sample(i / 10)
-clock(1.0)
-every = s.gpu_process_metrics(1.0)
-ours = s.process_metrics([{a}], 1.0)
-emit(every={{str(k): v.gpu_sm_util for k, v in every.items()}}, ours={{str(k): v.gpu_sm_util for k, v in ours.items()}})
-""",
-    )
+    out = run_script(tmp_path, libs["full"], scenario, "nvml_sm_shares.py", a)
     every = out["every"]
     # 60 + 90 = 150 > 100 + tolerance: all listed shares are scaled together, ours and the other's.
     assert every[str(a)] + every[str(foreign)] == pytest.approx(100.0)
@@ -1295,7 +1214,7 @@ emit(every={{str(k): v.gpu_sm_util for k, v in every.items()}}, ours={{str(k): v
 
 
 def test_clamp_rule() -> None:
-    from gpumon.core.sources.nvml import clamp_to_device
+    from gpumon.core.sources.nvmlprocs import clamp_to_device
 
     assert clamp_to_device({1: 60.0, 2: 44.0}, 100.0) == {1: 60.0, 2: 44.0}  # within the tolerance
     # the tolerance is 5 points of SM: a sum of 105 % on a device at 100 % is read as is, 105.5 % is scaled
@@ -1365,10 +1284,10 @@ def test_per_process_samples_are_read_even_when_an_instant_lands_between_the_two
     # query, and grows its buffer when the driver says it is too small.
     code = """
 import time
-from gpumon.core.sources.nvml import _process_utilization
+from gpumon.core.sources.nvmlquery import process_utilization
 pynvml.nvmlInit()
 h = pynvml.nvmlDeviceGetHandleByIndex(0)
-ours = _process_utilization(pynvml)
+ours = process_utilization(pynvml)
 errors = []
 for _ in range(5):
     try:
@@ -1397,10 +1316,10 @@ def test_a_per_process_read_is_one_driver_call_where_pynvml_makes_two(
     # gpumon's reader, which reads into a buffer with room to spare, pays one of them.
     code = """
 import statistics, time
-from gpumon.core.sources.nvml import _process_utilization
+from gpumon.core.sources.nvmlquery import process_utilization
 pynvml.nvmlInit()
 h = pynvml.nvmlDeviceGetHandleByIndex(0)
-ours = _process_utilization(pynvml)
+ours = process_utilization(pynvml)
 def cost(read):
     spent = []
     for _ in range(7):

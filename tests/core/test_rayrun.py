@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.experiments import rayrun
+from gpumon.experiments.runner import rayrun
 
 
 @pytest.fixture()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import socket
 import shutil
 import stat
@@ -19,7 +18,7 @@ import pytest
 
 from gpumon.core.probing import rendezvous
 from gpumon.core.probing.probe import RING_ROWS
-from tests.helpers import wait_for
+from tests.helpers import fork_as_nobody_answering, wait_for
 
 # Steps about 200 times a second until killed; says "ready" once its probe exists.
 STEPPER = textwrap.dedent(
@@ -229,26 +228,20 @@ def test_no_rendezvous_when_switched_off_or_impossible(runtime: Path, tmp_path: 
 
 def attempts_as_nobody(paths: list[tuple[str, Path]]) -> list[str]:
     """In a forked child that became user ``nobody``: "readable" or "denied" for each (what, path)."""
-    nobody = pwd.getpwnam("nobody")
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no Python-level cleanup, only these system calls
-        try:
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            found = []
-            for what, path in paths:
-                try:
-                    os.listdir(path) if what == "list" else socket.socket(socket.AF_UNIX).connect(
-                        str(path)
-                    )
-                    found.append("readable")
-                except PermissionError:
-                    found.append("denied")
-            os.write(write_end, " ".join(found).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
+
+    def attempt(out: int) -> None:  # in the child: no Python-level cleanup, only these system calls
+        found = []
+        for what, path in paths:
+            try:
+                os.listdir(path) if what == "list" else socket.socket(socket.AF_UNIX).connect(
+                    str(path)
+                )
+                found.append("readable")
+            except PermissionError:
+                found.append("denied")
+        os.write(out, " ".join(found).encode())
+
+    pid, read_end = fork_as_nobody_answering(attempt)
     with os.fdopen(read_end, "rb") as f:
         answer = f.read().decode()
     os.waitpid(pid, 0)

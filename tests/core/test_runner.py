@@ -29,8 +29,8 @@ from gpumon.core.store.runner import (
     RunnerLock,
     run_owner,
     runner_process,
-    stop_runner,
 )
+from gpumon.core.jobs.runnerstop import stop_runner
 from gpumon.core.store.runmeta import RunMeta
 from gpumon.errors import UsageError
 from gpumon.safewrite import UnsafeDestination

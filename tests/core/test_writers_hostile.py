@@ -23,8 +23,8 @@ from gpumon.core.store.recorder import Recorder, create_run_dir
 from gpumon.core.store.runmeta import RunMeta
 from gpumon.core.store.trace import export, load_run
 from gpumon.errors import GpumonError
-from gpumon.experiments.manifest import Manifest
-from gpumon.experiments.outlock import FolderLock
+from gpumon.experiments.runner.manifest import Manifest
+from gpumon.experiments.runner.outlock import FolderLock
 from tests.tracegen import Job, write_run
 
 ROOT = os.geteuid() == 0

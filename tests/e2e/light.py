@@ -86,11 +86,15 @@ def install_light(root: Path) -> LightVenv:
     """Build a wheel from a copy of the tree (no build/ left in the checkout), install it without extras."""
     source = root / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, source / name)
-    shutil.copytree(
-        REPO / "gpumon", source / "gpumon", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    for folder in (
+        "gpumon",
+        "experiments",
+    ):  # experiments/: the shipped specs, into the wheel's gpumon/
+        shutil.copytree(
+            REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__")
+        )
     wheels = root / "wheels"
     run_ok(
         [

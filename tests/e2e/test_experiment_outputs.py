@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpumon.experiments.outlock import LOCK_FILE, FolderBusy, FolderLock, holder_text
+from gpumon.experiments.runner.outlock import LOCK_FILE, FolderBusy, FolderLock, holder_text
 from tests.helpers import gpumon
 
 SPEC = """\
@@ -77,7 +77,7 @@ def test_a_second_experiment_into_a_held_folder_is_told_who_holds_it(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from gpumon.experiments.outlock import FolderLock\n"
+            "import sys; from pathlib import Path; from gpumon.experiments.runner.outlock import FolderLock\n"
             "lock = FolderLock.take(Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()",
             str(out),
         ],
@@ -126,8 +126,8 @@ def test_a_holders_note_is_data_printed_without_control_characters(note):
 
 
 def test_an_experiment_replaces_its_own_outputs_and_others_only_with_force(tmp_path):
-    from gpumon.experiments.manifest import Manifest
-    from gpumon.experiments.results import Context
+    from gpumon.experiments.runner.manifest import Manifest
+    from gpumon.experiments.study.results import Context
     from gpumon.safewrite import UnsafeDestination
 
     def context(manifest: Manifest, force: bool = False) -> Context:

@@ -5,23 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.helpers import gpumon, solo_core_share
+from tests.helpers import gpumon, solo_core_share, tiny_pairs_spec
 
-SPEC = """\
-[experiment]
-name = "tiny_predict"
-title = "Tiny predicted pair"
-question = "Does the predicted pair match the measured one?"
-analysis = "pairwise"
-
-[run]
-workloads = ["fcn", "gemm"]
-options = { preset = "tiny", threads = 1, cpus = "0" }
-pairs = "distinct"
-seconds = 2
-stagger = 1
-startup = 40
-"""
+SPEC = tiny_pairs_spec(
+    "tiny_predict",
+    "Tiny predicted pair",
+    "Does the predicted pair match the measured one?",
+    2,
+    cpus="0",
+)
 
 
 def test_predict_fills_the_pairs_first_then_puts_predicted_beside_measured(tmp_path):

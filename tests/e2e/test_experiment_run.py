@@ -10,23 +10,9 @@ import subprocess
 import sys
 
 from gpumon.core.store.trace import load_run
-from tests.helpers import GPUMON, wait_for
+from tests.helpers import GPUMON, wait_for, tiny_pairs_spec
 
-SPEC = """\
-[experiment]
-name = "tiny_pairs"
-title = "Tiny pairs"
-question = "Does fcn beside gemm pay on this machine?"
-analysis = "pairwise"
-
-[run]
-workloads = ["fcn", "gemm"]
-options = { preset = "tiny", threads = 1 }
-pairs = "distinct"
-seconds = 3
-stagger = 1
-startup = 40
-"""
+SPEC = tiny_pairs_spec("tiny_pairs", "Tiny pairs", "Does fcn beside gemm pay on this machine?", 3)
 
 
 def statuses(out) -> dict[str, str]:

@@ -11,6 +11,7 @@ install's own.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from tests.e2e.light import HEAVY, run_ok
 pytestmark = pytest.mark.timeout(900)
 
 # A --cmd job that reports 150 steps of about 10 ms through gpumon's probe.
+SHIPPED_DIR = "from gpumon.experiments.runner.spec import shipped_dir; print(shipped_dir())"
 STEPPER = "import time\nfrom gpumon import probe\nfor _ in range(150):\n    time.sleep(0.01)\n    probe.step(samples=4)\n"
 
 
@@ -118,6 +120,10 @@ def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
     # the shipped experiment specs come with the wheel; a dry run's lines are whole commands
     listed = light.gpumon("experiment", "--list")
     assert listed.returncode == 0 and "q2_pairwise" in listed.stdout, listed.stdout + listed.stderr
+    # from the wheel's own gpumon/experiments/specs/ (the repository keeps them in its top-level experiments/)
+    shipped = run_ok([light.python, "-c", SHIPPED_DIR], light.root, env=light.env).stdout.strip()
+    assert Path(shipped).parts[-3:] == ("gpumon", "experiments", "specs"), shipped
+    assert Path(shipped).is_relative_to(light.bin.parent), shipped
     dry = light.gpumon("experiment", "q2_pairwise", "--dry-run", "--device", "cpu")
     assert dry.returncode == 0, dry.stderr
     cells = [line.split() for line in dry.stdout.splitlines()[1:]]

@@ -215,7 +215,7 @@ def test_monitor_table_lists_it(capture: Path, stepper: subprocess.Popen) -> Non
 def test_an_experiment_marks_the_pair(capture: Path, stepper: subprocess.Popen) -> None:
     """The experiments' pair table (as `gpumon experiment` writes it) marks the pair the stepper disturbed."""
     from gpumon.analysis.compare import compare
-    from gpumon.experiments.pairwise import Pair, pair_rows
+    from gpumon.experiments.study.pairwise import Pair, pair_rows
 
     comparison = compare([], [load_run(capture)])
     (row,) = pair_rows([Pair("fcn", "gemm", [], [], comparison=comparison)])

@@ -7,7 +7,6 @@ import functools
 import shlex
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Awaitable, Callable
 
@@ -63,20 +62,6 @@ def make_test_plan(runs_dir: Path, commands: list[str] = (), **kwargs) -> RunPla
         stagger_s=0.0,
         **kwargs,
     )
-
-
-async def wait_until(
-    pilot, condition: Callable[[], object], timeout: float = 20.0, what: str = "condition"
-) -> object:
-    """Let the app run until ``condition()`` is truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        await pilot.pause(0.05)
 
 
 @pytest.fixture

@@ -16,12 +16,13 @@ from gpumon.core.store.recorder import create_run_dir, initial_meta
 from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.store.trace import TABLES
-from gpumon.tui.app import replay_app
+from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.attached import AttachedScreen, open_follow
 from gpumon.tui.screens.confirm import ConfirmScreen
 from gpumon.tui.widgets.lines import TextLine
 from tests.tracegen import exclusive
-from tests.tui.conftest import run_async, wait_until
+from tests.tui.conftest import run_async
+from tests.helpers import wait_until
 
 
 RUNNER = """
@@ -116,7 +117,7 @@ async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_pi
     run_dir = _live_run(tmp_path, runner)
     source, feed = open_follow(run_dir)
     screen = AttachedScreen(source, feed)
-    app = replay_app(screen)
+    app = ViewerApp(screen)
     async with app.run_test(size=(120, 40)) as pilot:
         status = lambda: screen.query_one("#status", TextLine).plain  # noqa: E731
         await wait_until(
@@ -161,7 +162,7 @@ async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_pi
 async def test_quitting_the_viewer_never_signals_the_runner(tmp_path, runner):
     run_dir = _live_run(tmp_path, runner)
     source, feed = open_follow(run_dir)
-    app = replay_app(AttachedScreen(source, feed))
+    app = ViewerApp(AttachedScreen(source, feed))
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_until(
             pilot,
@@ -184,7 +185,7 @@ async def test_an_mps_run_is_predicted_and_labelled_as_mps(tmp_path, runner, mon
     )
     source, feed = open_follow(run_dir)
     screen = AttachedScreen(source, feed)
-    app = replay_app(screen)
+    app = ViewerApp(screen)
     async with app.run_test(size=(120, 40)) as pilot:
         status = lambda: screen.query_one("#status", TextLine).plain  # noqa: E731
         await wait_until(
@@ -202,7 +203,7 @@ async def test_the_viewers_own_baseline_replaces_the_runs_for_its_slot(tmp_path,
     mine = exclusive(tmp_path / "mine", "A", rate=80.0, spec="gemm")
     source, feed = open_follow(run_dir)
     screen = AttachedScreen(source, feed, baselines=(("A", str(mine)),))
-    app = replay_app(screen)
+    app = ViewerApp(screen)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: "A" in feed.model.baselines, what="the baselines loaded")
         rate, label = feed.model.baselines["A"]

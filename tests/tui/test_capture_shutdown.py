@@ -12,11 +12,12 @@ import pytest
 
 from gpumon.core.store.trace import load_run
 from gpumon.errors import EnvironmentFailure
-from gpumon.tui.app import GpumonApp
+from gpumon.tui.app import LiveApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.widgets.lines import TextLine
 from tests.helpers import wait_for
-from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
+from tests.tui.conftest import make_test_plan, probe_command, run_async
+from tests.helpers import wait_until
 
 # A child that ignores SIGTERM: the launcher waits its 5 s grace before SIGKILL, so shutdown is slow.
 STUBBORN = shlex.join(
@@ -66,7 +67,7 @@ def test_toggle_capture_while_shutdown_is_under_way_is_refused_at_once(runs_dir)
 
 @run_async
 async def test_c_during_shutdown_does_nothing_and_says_why(runs_dir):
-    app = GpumonApp(Controller(make_test_plan(runs_dir, [STUBBORN, probe_command()], label="pair")))
+    app = LiveApp(Controller(make_test_plan(runs_dir, [STUBBORN, probe_command()], label="pair")))
     async with app.run_test(size=(100, 30)) as pilot:
         first = await wait_until(pilot, lambda: app.controller.capture_path, what="the capture")
         await wait_until(
@@ -89,7 +90,7 @@ async def test_c_during_shutdown_does_nothing_and_says_why(runs_dir):
 
 @run_async
 async def test_a_capture_that_cannot_be_written_is_shown_and_stops_the_jobs(runs_dir):
-    app = GpumonApp(Controller(make_test_plan(runs_dir, [probe_command()], label="probe")))
+    app = LiveApp(Controller(make_test_plan(runs_dir, [probe_command()], label="probe")))
     async with app.run_test(size=(100, 30)) as pilot:
         path = await wait_until(pilot, lambda: app.controller.capture_path, what="the capture")
         await wait_until(pilot, lambda: app.controller.running("A"), what="the job")

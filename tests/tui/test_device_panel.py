@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 from gpumon.core.records.model import DEVICE_COLUMNS, GPM_COLUMNS
-from gpumon.tui.app import replay_app
+from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.widgets.lines import TextLine
-from tests.tui.conftest import run_async, wait_until
+from tests.tui.conftest import run_async
+from tests.helpers import wait_until
 from tests.tracegen import staggered_pair
 
 GPM = {
@@ -42,7 +43,7 @@ def _rewrite(
 async def _gpm_line(root: Path, size: tuple[int, int]) -> str:
     source, feed = open_replay(root)
     source.seek(20.0)
-    app = replay_app(ReplayScreen(source, feed, play=False))
+    app = ViewerApp(ReplayScreen(source, feed, play=False))
     async with app.run_test(size=size) as pilot:
         await wait_until(pilot, lambda: app.screen.frames > 0, what="a frame")
         line = app.screen.query_one("#gpm", TextLine)

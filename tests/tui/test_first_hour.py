@@ -10,19 +10,20 @@ import pytest
 
 from gpumon.core.capture.nosteps import no_steps_text
 from gpumon.core.records.model import NO_STEPS, Notice
-from gpumon.tui.app import GpumonApp
+from gpumon.tui.app import LiveApp, ViewerApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.screens.compare import CompareScreen
 from gpumon.tui.screens.launch import LaunchScreen
 from gpumon.tui.screens.monitor import NOTICE_S
 from tests.tracegen import Job, beside_pair, exclusive, paced_job, staggered_pair, write_run
-from tests.tui.conftest import make_test_plan, run_async, screen_text, wait_until
+from tests.tui.conftest import make_test_plan, run_async, screen_text
+from tests.helpers import wait_until
 from tests.tui.test_snapshots import SIZES, _first_frame, _replay
 
 FCN, GEMM = "fcn:preset=tiny", "gemm:preset=tiny"
 
 
-def no_steps_app(root: Path) -> GpumonApp:
+def no_steps_app(root: Path) -> ViewerApp:
     """A command with a manual SGD loop (no step for the auto-probe) beside a job that steps, and the notice."""
     a = Job("A", "cmd:python train_sgd.py", phases=(), stop=30.0, cpu=40.0)
     b = paced_job("B", GEMM, 0.0, 30.0, alone=25.0, shared=25.0, shared_from=0.0)
@@ -31,7 +32,7 @@ def no_steps_app(root: Path) -> GpumonApp:
     return app
 
 
-def together_app(root: Path) -> GpumonApp:
+def together_app(root: Path) -> ViewerApp:
     """Two jobs started together: the replay has no exclusive phase to measure a slowdown against."""
     jobs = (
         paced_job("A", FCN, 0.0, 30.0, alone=30.0, shared=30.0, shared_from=0.0),
@@ -137,7 +138,7 @@ def test_compare_screen_tables_fit_without_wrapping(snap_compare, tmp_path, monk
 @run_async
 async def test_the_live_footer_fits_and_notices_leave_the_panes_soon(runs_dir, size):
     """The live monitor's footer ends with its Quit key at 80 columns too; a notice is gone within NOTICE_S."""
-    app = GpumonApp(Controller(make_test_plan(runs_dir)))
+    app = LiveApp(Controller(make_test_plan(runs_dir)))
     async with app.run_test(size=size) as pilot:
         await wait_until(pilot, lambda: app.session_ready, what="the session")
         await wait_until(pilot, lambda: screen_text(app)[-1].strip(), what="the footer drawn")

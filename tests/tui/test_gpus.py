@@ -129,17 +129,18 @@ def test_help_and_footer_offer_g_only_with_several_gpus(tmp_path, gpus):
     """The replay of a GPU run, with (4) or without (1) the overview records a 4-GPU box's sampler publishes."""
     from textual.widgets import Footer
 
-    from gpumon.tui.app import replay_app
+    from gpumon.tui.app import ViewerApp
     from gpumon.tui.screens.help import GPU_MEANINGS, HelpScreen
     from gpumon.tui.screens.replay import ReplayScreen, open_replay
     from tests.tracegen import staggered_pair
-    from tests.tui.conftest import feed_four_gpus, run_async, wait_until
+    from tests.tui.conftest import feed_four_gpus, run_async
+    from tests.helpers import wait_until
 
     source, feed = open_replay(staggered_pair(tmp_path / "run", gpu=True))
     source.seek(30.0)
     if gpus > 1:
         feed_four_gpus(feed.model, 30.0)
-    app = replay_app(ReplayScreen(source, feed, play=False))
+    app = ViewerApp(ReplayScreen(source, feed, play=False))
 
     @run_async
     async def check() -> None:
@@ -181,10 +182,10 @@ CHILD = r"""
 import asyncio, json, os, sys
 import gpumon.cli as cli
 import gpumon.commands.run as run_command
-from gpumon.tui.app import GpumonApp
+from gpumon.tui.app import GpumonApp, LiveApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.widgets.gpus import GpuLines
-from tests.tui.conftest import wait_until
+from tests.helpers import wait_until
 
 GPUS = int(os.environ["EXPECT_GPUS"])
 
@@ -202,7 +203,7 @@ def state(app):
 
 
 async def drive(plan):
-    app = GpumonApp(Controller(plan))
+    app = LiveApp(Controller(plan))
     seen = []
     async with app.run_test(size=(120, 40)) as pilot:
         m = lambda: app.monitor

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.store.trace import baseline_rate
-from gpumon.tui.app import GpumonApp, replay_app
+from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
-from tests.tui.conftest import wait_until
+from tests.helpers import wait_until
 
 H100 = Path(__file__).parents[1] / "data" / "h100"
 SHARED = "20261123-032439-s-r50-vgg"
@@ -24,13 +24,13 @@ AT_T = 22.0  # both jobs past warm-up, near the end of the trimmed overlap
 SIZES = [(80, 24), (120, 40)]
 
 
-def h100_replay(runs: Path, at_t: float = AT_T) -> GpumonApp:
+def h100_replay(runs: Path, at_t: float = AT_T) -> ViewerApp:
     """The app replaying the shared H100 run in ``runs``, seeked to ``at_t``, with both baselines."""
     source, feed = open_replay(runs / SHARED)
     for slot, name in BASELINES.items():
         feed.model.set_baseline(slot, baseline_rate(slot, runs / name), f"baseline {name}")
     source.seek(at_t)
-    return replay_app(ReplayScreen(source, feed, play=False))
+    return ViewerApp(ReplayScreen(source, feed, play=False))
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

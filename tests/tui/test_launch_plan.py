@@ -12,9 +12,10 @@ import sys
 from gpumon.core.store.trace import load_run
 from gpumon.frontends.plan import make_plan
 from gpumon.core.capture.session import SessionConfig
-from gpumon.tui.app import GpumonApp
+from gpumon.tui.app import GpumonApp, LiveApp
 from gpumon.tui.controller import Controller
-from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
+from tests.tui.conftest import make_test_plan, probe_command, run_async
+from tests.helpers import wait_until
 
 STAGGER_S = (
     30.0  # far beyond the failing job's end: B's start is due long after the test has its answer
@@ -36,7 +37,7 @@ async def test_b_is_not_started_once_a_has_failed_and_the_run_says_why(runs_dir)
         runs_dir, [probe_command(steps=5, exit_code=3), probe_command()], label="fails"
     )
     plan = dataclasses.replace(plan, stagger_s=STAGGER_S)
-    app = GpumonApp(Controller(plan))
+    app = LiveApp(Controller(plan))
     async with app.run_test(size=(100, 30)) as pilot:
         controller = app.controller
         await wait_until(
@@ -76,7 +77,7 @@ async def test_with_beside_a_is_not_started_when_b_cannot_be_watched(runs_dir):
     finally:
         target.kill()
         target.wait()  # gone before the app attaches it
-    app = GpumonApp(Controller(plan))
+    app = LiveApp(Controller(plan))
     async with app.run_test(size=(100, 30)) as pilot:
         controller = app.controller
         await wait_until(
@@ -101,7 +102,7 @@ async def test_with_beside_a_is_not_started_when_b_cannot_be_watched(runs_dir):
 async def test_quitting_before_the_stagger_records_b_as_not_started(runs_dir):
     plan = make_test_plan(runs_dir, [probe_command(), probe_command()], label="quit")
     plan = dataclasses.replace(plan, stagger_s=STAGGER_S)
-    app = GpumonApp(Controller(plan))
+    app = LiveApp(Controller(plan))
     async with app.run_test(size=(100, 30)) as pilot:
         controller = app.controller
         await wait_until(pilot, lambda: controller.running("A"), what="A to start")

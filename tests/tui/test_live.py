@@ -6,13 +6,14 @@ from __future__ import annotations
 import psutil
 
 from gpumon.core.store.trace import load_run
-from gpumon.tui.app import GpumonApp
+from gpumon.tui.app import GpumonApp, LiveApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.screens.launch import LaunchScreen
 from gpumon.tui.screens.stack import StackScreen
 from gpumon.tui.widgets.lines import TextLine
 from gpumon.tui.widgets.workload import WorkloadPanel
-from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
+from tests.tui.conftest import make_test_plan, probe_command, run_async
+from tests.helpers import wait_until
 
 
 def _steps_shown(app: GpumonApp, slot: str) -> int:
@@ -37,7 +38,7 @@ async def _quit(pilot, app: GpumonApp) -> None:
 
 @run_async
 async def test_launch_from_the_dialog_and_quit_leaves_no_child(runs_dir):
-    app = GpumonApp(Controller(make_test_plan(runs_dir)))
+    app = LiveApp(Controller(make_test_plan(runs_dir)))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.session_ready, what="the session")
         assert app.controller.capture_path is None, (
@@ -83,7 +84,7 @@ async def test_launch_from_the_dialog_and_quit_leaves_no_child(runs_dir):
 async def test_capture_on_and_off_writes_a_run_and_exports_csv(runs_dir, tmp_path):
     export_root = tmp_path / "exports"
     export_root.mkdir()
-    app = GpumonApp(
+    app = LiveApp(
         Controller(
             make_test_plan(runs_dir, [probe_command()], label="probe"), export_root=export_root
         )
@@ -138,7 +139,7 @@ async def test_capture_on_and_off_writes_a_run_and_exports_csv(runs_dir, tmp_pat
 @run_async
 async def test_a_crashing_child_shows_exited_n_while_the_other_keeps_updating(runs_dir):
     plan = make_test_plan(runs_dir, [probe_command(steps=30, exit_code=3), probe_command()])
-    app = GpumonApp(Controller(plan))
+    app = LiveApp(Controller(plan))
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_until(pilot, lambda: _state(app, "A") == "exited 3", what="A to show exited 3")
         panel = app.monitor.query_one("#panel-A", WorkloadPanel)
@@ -157,7 +158,7 @@ async def test_a_crashing_child_shows_exited_n_while_the_other_keeps_updating(ru
 
 @run_async
 async def test_stack_dump_shows_the_stack_or_a_readable_error(runs_dir):
-    app = GpumonApp(Controller(make_test_plan(runs_dir, [probe_command()])))
+    app = LiveApp(Controller(make_test_plan(runs_dir, [probe_command()])))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: _state(app, "A") == "running", what="A to run")
         await pilot.press("s")

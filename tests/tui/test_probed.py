@@ -10,11 +10,12 @@ import textwrap
 import pytest
 
 from gpumon.core.store.trace import load_run
-from gpumon.tui.app import GpumonApp
+from gpumon.tui.app import LiveApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.screens.probes import ProbesScreen
 from gpumon.tui.widgets.probed import ProbedLine
-from tests.tui.conftest import make_test_plan, probe_command, run_async, wait_until
+from tests.tui.conftest import make_test_plan, probe_command, run_async
+from tests.helpers import wait_until
 
 STEPPER = textwrap.dedent(
     """
@@ -49,7 +50,7 @@ def recorded_b(run_dir):
 
 @run_async
 async def test_listed_with_its_rate_then_watched_with_w(stepper, runs_dir):
-    app = GpumonApp(Controller(make_test_plan(runs_dir)))
+    app = LiveApp(Controller(make_test_plan(runs_dir)))
     async with app.run_test(size=(120, 40)) as pilot:
         line = app.screen.query_one(ProbedLine)
         await wait_until(
@@ -91,7 +92,7 @@ async def test_listed_with_its_rate_then_watched_with_w(stepper, runs_dir):
 @run_async
 async def test_beside_in_the_monitor(stepper, runs_dir):
     plan = make_test_plan(runs_dir, [probe_command()], beside=str(stepper.pid))
-    app = GpumonApp(Controller(plan))
+    app = LiveApp(Controller(plan))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(
             pilot,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from gpumon.tui.app import replay_app
+from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.compare import CompareScreen
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.screens.runs import MARK, RunsScreen
 from gpumon.tui.widgets.output import ChildOutput
-from tests.tui.conftest import run_async, wait_until
+from tests.tui.conftest import run_async
+from tests.helpers import wait_until
 from tests.tracegen import exclusive, staggered_pair
 
 
@@ -23,7 +24,7 @@ async def test_runs_screen_replays_a_run_and_compares_the_marked_ones(tmp_path):
     runs = _runs(tmp_path / "runs")
     source, feed = open_replay(runs / "20261122-114000-fcn-gemm")
     source.seek(1.0)
-    app = replay_app(ReplayScreen(source, feed, play=False))
+    app = ViewerApp(ReplayScreen(source, feed, play=False))
     async with app.run_test(size=(120, 40)) as pilot:
         screen = RunsScreen(runs)
         await app.push_screen(screen)
@@ -72,7 +73,7 @@ async def test_runs_screen_replays_a_run_and_compares_the_marked_ones(tmp_path):
 async def test_pause_freezes_the_display_and_o_hides_the_output(tmp_path):
     source, feed = open_replay(staggered_pair(tmp_path / "run"))
     source.seek(5.0)
-    app = replay_app(ReplayScreen(source, feed, play=False))
+    app = ViewerApp(ReplayScreen(source, feed, play=False))
     async with app.run_test(size=(80, 24)) as pilot:
         screen = app.screen
         await wait_until(pilot, lambda: screen.frames > 0, what="a frame")
@@ -92,4 +93,4 @@ async def test_pause_freezes_the_display_and_o_hides_the_output(tmp_path):
 def test_no_color_is_honoured(tmp_path, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     source, feed = open_replay(staggered_pair(tmp_path / "run"))
-    assert replay_app(ReplayScreen(source, feed, play=False)).no_color
+    assert ViewerApp(ReplayScreen(source, feed, play=False)).no_color

@@ -6,19 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.tui.app import GpumonApp, replay_app
+from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.screens.runs import RunsScreen
-from tests.tui.conftest import feed_four_gpus, wait_until
+from tests.tui.conftest import feed_four_gpus
+from tests.helpers import wait_until
 from tests.tracegen import exclusive, staggered_pair
 
 SIZES = [(80, 24), (120, 40)]
 
 
-def _replay(root: Path, t: float) -> GpumonApp:
+def _replay(root: Path, t: float) -> ViewerApp:
     source, feed = open_replay(root)
     source.seek(t)
-    return replay_app(ReplayScreen(source, feed, play=False))
+    return ViewerApp(ReplayScreen(source, feed, play=False))
 
 
 async def _first_frame(pilot) -> None:
@@ -80,11 +81,11 @@ def test_monitor_shared_box(snap_compare, tmp_path, size):
     assert snap_compare(app, terminal_size=size, run_before=_first_frame)
 
 
-def _four_gpus(root: Path, t: float) -> GpumonApp:
+def _four_gpus(root: Path, t: float) -> ViewerApp:
     source, feed = open_replay(root)
     source.seek(t)
     feed_four_gpus(feed.model, t)
-    return replay_app(ReplayScreen(source, feed, play=False))
+    return ViewerApp(ReplayScreen(source, feed, play=False))
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

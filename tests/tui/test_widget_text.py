@@ -341,8 +341,8 @@ async def test_the_process_table_starts_blank_and_redraws_only_what_changed() ->
         table = app.query_one("#procs", ProcessTable)  # its keyword arguments reach the widget
         assert _screen(app)[0] == ""  # nothing until the first view
         drawn = []
-        update = table.update
-        table.update = lambda content="", **kw: (drawn.append(content), update(content, **kw))[1]
+        draw = table.draw
+        table.draw = lambda text: (drawn.append(text), draw(text))[1]
         table.show(_rows())
         await pilot.pause()  # its new height: laid out (and redrawn at its width) once
         before = len(drawn)

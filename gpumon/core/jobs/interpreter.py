@@ -117,7 +117,11 @@ def _ask(path: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
 
 def require_workload_python(explicit: str | None = None) -> WorkloadPython:
     """The workloads' interpreter, checked to have torch and numpy; one-line UsageError otherwise."""
-    python = choose(explicit)
+    return checked(choose(explicit))
+
+
+def checked(python: WorkloadPython) -> WorkloadPython:
+    """``python``, checked to have torch and numpy; one-line UsageError otherwise."""
     missing = missing_modules(python)
     if not missing:
         return python

@@ -19,7 +19,7 @@ from gpumon.core.jobs.beside import BesideTarget
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
 from gpumon.core.jobs.interpreter import child_path, command_argv
-from gpumon.core.jobs.lifeline import die_with_parent
+from gpumon.core.jobs.lifeline import die_with_parent, wait_or_kill
 from gpumon.core.probing.listener import Listener
 from gpumon.core.records.model import LogLine, WorkloadState
 from gpumon.core.records.slots import SLOTS, Slot, is_slot
@@ -237,15 +237,7 @@ class Launcher:
         except OSError as exc:
             for fd in (probe_r, probe_w, out_r, out_w):
                 os.close(fd)
-            error = f"cannot start {request.argv[0]}: {exc.strerror or exc}"
-            with self._lock:
-                workload.start_error, workload.stop_t, workload.ended = (
-                    error,
-                    self.clock.now(),
-                    True,
-                )
-            self.bus.publish(WorkloadState(slot, "failed", workload.stop_t, tail=str(exc)))
-            raise EnvironmentFailure(error) from None
+            raise self._not_forked(workload, exc) from None
         os.close(probe_w)
         os.close(out_w)
         with self._lock:
@@ -269,6 +261,14 @@ class Launcher:
         ):  # stop_all came while the child was being forked: it stops like the others
             self._terminate(workload)
         return self.get(slot) or workload
+
+    def _not_forked(self, workload: Workload, exc: OSError) -> EnvironmentFailure:
+        """A child that could not be forked stays in its slot as failed (``start_error``); the error to raise."""
+        error = f"cannot start {workload.request.argv[0]}: {exc.strerror or exc}"
+        with self._lock:
+            workload.start_error, workload.stop_t, workload.ended = error, self.clock.now(), True
+        self.bus.publish(WorkloadState(workload.slot, "failed", workload.stop_t, tail=str(exc)))
+        return EnvironmentFailure(error)
 
     def attach(
         self, *, slot: Slot, request: LaunchRequest, probe: socket.socket | None
@@ -389,13 +389,15 @@ class Launcher:
     def _terminate(self, workload: Workload, timeout: float = 5.0) -> None:
         """SIGTERM to a child's group, SIGKILL after ``timeout``; a child not forked yet is stopped once it is."""
         self._signal_group(workload, signal.SIGTERM)
-        if workload.popen is None:
-            return
-        try:
-            workload.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self._signal_group(workload, signal.SIGKILL)
-            workload.popen.wait()
+        self._kill_after(workload, timeout)
+
+    def _kill_after(self, workload: Workload, timeout: float) -> None:
+        """SIGKILL to a child's group unless it exits within ``timeout`` of its SIGTERM (one not forked yet: its
+        start() stops it once it is)."""
+        if workload.popen is not None:
+            wait_or_kill(
+                workload.popen, timeout, lambda: self._signal_group(workload, signal.SIGKILL)
+            )
 
     def _detach(self, workload: Workload) -> None:
         workload.detach.set()
@@ -414,13 +416,7 @@ class Launcher:
         for workload in children:
             self._signal_group(workload, signal.SIGTERM)
         for workload in children:
-            if workload.popen is None:  # its start() stops it once forked
-                continue
-            try:
-                workload.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._signal_group(workload, signal.SIGKILL)
-                workload.popen.wait()
+            self._kill_after(workload, timeout)
         self.join_reapers()
 
     def join_reapers(self, timeout: float = OUTPUT_EOF_WAIT_S + 1.0) -> None:

@@ -1,12 +1,14 @@
-"""A process's end: a child's tied to its parent's (Linux PR_SET_PDEATHSIG), even across ``kill -9``; and an
-exit that skips the interpreter's teardown once the work is out."""
+"""A process's end: a child's tied to its parent's (Linux PR_SET_PDEATHSIG), even across ``kill -9``; a child
+given its time to exit, then killed; and an exit that skips the interpreter's teardown once the work is out."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+import subprocess
 import sys
+from typing import Callable
 
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -22,6 +24,16 @@ def die_with_parent(parent_pid: int, signum: int = signal.SIGKILL) -> None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def wait_or_kill(child: subprocess.Popen, timeout: float, kill: Callable[[], None]) -> None:
+    """Wait ``timeout`` seconds for ``child`` (already told to stop) to exit; else ``kill()`` it (SIGKILL to its
+    group) and reap it."""
+    try:
+        child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kill()
+        child.wait()
 
 
 def exit_now(status: int) -> None:

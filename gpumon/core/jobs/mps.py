@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.jobs.interpreter import module_argv
+from gpumon.core.jobs.lifeline import wait_or_kill
 from gpumon.core.records.share import ShareMode
 from gpumon.errors import EnvironmentFailure, UsageError
 
@@ -170,11 +171,7 @@ class MpsControl:
                 guardian.stdin.close()  # the lifeline: EOF tells the guardian to quit the daemon
         except OSError:
             pass
-        try:
-            guardian.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(guardian.pid, signal.SIGKILL)
-            guardian.wait()
+        wait_or_kill(guardian, timeout, lambda: os.killpg(guardian.pid, signal.SIGKILL))
 
     def to_json(self) -> dict[str, Any]:
         info = self.share.to_json()

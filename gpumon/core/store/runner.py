@@ -10,7 +10,8 @@ same inode, so a copy of the directory (another inode) or a hard link to the fil
 nothing, looked up in ``/proc/PID/fd`` and ``/proc/PID/fdinfo``, which only the process's own user (and
 root) may read. A run still marked ``recording`` is ``running`` while such a process exists, else
 ``interrupted`` (killed, crashed, rebooted, or never the runner at all). ``gpumon runs``, ``attach`` and
-``stop`` all ask here, and ``stop_runner`` signals only a proven runner of the caller's own.
+``stop`` all ask here; ``core/jobs/runnerstop.py`` signals only a proven runner of the caller's own (nothing under
+``core/store`` sends a signal).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import fcntl
 import math
 import os
 import pwd
-import signal
 import socket
 import stat
 from dataclasses import asdict, dataclass
@@ -29,7 +29,6 @@ from typing import Any
 import psutil
 
 from gpumon.core.records.enums import RunStatus
-from gpumon.errors import UsageError
 from gpumon.safewrite import create_new_fd
 
 RECORDING = RunStatus.RECORDING
@@ -255,33 +254,3 @@ def run_owner(run_dir: Path, info: RunnerInfo | None) -> int:
         except psutil.Error:
             pass
     return Path(run_dir).stat().st_uid
-
-
-def stop_runner(run_dir: Path, info: RunnerInfo | None, any_user: bool = False) -> bool:
-    """Ask the proven runner of ``run_dir`` to stop as ``q`` would (SIGTERM: it stops its jobs and finalises the run);
-    False if none runs. Another user's runner is refused (UsageError) unless ``any_user``."""
-    try:
-        process = runner_process(run_dir, info)
-    except PermissionError:
-        raise UsageError(
-            f"{Path(run_dir).name}: its runner is another user's process; you can stop your own runs only"
-        ) from None
-    if process is None:
-        return False
-    try:
-        uid = process.uids().real
-        if uid != os.getuid() and not any_user:
-            raise UsageError(
-                f"{Path(run_dir).name} belongs to user {user_name(uid)}: you can stop your own runs only "
-                "(--any-user: also another user's)"
-            )
-        process.send_signal(
-            signal.SIGTERM
-        )  # psutil checks first that it is still that same process
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        raise UsageError(
-            f"{Path(run_dir).name}: not permitted to signal its runner (pid {process.pid})"
-        ) from None
-    return True

@@ -14,7 +14,8 @@ from textual import work
 from textual.binding import Binding
 
 from gpumon.core.records.bus import Bus
-from gpumon.core.store.runner import INTERRUPTED, stop_runner
+from gpumon.core.jobs.runnerstop import stop_runner
+from gpumon.core.store.runner import INTERRUPTED
 from gpumon.errors import UsageError
 from gpumon.core.sources.follow import FollowSource
 from gpumon.tui.controller import export_csv, load_baselines

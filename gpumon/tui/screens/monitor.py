@@ -14,7 +14,7 @@ from typing import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -46,7 +46,7 @@ class Feed:
     now: Callable[[], float]
 
 
-VIEW_BINDINGS = [
+VIEW_BINDINGS: list[BindingType] = [
     Binding(
         "g",
         "next_gpu",
@@ -97,7 +97,7 @@ STACK_BINDINGS = [
     ),
 ]
 NOTICE_S = (
-    3.0  # how long a notice covers the panes (GpumonApp.NOTIFICATION_TIMEOUT); errors stay longer
+    3.0  # how long a notice covers the panes (the app's NOTIFICATION_TIMEOUT); errors stay longer
 )
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from gpumon.core.records import units as fmt
 from gpumon.core.records.model import GpuSummary
+from gpumon.tui.widgets.lines import TextBlock
 
 SHOWN = "▸"  # the GPU the device panel shows (g moves it)
 VENDOR = "NVIDIA "  # dropped from the names when they do not fit
@@ -68,7 +68,7 @@ def render_lines(gpus: tuple[GpuSummary, ...], shown: int | None, width: int) ->
     return text
 
 
-class GpuLines(Static):
+class GpuLines(TextBlock):
     """The overview of a box with several GPUs, above the device panel (hidden with one GPU)."""
 
     DEFAULT_CSS = """
@@ -76,7 +76,7 @@ class GpuLines(Static):
     """
 
     def __init__(self, **kwargs) -> None:
-        super().__init__("", **kwargs)
+        super().__init__(**kwargs)
         self._shown: tuple[tuple[GpuSummary, ...], int | None, int] | None = None
         self.display = False
 
@@ -89,7 +89,7 @@ class GpuLines(Static):
         self._shown = (gpus, shown, width)
         if gpus and (self.styles.height is None or self.styles.height.value != len(gpus)):
             self.styles.height = len(gpus)
-        self.update(render_lines(gpus, shown, width) if gpus else "")
+        self.draw(render_lines(gpus, shown, width) if gpus else "")
 
     @property
     def lines(self) -> list[str]:
@@ -98,6 +98,7 @@ class GpuLines(Static):
         return render_lines(gpus, shown, width).plain.split("\n") if gpus else []
 
     def on_resize(self) -> None:
+        super().on_resize()
         if self._shown is not None:
             gpus, shown, _ = self._shown
             self._shown = None

@@ -72,18 +72,64 @@ class TextLine(Widget):
         if y > 0:
             return Strip.blank(width, self.rich_style)
         if self._strip is None or self._strip.cell_length != width:
-            text = self._text.copy()
-            text.no_wrap = True
-            text.truncate(width, overflow="ellipsis", pad=True)
-            console = self.app.console
-            base = (
-                self.rich_style + console.get_style(text.style) if text.style else self.rich_style
-            )
-            segments = Segment.apply_style(
-                text.render(console, end=""), base
-            )  # Text.render drops its own style without spans
-            self._strip = Strip(segments).adjust_cell_length(width, self.rich_style)
+            self._strip = text_strip(self, self._text, width)
         return self._strip
+
+
+def text_strip(widget: Widget, text: Text, width: int, pad_text: bool = True) -> Strip:
+    """One line of ``text`` in ``widget``'s style, cut with an ellipsis to ``width`` cells and padded to it (in the
+    text's style, or with ``pad_text=False`` in the background alone, as a Static pads)."""
+    text = text.copy()
+    text.no_wrap = True
+    text.truncate(width, overflow="ellipsis", pad=pad_text)
+    console = widget.app.console
+    base = widget.rich_style + console.get_style(text.style) if text.style else widget.rich_style
+    # Text.render drops its own style without spans
+    segments = Segment.apply_style(text.render(console, end=""), base)
+    return Strip(segments).adjust_cell_length(width, Style(bgcolor=widget.rich_style.bgcolor))
+
+
+class TextBlock(Widget):
+    """Lines of styled text drawn through the line API: ``draw`` repaints only the lines that changed and never lays
+    the screen out again (a Static's ``update`` does, every time: the whole screen's layout once a frame)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._lines: list[Text] = []
+        self._strips: dict[int, Strip] = {}
+
+    def draw(self, text: Text | str) -> None:
+        """Show ``text`` (its lines split at newlines)."""
+        text = text if isinstance(text, Text) else Text(text)
+        lines = list(text.split("\n")) if text.plain else []
+        old = self._lines
+        changed = [
+            y
+            for y in range(max(len(lines), len(old)))
+            if y >= len(lines) or y >= len(old) or lines[y] != old[y]
+        ]
+        self._lines = lines
+        for y in changed:
+            self._strips.pop(y, None)
+        top = self.styles.padding.top
+        if changed:
+            self.refresh(*(Region(0, top + y, self.size.width, 1) for y in changed))
+
+    def on_resize(self) -> None:
+        self._strips.clear()
+
+    def notify_style_update(self) -> None:
+        self._strips.clear()
+        super().notify_style_update()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        if y >= len(self._lines):
+            return Strip.blank(width, self.rich_style)
+        strip = self._strips.get(y)
+        if strip is None or strip.cell_length != width:
+            strip = self._strips[y] = text_strip(self, self._lines[y], width, pad_text=False)
+        return strip
 
 
 class MetricRow(Widget):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from rich.text import Text
-from textual.widgets import Static
 
+from gpumon.tui.widgets.lines import TextBlock
 from gpumon.tui.view import ProcessRow
 
 # (header, width) of the fixed columns; the command takes what is left.
@@ -67,7 +67,7 @@ def cells(row: ProcessRow) -> list[str]:
         _mib(row.rss_mib),
         _elapsed(row.elapsed_s),
         _rate(row.iter_rate),
-        "hidden (PID namespace)" if hidden else row.command,
+        "hidden (PID namespace)" if row.command is None else row.command,
     ]
 
 
@@ -90,7 +90,7 @@ def render_table(rows: tuple[ProcessRow, ...], width: int) -> Text:
     return text
 
 
-class ProcessTable(Static):
+class ProcessTable(TextBlock):
     """Every process on the GPU (hidden when NVML lists none); redrawn only when what it shows changed."""
 
     DEFAULT_CSS = """
@@ -98,7 +98,7 @@ class ProcessTable(Static):
     """
 
     def __init__(self, **kwargs) -> None:
-        super().__init__("", **kwargs)
+        super().__init__(**kwargs)
         self._shown: tuple[tuple[ProcessRow, ...], int, int] | None = None
 
     def show(self, rows: tuple[ProcessRow, ...], max_rows: int = MAX_ROWS) -> None:
@@ -111,9 +111,10 @@ class ProcessTable(Static):
         shown = rows[:max_rows]
         if self.styles.height is None or self.styles.height.value != len(shown) + 1:
             self.styles.height = len(shown) + 1  # docked: its height is set, not measured
-        self.update(render_table(shown, width) if rows else "")
+        self.draw(render_table(shown, width) if rows else "")
 
     def on_resize(self) -> None:
+        super().on_resize()
         if self._shown is not None:
             rows, _, max_rows = self._shown
             self._shown = None

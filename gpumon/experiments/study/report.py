@@ -6,13 +6,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
+from gpumon.experiments.study.frames import frames_section
+from gpumon.experiments.study.operators import operators_section
+from gpumon.experiments.study.pairwise import contention_section, pairwise_section
+from gpumon.experiments.study.results import Context, cells_section
+from gpumon.experiments.runner.conduct import RESULTS_FILE as RESULTS
+from gpumon.experiments.runner.spec import PAIRED_ANALYSES
+from gpumon.experiments.study.sweep import cost_section, sweep_section
 from gpumon.core.records.machine import HostInfo
-from gpumon.experiments.frames import frames_section
-from gpumon.experiments.operators import operators_section
-from gpumon.experiments.pairwise import contention_section, pairwise_section
-from gpumon.experiments.results import Context, cells_section
-from gpumon.experiments.spec import PAIRED_ANALYSES
-from gpumon.experiments.sweep import cost_section, sweep_section
 from gpumon.workloads.spec import parse_workload_spec
 
 SECTIONS: dict[str, Callable[[Context], list[str]]] = {
@@ -22,7 +23,6 @@ SECTIONS: dict[str, Callable[[Context], list[str]]] = {
     "sweep": sweep_section,
     "device_cost": cost_section,
 }
-RESULTS = "results.md"
 
 
 def counts(ctx: Context) -> Counter[str]:

@@ -8,14 +8,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from gpumon.errors import UsageError
-from gpumon.experiments.cells import share_label
-from gpumon.experiments.results import NA, Context, fmt_ci, md_table
+from gpumon.experiments.runner.cells import share_label
+from gpumon.experiments.study.results import NA, Context, fmt_ci, md_table
 
 if TYPE_CHECKING:
     from gpumon.analysis.compare import Comparison
     from gpumon.analysis.predict import Prediction
 
-PREDICTED = "predicted.md"
+from gpumon.experiments.runner.conduct import PREDICTED_FILE as PREDICTED
+
 CSV = "predicted.csv"
 
 
@@ -81,11 +82,14 @@ def _pct(x: float) -> str:
     return NA if math.isnan(x) else f"{100 * x:+.0f} %"
 
 
+Record = dict[str, str | float]  # one pair's line of predicted.csv
+
+
 def rows(
     items: Sequence[Predicted],
-) -> tuple[list[list[str]], list[dict], list[float], list[float]]:
+) -> tuple[list[list[str]], list[Record], list[float], list[float]]:
     """Table rows, CSV records, and the relative errors of r and of STP over measured pairs."""
-    table, records, r_errors, stp_errors = [], [], [], []
+    table, records, r_errors, stp_errors = [], list[Record](), [], []
     for it in items:
         p, m = it.prediction, it.measured
         if p is None:
@@ -95,7 +99,7 @@ def rows(
             )
             continue
         cells = [it.name]
-        record = {"pair": it.name, "a": it.a, "b": it.b, "share": it.share}
+        record: Record = {"pair": it.name, "a": it.a, "b": it.b, "share": it.share}
         for slot, r in zip("AB", p.slowdown):
             measured = m.workload(slot).slowdown.value if m is not None else math.nan
             err = _error(r.value, measured)

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpumon.experiments.cells import Cell, point_label
-from gpumon.experiments.manifest import OK
-from gpumon.experiments.results import (
+from gpumon.experiments.runner.cells import Cell, point_label
+from gpumon.experiments.runner.manifest import OK
+from gpumon.experiments.study.results import (
     NA,
     Context,
     exclusive_estimate,
@@ -23,7 +23,7 @@ from gpumon.experiments.results import (
     scaled,
     workload_meta,
 )
-from gpumon.experiments.spec import device_kind
+from gpumon.experiments.runner.spec import device_kind
 
 if TYPE_CHECKING:
     from gpumon.analysis.slowdown import Estimate

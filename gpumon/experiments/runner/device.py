@@ -7,7 +7,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpumon.core.jobs.interpreter import choose
 
 NVIDIA_NODES = (Path("/dev/nvidiactl"), Path("/proc/driver/nvidia"))
 PROBE_TIMEOUT_S = 120
@@ -23,13 +22,14 @@ class CudaStatus:
 
 
 @functools.cache
-def cuda_status() -> CudaStatus:
-    """Ask the workloads' Python (torch would cost this process 2 s and 600 MB); skipped when no NVIDIA driver."""
+def cuda_status(python: str) -> CudaStatus:
+    """Ask the workloads' Python, ``python`` (torch would cost this process 2 s and 600 MB); skipped when no NVIDIA
+    driver."""
     if not any(p.exists() for p in NVIDIA_NODES):
         return CudaStatus(False, "no NVIDIA driver on this machine")
     try:
         done = subprocess.run(
-            [choose().path, "-c", PROBE],
+            [python, "-c", PROBE],
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
@@ -48,10 +48,11 @@ def cuda_status() -> CudaStatus:
     return CudaStatus(True, f"{fields[1]} CUDA device(s)")
 
 
-def resolve_device(requested: str) -> str:
-    """``auto`` becomes ``cuda:0`` or ``cpu``; ``cuda`` becomes ``cuda:0``; others stay."""
+def resolve_device(requested: str, python: str) -> str:
+    """``auto`` becomes ``cuda:0`` or ``cpu`` (as the workloads' Python, ``python``, sees CUDA); ``cuda`` becomes
+    ``cuda:0``; others stay."""
     if requested == "auto":
-        return "cuda:0" if cuda_status().available else "cpu"
+        return "cuda:0" if cuda_status(python).available else "cpu"
     if requested == "cuda":
         return "cuda:0"
     return requested

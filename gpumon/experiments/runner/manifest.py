@@ -9,7 +9,7 @@ from typing import Any
 
 from gpumon.core.store.recorder import write_json_atomic
 from gpumon.errors import UsageError
-from gpumon.experiments.cells import Cell
+from gpumon.experiments.runner.cells import Cell
 from gpumon.safewrite import ensure_folder
 
 MANIFEST = "cells.json"

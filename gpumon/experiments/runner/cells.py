@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpumon.errors import UsageError
-from gpumon.experiments.spec import ExperimentSpec, Settings, table_name
+from gpumon.experiments.runner.spec import ExperimentSpec, Settings, table_name
 from gpumon.workloads.spec import WorkloadSpec, format_value, parse_workload_spec, spec_from_options
 
 UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -108,7 +108,7 @@ def pair_list(settings: Settings, keys: list[str]) -> list[tuple[str, str]]:
         return list(itertools.combinations_with_replacement(keys, 2))
     if settings.pairs == "distinct":
         return list(itertools.combinations(keys, 2))
-    if settings.pairs == "none":
+    if settings.pairs == "none" or isinstance(settings.pairs, str):
         return []
     for a, b in settings.pairs:
         for key in (a, b):
@@ -193,18 +193,20 @@ def expand(spec: ExperimentSpec, settings: Settings, device: str) -> list[Cell]:
     profile_steps = settings.profile_steps if spec.analysis == "operators" else None
     cells = []
     for repeat in range(1, settings.repeats + 1):
-        for point, dev, jobs in variants:
+        for shown, dev, jobs in variants:
             # an exclusive run is the baseline of every share mode; each pair runs once per mode
-            layouts = [("exclusive", (key,), "timeslice") for key in jobs]
+            layouts: list[tuple[str, tuple[str, ...], str]] = [
+                ("exclusive", (key,), "timeslice") for key in jobs
+            ]
             layouts += [("shared", pair, share) for share in settings.share for pair in pairs]
             for mode, keys, share in layouts:
                 cells.append(
                     Cell(
-                        id=cell_id(mode, keys, point, repeat, share),
+                        id=cell_id(mode, keys, shown, repeat, share),
                         mode=mode,
                         jobs=tuple(jobs[k] for k in keys),
                         device=dev,
-                        point=point,
+                        point=shown,
                         repeat=repeat,
                         seconds=settings.seconds,
                         startup=settings.startup,

@@ -1,4 +1,4 @@
-"""Experiment specs (the shipped ones: ``gpumon/experiments/specs/*.toml``): the schema, its validation, and the
+"""Experiment specs (the shipped ones: the repository's ``experiments/*.toml``, in a wheel ``gpumon/experiments/specs/``): the schema, its validation, and the
 settings of one preset.
 
 A spec has an ``[experiment]`` table (what is asked and which analysis answers it), a ``[run]``
@@ -473,8 +473,11 @@ def with_overrides(
 
 
 def shipped_dir() -> Path:
-    """``gpumon/experiments/specs/``: the shipped specs, package data (a wheel and an editable install alike)."""
-    return Path(__file__).resolve().parent / "specs"
+    """The shipped specs: ``gpumon/experiments/specs/`` in an installed wheel (setup.py maps them there), else the
+    repository's top-level ``experiments/`` (a source checkout, an editable install)."""
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "specs"
+    return installed if installed.is_dir() else package.parents[1] / "experiments"
 
 
 def find_spec(text: str) -> Path:

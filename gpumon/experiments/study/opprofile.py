@@ -1,6 +1,6 @@
 """Child program: a built-in workload trained under torch.profiler for a window of steps.
 
-``python -m gpumon.experiments.opprofile SPEC --device D --out FILE --start-when GO [--steps N] [--window S]``
+``python -m gpumon.experiments.study.opprofile SPEC --device D --out FILE --start-when GO [--steps N] [--window S]``
 
 Builds and trains the workload with gpumon's own harness. Once the file GO exists (the experiment's
 CellRun creates it when every job of the cell is past its warm-up, so both jobs of a shared cell are
@@ -34,7 +34,7 @@ DEVICE_TIME_NOTE = (
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m gpumon.experiments.opprofile", description=__doc__.split("\n\n")[0]
+        prog="python -m gpumon.experiments.study.opprofile", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("spec", help="built-in workload spec, e.g. fcn:preset=tiny")
     parser.add_argument("--device", default="auto")
@@ -96,7 +96,7 @@ def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> in
     copy_bytes = copy_bytes_per_step(settings, task)
     probe.meta(**describe(settings, spec.text, task, device, copy_bytes), profiler="torch.profiler")
     print(
-        f"gpumon.experiments.opprofile: training {spec.text} on {settings.device}; profiling when {args.start_when} exists",
+        f"gpumon.experiments.study.opprofile: training {spec.text} on {settings.device}; profiling when {args.start_when} exists",
         flush=True,
     )
     profiler = None
@@ -161,7 +161,9 @@ def write_result(
             "ops": operator_rows(profiler.key_averages()),
         },
     )
-    print(f"gpumon.experiments.opprofile: profiled {steps} steps, wrote {args.out}", flush=True)
+    print(
+        f"gpumon.experiments.study.opprofile: profiled {steps} steps, wrote {args.out}", flush=True
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -179,7 +181,7 @@ def main(argv: list[str]) -> int:
             pin_cpus(cpus)
         return train(spec, args, stop)
     except UsageError as exc:
-        print(f"gpumon.experiments.opprofile: error: {exc}", file=sys.stderr)
+        print(f"gpumon.experiments.study.opprofile: error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -6,9 +6,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpumon.experiments.pairwise import keys_of
-from gpumon.experiments.results import NA, Context, fmt, fmt_share, md_table, recorded_profiles
-from gpumon.experiments.similarity import jaccard, pooled, shares, weighted_jaccard
+from gpumon.experiments.study.pairwise import keys_of
+from gpumon.experiments.study.results import (
+    NA,
+    Context,
+    fmt,
+    fmt_share,
+    md_table,
+    recorded_profiles,
+)
+from gpumon.experiments.study.similarity import jaccard, pooled, shares, weighted_jaccard
 
 TOP = 10
 
@@ -99,22 +106,24 @@ def frames_section(ctx: Context) -> list[str]:
             ["job", "co-runner", "Jaccard of frame sets", "weighted Jaccard (self time)"], rows
         ) + [""]
     for job in keys_of(ctx):
-        alone = shares(pooled(r.self_s for r in recordings if r.job == job and r.partner is None))
-        shared = shares(
+        alone_shares = shares(
+            pooled(r.self_s for r in recordings if r.job == job and r.partner is None)
+        )
+        shared_shares = shares(
             pooled(r.self_s for r in recordings if r.job == job and r.partner is not None)
         )
-        if not alone and not shared:
+        if not alone_shares and not shared_shares:
             continue
         order = sorted(
-            set(alone) | set(shared),
-            key=lambda f: alone.get(f, 0.0) + shared.get(f, 0.0),
+            set(alone_shares) | set(shared_shares),
+            key=lambda f: alone_shares.get(f, 0.0) + shared_shares.get(f, 0.0),
             reverse=True,
         )
         table = [
             [
                 f"`{f}`",
-                fmt_share(alone.get(f, 0.0)) if alone else NA,
-                fmt_share(shared.get(f, 0.0)) if shared else NA,
+                fmt_share(alone_shares.get(f, 0.0)) if alone_shares else NA,
+                fmt_share(shared_shares.get(f, 0.0)) if shared_shares else NA,
             ]
             for f in order[:TOP]
         ]

@@ -11,9 +11,9 @@ from gpumon.analysis.text import fmt
 from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import disturbances
 from gpumon.core.store.trace import Run, TraceError, load_run
-from gpumon.experiments.cells import Cell
-from gpumon.experiments.manifest import OK, CellRecord, Manifest
-from gpumon.experiments.spec import ExperimentSpec, Settings
+from gpumon.experiments.runner.cells import Cell
+from gpumon.experiments.runner.manifest import OK, CellRecord, Manifest
+from gpumon.experiments.runner.spec import ExperimentSpec, Settings
 from gpumon.safewrite import replacing, write_text
 
 if TYPE_CHECKING:

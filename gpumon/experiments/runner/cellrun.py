@@ -17,18 +17,25 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol, TextIO
 
+from gpumon.core.jobs.interpreter import WorkloadPython, choose, module_argv
 from gpumon.core.records.enums import JobState, ShareKind
-from gpumon.core.jobs.interpreter import choose, module_argv
 from gpumon.core.jobs.lifeline import die_with_parent
 from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.trace import TraceError, load_run
-from gpumon.experiments.cells import Cell
-from gpumon.experiments.device import CudaStatus
-from gpumon.experiments.manifest import FAILED, INTERRUPTED, OK, SKIPPED, CellRecord, Manifest
-from gpumon.experiments.progress import Progress
-from gpumon.experiments.pyspy import PySpy, record_argv
-from gpumon.experiments.steady import StepsTail
+from gpumon.experiments.runner.cells import Cell
+from gpumon.experiments.runner.device import CudaStatus
+from gpumon.experiments.runner.manifest import (
+    FAILED,
+    INTERRUPTED,
+    OK,
+    SKIPPED,
+    CellRecord,
+    Manifest,
+)
+from gpumon.experiments.runner.progress import Progress
+from gpumon.experiments.runner.pyspy import PySpy, record_argv
+from gpumon.experiments.runner.steady import StepsTail
 from gpumon.safewrite import ensure_folder, open_append, open_new
 
 
@@ -42,25 +49,36 @@ class CellPool(Protocol):
         pyspy: Any,
         stop_requested: Callable[[], int | None],
         finished: Callable[[Cell, CellRecord], None],
+        python: WorkloadPython,
     ) -> None: ...
 
 
 POLL_S = 0.25
 STATE_POLL_S = 1.0
+
+
+class Ticks(Protocol):
+    """What a running cell tells about itself: that it is still going (a Progress, or a Ray worker's silence)."""
+
+    def tick(self) -> None: ...
+
+
 STOP_GRACE_S = 30.0
 PYSPY_EXIT_WAIT_S = 15.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GO_FILE = "go"
 
 
-def operator_command(cell: Cell, slot: str, spec: str, scratch: Path) -> str:
+def operator_command(
+    cell: Cell, slot: str, spec: str, scratch: Path, python: WorkloadPython
+) -> str:
     """The ``--cmd`` of one profiled job, in the workloads' Python.
 
     ``-I`` keeps the auto-probe out (the program reports its own steps), and with it PYTHONPATH, so
     the gpumon package comes from its own directory (``module_argv``).
     """
     argv = [
-        *module_argv("gpumon.experiments.opprofile", choose().path, isolated=True),
+        *module_argv("gpumon.experiments.study.opprofile", python.path, isolated=True),
         spec,
         "--device",
         cell.device,
@@ -76,12 +94,12 @@ def operator_command(cell: Cell, slot: str, spec: str, scratch: Path) -> str:
     return shlex.join(argv)
 
 
-def cell_argv(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
+def cell_argv(cell: Cell, runs_dir: Path, scratch: Path, python: WorkloadPython) -> list[str]:
     """The ``gpumon run --headless`` command of a cell (this very gpumon, whatever the working directory holds)."""
-    return [*module_argv("gpumon"), *cell_args(cell, runs_dir, scratch)]
+    return [*module_argv("gpumon"), *cell_args(cell, runs_dir, scratch, python)]
 
 
-def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
+def cell_args(cell: Cell, runs_dir: Path, scratch: Path, python: WorkloadPython) -> list[str]:
     """The arguments of a cell's ``gpumon run --headless`` (``run …``); ``--duration`` is only a cap. The workloads'
     Python, when it is not gpumon's own, is named with ``--python``: the command in cells.json and ``--dry-run`` is
     the whole command."""
@@ -90,7 +108,7 @@ def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
         if cell.profile_steps is None:
             argv.append(job.spec)
         else:
-            argv += ["--cmd", operator_command(cell, slot, job.spec, scratch)]
+            argv += ["--cmd", operator_command(cell, slot, job.spec, scratch, python)]
     argv += [
         "--headless",
         "--device",
@@ -110,7 +128,6 @@ def cell_args(cell: Cell, runs_dir: Path, scratch: Path) -> list[str]:
         argv += ["--share", cell.share]
     if cell.warmup is not None:
         argv += ["--warmup", str(cell.warmup)]
-    python = choose()
     if not python.own:
         argv += ["--python", python.path]
     return argv
@@ -146,6 +163,7 @@ class CellRun:
     directory: Path
     pyspy: PySpy | None
     stop_requested: Callable[[], int | None]
+    python: WorkloadPython
     proc: subprocess.Popen | None = None
     run_dir: Path | None = None
     tail: StepsTail | None = None
@@ -173,11 +191,11 @@ class CellRun:
     def log_path(self) -> Path:
         return self.directory / "logs" / f"{self.cell.id}.log"
 
-    def execute(self, progress: Progress) -> CellRecord:
+    def execute(self, progress: Ticks) -> CellRecord:
         shutil.rmtree(self.scratch, ignore_errors=True)
         for path in (self.scratch, self.runs_dir, self.log_path.parent):
             ensure_folder(path)
-        argv = cell_argv(self.cell, self.runs_dir, self.scratch)
+        argv = cell_argv(self.cell, self.runs_dir, self.scratch, self.python)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.before = {p.name for p in self.runs_dir.iterdir()}
         began = time.monotonic()
@@ -333,9 +351,8 @@ class CellRun:
             self.run_dir = self._find_run_dir()
         if self.run_dir is None:
             record.status = INTERRUPTED if interrupted else FAILED
-            record.reason = (
-                last_line(self.log_path) or f"gpumon run exited with status {self.proc.returncode}"
-            )
+            status = None if self.proc is None else self.proc.returncode
+            record.reason = last_line(self.log_path) or f"gpumon run exited with status {status}"
             return
         record.run = str(self.run_dir.relative_to(self.directory))
         failed = self._failed_workloads()
@@ -399,6 +416,8 @@ class CellScheduler:
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     execute: Callable[[Cell, Progress], CellRecord] | None = None
     pool: CellPool | None = None
+    # the workloads' Python, named to every cell (--python) and its profiling children
+    python: WorkloadPython = field(default_factory=choose)
     signal_received: int | None = None
 
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -443,7 +462,9 @@ class CellScheduler:
             )
 
         runnable = [cell for cell in cells if self._runnable(cell, progress)]
-        self.pool.run(runnable, self.manifest, self.pyspy, lambda: self.signal_received, finished)
+        self.pool.run(
+            runnable, self.manifest, self.pyspy, lambda: self.signal_received, finished, self.python
+        )
 
     def _runnable(self, cell: Cell, progress: Progress) -> bool:
         """False (and the cell reported) when it was done earlier or cannot run here."""
@@ -462,7 +483,7 @@ class CellScheduler:
 
     def _execute(self, cell: Cell, progress: Progress) -> CellRecord:
         return CellRun(
-            cell, self.manifest.directory, self.pyspy, lambda: self.signal_received
+            cell, self.manifest.directory, self.pyspy, lambda: self.signal_received, self.python
         ).execute(progress)
 
 

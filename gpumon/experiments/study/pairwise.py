@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from gpumon.analysis import why
 from gpumon.errors import UsageError
-from gpumon.experiments.cells import Cell, share_label
-from gpumon.experiments.results import (
+from gpumon.experiments.runner.cells import Cell, share_label
+from gpumon.experiments.study.results import (
     NA,
     Context,
     figure,
@@ -241,21 +241,21 @@ def heatmap(ctx: Context, pairs: list[Pair], name: str = "slowdown_heatmap.png")
 
 
 def stp_bars(ctx: Context, pairs: list[Pair], name: str = "stp.png") -> Path:
-    done = [p for p in pairs if p.comparison is not None]
+    done = [(p, p.comparison) for p in pairs if p.comparison is not None]
     fig = figure(1, 1, width=max(4.0, 0.9 * len(done) + 2))
     ax = fig.subplots()
     colors = {"pays": "tab:green", "loses": "tab:red", "cannot tell": "tab:gray"}
-    for i, pair in enumerate(done):
-        s = pair.comparison.pair.stp
+    for i, (_, comparison) in enumerate(done):
+        s = comparison.pair.stp
         err = [[s.value - s.low], [s.high - s.value]] if s.has_interval else None
         ax.bar(
             i,
             s.value,
             yerr=err,
             capsize=5,
-            color=colors.get(pair.comparison.pair.verdict, "tab:gray"),
+            color=colors.get(comparison.pair.verdict, "tab:gray"),
         )
-    ax.set_xticks(range(len(done)), [p.name for p in done], rotation=30, ha="right")
+    ax.set_xticks(range(len(done)), [p.name for p, _ in done], rotation=30, ha="right")
     ax.axhline(1, color="black", ls="--", lw=0.8)
     ax.set_ylabel("STP = 1/r_A + 1/r_B")
     ax.set_title("system throughput per pair (95 % CI); above 1: sharing pays", fontsize=9)
@@ -290,7 +290,7 @@ def pairwise_section(ctx: Context) -> list[str]:
 
 def predicted_beside_measured(ctx: Context, pairs: list[Pair]) -> list[str]:
     """``--predict``: each pair's prediction from its exclusive cells beside its comparison."""
-    from gpumon.experiments.predicted import predict_pairs, predicted_section
+    from gpumon.experiments.study.predicted import predict_pairs, predicted_section
 
     measured = {(p.a, p.b, p.share): p.comparison for p in pairs}
     items = predict_pairs(ctx)
@@ -415,10 +415,8 @@ def verdict_lines(pairs: list[Pair]) -> list[str]:
     """One bullet per compared pair: the verdict in words; then the interval note once when it applies."""
     from gpumon.analysis.text import verdict_sentence
 
-    done = [p for p in pairs if p.comparison is not None]
-    return [f"- **{p.name}**: {verdict_sentence(p.comparison)}" for p in done] + interval_note(
-        pairs
-    )
+    done = [(p.name, p.comparison) for p in pairs if p.comparison is not None]
+    return [f"- **{name}**: {verdict_sentence(c)}" for name, c in done] + interval_note(pairs)
 
 
 def interval_note(pairs: list[Pair]) -> list[str]:
@@ -475,6 +473,8 @@ def bound_rows(ctx: Context) -> list[list[str]]:
 def distribution_table(pair: Pair) -> list[str]:
     from gpumon.analysis.text import distribution_rows
 
+    if pair.comparison is None:  # only compared pairs are tabled
+        return []
     headers, rows = distribution_rows(pair.comparison)
     names = {"A": f"A {pair.a}", "B": f"B {pair.b}"}
     return md_table(headers, [[names.get(r[0], r[0]), *r[1:]] for r in rows])

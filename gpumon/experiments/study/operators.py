@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpumon.experiments.pairwise import keys_of
-from gpumon.experiments.results import (
+from gpumon.experiments.study.pairwise import keys_of
+from gpumon.experiments.study.results import (
     NA,
     Context,
     figure,
@@ -17,7 +17,7 @@ from gpumon.experiments.results import (
     md_table,
     recorded_profiles,
 )
-from gpumon.experiments.similarity import pooled, shares, weighted_jaccard
+from gpumon.experiments.study.similarity import pooled, shares, weighted_jaccard
 
 OPERATOR_PREFIX = "aten::"
 TOP = 10
@@ -98,7 +98,7 @@ def share_table(alone: Condition, device_times: bool) -> list[str]:
             fmt(alone.calls.get(op, 0) / alone.steps, 1),
             fmt_share(dev.get(op, 0.0)) if device_times else NA,
         ]
-        for op in sorted(cpu, key=cpu.get, reverse=True)[:TOP]
+        for op in sorted(cpu, key=lambda op: cpu[op], reverse=True)[:TOP]
     ]
     return md_table(
         ["operator", "share of CPU time", "CPU µs/step", "calls/step", "share of device time"], rows
@@ -160,7 +160,7 @@ def top_ops_rows(alone: Condition, shared: Condition) -> list[list[str]]:
     """Top operators alone vs shared: shares of CPU time and mean µs per call."""
     cpu_x, cpu_s = shares(alone.cpu_us), shares(shared.cpu_us)
     rows = []
-    for op in sorted(cpu_x, key=cpu_x.get, reverse=True)[:TOP]:
+    for op in sorted(cpu_x, key=lambda op: cpu_x[op], reverse=True)[:TOP]:
         per_call_x = alone.cpu_us[op] / alone.calls[op] if alone.calls.get(op) else math.nan
         per_call_s = (
             shared.cpu_us.get(op, 0.0) / shared.calls[op] if shared.calls.get(op) else math.nan
@@ -187,7 +187,7 @@ def shares_figure(
     axes = fig.subplots(1, len(models), squeeze=False)[0]
     for ax, model in zip(axes, models):
         x, s = shares(alone[model].cpu_us), shares(shared[model].cpu_us) if model in shared else {}
-        ops = sorted(x, key=x.get, reverse=True)[:8][::-1]
+        ops = sorted(x, key=lambda op: x[op], reverse=True)[:8][::-1]
         y = np.arange(len(ops))
         ax.barh(y - 0.2, [x[o] * 100 for o in ops], height=0.4, label="exclusive", color="tab:blue")
         if s:
@@ -235,10 +235,12 @@ def operators_section(ctx: Context) -> list[str]:
         return ["## Operators", "", "No operator profile was recorded (see the cells below)."]
     write_csv(ctx, profiles)
     device_times = all(p.device_times for p in profiles)
-    models = [m for m in keys_of(ctx) if any(p.model == m and p.partner is None for p in profiles)]
     alone = {
-        m: Condition.of([p for p in profiles if p.model == m and p.partner is None]) for m in models
+        m: c
+        for m in keys_of(ctx)
+        if (c := Condition.of([p for p in profiles if p.model == m and p.partner is None]))
     }
+    models = list(alone)
     shared_all = {
         m: c
         for m in models

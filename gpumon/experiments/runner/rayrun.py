@@ -24,9 +24,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
+from gpumon.core.jobs.interpreter import WorkloadPython
 from gpumon.errors import EnvironmentFailure, UsageError
-from gpumon.experiments.cells import Cell
-from gpumon.experiments.manifest import FAILED, INTERRUPTED, CellRecord, Manifest
+from gpumon.experiments.runner.cells import Cell
+from gpumon.experiments.runner.manifest import FAILED, INTERRUPTED, CellRecord, Manifest
 from gpumon.safewrite import ensure_folder, open_lock, write_bytes
 
 POLL_S = 0.5
@@ -104,14 +105,14 @@ class CellWorker:
     def interrupt(self) -> None:
         self.signal = signal.SIGINT
 
-    def run(self, cell: Cell, pyspy: Any) -> tuple[dict[str, Any], bytes]:
-        from gpumon.experiments.cellrun import CellRun
+    def run(self, cell: Cell, pyspy: Any, python: WorkloadPython) -> tuple[dict[str, Any], bytes]:
+        from gpumon.experiments.runner.cellrun import CellRun
 
         # Ray gave this worker one GPU as CUDA device 0; a CPU worker is pinned already
         local = replace(cell, device="cuda") if cell.device.startswith("cuda") else cell
         with tempfile.TemporaryDirectory(prefix="gpumon-ray-cell-") as tmp:
             directory = Path(tmp)
-            record = CellRun(local, directory, pyspy, lambda: self.signal).execute(_Quiet())
+            record = CellRun(local, directory, pyspy, lambda: self.signal, python).execute(_Quiet())
             record.config = cell.config()
             if self.core is not None:
                 record.note = "; ".join(
@@ -195,8 +196,10 @@ class RayPool:
         pyspy: Any,
         stop_requested: Callable[[], int | None],
         finished: Callable[[Cell, CellRecord], None],
+        python: WorkloadPython,
     ) -> None:
-        """Run ``cells`` on the idle workers as they free up; ``finished`` is called here, in order of completion."""
+        """Run ``cells`` on the idle workers as they free up, in the workloads' Python ``python``; ``finished`` is
+        called here, in order of completion."""
         ray = self.ray
         pending = list(cells)
         idle = list(self.workers)
@@ -210,7 +213,7 @@ class RayPool:
                     worker.interrupt.remote()
             while idle and pending:
                 worker, cell = idle.pop(0), pending.pop(0)
-                running[worker.run.remote(cell, pyspy)] = (worker, cell)
+                running[worker.run.remote(cell, pyspy, python)] = (worker, cell)
             if not running:
                 break
             done, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)

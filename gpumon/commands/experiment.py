@@ -15,6 +15,7 @@ from gpumon.extras import require
 
 if TYPE_CHECKING:
     from gpumon.experiments.cells import Cell
+    from gpumon.experiments.manifest import Manifest
     from gpumon.experiments.spec import ExperimentSpec, Settings
 
 DESCRIPTION = """\
@@ -203,15 +204,40 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"On a GPU box: gpumon experiment {spec.path.stem} --device cuda")
         return 0
+    return execute_locked(spec, preset, settings, device, cells, out, args)
+
+
+def execute_locked(
+    spec: ExperimentSpec,
+    preset: str,
+    settings: Settings,
+    device: str,
+    cells: list[Cell],
+    out: Path,
+    args: argparse.Namespace,
+) -> int:
+    """Check the device, then run the experiment holding its folder's lock (one experiment writes it at a time)."""
+    from gpumon.experiments.device import cuda_status
+    from gpumon.experiments.outlock import FolderLock
+    from gpumon.frontends.plan import check_device
+
     check_device(device)
     if device.startswith("cuda") and not cuda_status().available:
         raise UsageError(
             f"--device {device}: CUDA is not available here ({cuda_status().reason}); use --device cpu"
         )
-    from gpumon.experiments.outlock import FolderLock
-
     with FolderLock.take(out):
         return execute(spec, preset, settings, device, cells, out, args)
+
+
+def own_manifest(out: Path, header: dict, force: bool) -> "Manifest":
+    """The folder's manifest, saved: the folder is this experiment's from now on (refused if it is not, above)."""
+    from gpumon.experiments.manifest import Manifest
+
+    manifest = Manifest.open(out, header)
+    refuse_foreign_outputs(out, manifest.own, force)
+    manifest.save()
+    return manifest
 
 
 def refuse_foreign_outputs(out: Path, own: bool, force: bool) -> None:
@@ -271,7 +297,7 @@ def execute(
     args: argparse.Namespace,
 ) -> int:
     from gpumon.experiments.device import cuda_status
-    from gpumon.experiments.manifest import FAILED, Manifest
+    from gpumon.experiments.manifest import FAILED
     from gpumon.experiments.pyspy import check_pyspy
     from gpumon.experiments.report import counts, write_results
     from gpumon.experiments.results import Context
@@ -289,9 +315,7 @@ def execute(
         "device": device,
         "python": None if python.own else python.path,
     }
-    manifest = Manifest.open(out, header)
-    refuse_foreign_outputs(out, manifest.own, args.force)
-    manifest.save()
+    manifest = own_manifest(out, header, args.force)
     pyspy = check_pyspy() if args.profile else None
     if pyspy is not None and not pyspy.usable:
         print(

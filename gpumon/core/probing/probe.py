@@ -32,7 +32,7 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from gpumon.core.records.probemsg import PROTOCOL_VERSION
+from gpumon.core.records.protocol import PROTOCOL_VERSION
 
 ENV_FD = "GPUMON_PROBE_FD"
 ENV_SLOT = "GPUMON_PROCESS"

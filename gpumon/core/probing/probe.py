@@ -288,17 +288,19 @@ class _Channel:
         if not self.recording:
             return
         now = time.monotonic_ns()
-        samples, iter_s, warmup = (
-            _amount(samples, MAX_SAMPLES),
-            _amount(iter_s, MAX_ITER_S),
-            _flag(warmup),
-        )
+        # the common values checked inline (a few ns); anything else by _amount / _flag (dropped when unusable)
+        if samples is not None and not (type(samples) in _REALS and 0 <= samples <= MAX_SAMPLES):
+            samples = _amount(samples, MAX_SAMPLES)
+        if iter_s is not None and not (type(iter_s) in _REALS and 0 <= iter_s <= MAX_ITER_S):
+            iter_s = _amount(iter_s, MAX_ITER_S)
+        if warmup is not None and warmup is not True and warmup is not False:
+            warmup = _flag(warmup)
         with self.lock:
             self.refused += (samples is _REFUSED) + (iter_s is _REFUSED) + (warmup is _REFUSED)
             samples = None if samples is _REFUSED else samples
             if self.cuda_copies:
                 self._resolve_cuda_copies()
-            iter_ns = int(iter_s * 1e9) if type(iter_s) is float else now - self.last_step_ns
+            iter_ns = int(iter_s * 1e9) if type(iter_s) in _REALS else now - self.last_step_ns
             warmup = None if warmup is _REFUSED else warmup
             self.last_step_ns = now
             is_warmup = self.step < self.warmup_steps if warmup is None else warmup
@@ -417,6 +419,7 @@ class _Channel:
 
 
 _REFUSED = object()  # a value the probe cannot send: dropped and counted (``_Channel.refused``)
+_REALS = (int, float)
 
 
 def _amount(value: Any, high: float) -> Any:

@@ -160,36 +160,13 @@ class Session:
             raise EnvironmentFailure(f"not starting {slot}: {self.capture_error.line()}")
         if self.metrics is not None:
             self.metrics.metrics.name_job(slot, request.spec)
-        self._new_capture_for_relaunch(slot)
+        new_capture_for_relaunch(self, slot)
         return self.launcher.start(
             slot=slot,
             request=request,
             default_threads=default_threads(),
             extra_env=self._share_env(slot),
         )
-
-    def _new_capture_for_relaunch(self, slot: Slot) -> None:
-        """A job launched into a slot that already held one in the open capture starts a new capture (same label):
-        one run directory never holds two jobs in one slot, so ``runs``, ``compare`` and ``export`` never mix
-        their steps (docs/architecture.md, "A relaunched slot is a new capture"). The capture closed here is final
-        (``complete``, or ``failed`` when its job failed); the new one records the jobs still running and this one."""
-        recorder, earlier = self.recorder, self.launcher.get(slot)
-        if recorder is None or recorder.failed or earlier is None:
-            return
-        entry = recorder.meta.workload(slot)  # the capture began with it running
-        began_in = earlier.start_t is not None and earlier.start_t >= recorder.meta.capture_start_t
-        if not began_in and (entry is None or entry.pid is None):
-            return  # its earlier job ended before this capture began: this is the capture's first in the slot
-        label = recorder.meta.label or "run"
-        path = self.stop_capture()
-        self.bus.publish(
-            Notice(
-                self.clock.now(),
-                f"a new job in slot {slot}: capture {path} finished, a new one starts",
-                slot,
-            )
-        )
-        self.start_capture(label)
 
     def attach(self, *, slot: Slot, request: LaunchRequest) -> Workload:
         """Watch the running process of a ``--beside`` request in ``slot``, through its probe rendezvous
@@ -414,3 +391,27 @@ class Session:
             "torch": None,
             "driver": driver,
         }
+
+
+def new_capture_for_relaunch(session: "Session", slot: Slot) -> None:
+    """A job launched into a slot that already held one in the open capture starts a new capture (same label):
+    one run directory never holds two jobs in one slot, so ``runs``, ``compare`` and ``export`` never mix
+    their steps (docs/architecture.md, "A relaunched slot is a new capture"). The capture closed here is final
+    (``complete``, or ``failed`` when its job failed); the new one records the jobs still running and this one."""
+    recorder, earlier = session.recorder, session.launcher.get(slot)
+    if recorder is None or recorder.failed or earlier is None:
+        return
+    entry = recorder.meta.workload(slot)  # the capture began with it running
+    began_in = earlier.start_t is not None and earlier.start_t >= recorder.meta.capture_start_t
+    if not began_in and (entry is None or entry.pid is None):
+        return  # its earlier job ended before this capture began: this is the capture's first in the slot
+    label = recorder.meta.label or "run"
+    path = session.stop_capture()
+    session.bus.publish(
+        Notice(
+            session.clock.now(),
+            f"a new job in slot {slot}: capture {path} finished, a new one starts",
+            slot,
+        )
+    )
+    session.start_capture(label)

@@ -32,7 +32,7 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from gpumon.core.records.probemsg import PROTOCOL_VERSION
+from gpumon.core.records.protocol import PROTOCOL_VERSION
 
 ENV_FD = "GPUMON_PROBE_FD"
 ENV_SLOT = "GPUMON_PROCESS"
@@ -288,18 +288,17 @@ class _Channel:
         if not self.recording:
             return
         now = time.monotonic_ns()
-        samples, iter_s, warmup = (
-            _amount(samples, MAX_SAMPLES),
-            _amount(iter_s, MAX_ITER_S),
-            _flag(warmup),
-        )
+        # the common values (None, an int or float in range, a bool) pass inline; the rest go to _unusual
+        if not (
+            (samples is None or (type(samples) in _REALS and 0 <= samples <= MAX_SAMPLES))
+            and (iter_s is None or (type(iter_s) in _REALS and 0 <= iter_s <= MAX_ITER_S))
+            and (warmup is None or warmup is True or warmup is False)
+        ):
+            samples, iter_s, warmup = self._unusual(samples, iter_s, warmup)
         with self.lock:
-            self.refused += (samples is _REFUSED) + (iter_s is _REFUSED) + (warmup is _REFUSED)
-            samples = None if samples is _REFUSED else samples
             if self.cuda_copies:
                 self._resolve_cuda_copies()
-            iter_ns = int(iter_s * 1e9) if type(iter_s) is float else now - self.last_step_ns
-            warmup = None if warmup is _REFUSED else warmup
+            iter_ns = int(iter_s * 1e9) if iter_s is not None else now - self.last_step_ns
             self.last_step_ns = now
             is_warmup = self.step < self.warmup_steps if warmup is None else warmup
             copy_ns = self.copy_ns if self.copy_bytes else None
@@ -313,6 +312,14 @@ class _Channel:
             self.copy_ns = 0
             if len(self.rows) >= MAX_ROWS_PER_BATCH or now - self.last_flush_ns >= FLUSH_NS:
                 self._flush_locked(now)
+
+    def _unusual(self, samples: Any, iter_s: Any, warmup: Any) -> tuple[Any, Any, Any]:
+        """A step's values that are not plain in-range numbers: converted (a numpy float, a 0/1 flag), or dropped
+        (None: NaN, infinite, negative, not a number) and counted in ``refused``."""
+        checked = (_amount(samples, MAX_SAMPLES), _amount(iter_s, MAX_ITER_S), _flag(warmup))
+        with self.lock:
+            self.refused += sum(value is _REFUSED for value in checked)
+        return tuple(None if value is _REFUSED else value for value in checked)  # type: ignore[return-value]
 
     def add_copy(self, nbytes: Any, seconds: Any) -> None:
         if not self.sinks:
@@ -417,6 +424,7 @@ class _Channel:
 
 
 _REFUSED = object()  # a value the probe cannot send: dropped and counted (``_Channel.refused``)
+_REALS = (int, float)
 
 
 def _amount(value: Any, high: float) -> Any:

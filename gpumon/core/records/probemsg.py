@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpumon.core.records.decode import Refused, check_depth, loads
+from gpumon.core.records.protocol import PROTOCOL_VERSION
 
-PROTOCOL_VERSION = 1
 MAX_LINE = 1 << 20  # bytes of one message; a longer one is refused whole
 MAX_META_DEPTH = 8
 MAX_META_KEYS = 256

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -140,5 +140,6 @@ def stp_estimate(baselines: Sequence[RateSample], s: RateSample) -> Estimate:
     """``defs.stp`` of the jobs' slowdowns, with its interval (the same sum over every replicate)."""
     ratios = [ratio(x, s, j) for j, x in enumerate(baselines)]
     reps = [r_reps for _, r_reps in ratios]
+    # defs.stp over the replicate arrays (element by element): an array, typed as its float
     replicates = None if any(r is None for r in reps) else defs.stp(reps)  # type: ignore[arg-type]
-    return interval(defs.stp(r for r, _ in ratios), replicates)
+    return interval(defs.stp(r for r, _ in ratios), cast("np.ndarray | None", replicates))

@@ -48,9 +48,9 @@ def merged(known: Sequence[KnownUse]) -> KnownUse:
         return sum(kept) / len(kept) if kept else math.nan
 
     return KnownUse(
-        *(
-            mean([getattr(k, f) for k in known])
-            for f in ("sm_alone", "sm_shared", "mem_alone_mib", "mem_shared_mib")
-        ),
-        next((k.nvml_off for k in known if k.nvml_off), ""),
+        sm_alone=mean([k.sm_alone for k in known]),
+        sm_shared=mean([k.sm_shared for k in known]),
+        mem_alone_mib=mean([k.mem_alone_mib for k in known]),
+        mem_shared_mib=mean([k.mem_shared_mib for k in known]),
+        nvml_off=next((k.nvml_off for k in known if k.nvml_off), ""),
     )

@@ -26,7 +26,7 @@ from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.trace import Run, exclusive_ends, load_run
 from gpumon.core.records.units import bytes_per_s
 from gpumon.checks.doctor import FAIL, OK, WARN, Check, check_nvml, check_torch, render_text
-from gpumon.errors import UsageError
+from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.frontends.plan import builtin_request, check_device
 
 JOB = "h2d"
@@ -376,6 +376,8 @@ def capture(
         progress.done.wait(busy_s * 4)
     finally:
         path = session.shutdown()
+    if path is None:
+        raise EnvironmentFailure("the verification run recorded nothing")
     live = LiveEvidence(
         frozenset(other), frozenset(seen), time.process_time() - cpu0, time.monotonic() - wall0
     )

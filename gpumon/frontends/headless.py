@@ -387,7 +387,9 @@ class HeadlessRun:
         if self.exclusive and live.overlap is not None:
             now = live.t
             result = interference({**live.exclusive, **self.exclusive}, live.overlap)
-            figures = {p: live.figures[p] for p in slots if p in live.figures}
+            figures: dict[str, LiveFigures] = {
+                p: live.figures[p] for p in slots if p in live.figures
+            }
             causes = (
                 self.causes.causes(result.shared, figures, self.gpu_info)
                 if not result.measuring

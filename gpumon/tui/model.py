@@ -162,7 +162,7 @@ class LiveModel:
         # steps or lines of the one before: replacing, writing and reading all hold this lock, so a writer never
         # fills a state that has just been replaced and the refresh never sees half of one.
         self._lock = threading.Lock()
-        self._slots = {slot: self._new_slot() for slot in SLOTS}
+        self._slots: dict[str, _Slot] = {slot: self._new_slot() for slot in SLOTS}
 
     def _new_slot(self) -> _Slot:
         return _Slot(

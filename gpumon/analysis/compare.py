@@ -259,8 +259,8 @@ def _shared_slots(shared: Sequence[_RunData]) -> tuple[dict[str, str], list[dict
         raise UsageError(
             f"{shared[0].run.path}: not a shared run ({len(first)} workload(s), need 2)"
         )
-    specs = {slot: w.spec_or_unknown for slot, w in zip(SLOTS, first.values())}
-    mappings = []
+    specs: dict[str, str] = {slot: w.spec_or_unknown for slot, w in zip(SLOTS, first.values())}
+    mappings: list[dict[str, str]] = []
     for data in shared:
         own = data.workloads()
         if len(own) != 2:
@@ -883,7 +883,7 @@ def _exclusive_baselines(
     notes: list[str],
 ) -> dict[str, _Baseline]:
     """Each slot's exclusive runs, matched by spec or by ``assign``."""
-    baselines = {slot: _Baseline() for slot in SLOTS}
+    baselines: dict[str, _Baseline] = {slot: _Baseline() for slot in SLOTS}
     for data in exclusive:
         own = data.workloads()
         if len(own) != 1:
@@ -958,7 +958,7 @@ def _phase_baselines(
     n_boot: int,
 ) -> dict[str, _Baseline]:
     """Each slot's baselines from the shared runs' exclusive phases (a job alone), matched by spec."""
-    baselines = {slot: _Baseline() for slot in SLOTS}
+    baselines: dict[str, _Baseline] = {slot: _Baseline() for slot in SLOTS}
     for data, mapping in zip(shared, mappings):
         for slot, other in (("A", "B"), ("B", "A")):
             own, theirs = mapping[slot], mapping[other]

@@ -254,13 +254,11 @@ class Run:
         return self.cached("steps", self.path / "steps.csv", lambda: self.frame("steps"))
 
     def jobs(self) -> "dict[Any, pd.DataFrame]":
-        """The steps table split by process (rows in file order, indexed by their row numbers; rows without a
-        process left out), split once: from the columnar copy a row group at a time where there is one (the whole
-        table is never held twice), else from ``steps()``."""
-        if "steps" not in self._memo:
-            split = self.cached("jobs:copy", self.path / "steps.csv", self._jobs_from_copy)
-            if split is not None:
-                return split
+        """The steps table split by process (rows in file order; rows without a process left out), split once.
+
+        From the whole table (read from the columnar copy where there is one), not a row group at a time: on a
+        2 M-step run that took 477 MB at most against 565–590 MB split from the copy as it was read, in the same
+        time (benchmarks/scale.py's capture, 2-core VM)."""
         steps = self.steps()
         held = self._memo.get("jobs")
         if held is None or held[0] is not steps:
@@ -271,40 +269,7 @@ class Run:
     def job_steps(self, slot: str) -> "pd.DataFrame":
         """``slot``'s rows of the steps table, in file order (none: an empty frame)."""
         jobs = self.jobs()
-        if slot in jobs:
-            return jobs[slot]
-        copy = None if "steps" in self._memo else self.columnar_file()
-        if copy is not None:
-            return copy.schema_arrow.empty_table().to_pandas()
-        return self.steps().iloc[0:0]
-
-    def _jobs_from_copy(self) -> "dict[Any, pd.DataFrame] | None":
-        """``jobs()`` from the columnar copy (None: there is none)."""
-        copy = self.columnar_file()
-        if copy is None:
-            return None
-        import numpy as np
-        import pyarrow as pa
-
-        parts: dict[str, list[pa.RecordBatch]] = {}
-        rows: dict[str, list[np.ndarray]] = {}
-        offset = 0
-        for batch in copy.iter_batches(batch_size=CHUNK_ROWS):
-            codes = _numpy(batch.column(0).indices)
-            for code, name in enumerate(batch.column(0).dictionary.to_pylist()):
-                at = np.flatnonzero(codes == code)
-                if len(at):
-                    parts.setdefault(name, []).append(batch.take(pa.array(at)))
-                    rows.setdefault(name, []).append(at + offset)
-            offset += batch.num_rows
-        out = {}
-        for name in sorted(parts):  # as a categorical orders its categories
-            table = pa.Table.from_batches(parts.pop(name))
-            frame = table.to_pandas(split_blocks=True, self_destruct=True)
-            del table
-            frame.index = np.concatenate(rows.pop(name))
-            out[name] = frame
-        return out
+        return jobs[slot] if slot in jobs else self.steps().iloc[0:0]
 
     def step_columns(
         self, wanted: Sequence[str], whole: bool = True

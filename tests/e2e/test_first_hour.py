@@ -231,12 +231,21 @@ def test_a_bare_python_in_cmd_is_the_workloads_python(tmp_path):
     assert f"ran in {training}" in (run_dir / "logs" / "A.out").read_text()
 
 
+def training_python(tmp_path: Path) -> Path:
+    """Another path to this environment's Python, as a training environment's ``bin/python`` is: a script that
+    execs it. Not a symlink: a symlink to a virtual environment's python is its base interpreter, not the
+    environment (``sys.prefix`` is the base's), and the base may have no torch (issue 43)."""
+    training = tmp_path / "training" / "bin" / "python"
+    training.parent.mkdir(parents=True)
+    training.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    training.chmod(0o755)
+    return training
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a terminal")
 def test_gpumon_alone_with_python_and_device_launches_into_them(tmp_path):
     """``gpumon --python PATH --device cpu``: the launch dialog offers that device, and a built-in job runs in PATH."""
-    training = tmp_path / "training" / "bin" / "python"
-    training.parent.mkdir(parents=True)
-    training.symlink_to(sys.executable)
+    training = training_python(tmp_path)
     runs = tmp_path / "runs"
     env = {**os.environ, "TERM": "xterm-256color"}
     terminal = Terminal(

@@ -21,7 +21,14 @@ from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_ba
 from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse
 from gpumon.core.jobs.launcher import Workload
-from gpumon.core.records.model import ENDED_STATES, NO_STEPS, Notice, SourceStatus, WorkloadState
+from gpumon.core.records.model import (
+    ENDED_STATES,
+    NO_STEPS,
+    NO_STEPS_WITHDRAWN,
+    Notice,
+    SourceStatus,
+    WorkloadState,
+)
 from gpumon.core.records.rates import Interference, interference
 from gpumon.core.records.slots import Slot, is_slot
 from gpumon.core.records.units import DASH, bytes_per_s, fmt_rate, json_number, pct
@@ -421,6 +428,8 @@ class HeadlessRun:
             elif isinstance(item, Notice):
                 if item.kind == NO_STEPS and item.slot:
                     self.no_steps.add(item.slot)
+                elif item.kind == NO_STEPS_WITHDRAWN:
+                    self.no_steps.discard(item.slot or "")
                 who = f" {item.slot}" if item.slot else ""
                 self._say(f"gpumon:{who} {item.text}")
             elif isinstance(item, SourceStatus) and not item.available:

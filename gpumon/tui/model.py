@@ -28,6 +28,7 @@ from gpumon.core.records.model import (
     HostSample,
     LogLine,
     NO_STEPS,
+    NO_STEPS_WITHDRAWN,
     Notice,
     ProcessSample,
     RingBuffer,
@@ -222,8 +223,8 @@ class LiveModel:
         elif isinstance(item, Notice):
             self.notices.append(item)
             self.notice_total += 1
-            if item.kind == NO_STEPS and item.slot in self._slots:
-                self._slots[item.slot].no_steps = item.text
+            if item.kind in (NO_STEPS, NO_STEPS_WITHDRAWN) and item.slot in self._slots:
+                self._slots[item.slot].no_steps = item.text if item.kind == NO_STEPS else ""
         elif isinstance(item, GpuOthers):
             self.others = item
         elif isinstance(item, GpuOverview):

@@ -280,9 +280,64 @@ def test_gpumon_alone_with_python_and_device_launches_into_them(tmp_path):
 
 MANUAL_SGD = Path(__file__).resolve().parents[1] / "scripts" / "manual_sgd.py"
 NO_STEPS_WORDS = (
-    "no steps seen after 5 s of CPU: the auto-probe counts optimizer.step(); call gpumon.probe.step() "
-    "in your loop (docs/probe.md#auto-probe-unmodified-scripts)"
+    "no steps seen after 5 s of CPU since its first backward pass: the auto-probe counts optimizer.step(); "
+    "call gpumon.probe.step() in your loop (docs/probe.md#auto-probe-unmodified-scripts)"
 )
+SLOW_START = """
+import time
+began = time.process_time()
+while time.process_time() - began < 7.0:  # a slow import or data load: CPU, no backward pass yet
+    pass
+import torch
+w = torch.zeros(64, 1, requires_grad=True)
+x, y = torch.randn(256, 64), torch.randn(256, 1)
+trained = time.process_time()
+while time.process_time() - trained < 7.0:  # a manual SGD update: no optimizer step
+    ((x @ w - y) ** 2).mean().backward()
+    with torch.no_grad():
+        w -= 0.01 * w.grad
+        w.grad.zero_()
+print("switching to an optimizer", flush=True)
+optimizer = torch.optim.SGD([w], lr=0.01)
+for _ in range(40):
+    optimizer.zero_grad()
+    ((x @ w - y) ** 2).mean().backward()
+    optimizer.step()
+    time.sleep(0.02)
+"""
+
+
+def test_no_steps_is_not_said_while_a_job_starts_and_is_withdrawn_when_steps_arrive(tmp_path):
+    """7 s of CPU before the first backward pass (a slow import) is not "no steps"; 7 s of backward passes without an
+    optimizer step is; the steps that follow withdraw it, in run.json too (issue 43)."""
+    script = tmp_path / "slow_start.py"
+    script.write_text(SLOW_START)
+    runs = tmp_path / "runs"
+    done = gpumon(
+        "run",
+        "--cmd",
+        f"python {script}",
+        "--python",
+        sys.executable,
+        "--headless",
+        "--no-nvml",
+        "--device",
+        "cpu",
+        "--duration",
+        "240",
+        "--out",
+        str(runs),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    meta = json.loads(next(runs.glob("*/run.json")).read_text())
+    kinds = [
+        (n["kind"], n["t"]) for n in meta["notices"] if n.get("kind", "").startswith("no steps")
+    ]
+    assert [kind for kind, _ in kinds] == ["no steps", "no steps withdrawn"], meta["notices"]
+    log = (next(runs.glob("*/logs")) / "A.out").read_text()
+    assert "switching to an optimizer" in log
+    assert "the no-steps notice is withdrawn" in done.stderr, done.stderr
 
 
 def test_a_script_with_a_manual_sgd_loop_is_told_why_it_shows_no_steps(tmp_path):

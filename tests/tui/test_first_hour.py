@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.capture.nosteps import no_steps_text
-from gpumon.core.records.model import NO_STEPS, Notice
+from gpumon.core.capture.nosteps import no_steps_text, withdrawn_text
+from gpumon.core.records.model import NO_STEPS, NO_STEPS_WITHDRAWN, Notice
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.screens.compare import CompareScreen
@@ -59,6 +59,25 @@ def test_launch_dialog_fits_with_its_buttons_and_keys(snap_compare, tmp_path, si
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_a_job_with_no_steps_says_why_in_its_panel(snap_compare, tmp_path, size):
     assert snap_compare(no_steps_app(tmp_path / "run"), terminal_size=size, run_before=_first_frame)
+
+
+@run_async
+async def test_a_no_steps_notice_leaves_the_panel_when_it_is_withdrawn(tmp_path):
+    """Steps arrived after the notice (issue 43): its withdrawal takes the words off the job's panel."""
+    app = no_steps_app(tmp_path / "run")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _first_frame(pilot)
+        await wait_until(
+            pilot, lambda: any("no steps seen" in row for row in screen_text(app)), what="said"
+        )
+        app.first_screen.feed.model.handle(
+            Notice(12.0, withdrawn_text(12.0), "A", kind=NO_STEPS_WITHDRAWN)
+        )
+        await wait_until(
+            pilot,
+            lambda: not any("no steps seen" in row for row in screen_text(app)),
+            what="the words gone from the panel",
+        )
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

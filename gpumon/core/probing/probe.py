@@ -346,8 +346,11 @@ class _Channel:
 
     def send(self, message: dict[str, Any]) -> None:
         with self.lock:
-            if message.get("type") == "meta":
-                self.info = message.get("info")
+            if (
+                message.get("type") == "meta"
+            ):  # each meta adds to what was said: the monitor gets it all
+                self.info = {**(self.info or {}), **message.get("info", {})}
+                message = {**message, "info": self.info}
             self._send(message)
 
     def close(self) -> None:
@@ -476,7 +479,9 @@ def copy(nbytes: int, device: str = "cpu") -> Iterator[None]:
 
 
 def meta(**info: Any) -> None:
-    """Describe the workload (model, device, batch, parameters...) to the monitor."""
+    """Describe the workload (model, device, batch, parameters...) to the monitor; each call adds to (or replaces
+    keys of) what earlier calls said. Keys gpumon reads: ``counts`` (what one step is: ``"optimizer steps"``),
+    ``micro_batches`` (backward passes per step), ``training`` (True once the first backward pass ran)."""
     _get().send({"type": "meta", "info": info})
 
 

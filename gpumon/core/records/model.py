@@ -302,6 +302,7 @@ class LogLine:
 
 
 NO_STEPS = "no steps"  # Notice.kind: a launched command uses CPU but takes no step (core/capture/nosteps.py)
+NO_STEPS_WITHDRAWN = "no steps withdrawn"  # Notice.kind: steps arrived after a NO_STEPS notice
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@
 directory first on PYTHONPATH. When the script
 imports ``torch.optim``, a global optimizer step post-hook is registered that
 calls ``gpumon.core.probing.probe.step()`` for the first optimizer that steps. Any other
-``sitecustomize`` later on ``sys.path`` is still run. See docs/probe.md.
+``sitecustomize`` later on ``sys.path`` is still run. ``torch.autograd.backward`` is wrapped to count backward
+passes: the first says training began, and several per optimizer step are its micro-batches. See docs/probe.md.
 """
 
 import importlib.abc
@@ -31,14 +32,60 @@ def _install_step_hook(optimizer_module) -> None:
     from gpumon.core.probing import probe
 
     counted: list[int] = []
+    passes = _count_backward(probe)
 
     def on_step(optimizer, args, kwargs) -> None:
         if not counted:
             counted.append(id(optimizer))
+            probe.meta(counts="optimizer steps")
         if id(optimizer) == counted[0]:
+            passes.stepped()
             probe.step()
 
     optimizer_module.register_optimizer_step_post_hook(on_step)
+
+
+class _BackwardPasses:
+    """Backward passes (micro-batches) between optimizer steps: the first says training began (the no-steps
+    notice counts CPU from then, not from an import), and a steady count above one is the step's micro-batches
+    (gradient accumulation), said once and again when it changes."""
+
+    def __init__(self, probe) -> None:
+        self.probe = probe
+        self.passes = 0
+        self.began = False
+        self.per_step = 1
+
+    def backward(self) -> None:
+        if not self.began:
+            self.began = True
+            self.probe.meta(training=True)
+        self.passes += 1
+
+    def stepped(self) -> None:
+        if self.passes and self.passes != self.per_step:
+            self.per_step = self.passes
+            self.probe.meta(micro_batches=self.passes)
+        self.passes = 0
+
+
+def _count_backward(probe) -> _BackwardPasses:
+    """Wraps ``torch.autograd.backward`` (what ``Tensor.backward`` calls) to count backward passes."""
+    passes = _BackwardPasses(probe)
+    autograd = sys.modules.get("torch.autograd")
+    original = getattr(autograd, "backward", None)
+    if original is None:
+        return passes
+
+    def backward(*args, **kwargs):
+        result = original(*args, **kwargs)
+        passes.backward()
+        return result
+
+    backward.__wrapped__ = original  # type: ignore[attr-defined]
+    backward.__doc__ = original.__doc__
+    autograd.backward = backward  # type: ignore[union-attr]
+    return passes
 
 
 class _OptimizerHookFinder(importlib.abc.MetaPathFinder):

@@ -457,6 +457,7 @@ class LiveModel:
             log=tuple(slot.log.snapshot()),
             hint=hint,
             device=str(slot.meta.get("device") or ""),
+            meta=dict(slot.meta),
             active=running,
         )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.capture.nosteps import no_steps_text, withdrawn_text
-from gpumon.core.records.model import NO_STEPS, NO_STEPS_WITHDRAWN, Notice
+from gpumon.core.records.model import NO_STEPS, NO_STEPS_WITHDRAWN, Notice, WorkloadMeta
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.screens.compare import CompareScreen
@@ -78,6 +78,26 @@ async def test_a_no_steps_notice_leaves_the_panel_when_it_is_withdrawn(tmp_path)
             lambda: not any("no steps seen" in row for row in screen_text(app)),
             what="the words gone from the panel",
         )
+
+
+def optimizer_steps_app(root: Path) -> GpumonApp:
+    """A Lightning script with accumulate_grad_batches=4 (its callback's meta) beside a job that steps."""
+    a = paced_job(
+        "A", "cmd:python train_lightning.py", 0.0, 30.0, alone=6.0, shared=6.0, shared_from=0.0
+    )
+    b = paced_job("B", GEMM, 0.0, 30.0, alone=25.0, shared=25.0, shared_from=0.0)
+    app = _replay(write_run(root, (a, b), label="lightning-gemm", interval_s=0.5), 20.0)
+    info = {"counts": "optimizer steps", "micro_batches": 4, "framework": "lightning"}
+    app.first_screen.feed.model.handle(WorkloadMeta("A", 1000, info))
+    return app
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_job_of_optimizer_steps_says_so_with_its_micro_batches(snap_compare, tmp_path, size):
+    """Issue 43: Lightning's bar counts batches, gpumon optimizer steps; the panel says which, and of how many."""
+    assert snap_compare(
+        optimizer_steps_app(tmp_path / "run"), terminal_size=size, run_before=_first_frame
+    )
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

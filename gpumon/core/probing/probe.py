@@ -448,6 +448,21 @@ def step(
     _get().record_step(samples, iter_s, warmup)
 
 
+_steps_from: str | None = None
+
+
+def steps_from(source: str) -> None:
+    """A framework callback (``gpumon.callbacks``) reports this process's steps from now on: the auto-probe's
+    optimizer hook then stands aside, so no step is counted twice."""
+    global _steps_from
+    _steps_from = source
+
+
+def steps_reported_by() -> str | None:
+    """The framework callback that reports the steps, or None (the auto-probe's hook, or the script's own calls)."""
+    return _steps_from
+
+
 def add_copy(nbytes: int, seconds: float) -> None:
     """Account a host-to-device copy measured by the caller (bytes, seconds of the copy itself)."""
     _get().add_copy(nbytes, seconds)

@@ -101,6 +101,11 @@ class WorkloadPanel(Vertical):
         )
         steps = Text("steps".ljust(DETAIL_LABEL), style="dim")
         steps.append(f"{f.steps if f else 0:,}")
+        if view.meta.get("counts"):  # a callback or the auto-probe said what a step is
+            steps.append(f" {str(view.meta['counts']).removesuffix(' steps')}")
+            micro = view.meta.get("micro_batches")
+            if isinstance(micro, int) and micro > 1:
+                steps.append(f" of {micro} batches", style="dim")  # Lightning's bar counts those
         steps.append(" · ", style="dim")
         steps.append(fmt.seconds(view.elapsed_s))
         if view.pid is not None:

@@ -131,6 +131,7 @@ async def test_capture_on_and_off_writes_a_run_and_exports_csv(runs_dir, tmp_pat
         "gpu_others.csv",
         "host.csv",
         "processes.csv",
+        "run.json",
         "steps.csv",
     ]
 

@@ -29,6 +29,7 @@ from gpumon.core.records.model import (
 )
 from gpumon.core.records.share import shown_share
 from gpumon.core.records.rates import exclusive_rate
+from gpumon.core.store.exportcolumns import export_columns
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo
 from gpumon.errors import EnvironmentFailure, UsageError
@@ -685,7 +686,8 @@ def summarize(run: Run) -> RunSummary:
 
 
 def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -> list[Path]:
-    """Write each table as clean CSV (complete rows only) or Parquet into ``out_dir``, all or nothing.
+    """Write each table as clean CSV (complete rows only) or Parquet into ``out_dir``, with the columns a notebook
+    reads (``exportcolumns.export_columns``), and the run's run.json, all or nothing.
 
     Files of those names already there are refused unless ``overwrite``. Each table is written to a hidden temporary
     file first and renamed into place only once every one is complete, so a write that fails (a full disk, a
@@ -697,7 +699,8 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
         if (run.path / f"{table}.csv").exists()
     ]
     if not overwrite:
-        there = [target.name for _, target in targets if os.path.lexists(target)]
+        names = [target for _, target in targets] + [out_dir / "run.json"]
+        there = [target.name for target in names if os.path.lexists(target)]
         if there:
             raise TraceError(
                 f"{out_dir} already has {', '.join(there)}: not overwritten (choose another folder, or "
@@ -714,15 +717,14 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
         for table, target in targets:
             tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             temporary.append((tmp, target))
+            frame = export_columns(run.meta, table, run.frame(table))
             if fmt == "csv":
-                tmp.write_text(run.table_text(table), encoding="utf-8")
+                frame.to_csv(tmp, index=False)
             else:
-                frame = run.frame(table)
-                if (
-                    table == "steps"
-                ):  # the job names as read from steps.csv, not the reader's categorical
-                    frame = frame.astype({"process": frame["process"].cat.categories.dtype})
                 frame.to_parquet(tmp, index=False)
+        tmp = out_dir / f".run.json.{os.getpid()}.tmp"
+        temporary.append((tmp, out_dir / "run.json"))
+        tmp.write_bytes((run.path / "run.json").read_bytes())
         for tmp, target in temporary:
             os.replace(tmp, target)
     except (
@@ -740,4 +742,4 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
         raise EnvironmentFailure(
             f"cannot write {target}: {exc.strerror or exc}; nothing was exported"
         ) from None
-    return [target for _, target in targets]
+    return [target for _, target in temporary]

@@ -29,6 +29,7 @@ COMMANDS = (
     "doctor",
     "experiment",
     "wrap",
+    "snapshot",
 )
 
 DESCRIPTION = """\

@@ -72,6 +72,20 @@ VIEW_BINDINGS = [
         show=False,
         tooltip="freeze the display (data keeps being collected and captured)",
     ),
+    Binding(
+        "full_stop",
+        "sort_processes",
+        "Sort",
+        show=False,
+        tooltip="sort the process table by its next column (GPU MEM, SM%, CPU%, HOST MEM, ELAPSED, PID)",
+    ),
+    Binding(
+        "slash",
+        "filter_processes",
+        "Filter",
+        show=False,
+        tooltip="show only the processes whose PID, user or command contains a text",
+    ),
     Binding("question_mark", "help", "Help", tooltip="this help"),
 ]
 # py-spy's stack of a running job (``action_stack``): the live monitor's and the attached viewer's
@@ -278,6 +292,20 @@ class MonitorScreen(Screen, inherit_bindings=False):
 
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
+
+    def action_sort_processes(self) -> None:
+        column = self._processes.next_sort()
+        self.notify(
+            f"processes sorted by {column}" if column else "processes as listed: ours first"
+        )
+
+    def action_filter_processes(self) -> None:
+        from gpumon.tui.screens.filter import FilterScreen
+
+        def apply(text: str | None) -> None:
+            self._processes.set_filter(text or "")
+
+        self.app.push_screen(FilterScreen(self._processes.text_filter), apply)
 
     def action_help(self) -> None:
         from gpumon.tui.screens.help import GPU_MEANINGS, HelpScreen

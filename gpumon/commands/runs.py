@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gpumon.core.store.trace import DamagedRun, RunSummary
 
+NAME_WIDTH = 34  # the RUN column, widened to the longest name
 DAMAGED = "damaged"  # a run whose run.json or tables do not read: listed with what is wrong, never left out
 
 
@@ -56,11 +57,14 @@ def run(args: argparse.Namespace) -> int:
     if not listed:
         print(f"no runs in {runs_dir}")
         return 0
+    width = max(
+        NAME_WIDTH, *(len(entry.name) for entry in listed)
+    )  # a name is never cut: copy-paste works
     print(
-        f"{'RUN':<34} {'MODE':<9} {'SHARE':<10} {'STATUS':<11} {'DURATION':>8}  RATES / WORKLOADS"
+        f"{'RUN':<{width}} {'MODE':<9} {'SHARE':<10} {'STATUS':<11} {'DURATION':>8}  RATES / WORKLOADS"
     )
     for entry in listed:
-        print(entry_line(entry))
+        print(entry_line(entry, width))
     bad = sum(isinstance(entry, DamagedRun) for entry in listed)
     if bad:
         print(
@@ -70,14 +74,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def entry_line(entry: "RunSummary | DamagedRun") -> str:
-    """One row of the table."""
+def entry_line(entry: "RunSummary | DamagedRun", width: int = 0) -> str:
+    """One row of the table, its name whole in a column ``width`` wide (at least ``NAME_WIDTH``)."""
+    width = max(width, NAME_WIDTH, len(entry.name))
     from gpumon.core.records.units import fmt_rate
     from gpumon.core.store.runner import RUNNING
     from gpumon.core.store.trace import DamagedRun
 
     if isinstance(entry, DamagedRun):
-        return f"{entry.name:<34.34} {'?':<9} {'?':<10} {DAMAGED:<11} {'–':>8}  {entry.problem}"
+        return f"{entry.name:<{width}} {'?':<9} {'?':<10} {DAMAGED:<11} {'–':>8}  {entry.problem}"
     s = entry
     rates = "  ".join(f"{k} {fmt_rate(v)}" for k, v in sorted(s.rates.items())) or "no steps"
     duration = "–" if math.isnan(s.duration_s) else f"{s.duration_s:.1f}s"
@@ -85,7 +90,7 @@ def entry_line(entry: "RunSummary | DamagedRun") -> str:
     if s.status == RUNNING and s.runner is not None:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.runner.started))
         runner = f"  (runner pid {s.runner.pid} since {since}{', detached' if s.runner.detached else ''})"
-    return f"{s.name:<34.34} {s.mode:<9} {s.shown_share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}"
+    return f"{s.name:<{width}} {s.mode:<9} {s.shown_share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}"
 
 
 def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, Any]:

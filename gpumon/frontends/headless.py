@@ -31,6 +31,7 @@ from gpumon.core.records.model import (
 )
 from gpumon.core.records.rates import Interference, interference
 from gpumon.core.records.slots import Slot, is_slot
+from gpumon.core.records.specwords import shown_spec
 from gpumon.core.records.units import DASH, bytes_per_s, fmt_rate, json_number, pct
 from gpumon.core.store.trace import baseline_rate
 from gpumon.errors import UsageError
@@ -60,7 +61,9 @@ SPEC_MAX = 60
 
 
 def spec_width(specs: list[str]) -> int:
-    return min(SPEC_MAX, max([SPEC_WIDTH, *(len(one_line(s, SPEC_MAX)) for s in specs)]))
+    return min(
+        SPEC_MAX, max([SPEC_WIDTH, *(len(one_line(shown_spec(s), SPEC_MAX)) for s in specs)])
+    )
 
 
 def status_line(
@@ -77,7 +80,7 @@ def status_line(
     micro-batches)."""
     copy = f"{copy_word} {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
     return (
-        f"{t:7.1f}s {f.slot} {one_line(spec, width):<{width}} {state:<8} {fmt_rate(f.iter_per_s):>11} "
+        f"{t:7.1f}s {f.slot} {one_line(shown_spec(spec), width):<{width}} {state:<8} {fmt_rate(f.iter_per_s):>11} "
         f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}  {copy}  cpu {pct(f.cpu_pct)}  "
         f"{steps_words(f.steps, meta or {})}"
     )
@@ -119,7 +122,7 @@ def blind_line(
 ) -> str:
     """An attached job without a probe: its rate unknown, and its SM % and GPU memory alone and now."""
     return (
-        f"{t:7.1f}s {f.slot} {one_line(spec, width):<{width}} running  rate {UNKNOWN_RATE}  "
+        f"{t:7.1f}s {f.slot} {one_line(shown_spec(spec), width):<{width}} running  rate {UNKNOWN_RATE}  "
         f"{known.phrase(other or 'the other job')}  cpu {pct(f.cpu_pct)}"
     )
 

@@ -104,12 +104,12 @@ def test_export_last_csv_writes_a_folder_named_after_the_run_and_says_which_run(
     out = tmp_path / "20261122-114000-fcn-lstm-csv"
     assert (
         done.stderr
-        == f"gpumon: exported run 20261122-114000-fcn-lstm (shared, label fcn-lstm) to {out}: 5 csv files\n"
+        == f"gpumon: exported run 20261122-114000-fcn-lstm (shared, label fcn-lstm) to {out}: 5 csv files and run.json\n"
     )
     assert done.stdout.splitlines() == [
         str(out / f"{t}.csv") for t in ("steps", "device", "processes", "host", "gpu_others")
-    ]
-    assert (out / "steps.csv").read_text().startswith("process,pid,step,t,")
+    ] + [str(out / "run.json")]
+    assert (out / "steps.csv").read_text().startswith("job,counts,slot,pid,step,t,wall_epoch_s,")
 
     named = in_runs(runs, "export", "lstm-alone", "--csv", "mine", cwd=tmp_path)
     assert named.returncode == 0 and (tmp_path / "mine" / "steps.csv").is_file()
@@ -529,7 +529,8 @@ def test_headless_shows_the_whole_spec_and_says_a_job_stopped_at_duration(tmp_pa
     )
     assert done.returncode == 0, done.stderr
     status = [line for line in done.stdout.splitlines() if " A " in line]
-    assert status and all(" A cmd:python main.py --epochs 3 " in line for line in status), (
+    # the script first, then the whole command (issue 43)
+    assert status and all(" A main.py (python main.py --epochs 3) " in line for line in status), (
         done.stdout
     )
     assert "gpumon: workload A stopped at --duration 3 s\n" in done.stderr
@@ -668,3 +669,15 @@ def test_the_live_line_measures_before_its_first_verdict_and_never_prints_nan(tm
         for line in lines[first:]
     ), done.stdout
     assert "nan" not in done.stdout
+
+
+def test_runs_never_cuts_a_run_name(tmp_path):
+    """Issue 43: a name longer than the RUN column widens it, so a name copied from the list names the run."""
+    label = "a-label-long-enough-to-pass-the-old-34-columns"
+    exclusive(tmp_path / f"20261122-110000-{label}", "A", 50.0)
+    exclusive(tmp_path / "20261122-120000-short", "A", 40.0)
+    done = gpumon("runs", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    assert rows[0].split()[0] == f"20261122-110000-{label}"
+    assert rows[1].index("exclusive") == rows[0].index("exclusive") == header.index("MODE")

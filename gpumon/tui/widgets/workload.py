@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from gpumon.core.records import units as fmt
 from gpumon.core.records.model import NO_STEPS
+from gpumon.core.records.specwords import shown_spec
 from gpumon.tui.view import WorkloadView
 from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
 
@@ -72,7 +73,9 @@ class WorkloadPanel(Vertical):
             self.remove_class(*STATE_CLASSES)
             self.add_class(state_class)
         set_titles(
-            self, f"{self.slot} · {view.spec or 'empty'}", view.state if not view.empty else ""
+            self,
+            f"{self.slot} · {shown_spec(view.spec) or 'empty'}",
+            view.state if not view.empty else "",
         )
         if view.hint != self._why_text:
             self._why_text = view.hint

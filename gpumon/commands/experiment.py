@@ -30,8 +30,7 @@ Run the same command again to resume: completed cells are found in cells.json an
 
 EPILOG = """\
 shipped specs (gpumon experiment --list):
-  q1_memory_fraction  q2_pairwise  q3_operators  q4_contention
-  cpu_threads  input_pipeline  batch_size  device_cost
+{shipped}
 
 examples:
   gpumon experiment q2_pairwise                      tiny preset on the CPU, paper on a GPU
@@ -51,7 +50,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "experiment",
         help="run a declarative experiment (the study's Q1-Q4, classic sweeps) and write results.md",
         description=DESCRIPTION,
-        epilog=EPILOG,
+        epilog=EPILOG.format(shipped=shipped_names()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -127,6 +126,18 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "default: $GPUMON_PYTHON, else gpumon's own",
     )
     p.set_defaults(handler=run)
+
+
+def shipped_names(per_line: int = 4) -> str:
+    """Every shipped spec's name, as --list lists them (the help never names fewer)."""
+    from gpumon.experiments.spec import shipped_specs
+
+    names = [path.stem for path in shipped_specs()] or [
+        "(none: installed without its package data)"
+    ]
+    return "\n".join(
+        "  " + "  ".join(names[i : i + per_line]) for i in range(0, len(names), per_line)
+    )
 
 
 def list_specs() -> int:

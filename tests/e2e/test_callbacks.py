@@ -45,6 +45,10 @@ def _run(tmp_path: Path, command: str) -> tuple[dict, list[dict]]:
     )
     assert done.returncode == 0, done.stderr
     (run_dir,) = [p for p in runs.iterdir() if (p / "run.json").exists()]
+    listed = gpumon("runs", str(runs)).stdout.splitlines()[1]
+    assert " cpu cores " in listed, (
+        "a --cmd run on the CPU shared cores, not GPU time slices (issue 43)"
+    )
     (workload,) = json.loads((run_dir / "run.json").read_text())["workloads"]
     with open(run_dir / "steps.csv", newline="") as f:
         return workload, list(csv.DictReader(f))
@@ -59,6 +63,7 @@ def test_a_lightning_script_with_accumulation_reports_optimizer_steps_and_sample
     meta = workload["meta"]
     assert meta["counts"] == "optimizer steps" and meta["framework"] == "lightning"
     assert meta["micro_batches"] == 4
+    assert meta["device"] == "cpu", "the auto-probe says where the parameters live"
     assert len(steps) == 10, (
         "40 batches of 8 with accumulate_grad_batches=4: 10 optimizer steps, each once"
     )

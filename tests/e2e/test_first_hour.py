@@ -681,3 +681,13 @@ def test_runs_never_cuts_a_run_name(tmp_path):
     header, *rows = done.stdout.splitlines()
     assert rows[0].split()[0] == f"20261122-110000-{label}"
     assert rows[1].index("exclusive") == rows[0].index("exclusive") == header.index("MODE")
+
+
+def test_experiment_help_names_every_spec_that_list_lists():
+    """Issue 43: the help's list of shipped specs left out q2_mps."""
+    listed = gpumon("experiment", "--list")
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines() if line.strip()]
+    helped = gpumon("experiment", "--help").stdout
+    shipped = helped.split("shipped specs (gpumon experiment --list):", 1)[1].split("examples:")[0]
+    assert sorted(shipped.split()) == sorted(names) and "q2_mps" in names

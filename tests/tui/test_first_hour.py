@@ -187,3 +187,13 @@ async def test_the_live_footer_fits_and_notices_leave_the_panes_soon(runs_dir, s
         await pilot.pause()
         assert app._notifications and all(n.timeout <= NOTICE_S for n in app._notifications)
         await app.action_quit()
+
+
+@run_async
+async def test_a_replays_empty_slot_offers_no_key_that_does_nothing(tmp_path):
+    """Issue 43: a replay's empty panel said "press b to launch", and b does nothing there."""
+    app = _replay(exclusive(tmp_path / "run", "A", 40.0), 10.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _first_frame(pilot)
+        rows = "\n".join(screen_text(app))
+        assert "empty: no job in slot B" in rows and "press b" not in rows

@@ -23,6 +23,8 @@ STOP = Binding.Group("Stop")
 class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     """What ``gpumon`` and ``gpumon run`` open."""
 
+    EMPTY_SLOT = "empty: press {key} to launch a workload into slot {slot}"
+
     BINDINGS = [
         Binding(
             "a", "launch('A')", "Launch A", group=LAUNCH, tooltip="launch a workload into slot A"

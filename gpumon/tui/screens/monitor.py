@@ -127,6 +127,8 @@ class MonitorScreen(Screen, inherit_bindings=False):
     """Panels drawn from a feed; subclasses add the keys of a live session or of a replay."""
 
     BINDINGS = VIEW_BINDINGS
+    # what an empty slot's panel says: the live monitor launches into it; a replay or a viewer has no launch key
+    EMPTY_SLOT = "empty: no job in slot {slot}"
 
     paused = reactive(False, init=False)
     show_output = reactive(True, init=False)
@@ -146,8 +148,10 @@ class MonitorScreen(Screen, inherit_bindings=False):
         yield GpuLines(id="gpus")
         yield DevicePanel(id="device")
         with Horizontal(id="workloads"):
-            yield WorkloadPanel("A", "a", id="panel-A")
-            yield WorkloadPanel("B", "b", id="panel-B")
+            for slot in ("A", "B"):
+                yield WorkloadPanel(
+                    slot, self.EMPTY_SLOT.format(slot=slot, key=slot.lower()), id=f"panel-{slot}"
+                )
         yield InterferenceLine(id="interference")
         yield ProcessTable(id="processes")
         yield ChildOutput(id="output")

@@ -39,18 +39,15 @@ def _pair(label: str, first: str, second: str) -> Text:
 
 
 class WorkloadPanel(Vertical):
-    """Slot A or B; an empty slot says which key launches into it."""
+    """Slot A or B; an empty slot says ``empty_hint`` (the live monitor: which key launches into it)."""
 
-    def __init__(self, slot: str, launch_key: str, **kwargs) -> None:
+    def __init__(self, slot: str, empty_hint: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.slot = slot
-        self.launch_key = launch_key
+        self.empty_hint = empty_hint
 
     def compose(self) -> ComposeResult:
-        yield TextLine(
-            f"empty: press {self.launch_key} to launch a workload into slot {self.slot}",
-            classes="hint",
-        )
+        yield TextLine(self.empty_hint, classes="hint")
         yield Static("", classes="why", markup=False)  # why a running job shows no rate (NO_STEPS)
         yield MetricRow("iter/s", classes="rate")
         yield MetricRow("samples/s", classes="samples")

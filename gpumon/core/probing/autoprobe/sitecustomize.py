@@ -39,13 +39,23 @@ def _install_step_hook(optimizer_module) -> None:
     def on_step(optimizer, args, kwargs) -> None:
         if not counted:
             counted.append(id(optimizer))
-            probe.meta(counts="optimizer steps")
+            probe.meta(counts="optimizer steps", **_device_of(optimizer))
         if id(optimizer) == counted[0]:
             passes.stepped()
             if probe.steps_reported_by() is None:  # else a framework callback reports them
                 probe.step()
 
     optimizer_module.register_optimizer_step_post_hook(on_step)
+
+
+def _device_of(optimizer) -> dict:
+    """``{"device": "cpu"}`` (or ``cuda:0``...): where the optimizer's first parameter lives, as run.json's meta says
+    it (on the CPU the jobs share cores, not GPU time slices); {} when it has none."""
+    for group in getattr(optimizer, "param_groups", ()):
+        for param in group.get("params", ()):
+            device = getattr(param, "device", None)
+            return {"device": str(device)} if device is not None else {}
+    return {}
 
 
 class _BackwardPasses:

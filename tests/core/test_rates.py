@@ -70,6 +70,10 @@ def test_a_slow_job_reads_its_last_steps_rate_not_zero():
     assert stats.figures("A", last + 0.5).iter_per_s == pytest.approx(1 / 6.2)
     assert stats.figures("A", last + 5.0).iter_per_s == pytest.approx(1 / 6.2)
     assert stats.figures("A", last + 3.0 * 6.2).iter_per_s < 1 / 6.2
+    warm = LiveStats(window_s=2.0)  # a slow job in its warm-up stays in it between two steps
+    for n in range(3):
+        warm.handle(StepEvent("A", 1, n, 6.2 * (n + 1), 6.2, warmup=True))
+    assert warm.figures("A", 6.2 * 3 + 0.5).warmup and warm.figures("A", 6.2 * 3 + 5.0).warmup
     single = LiveStats(window_s=2.0)
     single.handle(_step("A", 0, 6.2, 6.2))
     single.handle(_step("A", 1, 12.4, 6.2))

@@ -269,6 +269,7 @@ class LiveStats:
         copy_bytes = sum(s.copy_bytes for s in counted)
         copy_s = sum(s.copy_s for s in counted if not math.isnan(s.copy_s))
         sample = self._last_sample.get(slot)
+        last = steps[-1] if steps else (earlier[-1] if earlier else None)
         return LiveFigures(
             slot=slot,
             steps=count,
@@ -280,5 +281,5 @@ class LiveStats:
             rss_mib=sample.rss_mib if sample else math.nan,
             gpu_mem_mib=sample.gpu_mem_mib if sample else math.nan,
             gpu_sm_util=sample.gpu_sm_util if sample else math.nan,
-            warmup=bool(steps) and steps[-1].warmup,
+            warmup=bool(last) and last.warmup,  # the job's last step, in the window or before it
         )

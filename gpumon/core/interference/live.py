@@ -281,5 +281,6 @@ class LiveStats:
             rss_mib=sample.rss_mib if sample else math.nan,
             gpu_mem_mib=sample.gpu_mem_mib if sample else math.nan,
             gpu_sm_util=sample.gpu_sm_util if sample else math.nan,
-            warmup=bool(last) and last.warmup,  # the job's last step, in the window or before it
+            warmup=last is not None
+            and last.warmup,  # the job's last step, in the window or before it
         )

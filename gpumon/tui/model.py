@@ -321,7 +321,9 @@ class LiveModel:
                 for name, slot in self._slots.items()
             )
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
-        overlap = live.overlap if len(live.running) > 1 else None
+        # two jobs running now; or none any more, after they ran together: the run's result (a replay's end)
+        ended_together = not live.running and live.overlap is not None and live.overlap.duration > 0
+        overlap = live.overlap if len(live.running) > 1 or ended_together else None
         result = interference(exclusive, overlap) if overlap is not None else None
         figures = {w.slot: w.figures for w in workloads if w.figures is not None}
         causes = (

@@ -197,3 +197,15 @@ async def test_a_replays_empty_slot_offers_no_key_that_does_nothing(tmp_path):
         await _first_frame(pilot)
         rows = "\n".join(screen_text(app))
         assert "empty: no job in slot B" in rows and "press b" not in rows
+
+
+@run_async
+async def test_a_replays_end_shows_the_runs_slowdown_not_a_request_for_two_jobs(tmp_path):
+    """Issue 43: End played the rest, and the line then said "sharing needs two running jobs"; once every job has
+    ended after running together, it keeps the run's result."""
+    app = _replay(staggered_pair(tmp_path / "run"), 60.5)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _first_frame(pilot)
+        rows = "\n".join(screen_text(app))
+        assert "needs two running jobs" not in rows
+        assert "A r 1.43" in rows, rows  # 40 it/s alone, 28 beside B

@@ -440,7 +440,9 @@ class LiveModel:
         exclusive, source = self._exclusive(name, phase)
         end = state.t if state is not None and state.state not in RUNNING_STATES else now
         iter_values = slot.iter_rate.values(now, n, 0.0 if running else NAN)
-        top = nice_ceiling(max(slot.iter_rate.peak, exclusive if exclusive > 0 else 0.0))
+        sample_values = slot.sample_rate.values(now, n)
+        # the scale of what the graph shows now: a fast first step that scrolled away no longer flattens the rest
+        top = nice_ceiling(max(_shown_peak(iter_values), exclusive if exclusive > 0 else 0.0))
         return WorkloadView(
             slot=name,
             spec=slot.spec,
@@ -451,7 +453,7 @@ class LiveModel:
             elapsed_s=end - slot.start_t if not math.isnan(slot.start_t) else NAN,
             iter_rate=Series(iter_values, top, "it/s"),
             sample_rate=Series(
-                slot.sample_rate.values(now, n), nice_ceiling(slot.sample_rate.peak), "samples/s"
+                sample_values, nice_ceiling(_shown_peak(sample_values)), "samples/s"
             ),
             exclusive_rate=exclusive,
             exclusive_source=source,
@@ -545,6 +547,11 @@ class LiveModel:
         return DeviceView(
             self.nvml.available, self.nvml.reason, name, self.device, self.host, graphs
         )
+
+
+def _shown_peak(values: tuple[float, ...]) -> float:
+    """The largest of a graph's shown values (0 when none is known)."""
+    return max((v for v in values if v == v), default=0.0)
 
 
 def _state_label(state: WorkloadState | None, last_step: StepEvent | None) -> tuple[str, bool]:

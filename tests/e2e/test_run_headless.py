@@ -96,7 +96,9 @@ def test_two_workloads_overlap_and_match_status_lines(tmp_path):
         assert median_live == pytest.approx(trace_rate, rel=0.35)
     assert status[-1]["run"] == str(run.path)
 
-    out = tmp_path / "csv"
+    out = (
+        tmp_path / "exports" / "csv"
+    )  # not a folder of the runs directory: with its run.json it would read as a run
     export = gpumon("export", str(run.path), "--csv", str(out))
     assert export.returncode == 0, export.stderr
     exported = pd.read_csv(out / "steps.csv")

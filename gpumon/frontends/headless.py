@@ -266,7 +266,7 @@ class HeadlessRun:
             if self.session.nvml is not None and self.session.nvml_status.available:
                 self.gpu_info = self.session.nvml.device_info()
             path = self.session.start_capture(
-                self.plan.label, list(self.plan.jobs), self.plan.baselines
+                self.plan.label, list(self.plan.jobs), self.plan.baselines, self.plan.label_given
             )
             if self.detached:
                 move_output_to_log(path)

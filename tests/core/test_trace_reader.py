@@ -1060,3 +1060,32 @@ def test_a_job_name_pandas_reads_as_missing_is_missing_in_a_light_read(
     codes, names, (t,) = load_run(run_dir).step_columns(("t",), whole=False)
     assert [names[int(c)] if c == c and c >= 0 else None for c in codes] == ["A", None]
     assert t.tolist() == [1.0, 1.5]
+
+
+def test_a_name_picks_the_run_the_user_labelled_before_an_automatic_label(tmp_path: Path) -> None:
+    """Issue 43: `--label fcn-lstm` on one run, then `gpumon run fcn lstm` (automatic label fcn-lstm): the name
+    fcn-lstm named the newer, automatic one. A label made from the jobs' names says so in run.json."""
+    from gpumon.core.store.runstore import resolve_run
+
+    given = _hand(tmp_path / "20261122-110000-fcn-lstm", {**HAND_META, "label": "fcn-lstm"})
+    auto = _hand(
+        tmp_path / "20261122-120000-fcn-lstm",
+        {**HAND_META, "label": "fcn-lstm", "label_given": False},
+    )
+    assert load_run(auto).meta.label_given is False and load_run(given).meta.label_given
+    assert resolve_run("fcn-lstm", tmp_path) == given
+    assert "label_given" not in load_run(given).meta.to_json(), "a given label writes nothing new"
+    assert load_run(auto).meta.to_json()["label_given"] is False
+    (given / "run.json").unlink()
+    assert resolve_run("fcn-lstm", tmp_path) == auto, "no given label: the automatic one"
+
+
+def test_a_plan_says_whether_its_label_was_given(tmp_path: Path) -> None:
+    from gpumon.core.capture.session import SessionConfig
+    from gpumon.frontends.plan import make_plan
+
+    config = SessionConfig(device="cpu", runs_dir=tmp_path, nvml=False)
+    made = make_plan([], ["sleep 1"], session=config, label=None, duration_s=None, stagger_s=0.0)
+    named = make_plan([], ["sleep 1"], session=config, label="mine", duration_s=None, stagger_s=0.0)
+    assert (made.label, made.label_given) == ("cmd", False)
+    assert (named.label, named.label_given) == ("mine", True)

@@ -441,6 +441,7 @@ def initial_meta(
     nvml: SourceStatus,
     versions: dict[str, Any],
     workloads: list[WorkloadRecord],
+    label_given: bool = True,
 ) -> RunMeta:
     """The run.json written when a capture starts (status "recording")."""
     return RunMeta(
@@ -458,4 +459,5 @@ def initial_meta(
         versions=versions,
         stagger_s=stagger_s,
         workloads=workloads,
+        label_given=label_given,
     )

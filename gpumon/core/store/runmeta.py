@@ -263,6 +263,9 @@ class RunMeta:
     )  # --baseline runs, slot -> run directory
     notices: list[Notice] = field(default_factory=list)
     capture_error: CaptureFailure | None = None
+    # --label given (runs before this field: as given); False: made from the jobs' names, so a name that is both a
+    # given label and an automatic one picks the given one (runstore.resolve_run)
+    label_given: bool = True
 
     def workload(self, slot: str) -> WorkloadRecord | None:
         return next((w for w in self.workloads if w.slot == slot), None)
@@ -311,6 +314,8 @@ class RunMeta:
             ]
         if self.capture_error is not None:
             out["capture_error"] = self.capture_error.to_json()
+        if not self.label_given:
+            out["label_given"] = False
         return out
 
     @classmethod
@@ -343,6 +348,7 @@ class RunMeta:
             runner=RunnerInfo.from_json(data.get("runner")),
             baselines={str(slot): str(run) for slot, run in baselines.items()},
             notices=[_notice(n) for n in data.get("notices") or [] if isinstance(n, dict)],
+            label_given=data.get("label_given") is not False,
             capture_error=CaptureFailure.from_json(data["capture_error"])
             if "capture_error" in data
             else None,

@@ -114,3 +114,17 @@ def test_the_status_line_says_optimizer_steps_and_a_slow_rate_as_a_steps_time():
     assert status_line(12.0, "fcn", "running", figures).endswith("steps 75")
     said = json.loads(status_json(12.0, "cmd:python train.py", "running", figures, meta))
     assert said["counts"] == "optimizer steps" and said["micro_batches"] == 4
+
+
+def test_the_pytorch_lightning_package_gets_its_own_callback(tmp_path):
+    """``import pytorch_lightning``: its Trainer accepts only its own Callback class, and gets it."""
+    pytest.importorskip("pytorch_lightning")
+    script = tmp_path / "pl_accumulate.py"
+    script.write_text(
+        LIGHTNING.read_text().replace("import lightning as L", "import pytorch_lightning as L")
+    )
+    workload, steps = _run(tmp_path, f"python {script}")
+    assert (
+        workload["meta"]["counts"] == "optimizer steps" and workload["meta"]["micro_batches"] == 4
+    )
+    assert len(steps) == 10 and {float(row["samples"]) for row in steps} == {32.0}

@@ -50,9 +50,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "experiment",
         help="run a declarative experiment (the study's Q1-Q4, classic sweeps) and write results.md",
         description=DESCRIPTION,
-        epilog=EPILOG.format(shipped=shipped_names()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _epilog_when_shown(p)
     p.add_argument(
         "spec",
         nargs="?",
@@ -126,6 +126,18 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "default: $GPUMON_PYTHON, else gpumon's own",
     )
     p.set_defaults(handler=run)
+
+
+def _epilog_when_shown(parser: argparse.ArgumentParser) -> None:
+    """The epilog names every shipped spec, read when the help is shown: building the CLI's parser (every command's
+    start) reads no spec folder and imports no spec module."""
+    format_help = parser.format_help
+
+    def with_epilog() -> str:
+        parser.epilog = EPILOG.format(shipped=shipped_names())
+        return format_help()
+
+    parser.format_help = with_epilog  # type: ignore[method-assign]  # the help, built when shown
 
 
 def shipped_names(per_line: int = 4) -> str:

@@ -338,7 +338,7 @@ def test_a_table_without_a_whole_header_reads_as_one_without_rows(tmp_path: Path
     assert list(run.device().columns) == DEVICE_NAMES and run.device().empty
     assert list(run.rows("steps")) == [] and summarize(run).rates == {}
     export(run, tmp_path / "out")
-    assert (tmp_path / "out" / "steps.csv").read_text() == STEPS_HEADER
+    assert (tmp_path / "out" / "steps.csv").read_text() == EXPORTED_STEPS_HEADER
     torn = load_run(
         _hand(tmp_path / "torn", steps=STEPS_HEADER[:-1] + ",")
     )  # the header and a torn first cell

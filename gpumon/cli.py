@@ -30,6 +30,7 @@ COMMANDS = (
     "doctor",
     "experiment",
     "wrap",
+    "snapshot",
 )
 
 DESCRIPTION = """\

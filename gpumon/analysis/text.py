@@ -186,7 +186,19 @@ def verdict_sentence(comparison: "Comparison") -> str:
             for d in comparison.disturbed_by
         )
     )
-    return sentence(pair.verdict, pair.stp.value, fmt_estimate(pair.stp), jobs, disturbed_by=who)
+    no_interval = (
+        ""
+        if pair.stp.has_interval or math.isnan(pair.stp.value)
+        else "too few steps for one (the problems say which window)"
+    )
+    return sentence(
+        pair.verdict,
+        pair.stp.value,
+        fmt_estimate(pair.stp),
+        jobs,
+        disturbed_by=who,
+        no_interval=no_interval,
+    )
 
 
 def why_rows(comparison: "Comparison") -> tuple[list[str], list[list[str]]]:

@@ -30,8 +30,7 @@ Run the same command again to resume: completed cells are found in cells.json an
 
 EPILOG = """\
 shipped specs (gpumon experiment --list):
-  q1_memory_fraction  q2_pairwise  q3_operators  q4_contention
-  cpu_threads  input_pipeline  batch_size  device_cost
+{shipped}
 
 examples:
   gpumon experiment q2_pairwise                      tiny preset on the CPU, paper on a GPU
@@ -51,9 +50,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "experiment",
         help="run a declarative experiment (the study's Q1-Q4, classic sweeps) and write results.md",
         description=DESCRIPTION,
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _epilog_when_shown(p)
     _add_what(p)
     _add_how(p)
     p.set_defaults(handler=run)
@@ -142,6 +141,30 @@ def _add_how(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the Python that runs the built-in workloads of every cell (it needs torch, not gpumon); "
         "default: $GPUMON_PYTHON, else gpumon's own",
+    )
+
+
+def _epilog_when_shown(parser: argparse.ArgumentParser) -> None:
+    """The epilog names every shipped spec, read when the help is shown: building the CLI's parser (every command's
+    start) reads no spec folder and imports no spec module."""
+    format_help = parser.format_help
+
+    def with_epilog() -> str:
+        parser.epilog = EPILOG.format(shipped=shipped_names())
+        return format_help()
+
+    parser.format_help = with_epilog  # type: ignore[method-assign]  # the help, built when shown
+
+
+def shipped_names(per_line: int = 4) -> str:
+    """Every shipped spec's name, as --list lists them (the help never names fewer)."""
+    from gpumon.experiments.spec import shipped_specs
+
+    names = [path.stem for path in shipped_specs()] or [
+        "(none: installed without its package data)"
+    ]
+    return "\n".join(
+        "  " + "  ".join(names[i : i + per_line]) for i in range(0, len(names), per_line)
     )
 
 

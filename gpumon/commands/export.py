@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "export",
         help="write a run's tables as plain CSV (or Parquet)",
         description="Write steps.csv, device.csv, processes.csv, host.csv and gpu_others.csv (the other GPU processes; "
-        "runs recorded before it have none) of a run, complete rows only. "
+        "runs recorded before it have none) of a run, complete rows only, with columns named for a notebook "
+        "(wall_epoch_s: the wall clock in Unix epoch seconds; step_s: a step's duration; job: the job's spec; "
+        "host's per_core as core0_pct, core1_pct...), and its run.json. "
         f"RUN is {RUN_HELP}.",
     )
     p.add_argument("run", metavar="RUN")
@@ -63,9 +65,11 @@ def run(args: argparse.Namespace) -> int:
         out = export_dir(run.path, fmt)
     files = export(run, out, fmt, overwrite=args.force)
     # which run a name or 'last' meant, on stderr: stdout stays the list of files, for scripts
+    tables = len([f for f in files if f.name != "run.json"])
     print(
         printable(
-            f"gpumon: exported run {run.path.name} ({run.mode}, label {run.label}) to {out}: {len(files)} {fmt} files"
+            f"gpumon: exported run {run.path.name} ({run.mode}, label {run.label}) to {out}: {tables} {fmt} files "
+            "and run.json"
         ),
         file=sys.stderr,
     )

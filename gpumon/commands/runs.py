@@ -10,11 +10,13 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from gpumon.commands.argtypes import positive_whole_number
 from gpumon.core.records.printable import printable
 
 if TYPE_CHECKING:
     from gpumon.core.store.trace import DamagedRun, RunSummary
 
+NAME_WIDTH = 34  # the RUN column, widened to the longest name
 DAMAGED = "damaged"  # a run whose run.json or tables do not read: listed with what is wrong, never left out
 DEFAULT_LIMIT = 20  # the newest runs listed without --limit / --all
 
@@ -41,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     shown = p.add_mutually_exclusive_group()
     shown.add_argument(
         "--limit",
-        type=_positive,
+        type=positive_whole_number,
         default=DEFAULT_LIMIT,
         metavar="N",
         help=f"list the newest N runs (default {DEFAULT_LIMIT})",
@@ -68,11 +70,14 @@ def run(args: argparse.Namespace) -> int:
     if not listed:
         print(f"no runs in {runs_dir}")
         return 0
+    width = max(
+        NAME_WIDTH, *(len(entry.name) for entry in listed)
+    )  # a name is never cut: copy-paste works
     print(
-        f"{'RUN':<34} {'MODE':<9} {'SHARE':<10} {'STATUS':<11} {'DURATION':>8}  RATES / WORKLOADS"
+        f"{'RUN':<{width}} {'MODE':<9} {'SHARE':<10} {'STATUS':<11} {'DURATION':>8}  RATES / WORKLOADS"
     )
     for entry in listed:
-        print(entry_line(entry))
+        print(entry_line(entry, width))
     bad = sum(isinstance(entry, DamagedRun) for entry in listed)
     if bad:
         print(
@@ -82,26 +87,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    """``--limit``'s N: a whole number of at least 1 (else argparse's one-line error, exit 2)."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of runs, at least 1: {text!r}")
-    return n
-
-
-def entry_line(entry: "RunSummary | DamagedRun") -> str:
-    """One row of the table."""
+def entry_line(entry: "RunSummary | DamagedRun", width: int = 0) -> str:
+    """One row of the table, its name whole in a column ``width`` wide (at least ``NAME_WIDTH``)."""
+    width = max(width, NAME_WIDTH, len(entry.name))
     from gpumon.core.records.units import fmt_rate
     from gpumon.core.store.runner import RUNNING
     from gpumon.core.store.trace import DamagedRun
 
     if isinstance(entry, DamagedRun):
         return printable(
-            f"{entry.name:<34.34} {'?':<9} {'?':<10} {DAMAGED:<11} {'–':>8}  {entry.problem}"
+            f"{entry.name:<{width}} {'?':<9} {'?':<10} {DAMAGED:<11} {'–':>8}  {entry.problem}"
         )
     s = entry
     rates = (
@@ -117,7 +112,7 @@ def entry_line(entry: "RunSummary | DamagedRun") -> str:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.runner.started))
         runner = f"  (runner pid {s.runner.pid} since {since}{', detached' if s.runner.detached else ''})"
     return printable(  # names, labels, specs: text from the run directories
-        f"{s.name:<34.34} {s.mode:<9} {s.shown_share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}"
+        f"{s.name:<{width}} {s.mode:<9} {s.shown_share:<10} {s.status:<11} {duration:>8}  {rates}  [{s.workloads}]{runner}"
     )
 
 

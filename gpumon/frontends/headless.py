@@ -24,9 +24,17 @@ from gpumon.core.jobs.beside import SLOT as BESIDE_SLOT
 from gpumon.core.jobs.beside import UNKNOWN_RATE, KnownUse, LiveKnownUse
 from gpumon.core.jobs.launcher import Workload
 from gpumon.core.records.machine import GpuInfo
-from gpumon.core.records.model import ENDED_STATES, NO_STEPS, Notice, SourceStatus, WorkloadState
+from gpumon.core.records.model import (
+    ENDED_STATES,
+    NO_STEPS,
+    NO_STEPS_WITHDRAWN,
+    Notice,
+    SourceStatus,
+    WorkloadState,
+)
 from gpumon.core.records.rates import Interference, interference
 from gpumon.core.records.slots import Slot, is_slot
+from gpumon.core.records.specwords import shown_spec
 from gpumon.core.records.units import DASH, bytes_per_s, fmt_rate, json_number, pct
 from gpumon.core.store.trace import baseline_rate
 from gpumon.errors import UsageError
@@ -56,7 +64,9 @@ SPEC_MAX = 60
 
 
 def spec_width(specs: list[str]) -> int:
-    return min(SPEC_MAX, max([SPEC_WIDTH, *(len(one_line(s, SPEC_MAX)) for s in specs)]))
+    return min(
+        SPEC_MAX, max([SPEC_WIDTH, *(len(one_line(shown_spec(s), SPEC_MAX)) for s in specs)])
+    )
 
 
 def status_line(
@@ -66,16 +76,31 @@ def status_line(
     f: LiveFigures,
     copy_word: str = "copy",
     width: int = SPEC_WIDTH,
+    meta: dict | None = None,
 ) -> str:
-    """``copy_word``: ``memcpy`` for a job on the CPU (a RAM-to-RAM copy timed on the host, no link)."""
+    """``copy_word``: ``memcpy`` for a job on the CPU (a RAM-to-RAM copy timed on the host, no link); ``meta``: what
+    the job said of itself (a framework callback or the auto-probe: its steps are optimizer steps, of N
+    micro-batches)."""
     copy = f"{copy_word} {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
     return (
-        f"{t:7.1f}s {f.slot} {one_line(spec, width):<{width}} {state:<8} {fmt_rate(f.iter_per_s):>11} "
-        f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}  {copy}  cpu {pct(f.cpu_pct)}  steps {f.steps}"
+        f"{t:7.1f}s {f.slot} {one_line(shown_spec(spec), width):<{width}} {state:<8} {fmt_rate(f.iter_per_s):>11} "
+        f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}  {copy}  cpu {pct(f.cpu_pct)}  "
+        f"{steps_words(f.steps, meta or {})}"
     )
 
 
-def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
+def steps_words(steps: int, meta: dict) -> str:
+    """``steps 75``, or what a step is when the job said so: ``optimizer steps 75 (4 micro-batches each)``."""
+    counts = str(meta.get("counts") or "steps")
+    micro = meta.get("micro_batches")
+    each = f" ({micro} micro-batches each)" if isinstance(micro, int) and micro > 1 else ""
+    return f"{counts} {steps}{each}"
+
+
+def status_json(t: float, spec: str, state: str, f: LiveFigures, meta: dict | None = None) -> str:
+    """``counts``: what a step is (``optimizer steps`` when a callback or the auto-probe said so, else ``steps``)."""
+    meta = meta or {}
+    micro = meta.get("micro_batches")
     return json.dumps(
         {
             "t": round(t, 3),
@@ -83,6 +108,8 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures) -> str:
             "spec": spec,
             "state": state,
             "steps": f.steps,
+            "counts": str(meta.get("counts") or "steps"),
+            "micro_batches": micro if isinstance(micro, int) else None,
             "iter_per_s": json_number(f.iter_per_s),
             "samples_per_s": json_number(f.samples_per_s),
             "copy_bandwidth": json_number(f.copy_bandwidth),
@@ -98,7 +125,7 @@ def blind_line(
 ) -> str:
     """An attached job without a probe: its rate unknown, and its SM % and GPU memory alone and now."""
     return (
-        f"{t:7.1f}s {f.slot} {one_line(spec, width):<{width}} running  rate {UNKNOWN_RATE}  "
+        f"{t:7.1f}s {f.slot} {one_line(shown_spec(spec), width):<{width}} running  rate {UNKNOWN_RATE}  "
         f"{known.phrase(other or 'the other job')}  cpu {pct(f.cpu_pct)}"
     )
 
@@ -242,7 +269,7 @@ class HeadlessRun:
             if self.session.nvml is not None and self.session.nvml_status.available:
                 self.gpu_info = GpuInfo.of_device(self.session.nvml.device_info())
             path = self.session.start_capture(
-                self.plan.label, list(self.plan.jobs), self.plan.baselines
+                self.plan.label, list(self.plan.jobs), self.plan.baselines, self.plan.label_given
             )
             if self.detached:
                 move_output_to_log(path)
@@ -365,14 +392,14 @@ class HeadlessRun:
                 continue
             waiting = NO_STEPS if slot in self.no_steps else "starting"
             state = waiting if not figures.steps else "warm-up" if figures.warmup else "running"
+            meta = self.session.workload_meta.get(slot, {})
             if self.as_json:
-                self._emit(status_json(now, workload.request.spec, state, figures), self.out)
+                self._emit(status_json(now, workload.request.spec, state, figures, meta), self.out)
             else:
-                device = str(self.session.workload_meta.get(slot, {}).get("device") or "")
-                copy_word = "memcpy" if device == "cpu" else "copy"
+                copy_word = "memcpy" if str(meta.get("device") or "") == "cpu" else "copy"
                 self._emit(
                     status_line(
-                        now, workload.request.spec, state, figures, copy_word, self.spec_width
+                        now, workload.request.spec, state, figures, copy_word, self.spec_width, meta
                     ),
                     self.out,
                 )
@@ -430,6 +457,8 @@ class HeadlessRun:
             elif isinstance(item, Notice):
                 if item.kind == NO_STEPS and item.slot:
                     self.no_steps.add(item.slot)
+                elif item.kind == NO_STEPS_WITHDRAWN:
+                    self.no_steps.discard(item.slot or "")
                 who = f" {item.slot}" if item.slot else ""
                 self._say(f"gpumon:{who} {item.text}")
             elif isinstance(item, SourceStatus) and not item.available:

@@ -32,6 +32,9 @@ class RunPlan:
     beside: LaunchRequest | None = (
         None  # --beside PID: job B, a running process watched, not launched
     )
+    label_given: bool = (
+        True  # --label; False: made from the jobs' names (a name picks a given label first)
+    )
 
     @property
     def jobs(self) -> tuple[LaunchRequest, ...]:
@@ -88,12 +91,15 @@ def make_plan(
     check_share(session.share, session.device)
     requests = [builtin_request(w, session.device, session.python) for w in workloads]
     requests += [LaunchRequest.command(c, session.python) for c in commands]
+    given = bool(label)
     if not label:
         label = (
             "-".join(short_name(r) for r in [*requests, *([attached] if attached else [])])
             or "idle"
         )
-    return RunPlan(session, tuple(requests), label, duration_s, stagger_s, beside=attached)
+    return RunPlan(
+        session, tuple(requests), label, duration_s, stagger_s, beside=attached, label_given=given
+    )
 
 
 def beside_request(pid: str) -> LaunchRequest:

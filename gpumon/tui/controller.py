@@ -120,7 +120,10 @@ class Controller:
             self.session.set_exclusive_rates(rates)
             if self.plan.jobs:
                 return self.session.start_capture(
-                    self.plan.label, list(self.plan.jobs), self.plan.baselines
+                    self.plan.label,
+                    list(self.plan.jobs),
+                    self.plan.baselines,
+                    self.plan.label_given,
                 )
             return None
 
@@ -139,7 +142,7 @@ class Controller:
             if self._shut_down:
                 raise EnvironmentFailure("shutting down: nothing can be attached now")
             if not self.session.capturing:
-                self.session.start_capture(short_name(request), [request])
+                self.session.start_capture(short_name(request), [request], label_given=False)
         self.model.set_spec(BESIDE_SLOT, request.spec)
         return self.session.attach(slot=BESIDE_SLOT, request=request)
 
@@ -174,7 +177,8 @@ class Controller:
                 path = self.session.stop_capture()
                 self.last_capture = path
                 return False, path
-            return True, self.session.start_capture(self.capture_label())
+            given = bool(self.plan.requests) and self.plan.label_given
+            return True, self.session.start_capture(self.capture_label(), label_given=given)
 
     def export_csv(self) -> tuple[Path, list[Path]]:
         """Write the current (else the last) capture as plain CSV into ``<export root or cwd>/<run>-csv``."""

@@ -30,6 +30,7 @@ from gpumon.core.records.model import (
     HostSample,
     LogLine,
     NO_STEPS,
+    NO_STEPS_WITHDRAWN,
     Notice,
     ProcessSample,
     RingBuffer,
@@ -216,8 +217,8 @@ class LiveModel:
         elif isinstance(item, Notice):
             self.notices.append(item)
             self.notice_total += 1
-            if item.kind == NO_STEPS and item.slot in self._slots:
-                self._slots[item.slot].no_steps = item.text
+            if item.kind in (NO_STEPS, NO_STEPS_WITHDRAWN) and item.slot in self._slots:
+                self._slots[item.slot].no_steps = item.text if item.kind == NO_STEPS else ""
         elif isinstance(item, GpuOthers):
             self.others = item
         elif isinstance(item, GpuOverview):
@@ -314,7 +315,9 @@ class LiveModel:
                 for name, slot in self._slots.items()
             )
         exclusive = {w.slot: w.exclusive_rate for w in workloads}
-        overlap = live.overlap if len(live.running) > 1 else None
+        # two jobs running now; or none any more, after they ran together: the run's result (a replay's end)
+        ended_together = not live.running and live.overlap is not None and live.overlap.duration > 0
+        overlap = live.overlap if len(live.running) > 1 or ended_together else None
         result = interference(exclusive, overlap) if overlap is not None else None
         figures = {w.slot: w.figures for w in workloads if w.figures is not None}
         causes = (
@@ -431,7 +434,9 @@ class LiveModel:
         exclusive, source = self._exclusive(name, phase)
         end = state.t if state is not None and state.state not in RUNNING_STATES else now
         iter_values = slot.iter_rate.values(now, n, 0.0 if running else NAN)
-        top = nice_ceiling(max(slot.iter_rate.peak, exclusive if exclusive > 0 else 0.0))
+        sample_values = slot.sample_rate.values(now, n)
+        # the scale of what the graph shows now: a fast first step that scrolled away no longer flattens the rest
+        top = nice_ceiling(max(_shown_peak(iter_values), exclusive if exclusive > 0 else 0.0))
         return WorkloadView(
             slot=name,
             spec=slot.spec,
@@ -442,7 +447,7 @@ class LiveModel:
             elapsed_s=end - slot.start_t if not math.isnan(slot.start_t) else NAN,
             iter_rate=Series(iter_values, top, "it/s"),
             sample_rate=Series(
-                slot.sample_rate.values(now, n), nice_ceiling(slot.sample_rate.peak), "samples/s"
+                sample_values, nice_ceiling(_shown_peak(sample_values)), "samples/s"
             ),
             exclusive_rate=exclusive,
             exclusive_source=source,
@@ -450,6 +455,7 @@ class LiveModel:
             log=tuple(slot.log.snapshot()),
             hint=hint,
             device=str(slot.meta.get("device") or ""),
+            meta=dict(slot.meta),
             active=running,
         )
 
@@ -535,6 +541,11 @@ class LiveModel:
         return DeviceView(
             self.nvml.available, self.nvml.reason, name, self.device, self.host, graphs
         )
+
+
+def _shown_peak(values: tuple[float, ...]) -> float:
+    """The largest of a graph's shown values (0 when none is known)."""
+    return max((v for v in values if v == v), default=0.0)
 
 
 def _state_label(state: WorkloadState | None, last_step: StepEvent | None) -> tuple[str, bool]:

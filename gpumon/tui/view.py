@@ -82,6 +82,9 @@ class WorkloadView:
     log: tuple[str, ...]
     hint: str = ""  # why a running job shows no rate (state "no steps"), with what to do
     device: str = ""  # what the job said it trains on (cpu, cuda:0; "" not said): on the CPU a copy is a memcpy
+    meta: dict = field(
+        default_factory=dict
+    )  # what the job said of itself (counts: "optimizer steps", micro_batches)
     # the job runs now: one of the live computation's running jobs (LiveNow.running), whatever word its state shows
     # (a process watched with --beside reads "watched, not ours" and runs)
     active: bool = False

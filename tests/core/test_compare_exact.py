@@ -991,3 +991,21 @@ def test_a_slot_without_an_exclusive_run_takes_its_exclusive_phase(tmp_path: Pat
         "no exclusive run for A (fcn:preset=tiny), and it never ran alone in the shared runs: "
         "give one with --exclusive A=RUN"
     )
+
+
+def test_cannot_tell_with_too_few_steps_says_why_not_an_interval(tmp_path: Path) -> None:
+    """Issue 43: with too few steps for an interval, the verdict said "an interval that straddles 1", which there
+    was not; it says why there is none."""
+    from gpumon.analysis.text import verdict_sentence
+
+    xa = write_run(tmp_path / "xa", [Job("A", FCN, ((3.0, 0.2),))])
+    ab = write_run(
+        tmp_path / "ab",
+        [Job("A", FCN, ((13.0, 0.1),), start=9.9), Job("B", FCN, ((13.0, 0.25),), start=9.75)],
+        stagger_s=0.0,
+    )
+    c = compare([load_run(xa)], [load_run(ab)], n_boot=50)
+    said = verdict_sentence(c)
+    assert not c.pair.stp.has_interval and c.pair.verdict == "cannot tell"
+    assert "straddles" not in said
+    assert "and no interval: too few steps for one (the problems say which window)" in said

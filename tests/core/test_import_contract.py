@@ -353,7 +353,7 @@ LAYERS = (
     ("gpumon.core.jobs",),
     ("gpumon.core.interference",),
     ("gpumon.core.capture",),
-    ("gpumon.probe", "gpumon.workloads"),
+    ("gpumon.probe", "gpumon.workloads", "gpumon.callbacks"),  # the child side
     ("gpumon.analysis",),
     ("gpumon.console",),
     ("gpumon.frontends",),

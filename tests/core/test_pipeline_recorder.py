@@ -188,6 +188,7 @@ def test_no_space_left_stops_the_capture_at_once_and_finalises_it_as_truncated(
         "processes.csv",
         "host.csv",
         "gpu_others.csv",
+        "run.json",
     ]
     assert not (path / RESERVE_FILE).exists()
 

@@ -22,6 +22,7 @@ from gpumon.core.records.rates import (
     Point,
     exclusive_rate,
     interference,
+    MIN_LIVE_STEPS,
     live_rate,
     overlap_window,
     slope,
@@ -37,8 +38,9 @@ def test_a_rate_is_a_wall_clock_slope():
         overlap_window((0.0, 4.0), (10.0, 20.0)) == (4.0, 10.0)
         and overlap_window((0.0, 2.0), (1.0, 3.0)) is None
     )
-    assert live_rate(None, [], ever=True) == 0.0 and math.isnan(live_rate(None, [], ever=False))
-    assert live_rate(Point(0.0, 0), [Point(1.0, 5)], ever=True) == 5.0
+    assert math.isnan(live_rate([], [], 1.0))
+    assert live_rate([Point(0.0, 0)], [], 1.0) == 0.0  # one step, none since: 0
+    assert live_rate([Point(0.0, 0)], [Point(1.0, 5)], 1.0) == 5.0
 
 
 def _step(process: str, n: int, t: float, busy_s: float, warmup: bool = False) -> StepEvent:
@@ -53,7 +55,29 @@ def test_live_rate_divides_by_elapsed_time_not_busy_time():
     figures = stats.figures("A", 5.0)
     assert figures.iter_per_s == pytest.approx(10.0)
     assert figures.samples_per_s == pytest.approx(80.0)
-    assert stats.figures("A", 60.0).iter_per_s == 0.0, "a job that stopped stepping reads 0"
+    assert stats.figures("A", 60.0).iter_per_s == pytest.approx(
+        MIN_LIVE_STEPS / (60.0 - 5.0 + 0.1 * MIN_LIVE_STEPS)
+    ), "a job that stopped stepping decays towards 0: its last steps over the time up to now"
+
+
+def test_a_slow_job_reads_its_last_steps_rate_not_zero():
+    """Steps every 6.2 s (issue 43: resnet18 on a CPU): no step in the 2 s window, yet the rate is one step per
+    6.2 s from the last steps, between steps, and it decays only once the next step is overdue."""
+    stats = LiveStats(window_s=2.0)
+    for n in range(4):
+        stats.handle(_step("A", n, 6.2 * (n + 1), 6.2))
+    last = 6.2 * 4
+    assert stats.figures("A", last + 0.5).iter_per_s == pytest.approx(1 / 6.2)
+    assert stats.figures("A", last + 5.0).iter_per_s == pytest.approx(1 / 6.2)
+    assert stats.figures("A", last + 3.0 * 6.2).iter_per_s < 1 / 6.2
+    warm = LiveStats(window_s=2.0)  # a slow job in its warm-up stays in it between two steps
+    for n in range(3):
+        warm.handle(StepEvent("A", 1, n, 6.2 * (n + 1), 6.2, warmup=True))
+    assert warm.figures("A", 6.2 * 3 + 0.5).warmup and warm.figures("A", 6.2 * 3 + 5.0).warmup
+    single = LiveStats(window_s=2.0)
+    single.handle(_step("A", 0, 6.2, 6.2))
+    single.handle(_step("A", 1, 12.4, 6.2))
+    assert single.figures("A", 13.0).iter_per_s == pytest.approx(1 / 6.2)
     assert math.isnan(stats.figures("B", 5.0).iter_per_s)
 
 
@@ -199,3 +223,10 @@ def test_no_r_nor_verdict_before_the_window_can_hold_one():
         f"too short to tell: the jobs overlapped 1.5 s (a verdict needs "
         f"{MIN_OVERLAP_S:g} s and {MIN_OVERLAP_STEPS} steps of each job)"
     )
+
+
+def test_a_rate_under_one_step_a_second_reads_as_a_steps_time():
+    from gpumon.core.records.units import fmt_rate
+
+    assert fmt_rate(1 / 6.2) == "1 step / 6.2 s" and fmt_rate(0.0) == "0.00 it/s"
+    assert fmt_rate(12.5) == "12.5 it/s" and fmt_rate(0.5, "samples/s") == "0.50 samples/s"

@@ -73,11 +73,12 @@ def test_an_overlap_needs_time_between_its_edges() -> None:
 
 def test_a_live_rate_runs_from_its_anchor_else_its_first_step() -> None:
     steps = [Point(1.0, 10), Point(2.0, 12), Point(3.0, 14)]
-    assert live_rate(None, steps, ever=True) == 2.0
-    assert live_rate(Point(0.0, 5), steps, ever=True) == 3.0
-    assert math.isnan(
-        live_rate(None, [Point(1.0, 10)], ever=True)
-    )  # one step, no anchor: no time yet
+    assert live_rate([], steps, 3.0) == 2.0
+    assert live_rate([Point(0.0, 5)], steps, 3.0) == 3.0
+    assert math.isnan(live_rate([], [Point(1.0, 10)], 1.0))  # one step, no anchor: no time yet
+    # fewer than MIN_LIVE_STEPS steps in the window: the span reaches back to the job's last MIN_LIVE_STEPS steps
+    before = [Point(0.0, 0), Point(10.0, 1), Point(20.0, 2)]
+    assert live_rate(before, [Point(30.0, 3)], 30.5) == pytest.approx(0.1)
 
 
 def test_the_curve_between_two_steps_is_a_straight_line() -> None:

@@ -77,6 +77,7 @@ def test_export_csv_and_parquet_round_trip(tmp_path):
         "device.csv",
         "host.csv",
         "processes.csv",
+        "run.json",
         "steps.csv",
     ]
     steps = pd.read_csv(tmp_path / "csv" / "steps.csv")

@@ -374,7 +374,7 @@ def test_a_table_without_a_whole_header_reads_as_one_without_rows(tmp_path: Path
     assert list(run.device().columns) == DEVICE_NAMES and run.device().empty
     assert list(run.rows("steps")) == [] and summarize(run).rates == {}
     export(run, tmp_path / "out")
-    assert (tmp_path / "out" / "steps.csv").read_text() == STEPS_HEADER
+    assert (tmp_path / "out" / "steps.csv").read_text() == EXPORTED_STEPS_HEADER
     torn = load_run(
         _hand(tmp_path / "torn", steps=STEPS_HEADER[:-1] + ",")
     )  # the header and a torn first cell
@@ -462,6 +462,15 @@ def test_text_beyond_ascii_is_read_and_bytes_that_are_not_utf8_refused(tmp_path:
     assert str(err.value) == f"{path}: missing host.csv"
 
 
+EXPORTED_STEPS_HEADER = (
+    "job,counts,slot,pid,step,t,wall_epoch_s,step_s,samples,warmup,copy_bytes,copy_s\n"
+)
+EXPORTED_HOST = (
+    "t,wall_epoch_s,cpu_pct,mem_used_mib,mem_total_mib,core0_pct,core1_pct\n"
+    "1.0,,50.5,1000,24000,12.5,97.0\n"
+)
+
+
 def _exportable(root: Path) -> Path:
     return _hand(
         root,
@@ -480,27 +489,34 @@ def test_export_writes_each_table_clean_and_refuses_to_overwrite(tmp_path: Path)
         out / "device.csv",
         out / "processes.csv",
         out / "host.csv",
+        out / "run.json",
     ]
     assert (
-        out / "steps.csv"
-    ).read_text() == STEPS_HEADER + "B,12,0,0.5,0.5,8,1,0,\nA,11,1,1.0,0.25,8,0,4096,0.002\n"
-    assert (out / "host.csv").read_text() == HOST_HEADER + "1.0,50.5,1000,24000,12.5 97.0\n"
+        (out / "steps.csv").read_text()
+        == (  # run.json has no started_at: no wall clock
+            EXPORTED_STEPS_HEADER + "gemm,steps,B,12,0,0.5,,0.5,8,1,0,\n"
+            "fcn,steps,A,11,1,1.0,,0.25,8,0,4096,0.002\n"
+        )
+    )
+    assert (out / "host.csv").read_text() == EXPORTED_HOST
+    assert (out / "run.json").read_bytes() == (run.path / "run.json").read_bytes()
     assert sorted(p.name for p in out.iterdir()) == [
         "device.csv",
         "host.csv",
         "processes.csv",
+        "run.json",
         "steps.csv",
     ]
     (out / "host.csv").write_text("mine\n")
     with pytest.raises(TraceError) as err:
         export(run, out)
     assert str(err.value) == (
-        f"{out} already has steps.csv, device.csv, processes.csv, host.csv: not overwritten "
+        f"{out} already has steps.csv, device.csv, processes.csv, host.csv, run.json: not overwritten "
         "(choose another folder, or --force to replace them)"
     )
     assert (out / "host.csv").read_text() == "mine\n"
     export(run, out, overwrite=True)
-    assert (out / "host.csv").read_text() == HOST_HEADER + "1.0,50.5,1000,24000,12.5 97.0\n"
+    assert (out / "host.csv").read_text() == EXPORTED_HOST
     (run.path / "gpu_others.csv").write_text(
         OTHERS_HEADER + "1.0,777,alice,python x.py,512.5,9.5,88.5,640.25,60\n"
     )
@@ -511,12 +527,13 @@ def test_export_writes_each_table_clean_and_refuses_to_overwrite(tmp_path: Path)
         "processes.parquet",
         "host.parquet",
         "gpu_others.parquet",
+        "run.json",
     ]
     import pandas as pd
 
     steps = pd.read_parquet(tmp_path / "pq" / "steps.parquet")
     assert (
-        steps["process"].tolist() == ["B", "A"] and steps["process"].dtype != "category"
+        steps["slot"].tolist() == ["B", "A"] and steps["slot"].dtype != "category"
     )  # names, as in the CSV
     assert steps["copy_bytes"].tolist() == [0, 4096] and steps["copy_s"].tolist()[1] == 0.002
     assert pd.read_parquet(tmp_path / "pq" / "gpu_others.parquet")["user"].tolist() == ["alice"]
@@ -807,8 +824,13 @@ def test_parquet_export_holds_the_columns_alone(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     export(load_run(_exportable(tmp_path / "r")), tmp_path / "pq", "parquet")
-    assert pq.read_schema(tmp_path / "pq" / "steps.parquet").names == STEP_NAMES  # no index column
-    assert pq.read_schema(tmp_path / "pq" / "device.parquet").names == DEVICE_NAMES
+    steps = EXPORTED_STEPS_HEADER.strip().split(",")
+    assert pq.read_schema(tmp_path / "pq" / "steps.parquet").names == steps  # no index column
+    assert pq.read_schema(tmp_path / "pq" / "device.parquet").names == [
+        "t",
+        "wall_epoch_s",
+        *DEVICE_NAMES[1:],
+    ]
 
 
 def test_export_writes_utf8_whatever_the_locale(tmp_path: Path) -> None:
@@ -842,8 +864,12 @@ def test_export_writes_utf8_whatever_the_locale(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0 and done.stdout.strip() == ascii("déjà"), done.stderr
-    assert (tmp_path / "here" / "gpu_others.csv").read_bytes() == others.encode("utf-8")
-    assert (tmp_path / "out" / "gpu_others.csv").read_bytes() == others.encode("utf-8")
+    exported = (
+        "t,wall_epoch_s,pid,user,command,gpu_mem_mib,sm_pct,cpu_pct,rss_mib,elapsed_s\n"
+        "1.0,,777,josé,python entraîné.py,512.5,9.5,88.5,640.25,60\n"
+    )
+    assert (tmp_path / "here" / "gpu_others.csv").read_bytes() == exported.encode("utf-8")
+    assert (tmp_path / "out" / "gpu_others.csv").read_bytes() == exported.encode("utf-8")
 
 
 def test_the_step_columns_of_a_cache_are_read_without_pandas(tmp_path: Path) -> None:
@@ -1080,3 +1106,32 @@ def test_a_job_name_pandas_reads_as_missing_is_missing_in_a_light_read(
     codes, names, (t,) = load_run(run_dir).step_columns(("t",), whole=False)
     assert [names[int(c)] if c == c and c >= 0 else None for c in codes] == ["A", None]
     assert t.tolist() == [1.0, 1.5]
+
+
+def test_a_name_picks_the_run_the_user_labelled_before_an_automatic_label(tmp_path: Path) -> None:
+    """Issue 43: `--label fcn-lstm` on one run, then `gpumon run fcn lstm` (automatic label fcn-lstm): the name
+    fcn-lstm named the newer, automatic one. A label made from the jobs' names says so in run.json."""
+    from gpumon.core.store.runstore import resolve_run
+
+    given = _hand(tmp_path / "20261122-110000-fcn-lstm", {**HAND_META, "label": "fcn-lstm"})
+    auto = _hand(
+        tmp_path / "20261122-120000-fcn-lstm",
+        {**HAND_META, "label": "fcn-lstm", "label_given": False},
+    )
+    assert load_run(auto).meta.label_given is False and load_run(given).meta.label_given
+    assert resolve_run("fcn-lstm", tmp_path) == given
+    assert "label_given" not in load_run(given).meta.to_json(), "a given label writes nothing new"
+    assert load_run(auto).meta.to_json()["label_given"] is False
+    (given / "run.json").unlink()
+    assert resolve_run("fcn-lstm", tmp_path) == auto, "no given label: the automatic one"
+
+
+def test_a_plan_says_whether_its_label_was_given(tmp_path: Path) -> None:
+    from gpumon.core.capture.session import SessionConfig
+    from gpumon.frontends.plan import make_plan
+
+    config = SessionConfig(device="cpu", runs_dir=tmp_path, nvml=False)
+    made = make_plan([], ["sleep 1"], session=config, label=None, duration_s=None, stagger_s=0.0)
+    named = make_plan([], ["sleep 1"], session=config, label="mine", duration_s=None, stagger_s=0.0)
+    assert (made.label, made.label_given) == ("cmd", False)
+    assert (named.label, named.label_given) == ("mine", True)

@@ -104,12 +104,12 @@ def test_export_last_csv_writes_a_folder_named_after_the_run_and_says_which_run(
     out = tmp_path / "20261122-114000-fcn-lstm-csv"
     assert (
         done.stderr
-        == f"gpumon: exported run 20261122-114000-fcn-lstm (shared, label fcn-lstm) to {out}: 5 csv files\n"
+        == f"gpumon: exported run 20261122-114000-fcn-lstm (shared, label fcn-lstm) to {out}: 5 csv files and run.json\n"
     )
     assert done.stdout.splitlines() == [
         str(out / f"{t}.csv") for t in ("steps", "device", "processes", "host", "gpu_others")
-    ]
-    assert (out / "steps.csv").read_text().startswith("process,pid,step,t,")
+    ] + [str(out / "run.json")]
+    assert (out / "steps.csv").read_text().startswith("job,counts,slot,pid,step,t,wall_epoch_s,")
 
     named = in_runs(runs, "export", "lstm-alone", "--csv", "mine", cwd=tmp_path)
     assert named.returncode == 0 and (tmp_path / "mine" / "steps.csv").is_file()
@@ -236,12 +236,21 @@ def test_a_bare_python_in_cmd_is_the_workloads_python(tmp_path):
     assert f"ran in {training}" in (run_dir / "logs" / "A.out").read_text()
 
 
+def training_python(tmp_path: Path) -> Path:
+    """Another path to this environment's Python, as a training environment's ``bin/python`` is: a script that
+    execs it. Not a symlink: a symlink to a virtual environment's python is its base interpreter, not the
+    environment (``sys.prefix`` is the base's), and the base may have no torch (issue 43)."""
+    training = tmp_path / "training" / "bin" / "python"
+    training.parent.mkdir(parents=True)
+    training.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    training.chmod(0o755)
+    return training
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a terminal")
 def test_gpumon_alone_with_python_and_device_launches_into_them(tmp_path):
     """``gpumon --python PATH --device cpu``: the launch dialog offers that device, and a built-in job runs in PATH."""
-    training = tmp_path / "training" / "bin" / "python"
-    training.parent.mkdir(parents=True)
-    training.symlink_to(sys.executable)
+    training = training_python(tmp_path)
     runs = tmp_path / "runs"
     env = {**os.environ, "TERM": "xterm-256color"}
     terminal = Terminal(
@@ -276,9 +285,64 @@ def test_gpumon_alone_with_python_and_device_launches_into_them(tmp_path):
 
 MANUAL_SGD = Path(__file__).resolve().parents[1] / "scripts" / "manual_sgd.py"
 NO_STEPS_WORDS = (
-    "no steps seen after 5 s of CPU: the auto-probe counts optimizer.step(); call gpumon.probe.step() "
-    "in your loop (docs/probe.md#auto-probe-unmodified-scripts)"
+    "no steps seen after 5 s of CPU since its first backward pass: the auto-probe counts optimizer.step(); "
+    "call gpumon.probe.step() in your loop (docs/probe.md#auto-probe-unmodified-scripts)"
 )
+SLOW_START = """
+import time
+began = time.process_time()
+while time.process_time() - began < 7.0:  # a slow import or data load: CPU, no backward pass yet
+    pass
+import torch
+w = torch.zeros(64, 1, requires_grad=True)
+x, y = torch.randn(256, 64), torch.randn(256, 1)
+trained = time.process_time()
+while time.process_time() - trained < 7.0:  # a manual SGD update: no optimizer step
+    ((x @ w - y) ** 2).mean().backward()
+    with torch.no_grad():
+        w -= 0.01 * w.grad
+        w.grad.zero_()
+print("switching to an optimizer", flush=True)
+optimizer = torch.optim.SGD([w], lr=0.01)
+for _ in range(40):
+    optimizer.zero_grad()
+    ((x @ w - y) ** 2).mean().backward()
+    optimizer.step()
+    time.sleep(0.02)
+"""
+
+
+def test_no_steps_is_not_said_while_a_job_starts_and_is_withdrawn_when_steps_arrive(tmp_path):
+    """7 s of CPU before the first backward pass (a slow import) is not "no steps"; 7 s of backward passes without an
+    optimizer step is; the steps that follow withdraw it, in run.json too (issue 43)."""
+    script = tmp_path / "slow_start.py"
+    script.write_text(SLOW_START)
+    runs = tmp_path / "runs"
+    done = gpumon(
+        "run",
+        "--cmd",
+        f"python {script}",
+        "--python",
+        sys.executable,
+        "--headless",
+        "--no-nvml",
+        "--device",
+        "cpu",
+        "--duration",
+        "240",
+        "--out",
+        str(runs),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    meta = json.loads(next(runs.glob("*/run.json")).read_text())
+    kinds = [
+        (n["kind"], n["t"]) for n in meta["notices"] if n.get("kind", "").startswith("no steps")
+    ]
+    assert [kind for kind, _ in kinds] == ["no steps", "no steps withdrawn"], meta["notices"]
+    log = (next(runs.glob("*/logs")) / "A.out").read_text()
+    assert "switching to an optimizer" in log
+    assert "the no-steps notice is withdrawn" in done.stderr, done.stderr
 
 
 def test_a_script_with_a_manual_sgd_loop_is_told_why_it_shows_no_steps(tmp_path):
@@ -470,7 +534,8 @@ def test_headless_shows_the_whole_spec_and_says_a_job_stopped_at_duration(tmp_pa
     )
     assert done.returncode == 0, done.stderr
     status = [line for line in done.stdout.splitlines() if " A " in line]
-    assert status and all(" A cmd:python main.py --epochs 3 " in line for line in status), (
+    # the script first, then the whole command (issue 43)
+    assert status and all(" A main.py (python main.py --epochs 3) " in line for line in status), (
         done.stdout
     )
     assert "gpumon: workload A stopped at --duration 3 s\n" in done.stderr
@@ -609,3 +674,25 @@ def test_the_live_line_measures_before_its_first_verdict_and_never_prints_nan(tm
         for line in lines[first:]
     ), done.stdout
     assert "nan" not in done.stdout
+
+
+def test_runs_never_cuts_a_run_name(tmp_path):
+    """Issue 43: a name longer than the RUN column widens it, so a name copied from the list names the run."""
+    label = "a-label-long-enough-to-pass-the-old-34-columns"
+    exclusive(tmp_path / f"20261122-110000-{label}", "A", 50.0)
+    exclusive(tmp_path / "20261122-120000-short", "A", 40.0)
+    done = gpumon("runs", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    assert rows[0].split()[0] == f"20261122-110000-{label}"
+    assert rows[1].index("exclusive") == rows[0].index("exclusive") == header.index("MODE")
+
+
+def test_experiment_help_names_every_spec_that_list_lists():
+    """Issue 43: the help's list of shipped specs left out q2_mps."""
+    listed = gpumon("experiment", "--list")
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines() if line.strip()]
+    helped = gpumon("experiment", "--help").stdout
+    shipped = helped.split("shipped specs (gpumon experiment --list):", 1)[1].split("examples:")[0]
+    assert sorted(shipped.split()) == sorted(names) and "q2_mps" in names

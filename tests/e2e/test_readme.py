@@ -12,7 +12,8 @@ directory. What the harness changes, and nothing else:
 * ``gpumon wrap`` keeps running in a terminal of its own (the README's "in tmux"), ``PID`` in the lines after it is
   its process ID, and its training (epochs of half a second) must end by itself with status 0 after its block;
 * the blocks CI runs itself on the full install (``<!-- ci:install -->``, ``<!-- ci:test -->``, .ci/run) are
-  skipped here.
+  skipped here, and so is a block marked ``<!-- manual -->`` (one a reader runs once by hand, such as making a
+  training environment: it downloads, which no test may).
 
 Every other line must exit with status 0.
 """
@@ -42,7 +43,7 @@ pytestmark = [
 
 SHORT_S = 8
 LINE_TIMEOUT_S = 300
-BLOCK = re.compile(r"(?:<!-- ci:(\w+) -->\n)?```bash\n(.*?)```", re.S)
+BLOCK = re.compile(r"(?:<!-- (?:ci:)?(\w+) -->\n)?```bash\n(.*?)```", re.S)
 DURATION = re.compile(r"--duration \d+(\.\d+)?")
 TRAIN_PY = '''\
 """The reader's training script in the README's examples: a small torch model, epochs of about half a second."""
@@ -71,7 +72,7 @@ def readme_blocks(text: str) -> list[list[str]]:
     return [
         [line for line in body.splitlines() if line.strip()]
         for marker, body in BLOCK.findall(text)
-        if marker not in ("install", "test")
+        if marker not in ("install", "test", "manual")
     ]
 
 
@@ -242,3 +243,14 @@ def test_the_harness_reads_the_blocks_ci_runs_itself_apart():
     )
     assert workloads("gpumon run fcn vgg19 --detach   # in the background") == ["fcn", "vgg19"]
     assert workloads("gpumon attach") == [] and workloads("gpumon run --cmd 'python x.py'") == []
+
+
+def test_the_readme_says_how_to_make_a_training_environment_and_no_test_downloads_it():
+    """Issue 43: the README's three lines that make a training environment (CPU-only wheels) are marked manual, so
+    this test, which runs every other block, never downloads torch."""
+    text = (REPO / "README.md").read_text()
+    assert "<!-- manual -->\n```bash\npython -m venv ~/envs/train\n" in text
+    assert "--index-url https://download.pytorch.org/whl/cpu" in text
+    assert not any(
+        "download.pytorch.org" in line for block in readme_blocks(text) for line in block
+    )

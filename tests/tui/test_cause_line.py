@@ -56,7 +56,11 @@ def test_fcn_beside_fcn_shows_waiting_for_the_gpu_live() -> None:
     assert view.interference is not None and view.causes["A"].cause == "gpu"
     text = interference_text(view).plain
     assert text.count("mostly waiting for the GPU") == 2, text
-    assert text.index("A r 1.6") < text.index("mostly waiting for the GPU") < text.index("B r 1.6")
+    # every job's r first, then the causes: 120 columns never cut B's slowdown (issue 43)
+    assert (
+        text.index("A r 1.6") < text.index("B r 1.6") < text.index("A: mostly waiting for the GPU")
+    )
+    assert text.index(")", text.index("B r 1.6")) < 120, "B's slowdown and rates fit 120 columns"
 
 
 def test_the_prediction_from_both_baselines_shows_beside_the_measured() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.capture.nosteps import no_steps_text
-from gpumon.core.records.model import NO_STEPS, Notice
+from gpumon.core.capture.nosteps import no_steps_text, withdrawn_text
+from gpumon.core.records.model import NO_STEPS, NO_STEPS_WITHDRAWN, Notice, WorkloadMeta
 from gpumon.tui.app import LiveApp, ViewerApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.screens.compare import CompareScreen
@@ -60,6 +60,45 @@ def test_launch_dialog_fits_with_its_buttons_and_keys(snap_compare, tmp_path, si
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_a_job_with_no_steps_says_why_in_its_panel(snap_compare, tmp_path, size):
     assert snap_compare(no_steps_app(tmp_path / "run"), terminal_size=size, run_before=_first_frame)
+
+
+@run_async
+async def test_a_no_steps_notice_leaves_the_panel_when_it_is_withdrawn(tmp_path):
+    """Steps arrived after the notice (issue 43): its withdrawal takes the words off the job's panel."""
+    app = no_steps_app(tmp_path / "run")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _first_frame(pilot)
+        await wait_until(
+            pilot, lambda: any("no steps seen" in row for row in screen_text(app)), what="said"
+        )
+        app.first_screen.feed.model.handle(
+            Notice(12.0, withdrawn_text(12.0), "A", kind=NO_STEPS_WITHDRAWN)
+        )
+        await wait_until(
+            pilot,
+            lambda: not any("no steps seen" in row for row in screen_text(app)),
+            what="the words gone from the panel",
+        )
+
+
+def optimizer_steps_app(root: Path) -> ViewerApp:
+    """A Lightning script with accumulate_grad_batches=4 (its callback's meta) beside a job that steps."""
+    a = paced_job(
+        "A", "cmd:python train_lightning.py", 0.0, 30.0, alone=6.0, shared=6.0, shared_from=0.0
+    )
+    b = paced_job("B", GEMM, 0.0, 30.0, alone=25.0, shared=25.0, shared_from=0.0)
+    app = _replay(write_run(root, (a, b), label="lightning-gemm", interval_s=0.5), 20.0)
+    info = {"counts": "optimizer steps", "micro_batches": 4, "framework": "lightning"}
+    app.first_screen.feed.model.handle(WorkloadMeta("A", 1000, info))
+    return app
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_job_of_optimizer_steps_says_so_with_its_micro_batches(snap_compare, tmp_path, size):
+    """Issue 43: Lightning's bar counts batches, gpumon optimizer steps; the panel says which, and of how many."""
+    assert snap_compare(
+        optimizer_steps_app(tmp_path / "run"), terminal_size=size, run_before=_first_frame
+    )
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -149,3 +188,25 @@ async def test_the_live_footer_fits_and_notices_leave_the_panes_soon(runs_dir, s
         await pilot.pause()
         assert app._notifications and all(n.timeout <= NOTICE_S for n in app._notifications)
         await app.action_quit()
+
+
+@run_async
+async def test_a_replays_empty_slot_offers_no_key_that_does_nothing(tmp_path):
+    """Issue 43: a replay's empty panel said "press b to launch", and b does nothing there."""
+    app = _replay(exclusive(tmp_path / "run", "A", 40.0), 10.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _first_frame(pilot)
+        rows = "\n".join(screen_text(app))
+        assert "empty: no job in slot B" in rows and "press b" not in rows
+
+
+@run_async
+async def test_a_replays_end_shows_the_runs_slowdown_not_a_request_for_two_jobs(tmp_path):
+    """Issue 43: End played the rest, and the line then said "sharing needs two running jobs"; once every job has
+    ended after running together, it keeps the run's result."""
+    app = _replay(staggered_pair(tmp_path / "run"), 60.5)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _first_frame(pilot)
+        rows = "\n".join(screen_text(app))
+        assert "needs two running jobs" not in rows
+        assert "A r 1.43" in rows, rows  # 40 it/s alone, 28 beside B

@@ -153,8 +153,8 @@ def test_the_verdict_first_then_each_job_its_r_its_rates_and_its_cause() -> None
     )
     text = interference_text(view)
     assert text.plain == (
-        "sharing pays: STP 1.55 │ C r –  A r 1.42 (812→571 it/s)  mostly waiting for the GPU  "
-        f"B r 1.04 (79.5→76 it/s)  │ {PREDICTED}"
+        "sharing pays: STP 1.55 │ C r –  A r 1.42 (812→571 it/s)  "
+        f"B r 1.04 (79.5→76 it/s)  A: mostly waiting for the GPU  │ {PREDICTED}"
     )
     assert str(text.style) == "bold green"
     assert _spans(text) == [
@@ -164,10 +164,11 @@ def test_the_verdict_first_then_each_job_its_r_its_rates_and_its_cause() -> None
         ("A ", "bold"),
         ("r 1.42", "bold"),
         (" (812→571 it/s)  ", "dim"),
-        ("mostly waiting for the GPU  ", "yellow"),
         ("B ", "bold"),
         ("r 1.04", "bold"),
         (" (79.5→76 it/s)  ", "dim"),
+        ("A: ", "dim"),
+        ("mostly waiting for the GPU  ", "yellow"),
         (f"│ {PREDICTED}", "cyan"),
     ]
 
@@ -188,8 +189,8 @@ def test_a_cause_shows_from_r_1_05_on_and_never_when_it_is_none() -> None:
     )
     text = interference_text(view)
     assert text.plain == (
-        "sharing loses: STP 0.45 │ A r 1.05 (105→100 it/s)  mostly copying  "
-        "B r 2.50 (100→40 it/s)  "
+        "sharing loses: STP 0.45 │ A r 1.05 (105→100 it/s)  "
+        "B r 2.50 (100→40 it/s)  A: mostly copying  "
     )
     assert str(text.style) == "bold red"
     assert ("mostly copying  ", "yellow") in _spans(text)

@@ -12,7 +12,7 @@ from gpumon.tui.screens.launch import LaunchScreen
 from gpumon.tui.screens.stack import StackScreen
 from gpumon.tui.widgets.lines import TextLine
 from gpumon.tui.widgets.workload import WorkloadPanel
-from tests.tui.conftest import make_test_plan, probe_command, run_async
+from tests.tui.conftest import make_test_plan, probe_command, run_async, screen_text
 from tests.helpers import wait_until
 
 
@@ -132,6 +132,7 @@ async def test_capture_on_and_off_writes_a_run_and_exports_csv(runs_dir, tmp_pat
         "gpu_others.csv",
         "host.csv",
         "processes.csv",
+        "run.json",
         "steps.csv",
     ]
 
@@ -179,4 +180,25 @@ async def test_stack_dump_shows_the_stack_or_a_readable_error(runs_dir):
             lambda: any("nothing runs in slot B" in n.message for n in app._notifications),
             what="a notice",
         )
+        await _quit(pilot, app)
+
+
+@run_async
+async def test_a_stagger_that_a_slow_start_outlasts_is_said_not_asked_for(runs_dir):
+    """Issue 43: with --stagger given, two jobs that took no step alone (their start outlasted it) were told to
+    "use --stagger S"; the line says what happened instead."""
+    from gpumon.frontends.plan import make_plan
+    from gpumon.core.capture.session import SessionConfig
+
+    config = SessionConfig(device="cpu", interval_ms=100, runs_dir=runs_dir, nvml=False)
+    plan = make_plan(
+        [], ["sleep 60", "sleep 60"], session=config, label=None, duration_s=None, stagger_s=0.5
+    )
+    app = LiveApp(Controller(plan))
+    async with app.run_test(size=(120, 40)) as pilot:
+        said = "no exclusive rates: A took too few steps alone in --stagger 0.5 s"
+        await wait_until(
+            pilot, lambda: said in "\n".join(screen_text(app)), 60, "the line saying why"
+        )
+        assert "use --baseline A=RUN or --stagger S" not in "\n".join(screen_text(app))
         await _quit(pilot, app)

@@ -334,3 +334,26 @@ def test_pump_merges_ticks_until_the_ui_has_drawn():
 def test_clean_output_lines():
     assert clean("10%|█ \r 50%|███  ") == " 50%|███  "
     assert clean("\x1b[31mred\x1b[0m\tx\x07") == "red x"
+
+
+def test_a_rate_graphs_scale_follows_what_it_shows_not_the_runs_peak():
+    """Issue 43: the scale only grew, so one fast first step flattened every later one; once that step has
+    scrolled out of the graph, the scale is the shown steps'."""
+    from gpumon.core.records.model import StepEvent, WorkloadState
+    from gpumon.tui.model import LiveModel
+
+    model = LiveModel()
+    model.handle(WorkloadState("A", "starting", 0.0, pid=1))
+    model.handle(WorkloadState("A", "running", 0.0, pid=1))
+    t, n = 0.0, 0
+    while t < 10.0:  # 50 it/s for 10 s
+        t += 0.02
+        model.handle(StepEvent("A", 1, n, t, 0.02))
+        n += 1
+    while t < 200.0:  # then 2 it/s
+        t += 0.5
+        model.handle(StepEvent("A", 1, n, t, 0.5))
+        n += 1
+    early = model.view(10.0, width=60).workload("A").iter_rate.top
+    late = model.view(200.0, width=60).workload("A").iter_rate.top
+    assert early >= 50 and late <= 5, (early, late)

@@ -406,3 +406,51 @@ async def test_a_metric_row_draws_label_value_scale_and_graph() -> None:
             _screen(app)[2].rstrip() == "iterations" + " " * 10 + "7"
             and _screen(app)[3].strip() == "0–50"
         )
+
+
+def test_the_process_table_sorts_by_the_next_column_and_filters_by_text() -> None:
+    """Issue 43 (nvitop's habits): ``.`` cycles the sort column, ``/`` keeps the rows containing a text."""
+    from gpumon.tui.widgets.processes import SORTS, arrange
+
+    rows = _rows()
+    assert arrange(rows) == rows, "as listed: ours first, then the others by GPU memory"
+    by = {name: arrange(rows, i) for i, (name, _) in enumerate(SORTS)}
+    assert [r.pid for r in by["GPU MEM"]] == [4242, 5, 777, 31337]  # unknown last
+    assert [r.pid for r in by["CPU%"]] == [31337, 4242, 5, 777]
+    assert [r.pid for r in by["PID"]] == [5, 777, 4242, 31337]
+    assert [r.pid for r in arrange(rows, 0, "PYTHON")] == [4242, 31337]
+    assert [r.pid for r in arrange(rows, 0, "bob")] == [31337]
+    assert arrange(rows, 0, "nothing like it") == ()
+    header = render_table(arrange(rows, 3, "python"), 200, 3, "python").plain.split("\n")[0]
+    assert header.endswith("COMMAND  by CPU%  /python")
+
+
+@run_async
+async def test_the_monitor_sorts_and_filters_its_process_table_by_key(tmp_path) -> None:
+    from gpumon.core.records.model import GpuOthers, OtherGpuProcess, SourceStatus
+    from gpumon.tui.screens.filter import FilterScreen
+    from tests.tracegen import staggered_pair
+    from tests.tui.conftest import screen_text, wait_until
+    from tests.tui.test_snapshots import _replay
+
+    app = _replay(staggered_pair(tmp_path / "run"), 20.0)
+    model = app.first_screen.feed.model
+    model.handle(SourceStatus("nvml", True))
+    others = (
+        OtherGpuProcess(20.0, 4242, 2048.0, 55.0, "alice", "python train.py", 97.0, 512.0, 60.0),
+        OtherGpuProcess(20.0, 31337, 100.0, 9.0, "bob", "python other.py", 150.0, 20480.0, 9.0),
+    )
+    model.handle(GpuOthers(20.0, others))
+
+    def shown() -> str:
+        return "\n".join(screen_text(app))
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: "python other.py" in shown(), what="the process table")
+        await pilot.press("full_stop")
+        await wait_until(pilot, lambda: "by GPU MEM" in shown(), what="sorted")
+        await pilot.press("slash")
+        await wait_until(pilot, lambda: isinstance(app.screen, FilterScreen), what="the filter")
+        await pilot.press(*"bob", "enter")
+        await wait_until(pilot, lambda: "/bob" in shown(), what="filtered")
+        assert "python other.py" in shown() and "python train.py" not in shown()

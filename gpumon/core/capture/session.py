@@ -244,11 +244,13 @@ class Session:
         label: str,
         planned_workloads: list[LaunchRequest] | None = None,
         baselines: tuple[tuple[str, str], ...] = (),
+        label_given: bool = True,
     ) -> Path:
         """Open a new run directory and record everything published from now on.
 
         ``baselines``: the ``--baseline`` runs (slot, run directory), kept in run.json so that a viewer
-        attached later (``gpumon attach``) shows the same live slowdown.
+        attached later (``gpumon attach``) shows the same live slowdown. ``label_given``: False for a label made
+        from the jobs' names (run.json says so: a name then picks a given label first).
         """
         if self.shutting_down:
             raise EnvironmentFailure("no new capture: gpumon is shutting down")
@@ -267,6 +269,7 @@ class Session:
         path = create_run_dir(self.config.runs_dir, label, time.localtime())
         workloads = [self._workload_record(slot, req) for slot, req in runs]
         meta = initial_meta(
+            label_given=label_given,
             label=label,
             mode="shared" if len(runs) > 1 else "exclusive",
             clock_t0_ns=self.clock.t0_ns,

@@ -19,6 +19,7 @@ from gpumon.core.records.bus import Bus
 from gpumon.core.records.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
 from gpumon.core.records.rates import (
     LIVE_WINDOW_S,
+    MIN_LIVE_STEPS,
     Overlap,
     OverlapRates,
     Point,
@@ -134,7 +135,7 @@ class LiveStats:
         self.bus = bus
         self._states: dict[str, str] = {}  # each job's last state
         self._steps: dict[str, deque[StepEvent]] = {}
-        self._anchor: dict[str, StepEvent] = {}
+        self._before: dict[str, deque[StepEvent]] = {}  # a job's last steps before the window
         self._counts: dict[str, int] = {}
         self._last_sample: dict[str, ProcessSample] = {}
         self._solo: dict[str, _Solo] = {}
@@ -233,7 +234,7 @@ class LiveStats:
         with self._lock:
             self._absorb()
             self._steps.pop(slot, None)
-            self._anchor.pop(slot, None)
+            self._before.pop(slot, None)
             self._counts.pop(slot, None)
             self._last_sample.pop(slot, None)
             self._solo.pop(slot, None)
@@ -254,21 +255,21 @@ class LiveStats:
         with self._lock:
             self._absorb()
             window = self._steps.setdefault(slot, deque())
+            before = self._before.setdefault(slot, deque(maxlen=MIN_LIVE_STEPS + 1))
             while window and window[0].t < now - self.window_s:
-                self._anchor[slot] = window.popleft()
+                before.append(window.popleft())
             steps = list(window)
-            anchor = self._anchor.get(slot)
+            earlier = list(before)
             count = self._counts.get(slot, 0)
-        ends = (
-            [_point(steps[0]), _point(steps[-1])] if steps else []
-        )  # all live_rate reads of the window
-        rate = live_rate(_point(anchor) if anchor is not None else None, ends, count > 0)
+        rate = live_rate([_point(s) for s in earlier], [_point(s) for s in steps], now)
+        anchor = earlier[-1] if earlier else None
         counted = steps if anchor is not None else steps[1:]
         span = steps[-1].t - (anchor if anchor is not None else steps[0]).t if steps else 0.0
         samples = [s.samples for s in counted if not math.isnan(s.samples)]
         copy_bytes = sum(s.copy_bytes for s in counted)
         copy_s = sum(s.copy_s for s in counted if not math.isnan(s.copy_s))
         sample = self._last_sample.get(slot)
+        last = steps[-1] if steps else (earlier[-1] if earlier else None)
         return LiveFigures(
             slot=slot,
             steps=count,
@@ -280,5 +281,6 @@ class LiveStats:
             rss_mib=sample.rss_mib if sample else math.nan,
             gpu_mem_mib=sample.gpu_mem_mib if sample else math.nan,
             gpu_sm_util=sample.gpu_sm_util if sample else math.nan,
-            warmup=bool(steps) and steps[-1].warmup,
+            warmup=last is not None
+            and last.warmup,  # the job's last step, in the window or before it
         )

@@ -61,10 +61,13 @@ def job_words(job: JobWords) -> str:
     return f"{text}, {why.phrase}"
 
 
-def head(verdict: str, stp: float, stp_text: str, interval: bool = True) -> str:
+def head(
+    verdict: str, stp: float, stp_text: str, interval: bool = True, no_interval: str = ""
+) -> str:
     """``sharing pays: together they do 1.30x the work of one alone (STP 1.30 [1.26, 1.33])``.
 
-    ``interval``: whether ``stp_text`` holds an interval (the live line has a point only).
+    ``interval``: whether ``stp_text`` holds an interval (the live line has a point only); ``no_interval``: why
+    compare has none (too few steps), said instead of an interval that straddles 1.
     """
     if math.isnan(stp):
         return "cannot tell whether sharing pays: STP needs both jobs' exclusive rates"
@@ -75,6 +78,8 @@ def head(verdict: str, stp: float, stp_text: str, interval: bool = True) -> str:
         return f"sharing loses: {work.replace('they do', 'they do only')}"
     if not interval:
         return f"sharing breaks even: {work}"
+    if no_interval:
+        return f"cannot tell whether sharing pays: {work}, and no interval: {no_interval}"
     return f"cannot tell whether sharing pays: {work}, an interval that straddles 1"
 
 
@@ -90,9 +95,10 @@ def sentence(
     jobs: Sequence[JobWords],
     interval: bool = True,
     disturbed_by: Sequence[str] = (),
+    no_interval: str = "",
 ) -> str:
     """The whole verdict: the head, then each job, then who disturbed it, separated by semicolons."""
-    parts = [head(verdict, stp, stp_text, interval), *(job_words(j) for j in jobs)]
+    parts = [head(verdict, stp, stp_text, interval, no_interval), *(job_words(j) for j in jobs)]
     if disturbed_by:
         parts.append(disturbed_words(disturbed_by))
     return "; ".join(parts)

@@ -392,11 +392,13 @@ class _Channel:
 
     def send(self, message: dict[str, Any]) -> None:
         with self.lock:
-            if message.get("type") == "meta":
+            if (
+                message.get("type") == "meta"
+            ):  # each meta adds to what was said: the monitor gets it all
                 info, dropped = _encodable(message.get("info") or {})
                 self.refused += dropped
-                message = {**message, "info": info}
-                self.info = info
+                self.info = {**(self.info or {}), **info}
+                message = {**message, "info": self.info}
             self._send(message)
 
     def close(self) -> None:
@@ -532,6 +534,21 @@ def step(
         _count_failure()
 
 
+_steps_from: str | None = None
+
+
+def steps_from(source: str) -> None:
+    """A framework callback (``gpumon.callbacks``) reports this process's steps from now on: the auto-probe's
+    optimizer hook then stands aside, so no step is counted twice."""
+    global _steps_from
+    _steps_from = source
+
+
+def steps_reported_by() -> str | None:
+    """The framework callback that reports the steps, or None (the auto-probe's hook, or the script's own calls)."""
+    return _steps_from
+
+
 def add_copy(nbytes: int, seconds: float) -> None:
     """Account a host-to-device copy measured by the caller (bytes, seconds of the copy itself)."""
     try:
@@ -575,8 +592,10 @@ def copy(nbytes: int, device: str = "cpu") -> Iterator[None]:
 
 
 def meta(**info: Any) -> None:
-    """Describe the workload (model, device, batch, parameters...) to the monitor; what JSON cannot carry (NaN, an
-    infinity, an object) is dropped and counted, never raised."""
+    """Describe the workload (model, device, batch, parameters...) to the monitor; each call adds to (or replaces
+    keys of) what earlier calls said. Keys gpumon reads: ``counts`` (what one step is: ``"optimizer steps"``),
+    ``micro_batches`` (backward passes per step), ``training`` (True once the first backward pass ran). What JSON
+    cannot carry (NaN, an infinity, an object) is dropped and counted, never raised."""
     try:
         _get().send({"type": "meta", "info": info})
     except Exception:  # noqa: BLE001

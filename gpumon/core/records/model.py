@@ -304,6 +304,7 @@ class LogLine:
 # Notice.kind: a capture thread (the probe listener) died; the run ends failed with this notice's text as the reason
 THREAD_DIED = "thread died"
 NO_STEPS = "no steps"  # Notice.kind: a launched command uses CPU but takes no step (core/capture/nosteps.py)
+NO_STEPS_WITHDRAWN = "no steps withdrawn"  # Notice.kind: steps arrived after a NO_STEPS notice
 
 
 @dataclass(frozen=True, slots=True)

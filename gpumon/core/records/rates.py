@@ -11,7 +11,7 @@ durations) is never a denominator. The three rates differ only in the points:
   the live line uses the overlap so far, anchored on each job's last step at or
   before the window's start (``OverlapRates``);
 * live rate: the last ``window_s`` seconds of steps, anchored on the last step
-  before the window (``live_rate``).
+  before the window, and never fewer than the job's last ``MIN_LIVE_STEPS`` steps (``live_rate``).
 
 Slowdown r = x / s, STP = sum of 1 / r, and the verdict has one vocabulary:
 ``pays`` (STP above 1), ``loses`` (below 1), ``cannot tell``. The analysis layer
@@ -38,6 +38,7 @@ BARELY_BELOW = 1.05  # r from FASTER_BELOW to below this: it barely notices the 
 ROUNDING = 1e-9
 LIVE_DIGITS = 2
 LIVE_WINDOW_S = 2.0  # the live rate's window (panels, status lines, the process table)
+MIN_LIVE_STEPS = 3  # ... which always spans a job's last this many steps, however long they took
 # The live line's overlap: each job's steps of the last KEEP_S seconds stay for an edge that comes late (the other
 # job's batch), kept at least RESOLUTION_S apart (interpolating across a millisecond of steps), MAX_KEPT at most.
 KEEP_S = 10.0
@@ -55,7 +56,7 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         "iter/s",
         "training steps per second, wall-clock: the steps completed ÷ the time between their end stamps "
         "(never ÷ the time inside the steps), exact from each step's monotonic end stamp; live, over the last "
-        f"{LIVE_WINDOW_S:g} s",
+        f"{LIVE_WINDOW_S:g} s and at least the last {MIN_LIVE_STEPS} steps however long they took",
     ),
     (
         "exclusive rate x",
@@ -122,15 +123,27 @@ def overlap_window(firsts: Sequence[float], lasts: Sequence[float]) -> tuple[flo
     return (start, end) if end > start else None
 
 
-def live_rate(anchor: Point | None, steps: Sequence[Point], ever: bool) -> float:
-    """Iterations/s over a window's steps, from ``anchor`` (the last step before it, else its first) to its last.
+def live_rate(before: Sequence[Point], window: Sequence[Point], now: float) -> float:
+    """Iterations/s at run time ``now`` from a job's steps in the live window and the few before it (``before``).
 
-    ``ever``: the job has stepped before; a window without steps then reads 0, else NaN.
+    From the last step before the window to the window's last step; a window holding fewer than ``MIN_LIVE_STEPS``
+    steps reaches back to span the job's last ``MIN_LIVE_STEPS`` steps, however long they took (a job stepping every
+    6 s reads one step per 6 s, not 0). Once the next step is overdue (no step in the window, and longer since the
+    last than those steps took each), the slope runs to ``now``: a job that stopped stepping decays towards 0.
+    NaN before the job's first step, or with one step in the window and none before.
     """
-    if not steps:
-        return 0.0 if ever else NAN
-    first = anchor if anchor is not None else steps[0]
-    return slope(first, steps[-1])
+    points = [*before, *window]
+    if not points:
+        return NAN
+    if before and len(window) >= MIN_LIVE_STEPS:
+        anchor = before[-1]
+    else:
+        anchor = points[max(0, len(points) - 1 - MIN_LIVE_STEPS)]
+    last = points[-1]
+    steps = last.n - anchor.n
+    if not window and (steps <= 0 or now - last.t > (last.t - anchor.t) / steps):
+        last = Point(now, last.n)
+    return slope(anchor, last)
 
 
 def slowdown(exclusive: float, shared: float) -> float:

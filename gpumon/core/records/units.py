@@ -8,9 +8,12 @@ DASH = "–"
 
 
 def fmt_rate(value: float | None, unit: str = "it/s") -> str:
+    """``12.5 it/s``; a rate under one step a second reads as a step's time (``1 step / 6.2 s``), never ``0.00``."""
     if missing(value):
         return f"{DASH} {unit}"
     assert value is not None
+    if unit == "it/s" and 0 < value < 1:
+        return f"1 step / {1 / value:.1f} s"
     if value >= 100:
         return f"{value:.0f} {unit}"
     if value >= 10:

@@ -477,6 +477,7 @@ def initial_meta(
     nvml: SourceStatus,
     versions: dict[str, Any],
     workloads: list[WorkloadRecord],
+    label_given: bool = True,
 ) -> RunMeta:
     """The run.json written when a capture starts (status "recording"); ``host`` and ``gpu`` given as dicts (NVML's
     device info, a test's machine) are decoded into their records (ValueError if they are not what run.json holds)."""
@@ -495,4 +496,5 @@ def initial_meta(
         versions=versions,
         stagger_s=stagger_s,
         workloads=workloads,
+        label_given=label_given,
     )

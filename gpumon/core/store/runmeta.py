@@ -260,6 +260,9 @@ class RunMeta:
     capture_error: CaptureFailure | None = jf.slot(jf.optional(jf.record(CaptureFailure)))
     # written when the run finalises (core/store/summary.py)
     summary: RunSummaryRecord | None = jf.slot(lambda v, where: RunSummaryRecord.from_json(v))
+    # --label given (runs before this field: as given); False: made from the jobs' names, so a name that is both a
+    # given label and an automatic one picks the given one (runstore.resolve_run)
+    label_given: bool = jf.slot(jf.flag, default=True)
 
     def workload(self, slot: str) -> WorkloadRecord | None:
         return next((w for w in self.workloads if w.slot == slot), None)

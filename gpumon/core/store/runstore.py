@@ -49,8 +49,11 @@ def _by_label(text: str, runs: list[Run], runs_dir: Path) -> Path:
     """The newest of ``runs`` (oldest first) labelled ``text``, else of those whose name or label begins with it
     when they all have one label."""
     labelled = [run for run in runs if run.label == text]
-    if labelled:
-        return labelled[-1].path
+    if (
+        labelled
+    ):  # the newest the user labelled so, else the newest whose label was made from its jobs' names
+        given = [run for run in labelled if run.meta.label_given]
+        return (given or labelled)[-1].path
     starting = [run for run in runs if run.path.name.startswith(text) or run.label.startswith(text)]
     if len({run.label for run in starting}) == 1:
         return starting[-1].path

@@ -8,7 +8,6 @@ with pyarrow alone).
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import json
@@ -33,6 +32,7 @@ from gpumon.core.records.share import shown_share
 from gpumon.core.records.rates import exclusive_rate
 from gpumon.core.records.machine import GpuInfo
 from gpumon.core.store import columnar, tablecheck
+from gpumon.core.store.exportcolumns import export_columns
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, run_status
 from gpumon.core.store.summary import RunSummaryRecord
@@ -208,22 +208,6 @@ class Run:
         copy = self.columnar_file(make)
         return columnar.read_file(copy, columns) if copy is not None else None
 
-    def write_csv(self, table: str, out: IO[bytes]) -> None:
-        """``table``'s complete rows as CSV into ``out``, a block at a time (a table in an older layout: whole)."""
-        path = self.path / f"{table}.csv"
-        header = (",".join(TABLES[table]) + "\n").encode()
-        try:
-            f = path.open("rb")
-        except OSError:
-            out.write(self.table_text(table).encode("utf-8"))  # its error: missing or unreadable
-            return
-        with f:
-            if f.readline() != header:
-                out.write(self.table_text(table).encode("utf-8"))
-                return
-            out.write(header)
-            _copy_lines(f, out, path)
-
     def _frame_of(self, table: str, columns: Sequence[str] | None = None) -> "pd.DataFrame":
         """``table``'s CSV parsed by pandas (only ``columns``, if given)."""
         import pandas as pd
@@ -337,21 +321,6 @@ class Run:
         if not (self.path / "gpu_others.csv").exists():
             return pd.DataFrame({c: pd.Series(dtype=object) for c in OTHER_COLUMNS})
         return self.frame("gpu_others")
-
-
-def _copy_lines(f: IO[bytes], out: IO[bytes], path: Path) -> None:
-    """The rest of ``f`` into ``out`` up to its last newline (a torn last line is dropped), checked as UTF-8."""
-    check = codecs.getincrementaldecoder("utf-8")()
-    torn = b""
-    while block := f.read(columnar.BLOCK_BYTES):
-        data = torn + block
-        end = data.rfind(b"\n") + 1
-        try:
-            check.decode(data[:end])
-        except UnicodeDecodeError:
-            raise TraceError(f"{path} is not a gpumon trace (not UTF-8 text)") from None
-        out.write(data[:end])
-        torn = data[end:]
 
 
 def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
@@ -785,7 +754,8 @@ def summary_of(run: Run) -> RunSummaryRecord:
 
 
 def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -> list[Path]:
-    """Write each table as clean CSV (complete rows only) or Parquet into ``out_dir``, all or nothing.
+    """Write each table as clean CSV (complete rows only) or Parquet into ``out_dir``, with the columns a notebook
+    reads (``exportcolumns.export_columns``), and the run's run.json, all or nothing.
 
     Files of those names already there are refused unless ``overwrite``. Each table is streamed (a block at a time:
     memory does not grow with the run) into a temporary file of the safe writer (``gpumon/safewrite.py``), and the
@@ -798,7 +768,8 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
         if (run.path / f"{table}.csv").exists()
     ]
     if not overwrite:
-        there = [target.name for _, target in targets if os.path.lexists(target)]
+        names = [target for _, target in targets] + [out_dir / "run.json"]
+        there = [target.name for target in names if os.path.lexists(target)]
         if there:
             raise TraceError(
                 f"{out_dir} already has {', '.join(there)}: not overwritten (choose another folder, or "
@@ -813,11 +784,10 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
     try:
         with replacing_together(replace=overwrite) as batch:
             for table, target in targets:
-                with batch.file(target, binary=True) as out:
-                    if fmt == "csv":
-                        run.write_csv(table, out)
-                    else:
-                        _write_parquet(run, table, out)
+                with batch.file(target, binary=fmt != "csv") as out:
+                    _write_table(run, table, out, fmt)
+            with batch.file(out_dir / "run.json", binary=True) as out:
+                out.write((run.path / "run.json").read_bytes())
     except (
         Exception
     ) as exc:  # a table that does not read (its TraceError) leaves nothing behind either
@@ -828,25 +798,39 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
         raise EnvironmentFailure(
             f"cannot write {target}: {exc.strerror or exc}; nothing was exported"
         ) from None
-    return [target for _, target in targets]
+    return [target for _, target in targets] + [out_dir / "run.json"]
 
 
-def _write_parquet(run: Run, table: str, out: IO[bytes]) -> None:
-    """``table`` as Parquet into ``out``: the steps a row group at a time from their columnar copy (job names as
-    plain text, as read from steps.csv), the other tables through pandas."""
+EXPORT_CHUNK_ROWS = 1 << 18
+
+
+def _export_chunks(run: Run, table: str) -> "Iterator[pd.DataFrame]":
+    """``table``'s rows with the columns export writes (``export_columns``), a chunk at a time: the steps a row
+    group at a time from their columnar copy where they have one, any other table whole."""
     copy = run.columnar_file() if table == "steps" else None
     if copy is None:
-        frame = run.frame(table)
-        if table == "steps":  # the job names as read from steps.csv, not the reader's categorical
-            frame = frame.astype({"process": frame["process"].cat.categories.dtype})
-        frame.to_parquet(out, index=False)
+        yield export_columns(run.meta, table, run.frame(table))
+        return
+    for batch in copy.iter_batches(batch_size=EXPORT_CHUNK_ROWS):
+        yield export_columns(run.meta, table, batch.to_pandas())
+
+
+def _write_table(run: Run, table: str, out: IO, fmt: str) -> None:
+    """``table`` as CSV (text) or Parquet (bytes) into ``out``, a chunk at a time."""
+    if fmt == "csv":
+        for i, chunk in enumerate(_export_chunks(run, table)):
+            chunk.to_csv(out, index=False, header=i == 0)
         return
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = copy.schema_arrow.remove_metadata()
-    plain = schema.set(0, pa.field("process", pa.string()))
-    with pq.ParquetWriter(out, plain) as writer:
-        for batch in copy.iter_batches():
-            jobs = batch.column(0).cast(pa.string())
-            writer.write_batch(pa.record_batch([jobs, *batch.columns[1:]], schema=plain))
+    writer = None
+    try:
+        for chunk in _export_chunks(run, table):
+            frame = pa.Table.from_pandas(chunk, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(out, frame.schema)
+            writer.write_table(frame.cast(writer.schema))
+    finally:
+        if writer is not None:
+            writer.close()

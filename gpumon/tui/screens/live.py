@@ -23,6 +23,18 @@ STOP = Binding.Group("Stop")
 class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     """What ``gpumon`` and ``gpumon run`` open."""
 
+    EMPTY_SLOT = "empty: press {key} to launch a workload into slot {slot}"
+
+    def no_rates_hint(self) -> str:
+        """With a --stagger given, A's start (an import, a data load) can outlast it: say that, not "use --stagger"."""
+        stagger = self.controller.plan.stagger_s
+        if stagger > 0 and len(self.controller.plan.requests) > 1:
+            return (
+                f"no exclusive rates: A took too few steps alone in --stagger {stagger:g} s; "
+                "give a longer one, or --baseline A=RUN"
+            )
+        return super().no_rates_hint()
+
     BINDINGS = [
         Binding(
             "a", "launch('A')", "Launch A", group=LAUNCH, tooltip="launch a workload into slot A"

@@ -73,6 +73,20 @@ VIEW_BINDINGS: list[BindingType] = [
         show=False,
         tooltip="freeze the display (data keeps being collected and captured)",
     ),
+    Binding(
+        "full_stop",
+        "sort_processes",
+        "Sort",
+        show=False,
+        tooltip="sort the process table by its next column (GPU MEM, SM%, CPU%, HOST MEM, ELAPSED, PID)",
+    ),
+    Binding(
+        "slash",
+        "filter_processes",
+        "Filter",
+        show=False,
+        tooltip="show only the processes whose PID, user or command contains a text",
+    ),
     Binding("question_mark", "help", "Help", tooltip="this help"),
 ]
 # py-spy's stack of a running job (``action_stack``): the live monitor's and the attached viewer's
@@ -114,6 +128,8 @@ class MonitorScreen(Screen, inherit_bindings=False):
     """Panels drawn from a feed; subclasses add the keys of a live session or of a replay."""
 
     BINDINGS = VIEW_BINDINGS
+    # what an empty slot's panel says: the live monitor launches into it; a replay or a viewer has no launch key
+    EMPTY_SLOT = "empty: no job in slot {slot}"
 
     paused = reactive(False, init=False)
     show_output = reactive(True, init=False)
@@ -133,8 +149,10 @@ class MonitorScreen(Screen, inherit_bindings=False):
         yield GpuLines(id="gpus")
         yield DevicePanel(id="device")
         with Horizontal(id="workloads"):
-            yield WorkloadPanel("A", "a", id="panel-A")
-            yield WorkloadPanel("B", "b", id="panel-B")
+            for slot in ("A", "B"):
+                yield WorkloadPanel(
+                    slot, self.EMPTY_SLOT.format(slot=slot, key=slot.lower()), id=f"panel-{slot}"
+                )
         yield InterferenceLine(id="interference")
         yield ProcessTable(id="processes")
         yield ChildOutput(id="output")
@@ -281,6 +299,20 @@ class MonitorScreen(Screen, inherit_bindings=False):
 
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
+
+    def action_sort_processes(self) -> None:
+        column = self._processes.next_sort()
+        self.notify(
+            f"processes sorted by {column}" if column else "processes as listed: ours first"
+        )
+
+    def action_filter_processes(self) -> None:
+        from gpumon.tui.screens.filter import FilterScreen
+
+        def apply(text: str | None) -> None:
+            self._processes.set_filter(text or "")
+
+        self.app.push_screen(FilterScreen(self._processes.text_filter), apply)
 
     def action_help(self) -> None:
         from gpumon.tui.screens.help import GPU_MEANINGS, HelpScreen

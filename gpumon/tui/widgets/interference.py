@@ -18,7 +18,8 @@ NO_RATES = "no exclusive rates yet: use --baseline A=RUN or --stagger S"  # gpum
 
 
 def interference_text(view: View, no_rates: str = NO_RATES) -> Text:
-    """``sharing pays: STP 1.55 │ A r 1.42 (812→571 it/s) mostly waiting for the GPU  B r 1.18 …``, or what is missing.
+    """``sharing pays: STP 1.55 │ A r 1.42 (812→571 it/s)  B r 1.18 (…)  A: mostly waiting for the GPU``, or what
+    is missing.
 
     The verdict comes first, so a narrow terminal cuts the detail, not the answer. The cause shows
     beside r once the job's baseline came with its evidence (``--baseline`` runs).
@@ -45,6 +46,7 @@ def interference_text(view: View, no_rates: str = NO_RATES) -> Text:
         )
         text = Text(result.text, style=style)
         text.append(" │ ", style="dim")
+    causes = []  # after every job's r: a narrow terminal cuts a cause, never the other job's slowdown
     for slot, r in result.slowdown.items():
         w = view.workload(slot)
         shared = result.shared.get(slot, math.nan)
@@ -56,7 +58,10 @@ def interference_text(view: View, no_rates: str = NO_RATES) -> Text:
         text.append(f" ({fmt.num(w.exclusive_rate)}→{fmt.num(shared)} it/s)  ", style="dim")
         why = view.causes.get(slot)
         if why is not None and why.cause != NONE and effect(r) == SLOWER:
-            text.append(f"{why.phrase}  ", style="yellow")
+            causes.append((slot, why.phrase))
+    for slot, phrase in causes:
+        text.append(f"{slot}: ", style="dim")
+        text.append(f"{phrase}  ", style="yellow")
     if view.predicted:
         text.append(f"│ {view.predicted}", style="cyan")
     return text

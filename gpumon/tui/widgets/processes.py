@@ -67,8 +67,39 @@ def cells(row: ProcessRow) -> list[str]:
         _mib(row.rss_mib),
         _elapsed(row.elapsed_s),
         _rate(row.iter_rate),
-        "hidden (PID namespace)" if row.command is None else row.command,
+        row.command if row.command is not None else "hidden (PID namespace)",
     ]
+
+
+# What ``.`` cycles through (nvitop's sort keys): the column, and each row's value (largest first; NaN last).
+SORTS: tuple[tuple[str, str], ...] = (
+    ("", ""),  # as listed: ours first, then the others by GPU memory
+    ("GPU MEM", "gpu_mem_mib"),
+    ("SM%", "sm_pct"),
+    ("CPU%", "cpu_pct"),
+    ("HOST MEM", "rss_mib"),
+    ("ELAPSED", "elapsed_s"),
+    ("PID", "pid"),
+)
+
+
+def _matches(row: ProcessRow, text: str) -> bool:
+    words = f"{row.pid} {row.user or ''} {row.command or ''} {row.mark}".lower()
+    return text.lower() in words
+
+
+def arrange(rows: tuple[ProcessRow, ...], sort: int = 0, text: str = "") -> tuple[ProcessRow, ...]:
+    """The rows the table shows: those containing ``text`` (PID, user, command), by ``SORTS[sort]``."""
+    kept = [row for row in rows if not text or _matches(row, text)]
+    field = SORTS[sort % len(SORTS)][1]
+    if field:
+
+        def key(row: ProcessRow) -> tuple[bool, float]:
+            value = float(getattr(row, field))
+            return (math.isnan(value), -value if field != "pid" else value)
+
+        kept.sort(key=key)
+    return tuple(kept)
 
 
 def _line(values: list[str], width: int) -> str:
@@ -80,10 +111,15 @@ def _line(values: list[str], width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
-def render_table(rows: tuple[ProcessRow, ...], width: int) -> Text:
-    """Header and one line per process; others dimmed."""
+def render_table(
+    rows: tuple[ProcessRow, ...], width: int, sort: int = 0, text_filter: str = ""
+) -> Text:
+    """Header (after COMMAND, the column sorted by and the filter) and one line per process; others dimmed."""
+    sorted_by = SORTS[sort % len(SORTS)][0]
+    said = [f"by {sorted_by}" if sorted_by else "", f"/{text_filter}" if text_filter else ""]
+    command = "  ".join(["COMMAND", *(word for word in said if word)])
     text = Text()
-    text.append(_line([h for h, _ in COLUMNS] + ["COMMAND"], width), style="bold")
+    text.append(_line([h for h, _ in COLUMNS] + [command], width), style="bold")
     for row in rows:
         text.append("\n")
         text.append(_line(cells(row), width), style="" if row.mark else "dim")
@@ -99,23 +135,38 @@ class ProcessTable(TextBlock):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._shown: tuple[tuple[ProcessRow, ...], int, int] | None = None
+        self._shown: tuple[tuple[ProcessRow, ...], int, int, int, str] | None = None
+        self._rows: tuple[tuple[ProcessRow, ...], int] = ((), MAX_ROWS)
+        self.sort = 0  # index into SORTS (``.`` cycles it)
+        self.text_filter = ""  # rows must contain it (``/``)
+
+    def next_sort(self) -> str:
+        """Sort by the next column; its name ("" for the listed order)."""
+        self.sort = (self.sort + 1) % len(SORTS)
+        self.show(*self._rows)
+        return SORTS[self.sort][0]
+
+    def set_filter(self, text: str) -> None:
+        self.text_filter = text
+        self.show(*self._rows)
 
     def show(self, rows: tuple[ProcessRow, ...], max_rows: int = MAX_ROWS) -> None:
-        """Draw ``rows`` (at most ``max_rows``: ours first, then the others by GPU memory)."""
+        """Draw ``rows`` (at most ``max_rows``: ours first, then the others by GPU memory, unless sorted or
+        filtered)."""
+        self._rows = (rows, max_rows)
         self.display = bool(rows)
         width = self.size.width or 80
-        if self._shown == (rows, width, max_rows):
+        state = (rows, width, max_rows, self.sort, self.text_filter)
+        if self._shown == state:
             return
-        self._shown = (rows, width, max_rows)
-        shown = rows[:max_rows]
+        self._shown = state
+        shown = arrange(rows, self.sort, self.text_filter)[:max_rows]
         if self.styles.height is None or self.styles.height.value != len(shown) + 1:
             self.styles.height = len(shown) + 1  # docked: its height is set, not measured
-        self.draw(render_table(shown, width) if rows else "")
+        self.draw(render_table(shown, width, self.sort, self.text_filter) if rows else "")
 
     def on_resize(self) -> None:
         super().on_resize()
         if self._shown is not None:
-            rows, _, max_rows = self._shown
             self._shown = None
-            self.show(rows, max_rows)
+            self.show(*self._rows)

@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from gpumon.core.records import units as fmt
 from gpumon.core.records.model import NO_STEPS
+from gpumon.core.records.specwords import shown_spec
 from gpumon.tui.view import WorkloadView
 from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
 
@@ -38,18 +39,15 @@ def _pair(label: str, first: str, second: str) -> Text:
 
 
 class WorkloadPanel(Vertical):
-    """Slot A or B; an empty slot says which key launches into it."""
+    """Slot A or B; an empty slot says ``empty_hint`` (the live monitor: which key launches into it)."""
 
-    def __init__(self, slot: str, launch_key: str, **kwargs) -> None:
+    def __init__(self, slot: str, empty_hint: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.slot = slot
-        self.launch_key = launch_key
+        self.empty_hint = empty_hint
 
     def compose(self) -> ComposeResult:
-        yield TextLine(
-            f"empty: press {self.launch_key} to launch a workload into slot {self.slot}",
-            classes="hint",
-        )
+        yield TextLine(self.empty_hint, classes="hint")
         yield Static("", classes="why", markup=False)  # why a running job shows no rate (NO_STEPS)
         yield MetricRow("iter/s", classes="rate")
         yield MetricRow("samples/s", classes="samples")
@@ -72,7 +70,9 @@ class WorkloadPanel(Vertical):
             self.remove_class(*STATE_CLASSES)
             self.add_class(state_class)
         set_titles(
-            self, f"{self.slot} · {view.spec or 'empty'}", view.state if not view.empty else ""
+            self,
+            f"{self.slot} · {shown_spec(view.spec) or 'empty'}",
+            view.state if not view.empty else "",
         )
         if view.hint != self._why_text:
             self._why_text = view.hint
@@ -101,6 +101,11 @@ class WorkloadPanel(Vertical):
         )
         steps = Text("steps".ljust(DETAIL_LABEL), style="dim")
         steps.append(f"{f.steps if f else 0:,}")
+        if view.meta.get("counts"):  # a callback or the auto-probe said what a step is
+            steps.append(f" {str(view.meta['counts']).removesuffix(' steps')}")
+            micro = view.meta.get("micro_batches")
+            if isinstance(micro, int) and micro > 1:
+                steps.append(f" of {micro} batches", style="dim")  # Lightning's bar counts those
         steps.append(" · ", style="dim")
         steps.append(fmt.seconds(view.elapsed_s))
         if view.pid is not None:

@@ -430,7 +430,8 @@ async def test_the_monitor_sorts_and_filters_its_process_table_by_key(tmp_path) 
     from gpumon.core.records.model import GpuOthers, OtherGpuProcess, SourceStatus
     from gpumon.tui.screens.filter import FilterScreen
     from tests.tracegen import staggered_pair
-    from tests.tui.conftest import screen_text, wait_until
+    from tests.helpers import wait_until
+    from tests.tui.conftest import screen_text
     from tests.tui.test_snapshots import _replay
 
     app = _replay(staggered_pair(tmp_path / "run"), 20.0)

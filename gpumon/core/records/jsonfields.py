@@ -30,10 +30,19 @@ def slot(
     null: bool = False,
     out: Callable[[Any], Any] | None = None,
     omit_empty: bool = False,
+    omit: Callable[[Any], bool] | None = None,
 ) -> Any:
     """A field read by ``check`` from ``key`` (the field's name by default); ``null``: written even when None;
-    ``out``: how its value is written (default ``to_json``); ``omit_empty``: not written when empty."""
-    metadata = {"check": check, "key": key, "null": null, "out": out, "omit_empty": omit_empty}
+    ``out``: how its value is written (default ``to_json``); ``omit_empty``: not written when empty; ``omit``: not
+    written when it says so of the value."""
+    metadata = {
+        "check": check,
+        "key": key,
+        "null": null,
+        "out": out,
+        "omit_empty": omit_empty,
+        "omit": omit,
+    }
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -51,6 +60,9 @@ def encode(record: Any) -> dict[str, Any]:
         if value is None and not f.metadata.get("null", False):
             continue
         if f.metadata.get("omit_empty") and not value:
+            continue
+        omit = f.metadata.get("omit")
+        if omit is not None and omit(value):
             continue
         write = f.metadata.get("out") or to_json
         out[key_of(f)] = None if value is None else write(value)

@@ -262,7 +262,7 @@ class RunMeta:
     summary: RunSummaryRecord | None = jf.slot(lambda v, where: RunSummaryRecord.from_json(v))
     # --label given (runs before this field: as given); False: made from the jobs' names, so a name that is both a
     # given label and an automatic one picks the given one (runstore.resolve_run)
-    label_given: bool = jf.slot(jf.flag, default=True)
+    label_given: bool = jf.slot(jf.flag, default=True, omit=lambda given: given is True)
 
     def workload(self, slot: str) -> WorkloadRecord | None:
         return next((w for w in self.workloads if w.slot == slot), None)

@@ -830,7 +830,7 @@ def _write_table(run: Run, table: str, out: IO, fmt: str) -> None:
             frame = pa.Table.from_pandas(chunk, preserve_index=False)
             if writer is None:
                 writer = pq.ParquetWriter(out, frame.schema)
-            writer.write_table(frame.cast(writer.schema))
+            writer.write(frame.cast(writer.schema))  # into the safe writer's file
     finally:
         if writer is not None:
             writer.close()

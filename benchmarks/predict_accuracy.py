@@ -44,6 +44,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+SHARED = next(
+    (p for p in (REPO.parent / "shared", REPO.parents[1] / "shared") if p.is_dir()),
+    REPO.parent / "shared",
+)
+PROBED = (
+    REPO / "docs" / "validation-h100-2026-11-26" / "calibration"
+)  # gpumon calibrate on the H100, 2026-11-26
+PARTNER = "gemm"  # the standard GPU-bound partner the beside-partner phase is emulated with
 
 from gpumon.analysis.predict import Job, intervals, lacking, read_jobs  # noqa: E402
 from gpumon.analysis.predict_fit import Measured, fit  # noqa: E402
@@ -52,10 +61,13 @@ from gpumon.analysis.predict_model import (  # noqa: E402
     ERRORS,
     MPS,
     TIMESLICE,
+    UNCALIBRATED,
     Constants,
     PairPrediction,
     predict_pair,
 )
+from gpumon.analysis.predict_phase import Phase, with_phase  # noqa: E402
+from predict_folds import Scored, nested  # noqa: E402
 from gpumon.core.records.rates import stp, verdict  # noqa: E402
 from gpumon.core.store import calibration  # noqa: E402
 from gpumon.core.store.trace import load_run  # noqa: E402
@@ -326,18 +338,219 @@ def coverage_with(rows: list[dict], e_r: float, e_stp: float) -> str:
     return f"r {r_in}/{n} ({100 * r_in / n:.0f} %), STP {s_in}/{len(rows)} ({100 * s_in / len(rows):.0f} %)"
 
 
+def flagged(pairs: list[Pair], dataset: str) -> dict[int, str]:
+    """The data check stated in docs/predict.md before scoring with it: pairs that contradict their own solo runs
+    (a job's measured r below 0.95, or a job that is a suspect solo block: r below 1 in more than half its pairs)."""
+    mine = [i for i, p in enumerate(pairs) if p.dataset == dataset]
+    below: dict[str, list[bool]] = {}
+    for i in mine:
+        for name, r in zip(pairs[i].names, pairs[i].measured):
+            below.setdefault(name.split(":")[-1], []).append(r < 1)
+    suspect = {n for n, b in below.items() if sum(b) > len(b) / 2}
+    out = {}
+    for i in mine:
+        p = pairs[i]
+        names = [n.split(":")[-1] for n in p.names]
+        if min(p.measured) < 0.95:
+            out[i] = f"r {min(p.measured):.2f} < 0.95"
+        elif suspect & set(names):
+            out[i] = f"suspect solo block {', '.join(sorted(suspect & set(names)))}"
+    return out
+
+
+def emulated_phases(pairs: list[Pair], c: Constants) -> dict[str, Phase]:
+    """Each H100 workload's beside-partner phase, emulated from its q4 pair with the partner (gemm): its step beside
+    gemm and gemm's rates alone and beside it, as ``gpumon run JOB --partner-phase`` would measure them."""
+    phases = {}
+    for p in pairs:
+        if p.dataset != "h100-ts" or not p.names[0].startswith("q4:") or PARTNER not in p.families:
+            continue
+        names = [n.split(":")[-1] for n in p.names]
+        x = 1 if names[0] == PARTNER else 0  # the job (gemm + gemm: either)
+        job, partner = p.jobs[x].solo, p.jobs[1 - x].solo
+        phases[names[x]] = Phase(
+            p.measured[x] * job.step_s,
+            1 / partner.step_s,
+            1 / (p.measured[1 - x] * partner.step_s),
+        )
+    return phases
+
+
+def fixed(pairs: list[Pair], c: Constants, phases: dict[str, Phase] | None = None):
+    """A predictor that fits nothing: constants ``c`` (and the jobs' phases, where given) for every fold."""
+
+    def solo(p: Pair, k: int):
+        s = p.jobs[k].solo
+        return with_phase(s, (phases or {}).get(p.names[k].split(":")[-1]), c) if phases else s
+
+    def predictor(train: frozenset[int]):
+        return lambda i: (
+            predict_pair(solo(pairs[i], 0), solo(pairs[i], 1), pairs[i].mode, c).slowdown
+        )
+
+    return predictor
+
+
+def fitted(pairs: list[Pair], fitter: Fitter, mode: str, dataset: str):
+    """A predictor whose constants are fitted on each fold's training pairs (as ``--from-pairs`` fits them)."""
+
+    def predictor(train: frozenset[int]):
+        c = fitter.fit(train, mode, dataset)
+        return lambda i: predicted(pairs[i], c).slowdown
+
+    return predictor
+
+
+def oof_row(label: str, pairs: list[Pair], rows: list[Scored], device: str) -> str:
+    """One line of the out-of-fold table."""
+    meas = [m for r in rows for m in pairs[r.index].measured]
+    pred = [x for r in rows for x in r.pred]
+    inside = sum(
+        lo <= m <= hi for r in rows for lo, m, hi in zip(r.r_low, pairs[r.index].measured, r.r_high)
+    )
+    stp_in = sum(r.stp_low <= pairs[r.index].measured_stp <= r.stp_high for r in rows)
+    stps = [pairs[r.index].measured_stp for r in rows]
+    wrong = sum(
+        (v == "pays" and s < NEAR[0]) or (v == "loses" and s > NEAR[1])
+        for v, s in zip((r.verdict for r in rows), stps)
+    )
+    low = min(min(r.r_low) for r in rows)
+    widths = sorted({round(100 * r.width[0]) for r in rows})
+    return (
+        f"| {label} | {device} | {len(rows)} | {mape(pred, meas):.1f} | {mape([1.0] * len(meas), meas):.1f} | "
+        f"{inside}/{len(meas)} ({100 * inside / len(meas):.0f} %) | {stp_in}/{len(rows)} "
+        f"({100 * stp_in / len(rows):.0f} %) | {low:.2f} | {widths[0]}-{widths[-1]} | "
+        f"{confusion(stps, [r.verdict for r in rows])} | {wrong} |"
+    )
+
+
+def out_of_fold(pairs: list[Pair], fitter: Fitter, probed: Constants | None) -> None:
+    """The issue-42 table: every setting scored out of fold, widths included (benchmarks/predict_folds.py)."""
+    print(
+        "\nOut of fold (nested: constants and interval widths fitted on the other families' pairs, each pair scored"
+        " once; intervals r*exp(+-E_r), STP*exp(+-E_STP)):\n"
+    )
+    print(
+        "| setting | device | pairs | MAPE r % | r = 1 % | r inside | STP inside | lowest low bound | E_r % "
+        "(per fold) | verdict: measured (printed) | wrong verdicts |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def fam(i: int) -> frozenset[str]:
+        return pairs[i].families
+
+    def meas(i: int) -> tuple[float, float]:
+        return pairs[i].measured
+
+    def idx(dataset: str, keep=lambda p: True) -> list[int]:
+        return [i for i, p in enumerate(pairs) if p.dataset == dataset and keep(p)]
+
+    h100, mps, lucid = idx("h100-ts"), idx("h100-mps"), idx("lucid")
+    settings = [
+        (
+            "H100 time slicing, constants fitted on the other workloads' pairs (LOWO)",
+            H100_DEVICE,
+            h100,
+            fitted(pairs, fitter, TIMESLICE, "h100-ts"),
+            None,
+        ),
+    ]
+    if probed is not None:
+        phases = emulated_phases(pairs, probed)
+        beside = idx("h100-ts", lambda p: PARTNER not in p.families)
+        settings += [
+            (
+                "H100 time slicing, probe constants only, solo captures as recorded (k0 2 assumed)",
+                H100_DEVICE,
+                h100,
+                fixed(pairs, probed),
+                None,
+            ),
+            (
+                f"H100 time slicing, probe constants + each job's phase beside {PARTNER} (emulated from its q4 pair; "
+                f"pairs with {PARTNER} left out: they are the phases), LOWO",
+                H100_DEVICE,
+                beside,
+                fixed(pairs, probed, phases),
+                None,
+            ),
+            (
+                "H100 MPS, probe gamma (nothing fitted)",
+                H100_DEVICE + ", MPS",
+                mps,
+                fixed(pairs, probed),
+                None,
+            ),
+        ]
+    settings += [
+        (
+            "H100 MPS, gamma fitted on the other workloads' pairs (LOWO)",
+            H100_DEVICE + ", MPS",
+            mps,
+            fitted(pairs, fitter, MPS, "h100-mps"),
+            None,
+        ),
+        (
+            "Lucid, held out after --from-pairs on the other families (LOFO)",
+            LUCID_DEVICE,
+            lucid,
+            fitted(pairs, fitter, TIMESLICE, "lucid"),
+            None,
+        ),
+        (
+            "Lucid, uncalibrated (predict_model.UNCALIBRATED)",
+            LUCID_DEVICE,
+            lucid,
+            fixed(pairs, UNCALIBRATED),
+            None,
+        ),
+    ]
+    flags = flagged(pairs, "lucid")
+    clean = [i for i in lucid if i not in flags]
+    settings += [
+        (
+            f"Lucid without the {len(flags)} pairs the data check flags, --from-pairs (LOFO)",
+            LUCID_DEVICE,
+            clean,
+            fitted(pairs, fitter, TIMESLICE, "lucid"),
+            clean,
+        ),
+        (
+            f"Lucid without the {len(flags)} flagged pairs, uncalibrated",
+            LUCID_DEVICE,
+            clean,
+            fixed(pairs, UNCALIBRATED),
+            clean,
+        ),
+    ]
+    for label, device, indices, predictor, pool in settings:
+        rows = nested(indices, fam, meas, predictor, pool)
+        if rows:
+            print(oof_row(label, pairs, rows, device.split(",")[0]))
+    reasons: dict[str, int] = {}
+    for why in flags.values():
+        key = why.split(" ")[0] + (
+            " " + why.split(" ")[-1] if why.startswith("suspect") else " < 0.95"
+        )
+        reasons[key] = reasons.get(key, 0) + 1
+    print(
+        f"\nData check (docs/predict.md's rule): {len(flags)} of {len(lucid)} Lucid pairs flagged: "
+        + ", ".join(f"{n} {k}" for k, n in sorted(reasons.items()))
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--h100", type=Path, default=REPO.parent / "shared" / "h100" / "experiments"
-    )
-    parser.add_argument("--lucid", type=Path, default=REPO.parent / "shared" / "lucid")
+    parser.add_argument("--h100", type=Path, default=SHARED / "h100" / "experiments")
+    parser.add_argument("--lucid", type=Path, default=SHARED / "lucid")
     parser.add_argument(
         "--calibration",
         type=Path,
         metavar="DIR",
+        default=PROBED,
         help="a `gpumon calibrate` directory ($GPUMON_CALIBRATION) holding the H100's: its pairs are "
-        "also predicted with the constants measured there, nothing fitted (scheme 'calibrate')",
+        "also predicted with the constants measured there, nothing fitted (scheme 'calibrate'; default: the "
+        "H100's of 2026-11-26, docs/validation-h100-2026-11-26/calibration)",
     )
     args = parser.parse_args()
     began = time.monotonic()
@@ -352,7 +565,8 @@ def main() -> int:
         print(f"  {name}: {sum(p.dataset == name for p in pairs)} pairs; {device}")
 
     # each GPU's constants fitted on all its pairs: time slicing first, then MPS on the GPU's time-slicing fit
-    fitter = Fitter(pairs, {})
+    # a GPU other than the H100 starts from UNCALIBRATED (two turns a step), as `--from-pairs` fits it there
+    fitter = Fitter(pairs, {"lucid": UNCALIBRATED})
     every = {d: frozenset(i for i, p in enumerate(pairs) if p.dataset == d) for d in datasets}
     ts = {d: fitter.fit(every[d], TIMESLICE, d) for d in ("h100-ts", "lucid")}
     fitter = Fitter(
@@ -374,12 +588,15 @@ def main() -> int:
         "lucid": ("LOFO", "LODO"),
     }
     results = {(d, s): score(pairs, fitter, s, d) for d, ss in schemes.items() for s in ss}
+    probed = None
     if args.calibration:  # the H100's pairs with the constants its probes measured, nothing fitted
         os.environ[calibration.ENV] = str(args.calibration)
         measured = calibration.load(H100_GPU)
         if measured is None:
             parser.error(f"--calibration {args.calibration}: no calibration of {H100_GPU} there")
-        probed = dataclasses.replace(DEFAULT, **measured.constants)
+        probed = dataclasses.replace(
+            UNCALIBRATED, **measured.constants
+        )  # a GPU with probe constants alone
         print(
             f"  gpumon calibrate {measured.measured_at} ({calibration.path_for(H100_GPU)}): "
             + ", ".join(f"{k} {v:.4g}" for k, v in measured.constants.items())
@@ -512,6 +729,7 @@ def main() -> int:
             f"{mape(pred, meas):.1f} | {sum(r['pair'].measured_stp for r in rows) / len(rows):.2f} | "
             f"{sum(r['stp'] for r in rows) / len(rows):.2f} |"
         )
+    out_of_fold(pairs, fitter, probed if args.calibration else None)
     print(f"\n{time.monotonic() - began:.0f} s")
     return 0
 

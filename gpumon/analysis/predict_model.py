@@ -10,7 +10,7 @@ intervals are ``ERRORS``, the one place they live. Rates, r, STP and the verdict
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from gpumon.core.records.rates import slowdown, stp
 
@@ -37,6 +37,9 @@ class Constants:
     max_held: float = (
         0.95  # guard, not fitted: the most of my kernel time a partner's held SMs can block (20x)
     )
+    turns: float = (
+        1.0  # k0: the turns a step takes at least when no beside-partner phase measured them
+    )
 
     def to_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -47,6 +50,13 @@ class Constants:
 # (13 pairs), MPS on modes (3 pairs), 2026-11-23.
 FITTED = {H100: Constants()}
 DEFAULT = FITTED[H100]
+# What a GPU with no constants of its own gets (``gpumon predict`` says it is uncalibrated): the grid point of
+# ``predict_fit.GRID`` with two turns a step (the built-in step's two readinesses, docs/predict.md) whose worse
+# ratio to r = 1's MAPE over the two datasets (the H100's 13 time-sliced pairs, Lucid's 181) is among the best
+# while keeping the H100's slice-scale physics: 17.1 % (r = 1: 46.8 %) and 7.2 % (17.8 %), in sample on both
+# (benchmarks/predict_accuracy.py prints it; 2026-11-27). The H100's kappa 1.0 read Lucid's NVML utilisation as
+# kernel time: 19.4 % there, worse than r = 1.
+UNCALIBRATED = Constants(slice_s=2.0e-3, switch_s=0.6e-3, util_scale=0.6, turns=2.0)
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,10 @@ class Solo:
     contended: bool = (
         False  # its cores were full, other work on them too: cpu_share is what it got, not needed
     )
+    # from its beside-partner phase (``predict_phase``; NaN: no phase): the turns a step waits for beside a
+    # GPU-bound partner (m), and the switch its context costs a partner (sigma_j)
+    turns: float = math.nan
+    switch_s: float = math.nan
 
 
 def kernel_s(job: Solo, c: Constants = DEFAULT) -> float:
@@ -117,9 +131,17 @@ class PairPrediction:
     stp: float
 
 
-def _turns(job: Solo, c: Constants) -> float:
-    """n: the time slices a job's kernels need per step (at least one)."""
-    return max(1.0, kernel_s(job, c) / c.slice_s)
+def turns(job: Solo, c: Constants = DEFAULT) -> float:
+    """m: the turns a step waits for: measured beside a GPU-bound partner (the job's phase), else the time slices
+    its kernels need, at least ``c.turns`` (k0, assumed)."""
+    if not math.isnan(job.turns):
+        return max(1.0, job.turns)
+    return max(c.turns, kernel_s(job, c) / c.slice_s)
+
+
+def pair_switch(a: Solo, b: Solo, c: Constants = DEFAULT) -> float:
+    """sigma of a pair: the mean of the two jobs' measured switch costs, the GPU's ``c.switch_s`` for one unmeasured."""
+    return sum(c.switch_s if math.isnan(j.switch_s) else j.switch_s for j in (a, b)) / 2
 
 
 def holds(a: Solo, b: Solo, c: Constants = DEFAULT) -> tuple[float, float]:
@@ -127,7 +149,7 @@ def holds(a: Solo, b: Solo, c: Constants = DEFAULT) -> tuple[float, float]:
     so it holds what queued while the other held (its kernels arrive at i = G/T of the time, and go on arriving while
     it runs: b = i*(b' + 2*sigma)/(1 - i)), at most its step's kernels G and at most one slice tau. Two light jobs
     hand the GPU back and forth in short holds; beside a GPU-bound job (i -> 1) the holds grow to whole slices."""
-    caps = [min(kernel_s(j, c), c.slice_s) for j in (a, b)]
+    caps = [min(kernel_s(j, c) / turns(j, c), c.slice_s) for j in (a, b)]
     rates = [kernel_s(j, c) / j.step_s if j.step_s > 0 else 0.0 for j in (a, b)]
     held = [0.0, 0.0]
     for _ in range(
@@ -163,7 +185,7 @@ def timeslice_step(
     g = kernel_s(me, c)
     if g <= 0:
         return _off_gpu(me, copying, c)  # no kernels: no turn to wait for
-    n = _turns(me, c)
+    n = turns(me, c)
     b = holds(me, partner, c)[1] if math.isnan(hold) else hold
     wait = ready * (b + c.switch_s)
     return g + n * ready * c.switch_s + (n - 1) * wait + max(_off_gpu(me, copying, c), wait)
@@ -208,8 +230,18 @@ def cpu_step(me: Solo, partner: Solo) -> float:
     return me.step_s * (1 + _cpu_share(partner) * overlap)
 
 
+def _arrivals(job: Solo, step: float, other: Solo, other_step: float, c: Constants) -> float:
+    """The share of the other's turn ends at which a job whose turns were measured has a turn pending: its m turns
+    per shared step T' over the other's m' turns per T'' (0 without a phase: its busy share alone says)."""
+    if math.isnan(job.turns) or step <= 0:
+        return 0.0
+    return min(1.0, turns(job, c) * other_step / (step * turns(other, c)))
+
+
 def predict_pair(a: Solo, b: Solo, mode: str, c: Constants = DEFAULT) -> PairPrediction:
     """Shared step times of A and B by fixed-point iteration (each job's wait depends on the other's shared step)."""
+    if mode == TIMESLICE:
+        c = replace(c, switch_s=pair_switch(a, b, c))
     if mode == CPU:
         steps = (cpu_step(a, b), cpu_step(b, a))
     else:
@@ -225,8 +257,8 @@ def predict_pair(a: Solo, b: Solo, mode: str, c: Constants = DEFAULT) -> PairPre
                 mode == TIMESLICE
             ):  # rho: the share of its shared step a job has kernels to run (or waiting to)
                 kernels = tuple(
-                    max(0.0, 1 - _off_gpu(j, k, c) / t)
-                    for j, t, k in zip((a, b), steps, copying[::-1])
+                    max(0.0, 1 - _off_gpu(j, k, c) / t, _arrivals(j, t, o, t_o, c))
+                    for j, t, k, o, t_o in zip((a, b), steps, copying[::-1], (b, a), steps[::-1])
                 )
                 new = (
                     timeslice_step(a, b, kernels[1], copying[1], held[1], c),

@@ -40,6 +40,7 @@ from gpumon.analysis.predict_phase import PARTNER_SPEC  # noqa: E402
 from gpumon.core.records.rates import verdict  # noqa: E402
 from gpumon.core.store import calibration  # noqa: E402
 from gpumon.core.store.trace import load_run  # noqa: E402
+from gpumon.errors import UsageError  # noqa: E402
 
 JOBS = "h2d,gemm,fcn,resnet50"  # q4_contention's: every pair time-sliced
 MPS_PAIRS = (
@@ -98,11 +99,13 @@ def score_pair(
     measured = json.loads(done.stdout)
     r = [measured["workloads"][s]["slowdown"]["estimate"] for s in ("A", "B")]
     a, b = phases
-    if a == b:
-        (p,) = predict([load_run(a)], share)
-    else:
-        runs = [load_run(a), load_run(b)]
-        (p,) = predict(runs, share, {str(runs[0].path): "A", str(runs[1].path): "B"})
+    runs = [load_run(a)] + ([] if a == b else [load_run(b)])
+    assign = {} if a == b else {str(runs[0].path): "A", str(runs[1].path): "B"}
+    try:
+        (p,) = predict(runs, share, assign)
+    except UsageError as exc:
+        print(f"predict: {exc}", flush=True)
+        return None
     return {"measured": r, "stp": sum(1 / x for x in r), "predicted": p.to_dict()}
 
 

@@ -168,11 +168,13 @@ def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool, bool]:
     return rate, solo, nvml, _copies_recorded(run, slot)
 
 
-def partner_phase(run: Run) -> tuple[dict[str, tuple[list[float], list[float]]], Phase] | None:
+def partner_phase(
+    run: Run,
+) -> tuple[dict[str, tuple[list[float], list[float]]], Phase | None] | None:
     """A run of ``gpumon run JOB --partner-phase``: job A's first and last post-warm-up steps before the standard
     partner started (its solo part, read like an exclusive run) and its phase beside the partner (A's step there,
     the partner's rate beside it, the partner's rate alone from this GPU's calibration where `gpumon calibrate`
-    measured it); None for any other run."""
+    measured it; None where the partner took no two steps beside it); None for any other run."""
     specs = run.specs
     stagger = run.meta.stagger_s
     if set(specs) != {"A", "B"} or specs["B"].split(":")[0] != PARTNER_SPEC or not stagger:
@@ -190,12 +192,17 @@ def partner_phase(run: Run) -> tuple[dict[str, tuple[list[float], list[float]]],
     started = min([float(stagger), *(float(a) for a, c in zip(t, codes) if names[c] == "B")])
     alone = [r for r in rows["A"] if r[0] < started]
     beside = [r for r in rows["A"] if rows["B"] and r[0] >= rows["B"][0][0]]
-    if len(alone) < 2 or len(beside) < 2 or len(rows["B"]) < 2:
+    if len(alone) < 2:
         return None
+    ends = {"A": ([alone[0][0], alone[-1][0]], [alone[0][1], alone[-1][1]])}
+    if len(beside) < 2 or len(rows["B"]) < 2 or beside[-1][1] <= beside[0][1]:
+        return (
+            ends,
+            None,
+        )  # the partner never stepped beside it (a phase too short): the solo part stands
     step = (beside[-1][0] - beside[0][0]) / (beside[-1][1] - beside[0][1])
     partner = exclusive_rate([r[0] for r in rows["B"]], [r[1] for r in rows["B"]])
-    phase = Phase(step, partner_rate(evidence.device_identity(run)[1]), partner)
-    return {"A": ([alone[0][0], alone[-1][0]], [alone[0][1], alone[-1][1]])}, phase
+    return ends, Phase(step, partner_rate(evidence.device_identity(run)[1]), partner)
 
 
 def partner_rate(gpu: str) -> float:

@@ -346,8 +346,9 @@ def gpu_model(gpu: str, mode: str) -> tuple[Model, list[str]]:
     if probed and mode == TIMESLICE:
         notes.append(
             f"{', '.join(sorted(from_probes))} measured by `gpumon calibrate`'s probes, not fitted on pairs: "
-            "intervals widened (the H100's predicted its time-sliced pairs with a mean r error of 17 %, the "
-            "pair-fitted ones 5.5 %; `gpumon calibrate --from-pairs` fits them on pairs measured here)"
+            "intervals widened (with two turns a step assumed the H100's predicted its time-sliced pairs with a "
+            "mean r error of 10 %, the pair-fitted ones 5.5 %; `gpumon calibrate --from-pairs` fits them on pairs "
+            "measured here)"
         )
     elif probed:
         notes.append(

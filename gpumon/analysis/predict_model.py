@@ -51,11 +51,12 @@ class Constants:
 FITTED = {H100: Constants()}
 DEFAULT = FITTED[H100]
 # What a GPU with no constants of its own gets (``gpumon predict`` says it is uncalibrated): the grid point of
-# ``predict_fit.GRID`` with two turns a step (the built-in step's two readinesses, docs/predict.md) whose worse
-# ratio to r = 1's MAPE over the two datasets (the H100's 13 time-sliced pairs, Lucid's 181) is among the best
-# while keeping the H100's slice-scale physics: 17.1 % (r = 1: 46.8 %) and 7.2 % (17.8 %), in sample on both
-# (benchmarks/predict_accuracy.py prints it; 2026-11-27). The H100's kappa 1.0 read Lucid's NVML utilisation as
-# kernel time: 19.4 % there, worse than r = 1.
+# ``predict_fit.GRID`` with two turns a step (the built-in step's two readinesses, docs/predict.md) ranked by the
+# worse of its two ratios to r = 1's MAPE of r over the two datasets (the H100's 13 time-sliced pairs, Lucid's
+# 181): 17.1 % (r = 1: 46.8 %) and 7.2 % (17.8 %), in sample on both, 2026-11-27; second on that ranking, within
+# 0.5 % of the first (1.5 ms, 0.6 ms, 0.55: 18.8 % and 7.1 %), and nearer the H100 on it. The H100's kappa 1.0
+# read Lucid's NVML utilisation as kernel time: 19.4 % there, worse than r = 1. benchmarks/predict_accuracy.py
+# scores the choice nested (made again without each held-out family).
 UNCALIBRATED = Constants(slice_s=2.0e-3, switch_s=0.6e-3, util_scale=0.6, turns=2.0)
 
 

@@ -162,7 +162,9 @@ def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool, bool]:
     copy = side.copy_s if not math.isnan(side.copy_s) else 0.0
     solo = Solo(1 / rate, busy=busy, fill=fill, copy_s=copy, cores=cores)
     phased = partner_phase(run)
-    if phased:
+    if (
+        phased and not run.meta.share.mps
+    ):  # turns are time slicing's: a phase under MPS measures none
         gpu = evidence.device_identity(run)[1]
         solo = with_phase(solo, phased[1], gpu_model(gpu, TIMESLICE)[0].constants or DEFAULT)
     return rate, solo, nvml, _copies_recorded(run, slot)

@@ -146,5 +146,12 @@ def test_predict_reads_a_phase_run_as_the_jobs_solo_capture_and_its_phase(
     assert phase is not None and phase.loss == pytest.approx(1 - 19 / 25, rel=0.05)
     (p,) = predict([run])
     assert not any("no beside-partner phase" in n for n in p.notes)
+    # a phase captured under MPS gives the solo part but no turns (they are time slicing's)
+    mps_run = staggered_pair(tmp_path / "mps", gpu=True)
+    meta = json.loads((mps_run / "run.json").read_text())
+    meta["share"] = {"mode": "mps", "threads": None, "existing_daemon": False}
+    (mps_run / "run.json").write_text(json.dumps(meta))
+    (mps_job, _), _ = read_jobs([load_run(mps_run)])
+    assert mps_job.rate == pytest.approx(40, rel=0.05) and math.isnan(mps_job.solo.turns)
     plain = load_run(staggered_pair(tmp_path / "plain", gpu=False))
     assert partner_phase(plain) is not None  # a CPU phase run reads too (it means little there)

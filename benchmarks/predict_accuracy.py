@@ -39,8 +39,10 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -352,9 +354,9 @@ def flagged(pairs: list[Pair], dataset: str) -> dict[int, str]:
         p = pairs[i]
         names = [n.split(":")[-1] for n in p.names]
         if min(p.measured) < 0.95:
-            out[i] = f"r {min(p.measured):.2f} < 0.95"
+            out[i] = "a job's r < 0.95"
         elif suspect & set(names):
-            out[i] = f"suspect solo block {', '.join(sorted(suspect & set(names)))}"
+            out[i] = "a suspect solo block"
     return out
 
 
@@ -455,6 +457,59 @@ def oof_row(label: str, pairs: list[Pair], rows: list[Scored], device: str) -> s
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One row of the out-of-fold table: what is scored, on which pairs, and the pairs its folds may train on."""
+
+    label: str
+    device: str
+    indices: list[int]
+    predictor: Any
+    pool: list[int] | None = None
+
+
+H100_TS, H100_MPS, LUCID_GPU = "H100 80GB HBM3", "H100 80GB HBM3 (MPS)", "Lucid testbed GPU"
+
+
+def oof_settings(
+    pairs: list[Pair], fitter: Fitter, probed: Constants | None, flags: dict[int, str]
+) -> list[Setting]:
+    """Every setting of issue 42's table (the probe rows only where the H100's calibration is given)."""
+
+    def idx(dataset: str, keep=lambda p: True) -> list[int]:
+        return [i for i, p in enumerate(pairs) if p.dataset == dataset and keep(p)]
+
+    h100, mps, lucid = idx("h100-ts"), idx("h100-mps"), idx("lucid")
+    clean = [i for i in lucid if i not in flags]
+    out = [
+        Setting("H100 time slicing, constants fitted on the other workloads' pairs (LOWO)", H100_TS, h100,
+                fitted(pairs, fitter, TIMESLICE, "h100-ts")),
+    ]  # fmt: skip
+    if probed is not None:
+        beside = idx("h100-ts", lambda p: PARTNER not in p.families)
+        out += [
+            Setting("H100 time slicing, probe constants only, solo captures as recorded (k0 2 assumed)", H100_TS,
+                    h100, fixed(pairs, probed)),
+            Setting(f"H100 time slicing, probe constants + each job's phase beside {PARTNER} (emulated from its q4 "
+                    f"pair; pairs with {PARTNER} left out: they are the phases), LOWO", H100_TS, beside,
+                    fixed(pairs, probed, emulated_phases(pairs, probed))),
+            Setting("H100 MPS, probe gamma (nothing fitted)", H100_MPS, mps, fixed(pairs, probed)),
+        ]  # fmt: skip
+    return out + [
+        Setting("H100 MPS, gamma fitted on the other workloads' pairs (LOWO)", H100_MPS, mps,
+                fitted(pairs, fitter, MPS, "h100-mps")),
+        Setting("Lucid, held out after --from-pairs on the other families (LOFO)", LUCID_GPU, lucid,
+                fitted(pairs, fitter, TIMESLICE, "lucid")),
+        Setting("Lucid, uncalibrated (predict_model.UNCALIBRATED)", LUCID_GPU, lucid, fixed(pairs, UNCALIBRATED)),
+        Setting("Lucid, uncalibrated, the default itself chosen without the held-out family (nested)", LUCID_GPU,
+                lucid, default_for_any_gpu(pairs)),
+        Setting(f"Lucid without the {len(flags)} pairs the data check flags, --from-pairs (LOFO)", LUCID_GPU, clean,
+                fitted(pairs, fitter, TIMESLICE, "lucid"), clean),
+        Setting(f"Lucid without the {len(flags)} flagged pairs, uncalibrated", LUCID_GPU, clean,
+                fixed(pairs, UNCALIBRATED), clean),
+    ]  # fmt: skip
+
+
 def out_of_fold(pairs: list[Pair], fitter: Fitter, probed: Constants | None) -> None:
     """The issue-42 table: every setting scored out of fold, widths included (benchmarks/predict_folds.py)."""
     print(
@@ -466,196 +521,23 @@ def out_of_fold(pairs: list[Pair], fitter: Fitter, probed: Constants | None) -> 
         "(per fold) | verdict: measured (printed) | wrong verdicts |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-
-    def fam(i: int) -> frozenset[str]:
-        return pairs[i].families
-
-    def meas(i: int) -> tuple[float, float]:
-        return pairs[i].measured
-
-    def idx(dataset: str, keep=lambda p: True) -> list[int]:
-        return [i for i, p in enumerate(pairs) if p.dataset == dataset and keep(p)]
-
-    h100, mps, lucid = idx("h100-ts"), idx("h100-mps"), idx("lucid")
-    settings = [
-        (
-            "H100 time slicing, constants fitted on the other workloads' pairs (LOWO)",
-            "H100 80GB HBM3",
-            h100,
-            fitted(pairs, fitter, TIMESLICE, "h100-ts"),
-            None,
-        ),
-    ]
-    if probed is not None:
-        phases = emulated_phases(pairs, probed)
-        beside = idx("h100-ts", lambda p: PARTNER not in p.families)
-        settings += [
-            (
-                "H100 time slicing, probe constants only, solo captures as recorded (k0 2 assumed)",
-                "H100 80GB HBM3",
-                h100,
-                fixed(pairs, probed),
-                None,
-            ),
-            (
-                f"H100 time slicing, probe constants + each job's phase beside {PARTNER} (emulated from its q4 pair; "
-                f"pairs with {PARTNER} left out: they are the phases), LOWO",
-                "H100 80GB HBM3",
-                beside,
-                fixed(pairs, probed, phases),
-                None,
-            ),
-            (
-                "H100 MPS, probe gamma (nothing fitted)",
-                "H100 80GB HBM3 (MPS)",
-                mps,
-                fixed(pairs, probed),
-                None,
-            ),
-        ]
-    settings += [
-        (
-            "H100 MPS, gamma fitted on the other workloads' pairs (LOWO)",
-            "H100 80GB HBM3 (MPS)",
-            mps,
-            fitted(pairs, fitter, MPS, "h100-mps"),
-            None,
-        ),
-        (
-            "Lucid, held out after --from-pairs on the other families (LOFO)",
-            "Lucid testbed GPU",
-            lucid,
-            fitted(pairs, fitter, TIMESLICE, "lucid"),
-            None,
-        ),
-        (
-            "Lucid, uncalibrated (predict_model.UNCALIBRATED)",
-            "Lucid testbed GPU",
-            lucid,
-            fixed(pairs, UNCALIBRATED),
-            None,
-        ),
-    ]
-    settings.append(
-        (
-            "Lucid, uncalibrated, the default itself chosen without the held-out family (nested)",
-            "Lucid testbed GPU",
-            lucid,
-            default_for_any_gpu(pairs),
-            None,
-        )
-    )
     flags = flagged(pairs, "lucid")
-    clean = [i for i in lucid if i not in flags]
-    settings += [
-        (
-            f"Lucid without the {len(flags)} pairs the data check flags, --from-pairs (LOFO)",
-            "Lucid testbed GPU",
-            clean,
-            fitted(pairs, fitter, TIMESLICE, "lucid"),
-            clean,
-        ),
-        (
-            f"Lucid without the {len(flags)} flagged pairs, uncalibrated",
-            "Lucid testbed GPU",
-            clean,
-            fixed(pairs, UNCALIBRATED),
-            clean,
-        ),
-    ]
-    for label, device, indices, predictor, pool in settings:
-        rows = nested(indices, fam, meas, predictor, pool)
+    for s in oof_settings(pairs, fitter, probed, flags):
+        rows = nested(
+            s.indices, lambda i: pairs[i].families, lambda i: pairs[i].measured, s.predictor, s.pool
+        )
         if rows:
-            print(oof_row(label, pairs, rows, device))
-    reasons: dict[str, int] = {}
-    for why in flags.values():
-        key = why.split(" ")[0] + (
-            " " + why.split(" ")[-1] if why.startswith("suspect") else " < 0.95"
-        )
-        reasons[key] = reasons.get(key, 0) + 1
+            print(oof_row(s.label, pairs, rows, s.device))
+    reasons = Counter(flags.values())
     print(
-        f"\nData check (docs/predict.md's rule): {len(flags)} of {len(lucid)} Lucid pairs flagged: "
-        + ", ".join(f"{n} {k}" for k, n in sorted(reasons.items()))
+        f"\nData check (docs/predict.md's rule): {len(flags)} of "
+        f"{sum(p.dataset == 'lucid' for p in pairs)} Lucid pairs flagged: "
+        + (", ".join(f"{n} {k}" for k, n in sorted(reasons.items())) or "none")
     )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--h100", type=Path, default=SHARED / "h100" / "experiments")
-    parser.add_argument("--lucid", type=Path, default=SHARED / "lucid")
-    parser.add_argument(
-        "--calibration",
-        type=Path,
-        metavar="DIR",
-        default=PROBED,
-        help="a `gpumon calibrate` directory ($GPUMON_CALIBRATION) holding the H100's: its pairs are "
-        "also predicted with the constants measured there, nothing fitted (scheme 'calibrate'; default: the "
-        "H100's of 2026-11-26, docs/validation-h100-2026-11-26/calibration)",
-    )
-    args = parser.parse_args()
-    began = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in ("q4_contention.tgz", "modes.tgz"):
-            with tarfile.open(args.h100 / name) as tar:
-                tar.extractall(tmp, filter="data")
-        pairs = load_h100(Path(tmp)) + load_lucid(args.lucid, Path(tmp) / "lucid")
-    datasets = {"h100-ts": H100_DEVICE, "h100-mps": H100_DEVICE + ", MPS", "lucid": LUCID_DEVICE}
-    print("Datasets:")
-    for name, device in datasets.items():
-        print(f"  {name}: {sum(p.dataset == name for p in pairs)} pairs; {device}")
-
-    # each GPU's constants fitted on all its pairs: time slicing first, then MPS on the GPU's time-slicing fit
-    # a GPU other than the H100 starts from UNCALIBRATED (two turns a step), as `--from-pairs` fits it there
-    fitter = Fitter(pairs, {"lucid": UNCALIBRATED})
-    every = {d: frozenset(i for i, p in enumerate(pairs) if p.dataset == d) for d in datasets}
-    ts = {d: fitter.fit(every[d], TIMESLICE, d) for d in ("h100-ts", "lucid")}
-    fitter = Fitter(
-        pairs, {"h100-ts": ts["h100-ts"], "h100-mps": ts["h100-ts"], "lucid": ts["lucid"]}
-    )
-    mps = fitter.fit(every["h100-mps"], MPS, "h100-mps")
-    print(
-        "\nConstants fitted on every pair of a dataset (the GPU's own; the H100's ship as predict_model.FITTED):"
-    )
-    for name, c in (("h100-ts", ts["h100-ts"]), ("h100-mps", mps), ("lucid", ts["lucid"])):
-        print(
-            f"  {name}: slice {1e3 * c.slice_s:g} ms, switch {1e3 * c.switch_s:g} ms, util_scale {c.util_scale:g}, "
-            f"sm_fill {c.sm_fill:g}"
-        )
-
-    schemes = {
-        "h100-ts": ("LOPO", "LOFO", "LODO"),
-        "h100-mps": ("LOPO", "LOFO"),
-        "lucid": ("LOFO", "LODO"),
-    }
-    results = {(d, s): score(pairs, fitter, s, d) for d, ss in schemes.items() for s in ss}
-    probed = None
-    if args.calibration:  # the H100's pairs with the constants its probes measured, nothing fitted
-        os.environ[calibration.ENV] = str(args.calibration)
-        measured = calibration.load(H100_GPU)
-        if measured is None:
-            parser.error(f"--calibration {args.calibration}: no calibration of {H100_GPU} there")
-        probed = dataclasses.replace(
-            UNCALIBRATED, **measured.constants
-        )  # a GPU with probe constants alone
-        print(
-            f"  gpumon calibrate {measured.measured_at} ({calibration.path_for(H100_GPU)}): "
-            + ", ".join(f"{k} {v:.4g}" for k, v in measured.constants.items())
-        )
-        for d in ("h100-ts", "h100-mps"):
-            results[(d, "calibrate")] = [
-                judge(p, probed, True, probed=True) for p in pairs if p.dataset == d
-            ]
-            schemes[d] = (*schemes[d], "calibrate")
-    print(
-        "\n| dataset | scheme | predictor | MAPE r % | MAPE STP % | Spearman rho STP | measured r inside interval "
-        "| measured STP inside interval | verdict: measured (printed) |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for d in datasets:
-        for s in schemes[d]:
-            print("\n".join(summary(results[(d, s)], s)))
-        print("\n".join(baselines(results[(d, schemes[d][0])])))
-
+def error_terms(pairs: list[Pair], fitter: Fitter, results: dict) -> None:
+    """The out-of-sample errors behind ``predict_model.ERRORS``, and coverage with the other dataset's errors."""
     print(
         "\nOut-of-sample errors (95 % of |log(measured / predicted)| fall within; r, STP), against predict_model.ERRORS:"
     )
@@ -713,6 +595,13 @@ def main() -> int:
             term(got, e[("h100-ts", "LOFO")]),
             ERRORS.probed,
         )
+    outside_and_crossed(pairs, fitter, results, e, show, term)
+
+
+def outside_and_crossed(
+    pairs: list[Pair], fitter: Fitter, results: dict, e: dict, show: Any, term: Any
+) -> None:
+    """The term for a utilisation outside the range checked, and coverage with the other dataset's errors."""
     # utilisation outside the checked range: Lucid fitted on the pairs whose jobs both lie in [0.3, 0.9]
     lucid = [i for i, p in enumerate(pairs) if p.dataset == "lucid"]
     inside = frozenset(i for i in lucid if all(0.3 <= j.solo.busy <= 0.9 for j in pairs[i].jobs))
@@ -741,6 +630,9 @@ def main() -> int:
             f"from {other}: {coverage_with(results[(d, 'LOFO')], *e[(other, 'LOFO')])}"
         )
 
+
+def per_pair_tables(results: dict) -> None:
+    """The H100's pairs one by one, and Lucid's by family pair."""
     print(
         "\nH100 per pair (predicted r: LOPO / LOFO; verdict: what predict prints with the LOFO prediction):\n"
     )
@@ -773,6 +665,98 @@ def main() -> int:
             f"{mape(pred, meas):.1f} | {sum(r['pair'].measured_stp for r in rows) / len(rows):.2f} | "
             f"{sum(r['stp'] for r in rows) / len(rows):.2f} |"
         )
+
+
+def fit_every(pairs: list[Pair], datasets: dict[str, str]) -> Fitter:
+    """Each GPU's constants fitted on all its pairs, printed; the Fitter whose folds start from them."""
+    # each GPU's constants fitted on all its pairs: time slicing first, then MPS on the GPU's time-slicing fit
+    # a GPU other than the H100 starts from UNCALIBRATED (two turns a step), as `--from-pairs` fits it there
+    fitter = Fitter(pairs, {"lucid": UNCALIBRATED})
+    every = {d: frozenset(i for i, p in enumerate(pairs) if p.dataset == d) for d in datasets}
+    ts = {d: fitter.fit(every[d], TIMESLICE, d) for d in ("h100-ts", "lucid")}
+    fitter = Fitter(
+        pairs, {"h100-ts": ts["h100-ts"], "h100-mps": ts["h100-ts"], "lucid": ts["lucid"]}
+    )
+    mps = fitter.fit(every["h100-mps"], MPS, "h100-mps")
+    print(
+        "\nConstants fitted on every pair of a dataset (the GPU's own; the H100's ship as predict_model.FITTED):"
+    )
+    for name, c in (("h100-ts", ts["h100-ts"]), ("h100-mps", mps), ("lucid", ts["lucid"])):
+        print(
+            f"  {name}: slice {1e3 * c.slice_s:g} ms, switch {1e3 * c.switch_s:g} ms, util_scale {c.util_scale:g}, "
+            f"sm_fill {c.sm_fill:g}"
+        )
+    return fitter
+
+
+def arguments() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--h100", type=Path, default=SHARED / "h100" / "experiments")
+    parser.add_argument("--lucid", type=Path, default=SHARED / "lucid")
+    parser.add_argument(
+        "--calibration",
+        type=Path,
+        metavar="DIR",
+        default=PROBED,
+        help="a `gpumon calibrate` directory ($GPUMON_CALIBRATION) holding the H100's: its pairs are "
+        "also predicted with the constants measured there, nothing fitted (scheme 'calibrate'; default: the "
+        "H100's of 2026-11-26, docs/validation-h100-2026-11-26/calibration)",
+    )
+    return parser
+
+
+def main() -> int:
+    parser = arguments()
+    args = parser.parse_args()
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("q4_contention.tgz", "modes.tgz"):
+            with tarfile.open(args.h100 / name) as tar:
+                tar.extractall(tmp, filter="data")
+        pairs = load_h100(Path(tmp)) + load_lucid(args.lucid, Path(tmp) / "lucid")
+    datasets = {"h100-ts": H100_DEVICE, "h100-mps": H100_DEVICE + ", MPS", "lucid": LUCID_DEVICE}
+    print("Datasets:")
+    for name, device in datasets.items():
+        print(f"  {name}: {sum(p.dataset == name for p in pairs)} pairs; {device}")
+
+    fitter = fit_every(pairs, datasets)
+
+    schemes = {
+        "h100-ts": ("LOPO", "LOFO", "LODO"),
+        "h100-mps": ("LOPO", "LOFO"),
+        "lucid": ("LOFO", "LODO"),
+    }
+    results = {(d, s): score(pairs, fitter, s, d) for d, ss in schemes.items() for s in ss}
+    probed = None
+    if args.calibration:  # the H100's pairs with the constants its probes measured, nothing fitted
+        os.environ[calibration.ENV] = str(args.calibration)
+        measured = calibration.load(H100_GPU)
+        if measured is None:
+            parser.error(f"--calibration {args.calibration}: no calibration of {H100_GPU} there")
+        probed = dataclasses.replace(
+            UNCALIBRATED, **measured.constants
+        )  # a GPU with probe constants alone
+        print(
+            f"  gpumon calibrate {measured.measured_at} ({calibration.path_for(H100_GPU)}): "
+            + ", ".join(f"{k} {v:.4g}" for k, v in measured.constants.items())
+        )
+        for d in ("h100-ts", "h100-mps"):
+            results[(d, "calibrate")] = [
+                judge(p, probed, True, probed=True) for p in pairs if p.dataset == d
+            ]
+            schemes[d] = (*schemes[d], "calibrate")
+    print(
+        "\n| dataset | scheme | predictor | MAPE r % | MAPE STP % | Spearman rho STP | measured r inside interval "
+        "| measured STP inside interval | verdict: measured (printed) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d in datasets:
+        for s in schemes[d]:
+            print("\n".join(summary(results[(d, s)], s)))
+        print("\n".join(baselines(results[(d, schemes[d][0])])))
+
+    error_terms(pairs, fitter, results)
+    per_pair_tables(results)
     out_of_fold(pairs, fitter, probed if args.calibration else None)
     print(f"\n{time.monotonic() - began:.0f} s")
     return 0

@@ -148,7 +148,46 @@ def report(rows: list[dict], device: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
+def measure_share(
+    share: str, jobs: list[str], args: argparse.Namespace, out: Path, env: dict[str, str]
+) -> list[dict]:
+    """One share mode: each job's phase and plain solo runs, the pairs, each pair scored."""
+    logs, common = out / "logs", ["--device", args.device]
+    rows = []
+    phased, solo = {}, {}
+    for job in jobs:
+        name = job.split(":")[0]
+        phased[job] = capture(
+            [job, "--partner-phase", str(args.phase), "--duration", str(args.seconds + args.phase),
+             "--share", share, *common],
+            out / "runs", logs / f"phase-{share}-{name}.log", env,
+        )  # fmt: skip
+        solo[job] = capture(
+            [job, "--duration", str(args.seconds), "--share", share, *common],
+            out / "runs", logs / f"solo-{share}-{name}.log", env,
+        )  # fmt: skip
+    pairs = list(itertools.combinations_with_replacement(jobs, 2))
+    if share == "mps":
+        wanted = set(args.mps_pairs.split(","))
+        pairs = [p for p in pairs if f"{p[0].split(':')[0]}+{p[1].split(':')[0]}" in wanted]
+    for a, b in pairs:
+        label = f"{a.split(':')[0]}+{b.split(':')[0]}"
+        shared = capture(
+            [a, b, "--duration", str(args.seconds), "--share", share, *common],
+            out / "runs", logs / f"pair-{share}-{label}.log", env,
+        )  # fmt: skip
+        sa, sb, pa, pb = solo[a], solo[b], phased[a], phased[b]
+        if shared is None or sa is None or sb is None or pa is None or pb is None:
+            continue
+        log = logs / f"compare-{share}-{label}.log"
+        row = score_pair((sa, sb), (pa, pb), shared, share, log, env)
+        if row is not None:
+            rows.append({"label": label, "share": share, **row})
+            print(f"{share} {label}: measured {row['measured']}", flush=True)
+    return rows
+
+
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda")
@@ -160,7 +199,11 @@ def main() -> int:
     parser.add_argument(
         "--mps-pairs", default=MPS_PAIRS, help=f"pairs measured under MPS ({MPS_PAIRS})"
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = arguments().parse_args()
     out = args.out.resolve()
     safewrite.ensure_folder(out / "logs")
     env = {
@@ -193,40 +236,7 @@ def main() -> int:
             f"partner alone: {store_partner_rate(str(gpu.get('name', '')), partner):.2f} it/s",
             flush=True,
         )
-    rows = []
-    for share in shares:
-        phased, solo = {}, {}
-        for job in jobs:
-            name = job.split(":")[0]
-            phased[job] = capture(
-                [job, "--partner-phase", str(args.phase), "--duration", str(args.seconds + args.phase),
-                 "--share", share, *common],
-                out / "runs", logs / f"phase-{share}-{name}.log", env,
-            )  # fmt: skip
-            solo[job] = capture(
-                [job, "--duration", str(args.seconds), "--share", share, *common],
-                out / "runs", logs / f"solo-{share}-{name}.log", env,
-            )  # fmt: skip
-        pairs = list(itertools.combinations_with_replacement(jobs, 2))
-        if share == "mps":
-            wanted = set(args.mps_pairs.split(","))
-            pairs = [p for p in pairs if f"{p[0].split(':')[0]}+{p[1].split(':')[0]}" in wanted]
-        for a, b in pairs:
-            label = f"{a.split(':')[0]}+{b.split(':')[0]}"
-            shared = capture(
-                [a, b, "--duration", str(args.seconds), "--share", share, *common],
-                out / "runs", logs / f"pair-{share}-{label}.log", env,
-            )  # fmt: skip
-            known = (solo[a], solo[b], phased[a], phased[b])
-            if shared is None or any(x is None for x in known):
-                continue
-            row = score_pair(
-                (solo[a], solo[b]), (phased[a], phased[b]), shared, share,
-                logs / f"compare-{share}-{label}.log", env,
-            )  # fmt: skip
-            if row is not None:
-                rows.append({"label": label, "share": share, **row})
-                print(f"{share} {label}: measured {row['measured']}", flush=True)
+    rows = [row for share in shares for row in measure_share(share, jobs, args, out, env)]
     device = "cpu"
     if args.device != "cpu":
         smi = subprocess.run(

@@ -505,13 +505,7 @@ def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]
             "what it got, not what it needed, so it is taken to need more than the cores hold beside its partner",
         ]
     widen, more = lacking(jobs, mode, model.calibrated, c, model.probed)
-    unphased = [j.slot for j in jobs if j.nvml and math.isnan(j.solo.turns)]
-    if mode == TIMESLICE and unphased:
-        more.append(
-            f"no beside-partner phase for {' and '.join(dict.fromkeys(unphased))}: turns per step taken as the "
-            f"time slices its kernels need, at least {c.turns:g} (assumed; `gpumon run JOB --partner-phase S` "
-            "measures them)"
-        )
+    more += _assumed_turns(jobs, mode, c)
     r, pair = intervals(points, mode, [j.spread for j in jobs], widen)
     names = (jobs[0].spec, jobs[1].spec)
     return Prediction(
@@ -524,6 +518,18 @@ def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]
         tuple(notes + more),
         model,
     )
+
+
+def _assumed_turns(jobs: Sequence[Job], mode: str, c: Constants) -> list[str]:
+    """What time slicing assumed for a job without a beside-partner phase (its turns per step)."""
+    unphased = [j.slot for j in jobs if j.nvml and math.isnan(j.solo.turns)]
+    if mode != TIMESLICE or not unphased:
+        return []
+    return [
+        f"no beside-partner phase for {' and '.join(dict.fromkeys(unphased))}: turns per step taken as the "
+        f"time slices its kernels need, at least {c.turns:g} (assumed; `gpumon run JOB --partner-phase S` "
+        "measures them)"
+    ]
 
 
 def _busy(job: Job, busy: float) -> Solo:

@@ -39,23 +39,38 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+SHARED = next(
+    (p for p in (REPO.parent / "shared", REPO.parents[1] / "shared") if p.is_dir()),
+    REPO.parent / "shared",
+)
+PROBED = (
+    REPO / "docs" / "validation-h100-2026-11-26" / "calibration"
+)  # gpumon calibrate on the H100, 2026-11-26
+PARTNER = "gemm"  # the standard GPU-bound partner the beside-partner phase is emulated with
 
 from gpumon.analysis.predict import Job, intervals, lacking, read_jobs  # noqa: E402
-from gpumon.analysis.predict_fit import Measured, fit  # noqa: E402
+from gpumon.analysis.predict_fit import GRID, Measured, fit  # noqa: E402
+from gpumon.analysis.predict_fit import mape as mape_of  # noqa: E402
 from gpumon.analysis.predict_model import (  # noqa: E402
     DEFAULT,
     ERRORS,
     MPS,
     TIMESLICE,
+    UNCALIBRATED,
     Constants,
     PairPrediction,
     predict_pair,
 )
+from gpumon.analysis.predict_phase import Phase, with_phase  # noqa: E402
+from predict_folds import Scored, nested  # noqa: E402
 from gpumon.core.records.rates import stp, verdict  # noqa: E402
 from gpumon.core.store import calibration  # noqa: E402
 from gpumon.core.store.trace import load_run  # noqa: E402
@@ -307,10 +322,10 @@ def e95(errors: list[float]) -> float:
 
 
 def rel_errors(rows: list[dict]) -> tuple[list[float], list[float]]:
-    """|measured / predicted - 1| of r and of STP."""
+    """|log(measured / predicted)| of r and of STP (the intervals are log space)."""
     return (
-        [abs(m / x - 1) for r in rows for m, x in zip(r["pair"].measured, r["pred"])],
-        [abs(r["pair"].measured_stp / r["stp"] - 1) for r in rows],
+        [abs(math.log(m / x)) for r in rows for m, x in zip(r["pair"].measured, r["pred"])],
+        [abs(math.log(r["pair"].measured_stp / r["stp"])) for r in rows],
     )
 
 
@@ -318,89 +333,213 @@ def coverage_with(rows: list[dict], e_r: float, e_stp: float) -> str:
     """Coverage of r and STP had the intervals been +-e_r, +-e_stp, nothing added for missing inputs."""
     r_in = s_in = n = 0
     for r in rows:
-        er, es = e_r, e_stp
         for m, x in zip(r["pair"].measured, r["pred"]):
-            r_in += x * (1 - er) <= m <= x * (1 + er)
+            r_in += abs(math.log(m / x)) <= e_r
             n += 1
-        s_in += r["stp"] * (1 - es) <= r["pair"].measured_stp <= r["stp"] * (1 + es)
+        s_in += abs(math.log(r["pair"].measured_stp / r["stp"])) <= e_stp
     return f"r {r_in}/{n} ({100 * r_in / n:.0f} %), STP {s_in}/{len(rows)} ({100 * s_in / len(rows):.0f} %)"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--h100", type=Path, default=REPO.parent / "shared" / "h100" / "experiments"
-    )
-    parser.add_argument("--lucid", type=Path, default=REPO.parent / "shared" / "lucid")
-    parser.add_argument(
-        "--calibration",
-        type=Path,
-        metavar="DIR",
-        help="a `gpumon calibrate` directory ($GPUMON_CALIBRATION) holding the H100's: its pairs are "
-        "also predicted with the constants measured there, nothing fitted (scheme 'calibrate')",
-    )
-    args = parser.parse_args()
-    began = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in ("q4_contention.tgz", "modes.tgz"):
-            with tarfile.open(args.h100 / name) as tar:
-                tar.extractall(tmp, filter="data")
-        pairs = load_h100(Path(tmp)) + load_lucid(args.lucid, Path(tmp) / "lucid")
-    datasets = {"h100-ts": H100_DEVICE, "h100-mps": H100_DEVICE + ", MPS", "lucid": LUCID_DEVICE}
-    print("Datasets:")
-    for name, device in datasets.items():
-        print(f"  {name}: {sum(p.dataset == name for p in pairs)} pairs; {device}")
+def flagged(pairs: list[Pair], dataset: str) -> dict[int, str]:
+    """The data check stated in docs/predict.md before scoring with it: pairs that contradict their own solo runs
+    (a job's measured r below 0.95, or a job that is a suspect solo block: r below 1 in more than half its pairs)."""
+    mine = [i for i, p in enumerate(pairs) if p.dataset == dataset]
+    below: dict[str, list[bool]] = {}
+    for i in mine:
+        for name, r in zip(pairs[i].names, pairs[i].measured):
+            below.setdefault(name.split(":")[-1], []).append(r < 1)
+    suspect = {n for n, b in below.items() if sum(b) > len(b) / 2}
+    out = {}
+    for i in mine:
+        p = pairs[i]
+        names = [n.split(":")[-1] for n in p.names]
+        if min(p.measured) < 0.95:
+            out[i] = "a job's r < 0.95"
+        elif suspect & set(names):
+            out[i] = "a suspect solo block"
+    return out
 
-    # each GPU's constants fitted on all its pairs: time slicing first, then MPS on the GPU's time-slicing fit
-    fitter = Fitter(pairs, {})
-    every = {d: frozenset(i for i, p in enumerate(pairs) if p.dataset == d) for d in datasets}
-    ts = {d: fitter.fit(every[d], TIMESLICE, d) for d in ("h100-ts", "lucid")}
-    fitter = Fitter(
-        pairs, {"h100-ts": ts["h100-ts"], "h100-mps": ts["h100-ts"], "lucid": ts["lucid"]}
-    )
-    mps = fitter.fit(every["h100-mps"], MPS, "h100-mps")
-    print(
-        "\nConstants fitted on every pair of a dataset (the GPU's own; the H100's ship as predict_model.FITTED):"
-    )
-    for name, c in (("h100-ts", ts["h100-ts"]), ("h100-mps", mps), ("lucid", ts["lucid"])):
-        print(
-            f"  {name}: slice {1e3 * c.slice_s:g} ms, switch {1e3 * c.switch_s:g} ms, util_scale {c.util_scale:g}, "
-            f"sm_fill {c.sm_fill:g}"
+
+def emulated_phases(pairs: list[Pair], c: Constants) -> dict[str, Phase]:
+    """Each H100 workload's beside-partner phase, emulated from its q4 pair with the partner (gemm): its step beside
+    gemm and gemm's rates alone and beside it, as ``gpumon run JOB --partner-phase`` would measure them."""
+    phases = {}
+    for p in pairs:
+        if p.dataset != "h100-ts" or not p.names[0].startswith("q4:") or PARTNER not in p.families:
+            continue
+        names = [n.split(":")[-1] for n in p.names]
+        x = 1 if names[0] == PARTNER else 0  # the job (gemm + gemm: either)
+        job, partner = p.jobs[x].solo, p.jobs[1 - x].solo
+        phases[names[x]] = Phase(
+            p.measured[x] * job.step_s,
+            1 / partner.step_s,
+            1 / (p.measured[1 - x] * partner.step_s),
+        )
+    return phases
+
+
+def fixed(pairs: list[Pair], c: Constants, phases: dict[str, Phase] | None = None):
+    """A predictor that fits nothing: constants ``c`` (and the jobs' phases, where given) for every fold."""
+
+    def solo(p: Pair, k: int):
+        s = p.jobs[k].solo
+        return with_phase(s, (phases or {}).get(p.names[k].split(":")[-1]), c) if phases else s
+
+    def predictor(train: frozenset[int]):
+        return lambda i: (
+            predict_pair(solo(pairs[i], 0), solo(pairs[i], 1), pairs[i].mode, c).slowdown
         )
 
-    schemes = {
-        "h100-ts": ("LOPO", "LOFO", "LODO"),
-        "h100-mps": ("LOPO", "LOFO"),
-        "lucid": ("LOFO", "LODO"),
-    }
-    results = {(d, s): score(pairs, fitter, s, d) for d, ss in schemes.items() for s in ss}
-    if args.calibration:  # the H100's pairs with the constants its probes measured, nothing fitted
-        os.environ[calibration.ENV] = str(args.calibration)
-        measured = calibration.load(H100_GPU)
-        if measured is None:
-            parser.error(f"--calibration {args.calibration}: no calibration of {H100_GPU} there")
-        probed = dataclasses.replace(DEFAULT, **measured.constants)
-        print(
-            f"  gpumon calibrate {measured.measured_at} ({calibration.path_for(H100_GPU)}): "
-            + ", ".join(f"{k} {v:.4g}" for k, v in measured.constants.items())
-        )
-        for d in ("h100-ts", "h100-mps"):
-            results[(d, "calibrate")] = [
-                judge(p, probed, True, probed=True) for p in pairs if p.dataset == d
-            ]
-            schemes[d] = (*schemes[d], "calibrate")
-    print(
-        "\n| dataset | scheme | predictor | MAPE r % | MAPE STP % | Spearman rho STP | measured r inside interval "
-        "| measured STP inside interval | verdict: measured (printed) |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for d in datasets:
-        for s in schemes[d]:
-            print("\n".join(summary(results[(d, s)], s)))
-        print("\n".join(baselines(results[(d, schemes[d][0])])))
+    return predictor
 
+
+def fitted(pairs: list[Pair], fitter: Fitter, mode: str, dataset: str):
+    """A predictor whose constants are fitted on each fold's training pairs (as ``--from-pairs`` fits them)."""
+
+    def predictor(train: frozenset[int]):
+        c = fitter.fit(train, mode, dataset)
+        return lambda i: predicted(pairs[i], c).slowdown
+
+    return predictor
+
+
+def default_for_any_gpu(pairs: list[Pair]):
+    """A predictor whose constants are chosen as ``predict_model.UNCALIBRATED`` was, on each fold's training pairs
+    and the H100's: the grid point (two turns a step) with the best worse ratio of its MAPE of r to r = 1's over the
+    two datasets (nested: the held-out family's pairs never choose it)."""
+    h100 = [
+        Measured(p.jobs[0].solo, p.jobs[1].solo, p.measured)
+        for p in pairs
+        if p.dataset == "h100-ts"
+    ]
+
+    def ratio(measured: list[Measured], c: Constants) -> float:
+        naive = sum(abs(1 - m) / m for x in measured for m in x.r) / (2 * len(measured))
+        return mape_of(measured, TIMESLICE, c) / (100 * naive)
+
+    @lru_cache(maxsize=None)
+    def choose(train: frozenset[int]) -> Constants:
+        own = [
+            Measured(pairs[i].jobs[0].solo, pairs[i].jobs[1].solo, pairs[i].measured) for i in train
+        ]
+        return min(
+            (dataclasses.replace(UNCALIBRATED, **point) for point in GRID[TIMESLICE]),
+            key=lambda c: max(ratio(own, c), ratio(h100, c)),
+        )
+
+    def predictor(train: frozenset[int]):
+        c = choose(train)
+        return lambda i: predicted(pairs[i], c).slowdown
+
+    return predictor
+
+
+def oof_row(label: str, pairs: list[Pair], rows: list[Scored], device: str) -> str:
+    """One line of the out-of-fold table."""
+    meas = [m for r in rows for m in pairs[r.index].measured]
+    pred = [x for r in rows for x in r.pred]
+    inside = sum(
+        lo <= m <= hi for r in rows for lo, m, hi in zip(r.r_low, pairs[r.index].measured, r.r_high)
+    )
+    stp_in = sum(r.stp_low <= pairs[r.index].measured_stp <= r.stp_high for r in rows)
+    stps = [pairs[r.index].measured_stp for r in rows]
+    wrong = sum(
+        (v == "pays" and s < NEAR[0]) or (v == "loses" and s > NEAR[1])
+        for v, s in zip((r.verdict for r in rows), stps)
+    )
+    low = min(min(r.r_low) for r in rows)
+    widths = sorted({round(100 * r.width[0]) for r in rows})
+    return (
+        f"| {label} | {device} | {len(rows)} | {mape(pred, meas):.1f} | {mape([1.0] * len(meas), meas):.1f} | "
+        f"{inside}/{len(meas)} ({100 * inside / len(meas):.0f} %) | {stp_in}/{len(rows)} "
+        f"({100 * stp_in / len(rows):.0f} %) | {low:.2f} | {widths[0]}-{widths[-1]} | "
+        f"{confusion(stps, [r.verdict for r in rows])} | {wrong} |"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One row of the out-of-fold table: what is scored, on which pairs, and the pairs its folds may train on."""
+
+    label: str
+    device: str
+    indices: list[int]
+    predictor: Any
+    pool: list[int] | None = None
+
+
+H100_TS, H100_MPS, LUCID_GPU = "H100 80GB HBM3", "H100 80GB HBM3 (MPS)", "Lucid testbed GPU"
+
+
+def oof_settings(
+    pairs: list[Pair], fitter: Fitter, probed: Constants | None, flags: dict[int, str]
+) -> list[Setting]:
+    """Every setting of issue 42's table (the probe rows only where the H100's calibration is given)."""
+
+    def idx(dataset: str, keep=lambda p: True) -> list[int]:
+        return [i for i, p in enumerate(pairs) if p.dataset == dataset and keep(p)]
+
+    h100, mps, lucid = idx("h100-ts"), idx("h100-mps"), idx("lucid")
+    clean = [i for i in lucid if i not in flags]
+    out = [
+        Setting("H100 time slicing, constants fitted on the other workloads' pairs (LOWO)", H100_TS, h100,
+                fitted(pairs, fitter, TIMESLICE, "h100-ts")),
+    ]  # fmt: skip
+    if probed is not None:
+        beside = idx("h100-ts", lambda p: PARTNER not in p.families)
+        out += [
+            Setting("H100 time slicing, probe constants only, solo captures as recorded (k0 2 assumed)", H100_TS,
+                    h100, fixed(pairs, probed)),
+            Setting(f"H100 time slicing, probe constants + each job's phase beside {PARTNER} (emulated from its q4 "
+                    f"pair; pairs with {PARTNER} left out: they are the phases), LOWO", H100_TS, beside,
+                    fixed(pairs, probed, emulated_phases(pairs, probed))),
+            Setting("H100 MPS, probe gamma (nothing fitted)", H100_MPS, mps, fixed(pairs, probed)),
+        ]  # fmt: skip
+    return out + [
+        Setting("H100 MPS, gamma fitted on the other workloads' pairs (LOWO)", H100_MPS, mps,
+                fitted(pairs, fitter, MPS, "h100-mps")),
+        Setting("Lucid, held out after --from-pairs on the other families (LOFO)", LUCID_GPU, lucid,
+                fitted(pairs, fitter, TIMESLICE, "lucid")),
+        Setting("Lucid, uncalibrated (predict_model.UNCALIBRATED)", LUCID_GPU, lucid, fixed(pairs, UNCALIBRATED)),
+        Setting("Lucid, uncalibrated, the default itself chosen without the held-out family (nested)", LUCID_GPU,
+                lucid, default_for_any_gpu(pairs)),
+        Setting(f"Lucid without the {len(flags)} pairs the data check flags, --from-pairs (LOFO)", LUCID_GPU, clean,
+                fitted(pairs, fitter, TIMESLICE, "lucid"), clean),
+        Setting(f"Lucid without the {len(flags)} flagged pairs, uncalibrated", LUCID_GPU, clean,
+                fixed(pairs, UNCALIBRATED), clean),
+    ]  # fmt: skip
+
+
+def out_of_fold(pairs: list[Pair], fitter: Fitter, probed: Constants | None) -> None:
+    """The issue-42 table: every setting scored out of fold, widths included (benchmarks/predict_folds.py)."""
     print(
-        "\nOut-of-sample errors (95 % of |measured / predicted - 1| fall within; r, STP), against predict_model.ERRORS:"
+        "\nOut of fold (nested: constants and interval widths fitted on the other families' pairs, each pair scored"
+        " once; intervals r*exp(+-E_r), STP*exp(+-E_STP)):\n"
+    )
+    print(
+        "| setting | device | pairs | MAPE r % | r = 1 % | r inside | STP inside | lowest low bound | E_r % "
+        "(per fold) | verdict: measured (printed) | wrong verdicts |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    flags = flagged(pairs, "lucid")
+    for s in oof_settings(pairs, fitter, probed, flags):
+        rows = nested(
+            s.indices, lambda i: pairs[i].families, lambda i: pairs[i].measured, s.predictor, s.pool
+        )
+        if rows:
+            print(oof_row(s.label, pairs, rows, s.device))
+    reasons = Counter(flags.values())
+    print(
+        f"\nData check (docs/predict.md's rule): {len(flags)} of "
+        f"{sum(p.dataset == 'lucid' for p in pairs)} Lucid pairs flagged: "
+        + (", ".join(f"{n} {k}" for k, n in sorted(reasons.items())) or "none")
+    )
+
+
+def error_terms(pairs: list[Pair], fitter: Fitter, results: dict) -> None:
+    """The out-of-sample errors behind ``predict_model.ERRORS``, and coverage with the other dataset's errors."""
+    print(
+        "\nOut-of-sample errors (95 % of |log(measured / predicted)| fall within; r, STP), against predict_model.ERRORS:"
     )
     e = {key: tuple(e95(x) for x in rel_errors(rows)) for key, rows in results.items()}
 
@@ -438,10 +577,14 @@ def main() -> int:
             f"{100 * e[(d, 'LOFO')][0]:.1f} %, {100 * e[(d, 'LOFO')][1]:.1f} %: "
             + ", ".join(f"{100 * x:.1f} %" for x in term(e[(d, "LODO")], e[(d, "LOFO")]))
         )
+    lucid_pairs = [p for p in pairs if p.dataset == "lucid"]
+    e_default = tuple(
+        e95(x) for x in rel_errors([judge(p, UNCALIBRATED, False) for p in lucid_pairs])
+    )
     show(
-        "uncalibrated: what predict does on a GPU it has no constants for, the H100's constants on Lucid's GPU "
-        "(lucid LODO against LOFO)",
-        term(e[("lucid", "LODO")], e[("lucid", "LOFO")]),
+        f"uncalibrated: what predict does on a GPU it has no constants for, UNCALIBRATED on Lucid's GPU "
+        f"({100 * e_default[0]:.1f} %, {100 * e_default[1]:.1f} %) against lucid LOFO",
+        term(e_default, e[("lucid", "LOFO")]),
         ERRORS.uncalibrated,
     )
     if ("h100-ts", "calibrate") in e:
@@ -452,6 +595,13 @@ def main() -> int:
             term(got, e[("h100-ts", "LOFO")]),
             ERRORS.probed,
         )
+    outside_and_crossed(pairs, fitter, results, e, show, term)
+
+
+def outside_and_crossed(
+    pairs: list[Pair], fitter: Fitter, results: dict, e: dict, show: Any, term: Any
+) -> None:
+    """The term for a utilisation outside the range checked, and coverage with the other dataset's errors."""
     # utilisation outside the checked range: Lucid fitted on the pairs whose jobs both lie in [0.3, 0.9]
     lucid = [i for i, p in enumerate(pairs) if p.dataset == "lucid"]
     inside = frozenset(i for i in lucid if all(0.3 <= j.solo.busy <= 0.9 for j in pairs[i].jobs))
@@ -480,6 +630,9 @@ def main() -> int:
             f"from {other}: {coverage_with(results[(d, 'LOFO')], *e[(other, 'LOFO')])}"
         )
 
+
+def per_pair_tables(results: dict) -> None:
+    """The H100's pairs one by one, and Lucid's by family pair."""
     print(
         "\nH100 per pair (predicted r: LOPO / LOFO; verdict: what predict prints with the LOFO prediction):\n"
     )
@@ -512,6 +665,99 @@ def main() -> int:
             f"{mape(pred, meas):.1f} | {sum(r['pair'].measured_stp for r in rows) / len(rows):.2f} | "
             f"{sum(r['stp'] for r in rows) / len(rows):.2f} |"
         )
+
+
+def fit_every(pairs: list[Pair], datasets: dict[str, str]) -> Fitter:
+    """Each GPU's constants fitted on all its pairs, printed; the Fitter whose folds start from them."""
+    # each GPU's constants fitted on all its pairs: time slicing first, then MPS on the GPU's time-slicing fit
+    # a GPU other than the H100 starts from UNCALIBRATED (two turns a step), as `--from-pairs` fits it there
+    fitter = Fitter(pairs, {"lucid": UNCALIBRATED})
+    every = {d: frozenset(i for i, p in enumerate(pairs) if p.dataset == d) for d in datasets}
+    ts = {d: fitter.fit(every[d], TIMESLICE, d) for d in ("h100-ts", "lucid")}
+    fitter = Fitter(
+        pairs, {"h100-ts": ts["h100-ts"], "h100-mps": ts["h100-ts"], "lucid": ts["lucid"]}
+    )
+    mps = fitter.fit(every["h100-mps"], MPS, "h100-mps")
+    print(
+        "\nConstants fitted on every pair of a dataset (the GPU's own; the H100's ship as predict_model.FITTED):"
+    )
+    for name, c in (("h100-ts", ts["h100-ts"]), ("h100-mps", mps), ("lucid", ts["lucid"])):
+        print(
+            f"  {name}: slice {1e3 * c.slice_s:g} ms, switch {1e3 * c.switch_s:g} ms, util_scale {c.util_scale:g}, "
+            f"sm_fill {c.sm_fill:g}"
+        )
+    return fitter
+
+
+def arguments() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--h100", type=Path, default=SHARED / "h100" / "experiments")
+    parser.add_argument("--lucid", type=Path, default=SHARED / "lucid")
+    parser.add_argument(
+        "--calibration",
+        type=Path,
+        metavar="DIR",
+        default=PROBED,
+        help="a `gpumon calibrate` directory ($GPUMON_CALIBRATION) holding the H100's: its pairs are "
+        "also predicted with the constants measured there, nothing fitted (scheme 'calibrate'; default: the "
+        "H100's of 2026-11-26, docs/validation-h100-2026-11-26/calibration)",
+    )
+    return parser
+
+
+def main() -> int:
+    parser = arguments()
+    args = parser.parse_args()
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("q4_contention.tgz", "modes.tgz"):
+            with tarfile.open(args.h100 / name) as tar:
+                tar.extractall(tmp, filter="data")
+        pairs = load_h100(Path(tmp)) + load_lucid(args.lucid, Path(tmp) / "lucid")
+    datasets = {"h100-ts": H100_DEVICE, "h100-mps": H100_DEVICE + ", MPS", "lucid": LUCID_DEVICE}
+    print("Datasets:")
+    for name, device in datasets.items():
+        print(f"  {name}: {sum(p.dataset == name for p in pairs)} pairs; {device}")
+
+    fitter = fit_every(pairs, datasets)
+
+    schemes = {
+        "h100-ts": ("LOPO", "LOFO", "LODO"),
+        "h100-mps": ("LOPO", "LOFO"),
+        "lucid": ("LOFO", "LODO"),
+    }
+    results = {(d, s): score(pairs, fitter, s, d) for d, ss in schemes.items() for s in ss}
+    probed = None
+    if args.calibration:  # the H100's pairs with the constants its probes measured, nothing fitted
+        os.environ[calibration.ENV] = str(args.calibration)
+        measured = calibration.load(H100_GPU)
+        if measured is None:
+            parser.error(f"--calibration {args.calibration}: no calibration of {H100_GPU} there")
+        probed = dataclasses.replace(
+            UNCALIBRATED, **measured.constants
+        )  # a GPU with probe constants alone
+        print(
+            f"  gpumon calibrate {measured.measured_at} ({calibration.path_for(H100_GPU)}): "
+            + ", ".join(f"{k} {v:.4g}" for k, v in measured.constants.items())
+        )
+        for d in ("h100-ts", "h100-mps"):
+            results[(d, "calibrate")] = [
+                judge(p, probed, True, probed=True) for p in pairs if p.dataset == d
+            ]
+            schemes[d] = (*schemes[d], "calibrate")
+    print(
+        "\n| dataset | scheme | predictor | MAPE r % | MAPE STP % | Spearman rho STP | measured r inside interval "
+        "| measured STP inside interval | verdict: measured (printed) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d in datasets:
+        for s in schemes[d]:
+            print("\n".join(summary(results[(d, s)], s)))
+        print("\n".join(baselines(results[(d, schemes[d][0])])))
+
+    error_terms(pairs, fitter, results)
+    per_pair_tables(results)
+    out_of_fold(pairs, fitter, probed if args.calibration else None)
     print(f"\n{time.monotonic() - began:.0f} s")
     return 0
 

@@ -101,6 +101,17 @@ def slicing(a: Timeline, b: Timeline) -> Slicing:
     )
 
 
+def seen_slice(short: Timeline, switch_s: float) -> float:
+    """The slice as a job with short kernels sees it beside a partner whose kernels fill the SMs: the short probe's
+    median gap (the partner's hold and a switch each way) less two switches; CalibrationFailed with too few gaps."""
+    if len(short.gaps) < MIN_RUNS:
+        raise CalibrationFailed(
+            f"the short-kernel probe saw {len(short.gaps)} gaps beside the SM-filling one "
+            f"(at least {MIN_RUNS} needed): the device did not time-slice them"
+        )
+    return max(statistics.median(short.gaps) - 2 * switch_s, 0.0)
+
+
 def util_scale(
     busy_s: float, wall_s: float, nvml_util_pct: Sequence[float]
 ) -> tuple[float, float, float]:

@@ -24,12 +24,14 @@ from gpumon.analysis.predict_model import (
     FITTED,
     MPS,
     TIMESLICE,
+    UNCALIBRATED,
     Constants,
     PairPrediction,
     Solo,
     predict_pair,
     reason,
 )
+from gpumon.analysis.predict_phase import PARTNER_SPEC, Phase, with_phase
 from gpumon.core.records.slots import SLOTS
 from gpumon.analysis.slowdown import Estimate
 from gpumon.core.interference import evidence
@@ -158,12 +160,62 @@ def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool, bool]:
         side.sm_active / side.gpu_util if nvml and side.gpu_util > 0 else math.nan
     )  # NaN: no GPM columns
     copy = side.copy_s if not math.isnan(side.copy_s) else 0.0
-    return (
-        rate,
-        Solo(1 / rate, busy=busy, fill=fill, copy_s=copy, cores=cores),
-        nvml,
-        _copies_recorded(run, slot),
-    )
+    solo = Solo(1 / rate, busy=busy, fill=fill, copy_s=copy, cores=cores)
+    phased = partner_phase(run)
+    if (
+        phased and not run.meta.share.mps
+    ):  # turns are time slicing's: a phase under MPS measures none
+        gpu = evidence.device_identity(run)[1]
+        solo = with_phase(solo, phased[1], gpu_model(gpu, TIMESLICE)[0].constants or DEFAULT)
+    return rate, solo, nvml, _copies_recorded(run, slot)
+
+
+def partner_phase(
+    run: Run,
+) -> tuple[dict[str, tuple[list[float], list[float]]], Phase | None] | None:
+    """A run of ``gpumon run JOB --partner-phase``: job A's first and last post-warm-up steps before the standard
+    partner started (its solo part, read like an exclusive run) and its phase beside the partner (A's step there,
+    the partner's rate beside it, the partner's rate alone from this GPU's calibration where `gpumon calibrate`
+    measured it; None where the partner took no two steps beside it); None for any other run."""
+    specs = run.specs
+    stagger = run.meta.stagger_s
+    if set(specs) != {"A", "B"} or specs["B"].split(":")[0] != PARTNER_SPEC or not stagger:
+        return None
+    codes, names, (t, n, warmup) = run.step_columns(("t", "step", "warmup"), whole=False)
+    rows = {
+        slot: sorted(
+            (float(a), float(b))
+            for a, b, w, c in zip(t, n, warmup, codes)
+            if names[c] == slot and w != 1 and math.isfinite(a) and math.isfinite(b)
+        )
+        for slot in ("A", "B")
+    }
+    # the partner was launched at the stagger (run time), or earlier if a step of it says so
+    started = min([float(stagger), *(float(a) for a, c in zip(t, codes) if names[c] == "B")])
+    alone = [r for r in rows["A"] if r[0] < started]
+    beside = [r for r in rows["A"] if rows["B"] and r[0] >= rows["B"][0][0]]
+    if len(alone) < 2:
+        return None
+    ends = {"A": ([alone[0][0], alone[-1][0]], [alone[0][1], alone[-1][1]])}
+    if len(beside) < 2 or len(rows["B"]) < 2 or beside[-1][1] <= beside[0][1]:
+        return (
+            ends,
+            None,
+        )  # the partner never stepped beside it (a phase too short): the solo part stands
+    step = (beside[-1][0] - beside[0][0]) / (beside[-1][1] - beside[0][1])
+    partner = exclusive_rate([r[0] for r in rows["B"]], [r[1] for r in rows["B"]])
+    return ends, Phase(step, partner_rate(evidence.device_identity(run)[1]), partner)
+
+
+def partner_rate(gpu: str) -> float:
+    """The standard partner's steps per second alone on GPU model ``gpu``, as `gpumon calibrate` stored it (NaN:
+    not measured: the phase then gives the job's turns per step but not the pressure it exerts)."""
+    try:
+        measured = calibration.load(gpu) if gpu else None
+    except calibration.CalibrationError:
+        return math.nan
+    rate = measured.details.get("partner_rate") if measured else None
+    return float(rate) if isinstance(rate, (int, float)) and rate > 0 else math.nan
 
 
 def read_jobs(
@@ -179,11 +231,12 @@ def read_jobs(
         raise UsageError(problem)
     groups: dict[str, list[Member]] = {}
     for run in exclusive:
-        ends = exclusive_ends(
-            run, whole=False
-        )  # each job's first and last post-warm-up step, read once
-        named = [w for w in run.workloads if w.slot]
-        if run.mode == "shared" or len(ends) > 1 or len(named) > 1:
+        phased = partner_phase(run)
+        ends = (
+            phased[0] if phased else exclusive_ends(run, whole=False)
+        )  # each job's first and last post-warm-up step (alone), read once
+        named = [w for w in run.workloads if w.slot][: 1 if phased else None]
+        if (run.mode == "shared" and not phased) or len(ends) > 1 or len(named) > 1:
             raise UsageError(
                 f"{run.path}: not an exclusive run (two workloads shared the device); predict reads solo runs"
             )
@@ -230,6 +283,8 @@ def _job(slot: str, members: list[Member], kind: str) -> Job:
         cpu_share=_mean(p.cpu_share for p in profiles),
         cores=profiles[0].cores,
         contended=any(p.contended for p in profiles),
+        turns=_mean(p.turns for p in profiles),
+        switch_s=_mean(p.switch_s for p in profiles),
     )
     return Job(
         slot,
@@ -270,7 +325,10 @@ def gpu_model(gpu: str, mode: str) -> tuple[Model, list[str]]:
         if gpu in FITTED
         else {}
     )
-    constants = dataclasses.replace(DEFAULT, **{**probes, **shipped, **from_pairs})
+    base = FITTED.get(
+        gpu, UNCALIBRATED
+    )  # a GPU never fitted starts from the defaults chosen for any GPU
+    constants = dataclasses.replace(base, **{**probes, **shipped, **from_pairs})
     needed = set(NEEDED[mode])
     calibrated = needed <= {*probes, *shipped, *from_pairs}
     from_probes = needed & (set(probes) - set(shipped))  # the mode's constants the probes gave
@@ -280,7 +338,7 @@ def gpu_model(gpu: str, mode: str) -> tuple[Model, list[str]]:
     elif gpu in FITTED:
         source = f"fitted on {gpu} captures (benchmarks/predict_accuracy.py)"
     else:
-        source = "default (fitted on NVIDIA H100 80GB HBM3 captures)"
+        source = "default for an uncalibrated GPU (chosen on the H100's and Lucid's pairs)"
     overruled = sorted(needed & set(probes) & set(shipped) - set(from_pairs))
     if overruled:
         notes.append(
@@ -290,8 +348,9 @@ def gpu_model(gpu: str, mode: str) -> tuple[Model, list[str]]:
     if probed and mode == TIMESLICE:
         notes.append(
             f"{', '.join(sorted(from_probes))} measured by `gpumon calibrate`'s probes, not fitted on pairs: "
-            "intervals widened (the H100's predicted its time-sliced pairs with a mean r error of 17 %, the "
-            "pair-fitted ones 5.5 %; `gpumon calibrate --from-pairs` fits them on pairs measured here)"
+            "intervals widened (with two turns a step assumed the H100's predicted its time-sliced pairs with a "
+            "mean r error of 10 %, the pair-fitted ones 5.5 %; `gpumon calibrate --from-pairs` fits them on pairs "
+            "measured here)"
         )
     elif probed:
         notes.append(
@@ -337,18 +396,19 @@ def intervals(
     spreads: Sequence[float] = (0.0, 0.0),
     widen: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[tuple[Estimate, Estimate], Estimate]:
-    """Each job's r and the pair's STP with their 95 % intervals, from the point predictions ``points`` (the first is
-    the estimate; the others, if any, span what the evidence leaves open) and the jobs' solo spreads: r * (1 +- e),
-    e = sqrt(E_r^2 + w_r^2 + s^2), and STP * (1 +- sqrt(E_STP^2 + w_STP^2 + s_STP^2)), s_STP the spreads weighted by
-    each job's 1/r; E the mode's out-of-sample error (``ERRORS``), w what the constants and inputs lack (``widen``,
-    from ``lacking``)."""
+    """Each job's r and the pair's STP with their 95 % intervals, in log space (every bound > 0), from the point
+    predictions ``points`` (the first is the estimate; the others, if any, span what the evidence leaves open) and
+    the jobs' solo spreads: r * exp(+-e), e = sqrt(E_r^2 + w_r^2 + s^2), and STP * exp(+-sqrt(E_STP^2 + w_STP^2 +
+    s_STP^2)), s_STP the spreads weighted by each job's 1/r; E the mode's out-of-sample |log error| (``ERRORS``), w
+    what the constants and inputs lack (``widen``, from ``lacking``), s a relative spread (a log spread, to first
+    order)."""
     value = points[0]
     rel = [math.sqrt(ERRORS.base(mode, "r") ** 2 + widen[0] ** 2 + s**2) for s in spreads]
     r = tuple(
         Estimate(
             value.slowdown[i],
-            min(p.slowdown[i] for p in points) * (1 - rel[i]),
-            max(p.slowdown[i] for p in points) * (1 + rel[i]),
+            min(p.slowdown[i] for p in points) * math.exp(-rel[i]),
+            max(p.slowdown[i] for p in points) * math.exp(rel[i]),
         )
         for i in range(2)
     )
@@ -360,8 +420,8 @@ def intervals(
     )
     pair = Estimate(
         value.stp,
-        min(p.stp for p in points) * (1 - rel_stp),
-        max(p.stp for p in points) * (1 + rel_stp),
+        min(p.stp for p in points) * math.exp(-rel_stp),
+        max(p.stp for p in points) * math.exp(rel_stp),
     )
     return (r[0], r[1]), pair
 
@@ -445,6 +505,7 @@ def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]
             "what it got, not what it needed, so it is taken to need more than the cores hold beside its partner",
         ]
     widen, more = lacking(jobs, mode, model.calibrated, c, model.probed)
+    more += _assumed_turns(jobs, mode, c)
     r, pair = intervals(points, mode, [j.spread for j in jobs], widen)
     names = (jobs[0].spec, jobs[1].spec)
     return Prediction(
@@ -457,6 +518,18 @@ def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]
         tuple(notes + more),
         model,
     )
+
+
+def _assumed_turns(jobs: Sequence[Job], mode: str, c: Constants) -> list[str]:
+    """What time slicing assumed for a job without a beside-partner phase (its turns per step)."""
+    unphased = [j.slot for j in jobs if j.nvml and math.isnan(j.solo.turns)]
+    if mode != TIMESLICE or not unphased:
+        return []
+    return [
+        f"no beside-partner phase for {' and '.join(dict.fromkeys(unphased))}: turns per step taken as the "
+        f"time slices its kernels need, at least {c.turns:g} (assumed; `gpumon run JOB --partner-phase S` "
+        "measures them)"
+    ]
 
 
 def _busy(job: Job, busy: float) -> Solo:

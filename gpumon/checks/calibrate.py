@@ -4,7 +4,9 @@ Two ``gpumon.workloads.sliceprobe`` processes start on the GPU (about as long as
 
 1. one probe alone, back-to-back kernels (1 s): its kernel length;
 2. both at once, back-to-back kernels (4 s of each's work): the time slice and the switch cost, from the runs and
-   gaps in each one's kernel ends (``gpumon.analysis.calibration.slicing``);
+   gaps in each one's kernel ends (``gpumon.analysis.calibration.slicing``); then both on kernels that fill the SMs
+   (2 s): the switch between contexts with state to save (``switch_s``), and probe A's short kernels beside B's
+   filling ones (2 s): the slice a short-kernel job waits (``slice_s``, ``seen_slice``);
 3. one probe, one kernel at a time with equal host gaps (4 s), while NVML is read every 0.1 s (the first second
    dropped: NVML averages up to a second back): how NVML's utilisation reads kernel time (``util_scale``);
 4. where ``nvidia-cuda-mps-control`` is on PATH (and ``mps`` is asked for): gpumon's own MPS daemon (as ``--share
@@ -185,6 +187,38 @@ def time_slicing(probes: list[Probe]) -> tuple[measure.Slicing, dict[str, Any]]:
     return result, {**result.details(), "kernel_alone_s": measure.spacing(alone), "kernels_each": n}
 
 
+def filling(probes: list[Probe], short: measure.Slicing) -> tuple[float, float, dict[str, Any]]:
+    """The switch between contexts whose kernels fill the SMs (both probes on SM-filling kernels), and the slice a
+    job with short kernels sees beside such a partner (probe A's short kernels, B's filling ones): (slice, switch,
+    details). Where the filling kernels do not alternate, the short kernels' slice and switch stand (said)."""
+    a, b = probes
+    fill_s = measure.spacing(a.ask({"do": "spin", "kernels": 50, "fill": True}, FILL_S)["ends"])
+    n = _count(FILL_S, fill_s)
+    try:
+        ends = [
+            x["ends"]
+            for x in together(probes, {"do": "spin", "kernels": n, "fill": True}, 2 * FILL_S)
+        ]
+        full = measure.slicing(measure.timeline(ends[0]), measure.timeline(ends[1]))
+        a.send({"do": "spin", "kernels": _count(FILL_S, a.kernel_s)})
+        b.send({"do": "spin", "kernels": n, "fill": True})
+        mixed = a.answer(2 * FILL_S + ANSWER_MARGIN_S)["ends"]
+        b.answer(2 * FILL_S + ANSWER_MARGIN_S)
+        seen = measure.seen_slice(measure.timeline(mixed), full.switch_s)
+    except CalibrationFailed as exc:
+        return short.slice_s, short.switch_s, {"filling": f"not measured: {exc}"}
+    return (
+        seen,
+        full.switch_s,
+        {
+            "fill_kernel_s": fill_s,
+            "switch_short_s": short.switch_s,
+            "slice_short_runs_s": short.slice_s,
+            "filling": full.details(),
+        },
+    )
+
+
 def util_scale(probe: Probe, source: Any) -> tuple[float, dict[str, Any]]:
     with UtilSampler(source) as sampler:
         duty = probe.ask({"do": "duty", "seconds": DUTY_S, "gap_s": probe.kernel_s}, DUTY_S)
@@ -239,7 +273,10 @@ def calibrate(
             stack.callback(probe.stop)
         say("time slicing: one probe alone, then both")
         slicing, details["time_slicing"] = time_slicing(probes)
-        constants.update(slice_s=slicing.slice_s, switch_s=slicing.switch_s)
+        say("time slicing with kernels that fill the SMs, and a short-kernel job beside them")
+        slice_s, switch_s, more = filling(probes, slicing)
+        details["time_slicing"].update(more)
+        constants.update(slice_s=slice_s, switch_s=switch_s)
         say("NVML utilisation against a probe's kernel time")
         constants["util_scale"], details["utilisation"] = util_scale(probes[0], source)
     if not mps:

@@ -12,6 +12,7 @@ from gpumon.commands.argtypes import finite_number
 from gpumon.commands.base import EPILOG, RUN_HELP
 from gpumon.commands.sessionargs import add_session_options, session_config
 from gpumon.console.terminal import output_not_terminal
+from gpumon.analysis.predict_phase import partner_spec
 from gpumon.errors import UsageError
 from gpumon.frontends.detach import DETACHED_CHILD_FLAG
 
@@ -67,6 +68,15 @@ def _add_jobs(p: argparse.ArgumentParser) -> None:
         "(else its rate is 'unknown (no probe)'). gpumon never signals it: quitting, Ctrl-C or --duration leave it "
         "running. Job A starts once B's steps alone span --stagger seconds (from the probe's history when it has "
         "one), so compare --shared RUN gives B's slowdown from this one run",
+    )
+    p.add_argument(
+        "--partner-phase",
+        type=finite_number,
+        default=None,
+        metavar="S",
+        help="end a one-job capture with S seconds beside gpumon's standard GPU-bound partner (the built-in "
+        "gemm), started once --duration less S has passed: 'gpumon predict' reads the job's solo part as an "
+        "exclusive run and, from the phase, how often its step waits for a turn (docs/predict.md)",
     )
     p.add_argument(
         "--duration",
@@ -146,6 +156,10 @@ def run(args: argparse.Namespace) -> int:
         if args.beside is not None
         else 0.0
     )
+    workloads = list(args.workloads)
+    if args.partner_phase is not None:
+        stagger = _partner_phase(args)
+        workloads.append(partner_spec(workloads[0] if workloads else ""))
     config = session_config(
         args,
         metrics=argtypes.metrics_address(args.metrics) if args.metrics is not None else None,
@@ -154,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         detached=args.detached_child,
     )
     plan = make_plan(
-        args.workloads,
+        workloads,
         args.cmd,
         session=config,
         label=args.label,
@@ -184,6 +198,19 @@ def run(args: argparse.Namespace) -> int:
             print(NOT_A_TERMINAL.format(not_terminal), file=sys.stderr, flush=True)
         return run_headless(plan, args.json)
     return run_tui(plan)
+
+
+def _partner_phase(args: argparse.Namespace) -> float:
+    """The stagger that leaves the last --partner-phase seconds to the partner; UsageError where it cannot."""
+    if len(args.workloads) + len(args.cmd) != 1 or args.beside is not None:
+        raise UsageError("--partner-phase takes one job (built-in or --cmd), and no --beside")
+    if args.stagger is not None:
+        raise UsageError("--partner-phase sets the stagger itself (--duration less the phase)")
+    if args.duration is None or not 0 < args.partner_phase < args.duration:
+        raise UsageError(
+            "--partner-phase S needs --duration longer than S (the job's solo part is the rest)"
+        )
+    return float(args.duration - args.partner_phase)
 
 
 NOT_A_TERMINAL = "gpumon: {}: running headless (status lines instead of the live monitor)"

@@ -10,6 +10,7 @@ import pytest
 
 from gpumon.analysis.calibration import (
     CalibrationFailed,
+    seen_slice,
     slicing,
     sm_fill,
     spacing,
@@ -41,6 +42,18 @@ def test_the_time_slice_and_switch_cost_come_from_runs_and_gaps():
     result = slicing(ta, tb)
     assert result.slice_s == pytest.approx(tau) and result.switch_s == pytest.approx(sigma)
     assert result.busy_share == pytest.approx(2 * tau / (2 * tau + 2 * sigma))
+
+
+def test_the_slice_a_short_kernel_job_sees_is_its_gaps_less_two_filling_switches():
+    """A short-kernel probe beside an SM-filling one waits the filler's hold and a switch each way."""
+    hold, sigma, d = 0.002, 0.00016, 0.0001
+    short = timeline(
+        _sliced(0.0, d, 0.02, 0.0, 1)
+        + _sliced(0.02 + hold + 2 * sigma, d, 0.0002, hold + 2 * sigma, 20)
+    )
+    assert seen_slice(short, sigma) == pytest.approx(hold)
+    with pytest.raises(CalibrationFailed, match="did not time-slice"):
+        seen_slice(timeline([i * 1e-4 for i in range(1, 200)]), sigma)
 
 
 def test_probes_that_never_alternate_are_no_calibration():

@@ -91,6 +91,11 @@ def test_it_measures_the_devices_slice_switch_cost_and_mps_fill(measured: dict, 
     assert c["sm_fill"] == pytest.approx(FILL, abs=0.05)
     slicing = measured["details"]["time_slicing"]
     assert slicing["runs"] >= 20 and slicing["kernel_alone_s"] == pytest.approx(1e-3, rel=0.05)
+    # issue 42: the switch from the SM-filling probes and the slice a short-kernel probe waits beside one were
+    # measured (the fake has no SMs: its filling kernels are the usual ones, so both read the scripted figures)
+    assert isinstance(slicing["filling"], dict) and slicing["filling"]["runs"] >= 8, slicing
+    assert 0.8 * took <= slicing["switch_short_s"] <= 1.8 * took
+    assert 0.8 * SLICE_MS <= 1e3 * slicing["slice_short_runs_s"] <= 1.25 * SLICE_MS
     # the utilisation scale: the duty probe's own kernel time over the wall, against what NVML said (scripted)
     util = measured["details"]["utilisation"]
     assert util["nvml_util"] == pytest.approx(NVML_UTIL / 100) and util["nvml_samples"] >= 10

@@ -23,6 +23,7 @@ from gpumon.analysis.predict_model import (
     MPS,
     TIMESLICE,
     Constants,
+    UNCALIBRATED,
     Solo,
     predict_pair,
 )
@@ -123,7 +124,9 @@ def from_pairs(path: Path, share: str = TIMESLICE) -> Calibration:
             "calibrate one at a time"
         )
     gpu = gpus.pop()
-    base = gpu_model(gpu, TIMESLICE)[0].constants
+    base = (
+        gpu_model(gpu, TIMESLICE)[0].constants or UNCALIBRATED
+    )  # time slicing always has constants
     constants, error = fit(pairs, share, base)
     try:
         stored = calibration.load(gpu)

@@ -23,8 +23,6 @@ BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.mat
 KNOWN: frozenset[str] = frozenset(
     {
         "gpumon/analysis/predict_fit.py:from_pairs",
-        "gpumon/core/capture/session.py:Session",
-        "gpumon/core/capture/session.py:start_capture",
         "gpumon/experiments/study/frames.py:frames_section",
         "gpumon/experiments/study/operators.py:operators_section",
         "gpumon/experiments/study/opprofile.py:train",

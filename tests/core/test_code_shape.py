@@ -23,11 +23,6 @@ BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.mat
 KNOWN: frozenset[str] = frozenset(
     {
         "gpumon/analysis/predict_fit.py:from_pairs",
-        "gpumon/experiments/study/frames.py:frames_section",
-        "gpumon/experiments/study/operators.py:operators_section",
-        "gpumon/experiments/study/opprofile.py:train",
-        "gpumon/experiments/study/pairwise.py:contention_section",
-        "gpumon/experiments/study/sweep.py:cost_section",
         "gpumon/frontends/headless.py:HeadlessRun",
         "gpumon/tui/model.py:LiveModel",
     }

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpumon.analysis import why
+from gpumon.core.records.enums import ShareKind
 from gpumon.errors import UsageError
 from gpumon.experiments.runner.cells import Cell, share_label
 from gpumon.experiments.study.results import (
@@ -47,7 +48,11 @@ class Pair:
 
     @property
     def name(self) -> str:
-        return self.jobs if self.share == "timeslice" else f"{self.jobs}-{share_label(self.share)}"
+        return (
+            self.jobs
+            if self.share == ShareKind.TIMESLICE
+            else f"{self.jobs}-{share_label(self.share)}"
+        )
 
     @property
     def detail_dir(self) -> str:

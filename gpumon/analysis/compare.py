@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from gpumon.core.records.enums import RunStatus
+from gpumon.core.records.enums import JobState, RunStatus
 from gpumon.analysis import distributions as dist
 from gpumon.analysis import rates, slowdown, spread, stats_helper, unprobed
 from gpumon.analysis.rates import Curve, Segment, Window
@@ -1053,7 +1053,7 @@ def _warnings(
             out.append(f"{data.name}: run is {status!r}, not complete (it may have crashed)")
         for slot, meta in data.workloads().items():
             code = meta.exit_status
-            if code not in (None, 0) and meta.state != "stopped":
+            if code not in (None, 0) and meta.state != JobState.STOPPED:
                 tail = (meta.tail or "").strip().splitlines()
                 why = f": {tail[-1]}" if tail else ""
                 out.append(

@@ -84,9 +84,20 @@ def _figures(comparison: "Comparison", frames: dict[str, "pd.DataFrame"]) -> dic
 
 def tables(comparison: "Comparison", runs: Sequence[Run]) -> dict[str, "pd.DataFrame"]:
     """The data behind the tables and plots, one DataFrame per CSV."""
+    return {
+        "rates": rates_table(comparison),
+        "pair": pair_table(comparison),
+        "distributions": distributions_table(comparison),
+        "windows": windows_table(comparison),
+        "rate_over_time": rate_over_time(comparison, runs),
+    }
+
+
+def rates_table(comparison: "Comparison") -> "pd.DataFrame":
+    """One row per workload: its rates, slowdown and normalised throughput (with bounds) and the causes."""
     import pandas as pd
 
-    workloads = pd.DataFrame(
+    return pd.DataFrame(
         [
             {
                 "workload": w.slot,
@@ -107,8 +118,14 @@ def tables(comparison: "Comparison", runs: Sequence[Run]) -> dict[str, "pd.DataF
             for w in comparison.workloads
         ]
     )
+
+
+def pair_table(comparison: "Comparison") -> "pd.DataFrame":
+    """One row: the pair's STP (with bounds) and the verdict."""
+    import pandas as pd
+
     stp = comparison.pair.stp
-    pair = pd.DataFrame(
+    return pd.DataFrame(
         [
             {
                 "stp": stp.value,
@@ -118,32 +135,47 @@ def tables(comparison: "Comparison", runs: Sequence[Run]) -> dict[str, "pd.DataF
             }
         ]
     )
-    distributions = pd.DataFrame(
+
+
+DISTRIBUTION_COLUMNS = [
+    "workload",
+    "metric",
+    "label",
+    "unit",
+    "n_exclusive",
+    "n_shared",
+    "median_exclusive",
+    "median_shared",
+    "median_shift",
+    "relative_shift",
+    "wasserstein",
+    "ks_statistic",
+    "ks_pvalue",
+    "chi2",
+    "chi2_pvalue",
+    "chi2_dof",
+]
+
+
+def distributions_table(comparison: "Comparison") -> "pd.DataFrame":
+    """One row per workload and metric: how its distribution moved from exclusive to shared."""
+    import pandas as pd
+
+    return pd.DataFrame(
         [
             {"workload": w.slot, **d.to_dict()}
             for w in comparison.workloads
             for d in w.distributions
         ],
-        columns=[
-            "workload",
-            "metric",
-            "label",
-            "unit",
-            "n_exclusive",
-            "n_shared",
-            "median_exclusive",
-            "median_shared",
-            "median_shift",
-            "relative_shift",
-            "wasserstein",
-            "ks_statistic",
-            "ks_pvalue",
-            "chi2",
-            "chi2_pvalue",
-            "chi2_dof",
-        ],
+        columns=DISTRIBUTION_COLUMNS,
     )
-    windows = pd.DataFrame(
+
+
+def windows_table(comparison: "Comparison") -> "pd.DataFrame":
+    """One row per window: each workload's exclusive and shared windows, then the pair's ("A+B")."""
+    import pandas as pd
+
+    return pd.DataFrame(
         [
             {"workload": w.slot, **s.to_dict()}
             for w in comparison.workloads
@@ -151,13 +183,6 @@ def tables(comparison: "Comparison", runs: Sequence[Run]) -> dict[str, "pd.DataF
         ]
         + [{"workload": "A+B", **s.to_dict()} for s in comparison.pair.windows]
     )
-    return {
-        "rates": workloads,
-        "pair": pair,
-        "distributions": distributions,
-        "windows": windows,
-        "rate_over_time": rate_over_time(comparison, runs),
-    }
 
 
 def rate_over_time(comparison: "Comparison", runs: Sequence[Run], bins: int = 60) -> "pd.DataFrame":

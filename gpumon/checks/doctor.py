@@ -22,6 +22,7 @@ from gpumon.extras import TORCH, install_hint
 OK, WARN, FAIL = "ok", "warn", "fail"
 CAP_SYS_PTRACE = 19
 TORCH_TIMEOUT_S = 120.0
+MPS_CHECK = "mps"  # the name of the check that --share mps can work (verify leaves it to doctor)
 
 # Run in a child: the parent never imports torch.
 TORCH_PROBE = """
@@ -141,7 +142,7 @@ def check_mps(compute_mode: int | None = None) -> Check:
     }
     if control is None:
         return Check(
-            "mps",
+            MPS_CHECK,
             WARN,
             f"MPS unavailable: {mps.CONTROL} not found",
             detail,
@@ -149,7 +150,7 @@ def check_mps(compute_mode: int | None = None) -> Check:
         )
     if mode == "Prohibited":
         return Check(
-            "mps",
+            MPS_CHECK,
             WARN,
             "MPS unusable: the GPU's compute mode is Prohibited",
             detail,
@@ -158,7 +159,7 @@ def check_mps(compute_mode: int | None = None) -> Check:
     where = f", compute mode {mode}" if mode else ""
     if running is not None:
         return Check(
-            "mps",
+            MPS_CHECK,
             WARN,
             f"MPS daemon already running (pipe directory {running}){where}",
             detail,
@@ -166,7 +167,9 @@ def check_mps(compute_mode: int | None = None) -> Check:
                 "--share mps:existing runs the jobs as its clients; plain --share mps refuses to start a second"
             ],
         )
-    return Check("mps", OK, f"MPS usable ({control}{where}): gpumon run A B --share mps", detail)
+    return Check(
+        MPS_CHECK, OK, f"MPS usable ({control}{where}): gpumon run A B --share mps", detail
+    )
 
 
 def _gpu_check(info: dict) -> Check:

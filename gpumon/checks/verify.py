@@ -20,12 +20,22 @@ from typing import Callable, Iterable
 
 from gpumon.console.color import use_color
 from gpumon.core.records.model import StepEvent, WorkloadState
+from gpumon.core.records.enums import JobState
 from gpumon.core.capture.session import Session, SessionConfig
 from gpumon.core.sources.nvml import pid_namespace_hint
 from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.trace import Run, exclusive_ends, load_run
 from gpumon.core.records.units import bytes_per_s
-from gpumon.checks.doctor import FAIL, OK, WARN, Check, check_nvml, check_torch, render_text
+from gpumon.checks.doctor import (
+    FAIL,
+    MPS_CHECK,
+    OK,
+    WARN,
+    Check,
+    check_nvml,
+    check_torch,
+    render_text,
+)
 from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.frontends.plan import builtin_request, check_device
 
@@ -348,7 +358,11 @@ class _Progress:
                 self.half.set()
             if item.t - self.first_t >= self.busy_s:
                 self.done.set()
-        elif isinstance(item, WorkloadState) and item.state in ("exited", "stopped", "failed"):
+        elif isinstance(item, WorkloadState) and item.state in (
+            JobState.EXITED,
+            JobState.STOPPED,
+            JobState.FAILED,
+        ):
             self.half.set()
             self.done.set()
 
@@ -393,7 +407,7 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.gpu is not None and args.gpu < 0:
         raise UsageError(f"--gpu must be a GPU index (0 or more), not {args.gpu}")
     checks = [
-        c for c in check_nvml(args.gpu) if c.name != "mps"
+        c for c in check_nvml(args.gpu) if c.name != MPS_CHECK
     ]  # MPS is doctor's: not about these numbers
     facts: dict = {}
     pipeline_only = False

@@ -21,6 +21,7 @@ from typing import TextIO
 
 from gpumon.core.jobs.interpreter import module_argv
 from gpumon.core.records.model import ENDED_STATES
+from gpumon.core.records.enums import RunStatus
 from gpumon.core.records.printable import printable
 from gpumon.safewrite import create_new_fd
 
@@ -74,7 +75,7 @@ def already_ended(run_dir: Path) -> bool:
     if not isinstance(meta, dict):
         return False
     jobs = meta.get("workloads")
-    if meta.get("status") not in (None, "recording"):
+    if meta.get("status") not in (None, RunStatus.RECORDING):
         return True
     return (
         isinstance(jobs, list)

@@ -18,7 +18,7 @@ from gpumon.core.capture.boundedhttp import serve
 from gpumon.core.records.bus import Bus
 from gpumon.core.interference.live import LiveStats
 from gpumon.core.records.model import DeviceSample, StepEvent
-from gpumon.core.records.rates import VERDICTS, interference
+from gpumon.core.records.rates import VERDICTS, Interference, interference
 from gpumon.errors import EnvironmentFailure
 
 if TYPE_CHECKING:
@@ -122,56 +122,16 @@ class RunMetrics:
             self.jobs[slot] = _Job(spec=spec)
 
     def collect(self) -> Iterator[Metric]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
         base = [self.labels.get(k, "") for k in DEVICE_LABELS]
-        sample = self.device
-        for name, attr, scale, text in DEVICE_GAUGES:
-            value = getattr(sample, attr, math.nan) if sample is not None else math.nan
-            if not math.isnan(value):
-                family = GaugeMetricFamily(name, text, labels=DEVICE_LABELS)
-                family.add_metric(base, value * scale)
-                yield family
+        yield from self._device_families(base)
         live = self.live.now(self.clock())
         with self._lock:
             jobs = {
                 slot: (job.spec, job.steps, job.copy_bytes)
                 for slot, job in sorted(self.jobs.items())
             }
-        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
-            "steps": CounterMetricFamily(
-                "gpumon_job_iterations", "training steps the probe reported", labels=JOB_LABELS
-            ),
-            "copy": CounterMetricFamily(
-                "gpumon_job_copy_bytes", "bytes the job copied host to device", labels=JOB_LABELS
-            ),
-            "rate": GaugeMetricFamily(
-                "gpumon_job_iterations_per_second",
-                "iterations per second over the last 2 s",
-                labels=JOB_LABELS,
-            ),
-            "samples": GaugeMetricFamily(
-                "gpumon_job_samples_per_second",
-                "training samples per second over the last 2 s",
-                labels=JOB_LABELS,
-            ),
-            "bandwidth": GaugeMetricFamily(
-                "gpumon_job_copy_bandwidth_bytes_per_second",
-                "bytes per second of the copies themselves (includes time-slice waits under sharing)",
-                labels=JOB_LABELS,
-            ),
-            "wall": GaugeMetricFamily(
-                "gpumon_job_copy_throughput_bytes_per_second",
-                "bytes copied per second of wall time",
-                labels=JOB_LABELS,
-            ),
-            "slowdown": GaugeMetricFamily(
-                "gpumon_job_slowdown_ratio",
-                "exclusive rate over the rate while sharing (2 = half speed)",
-                labels=JOB_LABELS,
-            ),
-        }
-        shared_slots = []
+        families = job_families()
+        running = []
         for slot, (spec, steps, copy_bytes) in jobs.items():
             labels = [*base, slot, spec]
             families["steps"].add_metric(labels, steps)
@@ -179,7 +139,7 @@ class RunMetrics:
             f = live.figures.get(slot)
             if slot not in live.running or f is None:
                 continue
-            shared_slots.append(slot)
+            running.append(slot)
             for key, value in (
                 ("rate", f.iter_per_s),
                 ("samples", f.samples_per_s),
@@ -188,30 +148,88 @@ class RunMetrics:
             ):
                 if not math.isnan(value):
                     families[key].add_metric(labels, value)
-        if self.exclusive and len(shared_slots) > 1 and live.overlap is not None:
-            result = interference(
-                self.exclusive, live.overlap
-            )  # no r, STP nor verdict before it can hold one
+        if self.exclusive and len(running) > 1 and live.overlap is not None:
+            # no r, STP nor verdict before it can hold one
+            result = interference(self.exclusive, live.overlap)
             for slot, r in result.slowdown.items():
                 if not math.isnan(r):
                     families["slowdown"].add_metric([*base, slot, jobs[slot][0]], r)
-            if not math.isnan(result.stp):
-                stp = GaugeMetricFamily(
-                    "gpumon_pair_stp_ratio",
-                    "system throughput: sum of 1/slowdown (above 1: sharing pays)",
-                    labels=DEVICE_LABELS,
-                )
-                stp.add_metric(base, result.stp)
-                yield stp
-                verdict = GaugeMetricFamily(
-                    "gpumon_pair_verdict",
-                    "1 for the current verdict on sharing",
-                    labels=(*DEVICE_LABELS, "verdict"),
-                )
-                for v in VERDICTS:
-                    verdict.add_metric([*base, v], 1.0 if v == result.verdict else 0.0)
-                yield verdict
+            yield from pair_families(base, result)
         yield from families.values()
+
+    def _device_families(self, base: list[str]) -> Iterator[Metric]:
+        """One gauge per device figure the last sample holds (none for a figure it could not read)."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        sample = self.device
+        for name, attr, scale, text in DEVICE_GAUGES:
+            value = getattr(sample, attr, math.nan) if sample is not None else math.nan
+            if not math.isnan(value):
+                family = GaugeMetricFamily(name, text, labels=DEVICE_LABELS)
+                family.add_metric(base, value * scale)
+                yield family
+
+
+def job_families() -> dict[str, CounterMetricFamily | GaugeMetricFamily]:
+    """The per-job families, empty, by the key ``collect`` fills them under."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    return {
+        "steps": CounterMetricFamily(
+            "gpumon_job_iterations", "training steps the probe reported", labels=JOB_LABELS
+        ),
+        "copy": CounterMetricFamily(
+            "gpumon_job_copy_bytes", "bytes the job copied host to device", labels=JOB_LABELS
+        ),
+        "rate": GaugeMetricFamily(
+            "gpumon_job_iterations_per_second",
+            "iterations per second over the last 2 s",
+            labels=JOB_LABELS,
+        ),
+        "samples": GaugeMetricFamily(
+            "gpumon_job_samples_per_second",
+            "training samples per second over the last 2 s",
+            labels=JOB_LABELS,
+        ),
+        "bandwidth": GaugeMetricFamily(
+            "gpumon_job_copy_bandwidth_bytes_per_second",
+            "bytes per second of the copies themselves (includes time-slice waits under sharing)",
+            labels=JOB_LABELS,
+        ),
+        "wall": GaugeMetricFamily(
+            "gpumon_job_copy_throughput_bytes_per_second",
+            "bytes copied per second of wall time",
+            labels=JOB_LABELS,
+        ),
+        "slowdown": GaugeMetricFamily(
+            "gpumon_job_slowdown_ratio",
+            "exclusive rate over the rate while sharing (2 = half speed)",
+            labels=JOB_LABELS,
+        ),
+    }
+
+
+def pair_families(base: list[str], result: Interference) -> Iterator[Metric]:
+    """The pair's STP and a one-hot verdict, once the interference holds an STP."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    if math.isnan(result.stp):
+        return
+    stp = GaugeMetricFamily(
+        "gpumon_pair_stp_ratio",
+        "system throughput: sum of 1/slowdown (above 1: sharing pays)",
+        labels=DEVICE_LABELS,
+    )
+    stp.add_metric(base, result.stp)
+    yield stp
+    verdict = GaugeMetricFamily(
+        "gpumon_pair_verdict",
+        "1 for the current verdict on sharing",
+        labels=(*DEVICE_LABELS, "verdict"),
+    )
+    for v in VERDICTS:
+        verdict.add_metric([*base, v], 1.0 if v == result.verdict else 0.0)
+    yield verdict
 
 
 class MetricsServer:

@@ -37,7 +37,7 @@ from gpumon.core.store.recorder import (
     create_run_dir,
     initial_meta,
 )
-from gpumon.core.store.runmeta import WorkloadRecord
+from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.capture.sampler import Sampler
 from gpumon.core.sources.host import HostSource
@@ -257,59 +257,45 @@ class Session:
         if self.recorder is not None and not self.recorder.failed:
             return self.recorder.path
         self.stop_capture()
-        if planned_workloads:
-            runs = planned_slots(planned_workloads)
-            for _, request in runs:
-                if request.beside is not None and self.sampler is not None:
-                    self.sampler.claim(
-                        request.beside.pid
-                    )  # job B from the capture's first tick, not "another"
-        else:
-            runs = [(slot, w.request) for slot, w in self.launcher.snapshot().items() if w.running]
+        runs = self._capture_jobs(planned_workloads)
         path = create_run_dir(self.config.runs_dir, label, time.localtime())
-        workloads = [self._workload_record(slot, req) for slot, req in runs]
-        meta = initial_meta(
-            label_given=label_given,
-            label=label,
-            mode="shared" if len(runs) > 1 else "exclusive",
-            clock_t0_ns=self.clock.t0_ns,
-            started_at=self.clock.started_at,
-            interval_ms=self.config.interval_ms,
-            device=self.config.device,
-            stagger_s=self.config.stagger_s,
-            host=self._host_info(),
-            gpu=GpuInfo.of_device(self.nvml.device_info())
-            if self.nvml is not None and self.nvml_status.available
-            else None,
-            nvml=self.nvml_status,
-            versions=self._versions(),
-            workloads=workloads,
+        meta = capture_meta(
+            self, label, [self._workload_record(slot, r) for slot, r in runs], label_given
         )
-        meta.capture_start_t = round(self.clock.now(), 6)
-        meta.share = self.config.share
-        meta.runner = RunnerInfo.current(self.config.detached)
         meta.baselines = dict(baselines)
+        self.recorder = self._open_recorder(path, meta)
+        self._unsubscribe_recorder = self.bus.subscribe(self.recorder.handle, *Recorder.TAKES)
+        return path
+
+    def _capture_jobs(
+        self, planned: list[LaunchRequest] | None
+    ) -> list[tuple[Slot, LaunchRequest]]:
+        """The jobs a new capture records: the planned ones, else those running now."""
+        if not planned:
+            return [(slot, w.request) for slot, w in self.launcher.snapshot().items() if w.running]
+        runs = planned_slots(planned)
+        for _, request in runs:
+            if request.beside is not None and self.sampler is not None:
+                # job B from the capture's first tick, not "another"
+                self.sampler.claim(request.beside.pid)
+        return runs
+
+    def _open_recorder(self, path: Path, meta: RunMeta) -> Recorder:
+        """A recorder writing ``path`` (gpumon's MPS daemon started there when the run shares by MPS); when
+        either cannot start, nothing was recorded and nothing is left behind."""
         try:
-            self.recorder = Recorder(path, meta, on_error=self._on_capture_error)
-        except EnvironmentFailure:
-            shutil.rmtree(
-                path, ignore_errors=True
-            )  # it could not even start (a full disk): leave nothing behind
+            recorder = Recorder(path, meta, on_error=self._on_capture_error)
+        except EnvironmentFailure:  # it could not even start (a full disk)
+            shutil.rmtree(path, ignore_errors=True)
             raise
         if self.config.share.mps and self.mps is None:
             try:
                 self._start_mps(path)  # its pipe and log directories live in the run directory
-            except (
-                GpumonError
-            ):  # the daemon would not start (or --share was refused): nothing recorded
-                self.recorder.close(0.0)
-                self.recorder = None
-                shutil.rmtree(
-                    path, ignore_errors=True
-                )  # nothing was recorded: leave nothing behind
+            except GpumonError:  # the daemon would not start (or --share was refused)
+                recorder.close(0.0)
+                shutil.rmtree(path, ignore_errors=True)
                 raise
-        self._unsubscribe_recorder = self.bus.subscribe(self.recorder.handle, *Recorder.TAKES)
-        return path
+        return recorder
 
     def _on_capture_error(self, error: CaptureError) -> None:
         """The recorder's first failed write: say so on the bus, and stop the workloads unless told not to."""
@@ -373,27 +359,58 @@ class Session:
             self.nvml.close()
         return path
 
-    def _host_info(self) -> HostInfo:
-        return HostInfo(
-            hostname=socket.gethostname(),
-            platform=platform.platform(),
-            cpus=os.cpu_count(),
-            cpu_affinity=tuple(sorted(os.sched_getaffinity(0))),
-            mem_total_mib=round(psutil.virtual_memory().total / 2**20),
-        )
 
-    def _versions(self) -> dict[str, Any]:
-        driver = (
-            self.nvml.device_info().get("driver")
-            if self.nvml is not None and self.nvml_status.available
-            else None
-        )
-        return {
-            "python": platform.python_version(),
-            "gpumon": gpumon.__version__,
-            "torch": None,
-            "driver": driver,
-        }
+def capture_meta(
+    session: "Session", label: str, workloads: list[WorkloadRecord], label_given: bool = True
+) -> RunMeta:
+    """The run.json a new capture of ``session`` starts with: the machine, the GPU, the sampling, the sharing,
+    the runner and ``workloads`` (``label_given``: False for a label made from the jobs' names)."""
+    config = session.config
+    device = (
+        session.nvml.device_info()
+        if session.nvml is not None and session.nvml_status.available
+        else None
+    )
+    meta = initial_meta(
+        label_given=label_given,
+        label=label,
+        mode="shared" if len(workloads) > 1 else "exclusive",
+        clock_t0_ns=session.clock.t0_ns,
+        started_at=session.clock.started_at,
+        interval_ms=config.interval_ms,
+        device=config.device,
+        stagger_s=config.stagger_s,
+        host=host_info(),
+        gpu=None if device is None else GpuInfo.of_device(device),
+        nvml=session.nvml_status,
+        versions=versions(None if device is None else device.get("driver")),
+        workloads=workloads,
+    )
+    meta.capture_start_t = round(session.clock.now(), 6)
+    meta.share = config.share
+    meta.runner = RunnerInfo.current(config.detached)
+    return meta
+
+
+def host_info() -> HostInfo:
+    """This machine, for run.json."""
+    return HostInfo(
+        hostname=socket.gethostname(),
+        platform=platform.platform(),
+        cpus=os.cpu_count(),
+        cpu_affinity=tuple(sorted(os.sched_getaffinity(0))),
+        mem_total_mib=round(psutil.virtual_memory().total / 2**20),
+    )
+
+
+def versions(driver: str | None) -> dict[str, Any]:
+    """The versions run.json keeps (torch's is the jobs' own: the monitor never imports it)."""
+    return {
+        "python": platform.python_version(),
+        "gpumon": gpumon.__version__,
+        "torch": None,
+        "driver": driver,
+    }
 
 
 def new_capture_for_relaunch(session: "Session", slot: Slot) -> None:

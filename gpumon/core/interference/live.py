@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from gpumon.core.records.bus import Bus
+from gpumon.core.records.enums import JobState
 from gpumon.core.records.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
 from gpumon.core.records.rates import (
     LIVE_WINDOW_S,
@@ -159,7 +160,7 @@ class LiveStats:
         elif isinstance(item, ProcessSample):
             self._last_sample[item.slot] = item
         elif isinstance(item, WorkloadState):
-            if item.state == "starting":
+            if item.state == JobState.STARTING:
                 self.reset(item.slot)
             with self._lock:
                 self._states[item.slot] = item.state

@@ -17,6 +17,7 @@ import psutil
 
 from gpumon.core.probing.probe import ENV_AUTOPROBE
 from gpumon.core.records.model import ProcessSample, SourceStatus, StepEvent, WorkloadState
+from gpumon.core.records.enums import JobState
 from gpumon.core.records.slots import Slot
 
 SLOT: Slot = "B"
@@ -219,7 +220,7 @@ class LiveKnownUse:
         elif (
             isinstance(item, WorkloadState)
             and item.slot != self.slot
-            and item.state in ("starting", "running")
+            and item.state in (JobState.STARTING, JobState.RUNNING)
         ):
             self.other_started = True
         elif isinstance(item, SourceStatus) and item.name == "nvml":

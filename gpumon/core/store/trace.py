@@ -197,7 +197,7 @@ class Run:
         run without one; None: none (the base install, a run still recording, a table it does not type): read
         steps.csv."""
         found = columnar.open_copy(self.path)
-        if found is None and make and self.meta.status != "recording":
+        if found is None and make and self.meta.status != RunStatus.RECORDING:
             found = columnar.open_copy(self.path) if columnar.ensure_cached(self.path) else None
         return found
 

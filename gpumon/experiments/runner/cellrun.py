@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, TextIO
 
 from gpumon.core.jobs.interpreter import WorkloadPython, choose, module_argv
-from gpumon.core.records.enums import JobState, ShareKind
+from gpumon.core.records.enums import JobState, RunStatus, ShareKind
 from gpumon.core.jobs.lifeline import die_with_parent
 from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
@@ -304,7 +304,7 @@ class CellRun:
     def _capture_error(self) -> str | None:
         """Why the cell's capture stopped early (run.json status "truncated"), else None."""
         meta = self._meta(self.run_dir)
-        if meta is None or meta.status != "truncated":
+        if meta is None or meta.status != RunStatus.TRUNCATED:
             return None
         error = meta.capture_error
         return (

@@ -8,6 +8,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpumon.core.records.enums import ShareKind
 from gpumon.errors import UsageError
 from gpumon.experiments.runner.spec import ExperimentSpec, Settings, table_name
 from gpumon.workloads.spec import WorkloadSpec, format_value, parse_workload_spec, spec_from_options
@@ -63,7 +64,7 @@ class Cell:
         """Everything that shapes the cell's result: a completed cell is reused only if this matches."""
         data = asdict(self)
         data.pop("id")
-        if data["share"] == "timeslice":
+        if data["share"] == ShareKind.TIMESLICE:
             del data["share"]  # as recorded before share modes existed, so those cells still resume
         data["jobs"] = [[j.key, j.spec] for j in self.jobs]
         data["point"] = [list(p) for p in self.point]
@@ -133,7 +134,7 @@ def cell_id(
     parts = ["x" if mode == "exclusive" else "s", "+".join(keys)]
     if point:
         parts.append(point_label(point))
-    if share != "timeslice":
+    if share != ShareKind.TIMESLICE:
         parts.append(share_label(share))
     return f"{'-'.join(parts)}-r{repeat}"
 

@@ -78,6 +78,18 @@ def frames_section(ctx: Context) -> list[str]:
         "compares the self-time shares.",
         "",
     ]
+    rows = similarity_rows(ctx, recordings)
+    if rows:
+        lines += md_table(
+            ["job", "co-runner", "Jaccard of frame sets", "weighted Jaccard (self time)"], rows
+        ) + [""]
+    for job in keys_of(ctx):
+        lines += top_frames(job, recordings)
+    return lines
+
+
+def similarity_rows(ctx: Context, recordings: list[Recording]) -> list[list[str]]:
+    """One row per job and co-runner: how alike its frames alone and shared are (plain and weighted Jaccard)."""
     rows = []
     for job in keys_of(ctx):
         alone = [r for r in recordings if r.job == job and r.partner is None]
@@ -101,36 +113,35 @@ def frames_section(ctx: Context) -> list[str]:
                         ),
                     ]
                 )
-    if rows:
-        lines += md_table(
-            ["job", "co-runner", "Jaccard of frame sets", "weighted Jaccard (self time)"], rows
-        ) + [""]
-    for job in keys_of(ctx):
-        alone_shares = shares(
-            pooled(r.self_s for r in recordings if r.job == job and r.partner is None)
-        )
-        shared_shares = shares(
-            pooled(r.self_s for r in recordings if r.job == job and r.partner is not None)
-        )
-        if not alone_shares and not shared_shares:
-            continue
-        order = sorted(
-            set(alone_shares) | set(shared_shares),
-            key=lambda f: alone_shares.get(f, 0.0) + shared_shares.get(f, 0.0),
-            reverse=True,
-        )
-        table = [
-            [
-                f"`{f}`",
-                fmt_share(alone_shares.get(f, 0.0)) if alone_shares else NA,
-                fmt_share(shared_shares.get(f, 0.0)) if shared_shares else NA,
-            ]
-            for f in order[:TOP]
+    return rows
+
+
+def top_frames(job: str, recordings: list[Recording]) -> list[str]:
+    """``job``'s top frames by self time, alone and shared (nothing when it was recorded neither way)."""
+    alone_shares = shares(
+        pooled(r.self_s for r in recordings if r.job == job and r.partner is None)
+    )
+    shared_shares = shares(
+        pooled(r.self_s for r in recordings if r.job == job and r.partner is not None)
+    )
+    if not alone_shares and not shared_shares:
+        return []
+    order = sorted(
+        set(alone_shares) | set(shared_shares),
+        key=lambda f: alone_shares.get(f, 0.0) + shared_shares.get(f, 0.0),
+        reverse=True,
+    )
+    table = [
+        [
+            f"`{f}`",
+            fmt_share(alone_shares.get(f, 0.0)) if alone_shares else NA,
+            fmt_share(shared_shares.get(f, 0.0)) if shared_shares else NA,
         ]
-        lines += [
-            f"### {job}: top frames by self time",
-            "",
-            *md_table(["frame", "alone", "shared"], table),
-            "",
-        ]
-    return lines
+        for f in order[:TOP]
+    ]
+    return [
+        f"### {job}: top frames by self time",
+        "",
+        *md_table(["frame", "alone", "shared"], table),
+        "",
+    ]

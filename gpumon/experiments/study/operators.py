@@ -178,6 +178,19 @@ def top_ops_rows(alone: Condition, shared: Condition) -> list[list[str]]:
     return rows
 
 
+def top_ops_lines(model: str, alone: Condition, shared: Condition) -> list[str]:
+    """``model``'s top operators alone against shared (all co-runners pooled)."""
+    return [
+        "",
+        f"### {model}: top operators alone vs shared (all co-runners pooled)",
+        "",
+        *md_table(
+            ["operator", "share alone", "share shared", "µs/call alone", "µs/call shared", "ratio"],
+            top_ops_rows(alone, shared),
+        ),
+    ]
+
+
 def shares_figure(
     ctx: Context, models: list[str], alone: dict[str, Condition], shared: dict[str, Condition]
 ) -> Path:
@@ -240,12 +253,17 @@ def operators_section(ctx: Context) -> list[str]:
         for m in keys_of(ctx)
         if (c := Condition.of([p for p in profiles if p.model == m and p.partner is None]))
     }
-    models = list(alone)
-    shared_all = {
-        m: c
-        for m in models
-        if (c := Condition.of([p for p in profiles if p.model == m and p.partner]))
-    }
+    return [
+        *alone_lines(profiles, alone, device_times),
+        *similarity_lines(ctx, alone, device_times),
+        *contrast_lines(ctx, profiles, alone, device_times),
+    ]
+
+
+def alone_lines(
+    profiles: list[OpProfile], alone: dict[str, Condition], device_times: bool
+) -> list[str]:
+    """Each model's top operators by time share, alone."""
     lines = [
         "## Operator time shares (each model alone)",
         "",
@@ -255,10 +273,16 @@ def operators_section(ctx: Context) -> list[str]:
     if not device_times:
         note = next((p.device_note for p in profiles if p.device_note), "device times need CUDA")
         lines += ["", f"Device times: n/a, {note}."]
-    for model in models:
+    for model in alone:
         lines += ["", f"### {model}", "", *share_table(alone[model], device_times)]
+    return lines
+
+
+def similarity_lines(ctx: Context, alone: dict[str, Condition], device_times: bool) -> list[str]:
+    """How alike the models' operator mixes are, alone (a matrix of weighted Jaccards, and its figure)."""
+    models = list(alone)
     matrix = similarity_matrix(models, alone, device=False)
-    lines += [
+    lines = [
         "",
         "## Similarity between models",
         "",
@@ -282,9 +306,15 @@ def operators_section(ctx: Context) -> list[str]:
             ),
         ]
     similarity_figure(ctx, models, matrix)
-    lines += [
-        "",
-        "![operator similarity](operator_similarity.png)",
+    return [*lines, "", "![operator similarity](operator_similarity.png)"]
+
+
+def contrast_lines(
+    ctx: Context, profiles: list[OpProfile], alone: dict[str, Condition], device_times: bool
+) -> list[str]:
+    """Each model's operator time alone against beside each co-runner, and its top operators both ways."""
+    models = list(alone)
+    lines = [
         "",
         "## Exclusive vs shared, per model",
         "",
@@ -312,29 +342,18 @@ def operators_section(ctx: Context) -> list[str]:
         }
         rows += contrast_rows(model, alone[model], partners, device_times)
     lines += ["", *md_table(headers, rows)]
-    for model in models:
-        if model in shared_all:
-            lines += [
-                "",
-                f"### {model}: top operators alone vs shared (all co-runners pooled)",
-                "",
-                *md_table(
-                    [
-                        "operator",
-                        "share alone",
-                        "share shared",
-                        "µs/call alone",
-                        "µs/call shared",
-                        "ratio",
-                    ],
-                    top_ops_rows(alone[model], shared_all[model]),
-                ),
-            ]
+    shared_all = {
+        m: c
+        for m in models
+        if (c := Condition.of([p for p in profiles if p.model == m and p.partner]))
+    }
+    for model, shared in shared_all.items():
+        lines += top_ops_lines(model, alone[model], shared)
     shares_figure(ctx, models, alone, shared_all)
-    lines += [
+    return [
+        *lines,
         "",
         "![operator shares](operator_shares.png)",
         "",
         "CSV: [operator_shares.csv](operator_shares.csv).",
     ]
-    return lines

@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,58 @@ def operator_rows(key_averages: Any) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["self_cpu_us"], reverse=True)
 
 
+@dataclass
+class ProfileWindow:
+    """The one window of steps profiled: it opens once ``--start-when``'s file exists and closes after
+    ``--steps`` steps or ``--window`` seconds (or at the stop, truncated), writing its result then."""
+
+    args: argparse.Namespace
+    spec: WorkloadSpec
+    device: str
+    activities: list[Any]
+    profiler: Any = None
+    steps: int = 0
+    began_ns: int = 0
+    written: bool = False
+
+    def before_step(self) -> None:
+        if self.profiler is None and not self.written and self.args.start_when.exists():
+            from torch.profiler import profile
+
+            self.profiler = profile(activities=self.activities)
+            self.profiler.start()
+            self.began_ns = time.monotonic_ns()
+
+    def after_step(self) -> None:
+        if self.profiler is None:
+            return
+        self.steps += 1
+        if (
+            self.steps >= self.args.steps
+            or time.monotonic_ns() - self.began_ns >= self.args.window * 1e9
+        ):
+            self.close(truncated=False)
+
+    def close(self, truncated: bool) -> None:
+        """Stop profiling and write what the window holds (nothing when none is open)."""
+        if self.profiler is None:
+            return
+        self.profiler.stop()
+        write_result(
+            self.args,
+            self.spec,
+            self.device,
+            self.profiler,
+            self.steps,
+            self.began_ns,
+            truncated=truncated,
+        )
+        self.profiler, self.written = None, True
+
+
 def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> int:
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
     from gpumon.core.probing import probe
     from gpumon.workloads.harness import (
@@ -99,30 +149,15 @@ def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> in
         f"gpumon.experiments.study.opprofile: training {spec.text} on {settings.device}; profiling when {args.start_when} exists",
         flush=True,
     )
-    profiler = None
-    profiled = 0
-    began_ns = 0
-    written = False
+    window = ProfileWindow(args, spec, settings.device, activities)
     step = 0
     try:
         while not stop.requested:
-            if profiler is None and not written and args.start_when.exists():
-                profiler = profile(activities=activities)
-                profiler.start()
-                began_ns = time.monotonic_ns()
+            window.before_step()
             timed_step(trainer, source, settings, step)
             step += 1
-            if profiler is not None:
-                profiled += 1
-                if profiled >= args.steps or time.monotonic_ns() - began_ns >= args.window * 1e9:
-                    profiler.stop()
-                    write_result(
-                        args, spec, settings.device, profiler, profiled, began_ns, truncated=False
-                    )
-                    profiler, written = None, True
-        if profiler is not None:
-            profiler.stop()
-            write_result(args, spec, settings.device, profiler, profiled, began_ns, truncated=True)
+            window.after_step()
+        window.close(truncated=True)
     finally:
         if source is not None:
             source.close()

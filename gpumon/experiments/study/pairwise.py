@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpumon.analysis import why
+from gpumon.core.records.enums import ShareKind
 from gpumon.errors import UsageError
 from gpumon.experiments.runner.cells import Cell, share_label
 from gpumon.experiments.study.results import (
@@ -47,7 +48,11 @@ class Pair:
 
     @property
     def name(self) -> str:
-        return self.jobs if self.share == "timeslice" else f"{self.jobs}-{share_label(self.share)}"
+        return (
+            self.jobs
+            if self.share == ShareKind.TIMESLICE
+            else f"{self.jobs}-{share_label(self.share)}"
+        )
 
     @property
     def detail_dir(self) -> str:
@@ -487,6 +492,24 @@ def contention_section(ctx: Context) -> list[str]:
     pairs = build_pairs(ctx)
     write_csvs(ctx, pairs)
     on_cpu = not ctx.device.startswith("cuda")
+    lines = [*bound_lines(ctx, on_cpu), "", "## Exclusive vs shared, per pair", ""]
+    for pair in pairs:
+        lines += pair_lines(pair)
+    tested = any(p.comparison is not None and p.comparison.tested for p in pairs)
+    lines += [
+        CPU_COPY_NOTE if on_cpu else COPY_NOTE,
+        *(["", CAUTION] if tested else []),
+        *interval_note(pairs),
+        "",
+        "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
+        "[stp.csv](stp.csv).",
+        *pair_warnings(pairs),
+    ]
+    return lines
+
+
+def bound_lines(ctx: Context, on_cpu: bool) -> list[str]:
+    """Whether each job alone is copy-bound or compute-bound, with the medians that say so."""
     lines = [
         "## Copy-bound or compute-bound (each job alone)",
         "",
@@ -512,37 +535,29 @@ def contention_section(ctx: Context) -> list[str]:
             'On the CPU the "device copy" is a memcpy into the model\'s input buffer, so copy bandwidth here is '
             "memory bandwidth, not PCIe; GPU utilisation needs NVML and a GPU.",
         ]
-    lines += ["", "## Exclusive vs shared, per pair", ""]
-    for pair in pairs:
-        lines += [f"### {pair.name}", ""]
-        c = pair.comparison
-        if c is None:
-            lines += [f"No comparison: {pair.problem}", ""]
-            continue
-        from gpumon.analysis.text import verdict_sentence, why_evidence
-
-        lines += [
-            f"**{verdict_sentence(c)}.**",
-            "",
-            *[f"- evidence {line}" for line in why_evidence(c)],
-            "",
-            f"r_A = {fmt_ci(c.workload('A').slowdown)}, r_B = {fmt_ci(c.workload('B').slowdown)}, "
-            f"STP = {fmt_ci(c.pair.stp)} ({c.pair.verdict}). "
-            f"Full report: [{pair.detail_dir}/report.md]({pair.detail_dir}/report.md) "
-            f"(histograms: [per-copy bandwidth]({pair.detail_dir}/copy_bandwidth.png), "
-            f"[utilisation]({pair.detail_dir}/utilisation.png)).",
-            "",
-            *distribution_table(pair),
-            "",
-        ]
-    tested = any(p.comparison is not None and p.comparison.tested for p in pairs)
-    lines += [
-        CPU_COPY_NOTE if on_cpu else COPY_NOTE,
-        *(["", CAUTION] if tested else []),
-        *interval_note(pairs),
-        "",
-        "CSV: [distributions.csv](distributions.csv), [slowdown_matrix.csv](slowdown_matrix.csv), "
-        "[stp.csv](stp.csv).",
-        *pair_warnings(pairs),
-    ]
     return lines
+
+
+def pair_lines(pair: Pair) -> list[str]:
+    """One pair's verdict, evidence, slowdowns and STP, and its distributions alone and shared."""
+    lines = [f"### {pair.name}", ""]
+    c = pair.comparison
+    if c is None:
+        return [*lines, f"No comparison: {pair.problem}", ""]
+    from gpumon.analysis.text import verdict_sentence, why_evidence
+
+    return [
+        *lines,
+        f"**{verdict_sentence(c)}.**",
+        "",
+        *[f"- evidence {line}" for line in why_evidence(c)],
+        "",
+        f"r_A = {fmt_ci(c.workload('A').slowdown)}, r_B = {fmt_ci(c.workload('B').slowdown)}, "
+        f"STP = {fmt_ci(c.pair.stp)} ({c.pair.verdict}). "
+        f"Full report: [{pair.detail_dir}/report.md]({pair.detail_dir}/report.md) "
+        f"(histograms: [per-copy bandwidth]({pair.detail_dir}/copy_bandwidth.png), "
+        f"[utilisation]({pair.detail_dir}/utilisation.png)).",
+        "",
+        *distribution_table(pair),
+        "",
+    ]

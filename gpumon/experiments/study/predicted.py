@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from gpumon.core.records.enums import ShareKind
 from gpumon.errors import UsageError
 from gpumon.experiments.runner.cells import share_label
 from gpumon.experiments.study.results import NA, Context, fmt_ci, md_table
@@ -34,7 +35,7 @@ class Predicted:
     @property
     def name(self) -> str:
         jobs = f"{self.a}+{self.b}"
-        return jobs if self.share == "timeslice" else f"{jobs}-{share_label(self.share)}"
+        return jobs if self.share == ShareKind.TIMESLICE else f"{jobs}-{share_label(self.share)}"
 
 
 def predict_pairs(ctx: Context) -> list[Predicted]:

@@ -218,54 +218,72 @@ def sweep_section(ctx: Context) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Cost:
+    """One job on one device, priced: seconds and cost per 1000 iterations (95 % intervals)."""
+
+    point: Point
+    device: str
+    price: float  # per hour, in the spec's currency
+    seconds: "Estimate"
+    cost: "Estimate"
+
+    @classmethod
+    def of(cls, p: Point, per_hour: dict[str, float]) -> Cost:
+        device = dict(p.point)["device"]
+        price = per_hour[device_kind(device)]
+        seconds = inverse(p.rate, 1000.0)
+        return cls(p, device, price, seconds, scaled(seconds, price / 3600))
+
+    def row(self, ctx: Context) -> list[str]:
+        """Its row of the report's table (the status instead of figures for a point that did not measure)."""
+        p = self.point
+        if p.status != OK:
+            return [p.key, self.device, p.status, "", f"{self.price:g}", "", ""]
+        return [
+            p.key,
+            self.device,
+            fmt_ci(p.rate),
+            fmt_ci(self.seconds, 1),
+            f"{self.price:g}",
+            fmt_ci(self.cost, decimals(self.cost.value)),
+            run_links(ctx, p.cells),
+        ]
+
+    def record(self, ctx: Context, currency: str) -> dict[str, object]:
+        """Its row of device_cost.csv."""
+        p, seconds, cost = self.point, self.seconds, self.cost
+        return {
+            "job": p.key,
+            "spec": p.spec,
+            "device": self.device,
+            "status": p.status,
+            "rate": p.rate.value,
+            "seconds_per_1000": seconds.value,
+            "seconds_low": seconds.low,
+            "seconds_high": seconds.high,
+            "price_per_hour": self.price,
+            "cost_per_1000": cost.value,
+            "cost_low": cost.low,
+            "cost_high": cost.high,
+            "currency": currency,
+            "runs": ";".join(ctx.link(r.path) for r in ctx.runs(p.cells)),
+        }
+
+
 def cost_section(ctx: Context) -> list[str]:
     """Time and cost per 1000 iterations of each job on each device, from the spec's prices per hour."""
     import pandas as pd
 
     prices = ctx.spec.prices
     assert prices is not None
-    rows, records = [], []
+    costs = [Cost.of(p, prices.per_hour) for p in points(ctx)]
     by_job: dict[str, dict[str, Point]] = {}
-    for p in points(ctx):
-        device = dict(p.point)["device"]
-        by_job.setdefault(p.key, {})[device] = p
-        price = prices.per_hour[device_kind(device)]
-        seconds = inverse(p.rate, 1000.0)
-        cost = scaled(seconds, price / 3600)
-        if p.status == OK:
-            rows.append(
-                [
-                    p.key,
-                    device,
-                    fmt_ci(p.rate),
-                    fmt_ci(seconds, 1),
-                    f"{price:g}",
-                    fmt_ci(cost, decimals(cost.value)),
-                    run_links(ctx, p.cells),
-                ]
-            )
-        else:
-            rows.append([p.key, device, p.status, "", f"{price:g}", "", ""])
-        records.append(
-            {
-                "job": p.key,
-                "spec": p.spec,
-                "device": device,
-                "status": p.status,
-                "rate": p.rate.value,
-                "seconds_per_1000": seconds.value,
-                "seconds_low": seconds.low,
-                "seconds_high": seconds.high,
-                "price_per_hour": price,
-                "cost_per_1000": cost.value,
-                "cost_low": cost.low,
-                "cost_high": cost.high,
-                "currency": prices.currency,
-                "runs": ";".join(ctx.link(r.path) for r in ctx.runs(p.cells)),
-            }
-        )
+    for c in costs:
+        by_job.setdefault(c.point.key, {})[c.device] = c.point
+    records = [c.record(ctx, prices.currency) for c in costs]
     ctx.output_csv(pd.DataFrame(records), "device_cost.csv")
-    lines = [
+    return [
         "## Time and cost per 1000 iterations",
         "",
         f"Seconds per 1000 iterations = 1000 / steady-state it/s; cost = that time × the price per hour "
@@ -281,14 +299,13 @@ def cost_section(ctx: Context) -> list[str]:
                 f"{prices.currency} per 1000 it",
                 "runs",
             ],
-            rows,
+            [c.row(ctx) for c in costs],
         ),
         "",
         *comparison_lines(by_job, prices.per_hour),
         "",
         "CSV: [device_cost.csv](device_cost.csv).",
     ]
-    return lines
 
 
 def decimals(x: float, significant: int = 3) -> int:

@@ -8,6 +8,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from gpumon.core.records import units as fmt
+from gpumon.core.records.enums import JobState
 from gpumon.core.records.model import NO_STEPS
 from gpumon.core.records.specwords import shown_spec
 from gpumon.tui.view import WorkloadView
@@ -19,7 +20,7 @@ STATE_CLASSES = ("-empty", "-starting", "-running", "-done", "-failed")
 def _state_class(view: WorkloadView) -> str:
     if view.empty:
         return "-empty"
-    if view.state in ("starting", "warm-up", NO_STEPS):
+    if view.state in (JobState.STARTING, "warm-up", NO_STEPS):
         return "-starting"
     if view.active:
         return "-running"

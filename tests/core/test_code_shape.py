@@ -32,7 +32,6 @@ KNOWN: frozenset[str] = frozenset(
         "gpumon/experiments/study/pairwise.py:contention_section",
         "gpumon/experiments/study/sweep.py:cost_section",
         "gpumon/frontends/headless.py:HeadlessRun",
-        "gpumon/tui/model.py:LiveModel",
     }
 )
 

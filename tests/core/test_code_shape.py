@@ -31,7 +31,6 @@ KNOWN: frozenset[str] = frozenset(
         "gpumon/experiments/study/opprofile.py:train",
         "gpumon/experiments/study/pairwise.py:contention_section",
         "gpumon/experiments/study/sweep.py:cost_section",
-        "gpumon/frontends/headless.py:HeadlessRun",
     }
 )
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from gpumon import __version__
 from gpumon.analysis.predict_model import (
@@ -74,15 +74,8 @@ def fit(pairs: Sequence[Measured], mode: str, base: Constants = DEFAULT) -> tupl
     return best, best_err
 
 
-def from_pairs(path: Path, share: str = TIMESLICE) -> Calibration:
-    """``gpumon calibrate --from-pairs``: the constants of ``share`` fitted on the pairs of the CSV ``path``
-    (columns run_a, run_b: exclusive runs; r_a, r_b: measured slowdowns), all from one GPU model, merged into that
-    model's stored calibration (the constants the fit does not touch are kept). UsageError for bad input."""
-    from gpumon.analysis.predict import gpu_model, read_jobs
-    from gpumon.core.interference.evidence import device_identity
-    from gpumon.core.store import calibration
-    from gpumon.core.store.trace import TraceError, load_run
-
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of the pairs CSV ``path``; UsageError when it cannot be read or lacks the columns."""
     try:
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
@@ -93,37 +86,65 @@ def from_pairs(path: Path, share: str = TIMESLICE) -> Calibration:
         raise UsageError(
             f"--from-pairs {path}: needs a header with {', '.join(needed)} and at least one pair"
         )
-    jobs: dict[str, Any] = {}
-    gpus: set[str] = set()
-    pairs = []
-    for number, row in enumerate(rows, start=2):
-        for key in ("run_a", "run_b"):
-            run = row[key]
-            if run not in jobs:
-                try:
-                    loaded = load_run(Path(run) if Path(run).is_absolute() else path.parent / run)
-                except TraceError as exc:
-                    raise UsageError(f"--from-pairs {path}, line {number}: {exc}") from None
-                kind, gpu = device_identity(loaded)
-                if kind != "cuda":
-                    raise UsageError(f"--from-pairs {path}, line {number}: {run} is not a GPU run")
-                gpus.add(gpu)
-                jobs[run] = read_jobs([loaded])[0][0].solo
-        try:
-            r = (float(row["r_a"]), float(row["r_b"]))
-        except ValueError:
-            raise UsageError(
-                f"--from-pairs {path}, line {number}: r_a and r_b must be numbers"
-            ) from None
-        if not all(math.isfinite(x) and x > 0 for x in r):
-            raise UsageError(f"--from-pairs {path}, line {number}: r_a and r_b must be positive")
-        pairs.append(Measured(jobs[row["run_a"]], jobs[row["run_b"]], r))
+    return rows
+
+
+def _solo(path: Path, number: int, run: str) -> tuple[Solo, str]:
+    """The solo profile of the exclusive run ``run`` (relative to the CSV's folder) and its GPU model."""
+    from gpumon.analysis.predict import read_jobs
+    from gpumon.core.interference.evidence import device_identity
+    from gpumon.core.store.trace import TraceError, load_run
+
+    try:
+        loaded = load_run(Path(run) if Path(run).is_absolute() else path.parent / run)
+    except TraceError as exc:
+        raise UsageError(f"--from-pairs {path}, line {number}: {exc}") from None
+    kind, gpu = device_identity(loaded)
+    if kind != "cuda":
+        raise UsageError(f"--from-pairs {path}, line {number}: {run} is not a GPU run")
+    return read_jobs([loaded])[0][0].solo, gpu
+
+
+def _measured(
+    path: Path, number: int, row: dict[str, str], jobs: dict[str, tuple[Solo, str]]
+) -> Measured:
+    """Line ``number`` of the CSV decoded and checked: its runs' solo profiles (loaded once into ``jobs``) and its
+    measured slowdowns."""
+    for key in ("run_a", "run_b"):
+        if row[key] not in jobs:
+            jobs[row[key]] = _solo(path, number, row[key])
+    try:
+        r = (float(row["r_a"]), float(row["r_b"]))
+    except ValueError:
+        raise UsageError(
+            f"--from-pairs {path}, line {number}: r_a and r_b must be numbers"
+        ) from None
+    if not all(math.isfinite(x) and x > 0 for x in r):
+        raise UsageError(f"--from-pairs {path}, line {number}: r_a and r_b must be positive")
+    return Measured(jobs[row["run_a"]][0], jobs[row["run_b"]][0], r)
+
+
+def _read_pairs(path: Path) -> tuple[list[Measured], str]:
+    """The measured pairs of the CSV ``path`` and the one GPU model they all come from; UsageError otherwise."""
+    jobs: dict[str, tuple[Solo, str]] = {}
+    pairs = [_measured(path, n, row, jobs) for n, row in enumerate(_read_rows(path), start=2)]
+    gpus = {gpu for _, gpu in jobs.values()}
     if len(gpus) != 1:
         raise UsageError(
             f"--from-pairs {path}: the runs come from {len(gpus)} GPU models ({', '.join(sorted(gpus))}); "
             "calibrate one at a time"
         )
-    gpu = gpus.pop()
+    return pairs, gpus.pop()
+
+
+def from_pairs(path: Path, share: str = TIMESLICE) -> Calibration:
+    """``gpumon calibrate --from-pairs``: the constants of ``share`` fitted on the pairs of the CSV ``path``
+    (columns run_a, run_b: exclusive runs; r_a, r_b: measured slowdowns), all from one GPU model, merged into that
+    model's stored calibration (the constants the fit does not touch are kept). UsageError for bad input."""
+    from gpumon.analysis.predict import gpu_model
+    from gpumon.core.store import calibration
+
+    pairs, gpu = _read_pairs(path)
     base = (
         gpu_model(gpu, TIMESLICE)[0].constants or UNCALIBRATED
     )  # time slicing always has constants

@@ -177,6 +177,98 @@ def interference_json(
     )
 
 
+class StatusPrinter:
+    """The lines printed once a second while jobs run: each job's status, and the interference line with each job's
+    cause against the ``--baseline`` runs."""
+
+    def __init__(self, session: Session, plan: RunPlan, as_json: bool, out: TextIO) -> None:
+        self.session = session
+        self.as_json = as_json
+        self.out = out
+        self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
+        self.causes = LiveCauses(
+            {slot: load_baseline(slot, path, self.exclusive[slot]) for slot, path in plan.baselines}
+        )
+        self.gpu: GpuInfo | None = None  # the jobs' GPU, once NVML answers (for the causes)
+        self.known = LiveKnownUse(
+            BESIDE_SLOT
+        )  # an attached job without a probe: what is known of it
+        self.no_steps: set[str] = (
+            set()
+        )  # jobs said to take no step the probe sees (NO_STEPS notices)
+        self.spec_width = spec_width([r.spec for r in plan.jobs])
+
+    def print_status(self) -> None:
+        """One line per running job, and the interference line while two run (from the session's live figures)."""
+        live = self.session.live.now(self.session.clock.now())
+        now = live.t
+        workloads = self.session.launcher.snapshot()
+        for slot in live.running:
+            workload = workloads.get(slot) if is_slot(slot) else None
+            if workload is None:
+                continue
+            figures = live.figures[slot]
+            if not workload.owned and workload.probe is None:
+                other = next((short_name(w.request) for p, w in workloads.items() if p != slot), "")
+                known = self.known.known()
+                line = (
+                    blind_json(now, workload.request.spec, figures, known, other)
+                    if self.as_json
+                    else blind_line(
+                        now, workload.request.spec, figures, known, other, self.spec_width
+                    )
+                )
+                emit(line, self.out)
+                continue
+            waiting = NO_STEPS if slot in self.no_steps else "starting"
+            state = waiting if not figures.steps else "warm-up" if figures.warmup else "running"
+            meta = self.session.workload_meta.get(slot, {})
+            if self.as_json:
+                emit(status_json(now, workload.request.spec, state, figures, meta), self.out)
+            else:
+                copy_word = "memcpy" if str(meta.get("device") or "") == "cpu" else "copy"
+                emit(
+                    status_line(
+                        now, workload.request.spec, state, figures, copy_word, self.spec_width, meta
+                    ),
+                    self.out,
+                )
+        if len(live.running) > 1:
+            self.print_interference(live, [s for s in live.running if s in workloads], workloads)
+
+    def print_interference(
+        self, live: LiveNow, slots: list[Slot], workloads: dict[Slot, Workload]
+    ) -> None:
+        """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far (a job
+        without one: against its exclusive phase so far, as the TUI's line, e.g. the watched job of ``--beside``)."""
+        if self.exclusive and live.overlap is not None:
+            now = live.t
+            result = interference({**live.exclusive, **self.exclusive}, live.overlap)
+            figures: dict[str, LiveFigures] = {
+                p: live.figures[p] for p in slots if p in live.figures
+            }
+            causes = (
+                self.causes.causes(result.shared, figures, self.gpu) if not result.measuring else {}
+            )
+            requests = {p: workloads[p].request for p in slots}
+            words = cause_words(
+                {p: short_name(r) for p, r in requests.items()}, result.slowdown, causes
+            )
+            if self.as_json:
+                emit(interference_json(now, result, words, causes), self.out)
+            else:
+                emit(interference_line(now, result, words), self.out)
+
+
+def emit(text: str, stream: TextIO) -> None:
+    """Print a line (its control characters escaped: specs, notices and job output are outside text); a terminal
+    that is gone (SSH drop, closed pipe) must not stop the run."""
+    try:
+        print(printable(text), file=stream, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 class HeadlessRun:
     """Runs a plan to completion on the main thread; signals stop it cleanly."""
 
@@ -210,18 +302,7 @@ class HeadlessRun:
         self.signal_received: int | None = None
         self._shutdown_lock = threading.Lock()
         self._final: tuple[Path | None] | None = None
-        self.exclusive = {slot: baseline_rate(slot, path) for slot, path in plan.baselines}
-        self.causes = LiveCauses(
-            {slot: load_baseline(slot, path, self.exclusive[slot]) for slot, path in plan.baselines}
-        )
-        self.gpu_info: GpuInfo | None = None
-        self.known = LiveKnownUse(
-            BESIDE_SLOT
-        )  # an attached job without a probe: what is known of it
-        self.no_steps: set[str] = (
-            set()
-        )  # jobs said to take no step the probe sees (NO_STEPS notices)
-        self.spec_width = spec_width([r.spec for r in plan.jobs])
+        self.status = StatusPrinter(self.session, plan, as_json, out)
         self.duration_ended = False  # the run was stopped at the end of --duration (its jobs: "stopped at --duration")
 
     def _on_event(self, item: object) -> None:
@@ -257,17 +338,17 @@ class HeadlessRun:
 
     def _run(self) -> int:
         self.session.bus.subscribe(self._on_event, *EVENTS)
-        if self.causes.baselines:  # causes are only said against --baseline runs
-            self.session.bus.subscribe(self.causes.handle, *LiveCauses.TAKES)
-        self.session.bus.subscribe(self.known.handle, *LiveKnownUse.TAKES)
+        if self.status.causes.baselines:  # causes are only said against --baseline runs
+            self.session.bus.subscribe(self.status.causes.handle, *LiveCauses.TAKES)
+        self.session.bus.subscribe(self.status.known.handle, *LiveKnownUse.TAKES)
         path = None
         try:
             self.session.start()
-            self.session.set_exclusive_rates(self.exclusive)
+            self.session.set_exclusive_rates(self.status.exclusive)
             if self.session.metrics is not None:
                 self._say(f"gpumon: metrics at {self.session.metrics.url}")
             if self.session.nvml is not None and self.session.nvml_status.available:
-                self.gpu_info = GpuInfo.of_device(self.session.nvml.device_info())
+                self.status.gpu = GpuInfo.of_device(self.session.nvml.device_info())
             path = self.session.start_capture(
                 self.plan.label, list(self.plan.jobs), self.plan.baselines, self.plan.label_given
             )
@@ -287,7 +368,7 @@ class HeadlessRun:
                 f"gpumon: run saved to {final}" + (" (truncated)" if error is not None else "")
             )
             if self.as_json:
-                self._emit(json.dumps({"run": str(final), "status": self._exit_code()}), self.out)
+                emit(json.dumps({"run": str(final), "status": self._exit_code()}), self.out)
         return self._exit_code()
 
     def _run_workloads(self) -> None:
@@ -303,7 +384,7 @@ class HeadlessRun:
             self._print_events()
             self._advance()
             if clock.now() >= next_status and not sequence.over:
-                self._print_status()
+                self.status.print_status()
                 next_status = clock.now() + STATUS_PERIOD_S
 
     def _advance(self) -> None:
@@ -368,69 +449,6 @@ class HeadlessRun:
         parts += [f"workload {slot} not started" for slot in sorted(self.sequence.not_started)]
         return "gpumon: run failed: " + "; ".join(parts)
 
-    def _print_status(self) -> None:
-        """One line per running job, and the interference line while two run (from the session's live figures)."""
-        live = self.session.live.now(self.session.clock.now())
-        now = live.t
-        workloads = self.session.launcher.snapshot()
-        for slot in live.running:
-            workload = workloads.get(slot) if is_slot(slot) else None
-            if workload is None:
-                continue
-            figures = live.figures[slot]
-            if not workload.owned and workload.probe is None:
-                other = next((short_name(w.request) for p, w in workloads.items() if p != slot), "")
-                known = self.known.known()
-                line = (
-                    blind_json(now, workload.request.spec, figures, known, other)
-                    if self.as_json
-                    else blind_line(
-                        now, workload.request.spec, figures, known, other, self.spec_width
-                    )
-                )
-                self._emit(line, self.out)
-                continue
-            waiting = NO_STEPS if slot in self.no_steps else "starting"
-            state = waiting if not figures.steps else "warm-up" if figures.warmup else "running"
-            meta = self.session.workload_meta.get(slot, {})
-            if self.as_json:
-                self._emit(status_json(now, workload.request.spec, state, figures, meta), self.out)
-            else:
-                copy_word = "memcpy" if str(meta.get("device") or "") == "cpu" else "copy"
-                self._emit(
-                    status_line(
-                        now, workload.request.spec, state, figures, copy_word, self.spec_width, meta
-                    ),
-                    self.out,
-                )
-        if len(live.running) > 1:
-            self._print_interference(live, [s for s in live.running if s in workloads], workloads)
-
-    def _print_interference(
-        self, live: LiveNow, slots: list[Slot], workloads: dict[Slot, Workload]
-    ) -> None:
-        """Slowdown, STP and each job's cause against the ``--baseline`` runs over the overlap window so far (a job
-        without one: against its exclusive phase so far, as the TUI's line, e.g. the watched job of ``--beside``)."""
-        if self.exclusive and live.overlap is not None:
-            now = live.t
-            result = interference({**live.exclusive, **self.exclusive}, live.overlap)
-            figures: dict[str, LiveFigures] = {
-                p: live.figures[p] for p in slots if p in live.figures
-            }
-            causes = (
-                self.causes.causes(result.shared, figures, self.gpu_info)
-                if not result.measuring
-                else {}
-            )
-            requests = {p: workloads[p].request for p in slots}
-            words = cause_words(
-                {p: short_name(r) for p, r in requests.items()}, result.slowdown, causes
-            )
-            if self.as_json:
-                self._emit(interference_json(now, result, words, causes), self.out)
-            else:
-                self._emit(interference_line(now, result, words), self.out)
-
     def _print_events(self) -> None:
         while True:
             try:
@@ -443,7 +461,7 @@ class HeadlessRun:
                 self._say(f"gpumon: workload {item.slot} {self._ended_words(item)}")
                 workloads = self.session.launcher.snapshot()
                 if len(workloads) > 1:  # the overlap's final figures
-                    self._print_interference(
+                    self.status.print_interference(
                         self.session.live.now(item.t), list(workloads), workloads
                     )
                 if (
@@ -456,9 +474,9 @@ class HeadlessRun:
                         self._say(f"gpumon:   {item.slot}| {line}")
             elif isinstance(item, Notice):
                 if item.kind == NO_STEPS and item.slot:
-                    self.no_steps.add(item.slot)
+                    self.status.no_steps.add(item.slot)
                 elif item.kind == NO_STEPS_WITHDRAWN:
-                    self.no_steps.discard(item.slot or "")
+                    self.status.no_steps.discard(item.slot or "")
                 who = f" {item.slot}" if item.slot else ""
                 self._say(f"gpumon:{who} {item.text}")
             elif isinstance(item, SourceStatus) and not item.available:
@@ -484,16 +502,7 @@ class HeadlessRun:
         return f"(pid {state.pid}) exited by itself (status unknown: gpumon did not start it)"
 
     def _say(self, text: str) -> None:
-        self._emit(text, self.err)
-
-    @staticmethod
-    def _emit(text: str, stream: TextIO) -> None:
-        """Print a line (its control characters escaped: specs, notices and job output are outside text); a terminal
-        that is gone (SSH drop, closed pipe) must not stop the run."""
-        try:
-            print(printable(text), file=stream, flush=True)
-        except (OSError, ValueError):
-            pass
+        emit(text, self.err)
 
     def _exit_code(self) -> int:
         return exit_code(self.session, self.signal_received, bool(self.sequence.failed_starts))

@@ -10,7 +10,7 @@ from gpumon.analysis.text import render_tables
 from gpumon.commands.runs import entry_line
 from gpumon.core.records.printable import printable
 from gpumon.core.store.trace import load_run, summarize
-from gpumon.frontends.headless import HeadlessRun
+from gpumon.frontends.headless import emit
 from tests.tracegen import Job, write_run
 
 HOSTILE = st.lists(
@@ -71,5 +71,5 @@ def test_a_headless_line_is_printed_escaped(text):
         def flush(self) -> None:
             pass
 
-    HeadlessRun._emit(f"A: {text}", Stream())  # type: ignore[arg-type]
+    emit(f"A: {text}", Stream())  # type: ignore[arg-type]
     _printable_lines(Stream.written.splitlines())

@@ -35,6 +35,7 @@ from gpumon.core.records.model import (
 from gpumon.core.records.rates import Interference, interference
 from gpumon.core.records.slots import Slot, is_slot
 from gpumon.core.records.specwords import shown_spec
+from gpumon.core.records.tokens import tokens_per_s
 from gpumon.core.records.units import DASH, bytes_per_s, fmt_rate, json_number, pct
 from gpumon.core.store.trace import baseline_rate
 from gpumon.errors import UsageError
@@ -82,9 +83,13 @@ def status_line(
     the job said of itself (a framework callback or the auto-probe: its steps are optimizer steps, of N
     micro-batches)."""
     copy = f"{copy_word} {bytes_per_s(f.copy_bandwidth)} ({bytes_per_s(f.copy_bytes_per_s)} wall)"
+    tokens = tokens_per_s(f.samples_per_s, meta or {})
+    said = (
+        "" if math.isnan(tokens) else f" {fmt_rate(tokens, 'tokens/s')}"
+    )  # where a callback said tokens
     return (
         f"{t:7.1f}s {f.slot} {one_line(shown_spec(spec), width):<{width}} {state:<8} {fmt_rate(f.iter_per_s):>11} "
-        f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}  {copy}  cpu {pct(f.cpu_pct)}  "
+        f"{fmt_rate(f.samples_per_s, 'samples/s'):>17}{said}  {copy}  cpu {pct(f.cpu_pct)}  "
         f"{steps_words(f.steps, meta or {})}"
     )
 
@@ -112,6 +117,7 @@ def status_json(t: float, spec: str, state: str, f: LiveFigures, meta: dict | No
             "micro_batches": micro if isinstance(micro, int) else None,
             "iter_per_s": json_number(f.iter_per_s),
             "samples_per_s": json_number(f.samples_per_s),
+            "tokens_per_s": json_number(tokens_per_s(f.samples_per_s, meta)),
             "copy_bandwidth": json_number(f.copy_bandwidth),
             "copy_bytes_per_s": json_number(f.copy_bytes_per_s),
             "cpu_pct": json_number(f.cpu_pct),

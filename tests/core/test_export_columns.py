@@ -34,12 +34,31 @@ def test_a_notebook_reads_the_export_as_is(tmp_path: Path) -> None:
     assert "iter_s" not in steps and steps["step_s"].dtype == float
     assert set(steps["job"]) == {"cmd:python train.py"} and set(steps["slot"]) == {"A"}
     assert set(steps["counts"]) == {"optimizer steps"}
+    assert "tokens_per_sample" not in steps, "no job said its tokens: no column"
     assert (steps["wall_epoch_s"] - steps["t"]).round(3).eq(1795802400.0).all()
     host = pd.read_csv(tmp_path / "out" / "host.csv")
     assert host[["core0_pct", "core1_pct"]].iloc[0].tolist() == [12.5, 97.0]
     assert "per_core" not in host
     back = json.loads((tmp_path / "out" / "run.json").read_text())
     assert back["started_at"] == STARTED
+
+
+def test_steps_carry_the_tokens_per_sample_a_callback_said(tmp_path: Path) -> None:
+    """Issue 43: a notebook gets tokens from samples × tokens_per_sample, for the job that said it (A), not B."""
+    root = exclusive(tmp_path / "run", "A", 20.0, "cmd:python train.py")
+    meta = json.loads((root / "run.json").read_text())
+    meta["workloads"][0]["meta"] = {"counts": "optimizer steps", "tokens_per_sample": 12.0}
+    other = {**meta["workloads"][0], "process": "B", "meta": {}}
+    meta["workloads"].append(other)
+    (root / "run.json").write_text(json.dumps(meta))
+    export(load_run(root), tmp_path / "out")
+    steps = pd.read_csv(tmp_path / "out" / "steps.csv")
+    columns = list(steps.columns)
+    assert columns.index("tokens_per_sample") == columns.index("samples") + 1
+    assert set(steps["tokens_per_sample"]) == {12.0}
+    frame = pd.DataFrame({"process": ["A", "B"], "t": [1.0, 1.0], "samples": [4.0, 4.0]})
+    out = export_columns(RunMeta.from_json(meta), "steps", frame)
+    assert out["tokens_per_sample"].iloc[0] == 12.0 and math.isnan(out["tokens_per_sample"].iloc[1])
 
 
 @given(st.lists(st.lists(st.floats(0, 100, allow_nan=False), max_size=6), min_size=1, max_size=8))

@@ -81,6 +81,25 @@ def test_a_trainer_script_with_accumulation_reports_optimizer_steps_samples_and_
     assert meta["micro_batches"] == 4 and meta["tokens_per_sample"] == 12.0
     assert len(steps) == 10
     assert {float(row["samples"]) for row in steps} == {16.0}
+    _says_tokens_per_second(meta)
+
+
+def _says_tokens_per_second(meta: dict) -> None:
+    """What the Trainer's callback said (its recorded meta) turns 80 samples/s into 960 tokens/s on the status line and
+    in its JSON; a job that said nothing of tokens shows none."""
+    import math
+
+    from gpumon.core.interference.live import LiveFigures
+    from gpumon.frontends.headless import status_json, status_line
+
+    nan = math.nan
+    figures = LiveFigures("A", 10, 5.0, 80.0, nan, nan, 99.0, nan, nan, nan, False)
+    line = status_line(3.0, "cmd:python train.py", "running", figures, meta=meta)
+    assert "80.0 samples/s 960 tokens/s" in line, line
+    assert json.loads(status_json(3.0, "cmd:python t.py", "running", figures, meta))[
+        "tokens_per_s"
+    ] == pytest.approx(960.0)
+    assert "tokens/s" not in status_line(3.0, "fcn", "running", figures, meta={})
 
 
 def test_a_script_with_the_callback_runs_without_gpumon(tmp_path):

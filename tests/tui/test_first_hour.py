@@ -101,6 +101,42 @@ def test_a_job_of_optimizer_steps_says_so_with_its_micro_batches(snap_compare, t
     )
 
 
+def tokens_app(root: Path) -> ViewerApp:
+    """A Trainer script whose callback said 12 tokens a sample, beside a job that steps (and says nothing of tokens)."""
+    a = paced_job(
+        "A", "cmd:python train_trainer.py", 0.0, 30.0, alone=6.0, shared=6.0, shared_from=0.0
+    )
+    b = paced_job("B", GEMM, 0.0, 30.0, alone=25.0, shared=25.0, shared_from=0.0)
+    app = _replay(write_run(root, (a, b), label="trainer-gemm", interval_s=0.5), 20.0)
+    info = {"counts": "optimizer steps", "framework": "transformers", "tokens_per_sample": 12.0}
+    app.first_screen.feed.model.handle(WorkloadMeta("A", 1000, info))
+    return app
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_job_that_said_its_tokens_per_sample_shows_tokens_per_second(
+    snap_compare, tmp_path, size
+):
+    """Issue 43: people compare throughput in samples/s and tokens/s; A's panel shows both (384 samples/s × 12 =
+    4.61k tokens/s), B's, which said nothing of tokens, only samples/s."""
+    assert snap_compare(tokens_app(tmp_path / "run"), terminal_size=size, run_before=_first_frame)
+
+
+@run_async
+async def test_the_tokens_line_shows_samples_per_second_times_tokens_per_sample(tmp_path):
+    app = tokens_app(tmp_path / "run")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(
+            pilot,
+            lambda: any("tokens/s" in row for row in screen_text(app)),
+            what="the tokens line",
+        )
+        (row,) = [row for row in screen_text(app) if "tokens/s" in row]
+        assert "4.61k · 12 a sample" in row and row.index("tokens/s") < row.index("││"), (
+            "in A's panel only"
+        )
+
+
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_a_replay_without_exclusive_rates_points_at_compare(snap_compare, tmp_path, size):
     assert snap_compare(together_app(tmp_path / "run"), terminal_size=size, run_before=_first_frame)

@@ -9,6 +9,7 @@ from textual.geometry import Region
 from textual.widgets import Static
 
 from gpumon.tui.view import Series
+from gpumon.tui.widgets.graph import axis_row
 from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
 from tests.tui.conftest import run_async
 
@@ -152,7 +153,7 @@ async def test_a_metric_row_before_its_first_value_shows_its_label_and_scale():
         assert row.value == ""
         assert [line[:40] for line in _screen_lines(app)[4:6]] == [
             "iter/s".ljust(40),
-            "0–1".rjust(21).ljust(40),
+            "0–1 · 18 s".rjust(21).ljust(40),  # its scale, and the 18 s its 18 columns show
         ]
         asked = _regions(row)
         row.show("")  # no value and no history, as before: nothing to repaint
@@ -175,7 +176,7 @@ async def test_a_metric_row_draws_each_part_in_its_style():
             (" " * 17 + "█", GRAPH),
         ]
         assert _cells(row.render_line(1)) == [
-            ("0–10 it/s".rjust(21), LABEL),
+            ("0–10 it/s · 18 s".rjust(21), LABEL),
             (" ", BASE),
             (" " * 16 + "██", GRAPH),
         ]
@@ -188,11 +189,16 @@ async def test_a_metric_row_draws_each_part_in_its_style():
         assert _cells(row.render_line(0))[3] == (" " * 17 + "█", GRAPH)
         assert _cells(row.render_line(1))[2] == (" " * 16 + "▄█", GRAPH)
         assert _cells(row.render_line(2)) == [
-            (" " * 21, BASE),
+            ("last 18 s".rjust(21), LABEL),
             (" ", BASE),
             (" " * 16 + "██", GRAPH),
         ]
-        assert _screen_lines(app)[6][:40] == " " * 22 + " " * 16 + "██"
+        assert _screen_lines(app)[6][:40] == "last 18 s".rjust(21) + " " + " " * 16 + "██"
+        row.styles.height = 4  # room for a time axis: the last row, under three rows of graph
+        await pilot.pause()
+        assert row.render_line(2).text[:22] == " " * 22  # the axis says the time: no "last 18 s"
+        assert _cells(row.render_line(3)) == [(" " * 22, BASE), (axis_row(18, 1.0), LABEL)]
+        assert row.render_line(3).text == " " * 22 + "    -10s       now"
 
 
 @run_async
@@ -285,7 +291,7 @@ async def test_a_metric_row_repaints_exactly_the_lines_that_changed():
         await pilot.pause()
         assert [line[:40] for line in _screen_lines(app)[4:6]] == [
             "iter/s             10 " + " " * 18,
-            "0–40 it/s".rjust(21) + " " + " " * 17 + "▄",
+            "0–40 it/s · 18 s".rjust(21) + " " + " " * 17 + "▄",
         ]
         low = app.query_one("#low", MetricRow)
         low.styles.height = 1

@@ -397,7 +397,7 @@ async def test_a_metric_row_draws_label_value_scale_and_graph() -> None:
         assert _screen(app)[2:5] == [
             ("iterations per s"[:10] + "12345678901" + " " + graph[0]).rstrip(),
             ("0–20 it/s".rjust(21) + " " + graph[1]).rstrip(),
-            (" " * 22 + graph[2]).rstrip(),
+            ("last 18 s".rjust(21) + " " + graph[2]).rstrip(),  # how long its 18 columns show
         ]
         assert row.value == "1234567890123"
         row.show("7", Series((), 50.0))  # no history yet: the scale without a unit

@@ -7,6 +7,8 @@ live names stay as they were, and old runs read as before). Pandas reads the res
 * steps and processes name their job: ``job`` (its spec, ``fcn:preset=tiny`` or ``cmd:python train.py``) before
   ``slot`` (A or B, run.json's ``process``), and ``counts`` (what a step is: ``optimizer steps`` when a framework
   callback or the auto-probe said so, else ``steps``);
+* steps gets ``tokens_per_sample`` after ``samples`` where a framework callback said it of a job (its meta, empty for
+  a job that said nothing; tokens = samples × tokens_per_sample);
 * host.csv's ``per_core`` (one string, ``"100.0 97.0"``) is one numeric column per core: ``core0_pct``, ...
 """
 
@@ -16,6 +18,7 @@ import math
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from gpumon.core.records.tokens import tokens_per_sample
 from gpumon.core.store.runmeta import RunMeta
 
 if TYPE_CHECKING:
@@ -44,6 +47,7 @@ def export_columns(meta: RunMeta, table: str, frame: "pd.DataFrame") -> "pd.Data
         frame.insert(0, "job", slot.map(lambda s: jobs.get(s, "")))
         if table == "steps":
             frame.insert(1, "counts", slot.map(lambda s: counts.get(s, "steps")))
+            _tokens(meta, frame, slot)
         frame["process"] = slot
     if "t" in frame.columns:
         t = pd.to_numeric(frame["t"], errors="coerce")  # a damaged row's text reads as NaN
@@ -52,6 +56,15 @@ def export_columns(meta: RunMeta, table: str, frame: "pd.DataFrame") -> "pd.Data
     if table == "host" and "per_core" in frame.columns:
         frame = _per_core(frame)
     return frame.rename(columns=RENAMED)
+
+
+def _tokens(meta: RunMeta, frame: "pd.DataFrame", slot: "pd.Series") -> None:
+    """``tokens_per_sample`` after ``samples``, per job as its callback said it, where any job said it."""
+    said = {w.slot: tokens_per_sample(w.meta or {}) for w in meta.workloads}
+    if "samples" not in frame.columns or all(v is None for v in said.values()):
+        return
+    per_sample = slot.map(lambda s: said.get(s) or math.nan).astype(float)
+    frame.insert(frame.columns.get_loc("samples") + 1, "tokens_per_sample", per_sample)
 
 
 def _per_core(frame: "pd.DataFrame") -> "pd.DataFrame":

@@ -12,11 +12,13 @@ from textual.widget import Widget
 
 from gpumon.core.records.printable import printable
 from gpumon.core.records.units import num
+from gpumon.tui.model import BIN_S
 from gpumon.tui.view import Series
-from gpumon.tui.widgets.graph import graph_rows
+from gpumon.tui.widgets.graph import axis_row, graph_rows, span_text
 
 LABEL_WIDTH = 10
 VALUE_WIDTH = 11
+AXIS_ROWS = 4  # a graph this many rows high gives its last to a time axis
 EMPTY = Series((), 1.0)
 
 
@@ -133,7 +135,9 @@ class TextBlock(Widget):
 
 
 class MetricRow(Widget):
-    """``label  value  ▁▂▃▅▇`` with a fixed-scale history graph filling the rest of the width."""
+    """``label  value  ▁▂▃▅▇`` with a fixed-scale history graph filling the rest of the width, one bin of ``bin_s``
+    seconds a column; its time: a ``now``/``-30s`` axis on the last row when it has ``AXIS_ROWS``, else how long it
+    spans beside its scale where that fits."""
 
     COMPONENT_CLASSES = {"metric--label", "metric--value", "metric--graph"}
     DEFAULT_CSS = """
@@ -144,10 +148,16 @@ class MetricRow(Widget):
     """
 
     def __init__(
-        self, label: str, label_width: int = LABEL_WIDTH, value_width: int = VALUE_WIDTH, **kwargs
+        self,
+        label: str,
+        label_width: int = LABEL_WIDTH,
+        value_width: int = VALUE_WIDTH,
+        bin_s: float = BIN_S,
+        **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         self.label = label
+        self.bin_s = bin_s
         self.label_width = label_width
         self.value_width = value_width
         self._value = ""
@@ -157,9 +167,15 @@ class MetricRow(Widget):
         self._strips: list[Strip] | None = None
         self._styles: tuple[Style, Style, Style, Style] | None = None
 
+    def _graph_width(self) -> int:
+        return max(0, self._shape[0] - self.label_width - self.value_width - 1)
+
+    def _axis(self) -> bool:
+        return self._shape[1] >= AXIS_ROWS
+
     def _graph(self) -> list[str]:
-        width = max(0, self._shape[0] - self.label_width - self.value_width - 1)
-        shape = (width, max(1, self._shape[1]))
+        rows = max(1, self._shape[1])
+        shape = (self._graph_width(), rows - 1 if self._axis() else rows)
         if self._rows[0] != shape:
             self._rows = (shape, graph_rows(self._series.values, self._series.top, *shape))
         return self._rows[1]
@@ -171,7 +187,7 @@ class MetricRow(Widget):
             return
         value_before, scale_before, (shape_before, rows_before) = (
             self._value,
-            self._scale(),
+            self._head(1),
             self._rows,
         )
         self._value = value
@@ -185,7 +201,7 @@ class MetricRow(Widget):
             changed = [y for y, (old, new) in enumerate(zip(rows_before, rows)) if old != new]
             if value != value_before and 0 not in changed:
                 changed.append(0)
-            if self._scale() != scale_before and len(rows) > 1 and 1 not in changed:
+            if self._head(1) != scale_before and len(rows) > 1 and 1 not in changed:
                 changed.append(1)
         if changed:
             self._strips = None
@@ -194,6 +210,17 @@ class MetricRow(Widget):
 
     def _scale(self) -> str:
         return f"0–{num(self._series.top)} {self._series.unit}".strip()
+
+    def _head(self, row: int) -> str:
+        """What the label and value columns say on a graph row below the first: the scale, then the time shown."""
+        head = self.label_width + self.value_width
+        width = self._graph_width()
+        span = span_text(width * self.bin_s)
+        if row == 1:
+            scale = self._scale()
+            spanned = f"{scale} · {span}"
+            return spanned if width and self._shape[1] == 2 and len(spanned) <= head else scale
+        return f"last {span}" if width and row == 2 and not self._axis() else ""
 
     def on_resize(self, event: events.Resize) -> None:
         self._shape = (event.size.width, event.size.height)
@@ -241,11 +268,8 @@ class MetricRow(Widget):
                     Segment(self.label[: self.label_width].ljust(self.label_width), label_style),
                     Segment(self._value[: self.value_width].rjust(self.value_width), value_style),
                 ]
-            elif i == 1:
-                scale = self._scale()
-                segments = [Segment(scale[:head].rjust(head), label_style)]
             else:
-                segments = [Segment(" " * head, base)]
+                segments = [Segment(self._head(i)[:head].rjust(head), label_style)]
             segments += [Segment(" ", base), Segment(row, graph_style)]
             # Every character here is one cell wide (block elements, ASCII, "°", "–"): the length is
             # known, and measuring it (rich's cell_len on non-ASCII text) was most of a frame's cost.
@@ -253,4 +277,8 @@ class MetricRow(Widget):
             strips.append(
                 strip if strip.cell_length == width else strip.adjust_cell_length(width, base)
             )
+        if self._axis():
+            axis = axis_row(self._graph_width(), self.bin_s)
+            strip = Strip([Segment(" " * (head + 1), base), Segment(axis, label_style)])
+            strips.append(strip.adjust_cell_length(width, base))
         return strips

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -11,8 +13,9 @@ from gpumon.core.records import units as fmt
 from gpumon.core.records.enums import JobState
 from gpumon.core.records.model import NO_STEPS
 from gpumon.core.records.specwords import shown_spec
+from gpumon.core.records.tokens import tokens_per_s, tokens_per_sample
 from gpumon.tui.view import WorkloadView
-from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
+from gpumon.tui.widgets.lines import LABEL_WIDTH, VALUE_WIDTH, MetricRow, TextLine, set_titles
 
 STATE_CLASSES = ("-empty", "-starting", "-running", "-done", "-failed")
 
@@ -52,6 +55,9 @@ class WorkloadPanel(Vertical):
         yield Static("", classes="why", markup=False)  # why a running job shows no rate (NO_STEPS)
         yield MetricRow("iter/s", classes="rate")
         yield MetricRow("samples/s", classes="samples")
+        yield TextLine(
+            classes="tokens"
+        )  # shown when a framework callback said the tokens per sample
         for line in DETAIL_LINES:
             yield TextLine(classes=f"details details-{line}")
 
@@ -61,6 +67,7 @@ class WorkloadPanel(Vertical):
         self.add_class("-empty")
         self._rate = self.query_one(".rate", MetricRow)
         self._samples = self.query_one(".samples", MetricRow)
+        self._tokens = self.query_one(".tokens", TextLine)
         self._details = [self.query_one(f".details-{line}", TextLine) for line in DETAIL_LINES]
         self._why = self.query_one(".why", Static)
         self._why_text = ""
@@ -85,6 +92,7 @@ class WorkloadPanel(Vertical):
         live = f if view.active else None
         self._rate.show(fmt.num(live.iter_per_s if live else None), view.iter_rate)
         self._samples.show(fmt.num(live.samples_per_s if live else None), view.sample_rate)
+        self._show_tokens(view.meta, live.samples_per_s if live else math.nan)
         copy = _pair(
             "memcpy" if view.device == "cpu" else "copy",
             fmt.bytes_per_s(f.copy_bandwidth if f else None),
@@ -113,3 +121,14 @@ class WorkloadPanel(Vertical):
             steps.append(f" · pid {view.pid}", style="dim")
         for line, text in zip(self._details, (copy, gpu, cpu, steps)):
             line.show(text)
+
+    def _show_tokens(self, meta: dict, samples_per_s: float) -> None:
+        """``tokens/s  4.6k · 12.0 a sample`` under samples/s, where the job said its tokens per sample."""
+        per_sample = tokens_per_sample(meta)
+        self.set_class(per_sample is not None, "-tokens")
+        if per_sample is None:
+            return
+        text = Text("tokens/s".ljust(LABEL_WIDTH), style="dim")
+        text.append(fmt.num(tokens_per_s(samples_per_s, meta)).rjust(VALUE_WIDTH), style="bold")
+        text.append(f" · {per_sample:g} a sample", style="dim")
+        self._tokens.show(text)

@@ -1,0 +1,44 @@
+"""The live graphs' time (issue 43: "graphs have no time axis"): an axis whose labels sit at the column of the time they
+name, and the span a graph's width covers."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpumon.tui.widgets.graph import TICK_GAP, axis_row, span_text
+
+LABEL = re.compile(r"-(\d+)([sm])")
+
+
+@given(st.integers(0, 400), st.sampled_from([0.5, 1.0, 2.0, 5.0]))
+def test_each_label_ends_at_the_column_of_its_time(width, bin_s):
+    axis = axis_row(width, bin_s)
+    assert len(axis) == width
+    if width >= 3:
+        assert axis.endswith("now"), "the newest bin is the right edge"
+    ends = []
+    for match in LABEL.finditer(axis):
+        seconds = int(match[1]) * (60 if match[2] == "m" else 1)
+        column = match.end() - 1
+        assert column == width - 1 - round(seconds / bin_s), axis
+        ends.append(column)
+    assert all(b - a >= TICK_GAP for a, b in zip(ends, ends[1:])), axis
+    assert len(set(LABEL.findall(axis))) == len(ends), "no label said twice"
+
+
+def test_an_axis_reads_as_the_seconds_before_now():
+    assert axis_row(40, 1.0) == "      -30s      -20s      -10s       now"
+    assert axis_row(13, 1.0) == "          now"
+
+
+def test_the_span_reads_whole():
+    assert [span_text(s) for s in (14, 119.4, 120, 240, 7200)] == [
+        "14 s",
+        "119 s",
+        "2 min",
+        "4 min",
+        "2 h",
+    ]

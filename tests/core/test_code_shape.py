@@ -17,10 +17,6 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "gpumon"
 MAX_FUNCTION_LINES, MAX_BRANCHES, MAX_CLASS_LINES = 60, 20, 300
 BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.match_case)
-# Offenders when this test was written, in code other branches are reshaping now (issue 44: compare's stages, the
-# experiments' runner, the trust boundary's records, the writers). Each must still offend (the list stays exact):
-# delete its line once it is fixed; nothing new may join it.
-KNOWN: frozenset[str] = frozenset()
 
 
 def _modules() -> list[tuple[str, ast.Module]]:
@@ -55,16 +51,9 @@ def offenders() -> set[str]:
     return found
 
 
-def _name(entry: str) -> str:
-    return entry.split(" (")[0]
-
-
 def test_no_function_or_class_over_its_size() -> None:
-    found = offenders()
-    new = sorted(f for f in found if _name(f) not in {_name(k) for k in KNOWN})
-    fixed = sorted(k for k in KNOWN if _name(k) not in {_name(f) for f in found})
-    assert not new, "over the size limits:\n" + "\n".join(new)
-    assert not fixed, "no longer over the limits: delete from KNOWN:\n" + "\n".join(fixed)
+    found = sorted(offenders())
+    assert not found, "over the size limits:\n" + "\n".join(found)
 
 
 def test_the_size_check_sees_a_long_function_and_a_branchy_one() -> None:

@@ -18,7 +18,7 @@ from gpumon.core.records.model import (
     WorkloadState,
 )
 from gpumon.core.sources.replay import AS_FAST_AS_POSSIBLE, ReplaySource
-from gpumon.core.store.trace import TraceError
+from gpumon.core.store.trace import Run, TraceError
 from tests.tracegen import staggered_pair
 
 
@@ -132,7 +132,9 @@ def test_first_frame_reads_only_the_row_groups_it_shows(tmp_path, monkeypatch):
     from gpumon.core.store import columnar
 
     root = staggered_pair(tmp_path / "run", gpu=True)
-    _, from_csv = _replayed(root)
+    with monkeypatch.context() as no_copy:
+        no_copy.setattr(Run, "columnar_file", lambda self, make=True: None)
+        _, from_csv = _replayed(root)
     monkeypatch.setattr(columnar, "BLOCK_BYTES", 256)  # a few rows a row group
     assert columnar.write_run_copy(root)
     groups = columnar.open_copy(root).metadata.num_row_groups

@@ -182,7 +182,7 @@ class ReplaySource:
         at a time as the replay reaches it (steps.csv, without one, at once). Done on first use."""
         if self._rest is not None:
             return
-        copy = self.run.columnar_file(make=False)
+        copy = self.run.columnar_file()
         steps = StepGroups(copy) if copy is not None else None
         tables = [("device", DeviceSample), ("processes", ProcessSample), ("host", HostSample)]
         if steps is None:

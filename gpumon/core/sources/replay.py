@@ -243,8 +243,12 @@ class ReplaySource:
     @property
     def finished(self) -> bool:
         self.load()
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            return False  # a seek is publishing (the screen asks as it repaints: it never waits for one)
+        try:
             return self._head() is None
+        finally:
+            self._lock.release()
 
     def now(self) -> float:
         """The replay's run time: how far it has played."""

@@ -18,7 +18,7 @@ from gpumon.core.records.model import (
     WorkloadState,
 )
 from gpumon.core.sources.replay import AS_FAST_AS_POSSIBLE, ReplaySource
-from gpumon.core.store.trace import TraceError
+from gpumon.core.store.trace import Run, TraceError
 from tests.tracegen import staggered_pair
 
 
@@ -116,3 +116,43 @@ def test_bad_runs_are_trace_errors(tmp_path):
         ReplaySource(root, Bus()).load()
     with pytest.raises(ValueError):
         ReplaySource(root, Bus(), speed=0)
+
+
+def _replayed(root, to: float | None = None) -> tuple[ReplaySource, list[str]]:
+    bus = Bus()
+    items = _collect(bus)
+    source = ReplaySource(root, bus)
+    source.seek(source.end_t if to is None else to)
+    return source, [repr(x) for x in items]
+
+
+def test_first_frame_reads_only_the_row_groups_it_shows(tmp_path, monkeypatch):
+    """With a columnar copy of many row groups the first frame reads few of them, and the whole replay is the same
+    record for record as the replay of steps.csv."""
+    from gpumon.core.store import columnar
+
+    root = staggered_pair(tmp_path / "run", gpu=True)
+    with monkeypatch.context() as no_copy:
+        no_copy.setattr(Run, "columnar_file", lambda self, make=True: None)
+        _, from_csv = _replayed(root)
+    monkeypatch.setattr(columnar, "BLOCK_BYTES", 256)  # a few rows a row group
+    assert columnar.write_run_copy(root)
+    groups = columnar.open_copy(root).metadata.num_row_groups
+    assert groups >= 20
+    source, _ = _replayed(root, to=-math.inf)
+    source.seek(source.start_t)
+    assert source._steps is not None and source._steps.groups_read <= 1
+    first_step = source._steps.spans[0][0]
+    source.seek(first_step)
+    assert 1 <= source._steps.groups_read <= 2, (
+        "the first frame with a step reads its row group, not the table"
+    )
+    source.seek((first_step + source.end_t) / 2)
+    assert source._steps.groups_read < groups
+    source.seek(source.end_t)
+    assert source.finished and source._steps.groups_read == groups
+    source, from_copy = _replayed(root)
+    assert from_copy == from_csv
+    assert [_replayed(root, to)[1] for to in (5.0, 15.0)] == [
+        from_csv[: len(_replayed(root, to)[1])] for to in (5.0, 15.0)
+    ]

@@ -10,6 +10,7 @@ their workload's end. Replay only moves forward.
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 import threading
@@ -33,6 +34,7 @@ from gpumon.core.records.model import (
     field_of,
 )
 from gpumon.core.store.runmeta import WorkloadRecord
+from gpumon.core.sources.stepgroups import StepGroups
 from gpumon.core.store.trace import Run, TraceError, load_run
 
 AS_FAST_AS_POSSIBLE = math.inf
@@ -145,6 +147,11 @@ def _workload_records(run: Run, end_t: float) -> list[_Timed]:
     return out
 
 
+def _before(other: _Timed, step: _Timed) -> bool:
+    """Whether a record not a step comes before a step read by row group (at one time and order, steps first)."""
+    return (other.t, other.order) < (step.t, step.order)
+
+
 class ReplaySource:
     """Publishes a recorded run's samples and events onto ``bus``, in time order."""
 
@@ -154,7 +161,15 @@ class ReplaySource:
         self.run = load_run(run_path)
         self.bus = bus
         self.speed = speed
-        self._timeline: list[_Timed] | None = None
+        self._rest: list[_Timed] | None = None  # all but the steps read by row group, in time order
+        self._steps: StepGroups | None = None
+        self._bounds: tuple[float, float] | None = (
+            None  # the first and last t of the steps read by row group
+        )
+        self._pending: list[
+            tuple[float, int, int, _Timed]
+        ] = []  # steps read, not yet published (a heap)
+        self._seq = 0
         self._next = 0
         self._cursor = -math.inf
         self._lock = threading.Lock()
@@ -163,45 +178,77 @@ class ReplaySource:
         self._play_anchor: tuple[float, float] | None = None
 
     def load(self) -> None:
-        """Read every table (done on first use; call it early on a worker thread for big runs)."""
-        if self._timeline is not None:
+        """Read the small tables and run.json; the steps' columnar copy, where there is one, is read a row group
+        at a time as the replay reaches it (steps.csv, without one, at once). Done on first use."""
+        if self._rest is not None:
             return
-        timed = [
-            _Timed(r.t, 5, r)
-            for table, cls in (
-                ("steps", StepEvent),
-                ("device", DeviceSample),
-                ("processes", ProcessSample),
-                ("host", HostSample),
-            )
-            for r in _records(self.run, table, cls)
-        ]
+        copy = self.run.columnar_file()
+        steps = StepGroups(copy) if copy is not None else None
+        tables = [("device", DeviceSample), ("processes", ProcessSample), ("host", HostSample)]
+        if steps is None:
+            tables.insert(0, ("steps", StepEvent))
+        timed = [_Timed(r.t, 5, r) for table, cls in tables for r in _records(self.run, table, cls)]
         timed += [_Timed(o.t, 5, o) for o in _others(self.run)]
-        end = max((x.t for x in timed), default=0.0)
+        bounds = steps.bounds() if steps is not None else None
+        if bounds is not None and math.isinf(
+            bounds[1]
+        ):  # a copy without time statistics: read at once
+            while steps is not None and steps.remaining:
+                timed[:0] = [_Timed(r.t, 5, r) for r in steps.read_next()]
+            bounds = None
+        end = max([x.t for x in timed] + ([bounds[1]] if bounds else []), default=0.0)
         duration = self.run.meta.duration_s
         if duration is not None:
             end = max(end, self.run.meta.capture_start_t + duration)
         timed += _workload_records(self.run, end)
         timed.sort(key=lambda x: (x.t, x.order))
-        self._timeline = [_Timed(-math.inf, 0, self.run.nvml_status), *timed]
+        self._steps, self._bounds = steps, bounds
+        self._rest = [_Timed(-math.inf, 0, self.run.nvml_status), *timed]
+
+    def _head(self) -> _Timed | None:
+        """The next record to publish (reading the row groups of steps that may come before it), else None."""
+        assert self._rest is not None
+        while True:
+            rest = self._rest[self._next] if self._next < len(self._rest) else None
+            step = self._pending[0][3] if self._pending else None
+            head = rest if step is None or (rest is not None and _before(rest, step)) else step
+            if self._steps is None or not self._steps.remaining:
+                return head
+            if head is not None and self._steps.next_start > head.t:
+                return head
+            for r in self._steps.read_next():
+                heapq.heappush(self._pending, (r.t, 5, self._seq, _Timed(r.t, 5, r)))
+                self._seq += 1
+
+    def _pop(self, head: _Timed) -> None:
+        if self._pending and self._pending[0][3] is head:
+            heapq.heappop(self._pending)
+        else:
+            self._next += 1
 
     @property
     def start_t(self) -> float:
         self.load()
-        assert self._timeline is not None
-        return self._timeline[1].t if len(self._timeline) > 1 else 0.0
+        assert self._rest is not None
+        firsts = [x.t for x in self._rest[1:2]] + ([self._bounds[0]] if self._bounds else [])
+        return min(firsts, default=0.0)
 
     @property
     def end_t(self) -> float:
         self.load()
-        assert self._timeline is not None
-        return self._timeline[-1].t if len(self._timeline) > 1 else 0.0
+        assert self._rest is not None
+        lasts = [x.t for x in self._rest[1:][-1:]] + ([self._bounds[1]] if self._bounds else [])
+        return max(lasts, default=0.0)
 
     @property
     def finished(self) -> bool:
         self.load()
-        assert self._timeline is not None
-        return self._next >= len(self._timeline)
+        if not self._lock.acquire(blocking=False):
+            return False  # a seek is publishing (the screen asks as it repaints: it never waits for one)
+        try:
+            return self._head() is None
+        finally:
+            self._lock.release()
 
     def now(self) -> float:
         """The replay's run time: how far it has played."""
@@ -216,12 +263,11 @@ class ReplaySource:
     def seek(self, t: float) -> int:
         """Publish, on this thread, every record up to run time ``t``; returns how many."""
         self.load()
-        assert self._timeline is not None
         published = 0
         with self._lock:
-            while self._next < len(self._timeline) and self._timeline[self._next].t <= t:
-                self.bus.publish(self._timeline[self._next].item)
-                self._next += 1
+            while (head := self._head()) is not None and head.t <= t:
+                self.bus.publish(head.item)
+                self._pop(head)
                 published += 1
             self._cursor = max(self._cursor, t)
         return published
@@ -252,13 +298,17 @@ class ReplaySource:
         if self._thread is not None:
             self._thread.join(2.0)
 
+    def _next_t(self) -> float | None:
+        with self._lock:
+            head = self._head()
+        return head.t if head is not None else None
+
     def _run(self) -> None:
-        assert self._timeline is not None
-        while not self._stop.is_set() and not self.finished:
+        while not self._stop.is_set() and (next_t := self._next_t()) is not None:
             if math.isinf(self.speed):
-                self.seek(self._timeline[self._next].t)
+                self.seek(next_t)
                 continue
-            wait = min(MAX_WAIT_S, (self._timeline[self._next].t - self.now()) / self.speed)
+            wait = min(MAX_WAIT_S, (next_t - self.now()) / self.speed)
             if wait > MIN_WAIT_S and self._stop.wait(wait):
                 return
             self.seek(self.now())

@@ -547,9 +547,9 @@ def dmon_mean(ctx: Context, run: Run, column: str, a: float, b: float) -> float:
 def pcie_checks(ctx: Context, run_dir: Path, method: str) -> list[Check]:
     """The PCIe RX of one h2d capture: the path taken, samples present, against the copied bytes and dmon."""
     run = load_run(run_dir)
-    gpu = run.meta.gpu or {}
-    taken = gpu.get("pcie_method")
-    why = gpu.get("gpm_reason") or ""
+    gpu = run.meta.gpu
+    taken = gpu.pcie_method if gpu is not None else None
+    why = gpu.gpm_reason if gpu is not None else ""
     path = Check(
         "PCIe path",
         f"{taken}" + (f" ({why})" if why and taken != "gpm" else ""),

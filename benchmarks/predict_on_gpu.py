@@ -231,9 +231,10 @@ def main() -> int:
         env,
     )
     if partner is not None and args.device != "cpu":
-        gpu = load_run(partner).gpu or {}
+        gpu = load_run(partner).gpu
+        name = (gpu.name if gpu is not None else None) or ""
         print(
-            f"partner alone: {store_partner_rate(str(gpu.get('name', '')), partner):.2f} it/s",
+            f"partner alone: {store_partner_rate(name, partner):.2f} it/s",
             flush=True,
         )
     rows = [row for share in shares for row in measure_share(share, jobs, args, out, env)]

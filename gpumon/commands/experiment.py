@@ -158,7 +158,7 @@ def _epilog_when_shown(parser: argparse.ArgumentParser) -> None:
 
 def shipped_names(per_line: int = 4) -> str:
     """Every shipped spec's name, as --list lists them (the help never names fewer)."""
-    from gpumon.experiments.spec import shipped_specs
+    from gpumon.experiments.runner.spec import shipped_specs
 
     names = [path.stem for path in shipped_specs()] or [
         "(none: installed without its package data)"

@@ -92,7 +92,10 @@ def test_stdout_to_a_file_runs_headless_with_a_one_line_notice(tmp_path, job):
     text = log.read_text()
     assert "\x1b" not in text, "escape codes in a file"
     lines = text.splitlines()
-    assert lines and all(" A cmd:" in line or " B cmd:" in line for line in lines), lines[:3]
+    # status lines only: each names its slot and its script (a --cmd spec shows the script first)
+    assert lines and all(
+        " A light_job.py " in line or " B light_job.py " in line for line in lines
+    ), lines[:3]
     meta = final_meta(runs)
     assert meta["status"] == "complete"
     assert [w["state"] for w in meta["workloads"]] == ["stopped", "stopped"]
@@ -112,7 +115,7 @@ def test_stdout_to_a_pipe_whose_reader_exits_then_sigterm(tmp_path, job):
     try:
         first = proc.stdout.readline()  # like `| head -1`: one line, then the reader is gone
         proc.stdout.close()
-        assert b"\x1b" not in first and b" cmd:" in first, first
+        assert b"\x1b" not in first and b" light_job.py " in first, first
         run_dir = wait_for(lambda: next(runs.glob("*/run.json"), None), what="the capture").parent
         wait_for(
             lambda: (run_dir / "steps.csv").stat().st_size > 200, timeout=60, what="steps recorded"

@@ -503,7 +503,7 @@ class HeadlessRun:
             )
         if workload is None or workload.owned:
             return f"{state.state} with status {state.exit_status}"
-        if state.state == "detached":
+        if state.state == JobState.DETACHED:
             return f"detached: pid {state.pid} still running (gpumon never signals it)"
         return f"(pid {state.pid}) exited by itself (status unknown: gpumon did not start it)"
 

@@ -106,7 +106,7 @@ class Slots:
         """A job's new state; a job starting in a slot gets a fresh state there (the lock held)."""
         if state.slot not in self._slots:
             return
-        if state.state == "starting":
+        if state.state == JobState.STARTING:
             spec = self._slots[state.slot].spec
             self._slots[state.slot] = self._new_slot()
             self._slots[state.slot].spec = spec
@@ -152,7 +152,7 @@ class Slots:
         state = slot.state
         figures = figures if state is not None else None
         label, healthy = _state_label(state, slot.last_step)
-        hint = slot.no_steps if label == "starting" else ""
+        hint = slot.no_steps if label == JobState.STARTING else ""
         exclusive, source = self._exclusive(name, phase)
         end = state.t if state is not None and state.state not in RUNNING_STATES else now
         iter_values = slot.iter_rate.values(now, n, 0.0 if running else NAN)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpumon"
 MAX_FUNCTION_LINES, MAX_BRANCHES, MAX_CLASS_LINES = 60, 20, 300
@@ -127,10 +126,6 @@ def literal_compares(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="frontends/headless.py and tui/model.py still compare run states as text (their own branches)",
-)
 def test_no_run_state_or_share_mode_compared_as_a_string() -> None:
     compares = [
         f"{path}:{line} {text!r}"

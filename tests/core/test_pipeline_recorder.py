@@ -288,9 +288,10 @@ def test_flush_soon_writes_at_once_instead_of_at_the_end_of_the_interval(tmp_pat
     recorder.close(1.0)
 
 
-def test_a_bug_in_the_writer_ends_the_capture_as_truncated_and_says_which(tmp_path, caplog):
+def test_a_bug_in_the_writer_ends_the_capture_as_failed_and_says_which(tmp_path, caplog):
     """A record the writer cannot handle (a WorkloadMeta without its dict) is a bug, not a disk error: the capture
-    ends as truncated with its type and words, the traceback is logged, and the writer thread ends."""
+    ends as failed (never complete, never truncated as if the disk refused it) with its type and words, the
+    traceback is logged, and the writer thread ends."""
     path = _run_dir(tmp_path)
     errors = Errors()
     recorder = Recorder(path, _meta(), on_error=errors)
@@ -309,7 +310,8 @@ def test_a_bug_in_the_writer_ends_the_capture_as_truncated_and_says_which(tmp_pa
     ]
     recorder.close(1.0)
     assert errors.seen == [error]
-    assert load_run(path).meta.capture_error.reason == error.reason
+    meta = load_run(path).meta
+    assert meta.capture_error.reason == error.reason and meta.status == "failed"
 
 
 def test_a_second_recorder_of_one_run_is_refused_and_leaves_the_first_its_lock(tmp_path):

@@ -266,7 +266,8 @@ class Recorder:
         self._flush()
 
     def _guarded(self, work: Callable[[], None]) -> bool:
-        """Run ``work``; on the first failure, end the capture as truncated. False once failed."""
+        """Run ``work``; on the first failure end the capture: ``truncated`` for a write the machine refused,
+        ``failed`` for a bug of the writer's own. False once failed."""
         try:
             work()
         except OSError as exc:
@@ -278,7 +279,7 @@ class Recorder:
             return False
         except Exception as exc:  # a bug must not leave the capture "recording" forever
             log.exception("recorder failed")
-            self._fail(f"internal error: {type(exc).__name__}: {exc}")
+            self._fail(f"internal error: {type(exc).__name__}: {exc}", RunStatus.FAILED)
             return False
         return True
 
@@ -389,13 +390,13 @@ class Recorder:
         self.meta.duration_s = round(duration_s, 3)
         self._meta_dirty = True
 
-    def _fail(self, reason: str) -> None:
-        """End the capture now: drop what is queued, finalise run.json as truncated, tell ``on_error``."""
+    def _fail(self, reason: str, status: RunStatus = RunStatus.TRUNCATED) -> None:
+        """End the capture now: drop what is queued, finalise run.json as ``status``, tell ``on_error``."""
         t = time.monotonic() - self._started
         self._close_files()
         self._drop_queue()
         self._release_reserve()
-        self._finish_meta(RunStatus.TRUNCATED, t)
+        self._finish_meta(status, t)
         self.meta.capture_error = CaptureFailure(round(t, 3), reason)
         finalise_error = None
         try:

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.records.decode import read_json
 from gpumon.core.store import columnar
 from gpumon.core.store.runner import RECORDING, RunnerInfo
 from gpumon.core.store.trace import (
@@ -81,7 +82,7 @@ def _read(where: Path | None) -> dict[str, Any]:
     if where is None:
         return {}
     try:
-        data = json.loads(where.read_bytes())
+        data = read_json(where, max_bytes=256 << 20)
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("layout") != LAYOUT:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
+from gpumon.core.records.decode import read_json
 from gpumon.core.records.enums import RunStatus
 from gpumon.core.records.model import (
     DEVICE_COLUMNS,
@@ -739,7 +740,7 @@ def summary_of(run: Run) -> RunSummaryRecord:
     if where is None:
         return steps_summary(run)
     try:
-        held = RunSummaryRecord.from_json(json.loads(where.read_text(encoding="utf-8")))
+        held = RunSummaryRecord.from_json(read_json(where, max_bytes=1 << 20))
     except (OSError, ValueError):
         held = None
     if held is not None:

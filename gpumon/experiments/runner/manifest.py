@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.records.decode import read_json
+from gpumon.core.records.printable import printable
 from gpumon.core.store.recorder import write_json_atomic
 from gpumon.errors import UsageError
 from gpumon.experiments.runner.cells import Cell
 from gpumon.safewrite import ensure_folder
 
 MANIFEST = "cells.json"
+MANIFEST_MAX_BYTES = 16 << 20  # cells.json is read up to this size (a cell is ~1 KiB)
 OK, FAILED, INTERRUPTED, SKIPPED = "ok", "failed", "interrupted", "skipped"
 FORMAT = 1
 
@@ -54,16 +56,20 @@ class Manifest:
         if not path.exists():
             return cls(directory, header)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = read_json(path, max_bytes=MANIFEST_MAX_BYTES)
             records = {r["id"]: CellRecord(**r) for r in data["cells"]}
             old = data["experiment"]
+            if not isinstance(old, dict):
+                raise TypeError("its experiment is not an object")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UsageError(
-                f"{path}: not a readable experiment manifest ({exc}); use another --out"
+                printable(f"{path}: not a readable experiment manifest ({exc}); use another --out")
             ) from None
         if old.get("name") != header["name"]:
             raise UsageError(
-                f"{directory} holds experiment {old.get('name')!r}, not {header['name']!r}; use another --out"
+                printable(
+                    f"{directory} holds experiment {old.get('name')!r}, not {header['name']!r}; use another --out"
+                )
             )
         return cls(directory, header, records, own=True)
 
@@ -71,7 +77,7 @@ class Manifest:
     def recorded_python(directory: Path) -> str | None:
         """The workloads' Python (``--python`` or ``$GPUMON_PYTHON``) the experiment in ``directory`` last ran with."""
         try:
-            python = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))[
+            python = read_json(directory / MANIFEST, max_bytes=MANIFEST_MAX_BYTES)[
                 "experiment"
             ].get("python")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):

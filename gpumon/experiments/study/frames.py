@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpumon.core.records.decode import read_json
 from gpumon.experiments.study.pairwise import keys_of
 from gpumon.experiments.study.results import (
     NA,
@@ -38,7 +38,7 @@ def frame_name(frame: dict) -> str:
 def read_speedscope(path: Path, job: str, partner: str | None) -> Recording | None:
     """Self and inclusive time per frame over every thread of a py-spy speedscope file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, max_bytes=256 << 20)  # a py-spy recording
         names = [frame_name(f) for f in data["shared"]["frames"]]
         profiles = data["profiles"]
     except (OSError, ValueError, KeyError, TypeError):

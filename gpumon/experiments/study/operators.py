@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpumon.core.records.decode import read_json
 from gpumon.experiments.study.pairwise import keys_of
 from gpumon.experiments.study.results import (
     NA,
@@ -39,7 +39,7 @@ class OpProfile:
 
 def read_profile(path: Path, model: str, partner: str | None) -> OpProfile | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, max_bytes=64 << 20)
     except (OSError, ValueError):
         return None
     ops = [o for o in data.get("ops", []) if str(o.get("name", "")).startswith(OPERATOR_PREFIX)]

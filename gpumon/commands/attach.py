@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from gpumon.core.records.printable import printable
 from gpumon.commands.base import RUN_HELP
 from gpumon.commands.target import add_any_user, find
 from gpumon.console.terminal import output_not_terminal
@@ -51,19 +52,24 @@ def run(args: argparse.Namespace) -> int:
     if not_terminal:
         log = target.path / RUNNER_LOG  # a detached run's; a run started in a terminal has none
         where = f"its log: {log}" if log.exists() else f"its run directory: {target.path}"
-        raise UsageError(f"gpumon attach needs a terminal ({not_terminal}); {where}")
+        raise UsageError(printable(f"gpumon attach needs a terminal ({not_terminal}); {where}"))
     if target.status != RUNNING:
         from gpumon.tui.app import ViewerApp
         from gpumon.tui.screens.replay import ReplayScreen, open_replay
 
         print(
-            f"gpumon: {target.path.name} is not running ({target.status}): opening it as a replay",
+            printable(
+                f"gpumon: {target.path.name} is not running ({target.status}): opening it as a replay"
+            ),
             file=sys.stderr,
         )
         if baselines:
             exclusive = " ".join(f"--exclusive {path}" for _, path in baselines)
             print(
-                f"gpumon: a replay shows no --baseline; compare it: gpumon compare {exclusive} --shared {target.path}",
+                printable(
+                    f"gpumon: a replay shows no --baseline; compare it: gpumon compare {exclusive} "
+                    f"--shared {target.path}"
+                ),
                 file=sys.stderr,
             )
         source, feed = open_replay(target.path)

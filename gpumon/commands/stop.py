@@ -39,12 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gpumon.core.jobs.runnerstop import stop_runner
+    from gpumon.core.records.printable import printable
     from gpumon.core.store.runner import RUNNING
     from gpumon.core.store.runstore import runs_dir_or_default
     from gpumon.core.store.trace import load_live
 
     target = find(args.run, runs_dir_or_default(args.runs_dir), "stop", args.any_user)
-    name = target.path.name
+    name = printable(target.path.name)  # a directory name is anyone's text
     if target.status != RUNNING or target.runner is None:
         print(f"gpumon: {name} is not running ({target.status}): nothing to stop", file=sys.stderr)
         return 0
@@ -68,5 +69,5 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"gpumon: run saved to {target.path} ({status})", file=sys.stderr)
+    print(f"gpumon: run saved to {printable(str(target.path))} ({status})", file=sys.stderr)
     return 0

@@ -152,13 +152,25 @@ class Reader:
         if "--detach" in line:
             self.detached = workloads(line)
         terminal = self.terminal(line)
+        screen = ""
         try:
             status = self.finish(terminal, line)
+            screen = terminal.screen()  # read before close: the pane goes with its tmux server
         finally:
             terminal.close()
-        assert status == 0, (
-            f"{line!r} exited with status {status}:\n{terminal.screen() or '(screen gone)'}"
+        assert status == 0, f"{line!r} exited with status {status}:\n{screen or self.again(line)}"
+
+    def again(self, line: str) -> str:
+        """What ``line`` prints when run again outside the terminal (a failed line's pane is gone with it)."""
+        done = subprocess.run(
+            ["bash", "-c", line],
+            env=self.env,
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            timeout=LINE_TIMEOUT_S,
         )
+        return f"(its pane is gone; run again it printed, status {done.returncode}:)\n{done.stdout}{done.stderr}"
 
     def finish(self, terminal: Terminal, line: str) -> int:
         """The line's exit status; a live monitor is quit with q once every job it shows runs."""

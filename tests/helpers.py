@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
+import psutil
+
 if TYPE_CHECKING:
     from gpumon.core.store.runner import RunnerInfo
 
@@ -476,6 +478,16 @@ class Terminal:
                 "the terminal ended without its command's exit status (a signal ended the shell)"
             )
         return int(self.status_file.read_text())
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process under the terminal's shell (the command and what it started)."""
+        panes = subprocess.run(
+            ["tmux", "-S", self.socket, "list-panes", "-F", "#{pane_pid}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return psutil.Process(int(panes.stdout.split()[0])).children(recursive=True)
 
     def close(self) -> None:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)

@@ -6,7 +6,11 @@ an ``export`` carries over to the lines after it. The reader's own things are th
 training environment (torch and numpy, no gpumon) and ``train.py`` a small torch script in the working
 directory. What the harness changes, and nothing else:
 
-* ``--duration N`` is shortened to SHORT_S seconds (a ``--beside`` run keeps B's lead alone on top);
+* a ``--headless`` run's ``--duration N`` is replaced by an event: once every job's status line says it has
+  STEPS_SEEN steps (past the warm-up), the run gets SIGINT, as a reader's Ctrl-C (exit status 130, the capture
+  finalised); ``--duration`` stays, as a cap of LINE_TIMEOUT_S. A loaded box can take more than any fixed
+  duration to start torch (8 s gave a job no step past its warm-up at a load average of 12);
+* any other ``--duration N`` is shortened to SHORT_S seconds (a ``--beside`` run keeps B's lead alone on top);
 * ``pip install .`` is the fixture's install of this tree without extras (one per test session), not run again;
 * a line that opens the live monitor is watched until its jobs run, then quit with ``q``, as a reader would;
 * ``gpumon wrap`` keeps running in a terminal of its own (the README's "in tmux"), ``PID`` in the lines after it is
@@ -24,10 +28,10 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
-import psutil
 import pytest
 
 from gpumon.core.jobs.beside import DEFAULT_LEAD_S
@@ -43,6 +47,8 @@ pytestmark = [
 
 SHORT_S = 8
 LINE_TIMEOUT_S = 300
+STEPS_SEEN = 15  # 10 past the default warm-up of 5: compare needs two
+STATUS_LINE = re.compile(r"^\s*\d+\.\ds ([AB]) .* steps (\d+)\s*$", re.M)
 BLOCK = re.compile(r"(?:<!-- (?:ci:)?(\w+) -->\n)?```bash\n(.*?)```", re.S)
 DURATION = re.compile(r"--duration \d+(\.\d+)?")
 TRAIN_PY = '''\
@@ -89,7 +95,14 @@ def workloads(line: str) -> list[str]:
     return named
 
 
+def stopped_by_steps(line: str) -> bool:
+    """Whether the harness stops ``line`` once its jobs stepped (a headless run with a duration, not --beside)."""
+    return bool(workloads(line)) and "--headless" in line and "--beside" not in line
+
+
 def shortened(line: str) -> str:
+    if stopped_by_steps(line):
+        return DURATION.sub(f"--duration {LINE_TIMEOUT_S}", line)
     seconds = SHORT_S + (DEFAULT_LEAD_S + SHORT_S if "--beside" in line else 0)
     return DURATION.sub(f"--duration {seconds:g}", line)
 
@@ -158,7 +171,10 @@ class Reader:
             screen = terminal.screen()  # read before close: the pane goes with its tmux server
         finally:
             terminal.close()
-        assert status == 0, f"{line!r} exited with status {status}:\n{screen or self.again(line)}"
+        wanted = 128 + signal.SIGINT if stopped_by_steps(line) else 0
+        assert status == wanted, (
+            f"{line!r} exited with status {status}:\n{screen or self.again(line)}"
+        )
 
     def again(self, line: str) -> str:
         """What ``line`` prints when run again outside the terminal (a failed line's pane is gone with it)."""
@@ -174,6 +190,8 @@ class Reader:
 
     def finish(self, terminal: Terminal, line: str) -> int:
         """The line's exit status; a live monitor is quit with q once every job it shows runs."""
+        if stopped_by_steps(line):
+            return self.interrupt_once_stepped(terminal, line)
         live = lambda: "? Help" in terminal.screen()  # noqa: E731 (the monitor's footer)
         wait_for(
             lambda: terminal.status_file.exists() or live(),
@@ -192,21 +210,32 @@ class Reader:
             terminal.keys("q")
         return terminal.status(LINE_TIMEOUT_S)
 
+    def interrupt_once_stepped(self, terminal: Terminal, line: str) -> int:
+        """SIGINT to the headless run once each of its jobs' status lines says STEPS_SEEN steps."""
+        jobs = len(workloads(line))
+
+        def stepped() -> bool:
+            steps: dict[str, int] = {}
+            for slot, count in STATUS_LINE.findall(terminal.screen()):
+                steps[slot] = int(count)
+            return len(steps) == jobs and min(steps.values()) >= STEPS_SEEN
+
+        wait_for(stepped, LINE_TIMEOUT_S, 0.2, f"{STEPS_SEEN} steps of each job of {line!r}")
+        (
+            run,
+        ) = [  # the gpumon entry point: python .../bin/gpumon run ... (its jobs are python -m ...)
+            p
+            for p in terminal.processes()
+            if Path(p.cmdline()[1]).name == "gpumon" and p.cmdline()[2] == "run"
+        ]
+        run.send_signal(signal.SIGINT)
+        return terminal.status(LINE_TIMEOUT_S)
+
     def start_trainer(self, line: str) -> None:
         """``gpumon wrap`` in a terminal of its own: its training runs on while the next lines run."""
         terminal = self.terminal(line)
         terminal.wait_for_text("epoch 1", LINE_TIMEOUT_S)
-        shell = psutil.Process(
-            int(
-                subprocess.run(
-                    ["tmux", "-S", terminal.socket, "list-panes", "-F", "#{pane_pid}"],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout.split()[0]
-            )
-        )
-        (job,) = [p for p in shell.children(recursive=True) if "train.py" in " ".join(p.cmdline())]
+        (job,) = [p for p in terminal.processes() if "train.py" in " ".join(p.cmdline())]
         self.trainers.append((terminal, job.pid))
 
     def wait_for_trainers(self) -> None:

@@ -111,6 +111,9 @@ class Solo:
     # GPU-bound partner (m), and the switch its context costs a partner (sigma_j)
     turns: float = math.nan
     switch_s: float = math.nan
+    # D, from the step's structure as its solo capture shows it: 1 when its step times a host-to-device copy its
+    # kernels wait for (the compute queue empties and fills again), 0 when it copies nothing; NaN: copies unseen
+    copy_waits: float = math.nan
 
 
 def kernel_s(job: Solo, c: Constants = DEFAULT) -> float:
@@ -135,11 +138,17 @@ class PairPrediction:
 
 
 def turns(job: Solo, c: Constants = DEFAULT) -> float:
-    """m: the turns a step waits for: measured beside a GPU-bound partner (the job's phase), else the time slices
-    its kernels need, at least ``c.turns`` (k0, assumed)."""
+    """m: the turns a step waits for: measured beside a GPU-bound partner (the job's phase); else, where the solo
+    capture shows the step's structure, D + max(1, ceil(G/tau)) (a readiness after a copy the kernels wait for, and
+    whole slices for the kernels: each readiness starts a fresh one, the step's end cuts the last short); else the
+    time slices its kernels need, at least ``c.turns`` (k0, assumed). Constants fitted on pairs with one turn a step
+    (k0 = 1, ``FITTED``) absorbed the structure in tau and sigma: they keep the last form."""
     if not math.isnan(job.turns):
         return max(1.0, job.turns)
-    return max(c.turns, kernel_s(job, c) / c.slice_s)
+    g = kernel_s(job, c)
+    if not math.isnan(job.copy_waits) and c.turns > 1:
+        return job.copy_waits + max(1.0, math.ceil(g / c.slice_s))
+    return max(c.turns, g / c.slice_s)
 
 
 def pair_switch(a: Solo, b: Solo, c: Constants = DEFAULT) -> float:

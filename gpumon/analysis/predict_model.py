@@ -146,9 +146,20 @@ def turns(job: Solo, c: Constants = DEFAULT) -> float:
     if not math.isnan(job.turns):
         return max(1.0, job.turns)
     g = kernel_s(job, c)
-    if not math.isnan(job.copy_waits) and c.turns > 1:
+    if _structured(job, c):
         return job.copy_waits + max(1.0, math.ceil(g / c.slice_s))
     return max(c.turns, g / c.slice_s)
+
+
+def _structured(job: Solo, c: Constants) -> bool:
+    """Whether ``turns`` reads the job's step structure (no phase, copies seen, constants that did not absorb it)."""
+    return math.isnan(job.turns) and not math.isnan(job.copy_waits) and c.turns > 1
+
+
+def kernel_turns(job: Solo, c: Constants = DEFAULT) -> float:
+    """The turns that run the job's kernels: all m, less the D readinesses after a copy where the structure gave m
+    (those hold the GPU for no kernels: the context yields at once)."""
+    return turns(job, c) - (job.copy_waits if _structured(job, c) else 0.0)
 
 
 def pair_switch(a: Solo, b: Solo, c: Constants = DEFAULT) -> float:
@@ -161,7 +172,7 @@ def holds(a: Solo, b: Solo, c: Constants = DEFAULT) -> tuple[float, float]:
     so it holds what queued while the other held (its kernels arrive at i = G/T of the time, and go on arriving while
     it runs: b = i*(b' + 2*sigma)/(1 - i)), at most its step's kernels G and at most one slice tau. Two light jobs
     hand the GPU back and forth in short holds; beside a GPU-bound job (i -> 1) the holds grow to whole slices."""
-    caps = [min(kernel_s(j, c) / turns(j, c), c.slice_s) for j in (a, b)]
+    caps = [min(kernel_s(j, c) / kernel_turns(j, c), c.slice_s) for j in (a, b)]
     rates = [kernel_s(j, c) / j.step_s if j.step_s > 0 else 0.0 for j in (a, b)]
     held = [0.0, 0.0]
     for _ in range(

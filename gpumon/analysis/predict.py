@@ -30,6 +30,7 @@ from gpumon.analysis.predict_model import (
     Solo,
     predict_pair,
     reason,
+    structured,
 )
 from gpumon.analysis.predict_phase import PARTNER_SPEC, Phase, with_phase
 from gpumon.core.records.slots import SLOTS
@@ -530,7 +531,7 @@ def _assumed_turns(jobs: Sequence[Job], mode: str, c: Constants) -> list[str]:
     unphased = [j for j in jobs if j.nvml and math.isnan(j.solo.turns)]
     if mode != TIMESLICE or not unphased:
         return []
-    seen = c.turns > 1 and all(not math.isnan(j.solo.copy_waits) for j in unphased)
+    seen = all(structured(j.solo, c) for j in unphased)
     how = (
         "one for each copy its kernels wait for and the whole time slices its kernels need (its step's structure)"
         if seen

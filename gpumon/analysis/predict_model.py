@@ -146,12 +146,12 @@ def turns(job: Solo, c: Constants = DEFAULT) -> float:
     if not math.isnan(job.turns):
         return max(1.0, job.turns)
     g = kernel_s(job, c)
-    if _structured(job, c):
+    if structured(job, c):
         return job.copy_waits + max(1.0, math.ceil(g / c.slice_s))
     return max(c.turns, g / c.slice_s)
 
 
-def _structured(job: Solo, c: Constants) -> bool:
+def structured(job: Solo, c: Constants) -> bool:
     """Whether ``turns`` reads the job's step structure (no phase, copies seen, constants that did not absorb it)."""
     return math.isnan(job.turns) and not math.isnan(job.copy_waits) and c.turns > 1
 
@@ -159,7 +159,7 @@ def _structured(job: Solo, c: Constants) -> bool:
 def kernel_turns(job: Solo, c: Constants = DEFAULT) -> float:
     """The turns that run the job's kernels: all m, less the D readinesses after a copy where the structure gave m
     (those hold the GPU for no kernels: the context yields at once)."""
-    return turns(job, c) - (job.copy_waits if _structured(job, c) else 0.0)
+    return turns(job, c) - (job.copy_waits if structured(job, c) else 0.0)
 
 
 def pair_switch(a: Solo, b: Solo, c: Constants = DEFAULT) -> float:

@@ -160,8 +160,8 @@ def structured(job: Solo, c: Constants) -> bool:
 
 
 def kernel_turns(job: Solo, c: Constants = DEFAULT) -> float:
-    """The turns that run the job's kernels: all m, less the D readinesses after a copy where the structure gave m
-    (those hold the GPU for no kernels: the context yields at once)."""
+    """The turns that run the job's kernels: all m, less D where the structure gave m (with a copy, the step's first
+    readiness records an event and the queue empties at the copy: that turn holds no kernels)."""
     return turns(job, c) - (job.copy_waits if structured(job, c) else 0.0)
 
 

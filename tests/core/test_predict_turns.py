@@ -103,7 +103,7 @@ def test_the_structure_brings_the_h100_probe_constants_under_ten_percent():
     assert structure == pytest.approx(8.50, abs=0.05)
 
 
-def test_the_readiness_after_a_copy_holds_no_kernels():
+def test_a_copy_leaves_one_turn_without_kernels():
     """Beside a GPU-bound partner (whole slices), a job with 1 ms of kernels and a copy takes m = 2 turns, one of them
     empty: it holds the GPU for all 1 ms at once (G/(m - D)), not 0.5 ms (G/m) as when its structure is unseen."""
     job = _job(1e-3, 0.2e-3, 0.1e-3, 1.0)

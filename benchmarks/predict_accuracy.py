@@ -466,6 +466,7 @@ class Setting:
     indices: list[int]
     predictor: Any
     pool: list[int] | None = None
+    fits: bool = True  # False: the predictor fits nothing on pairs (its widths need no inner folds)
 
 
 H100_TS, H100_MPS, LUCID_GPU = "H100 80GB HBM3", "H100 80GB HBM3 (MPS)", "Lucid testbed GPU"
@@ -488,12 +489,12 @@ def oof_settings(
     if probed is not None:
         beside = idx("h100-ts", lambda p: PARTNER not in p.families)
         out += [
-            Setting("H100 time slicing, probe constants only, solo captures as recorded (k0 2 assumed)", H100_TS,
-                    h100, fixed(pairs, probed)),
+            Setting("H100 time slicing, probe constants only, solo captures as recorded (turns from each step's "
+                    "structure)", H100_TS, h100, fixed(pairs, probed), fits=False),
             Setting(f"H100 time slicing, probe constants + each job's phase beside {PARTNER} (emulated from its q4 "
                     f"pair; pairs with {PARTNER} left out: they are the phases), LOWO", H100_TS, beside,
-                    fixed(pairs, probed, emulated_phases(pairs, probed))),
-            Setting("H100 MPS, probe gamma (nothing fitted)", H100_MPS, mps, fixed(pairs, probed)),
+                    fixed(pairs, probed, emulated_phases(pairs, probed)), fits=False),
+            Setting("H100 MPS, probe gamma (nothing fitted)", H100_MPS, mps, fixed(pairs, probed), fits=False),
         ]  # fmt: skip
     return out + [
         Setting("H100 MPS, gamma fitted on the other workloads' pairs (LOWO)", H100_MPS, mps,
@@ -524,7 +525,12 @@ def out_of_fold(pairs: list[Pair], fitter: Fitter, probed: Constants | None) -> 
     flags = flagged(pairs, "lucid")
     for s in oof_settings(pairs, fitter, probed, flags):
         rows = nested(
-            s.indices, lambda i: pairs[i].families, lambda i: pairs[i].measured, s.predictor, s.pool
+            s.indices,
+            lambda i: pairs[i].families,
+            lambda i: pairs[i].measured,
+            s.predictor,
+            s.pool,
+            s.fits,
         )
         if rows:
             print(oof_row(s.label, pairs, rows, s.device))

@@ -5,7 +5,9 @@ the first of its families (sorted) not yet scored. Everything a fold's predictio
 do not contain that family: the constants (where the predictor fits any) and the interval's width, E = the 95th
 percentile of |log(measured / predicted)| over inner leave-one-family-out predictions of those training pairs
 (each inner fold fitted without its family too). The held-out pairs are then predicted with r * exp(+-E_r),
-STP * exp(+-E_STP): out-of-fold coverage, every bound > 0 by construction.
+STP * exp(+-E_STP): out-of-fold coverage, every bound > 0 by construction. A predictor that fits nothing (constants
+measured by probes, or chosen before any pair) needs no inner folds: each training pair's prediction is already out
+of sample, so E is sized on the training pairs themselves, each once (a fold with one training pair gets a width).
 """
 
 from __future__ import annotations
@@ -97,16 +99,22 @@ def nested(
     measured: Callable[[int], tuple[float, float]],
     predictor: Predictor,
     pool: Sequence[int] | None = None,
+    fits: bool = True,
 ) -> list[Scored]:
     """Each pair of ``indices`` predicted and given intervals by nested cross-validation (module docstring);
-    ``pool``: the pairs a fold may train on (default ``indices``)."""
+    ``pool``: the pairs a fold may train on (default ``indices``); ``fits``: False for a predictor that fits
+    nothing (its width is sized on the training pairs' own errors, no inner folds)."""
     pool = list(indices if pool is None else pool)
     scored = []
     for fam, held in folds(indices, families):
         train = [i for i in pool if fam not in families(i)]
         if not train:
             continue
-        e_r, e_s = width(train, families, measured, predictor)
+        if fits:
+            e_r, e_s = width(train, families, measured, predictor)
+        else:
+            errors = log_errors(train, measured, predictor(frozenset(train)))
+            e_r, e_s = e95(errors[0]), e95(errors[1])
         if math.isnan(e_r):
             continue
         predict = predictor(frozenset(train))

@@ -30,6 +30,7 @@ from gpumon.analysis.predict_model import (
     Solo,
     predict_pair,
     reason,
+    structured,
 )
 from gpumon.analysis.predict_phase import PARTNER_SPEC, Phase, with_phase
 from gpumon.core.records.slots import SLOTS
@@ -160,14 +161,18 @@ def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool, bool]:
         side.sm_active / side.gpu_util if nvml and side.gpu_util > 0 else math.nan
     )  # NaN: no GPM columns
     copy = side.copy_s if not math.isnan(side.copy_s) else 0.0
-    solo = Solo(1 / rate, busy=busy, fill=fill, copy_s=copy, cores=cores)
+    copies = _copies_recorded(run, slot)
+    waits = (
+        (1.0 if copy > 0 else 0.0) if copies else math.nan
+    )  # D: the step's structure, where its copies are seen
+    solo = Solo(1 / rate, busy=busy, fill=fill, copy_s=copy, cores=cores, copy_waits=waits)
     phased = partner_phase(run)
     if (
         phased and not run.meta.share.mps
     ):  # turns are time slicing's: a phase under MPS measures none
         gpu = evidence.device_identity(run)[1]
         solo = with_phase(solo, phased[1], gpu_model(gpu, TIMESLICE)[0].constants or DEFAULT)
-    return rate, solo, nvml, _copies_recorded(run, slot)
+    return rate, solo, nvml, copies
 
 
 def partner_phase(
@@ -285,6 +290,7 @@ def _job(slot: str, members: list[Member], kind: str) -> Job:
         contended=any(p.contended for p in profiles),
         turns=_mean(p.turns for p in profiles),
         switch_s=_mean(p.switch_s for p in profiles),
+        copy_waits=_mean(p.copy_waits for p in profiles),
     )
     return Job(
         slot,
@@ -522,13 +528,18 @@ def _prediction(jobs: tuple[Job, Job], mode: str, model: Model, notes: list[str]
 
 def _assumed_turns(jobs: Sequence[Job], mode: str, c: Constants) -> list[str]:
     """What time slicing assumed for a job without a beside-partner phase (its turns per step)."""
-    unphased = [j.slot for j in jobs if j.nvml and math.isnan(j.solo.turns)]
+    unphased = [j for j in jobs if j.nvml and math.isnan(j.solo.turns)]
     if mode != TIMESLICE or not unphased:
         return []
+    seen = all(structured(j.solo, c) for j in unphased)
+    how = (
+        "one for each copy its kernels wait for and the whole time slices its kernels need (its step's structure)"
+        if seen
+        else f"the time slices its kernels need, at least {c.turns:g}"
+    )
     return [
-        f"no beside-partner phase for {' and '.join(dict.fromkeys(unphased))}: turns per step taken as the "
-        f"time slices its kernels need, at least {c.turns:g} (assumed; `gpumon run JOB --partner-phase S` "
-        "measures them)"
+        f"no beside-partner phase for {' and '.join(dict.fromkeys(j.slot for j in unphased))}: turns per step "
+        f"taken as {how} (assumed; `gpumon run JOB --partner-phase S` measures them)"
     ]
 
 

@@ -58,3 +58,22 @@ def test_widths_are_the_95th_percentile_of_the_log_errors():
         assert r.width[0] == pytest.approx(math.log(2.0))
         assert r.r_low[0] == pytest.approx(0.5) and r.r_high[0] == pytest.approx(2.0)
         assert r.stp_low > 0
+
+
+def test_a_predictor_that_fits_nothing_is_sized_on_its_training_pairs_once_each():
+    """Nothing fitted: no inner folds, each training pair's own error counts once, and a fold with one training pair
+    (too few for an inner fold) still gets a width from it, never from the held-out family's pairs."""
+    two = {0: {"a"}, 1: {"b"}}
+
+    def measured(i: int) -> tuple[float, float]:
+        return (100.0, 100.0) if i == 0 else (1.5, 1.5)
+
+    def pairs_of(i: int) -> frozenset[str]:
+        return frozenset(two[i])
+
+    constant = lambda train: lambda i: (1.0, 1.0)  # noqa: E731
+    assert nested(list(two), pairs_of, measured, constant) == []  # inner folds: none possible
+    rows = {r.index: r for r in nested(list(two), pairs_of, measured, constant, fits=False)}
+    assert rows[0].width[0] == pytest.approx(math.log(1.5))  # a's width from b's pair alone
+    assert rows[1].width[0] == pytest.approx(math.log(100.0))
+    assert rows[0].r_high[0] == pytest.approx(1.5) and rows[0].r_low[0] > 0

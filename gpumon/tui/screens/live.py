@@ -80,7 +80,8 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     ]
 
     def __init__(self, controller: Controller, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:
-        super().__init__(Feed(controller.model, controller.session.clock.now), refresh_hz, **kwargs)
+        feed = Feed(controller.model, controller.session.clock.now, controller.gather)
+        super().__init__(feed, refresh_hz, **kwargs)
         self.controller = controller
 
     def on_mount(self) -> None:

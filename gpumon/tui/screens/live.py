@@ -87,10 +87,14 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     def on_mount(self) -> None:
         super().on_mount()
         b_free = lambda: self.controller.running(BESIDE_SLOT) is None  # noqa: E731
-        self.mount(
-            ProbedLine(self.controller.probes, b_free, id="probed"),
-            before=self.query_one("#output"),
-        )
+        self._probed = ProbedLine(self.controller.probes, b_free, id="probed")
+        self.mount(self._probed, before=self.query_one("#output"))
+
+    def draw(self, view: View) -> None:
+        """The panels, and the probed processes' line with them."""
+        super().draw(view)
+        if self._probed.is_mounted:
+            self._probed.update_line()
 
     def status_text(self, view: View) -> Text:
         share = self.controller.session.config.share

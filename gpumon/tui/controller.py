@@ -54,9 +54,10 @@ def load_baselines(
 
 
 # The monitor's listener reads the probes just before each frame is built (``Controller.gather``) and, between,
-# at least this often (s), as a headless run does: each step is on the screen with the next frame, and the
-# listener wakes once a frame, not 2-10 times a second (observer_cost, docs/tui.md)
-SCREEN_LISTEN_S = 1.0
+# at least this often (s; sooner where a pipe would fill): each step is on the screen with the next frame, and the
+# listener wakes once a frame (1 s), not 2-10 times a second; a period of its own as long as a frame would add a
+# read between frames half the time (observer_cost, docs/tui.md)
+SCREEN_LISTEN_S = 2.0
 # How long a frame waits for that read (s): a listener slower than this is not waited for (the frame shows what the
 # bus has; the steps come with the next one)
 GATHER_WAIT_S = 0.2

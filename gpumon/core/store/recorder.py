@@ -244,20 +244,16 @@ class Recorder:
         self._queue.append(item)
 
     def flush_soon(self) -> None:
-        """Write what is queued now (a runner's listener has just read its steps: a viewer following the files
-        then sees them a second sooner), then, unless asked again, two FLUSH_INTERVAL_S later and every one after."""
+        """Write what is queued now (the listener has just read its steps: a viewer sees them a second sooner); the
+        timed write then waits two FLUSH_INTERVAL_S, covering a pause in the asks instead of racing them."""
         self._soon.set()
 
-    def _run(self) -> None:
-        wait = FLUSH_INTERVAL_S
+    def _run(self, asked: bool = False) -> None:
         while True:
-            asked = self._soon.wait(wait)
+            asked = self._soon.wait(FLUSH_INTERVAL_S * (2 if asked else 1))  # see flush_soon
             self._soon.clear()
             if self._stop.is_set() or not self._guarded(self._write_pending):
                 return
-            # a listener that asks after each read asks about once an interval: the timer then only covers a pause
-            # in its asking, instead of racing it into two writes an interval
-            wait = FLUSH_INTERVAL_S * (2 if asked else 1)
 
     def _write_pending(self) -> None:
         if self._overflow:

@@ -86,9 +86,8 @@ class Listener(threading.Thread):
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._pending: list[tuple[int, _Stream]] = []
         self._asked: list[threading.Event] = []  # read_now callers waiting for the next read
-        self._hurried = (
-            False  # woken to loop again at once (new streams, hurry, stop), not only to read
-        )
+        # woken to loop again at once (new streams, hurry, stop), not only to read (read_now)
+        self._hurried = False
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._warned: set[object] = set()
@@ -185,9 +184,10 @@ class Listener(threading.Thread):
             with self._lock:
                 asked, self._asked = self._asked, []
             wait = self.period_s
-            if any(
+            woken = any(
                 key.data is None for key in selected
-            ):  # woken: new streams, hurry, stop or read_now
+            )  # new streams, hurry, stop or read_now
+            if woken:
                 os.read(self._wake_r, 4096)
                 self._register_pending()  # new streams may hold data already
                 if self._hurried:

@@ -53,8 +53,14 @@ def load_baselines(
     return rates
 
 
-# How often the monitor's listener reads the probes (s): 0.36 -> 0.12 % of a core (observer_cost, docs/tui.md)
-SCREEN_LISTEN_S = 0.5
+# The monitor's listener reads the probes just before each frame is built (``Controller.gather``) and, between,
+# at least this often (s; sooner where a pipe would fill): each step is on the screen with the next frame, and the
+# listener wakes once a frame (1 s), not 2-10 times a second; a period of its own as long as a frame would add a
+# read between frames half the time (observer_cost, docs/tui.md)
+SCREEN_LISTEN_S = 2.0
+# How long a frame waits for that read (s): a listener slower than this is not waited for (the frame shows what the
+# bus has; the steps come with the next one)
+GATHER_WAIT_S = 0.2
 
 
 class Controller:
@@ -66,8 +72,6 @@ class Controller:
         self.plan = plan
         self.export_root = export_root
         # the monitor shows every GPU of the box (overview lines); a headless run does not read them
-        # and reads the probes every SCREEN_LISTEN_S: the screen draws once a second, so a step is on screen
-        # within SCREEN_LISTEN_S + 1 s either way, and the listener wakes 2 times a second instead of 10
         self.session = session or Session(
             dataclasses.replace(plan.session, gpu_overview=True, listen_s=SCREEN_LISTEN_S)
         )
@@ -90,6 +94,10 @@ class Controller:
         self._shut_down = False
         self._shutdown_done = threading.Event()
         self._final: Path | None = None
+
+    def gather(self) -> bool:
+        """Read the jobs' probes now, waiting at most ``GATHER_WAIT_S`` (the refresh thread, before each frame)."""
+        return self.session.listener.read_now(GATHER_WAIT_S)
 
     @property
     def clock_now(self) -> float:

@@ -64,7 +64,7 @@ class Devices:
         self.host: HostSample | None = None
         self.others: GpuOthers | None = None
         self.overview: GpuOverview | None = (
-            None  # every GPU of a box with several (the sampler's, every 0.5 s)
+            None  # every GPU of a box with several (the sampler's, every second)
         )
         self.shown_gpu: int | None = (
             None  # the GPU index the device panel shows; None: the jobs' GPU
@@ -149,7 +149,7 @@ class Devices:
     def _gpus(self, now: float) -> tuple[GpuSummary, ...]:
         """The overview lines: every GPU of a box with several, while NVML answers (none with one GPU).
 
-        The jobs' GPU's line shows the newest device sample, the device panel's (the overview's is up to 0.5 s older).
+        The jobs' GPU's line shows the newest device sample, the device panel's (the overview's is up to 1 s older).
         """
         overview = self.overview
         if (
@@ -233,7 +233,7 @@ class Devices:
     def _peer_view(
         self, gpu: GpuSummary, jobs: GpuSummary | None, now: float, n: int
     ) -> DeviceView:
-        """The device panel of a GPU that is not the jobs': the overview's readings of it, every 0.5 s."""
+        """The device panel of a GPU that is not the jobs': the overview's readings of it, every second."""
         series = self._peer_series.get(gpu.index)
         graphs = self._graphs(series, gpu.sample, NAN, now, n) if series is not None else {}
         count = gpu.processes
@@ -244,7 +244,7 @@ class Devices:
         )
         where = f"jobs' GPU {jobs.index}" if jobs is not None else "jobs' GPU"
         note = (
-            f"{listed} · read every 0.5 s; PCIe, GPM, per-process: {where} only"
+            f"{listed} · read every second; PCIe, GPM, per-process: {where} only"
             if gpu.sample is not None
             else "lost: NVML no longer answers for this GPU"
         )

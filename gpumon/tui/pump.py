@@ -23,7 +23,8 @@ ACK_TIMEOUT_S = 5.0
 class RefreshPump(threading.Thread):
     """Calls ``deliver(view)`` (thread-safe, e.g. ``post_message``) whenever the model changed.
 
-    ``deliver`` returning False means the view was not queued (the screen is closing).
+    ``deliver`` returning False means the view was not queued (the screen is closing). ``gather``, when given, is
+    called before each view is built (a live session's: read the probes now, so the frame shows every step flushed).
     """
 
     def __init__(
@@ -32,6 +33,7 @@ class RefreshPump(threading.Thread):
         now: Callable[[], float],
         deliver: Callable[[View], bool | None],
         hz: float = DEFAULT_HZ,
+        gather: Callable[[], object] | None = None,
     ) -> None:
         super().__init__(name="gpumon-refresh", daemon=True)
         if not hz > 0:
@@ -39,6 +41,7 @@ class RefreshPump(threading.Thread):
         self.model = model
         self.now = now
         self.deliver = deliver
+        self.gather = gather
         self.period_s = 1.0 / hz
         self._drawn = threading.Event()
         self._drawn.set()
@@ -63,8 +66,10 @@ class RefreshPump(threading.Thread):
             if self._stop_event.is_set():
                 return
             started = time.monotonic()
-            self.model.wake.clear()
             try:
+                if self.gather is not None:
+                    self.gather()
+                self.model.wake.clear()
                 view = self.model.view(self.now())
             except Exception:
                 log.exception("building a view failed")

@@ -279,6 +279,38 @@ def test_hurry_reads_at_once_instead_of_at_the_end_of_the_period():
     listener.join(5)
 
 
+def _one_step(fd: int, step: int) -> None:
+    row = [step, 0, 1, None, 0, 0, None]
+    os.write(fd, (json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [row]}) + "\n").encode())
+
+
+def test_read_now_publishes_what_was_written_before_it_returns_and_adds_no_read_of_its_own():
+    """The monitor's refresh thread calls it before each frame: the frame shows every step flushed, and the listener
+    wakes once a frame instead of on its own cadence too."""
+    listener, events, _ = start(period_s=60.0)
+    probe_r, probe_w = os.pipe()
+    listener.watch(probe_r, "A", "probe")
+    _one_step(probe_w, 0)
+    assert isinstance(
+        events.get(timeout=10), StepEvent
+    )  # the first read: from now on it naps its 60 s period
+    _one_step(probe_w, 1)
+    assert listener.read_now(10)
+    assert [e.step for e in drain(events) if isinstance(e, StepEvent)] == [1], (
+        "published before it returned"
+    )
+    _one_step(probe_w, 2)
+    with pytest.raises(queue.Empty):  # no second read after read_now's: the period's nap goes on
+        events.get(timeout=0.3)
+    woken = listener.wakeups
+    assert listener.read_now(10)
+    assert [e.step for e in drain(events) if isinstance(e, StepEvent)] == [2]
+    assert listener.wakeups == woken + 1
+    listener.stop()
+    listener.join(5)
+    assert not listener.read_now(0.1), "nobody reads once stopped"
+
+
 def test_on_gathered_follows_each_read_that_published_something():
     """A runner's session hangs the recorder's flush_soon here (tests/core/test_pipeline_recorder.py)."""
     import threading

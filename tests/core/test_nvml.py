@@ -546,7 +546,7 @@ for overview in (True, False):
     bus, seen = Bus(), []
     bus.subscribe(seen.append)
     sampler = Sampler(bus, RunClock.start(), HostSource(), s, 0.1, lambda: {}, overview=overview)
-    for tick in range(12):
+    for tick in range(22):
         sampler.ticks = tick
         sampler.tick()
     counts[str(overview)] = {kind.__name__: sum(isinstance(x, kind) for x in seen)
@@ -561,10 +561,10 @@ for overview in (True, False):
 emit(counts=counts, same=same)
 """,
     )
-    # 12 ticks at 100 ms: a device sample each, the host and the overview on ticks 0, 5 and 10
-    assert out["counts"]["True"] == {"DeviceSample": 12, "GpuOverview": 3, "HostSample": 3}
+    # 22 ticks at 100 ms: a device sample each, the host and the overview on ticks 0, 10 and 20
+    assert out["counts"]["True"] == {"DeviceSample": 22, "GpuOverview": 3, "HostSample": 3}
     assert out["counts"]["False"] == {
-        "DeviceSample": 12,
+        "DeviceSample": 22,
         "GpuOverview": 0,
         "HostSample": 3,
     }  # headless: not read

@@ -288,6 +288,26 @@ def test_flush_soon_writes_at_once_instead_of_at_the_end_of_the_interval(tmp_pat
     recorder.close(1.0)
 
 
+def test_a_write_flush_soon_asked_for_puts_the_timed_one_off_two_intervals(tmp_path, monkeypatch):
+    """A listener asks after each read, about once an interval: the recorder's own timer must not race it into two
+    writes an interval (observer_cost: the recorder's wake-ups); it still writes when nobody asks."""
+    import time
+
+    import gpumon.core.store.recorder as recorder_module
+
+    monkeypatch.setattr(recorder_module, "FLUSH_INTERVAL_S", 0.4)
+    recorder = Recorder(_run_dir(tmp_path), _meta())
+    writes: list[float] = []
+    write = recorder._write_pending
+    monkeypatch.setattr(
+        recorder, "_write_pending", lambda: (writes.append(time.monotonic()), write())[1]
+    )
+    recorder.flush_soon()
+    wait_for(lambda: len(writes) >= 2, timeout=10, what="the asked write, then a timed one")
+    assert writes[1] - writes[0] >= 0.8, writes  # two intervals after the asked write, not one
+    recorder.close(1.0)
+
+
 def test_a_bug_in_the_writer_ends_the_capture_as_failed_and_says_which(tmp_path, caplog):
     """A record the writer cannot handle (a WorkloadMeta without its dict) is a bug, not a disk error: the capture
     ends as failed (never complete, never truncated as if the disk refused it) with its type and words, the

@@ -15,7 +15,7 @@ from gpumon.core.records.model import (
     ProcessSample,
     SourceStatus,
 )
-from gpumon.core.capture.sampler import Sampler
+from gpumon.core.capture.sampler import FULL_TREE_EVERY, Sampler
 from tests.helpers import wait_for
 
 
@@ -99,23 +99,24 @@ def _sampler(host, nvml, interval_s=0.02, pids=lambda: {"A": 1000}):
 
 def test_device_every_tick_host_and_processes_every_process_period():
     sampler, items = _sampler(FakeHost(), FakeNvml(), interval_s=0.1)
-    assert sampler.process_every == 5
-    for _ in range(12):
+    assert sampler.process_every == 10, "processes and host once a second at --interval 100"
+    for _ in range(22):
         sampler.tick()
         sampler.ticks += 1
-    assert [d.gpu_util for d in items.of(DeviceSample)] == [float(i) for i in range(1, 13)]
-    assert len(items.of(HostSample)) == 3, "ticks 0, 5 and 10"
+    assert [d.gpu_util for d in items.of(DeviceSample)] == [float(i) for i in range(1, 23)]
+    assert len(items.of(HostSample)) == 3, "ticks 0, 10 and 20"
     procs = items.of(ProcessSample)
     assert [(p.slot, p.pid, p.threads) for p in procs] == [("A", 1000, 2)] * 3
 
 
-def test_job_trees_are_read_through_every_thread_once_every_ten_process_ticks():
+def test_job_trees_are_read_through_every_thread_once_every_full_tree_period():
     host = FakeHost()
     sampler, _ = _sampler(host, FakeNvml(), interval_s=0.1)
-    for _ in range(5 * 21):
+    for _ in range(sampler.process_every * FULL_TREE_EVERY * 2 + 1):
         sampler.tick()
         sampler.ticks += 1
-    assert host.looks == [True] + [False] * 9 + [True] + [False] * 9 + [True]
+    off = [False] * (FULL_TREE_EVERY - 1)
+    assert host.looks == [True, *off, True, *off, True]
 
 
 def test_the_thread_ticks_until_stopped_and_stops_promptly():

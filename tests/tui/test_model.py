@@ -331,6 +331,37 @@ def test_pump_merges_ticks_until_the_ui_has_drawn():
         pump.join(5)
 
 
+def test_the_pump_gathers_before_each_view_so_the_frame_has_what_was_gathered():
+    """A live screen's pump reads the probes (``gather``) just before it builds a view: what that read publishes is in
+    that view, and it does not wake the pump for a second view."""
+    model = LiveModel()
+    views: list = []
+    delivered = threading.Event()
+
+    def gather() -> None:
+        model.handle(LogLine("A", 0.0, f"gathered {len(views)}"))
+
+    def deliver(view) -> None:
+        views.append(view)
+        delivered.set()
+
+    pump = RefreshPump(model, lambda: 1.0, deliver, hz=1000, gather=gather)
+    pump.start()
+    try:
+        pump.poke()
+        assert delivered.wait(5)
+        assert views[0].workload("A").log[-1] == "gathered 0"
+        delivered.clear()
+        pump.drawn()
+        assert not delivered.wait(0.3), "the gathered line woke the pump again"
+        model.handle(LogLine("A", 0.0, "new"))
+        assert delivered.wait(5)
+        assert views[1].workload("A").log[-2:] == ("new", "gathered 1")
+    finally:
+        pump.stop()
+        pump.join(5)
+
+
 def test_clean_output_lines():
     assert clean("10%|█ \r 50%|███  ") == " 50%|███  "
     assert clean("\x1b[31mred\x1b[0m\tx\x07") == "red x"

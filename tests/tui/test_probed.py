@@ -106,3 +106,27 @@ async def test_beside_in_the_monitor(stepper, runs_dir):
     assert stepper.poll() is None
     run = load_run(path)
     assert [(w.slot, w.state) for w in run.workloads] == [("A", "stopped"), ("B", "detached")]
+
+
+@run_async
+async def test_the_monitor_wakes_for_frames_only_no_timer_of_its_own(runs_dir):
+    """The probed line is brought up to date with each frame: no widget of the monitor runs a repeating timer of
+    gpumon's, which would wake the UI thread with nothing to draw (observer_cost: the UI thread's wake-ups)."""
+    app = LiveApp(Controller(make_test_plan(runs_dir)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(
+            pilot,
+            lambda: app.session_ready and app.monitor.frames >= 2,
+            what="two frames drawn",
+        )
+        assert app.screen.query_one(ProbedLine).is_mounted  # shown or hidden with each frame
+        repeating = [
+            timer._callback
+            for node in (app.screen, *app.screen.walk_children())
+            for timer in node._timers
+            if timer._repeat is None
+            and getattr(timer._callback, "__module__", "").startswith("gpumon")
+        ]
+        assert repeating == []
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")

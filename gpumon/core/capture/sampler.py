@@ -20,19 +20,20 @@ from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
 log = logging.getLogger(__name__)
 
 NAMESPACE_GRACE_S = 10.0
-# /proc CPU times tick at 10 ms (USER_HZ 100): a 100 ms window would quantise CPU% to 10 %, and the
-# /proc reads are most of the monitor's own cost. Processes and host are sampled at most this often.
-PROCESS_PERIOD_S = 0.5
+# /proc CPU times tick at 10 ms (USER_HZ 100): a 100 ms window would quantise CPU% to 10 % (this one: to 1 %), and
+# the /proc reads are most of the sampler's own cost beside NVML. Processes and host are sampled at most this often:
+# the screen draws them once a second (0.5 s cost the runner 0.1 % of a core more: observer_cost, docs/tui.md).
+PROCESS_PERIOD_S = 1.0
 # The sampler sleeps with time.sleep, in slices of at most this: a stop is seen within one slice, and a wake-up
 # costs ~40 µs of CPU instead of Event.wait's ~70 (2-core VM, both cores training: 0.03 % of a core at 10 Hz).
 STOP_SLICE_S = 0.1
 # Every this many process ticks (5 s) the jobs' trees are read through every thread's children file; between, through
 # each process's main thread only (HostSource.tree_pids): 34 files a GPU job instead of one, ~0.3 % of a core.
-FULL_TREE_EVERY = 10
+FULL_TREE_EVERY = 5
 
 
 class Sampler(threading.Thread):
-    """Publishes a DeviceSample (NVML) every interval, HostSample and ProcessSamples every 0.5 s at most.
+    """Publishes a DeviceSample (NVML) every interval, HostSample and ProcessSamples every second at most.
 
     Between ticks it reads NVML's wrapping PCIe counters as often as the link's speed requires
     (``NvmlSource.pcie_poll_period_s``; never on GPM or 64-bit counters).

@@ -7,7 +7,8 @@ batch would cost a thread wake-up per child per flush, and a wake-up's work runs
 caches on a busy host. A stream that fills its pipe faster than the period allows (a chatty
 child, a fast pair) shortens the wait, down to ``GATHER_S``; each pipe is asked for
 ``PIPE_BYTES`` so that a burst of output never blocks its child. ``hurry`` reads at once
-(a child exited: its last steps and EOF are waiting).
+(a child exited: its last steps and EOF are waiting); ``read_now`` reads at once and waits for that read (a
+screen about to draw: what the probes flushed is on the bus before the frame is built, with no wake-up of its own).
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ class Listener(threading.Thread):
         os.set_blocking(self._wake_w, False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._pending: list[tuple[int, _Stream]] = []
+        self._asked: list[threading.Event] = []  # read_now callers waiting for the next read
+        # woken to loop again at once (new streams, hurry, stop), not only to read (read_now)
+        self._hurried = False
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._warned: set[object] = set()
@@ -110,11 +114,27 @@ class Listener(threading.Thread):
         """Read every stream now instead of at the end of the period."""
         self._wake()
 
+    def read_now(self, timeout_s: float) -> bool:
+        """Read every stream now and wait, at most ``timeout_s``, until that read is done: whatever the children had
+        written before this call is then published. False when it was not done in time or this thread is not reading.
+        The period's own reads go on as before (the next one a period after this)."""
+        done = threading.Event()
+        with self._lock:
+            if self.failure is not None or not self.is_alive():
+                return False
+            self._asked.append(done)
+        self._signal()
+        return done.wait(timeout_s)
+
     def stop(self) -> None:
         self._stopping.set()
         self._wake()
 
     def _wake(self) -> None:
+        self._hurried = True
+        self._signal()
+
+    def _signal(self) -> None:
         try:
             os.write(self._wake_w, b"x")
         except BlockingIOError:
@@ -158,18 +178,26 @@ class Listener(threading.Thread):
     def _loop(self) -> None:
         last = time.monotonic()
         while not self._stopping.is_set():
-            ready = self._selector.select()
+            selected = [key for key, _ in self._selector.select()]
             woke = time.monotonic()
             self.wakeups += 1
+            with self._lock:
+                asked, self._asked = self._asked, []
             wait = self.period_s
-            gathered = False
-            for key, _ in ready:
-                if (
-                    key.data is None
-                ):  # woken: new streams (they may hold data already), hurry or stop
-                    os.read(self._wake_r, 4096)
-                    self._register_pending()
+            woken = any(
+                key.data is None for key in selected
+            )  # new streams, hurry, stop or read_now
+            if woken:
+                os.read(self._wake_r, 4096)
+                self._register_pending()  # new streams may hold data already
+                if self._hurried:
+                    self._hurried = False
                     wait = 0.0
+            # read_now: what was written before it, in every stream, not only those ready when select returned
+            keys = list(self._selector.get_map().values()) if asked else selected
+            gathered = False
+            for key in keys:
+                if key.data is None:
                     continue
                 got = 0
                 while n := self._read(key.fd, key.data):
@@ -182,6 +210,8 @@ class Listener(threading.Thread):
             last = woke
             if gathered and self.on_gathered is not None:
                 self.on_gathered()
+            for done in asked:
+                done.set()
             if wait:
                 self._nap(max(min(self.period_s, GATHER_S), wait) - (time.monotonic() - woke))
 

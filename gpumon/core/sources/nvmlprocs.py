@@ -60,7 +60,7 @@ class ProcessReader:
     def __init__(self, dev: Device) -> None:
         self.dev = dev
         self._last_seen_us = time.time_ns() // 1000 - int(PROCESS_UTIL_PERIOD_S * 1e6)
-        # 0.9: the sampler's 0.5 s process ticks drift by milliseconds; a read is due every second tick
+        # 0.9: the sampler's 1 s process ticks drift by milliseconds; a read is due every tick
         self._cadence = Cadence(PROCESS_UTIL_PERIOD_S, slack=0.9)
         self._device_util: deque[float] = deque(maxlen=DEVICE_UTIL_KEPT)
         self._sm_util: dict[int, float] = {}

@@ -244,13 +244,13 @@ class Recorder:
         self._queue.append(item)
 
     def flush_soon(self) -> None:
-        """Write what is queued now (a runner's listener has just read its steps: a viewer following the files
-        then sees them a second sooner), then every FLUSH_INTERVAL_S again."""
+        """Write what is queued now (the listener has just read its steps: a viewer sees them a second sooner); the
+        timed write then waits two FLUSH_INTERVAL_S, covering a pause in the asks instead of racing them."""
         self._soon.set()
 
-    def _run(self) -> None:
+    def _run(self, asked: bool = False) -> None:
         while True:
-            self._soon.wait(FLUSH_INTERVAL_S)
+            asked = self._soon.wait(FLUSH_INTERVAL_S * (2 if asked else 1))  # see flush_soon
             self._soon.clear()
             if self._stop.is_set() or not self._guarded(self._write_pending):
                 return

@@ -108,7 +108,7 @@ GPU_MEANINGS: tuple[tuple[str, str], ...] = (
         "GPU lines",
         "one line per GPU of the box: index, name, GPU util, memory used/total, power and how many "
         "processes NVML lists on it; jobs marks the GPU the jobs use (--gpu picks it; the capture records it), ▸ the "
-        "one in the device panel (g shows the next). Another GPU's line and panel are read every 0.5 s with NVML's "
+        "one in the device panel (g shows the next). Another GPU's line and panel are read every second with NVML's "
         "cheap calls (util, memory, power, temperature, clock, process lists): no PCIe, GPM or per-process figures, "
         "and the process table lists the jobs' GPU only.",
     ),

@@ -80,16 +80,21 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     ]
 
     def __init__(self, controller: Controller, refresh_hz: float = DEFAULT_HZ, **kwargs) -> None:
-        super().__init__(Feed(controller.model, controller.session.clock.now), refresh_hz, **kwargs)
+        feed = Feed(controller.model, controller.session.clock.now, controller.gather)
+        super().__init__(feed, refresh_hz, **kwargs)
         self.controller = controller
 
     def on_mount(self) -> None:
         super().on_mount()
         b_free = lambda: self.controller.running(BESIDE_SLOT) is None  # noqa: E731
-        self.mount(
-            ProbedLine(self.controller.probes, b_free, id="probed"),
-            before=self.query_one("#output"),
-        )
+        self._probed = ProbedLine(self.controller.probes, b_free, id="probed")
+        self.mount(self._probed, before=self.query_one("#output"))
+
+    def draw(self, view: View) -> None:
+        """The panels, and the probed processes' line with them."""
+        super().draw(view)
+        if self._probed.is_mounted:
+            self._probed.update_line()
 
     def status_text(self, view: View) -> Text:
         share = self.controller.session.config.share

@@ -40,10 +40,12 @@ SMALL_ROWS = 3
 
 @dataclass(frozen=True)
 class Feed:
-    """Where a monitor screen's data comes from: a model fed by a bus, and that bus's clock."""
+    """Where a monitor screen's data comes from: a model fed by a bus, and that bus's clock; ``gather``: what brings
+    the feed's newest data onto the bus before a frame is built (a live session's probes), None where it comes alone."""
 
     model: LiveModel
     now: Callable[[], float]
+    gather: Callable[[], object] | None = None
 
 
 VIEW_BINDINGS: list[BindingType] = [
@@ -171,6 +173,7 @@ class MonitorScreen(Screen, inherit_bindings=False):
             self.feed.now,
             lambda view: self.post_message(Refresh(view)),
             self.refresh_hz,
+            self.feed.gather,
         )
         self.pump.start()
         self.pump.poke()

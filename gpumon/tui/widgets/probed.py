@@ -10,8 +10,6 @@ from gpumon.core.capture.probescan import Probed, ProbeScanner
 from gpumon.core.records.units import fmt_rate
 from gpumon.tui.widgets.lines import TextLine
 
-REFRESH_S = 1.0
-
 
 def probed_text(found: list[Probed]) -> Text:
     """``probed, not ours: 4242 python train.py 12.5 it/s  ·  w watches one as B``."""
@@ -25,7 +23,8 @@ def probed_text(found: list[Probed]) -> Text:
 
 
 class ProbedLine(TextLine):
-    """Shown only while there are probed processes and slot B is free (``b_free``)."""
+    """Shown only while there are probed processes and slot B is free (``b_free``); brought up to date with each frame
+    (``update_line``), not by a timer of its own that would wake the UI thread once more a second."""
 
     def __init__(self, scanner: ProbeScanner, b_free: Callable[[], bool], **kwargs) -> None:
         super().__init__(**kwargs)
@@ -34,7 +33,6 @@ class ProbedLine(TextLine):
 
     def on_mount(self) -> None:
         self.display = False
-        self.set_interval(REFRESH_S, self.update_line)
 
     def update_line(self) -> None:
         found = self.scanner.processes() if self.b_free() else []

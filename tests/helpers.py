@@ -428,9 +428,12 @@ class Terminal:
             check=True,
         )
 
-    def screen(self) -> str:
+    def screen(self, joined: bool = False) -> str:
+        """The screen's text; ``joined``: a line the terminal wrapped comes back as one."""
         done = subprocess.run(
-            ["tmux", "-S", self.socket, "capture-pane", "-p"], capture_output=True, text=True
+            ["tmux", "-S", self.socket, "capture-pane", "-p", *(["-J"] if joined else [])],
+            capture_output=True,
+            text=True,
         )
         return done.stdout if done.returncode == 0 else ""
 

@@ -216,7 +216,7 @@ class Reader:
 
         def stepped() -> bool:
             steps: dict[str, int] = {}
-            for slot, count in STATUS_LINE.findall(terminal.screen()):
+            for slot, count in STATUS_LINE.findall(terminal.screen(joined=True)):
                 steps[slot] = int(count)
             return len(steps) == jobs and min(steps.values()) >= STEPS_SEEN
 

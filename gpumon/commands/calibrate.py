@@ -158,10 +158,11 @@ def _measure(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``gpumon calibrate``."""
-    # deferred: +0.004 s CPU on gpumon --help (+0.006 s more with predict_fit)
+    # deferred: +0.004 s CPU on gpumon --help
     from gpumon.core.store import calibration
 
     if args.from_pairs is not None:
+        # deferred: +0.46 s CPU (numpy, pandas) on gpumon --help
         from gpumon.analysis.predict_fit import from_pairs
 
         result = from_pairs(args.from_pairs, args.share)

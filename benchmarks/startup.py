@@ -26,6 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.helpers import FIRST_FRAME  # noqa: E402
+
 # The runs ``gpumon runs`` lists and ``predict`` reads: copied into a temporary folder (readers may cache there).
 RUNS = Path(tempfile.mkdtemp(prefix="gpumon-startup-runs-"))
 HEAVY = ("numpy", "pandas", "pyarrow", "scipy", "matplotlib", "textual", "torch", "ray", "plotext")
@@ -40,23 +44,6 @@ GPUMON = (
     "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
     "    try:\n        main({argv!r})\n    except SystemExit:\n        pass\n"
 )
-FIRST_FRAME = """
-import asyncio, tempfile
-from pathlib import Path
-from gpumon.frontends.plan import make_plan
-from gpumon.core.capture.session import SessionConfig
-from gpumon.tui.app import LiveApp
-from gpumon.tui.controller import Controller
-
-async def first_frame():
-    config = SessionConfig(device="cpu", runs_dir=Path(tempfile.mkdtemp()), nvml=False)
-    app = LiveApp(Controller(make_plan([], [], session=config, label=None, duration_s=None, stagger_s=0.0)))
-    async with app.run_test() as pilot:
-        while app.monitor is None or not app.monitor.is_mounted:
-            await pilot.pause(0.05)
-
-asyncio.run(first_frame())
-"""
 CASES = {
     "python -c pass": "pass",
     "import gpumon.probe (a training script)": "import gpumon.probe",
@@ -77,7 +64,7 @@ CASES = {
         "from gpumon.core.capture.session import Session, SessionConfig; s = Session(SessionConfig(nvml=False)); "
         "s.start(); s.shutdown()"
     ),
-    "the monitor's first frame (TUI)": FIRST_FRAME,
+    "the monitor's first frame (TUI)": FIRST_FRAME.format(then="        pass"),
     "import torch (what children pay)": "import torch",
 }
 # (path, module a function imports): the path timed as it is and with the module imported first.
@@ -178,7 +165,6 @@ RETURNS = "import sys\nfrom gpumon.cli import main\nsys.exit(main({argv!r}))\n"
 
 def big_compare(repeats: int, steps: int) -> None:
     """``gpumon compare --shared`` of a big capture: the scipy helper and the teardown skip, each on and off."""
-    sys.path.insert(0, str(ROOT))
     from benchmarks.scale import finalise, make_capture
 
     tmp = Path(tempfile.mkdtemp(prefix="gpumon-startup-"))

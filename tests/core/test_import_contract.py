@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import gpumon
+from tests.helpers import FIRST_FRAME
 import gpumon.core
 
 PACKAGE = Path(gpumon.__file__).parent
@@ -104,30 +105,15 @@ def test_the_monitor_app_never_imports_torch():
 
 
 ANALYSIS_ONLY = ("scipy", "matplotlib", "pyarrow", "torch")
-FIRST_FRAME = """
-import asyncio, json, sys, tempfile
-from pathlib import Path
-from gpumon.frontends.plan import make_plan
-from gpumon.core.capture.session import SessionConfig
-from gpumon.tui.app import LiveApp
-from gpumon.tui.controller import Controller
-
-async def main():
-    config = SessionConfig(device="cpu", runs_dir=Path(tempfile.mkdtemp()), nvml=False)
-    app = LiveApp(Controller(make_plan([], [], session=config, label=None, duration_s=None, stagger_s=0.0)))
-    async with app.run_test() as pilot:
-        while app.monitor is None or not app.monitor.is_mounted:
-            await pilot.pause(0.05)
+# what the test does once the first frame is up: after a moment, print the analysis libraries loaded
+AFTER_FIRST_FRAME = """\
         await pilot.pause(0.3)
-        print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))
-
-asyncio.run(main())
-"""
+        print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))"""
 
 
 def test_the_monitors_first_frame_waits_for_no_analysis_library():
     """The light install has no scipy, matplotlib, pyarrow or torch: the live monitor must not need them."""
-    code = FIRST_FRAME.format(modules=ANALYSIS_ONLY)
+    code = FIRST_FRAME.format(then=AFTER_FIRST_FRAME.format(modules=ANALYSIS_ONLY))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -5,8 +5,8 @@ libraries each loads, and what each deferred import saves. Prints figures measur
     python benchmarks/startup.py --deferred      # each kept function-level import: the path with it at the top
     python benchmarks/startup.py --compare       # compare of a big capture: the scipy helper, the teardown skip
 
-``--deferred`` times a path as it is and with the deferred module imported first, which is what the path
-would pay if the import stood at the top of its module. ``--compare`` writes a big staggered pair
+``--deferred`` runs a path, then times importing the deferred module in the same process (wall and CPU), which is
+what the path would pay if the import stood at the top of its module. ``--compare`` writes a big staggered pair
 (benchmarks/scale.py's capture, finalised as the recorder does) under a temporary folder and times
 ``gpumon compare --shared`` with the scipy helper process and without it (``HELPER_BYTES`` out of reach),
 and with the interpreter's teardown skipped (the ``gpumon`` program) and run (``main`` returning).
@@ -55,6 +55,10 @@ CASES = {
         argv=["predict", "--exclusive", str(RUNS / "x-fcn"), "--exclusive", str(RUNS / "x-gemm")]
         + ["--share", "all"]
     ),
+    "gpumon compare (a pair, 3 small runs)": GPUMON.format(
+        argv=["compare", "--exclusive", str(RUNS / "x-fcn"), "--exclusive", str(RUNS / "x-gemm")]
+        + ["--shared", str(RUNS / "s-gemm+fcn")]
+    ),
     "gpumon run parser + plan": (
         "from gpumon.cli import build_parser; from gpumon.frontends.plan import make_plan; "
         "from gpumon.core.capture.session import SessionConfig; "
@@ -67,7 +71,8 @@ CASES = {
     "the monitor's first frame (TUI)": FIRST_FRAME.format(then="        pass"),
     "import torch (what children pay)": "import torch",
 }
-# (path, module a function imports): the path timed as it is and with the module imported first.
+# (path, module a function imports): what importing the module adds once the path has run, i.e. what the path
+# would pay with the import at the top of its module (the comment: where the deferred import stands).
 DEFERRED = (
     ("gpumon --help", "gpumon.workloads.spec"),  # cli.py's hint
     ("gpumon --help", "gpumon.core.store.runstore"),  # commands/: each command's run
@@ -77,17 +82,18 @@ DEFERRED = (
     ("gpumon --help", "gpumon.experiments.runner.spec"),
     ("gpumon --help", "gpumon.checks.doctor"),
     ("gpumon --help", "gpumon.core.sources.nvml"),
-    ("gpumon runs (7 runs)", "numpy"),  # core/store/trace.py
-    ("gpumon runs (7 runs)", "pandas"),
-    ("gpumon predict (2 solo runs, --share all)", "pandas"),
+    ("gpumon --help", "gpumon.analysis.distributions"),  # analysis/stats_helper.py
+    ("gpumon --help", "pynvml"),  # core/jobs/devices.py
+    ("gpumon runs (7 runs)", "numpy"),  # core/store/trace.py, tablecheck.py
+    ("gpumon runs (7 runs)", "pandas"),  # core/store/trace.py, exportcolumns.py
+    ("gpumon predict (2 solo runs, --share all)", "pandas"),  # analysis/compare.py
+    ("gpumon compare (a pair, 3 small runs)", "plotext"),  # analysis/text.py
+    ("gpumon compare (a pair, 3 small runs)", "matplotlib.figure"),  # analysis/report.py (--report)
     ("gpumon session (no NVML)", "numpy"),  # core/interference/evidence.py
-    ("gpumon session (no NVML)", "prometheus_client"),  # core/capture/metrics.py
-    ("gpumon session (no NVML)", "pynvml"),  # core/jobs/devices.py, core/sources/nvml.py
-    ("the monitor's first frame (TUI)", "numpy"),
-    ("the monitor's first frame (TUI)", "pandas"),
     ("the monitor's first frame (TUI)", "gpumon.analysis.predict"),  # tui/controller.py
-    ("the monitor's first frame (TUI)", "gpumon.tui.screens.runs"),  # tui/screens/*: other screens
-    ("the monitor's first frame (TUI)", "plotext"),  # analysis/text.py
+    ("the monitor's first frame (TUI)", "gpumon.tui.screens.compare"),  # tui/screens/runs.py
+    ("import gpumon.probe (a training script)", "socket"),  # core/probing/probe.py
+    ("python -c pass", "gpumon.core.probing.probe"),  # core/probing/autoprobe/sitecustomize.py
 )
 
 

@@ -6,8 +6,10 @@ process started first imports it on another core while compare reads the runs, t
 samples over a pipe and returns the figures: the same functions (``distributions.scipy_stats``) on
 the same arrays. Worth it only where scipy.stats is not imported yet and the runs are big: on the quiet
 2-core box, ``gpumon compare`` of an hour-long pair took 1.74-2.06 s with the helper and 2.45-2.61 s without
-(benchmarks/README.md: ~0.6 s of wall time for ~0.4 s more CPU), so it stays. This module imports neither
-numpy nor scipy, so ``gpumon compare`` can start the helper first thing.
+(benchmarks/README.md: ~0.6 s of wall time for ~0.4 s more CPU); measured again with
+``benchmarks/startup.py --compare`` (a 700,000-step pair, 2026-11-27, the 2-core VM at load 12-19, two runs
+of 5 each): 9.9 s and 14.3 s with the helper, 10.8 s and 15.6 s without (1.09x), so it stays. This module
+imports neither numpy nor scipy, so ``gpumon compare`` can start the helper first thing.
 """
 
 from __future__ import annotations

@@ -66,6 +66,7 @@ class MainParser(argparse.ArgumentParser):
 
     def hint(self, message: str) -> str | None:
         """Which command takes the workload or the option that the monitor does not (None: argparse's message)."""
+        # deferred: +0.004 s CPU on gpumon --help (only a mistyped command needs it)
         from gpumon.workloads.spec import WORKLOADS
 
         choice = re.search(r"argument COMMAND: invalid choice: '([^']*)'", message)
@@ -162,12 +163,11 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
 def console() -> None:
     """The ``gpumon`` program.
 
-    A read-only command that succeeded (``compare``: its handler sets ``quick_exit``) ends without the
-    interpreter's teardown: with pandas, pyarrow and an hour of steps loaded that is 0.15 s of a
-    2-second budget, spent freeing what the exit frees anyway (measured again 2026-11-27 on the loaded 2-core VM:
-    a process that imported pandas, numpy and scipy.stats ends in a median 5.10 s with ``os._exit``, 5.53 s with
-    the teardown, 7 runs each: it pays). Its output is flushed first; nothing it
-    started is left (the scipy helper has answered and exited).
+    A read-only command that succeeded (``compare``, ``predict``: their handlers set ``quick_exit``) ends without
+    the interpreter's teardown, which only frees what the exit frees anyway. It pays: ``gpumon compare`` of a
+    700,000-step pair took a median 9.9 s and 14.3 s with ``os._exit``, 12.3 s and 18.5 s with the teardown
+    (``benchmarks/startup.py --compare``, two runs of 5 each, 2026-11-27, the 2-core VM at load 12-19). Its
+    output is flushed first; nothing it started is left (the scipy helper has answered and exited).
     """
     status = main(quick_exit=True)
     try:

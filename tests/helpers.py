@@ -494,3 +494,26 @@ class Terminal:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
+
+
+# A Python script that opens the live monitor (nothing launched, no NVML) and waits for its first frame, then runs
+# ``{then}`` (statements indented for the app's ``run_test`` block); used by the import contract and
+# benchmarks/startup.py.
+FIRST_FRAME = """
+import asyncio, json, sys, tempfile
+from pathlib import Path
+from gpumon.frontends.plan import make_plan
+from gpumon.core.capture.session import SessionConfig
+from gpumon.tui.app import LiveApp
+from gpumon.tui.controller import Controller
+
+async def main():
+    config = SessionConfig(device="cpu", runs_dir=Path(tempfile.mkdtemp()), nvml=False)
+    app = LiveApp(Controller(make_plan([], [], session=config, label=None, duration_s=None, stagger_s=0.0)))
+    async with app.run_test() as pilot:
+        while app.monitor is None or not app.monitor.is_mounted:
+            await pilot.pause(0.05)
+{then}
+
+asyncio.run(main())
+"""

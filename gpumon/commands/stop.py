@@ -10,6 +10,7 @@ from pathlib import Path
 from gpumon.commands.argtypes import positive_seconds
 from gpumon.commands.base import RUN_HELP
 from gpumon.commands.target import add_any_user, find
+from gpumon.core.records.printable import printable
 
 STOP_TIMEOUT_S = 60.0  # the runner stops its jobs (SIGTERM, 5 s, SIGKILL) and finalises run.json
 
@@ -38,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # deferred: +0.04 s CPU (psutil) on gpumon --help
     from gpumon.core.jobs.runnerstop import stop_runner
-    from gpumon.core.records.printable import printable
     from gpumon.core.store.runner import RUNNING
     from gpumon.core.store.runstore import runs_dir_or_default
     from gpumon.core.store.trace import load_live

@@ -40,6 +40,7 @@ def find(text: str | None, runs_dir: Path, verb: str, any_user: bool = False) ->
     """The run ``text`` names (None: this user's newest running run), refused in one line when it is another user's
     (unless ``any_user``), written on another host (which ``verb``, attach or stop, must be run on), or one whose
     runner this user may not inspect."""
+    # deferred: +0.04 s CPU (psutil) on gpumon --help
     from gpumon.core.store.runner import RECORDING, RUNNING, run_owner, run_status, user_name
     from gpumon.core.store.runstore import resolve_run
     from gpumon.core.store.trace import list_runs, load_live

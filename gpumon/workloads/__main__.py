@@ -17,6 +17,7 @@ from gpumon.workloads.spec import (
     spec_from_options,
     split_option,
 )
+from gpumon.workloads.settings import resolve
 
 
 def parse_args(argv: list[str]) -> tuple[WorkloadSpec, str]:
@@ -55,15 +56,15 @@ def main(argv: list[str]) -> int:
         cpus = spec.options.get("cpus")
         if isinstance(cpus, tuple):
             pin_cpus(cpus)
+        # after pin_cpus (torch's threads inherit the affinity); a bad spec is said without torch's 1.8 s CPU
         import torch
-
-        from gpumon.workloads.settings import resolve
 
         settings = resolve(spec, device, torch.cuda.is_available())
     except UsageError as exc:
         print(f"gpumon.workloads: error: {exc}", file=sys.stderr)
         return 2
     os.environ[ENV_WARMUP] = str(settings.warmup)
+    # the harness imports torch: after pin_cpus too
     from gpumon.workloads.harness import run
 
     run(settings, spec.text, stop)

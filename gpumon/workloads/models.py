@@ -62,6 +62,7 @@ def build_fcn(sizes: Sizes) -> Task:
 
 def small_vgg19(classes: int, head: int) -> nn.Module:
     """torchvision's VGG-19 convolutions with a ``head``-wide classifier on globally pooled features."""
+    # deferred: +1.4 s CPU after torch, which only vgg19 and resnet50 need
     from torchvision.models.vgg import cfgs, make_layers
 
     model = nn.Sequential(
@@ -90,6 +91,7 @@ def small_vgg19(classes: int, head: int) -> nn.Module:
 def build_vgg19(sizes: Sizes) -> Task:
     classes, head = int(sizes["classes"]), int(sizes["head"])
     if head == 4096:
+        # deferred: +1.4 s CPU after torch, which only vgg19 and resnet50 need
         from torchvision.models import vgg19
 
         model = vgg19(weights=None, num_classes=classes)
@@ -101,6 +103,7 @@ def build_vgg19(sizes: Sizes) -> Task:
 
 
 def build_resnet50(sizes: Sizes) -> Task:
+    # deferred: +1.4 s CPU after torch, which only vgg19 and resnet50 need
     from torchvision.models import resnet50
 
     model = resnet50(weights=None, num_classes=int(sizes["classes"]))

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import pkgutil
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import gpumon
+from tests.helpers import FIRST_FRAME
 import gpumon.core
 
 PACKAGE = Path(gpumon.__file__).parent
@@ -104,31 +109,56 @@ def test_the_monitor_app_never_imports_torch():
 
 
 ANALYSIS_ONLY = ("scipy", "matplotlib", "pyarrow", "torch")
-FIRST_FRAME = """
-import asyncio, json, sys, tempfile
-from pathlib import Path
-from gpumon.frontends.plan import make_plan
-from gpumon.core.capture.session import SessionConfig
-from gpumon.tui.app import LiveApp
-from gpumon.tui.controller import Controller
-
-async def main():
-    config = SessionConfig(device="cpu", runs_dir=Path(tempfile.mkdtemp()), nvml=False)
-    app = LiveApp(Controller(make_plan([], [], session=config, label=None, duration_s=None, stagger_s=0.0)))
-    async with app.run_test() as pilot:
-        while app.monitor is None or not app.monitor.is_mounted:
-            await pilot.pause(0.05)
+# what the test does once the first frame is up: after a moment, print the analysis libraries loaded
+AFTER_FIRST_FRAME = """\
         await pilot.pause(0.3)
-        print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))
-
-asyncio.run(main())
-"""
+        print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))"""
 
 
 def test_the_monitors_first_frame_waits_for_no_analysis_library():
     """The light install has no scipy, matplotlib, pyarrow or torch: the live monitor must not need them."""
-    code = FIRST_FRAME.format(modules=ANALYSIS_ONLY)
+    code = FIRST_FRAME.format(then=AFTER_FIRST_FRAME.format(modules=ANALYSIS_ONLY))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+# What each light path must not load: the deferred imports that keep them out say what they save (benchmarks/
+# startup.py --deferred); this fails if one of them moves to the top of its module.
+LIGHT_PATHS = {
+    "gpumon --help": (
+        "import contextlib, io\nfrom gpumon.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main(['--help'])\n    except SystemExit:\n        pass",
+        ("numpy", "pandas", "psutil", "pynvml", "textual", "torch"),
+    ),
+    "gpumon runs": (
+        "import contextlib, io\nfrom gpumon.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['runs', {runs!r}])",
+        ("numpy", "pandas", "textual", "torch"),
+    ),
+    "a session's start": (
+        "from gpumon.core.capture.session import Session, SessionConfig\n"
+        "session = Session(SessionConfig(nvml=False, runs_dir={runs!r}))\nsession.start()\nsession.shutdown()",
+        ("numpy", "pandas", "pynvml", "textual", "torch"),
+    ),
+    "import gpumon.probe": ("import gpumon.probe", ("numpy", "psutil", "socket", "torch")),
+}
+
+
+@pytest.mark.parametrize("path", sorted(LIGHT_PATHS))
+def test_light_paths_load_no_heavy_library(path, tmp_path):
+    """``gpumon --help``, ``gpumon runs``, a session's start and the probe's import load none of the libraries
+    their deferred imports keep out."""
+    runs = tmp_path / "runs"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "h100_q4", runs)
+    code, heavy = LIGHT_PATHS[path]
+    code = code.format(runs=str(runs)) + (
+        f"\nimport json, sys\nprint(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.__stdout__)"
+    )
+    env = {**os.environ, "GPUMON_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 

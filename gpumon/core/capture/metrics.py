@@ -12,7 +12,11 @@ import math
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.process_collector import ProcessCollector
 
 from gpumon.core.capture.boundedhttp import serve
 from gpumon.core.records.bus import Bus
@@ -20,9 +24,6 @@ from gpumon.core.interference.live import LiveStats
 from gpumon.core.records.model import DeviceSample, StepEvent
 from gpumon.core.records.rates import VERDICTS, Interference, interference
 from gpumon.errors import EnvironmentFailure
-
-if TYPE_CHECKING:
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 MIB = 1024 * 1024
 DEVICE_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
@@ -159,8 +160,6 @@ class RunMetrics:
 
     def _device_families(self, base: list[str]) -> Iterator[Metric]:
         """One gauge per device figure the last sample holds (none for a figure it could not read)."""
-        from prometheus_client.core import GaugeMetricFamily
-
         sample = self.device
         for name, attr, scale, text in DEVICE_GAUGES:
             value = getattr(sample, attr, math.nan) if sample is not None else math.nan
@@ -172,8 +171,6 @@ class RunMetrics:
 
 def job_families() -> dict[str, CounterMetricFamily | GaugeMetricFamily]:
     """The per-job families, empty, by the key ``collect`` fills them under."""
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
     return {
         "steps": CounterMetricFamily(
             "gpumon_job_iterations", "training steps the probe reported", labels=JOB_LABELS
@@ -211,8 +208,6 @@ def job_families() -> dict[str, CounterMetricFamily | GaugeMetricFamily]:
 
 def pair_families(base: list[str], result: Interference) -> Iterator[Metric]:
     """The pair's STP and a one-hot verdict, once the interference holds an STP."""
-    from prometheus_client.core import GaugeMetricFamily
-
     if math.isnan(result.stp):
         return
     stp = GaugeMetricFamily(
@@ -240,9 +235,6 @@ class MetricsServer:
         self, host: str, port: int, bus: Bus, clock: Callable[[], float], live: LiveStats
     ) -> None:
         """``live``: the session's live computation (it lives on ``bus`` too)."""
-        from prometheus_client import CollectorRegistry, make_wsgi_app
-        from prometheus_client.process_collector import ProcessCollector
-
         self.metrics = RunMetrics(clock, {}, live)
         registry = CollectorRegistry()
         registry.register(self.metrics)

@@ -34,6 +34,7 @@ def count_gpus(use_nvml: bool = True, proc_driver: Path = PROC_DRIVER) -> GpuCou
     """NVML's device count, else the GPUs listed under ``/proc/driver/nvidia/gpus``."""
     if use_nvml:
         try:
+            # deferred: +0.01 s CPU on gpumon --help, which must not load pynvml (test_import_contract)
             import pynvml
 
             pynvml.nvmlInit()
@@ -105,6 +106,7 @@ def check_device_present(
 def check_gpu_present(gpu: int | str) -> None:
     """Raise UsageError (one line) when NVML answers and has no GPU ``gpu``; nothing when NVML does not load."""
     try:
+        # deferred: +0.01 s CPU on gpumon --help, which must not load pynvml (test_import_contract)
         import pynvml
 
         pynvml.nvmlInit()

@@ -26,6 +26,7 @@ from gpumon.core.records.model import STEP_COLUMNS
 from gpumon.errors import UsageError
 from gpumon.safewrite import ensure_folder, replacing
 
+# pyarrow is the analysis extra (the base install has none): imported in the functions that use it
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq

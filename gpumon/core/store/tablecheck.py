@@ -41,6 +41,7 @@ def step_point(t: str, step: str) -> tuple[float, int] | None:
 
 def counted(t: "np.ndarray", n: "np.ndarray", warmup: "np.ndarray") -> "np.ndarray":
     """Which rows of the step columns count for a rate: a step's (``step_point``'s bounds), not a warm-up one."""
+    # deferred: +0.08 s CPU (numpy) on gpumon runs
     import numpy as np
 
     with np.errstate(invalid="ignore"):

@@ -40,6 +40,8 @@ from gpumon.core.store.summary import RunSummaryRecord
 from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.safewrite import ensure_folder, replacing_together, write_text
 
+# numpy, pandas and pyarrow are imported in the functions that use them: at the top they would add 0.08 s
+# CPU (numpy) and 0.40 s (pandas) to gpumon runs, which imports this module; pyarrow is the analysis extra
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd

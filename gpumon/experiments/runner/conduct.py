@@ -19,6 +19,7 @@ from gpumon.experiments.runner.outlock import LOCK_FILE
 from gpumon.experiments.runner.pyspy import check_pyspy
 from gpumon.experiments.runner.spec import ExperimentSpec
 from gpumon.safewrite import check_destination
+from gpumon.experiments.runner.rayrun import RayPool, describe
 
 # the study's two outputs, refused up front when they are symbolic links (the runner does not import the study)
 RESULTS_FILE, PREDICTED_FILE = "results.md", "predicted.md"
@@ -75,8 +76,6 @@ def conduct(
     say(f"experiment {spec.name} (preset {preset}, device {device}): {len(cells)} cells into {out}")
     pool = None
     if options.ray is not None:
-        from gpumon.experiments.runner.rayrun import RayPool, describe
-
         pool = RayPool(options.ray or None, on_gpu=device.startswith("cuda"))
         pool.start()
         say(f"Ray workers: {describe(pool)}")

@@ -29,6 +29,7 @@ from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.experiments.runner.cells import Cell
 from gpumon.experiments.runner.manifest import FAILED, INTERRUPTED, CellRecord, Manifest
 from gpumon.safewrite import ensure_folder, open_lock, write_bytes
+from gpumon.experiments.runner.cellrun import CellRun
 
 POLL_S = 0.5
 CORE_LOCKS = Path(tempfile.gettempdir()) / "gpumon-ray-cores"
@@ -48,6 +49,7 @@ AUTH_HINT = (
 def require_ray() -> ModuleType:
     """The ray module, or one clear line on how to get it."""
     try:
+        # deferred: ray is the ray extra (+1.9 s wall to import)
         import ray
     except ImportError:
         raise UsageError("--ray needs Ray: pip install 'gpumon[ray]'") from None
@@ -106,8 +108,6 @@ class CellWorker:
         self.signal = signal.SIGINT
 
     def run(self, cell: Cell, pyspy: Any, python: WorkloadPython) -> tuple[dict[str, Any], bytes]:
-        from gpumon.experiments.runner.cellrun import CellRun
-
         # Ray gave this worker one GPU as CUDA device 0; a CPU worker is pinned already
         local = replace(cell, device="cuda") if cell.device.startswith("cuda") else cell
         with tempfile.TemporaryDirectory(prefix="gpumon-ray-cell-") as tmp:

@@ -6,6 +6,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from gpumon.core.records.decode import read_json
 from gpumon.experiments.study.pairwise import keys_of
 from gpumon.experiments.study.results import (
@@ -113,8 +116,6 @@ def similarity_matrix(
 
 
 def similarity_figure(ctx: Context, models: list[str], matrix: list[list[float]]) -> Path:
-    import numpy as np
-
     values = np.array(matrix, dtype=float)
     fig = figure(1, 1, width=1.2 * len(models) + 3, height=1.0 * len(models) + 2)
     ax = fig.subplots()
@@ -194,8 +195,6 @@ def top_ops_lines(model: str, alone: Condition, shared: Condition) -> list[str]:
 def shares_figure(
     ctx: Context, models: list[str], alone: dict[str, Condition], shared: dict[str, Condition]
 ) -> Path:
-    import numpy as np
-
     fig = figure(1, len(models), width=5.5)
     axes = fig.subplots(1, len(models), squeeze=False)[0]
     for ax, model in zip(axes, models):
@@ -219,8 +218,6 @@ def shares_figure(
 
 
 def write_csv(ctx: Context, profiles: list[OpProfile]) -> None:
-    import pandas as pd
-
     rows = []
     for p in profiles:
         cpu, dev = shares(p.cpu_us), shares(p.device_us)

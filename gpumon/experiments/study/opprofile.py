@@ -26,6 +26,9 @@ from gpumon.core.store.recorder import write_json_atomic
 from gpumon.errors import UsageError
 from gpumon.workloads.signals import StopRequest
 from gpumon.workloads.spec import WorkloadSpec, parse_workload_spec
+from gpumon.core.probing import probe
+from gpumon.workloads.settings import resolve
+from gpumon.workloads.__main__ import pin_cpus
 
 FORMAT = 1
 DEVICE_TIME_NOTE = (
@@ -84,6 +87,7 @@ class ProfileWindow:
 
     def before_step(self) -> None:
         if self.profiler is None and not self.written and self.args.start_when.exists():
+            # torch only in train(), after main's pin_cpus (its threads inherit the affinity)
             from torch.profiler import profile
 
             self.profiler = profile(activities=self.activities)
@@ -118,10 +122,10 @@ class ProfileWindow:
 
 
 def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> int:
+    # after main's pin_cpus: torch's threads inherit the affinity
     import torch
     from torch.profiler import ProfilerActivity
 
-    from gpumon.core.probing import probe
     from gpumon.workloads.harness import (
         Trainer,
         configure_device,
@@ -132,7 +136,6 @@ def train(spec: WorkloadSpec, args: argparse.Namespace, stop: StopRequest) -> in
         timed_step,
     )
     from gpumon.workloads.models import build_task
-    from gpumon.workloads.settings import resolve
 
     settings = resolve(spec, args.device, torch.cuda.is_available())
     os.environ[ENV_WARMUP] = str(settings.warmup)
@@ -174,6 +177,7 @@ def write_result(
     began_ns: int,
     truncated: bool,
 ) -> None:
+    # torch only in train(), after main's pin_cpus (its threads inherit the affinity)
     import torch
 
     ended_ns = time.monotonic_ns()
@@ -211,8 +215,6 @@ def main(argv: list[str]) -> int:
         spec = parse_workload_spec(args.spec)
         cpus = spec.options.get("cpus")
         if isinstance(cpus, tuple):
-            from gpumon.workloads.__main__ import pin_cpus
-
             pin_cpus(cpus)
         return train(spec, args, stop)
     except UsageError as exc:

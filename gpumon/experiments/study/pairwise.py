@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pandas as pd
+
 from gpumon.analysis import why
 from gpumon.core.records.enums import ShareKind
 from gpumon.errors import UsageError
@@ -21,6 +24,12 @@ from gpumon.experiments.study.results import (
     md_table,
     median_metric,
 )
+from gpumon.analysis.compare import compare
+from gpumon.analysis.report import write_report
+from gpumon.analysis.text import VERDICT_TEXT, verdict_sentence, distribution_rows, why_evidence
+from gpumon.experiments.study.predicted import predict_pairs, predicted_section
+from gpumon.analysis.spread import WITHIN_NOTE
+from gpumon.analysis.distributions import CAUTION, COPY_NOTE, CPU_COPY_NOTE
 
 if TYPE_CHECKING:
     from gpumon.analysis.compare import Comparison
@@ -70,9 +79,6 @@ def keys_of(ctx: Context) -> list[str]:
 
 def build_pairs(ctx: Context) -> list[Pair]:
     """Compare every pair with ``gpumon compare``'s analysis; write its detail report into pairs/A+B/."""
-    from gpumon.analysis.compare import compare
-    from gpumon.analysis.report import write_report
-
     exclusive = {
         k: [c for c in ctx.cells if c.mode == "exclusive" and c.keys == (k,)] for k in keys_of(ctx)
     }
@@ -119,8 +125,6 @@ def slowdown_table(ctx: Context, pairs: list[Pair]) -> list[str]:
 
 
 def pair_rows(pairs: list[Pair]) -> list[list[str]]:
-    from gpumon.analysis.text import VERDICT_TEXT
-
     rows = []
     for pair in pairs:
         c = pair.comparison
@@ -151,8 +155,6 @@ def disturbed_mark(c: "Comparison") -> str:
 
 
 def write_csvs(ctx: Context, pairs: list[Pair]) -> None:
-    import pandas as pd
-
     matrix, stp, distributions = [], [], []
     for pair in pairs:
         c = pair.comparison
@@ -203,8 +205,6 @@ def write_csvs(ctx: Context, pairs: list[Pair]) -> None:
 
 
 def heatmap(ctx: Context, pairs: list[Pair], name: str = "slowdown_heatmap.png") -> Path:
-    import numpy as np
-
     keys = keys_of(ctx)
     values = np.full((len(keys), len(keys)), np.nan)
     for pair in pairs:
@@ -218,6 +218,7 @@ def heatmap(ctx: Context, pairs: list[Pair], name: str = "slowdown_heatmap.png")
                 ).slowdown.value
     fig = figure(1, 1, width=1.2 * len(keys) + 3, height=1.0 * len(keys) + 2)
     ax = fig.subplots()
+    # deferred: matplotlib is the analysis extra (+0.44 s CPU)
     from matplotlib.colors import TwoSlopeNorm
 
     finite = values[np.isfinite(values)]
@@ -295,8 +296,6 @@ def pairwise_section(ctx: Context) -> list[str]:
 
 def predicted_beside_measured(ctx: Context, pairs: list[Pair]) -> list[str]:
     """``--predict``: each pair's prediction from its exclusive cells beside its comparison."""
-    from gpumon.experiments.study.predicted import predict_pairs, predicted_section
-
     measured = {(p.a, p.b, p.share): p.comparison for p in pairs}
     items = predict_pairs(ctx)
     for item in items:
@@ -353,8 +352,6 @@ def better_mode(stps: dict[str, "Estimate"]) -> str:
 
 def share_section(ctx: Context, pairs: list[Pair], modes: list[str]) -> list[str]:
     """Each pair's STP under every share mode side by side, which pays more, and a grouped bar plot."""
-    import pandas as pd
-
     by_jobs: dict[str, dict[str, Pair]] = {}
     for pair in pairs:
         by_jobs.setdefault(pair.jobs, {})[pair.share] = pair
@@ -418,16 +415,12 @@ def stp_by_share(ctx: Context, by_jobs: dict[str, dict[str, Pair]], modes: list[
 
 def verdict_lines(pairs: list[Pair]) -> list[str]:
     """One bullet per compared pair: the verdict in words; then the interval note once when it applies."""
-    from gpumon.analysis.text import verdict_sentence
-
     done = [(p.name, p.comparison) for p in pairs if p.comparison is not None]
     return [f"- **{name}**: {verdict_sentence(c)}" for name, c in done] + interval_note(pairs)
 
 
 def interval_note(pairs: list[Pair]) -> list[str]:
     """The note that single-run intervals cover within-run noise only, once, when a pair has one."""
-    from gpumon.analysis.spread import WITHIN_NOTE
-
     if any(p.comparison is not None and WITHIN_NOTE in p.comparison.notes for p in pairs):
         return ["", WITHIN_NOTE]
     return []
@@ -476,8 +469,6 @@ def bound_rows(ctx: Context) -> list[list[str]]:
 
 
 def distribution_table(pair: Pair) -> list[str]:
-    from gpumon.analysis.text import distribution_rows
-
     if pair.comparison is None:  # only compared pairs are tabled
         return []
     headers, rows = distribution_rows(pair.comparison)
@@ -487,8 +478,6 @@ def distribution_table(pair: Pair) -> list[str]:
 
 def contention_section(ctx: Context) -> list[str]:
     """Q4: copy bandwidth and utilisation, exclusive vs shared, tests and effect sizes, per pair."""
-    from gpumon.analysis.distributions import CAUTION, COPY_NOTE, CPU_COPY_NOTE
-
     pairs = build_pairs(ctx)
     write_csvs(ctx, pairs)
     on_cpu = not ctx.device.startswith("cuda")
@@ -544,7 +533,6 @@ def pair_lines(pair: Pair) -> list[str]:
     c = pair.comparison
     if c is None:
         return [*lines, f"No comparison: {pair.problem}", ""]
-    from gpumon.analysis.text import verdict_sentence, why_evidence
 
     return [
         *lines,

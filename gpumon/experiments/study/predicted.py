@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+import pandas as pd
+
 from gpumon.core.records.enums import ShareKind
 from gpumon.errors import UsageError
 from gpumon.experiments.runner.cells import share_label
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from gpumon.analysis.predict import Prediction
 
 from gpumon.experiments.runner.conduct import PREDICTED_FILE as PREDICTED
+from gpumon.analysis.predict import predict
 
 CSV = "predicted.csv"
 
@@ -40,8 +43,6 @@ class Predicted:
 
 def predict_pairs(ctx: Context) -> list[Predicted]:
     """Every shared cell's pair, predicted from the exclusive cells of its two jobs."""
-    from gpumon.analysis.predict import predict
-
     out: dict[tuple[str, str, str], Predicted] = {}
     for cell in ctx.cells:
         if cell.mode != "shared" or (cell.keys[0], cell.keys[1], cell.share) in out:
@@ -150,8 +151,6 @@ def rows(
 
 def predicted_section(ctx: Context, items: Sequence[Predicted]) -> list[str]:
     """The predicted-beside-measured table, the MAPE of r and of STP, and predicted.csv."""
-    import pandas as pd
-
     table, records, r_errors, stp_errors = rows(items)
     ctx.output_csv(pd.DataFrame(records), CSV)
     headers = [

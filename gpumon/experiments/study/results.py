@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+import numpy as np
+
 from gpumon.analysis.text import fmt
 from gpumon.core.records.slots import SLOTS
 from gpumon.core.store.others import disturbances
@@ -15,12 +17,13 @@ from gpumon.experiments.runner.cells import Cell
 from gpumon.experiments.runner.manifest import OK, CellRecord, Manifest
 from gpumon.experiments.runner.spec import ExperimentSpec, Settings
 from gpumon.safewrite import replacing, write_text
+from gpumon.analysis import rates, slowdown
+from gpumon.analysis.slowdown import Estimate
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from gpumon.analysis.slowdown import Estimate
 
 NA = "n/a"
 
@@ -139,11 +142,6 @@ def fmt_share(x: float) -> str:
 
 def exclusive_estimate(runs: Sequence[Run], slot: str = "A", seed: int = 0) -> "Estimate":
     """A job's steady-state iterations/s over its runs (repeats), with the bootstrap interval compare uses."""
-    import numpy as np
-
-    from gpumon.analysis import rates, slowdown
-    from gpumon.analysis.slowdown import Estimate
-
     rng = np.random.default_rng(seed)
     samples = []
     for run in runs:
@@ -159,7 +157,6 @@ def exclusive_estimate(runs: Sequence[Run], slot: str = "A", seed: int = 0) -> "
 
 def inverse(e: "Estimate", factor: float = 1.0) -> "Estimate":
     """``factor / e`` with the interval's bounds swapped (time per iteration from a rate)."""
-    from gpumon.analysis.slowdown import Estimate
 
     def inv(x: float) -> float:
         return factor / x if x and not math.isnan(x) else math.nan
@@ -168,8 +165,6 @@ def inverse(e: "Estimate", factor: float = 1.0) -> "Estimate":
 
 
 def scaled(e: "Estimate", factor: float) -> "Estimate":
-    from gpumon.analysis.slowdown import Estimate
-
     return Estimate(e.value * factor, e.low * factor, e.high * factor)
 
 
@@ -181,10 +176,6 @@ def workload_meta(run: Run, slot: str = "A") -> dict[str, Any]:
 
 def median_metric(runs: Sequence[Run], slot: str, metric: str) -> float:
     """Median over the runs' post-warm-up steps of copy bandwidth, or of sampled CPU % / GPU util."""
-    import numpy as np
-
-    from gpumon.analysis import rates
-
     values: list[np.ndarray] = []
     for run in runs:
         if metric == "copy_bandwidth":
@@ -207,6 +198,7 @@ def median_metric(runs: Sequence[Run], slot: str, metric: str) -> float:
 
 def figure(rows: int, cols: int, width: float = 5.0, height: float = 3.4) -> "Figure":
     """A matplotlib figure without pyplot (no display, no global state)."""
+    # deferred: matplotlib is the analysis extra (+0.44 s CPU)
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width * cols, height * rows), layout="constrained")

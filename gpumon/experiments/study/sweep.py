@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pandas as pd
+
 from gpumon.experiments.runner.cells import Cell, point_label
 from gpumon.experiments.runner.manifest import OK
 from gpumon.experiments.study.results import (
@@ -117,8 +120,6 @@ def outcome_lines(job: list[Point], keys: list[str]) -> list[str]:
 
 
 def sweep_figure(ctx: Context, jobs: dict[str, list[Point]]) -> Path:
-    import numpy as np
-
     fig = figure(len(jobs), 2, width=max(4.5, 0.8 * max(len(j) for j in jobs.values()) + 2))
     axes = fig.subplots(len(jobs), 2, squeeze=False)
     for (key, job), (left, right) in zip(jobs.items(), axes):
@@ -161,8 +162,6 @@ def sweep_figure(ctx: Context, jobs: dict[str, list[Point]]) -> Path:
 
 
 def sweep_section(ctx: Context) -> list[str]:
-    import pandas as pd
-
     everything = points(ctx)
     declared = [k for p in ctx.settings.points for k in p] + list(ctx.settings.sweep)
     keys = list(dict.fromkeys(declared + [k for p in everything for k, _ in p.point]))
@@ -273,8 +272,6 @@ class Cost:
 
 def cost_section(ctx: Context) -> list[str]:
     """Time and cost per 1000 iterations of each job on each device, from the spec's prices per hour."""
-    import pandas as pd
-
     prices = ctx.spec.prices
     assert prices is not None
     costs = [Cost.of(p, prices.per_hour) for p in points(ctx)]

@@ -24,6 +24,8 @@ from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.tui.screens.monitor import STACK_BINDINGS, VIEW_BINDINGS, Feed, MonitorScreen
 from gpumon.tui.screens.replay import replay_feed
 from gpumon.tui.view import View
+from gpumon.tui.screens.confirm import ConfirmScreen
+from gpumon.tui.screens.stack import open_stack
 
 
 def open_follow(path: Path) -> tuple[FollowSource, Feed]:
@@ -126,8 +128,6 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
     # -- stop the run -------------------------------------------------------------
 
     def action_stop_run(self) -> None:
-        from gpumon.tui.screens.confirm import ConfirmScreen
-
         if self.source.ended or self.runner is None:
             self.notify(f"the run is not running ({self.source.status})", severity="warning")
             return
@@ -151,8 +151,6 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
     # -- stack and export -----------------------------------------------------------
 
     def action_stack(self, slot: str) -> None:
-        from gpumon.tui.screens.stack import open_stack
-
         view = self.latest
         workload = (
             next((w for w in view.workloads if w.slot == slot), None) if view is not None else None

@@ -15,6 +15,10 @@ from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.tui.screens.monitor import STACK_BINDINGS, VIEW_BINDINGS, Feed, MonitorScreen
 from gpumon.tui.view import View
 from gpumon.tui.widgets.probed import ProbedLine
+from gpumon.tui.screens.launch import LaunchScreen
+from gpumon.tui.screens.probes import ProbesScreen
+from gpumon.tui.screens.stack import open_stack
+from gpumon.tui.screens.runs import RunsScreen
 
 LAUNCH = Binding.Group("Launch")
 STOP = Binding.Group("Stop")
@@ -112,8 +116,6 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     # -- launch / stop ----------------------------------------------------------
 
     def action_launch(self, slot: Slot) -> None:
-        from gpumon.tui.screens.launch import LaunchScreen
-
         if self.controller.running(slot) is not None:
             self.notify(f"slot {slot} is busy; {slot} (shift) stops it first", severity="warning")
             return
@@ -148,8 +150,6 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     # -- attach (--beside from the monitor) -----------------------------------------
 
     def action_probes(self) -> None:
-        from gpumon.tui.screens.probes import ProbesScreen
-
         if self.controller.running(BESIDE_SLOT) is not None:
             self.notify(
                 f"slot {BESIDE_SLOT} is busy; {BESIDE_SLOT} (shift) stops it first",
@@ -201,8 +201,6 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     # -- stack ------------------------------------------------------------------
 
     def action_stack(self, slot: Slot) -> None:
-        from gpumon.tui.screens.stack import open_stack
-
         workload = self.controller.running(slot)
         if workload is None:
             self.notify(f"nothing runs in slot {slot}", severity="warning")
@@ -212,8 +210,6 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
     # -- other screens ----------------------------------------------------------
 
     def action_runs(self) -> None:
-        from gpumon.tui.screens.runs import RunsScreen
-
         self.app.push_screen(RunsScreen(self.controller.plan.session.runs_dir, self.refresh_hz))
 
     def pump_soon(self) -> None:

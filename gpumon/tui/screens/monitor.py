@@ -33,6 +33,8 @@ from gpumon.tui.widgets.lines import TextLine
 from gpumon.tui.widgets.output import ChildOutput
 from gpumon.tui.widgets.processes import MAX_ROWS, ProcessTable
 from gpumon.tui.widgets.workload import WorkloadPanel
+from gpumon.tui.screens.filter import FilterScreen
+from gpumon.tui.screens.help import GPU_MEANINGS, HelpScreen
 
 SMALL_HEIGHT = 30  # rows below which the process table replaces the workloads' output
 SMALL_ROWS = 3
@@ -310,16 +312,12 @@ class MonitorScreen(Screen, inherit_bindings=False):
         )
 
     def action_filter_processes(self) -> None:
-        from gpumon.tui.screens.filter import FilterScreen
-
         def apply(text: str | None) -> None:
             self._processes.set_filter(text or "")
 
         self.app.push_screen(FilterScreen(self._processes.text_filter), apply)
 
     def action_help(self) -> None:
-        from gpumon.tui.screens.help import GPU_MEANINGS, HelpScreen
-
         self.app.push_screen(
             HelpScreen(self.active_bindings_help(), GPU_MEANINGS if self._several_gpus else ())
         )

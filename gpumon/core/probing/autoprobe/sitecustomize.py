@@ -31,6 +31,7 @@ def _run_next_sitecustomize() -> None:
 
 
 def _install_step_hook(optimizer_module) -> None:
+    # deferred: +0.013 s CPU on every Python a probed command starts
     from gpumon.core.probing import probe
 
     counted: list[int] = []

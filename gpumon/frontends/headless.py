@@ -16,7 +16,7 @@ from gpumon.core.records.printable import printable
 from gpumon.core.records.enums import JobState
 from gpumon.console.stopsignals import StopGuard
 from gpumon.core.capture.outcome import exit_code
-from gpumon.core.capture.sequence import LaunchFailed, NotStarted, RunSequence, Started, TimeUp
+from gpumon.core.capture.sequence import LaunchFailed, NotStarted, Started, TimeUp
 from gpumon.core.capture.session import Session
 from gpumon.core.interference.live import LiveFigures, LiveNow
 from gpumon.core.interference.live_cause import LiveCauses, cause_words, load_baseline
@@ -296,13 +296,7 @@ class HeadlessRun:
         self.session = Session(
             replace(plan.session, listen_s=LISTEN_S, live_overlap=bool(plan.baselines))
         )
-        self.sequence = RunSequence(
-            self.session,
-            plan.requests,
-            stagger_s=plan.stagger_s,
-            duration_s=plan.duration_s,
-            beside=plan.beside,
-        )
+        self.sequence = plan.sequence(self.session)
         self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.signal_received: int | None = None

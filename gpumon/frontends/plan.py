@@ -14,7 +14,8 @@ from gpumon.core.jobs.devices import check_device_present
 from gpumon.core.jobs.interpreter import require_workload_python
 from gpumon.core.jobs.launcher import LaunchRequest
 from gpumon.core.jobs.mps import check_share
-from gpumon.core.capture.session import SessionConfig
+from gpumon.core.capture.sequence import RunSequence
+from gpumon.core.capture.session import Session, SessionConfig
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import DEVICE_PATTERN, parse_workload_spec, to_argv
 
@@ -40,6 +41,16 @@ class RunPlan:
     def jobs(self) -> tuple[LaunchRequest, ...]:
         """Every job of the capture: the ones to launch, and the attached process."""
         return self.requests + ((self.beside,) if self.beside is not None else ())
+
+    def sequence(self, session: Session) -> RunSequence:
+        """What this plan starts in ``session``, when, or why not (one per front end: headless, the TUI)."""
+        return RunSequence(
+            session,
+            self.requests,
+            stagger_s=self.stagger_s,
+            duration_s=self.duration_s,
+            beside=self.beside,
+        )
 
 
 def check_device(device: str, use_nvml: bool = True) -> str:

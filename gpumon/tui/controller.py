@@ -17,7 +17,7 @@ from gpumon.core.capture.outcome import exit_code
 from gpumon.core.capture.probescan import ProbeScanner
 from gpumon.frontends.plan import RunPlan, beside_request, short_name
 from gpumon.core.interference.live_cause import load_baseline
-from gpumon.core.capture.sequence import Event, RunSequence, Started
+from gpumon.core.capture.sequence import Event, Started
 from gpumon.core.capture.session import Session
 from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.slots import Slot
@@ -78,13 +78,7 @@ class Controller:
         )
         self.model = LiveModel(jobs_user=current_user(), live=self.session.live)
         # what the plan starts, when, or why not (the app advances it on its main thread)
-        self.sequence = RunSequence(
-            self.session,
-            plan.requests,
-            stagger_s=plan.stagger_s,
-            duration_s=plan.duration_s,
-            beside=plan.beside,
-        )
+        self.sequence = plan.sequence(self.session)
         self.session.bus.subscribe(self.model.handle, *LiveModel.TAKES)
         self.probes = ProbeScanner(
             self.session.clock

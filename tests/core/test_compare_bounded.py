@@ -204,7 +204,9 @@ def test_each_jobs_steps_from_row_groups_equal_plain_pandas(
         pd.read_csv(run_dir / "steps.csv", keep_default_na=False, na_values=[""])
     )
     found = jobsteps.read_jobs(load_run(run_dir))
-    assert made or columnar.open_copy(run_dir) is None, "no copy: the table read whole, as one chunk"
+    assert made or columnar.open_copy(run_dir) is None, (
+        "no copy: the table read whole, as one chunk"
+    )
     jobs = {str(j) for j in steps["process"].dropna()}
     assert set(found) == jobs
     for slot, job in found.items():

@@ -184,7 +184,7 @@ class _RunData:
     def jobs(self) -> dict[str, JobSteps]:
         """Each job with rows in steps.csv: its post-warm-up curve, when it ran, which steps copied."""
         if self._jobs is None:
-            self._jobs = jobsteps.read_jobs(self.run)
+            self._jobs = jobsteps.jobs_of(self.run)
         return self._jobs
 
     def workloads(self) -> dict[str, WorkloadRecord]:

@@ -141,6 +141,11 @@ def read_jobs(run: Run) -> dict[str, JobSteps]:
     return {name: b.done() for name, b in builders.items()}
 
 
+def jobs_of(run: Run) -> dict[str, JobSteps]:
+    """``read_jobs(run)``, kept on the run while its steps.csv is unchanged (compare and its report read them once)."""
+    return run.cached("jobsteps", run.path / "steps.csv", lambda: read_jobs(run))
+
+
 @dataclass(frozen=True)
 class Part:
     """One window of one job of a run: where a condition's samples come from."""

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from gpumon.analysis import rates
+from gpumon.analysis import jobsteps, rates
 from gpumon.analysis.why import cause_columns
 from gpumon.analysis.distributions import COPY_BANDWIDTH, CPU, GPU_UTIL, display_scale
 from gpumon.analysis.text import (
@@ -196,7 +196,8 @@ def rate_over_time(comparison: "Comparison", runs: Sequence[Run], bins: int = 60
             run = by_path.get(seg.run)
             if run is None:
                 continue
-            c = rates.curve(run, seg.slot)  # the run keeps its steps split by job
+            job = jobsteps.jobs_of(run).get(seg.slot)  # kept on the run from compare's read
+            c = job.curve() if job is not None else None
             if c is None:
                 continue
             condition = "shared" if seg.role == "shared" else "exclusive"

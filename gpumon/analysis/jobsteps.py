@@ -169,12 +169,17 @@ class Picked:
 
 
 def pick(parts: Sequence[Part], bit: int, cap: int) -> Picked:
-    """The steps flagged ``bit`` inside each part's window: all, or ``cap`` of them evenly spaced over the parts."""
-    counts = []
+    """The steps flagged ``bit`` inside each part's window: all, or ``cap`` of them evenly spaced over the parts
+    (none where no step so flagged copied anything: then none is compared, only their count matters)."""
+    counts, copying = [], False
     for p in parts:
         first, end = p.steps.positions(p.window)
-        counts.append(int(np.count_nonzero(p.steps.flags[first:end] & bit)))
+        flags = p.steps.flags[first:end]
+        counts.append(int(np.count_nonzero(flags & bit)))
+        copying = copying or bool(np.any((flags & (bit | COPIED)) == (bit | COPIED)))
     total = sum(counts)
+    if not copying:
+        return Picked(total, [np.array([], dtype=np.intp) for _ in parts])
     chosen = np.arange(total) if total <= cap else np.linspace(0, total - 1, cap).astype(np.intp)
     out, offset = [], 0
     for p, count in zip(parts, counts):

@@ -93,7 +93,8 @@ def _group(copy: "pq.ParquetFile", i: int, wanted: Sequence[str]) -> StepChunk:
         raise TraceError(f"cannot read the steps' columnar copy: {exc}") from None
     jobs = table.column("process").unify_dictionaries().combine_chunks()
     names = [str(n) for n in jobs.dictionary.to_pylist()]
-    columns = {c: _bounded(c, _numpy(table.column(c))) for c in wanted}
+    inside = _within_bounds(copy, i)
+    columns = {c: _bounded(c, _numpy(table.column(c)), c in inside) for c in wanted}
     return StepChunk(i, _codes(_numpy(jobs.indices)), names, columns, copy.metadata.num_rows)
 
 
@@ -106,7 +107,7 @@ def _whole(run: Run, wanted: Sequence[str], make: bool) -> StepChunk:
     numbers = {}
     for name, values in zip(wanted, columns):
         try:
-            numbers[name] = _bounded(name, np.asarray(values, dtype=float))
+            numbers[name] = _bounded(name, np.asarray(values, dtype=float), False)
         except (TypeError, ValueError):
             raise TraceError(
                 f"{run.path / 'steps.csv'}: corrupt (non-numeric values in column {name})"
@@ -123,12 +124,24 @@ def _codes(codes: "np.ndarray") -> "np.ndarray":
     return codes.astype(np.int64, copy=False)
 
 
-def _bounded(column: str, values: "np.ndarray") -> "np.ndarray":
-    """``values`` as float64, those out of the column's bounds NaN ("not recorded")."""
+def _within_bounds(copy: "pq.ParquetFile", i: int) -> set[str]:
+    """The columns whose values in row group ``i`` all lie within their bounds, by its statistics."""
+    group, schema = copy.metadata.row_group(i), copy.schema_arrow
+    inside = set()
+    for column, (low, high) in tablecheck.BOUNDS.items():
+        at = schema.get_field_index(column)
+        stats = group.column(at).statistics if at >= 0 else None
+        if stats is not None and stats.has_min_max and low <= stats.min and stats.max <= high:
+            inside.add(column)
+    return inside
+
+
+def _bounded(column: str, values: "np.ndarray", inside: bool) -> "np.ndarray":
+    """``values`` as float64, those out of the column's bounds NaN ("not recorded"); ``inside``: all are within."""
     import numpy as np
 
     values = values.astype(float, copy=False)
-    if column not in tablecheck.BOUNDS:
+    if column not in tablecheck.BOUNDS or inside:
         return values
     low, high = tablecheck.BOUNDS[column]
     with np.errstate(invalid="ignore"):

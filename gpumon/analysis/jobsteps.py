@@ -215,7 +215,7 @@ def read_picked(parts: Sequence[Part], picks: Sequence[Picked]) -> list[dict[str
             at = np.searchsorted(union, p.positions[k])
             for c in COPY_COLUMNS:
                 out[c].append(raw[c][at])
-    return [{c: np.concatenate(v) for c, v in out.items()} for out in pooled]
+    return [{c: np.concatenate(v) if v else np.array([]) for c, v in out.items()} for out in pooled]
 
 
 def _read_at(part: Part, positions: np.ndarray) -> dict[str, np.ndarray]:

@@ -137,6 +137,18 @@ def test_the_copy_samples_are_the_pooled_values_evenly_thinned(
     assert all(name in notes[0] for name in capped)
 
 
+def test_a_side_without_windows_has_no_copy_samples(tmp_path: Path) -> None:
+    """A job that never ran alone (no baseline window): its exclusive side is empty, its shared side read."""
+    _, _, ab = _runs(tmp_path)
+    run = load_run(ab)
+    job = jobsteps.jobs_of(run)["A"]
+    shared = [jobsteps.Part(run, "A", job, job.curve().span())]
+    found = jobsteps.copy_samples([], shared, 100_000)
+    bandwidth = found["copy_bandwidth"]
+    assert bandwidth.exclusive is not None and bandwidth.shared is not None
+    assert len(bandwidth.exclusive) == 0 and len(bandwidth.shared) == bandwidth.total > 0
+
+
 NUMBER = st.one_of(
     st.floats(-5.0, 60.0, allow_nan=False).map(lambda x: round(x, 3)),
     st.sampled_from([math.nan, 1e9, -1e9]),

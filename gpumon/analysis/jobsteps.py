@@ -168,17 +168,15 @@ class Picked:
         return any(bool(np.any(p.steps.flags[at] & COPIED)) for p, at in zip(parts, self.positions))
 
 
-def pick(parts: Sequence[Part], bit: int, cap: int) -> Picked:
+def pick(parts: Sequence[Part], bit: int, cap: int, locate: bool = True) -> Picked:
     """The steps flagged ``bit`` inside each part's window: all, or ``cap`` of them evenly spaced over the parts
-    (none where no step so flagged copied anything: then none is compared, only their count matters)."""
-    counts, copying = [], False
+    (``locate=False``: only how many, as where no step of either side so flagged copied anything)."""
+    counts = []
     for p in parts:
         first, end = p.steps.positions(p.window)
-        flags = p.steps.flags[first:end]
-        counts.append(int(np.count_nonzero(flags & bit)))
-        copying = copying or bool(np.any((flags & (bit | COPIED)) == (bit | COPIED)))
+        counts.append(int(np.count_nonzero(p.steps.flags[first:end] & bit)))
     total = sum(counts)
-    if not copying:
+    if not locate:
         return Picked(total, [np.array([], dtype=np.intp) for _ in parts])
     chosen = np.arange(total) if total <= cap else np.linspace(0, total - 1, cap).astype(np.intp)
     out, offset = [], 0
@@ -270,14 +268,24 @@ class CopySamples:
     total: int
 
 
+def _copying(parts: Sequence[Part], bit: int) -> bool:
+    """Whether a step flagged ``bit`` inside a part's window copied something."""
+    both = bit | COPIED
+    for p in parts:
+        first, end = p.steps.positions(p.window)
+        if np.any((p.steps.flags[first:end] & both) == both):
+            return True
+    return False
+
+
 def copy_samples(
     exclusive: Sequence[Part], shared: Sequence[Part], cap: int
 ) -> dict[str, CopySamples]:
     """Each copy metric's samples inside the parts' windows, at most ``cap`` a side."""
-    picks = {
-        key: (pick(exclusive, bit, cap), pick(shared, bit, cap))
-        for key, (bit, _) in COPY_METRICS.items()
-    }
+    picks = {}
+    for key, (bit, _) in COPY_METRICS.items():
+        locate = _copying(exclusive, bit) or _copying(shared, bit)
+        picks[key] = (pick(exclusive, bit, cap, locate), pick(shared, bit, cap, locate))
     kept = [key for key, (x, s) in picks.items() if x.copied(exclusive) or s.copied(shared)]
     x_raw = read_picked(exclusive, [picks[k][0] for k in kept])
     s_raw = read_picked(shared, [picks[k][1] for k in kept])

@@ -2,6 +2,7 @@
 frame on a big capture and on 10,000 runs, next to their floors measured in the same run.
 
     python benchmarks/scale.py [--steps 5000000 15000000] [--runs 10000] [--root /tmp/gpumon-scale]
+        [--skip-replay] [--only runs compare export]
 
 Every command runs in a fresh process under ``/usr/bin/time`` (its wall time and peak RSS). The floors:
 json-loading every run.json of the runs folder, and ``pandas.read_csv`` of the capture's steps.csv. The data
@@ -11,7 +12,8 @@ The capture is a staggered pair written as gpumon writes it: the run's metadata,
 through the real Recorder (tests/tracegen.py), its steps.csv (A alone, both, B alone; 100 and 50 steps/s alone,
 1.5x slower shared) written in bulk, then finalised as the recorder does (the columnar copy and run.json's
 summary: ``finalise`` in the table). "old" rows: the same run as recorded before copies and summaries, read
-first (the reader makes them in the user's cache) and again.
+first (the reader makes them in the user's cache) and again. ``--only``: of a capture, only those commands' rows
+(its finalise and floor are always measured).
 """
 
 from __future__ import annotations
@@ -204,8 +206,16 @@ REPLAY = (
 READ_CSV = "import sys, pandas; pandas.read_csv(sys.argv[1])"
 
 
+COMMANDS = ("runs", "compare", "export")
+
+
 def bench_capture(
-    root: Path, steps: int, env: dict[str, str], rows: list[list[str]], replay_too: bool
+    root: Path,
+    steps: int,
+    env: dict[str, str],
+    rows: list[list[str]],
+    replay_too: bool,
+    only: tuple[str, ...] = COMMANDS,
 ) -> None:
     """A capture of ``steps`` steps: finalised as the recorder does, read as a new run, then as an old one."""
     folder = root / f"steps-{steps}"
@@ -234,7 +244,8 @@ def bench_capture(
         ("gpumon export --csv", ["export", str(run_dir), "--csv", out]),
         ("gpumon export --parquet", ["export", str(run_dir), "--parquet", out, "--force"]),
     ):
-        row(rows, f"{size}: {what}", floor, measure([*gpumon, *argv], env))
+        if argv[0] in only:
+            row(rows, f"{size}: {what}", floor, measure([*gpumon, *argv], env))
     _as_recorded_before(run_dir)
     for what, argv in (
         ("gpumon compare, first (copy made in the cache)", ["compare", "--shared", str(run_dir)]),
@@ -242,7 +253,8 @@ def bench_capture(
         ("gpumon runs, first (summary made in the cache)", ["runs", str(folder)]),
         ("gpumon runs, again", ["runs", str(folder)]),
     ):
-        row(rows, f"{size} old: {what}", floor, measure([*gpumon, *argv], env))
+        if argv[0] in only:
+            row(rows, f"{size} old: {what}", floor, measure([*gpumon, *argv], env))
     if replay_too:
         replay = [sys.executable, "-c", REPLAY.format(root=str(ROOT)), str(run_dir)]
         row(rows, f"{size}: replay's first frame", floor, measure(replay, env, timeout=1800))
@@ -263,6 +275,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--root", type=Path, default=Path("/tmp/gpumon-scale"))
     parser.add_argument("--skip-replay", action="store_true")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=COMMANDS,
+        default=list(COMMANDS),
+        help="of a capture: these commands' rows",
+    )
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUMON_CACHE_DIR": str(args.root / "cache")}
@@ -270,7 +289,7 @@ def main() -> int:
     if args.runs:
         bench_runs(args.root, args.runs, env, rows)
     for steps in args.steps:
-        bench_capture(args.root, steps, env, rows, not args.skip_replay)
+        bench_capture(args.root, steps, env, rows, not args.skip_replay, tuple(args.only))
     print("\n| work | wall s | peak MB | × floor |\n| --- | ---: | ---: | ---: |")
     for r in rows:
         print("| " + " | ".join(r) + " |")

@@ -10,13 +10,14 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from gpumon.core.records.enums import JobState, RunStatus
 from gpumon.analysis import distributions as dist
-from gpumon.analysis import rates, slowdown, spread, stats_helper, unprobed
+from gpumon.analysis import jobsteps, rates, slowdown, spread, stats_helper, unprobed
+from gpumon.analysis.jobsteps import JobSteps
 from gpumon.analysis.rates import Curve, Segment, Window
 from gpumon.core.records.slots import SLOTS
 from gpumon.analysis.slowdown import Estimate, RateSample
@@ -32,9 +33,6 @@ from gpumon.core.store.trace import Run, load_run
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import parse_workload_spec
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 MIN_OVERLAP_S = 5.0
 MIN_STEPS = 20
 # the distribution tests take at most this many samples per side and metric, evenly spaced over the windows (a
@@ -46,7 +44,6 @@ THINNED_NOTE = (
     "{which}. (The rate intervals' block bootstrap resamples at most {bins} bins per window, however long "
     "the run.)"
 )
-NUMERIC_STEP_COLUMNS = ("pid", "step", "t", "iter_s", "samples", "warmup", "copy_bytes", "copy_s")
 EXCLUSIVE_RUNS = "exclusive runs"
 EXCLUSIVE_PHASE = "exclusive phase of the shared run"
 
@@ -176,69 +173,50 @@ def spec_key(spec: str) -> str:
 
 
 class _RunData:
-    """A run's tables, read once."""
+    """A run's jobs, read once: a row group at a time, never the whole table (``jobsteps.read_jobs``)."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.name = run.path.name
-        self._job: dict[str, pd.DataFrame] = {}
-        self._post_warmup: dict[str, pd.DataFrame] = {}
+        self._jobs: dict[str, JobSteps] | None = None
+        self._curves: dict[str, Curve] = {}
+
+    def jobs(self) -> dict[str, JobSteps]:
+        """Each job with rows in steps.csv: its post-warm-up curve, when it ran, which steps copied."""
+        if self._jobs is None:
+            self._jobs = jobsteps.jobs_of(self.run)
+        return self._jobs
 
     def workloads(self) -> dict[str, WorkloadRecord]:
         """Workloads by slot: from run.json, else the slots seen in steps.csv."""
         found = {w.slot: w for w in self.run.workloads}
-        for slot in self.run.jobs():
-            found.setdefault(str(slot), WorkloadRecord(str(slot), spec="?"))
+        for slot in self.jobs():
+            found.setdefault(slot, WorkloadRecord(slot, spec="?"))
         return dict(sorted(found.items()))
 
-    def job(self, slot: str) -> "pd.DataFrame":
-        """The slot's steps with a time and a step number, sorted by time, selected once (~700 k rows an hour)."""
-        if slot not in self._job:
-            rows = _numeric(
-                self.run.job_steps(slot), self.run.path / "steps.csv", NUMERIC_STEP_COLUMNS
-            )
-            self._job[slot] = rates.timed(rows)
-        return self._job[slot]
-
-    def post_warmup(self, slot: str) -> "pd.DataFrame":
-        """The slot's post-warm-up steps, sorted by time."""
-        if slot not in self._post_warmup:
-            self._post_warmup[slot] = rates.without_warmup(self.job(slot))
-        return self._post_warmup[slot]
-
     def curve(self, slot: str) -> Curve:
-        c = rates.curve_of(self.post_warmup(slot))
-        if c is None:
-            raise UsageError(
-                f"{self.run.path}: workload {slot} has fewer than two steps after warm-up"
-            )
-        return c
+        if slot not in self._curves:
+            job = self.jobs().get(slot)
+            c = job.curve() if job is not None else None
+            if c is None:
+                raise UsageError(
+                    f"{self.run.path}: workload {slot} has fewer than two steps after warm-up"
+                )
+            self._curves[slot] = c
+        return self._curves[slot]
 
     def span(self, slot: str) -> tuple[float, float]:
         """When the slot's process ran: run.json start_t/stop_t, else its first step start and last step end."""
         entry = self.workloads().get(slot)
-        rows = self.job(slot)
-        first = float((rows["t"] - rows["iter_s"].fillna(0)).min()) if len(rows) else math.inf
-        last = float(rows["t"].max()) if len(rows) else -math.inf
+        job = self.jobs().get(slot)
+        first, last = job.span if job is not None else (math.inf, -math.inf)
         start = entry.start_t if entry is not None else None
         stop = entry.stop_t if entry is not None else None
         return (start if start is not None else first, stop if stop is not None else last)
 
-
-def _numeric(frame: "pd.DataFrame", path: Path, columns: Sequence[str]) -> "pd.DataFrame":
-    """``frame`` with ``columns`` as numbers; a column with text in it means a corrupt file."""
-    # deferred: +0.23 s CPU (pandas) on gpumon predict, which imports spec_key from here
-    import pandas as pd
-
-    for column in columns:
-        if column in frame and not pd.api.types.is_numeric_dtype(frame[column]):
-            try:
-                frame[column] = pd.to_numeric(frame[column])
-            except (TypeError, ValueError):
-                raise UsageError(
-                    f"{path}: corrupt (non-numeric values in column {column})"
-                ) from None
-    return frame
+    def part(self, segment: Segment) -> jobsteps.Part:
+        """Where a segment's samples come from."""
+        return jobsteps.Part(self.run, segment.slot, self.jobs()[segment.slot], segment.window)
 
 
 @dataclass
@@ -848,17 +826,27 @@ def _distributions(
     thinned: list[str],
 ) -> list[dist.Samples]:
     """What to test: every metric with samples on both sides (each side thinned to ``MAX_TEST_SAMPLES``: named in
-    ``thinned``); the samples go into ``samples``."""
+    ``thinned``); the samples go into ``samples``. A copy metric's samples are chosen before they are read
+    (``jobsteps.copy_samples``), and left out where no chosen step copied anything."""
+    copies = jobsteps.copy_samples(
+        [data[s.run].part(s) for s in exclusive],
+        [data[s.run].part(s) for s in shared],
+        MAX_TEST_SAMPLES,
+    )
     batch = []
     for metric in dist.METRICS:
-        xs = _pooled(data, exclusive, metric.key)
-        ss = _pooled(data, shared, metric.key)
-        if max(len(xs), len(ss)) > MAX_TEST_SAMPLES:
-            thinned.append(f"{slot} {metric.key}")
+        xs: np.ndarray | None
+        ss: np.ndarray | None
+        if metric.key in copies:
+            copied = copies[metric.key]
+            xs, ss, total = copied.exclusive, copied.shared, copied.total
+        else:
+            xs, ss = _pooled(data, exclusive, metric.key), _pooled(data, shared, metric.key)
+            total = max(len(xs), len(ss))
             xs, ss = _thinned(xs), _thinned(ss)
-        if metric in (dist.COPY_BANDWIDTH, dist.COPY_RATE) and not (
-            np.any(xs > 0) or np.any(ss > 0)
-        ):
+        if total > MAX_TEST_SAMPLES:
+            thinned.append(f"{slot} {metric.key}")
+        if xs is None or ss is None:
             continue
         found = dist.samples_of(metric, xs, ss)
         if found is not None:
@@ -977,21 +965,14 @@ def _phase_baselines(
 
 
 def _metric_values(data: _RunData, slot: str, window: Window, metric: str) -> np.ndarray:
-    """One metric's samples of one job inside ``window`` (post-warm-up steps, or sampled rows)."""
-    if metric in (dist.COPY_BANDWIDTH.key, dist.COPY_RATE.key):
-        rows = rates.inside(data.post_warmup(slot), window)
-        if metric == dist.COPY_BANDWIDTH.key:
-            rows = rows[(rows["copy_bytes"] > 0) & (rows["copy_s"] > 0)]
-            return (rows["copy_bytes"] / rows["copy_s"]).to_numpy(dtype=float)
-        rows = rows[rows["iter_s"] > 0]
-        return (rows["copy_bytes"].fillna(0) / rows["iter_s"]).to_numpy(dtype=float)
+    """One sampled metric's values of one job inside ``window`` (device.csv's GPU utilisation, processes.csv's CPU)."""
     if metric == dist.GPU_UTIL.key:
         return evidence.window_values(data.run, "device", "gpu_util", window.start, window.end)
     return evidence.window_values(data.run, "processes", "cpu_pct", window.start, window.end, slot)
 
 
 def _pooled(data: dict[str, _RunData], segments: Sequence[Segment], metric: str) -> np.ndarray:
-    """A metric's samples over all the segments of a condition (repeats pooled)."""
+    """A sampled metric's values over all the segments of a condition (repeats pooled)."""
     parts = [_metric_values(data[s.run], s.slot, s.window, metric) for s in segments]
     return np.concatenate(parts) if parts else np.array([])
 

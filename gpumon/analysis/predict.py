@@ -39,6 +39,7 @@ from gpumon.core.interference import evidence
 from gpumon.core.interference.evidence import Window, mixed_devices, run_side
 from gpumon.core.records.rates import exclusive_rate, verdict
 from gpumon.core.store import calibration
+from gpumon.core.store.stepchunks import step_chunks
 from gpumon.core.store.trace import Run, TraceError, exclusive_ends, load_run
 from gpumon.errors import UsageError
 
@@ -124,14 +125,15 @@ def _copies_recorded(run: Run, slot: str) -> bool:
     job = run.meta.workload(slot)
     if job is not None and isinstance(job.meta, dict) and "copy_bytes_per_step" in job.meta:
         return True
+    import numpy as np
+
     try:
-        codes, names, (copy_s,) = run.step_columns(("copy_s",), whole=False)
+        return any(
+            bool(np.any(~np.isnan(chunk.columns["copy_s"][chunk.rows_of(slot)])))
+            for chunk in step_chunks(run, ("copy_s",), make=False)
+        )
     except TraceError:
         return False
-    if slot not in names:
-        return False
-    mine = copy_s[codes == names.index(slot)].astype(float)
-    return bool(len(mine)) and not all(math.isnan(x) for x in mine)
 
 
 def _solo(member: Member, device_kind: str) -> tuple[float, Solo, bool, bool]:

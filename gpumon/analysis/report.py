@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pandas as pd
 
-from gpumon.analysis import rates
+from gpumon.analysis import jobsteps, rates
 from gpumon.analysis.why import cause_columns
 from gpumon.analysis.distributions import (
     COPY_BANDWIDTH,
@@ -195,7 +195,8 @@ def rate_over_time(comparison: "Comparison", runs: Sequence[Run], bins: int = 60
             run = by_path.get(seg.run)
             if run is None:
                 continue
-            c = rates.curve(run, seg.slot)  # the run keeps its steps split by job
+            job = jobsteps.jobs_of(run).get(seg.slot)  # kept on the run from compare's read
+            c = job.curve() if job is not None else None
             if c is None:
                 continue
             condition = "shared" if seg.role == "shared" else "exclusive"

@@ -167,7 +167,10 @@ def test_rows_out_of_order_give_the_same_answers(tmp_path: Path) -> None:
 
 
 def test_each_run_reads_its_steps_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a columnar copy (the base install) the table is parsed once per run; with one it is never read whole
+    (tests/core/test_compare_bounded.py)."""
     xa, xb, ab = _runs(tmp_path)
+    monkeypatch.setattr(Run, "columnar_file", lambda self, make=True: None)
     reads: list[Path] = []
     frame = Run.frame
 

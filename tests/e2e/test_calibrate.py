@@ -81,7 +81,10 @@ def measured(box: Box) -> dict:
 def test_it_measures_the_devices_slice_switch_cost_and_mps_fill(measured: dict, box: Box):
     c = measured["constants"]
     assert measured["gpu"] == GPU and measured["driver"] == "580.159.04"
-    assert 0.8 * SLICE_MS <= 1e3 * c["slice_s"] <= 1.25 * SLICE_MS, c
+    # the slice too is checked against what the device's contexts held on its own clock (a loaded box wakes the
+    # fake's scheduler late: 40 ms measured for the scripted 30 at a load average of 15), never below the script
+    held = fakegpu.median_slice_s(box.socket)
+    assert SLICE_MS <= 1e3 * held and 0.8 * held <= c["slice_s"] <= 1.25 * held, (c, held)
     # A loaded box lengthens a switch (the fake's sleep ends late) and, from the probes' side, the gaps around it: the
     # measure must follow what the device's switches took on its own clock (at least the scripted cost). Measured
     # on the 2-core VM: 1.02x that on a box at load 4, 1.24x-1.58x with two to four busy loops more; a measure that
@@ -95,7 +98,7 @@ def test_it_measures_the_devices_slice_switch_cost_and_mps_fill(measured: dict, 
     # measured (the fake has no SMs: its filling kernels are the usual ones, so both read the scripted figures)
     assert isinstance(slicing["filling"], dict) and slicing["filling"]["runs"] >= 8, slicing
     assert 0.8 * took <= slicing["switch_short_s"] <= 1.8 * took
-    assert 0.8 * SLICE_MS <= 1e3 * slicing["slice_short_runs_s"] <= 1.25 * SLICE_MS
+    assert 0.8 * held <= slicing["slice_short_runs_s"] <= 1.25 * held
     # the utilisation scale: the duty probe's own kernel time over the wall, against what NVML said (scripted)
     util = measured["details"]["utilisation"]
     assert util["nvml_util"] == pytest.approx(NVML_UTIL / 100) and util["nvml_samples"] >= 10

@@ -66,6 +66,9 @@ class Validated:
     out: Path
     report: dict
     rows: dict[str, dict]
+    held_slice_s: (
+        float  # the fake device's median slice on its own clock (a loaded box stretches it)
+    )
 
 
 # The module's one run of the script takes about a minute and a half on an idle 2-core box and over five minutes
@@ -114,9 +117,10 @@ def validated(tmp_path_factory: pytest.TempPathFactory) -> Validated:
             text=True,
             timeout=600,
         )
+        held = fakegpu.median_slice_s(device)
     assert "Traceback" not in done.stderr, done.stderr
     report = json.loads((out / "validation.json").read_text())
-    return Validated(done, out, report, {row["key"]: row for row in report["rows"]})
+    return Validated(done, out, report, {row["key"]: row for row in report["rows"]}, held)
 
 
 def checks(row: dict) -> dict[str, dict]:
@@ -259,7 +263,9 @@ def test_calibrate_row_measures_the_fake_devices_slice_in_under_a_minute(
     assert row["status"] == gv.PASS, [(c["name"], c["measured"]) for c in row["checks"]]
     assert (
         by_name["time slice"]["measured"].endswith(" ms")
-        and 24 <= float(by_name["time slice"]["measured"][:-3]) <= 38
+        and 0.8
+        <= float(by_name["time slice"]["measured"][:-3]) / (1e3 * validated.held_slice_s)
+        <= 1.25
     )
     assert by_name["finished"]["figures"]["seconds"] < gv.CALIBRATE_MAX_S
     assert any(f.startswith("calibration/") and f.endswith(".json") for f in row["files"])

@@ -56,9 +56,19 @@ def serve(
 def median_switch_s(socket: Path) -> float:
     """The median wall time of the device's switches so far, on its own clock (server.py: the scripted cost plus
     what the machine's load added): what a measured switch cost must match."""
+    return _median(socket, "switches")
+
+
+def median_slice_s(socket: Path) -> float:
+    """The median slice the device's contexts held while the other waited, on its own clock (the scripted slice
+    plus how late a loaded machine woke its scheduler): what a measured slice must match."""
+    return _median(socket, "slices")
+
+
+def _median(socket: Path, what: str) -> float:
     with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as conn:
         conn.connect(str(socket))
         stream = conn.makefile("rw", encoding="utf-8")
-        stream.write("switches\n")
+        stream.write(what + "\n")
         stream.flush()
         return statistics.median(float(x) for x in stream.readline().split())

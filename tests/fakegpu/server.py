@@ -16,7 +16,8 @@ kernel ends are stamped from the clock as they fall inside each stretch. What a 
 clock (from the end of the holder's last stretch to the start of the other's first: the scripted cost, plus what a
 loaded machine adds to it) is kept, the witness a test compares a measured switch cost with. Protocol (one line
 each way): ``hello ts|mps`` -> ``ok``; ``spin N D`` -> the N end times once all have run; ``run D`` -> ``START END``;
-``switches`` -> every switch so far, in seconds. Prints ``ready`` once it listens; exits when stdin closes (its
+``switches`` -> every switch so far, in seconds; ``slices`` -> every slice a context held while the other waited (its
+scripted length plus how late a loaded machine woke the scheduler), in seconds. Prints ``ready`` once it listens; exits when stdin closes (its
 owner, the test, is gone).
 """
 
@@ -60,6 +61,9 @@ class Device:
         self.switches: list[
             float
         ] = []  # each switch's wall time, as the probes see it (see the module docstring)
+        self.slices: list[
+            float
+        ] = []  # each slice held to its end while the other waited, on this clock
 
     def submit(self, client: Client, durations: list[float]) -> list[list]:
         kernels = [[d, None, threading.Event(), {}] for d in durations]
@@ -104,6 +108,7 @@ class Device:
                     elif (
                         len(busy) == 2 and now - self.since >= self.slice_s
                     ):  # its slice is over and the other waits
+                        self.slices.append(now - self.since)
                         self.owner = next(c for c in busy if c is not self.owner)
                         switch = self.switch_s
                     left = (
@@ -150,9 +155,9 @@ def handle(device: Device, conn: socket.socket) -> None:
                 for k in kernels:
                     k[2].wait()
                 answer = " ".join(f"{k[3]['end']:.7f}" for k in kernels)
-            elif words[0] == "switches":
+            elif words[0] in ("switches", "slices"):
                 with device.cv:
-                    answer = " ".join(f"{s:.7f}" for s in device.switches)
+                    answer = " ".join(f"{s:.7f}" for s in getattr(device, words[0]))
             elif words[0] == "run":
                 (kernel,) = device.submit(client, [float(words[1])])
                 kernel[2].wait()

@@ -2,9 +2,9 @@
 
 The small tables (device, processes, host) are parsed by pyarrow's CSV reader where it reads them as
 the csv module does (``trace.csv_columns``), else with the csv module; the steps table, the one
-that grows to millions of rows in an hour, as columns (``Run.step_columns``: its steps.parquet cache
-with pyarrow alone, else pandas), imported only when evidence is asked for: the live line's first
-frame never waits for it.
+that grows to millions of rows in an hour, a row group at a time and only those of the window asked for
+(``core/store/stepchunks.py``: its steps.parquet copy with pyarrow alone, else the table once), imported only
+when evidence is asked for: the live line's first frame never waits for it.
 Step times come from the callers (the one definition of rates), never from here.
 """
 
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from gpumon.core.interference.attribution import Box, Side, link_capacity
 from gpumon.core.records.machine import GpuInfo
+from gpumon.core.store.stepchunks import window_sums
 from gpumon.core.store.trace import TABLES, Run, TraceError, csv_columns
 
 if TYPE_CHECKING:
@@ -119,25 +120,13 @@ def _window_mean(w: Window, table: str, column: str, slot: str | None = None) ->
 
 
 def _step_means(w: Window) -> tuple[float, float]:
-    """Mean copy seconds and copy bytes per post-warm-up step of ``w.slot`` in the window (NaN: none)."""
-    # deferred: +0.07 s CPU (numpy) on a session's start
-    import numpy as np
-
+    """Mean copy seconds and copy bytes per post-warm-up step of ``w.slot`` in the window (NaN: none), from the steps'
+    row groups (``stepchunks.window_sums``: those the window holds whole from their sums; no copy is made)."""
     try:
-        codes, names, (t, warmup, *copies) = w.run.step_columns(
-            ("t", "warmup", "copy_s", "copy_bytes"), whole=False
-        )
+        count, (copy_s, copy_bytes) = window_sums(w.run, w.slot, w.start, w.end)
     except TraceError:
         return NAN, NAN
-    if w.slot not in names:
-        return NAN, NAN
-    t = t.astype(float)
-    inside = (codes == names.index(w.slot)) & (warmup != 1) & (t >= w.start) & (t <= w.end)
-    count = int(np.count_nonzero(inside))
-    if not count:
-        return NAN, NAN
-    copy_s, copy_bytes = (float(np.nansum(c[inside].astype(float))) / count for c in copies)
-    return copy_s, copy_bytes
+    return (copy_s / count, copy_bytes / count) if count else (NAN, NAN)
 
 
 def run_side(w: Window, step_s: float) -> Side:

@@ -77,9 +77,6 @@ def disturbances(run: Run, windows: Iterable[tuple[float, float]]) -> list[Distu
     windows = [(s, e) for s, e in windows if e > s]
     if not windows or not (run.path / "gpu_others.csv").exists():
         return []
-    ticks = [t for t in map(_float, run.columns("host")["t"]) if _inside(t, windows)]
-    if not ticks:
-        return []
     length = sum(e - s for s, e in windows)
     seen: dict[int, dict] = {}
     for row in run.rows("gpu_others"):
@@ -103,6 +100,11 @@ def disturbances(run: Run, windows: Iterable[tuple[float, float]]) -> list[Distu
             entry["mem"] = mem if math.isnan(entry["mem"]) else max(entry["mem"], mem)
         if meaningful(sm, mem):
             entry["used"].add(t)
+    if not seen:  # no other process in the windows: host.csv's ticks are not read
+        return []
+    ticks = [t for t in map(_float, run.columns("host")["t"]) if _inside(t, windows)]
+    if not ticks:
+        return []
     found = []
     for pid, e in seen.items():
         share = len(e["used"]) / len(ticks)

@@ -86,8 +86,8 @@ def complete_text(path: Path) -> str:
 class Run:
     """One run directory: its metadata and lazy access to its tables.
 
-    The steps of a finished run are read once per ``Run`` (``steps()``, ``job_steps()``): compare, its evidence
-    and the rates all ask for them, and an hour of two jobs is ~1.4 M rows.
+    The steps of a finished run are read once per ``Run`` (``steps()``, ``job_steps()``) by those that want them
+    whole (an hour of two jobs is ~1.4 M rows); compare reads them a row group at a time (``stepchunks``).
     """
 
     path: Path

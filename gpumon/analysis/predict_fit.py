@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,6 +29,7 @@ from gpumon.analysis.predict_model import (
     predict_pair,
 )
 from gpumon.core.store.calibration import Calibration
+from gpumon.core.records.plainfile import open_plain
 from gpumon.errors import UsageError
 
 GRID: dict[str, list[dict[str, float]]] = {
@@ -77,7 +79,7 @@ def fit(pairs: Sequence[Measured], mode: str, base: Constants = DEFAULT) -> tupl
 def _read_rows(path: Path) -> list[dict[str, str]]:
     """The rows of the pairs CSV ``path``; UsageError when it cannot be read or lacks the columns."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with io.TextIOWrapper(open_plain(path), encoding="utf-8", newline="") as f:
             rows = list(csv.DictReader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UsageError(f"--from-pairs {path}: {exc}") from None

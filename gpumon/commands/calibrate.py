@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.records.printable import printable
+
 DESCRIPTION = """\
 Measure the constants gpumon predict needs for this GPU model, in under a minute,
 with two small probe processes of gpumon's own: the time slice the driver gives a
@@ -93,19 +95,20 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 
 def render(data: dict[str, Any], path: Path) -> list[str]:
-    """The calibration as text."""
+    """The calibration as text (the GPU's name escaped: --from-pairs takes it from run.json files)."""
+    gpu = printable(data["gpu"])
     constants = ", ".join(
         f"{NAMES[k][0]} {v * NAMES[k][1]:.3g}{(' ' + NAMES[k][2]) if NAMES[k][2] else ''}"
         for k, v in data["constants"].items()
         if k in NAMES
     )
     lines = [
-        f"calibrated {data['gpu']}: {constants}",
-        f"  stored in {path}; gpumon predict uses it for runs on {data['gpu']}",
+        f"calibrated {gpu}: {constants}",
+        f"  stored in {printable(path)}; gpumon predict uses it for runs on {gpu}",
     ]
     mps = data.get("details", {}).get("mps")
     if isinstance(mps, str):
-        lines.append(f"  MPS {mps}")
+        lines.append(f"  MPS {printable(mps)}")
     return lines
 
 

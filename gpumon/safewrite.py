@@ -57,6 +57,14 @@ def _foreign_link(folder: Path) -> str | None:
     return None
 
 
+def refuse_foreign_link(folder: Path) -> None:
+    """UnsafeDestination when ``folder``'s path goes through a symbolic link another user owns: call it before
+    creating anything there (a folder made with ``mkdir`` would land wherever that user pointed the link)."""
+    link = _foreign_link(folder)
+    if link:
+        raise UnsafeDestination(link)
+
+
 def folder_problem(folder: Path) -> str | None:
     """Why gpumon must not write into ``folder`` (it may not exist yet: then None), else None."""
     link = _foreign_link(folder)
@@ -98,9 +106,7 @@ def check_destination(path: Path, *, replace: bool) -> None:
 def ensure_folder(folder: Path, mode: int = 0o755) -> Path:
     """``folder``, created (with its parents) if missing; refused if it is unsafe to write into (a foreign link on
     its path before anything is created through it)."""
-    link = _foreign_link(folder)
-    if link:
-        raise UnsafeDestination(link)
+    refuse_foreign_link(folder)
     folder.mkdir(parents=True, exist_ok=True, mode=mode)
     problem = folder_problem(folder)
     if problem:

@@ -417,3 +417,46 @@ def test_a_run_file_that_is_not_plain_is_said_in_one_line(pair, tmp_path):
             _in_thread(lambda: load_run(root / "s-AB"))
     finally:
         os.close(hold[0])
+
+
+# --- the probe API, given objects that raise ----------------------------------------------------------------------
+
+HOSTILE_SCRIPT = """
+import os
+read_end, write_end = os.pipe()
+os.environ["GPUMON_PROBE_FD"] = str(write_end)
+from gpumon import probe
+
+class Bad:
+    def __repr__(self):
+        raise RuntimeError("no")
+    __str__ = __repr__
+    def __float__(self):
+        raise RuntimeError("no")
+
+for v in (float("nan"), -1, 10**400, "x", None, True, Bad(), [1]):
+    probe.step(samples=v)
+    probe.step(iter_s=v)
+    probe.add_copy(v, v)
+    with probe.copy(v):
+        pass
+    with probe.copy(8, device=v):
+        pass
+probe.meta(bad=Bad(), n=10**400)
+probe.flush()
+print("script finished")
+"""
+
+
+def test_the_probe_api_never_raises_what_the_scripts_own_objects_raise(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", HOSTILE_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "script finished", done.stderr

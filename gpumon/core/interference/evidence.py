@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from gpumon.core.interference.attribution import Box, Side, link_capacity
 from gpumon.core.records.machine import GpuInfo
+from gpumon.core.store import tablecheck
 from gpumon.core.store.trace import TABLES, Run, TraceError, csv_columns
 
 if TYPE_CHECKING:
@@ -103,7 +104,10 @@ def window_values(
     import numpy as np
 
     t, values = _column(run, table, "t"), _column(run, table, column)
-    keep = (t >= start) & (t <= end) & ~np.isnan(values)
+    with np.errstate(
+        invalid="ignore"
+    ):  # NaN: not known; beyond SAMPLE_LIMIT (1e308): no measurement
+        keep = (t >= start) & (t <= end) & (np.abs(values) <= tablecheck.SAMPLE_LIMIT)
     if slot is not None:
         keep &= _column(run, table, "process") == slot
     return values[keep]
@@ -127,12 +131,18 @@ def _step_means(w: Window) -> tuple[float, float]:
         return NAN, NAN
     if w.slot not in names:
         return NAN, NAN
-    t = t.astype(float)
+    try:
+        t, warmup, *copies = (c.astype(float) for c in (t, warmup, *copies))
+    except (
+        TypeError,
+        ValueError,
+    ):  # text where a number goes ("0x10"): no evidence from this table
+        return NAN, NAN
     inside = (codes == names.index(w.slot)) & (warmup != 1) & (t >= w.start) & (t <= w.end)
     count = int(np.count_nonzero(inside))
     if not count:
         return NAN, NAN
-    copy_s, copy_bytes = (float(np.nansum(c[inside].astype(float))) / count for c in copies)
+    copy_s, copy_bytes = (float(np.nansum(c[inside])) / count for c in copies)
     return copy_s, copy_bytes
 
 

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 T_LIMIT_S = 1e8  # seconds of run time either way (three years)
 STEP_LIMIT = 2**53  # step numbers a float holds exactly
+# A sampled table's (device, processes, host) value beyond this either way is no measurement: no utilisation, size,
+# byte rate, power or temperature gpumon samples comes near it (a petabyte a second); such a value reads as unknown.
+SAMPLE_LIMIT = 1e15
 # Each number of a step row and its bounds (beyond them: NaN, "not recorded")
 BOUNDS = {
     "t": (-T_LIMIT_S, T_LIMIT_S),

@@ -15,6 +15,7 @@ from gpumon.commands.base import EPILOG, Command
 from gpumon.commands.sessionargs import MONITOR, OPTIONS, add_session_options, given
 from gpumon.console import stopsignals
 from gpumon.core.jobs import lifeline
+from gpumon.core.records.printable import printable
 from gpumon.errors import GpumonError, UsageError
 
 # In the order ``gpumon --help`` lists them.
@@ -149,7 +150,8 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     except (
         GpumonError
     ) as exc:  # bad input (2) or a failure of the machine (1): one line, no traceback
-        print(f"gpumon: error: {exc}", file=sys.stderr)
+        # escaped: a message quotes paths, names and values from outside (a runs folder named with an ESC)
+        print(f"gpumon: error: {printable(exc)}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
         return 130

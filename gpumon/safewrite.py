@@ -14,8 +14,9 @@ opens a file for writing). Two kinds of write:
 - **Kept** (:func:`open_append`, :func:`open_lock`): a file kept between runs (a log appended to, a lock
   file), opened ``O_NOFOLLOW`` and refused unless it is a plain file.
 
-Before either, the destination is checked: a destination that is a symbolic link, or a folder another user
-could write into (owned by another user, or writable by group or others without the sticky bit), is
+Before either, the destination is checked: a destination that is a symbolic link, a folder another user
+could write into (owned by another user, or writable by group or others without the sticky bit), or a folder
+reached through a symbolic link another user owns (they could point it anywhere of yours), is
 refused in one line (:class:`UnsafeDestination`, exit status 2) and nothing is written. A destination that
 exists is replaced only when the caller says so (``replace=True``; commands pass their ``--force``).
 """
@@ -41,8 +42,34 @@ class UnsafeDestination(UsageError):
     """A destination gpumon refuses to write: a symlink, a folder others can write, or an existing file."""
 
 
+def _foreign_link(folder: Path) -> str | None:
+    """Why ``folder``'s path is unsafe to follow: one of its components is a symbolic link another user (not root)
+    owns, so that user chooses where a write lands; None when none is."""
+    me = os.geteuid()
+    path = Path(os.path.abspath(folder))
+    for part in (*reversed(path.parents), path):
+        try:
+            st = os.lstat(part)
+        except OSError:
+            return None  # missing from here on: nothing to follow
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in (me, 0):
+            return f"{part} is a symbolic link of another user (uid {st.st_uid}): not followed"
+    return None
+
+
+def refuse_foreign_link(folder: Path) -> None:
+    """UnsafeDestination when ``folder``'s path goes through a symbolic link another user owns: call it before
+    creating anything there (a folder made with ``mkdir`` would land wherever that user pointed the link)."""
+    link = _foreign_link(folder)
+    if link:
+        raise UnsafeDestination(link)
+
+
 def folder_problem(folder: Path) -> str | None:
     """Why gpumon must not write into ``folder`` (it may not exist yet: then None), else None."""
+    link = _foreign_link(folder)
+    if link:
+        return link
     try:
         st = os.stat(folder)
     except FileNotFoundError:
@@ -77,7 +104,9 @@ def check_destination(path: Path, *, replace: bool) -> None:
 
 
 def ensure_folder(folder: Path, mode: int = 0o755) -> Path:
-    """``folder``, created (with its parents) if missing; refused if it is unsafe to write into."""
+    """``folder``, created (with its parents) if missing; refused if it is unsafe to write into (a foreign link on
+    its path before anything is created through it)."""
+    refuse_foreign_link(folder)
     folder.mkdir(parents=True, exist_ok=True, mode=mode)
     problem = folder_problem(folder)
     if problem:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
+import itertools
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,12 +30,16 @@ from gpumon.analysis.predict_model import (
     predict_pair,
 )
 from gpumon.core.store.calibration import Calibration
+from gpumon.core.records.plainfile import open_plain
 from gpumon.errors import UsageError
 from gpumon.analysis.predict import read_jobs, gpu_model
 from gpumon.core.interference.evidence import device_identity
 from gpumon.core.store.trace import TraceError, load_run
 from gpumon.core.store import calibration
 
+MAX_PAIRS = (
+    1000  # rows of a --from-pairs CSV (each reads two runs; tests/data/h100_pairs.json holds 16)
+)
 GRID: dict[str, list[dict[str, float]]] = {
     TIMESLICE: [
         {"slice_s": t * 1e-3, "switch_s": s * 1e-3, "util_scale": k / 100}
@@ -79,12 +85,15 @@ def fit(pairs: Sequence[Measured], mode: str, base: Constants = DEFAULT) -> tupl
 
 
 def _read_rows(path: Path) -> list[dict[str, str]]:
-    """The rows of the pairs CSV ``path``; UsageError when it cannot be read or lacks the columns."""
+    """The rows of the pairs CSV ``path`` (at most ``MAX_PAIRS``: each reads two runs); UsageError when it cannot be
+    read, lacks the columns or holds more."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+        with io.TextIOWrapper(open_plain(path), encoding="utf-8", newline="") as f:
+            rows = list(itertools.islice(csv.DictReader(f), MAX_PAIRS + 1))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UsageError(f"--from-pairs {path}: {exc}") from None
+    if len(rows) > MAX_PAIRS:
+        raise UsageError(f"--from-pairs {path}: more than {MAX_PAIRS} pairs (a fit needs tens)")
     needed = ("run_a", "run_b", "r_a", "r_b")
     if not rows or any(k not in rows[0] for k in needed):
         raise UsageError(

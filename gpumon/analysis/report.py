@@ -33,7 +33,7 @@ from gpumon.analysis.text import (
     why_evidence,
     why_rows,
 )
-from gpumon.core.store.trace import Run
+from gpumon.core.store.trace import Run, refuse_run_folder
 from gpumon.errors import EnvironmentFailure
 from gpumon.extras import ANALYSIS, install_hint, installed
 from gpumon.safewrite import ensure_folder, replacing_together
@@ -54,7 +54,9 @@ def write_report(
 ) -> list[Path]:
     """Write the report files into ``out_dir`` (created if needed), all or none; returns their paths.
 
-    Files already there are replaced only when ``replace`` (``--force``); a symlinked one never is."""
+    Files already there are replaced only when ``replace`` (``--force``); a symlinked one never is, nor is a
+    folder in one of ``runs`` written into."""
+    refuse_run_folder(out_dir, runs)
     try:
         ensure_folder(out_dir)
     except OSError as exc:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import IO, Any, Callable
 
+from gpumon.core.records import childmsg
+from gpumon.core.records.decode import Refused
 from gpumon.core.records.enums import ShareKind
 from gpumon import __version__
 from gpumon.analysis import calibration as measure
@@ -82,7 +84,12 @@ class Probe:
             raise CalibrationFailed(
                 f"a calibration probe {why}" + (f": {tail[0].strip()}" if tail else "")
             )
-        data = json.loads(line)
+        try:
+            data = childmsg.probe_answer(line)
+        except Refused as exc:
+            raise CalibrationFailed(
+                f"a calibration probe said something else than an answer: {exc}"
+            ) from None
         if data.get("error"):
             raise CalibrationFailed(f"a calibration probe failed: {data['error']}")
         return data

@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpumon.core.jobs import mps
+from gpumon.core.records import childmsg
+from gpumon.core.records.decode import Refused
+from gpumon.core.records.printable import printable
 from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
 from gpumon.console.color import use_color
 from gpumon.core.jobs.interpreter import ENV_PYTHON, WorkloadPython, choose
@@ -247,8 +250,8 @@ def check_torch(python: WorkloadPython | None = None) -> Check:
         return Check("torch", FAIL, f"{who} cannot run: {exc.strerror or exc}", base)
     lines = done.stdout.strip().splitlines()
     try:
-        info = json.loads(lines[-1]) if lines else {}
-    except json.JSONDecodeError:
+        info = childmsg.torch_report(lines[-1]) if lines else {}
+    except Refused:
         info = {}
     if not info:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -367,13 +370,13 @@ def render_text(
         return f"\033[{colors[level]}m{text}\033[0m" if color else text
 
     lines = [title]
-    for c in checks:
-        lines.append(f"  {tag(c.level)} {c.summary}")
-        lines.extend(f"         {note}" for note in c.notes)
+    for c in checks:  # escaped: a summary quotes what a child, NVML or a path said
+        lines.append(f"  {tag(c.level)} {printable(c.summary)}")
+        lines.extend(f"         {printable(note)}" for note in c.notes)
     warnings = sum(c.level == WARN for c in checks)
     if ok:
         lines.append(f"{ready}{f' ({warnings} warning(s))' if warnings else ''}")
     else:
-        failed = "; ".join(c.summary for c in checks if c.level == FAIL)
+        failed = "; ".join(printable(c.summary) for c in checks if c.level == FAIL)
         lines.append(f"{not_ready}: {failed}")
     return "\n".join(lines)

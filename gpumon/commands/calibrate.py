@@ -11,6 +11,7 @@ from typing import Any
 
 from gpumon.errors import UsageError
 from gpumon.core.jobs.interpreter import ENV_PYTHON, choose
+from gpumon.core.records.printable import printable
 
 DESCRIPTION = """\
 Measure the constants gpumon predict needs for this GPU model, in under a minute,
@@ -97,19 +98,20 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 
 def render(data: dict[str, Any], path: Path) -> list[str]:
-    """The calibration as text."""
+    """The calibration as text (the GPU's name escaped: --from-pairs takes it from run.json files)."""
+    gpu = printable(data["gpu"])
     constants = ", ".join(
         f"{NAMES[k][0]} {v * NAMES[k][1]:.3g}{(' ' + NAMES[k][2]) if NAMES[k][2] else ''}"
         for k, v in data["constants"].items()
         if k in NAMES
     )
     lines = [
-        f"calibrated {data['gpu']}: {constants}",
-        f"  stored in {path}; gpumon predict uses it for runs on {data['gpu']}",
+        f"calibrated {gpu}: {constants}",
+        f"  stored in {printable(path)}; gpumon predict uses it for runs on {gpu}",
     ]
     mps = data.get("details", {}).get("mps")
     if isinstance(mps, str):
-        lines.append(f"  MPS {mps}")
+        lines.append(f"  MPS {printable(mps)}")
     return lines
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.errors import UsageError
+from gpumon.core.records.printable import printable
 
 CPU_WINDOW_S = (
     0.5  # the host's CPU use is measured over this long (a first psutil reading is always 0)
@@ -53,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
         "processes": processes if devices else _top_cpu(args.top),
         "processes_are": "gpu" if devices else "host top cpu",
     }
-    print(json.dumps(snap, indent=2, allow_nan=False) if args.json else "\n".join(_text(snap)))
+    if args.json:
+        print(json.dumps(snap, indent=2, allow_nan=False))
+    else:  # each line escaped: a process's command, its user or a run's label is anyone's text (exec -a $'\e]0;')
+        print("\n".join(printable(line) for line in _text(snap)))
     return 0
 
 

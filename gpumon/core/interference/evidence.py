@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from gpumon.core.interference.attribution import Box, Side, link_capacity
 from gpumon.core.records.machine import GpuInfo
 from gpumon.core.store.stepchunks import window_sums
+from gpumon.core.store import tablecheck
 from gpumon.core.store.trace import TABLES, Run, TraceError, csv_columns
 
 if TYPE_CHECKING:
@@ -107,7 +108,10 @@ def window_values(
     import numpy as np
 
     t, values = _column(run, table, "t"), _column(run, table, column)
-    keep = (t >= start) & (t <= end) & ~np.isnan(values)
+    with np.errstate(
+        invalid="ignore"
+    ):  # NaN: not known; beyond SAMPLE_LIMIT (1e308): no measurement
+        keep = (t >= start) & (t <= end) & (np.abs(values) <= tablecheck.SAMPLE_LIMIT)
     if slot is not None:
         keep &= _column(run, table, "process") == slot
     return values[keep]

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -223,6 +224,7 @@ class Launcher:
         env = self._child_env(slot, request, probe_w, default_threads, gpumon_path)
         env.update(extra_env or {})
         self.bus.publish(WorkloadState(slot, "starting", self.clock.now()))
+        launched_ns = time.monotonic_ns()  # no step of this child can end before it
         try:
             popen = subprocess.Popen(
                 request.argv,
@@ -243,7 +245,7 @@ class Launcher:
         with self._lock:
             workload.popen, workload.pid, workload.start_t = popen, popen.pid, self.clock.now()
             stopped_meanwhile = workload.stop_requested
-        self.listener.watch(probe_r, slot, "probe")
+        self.listener.watch(probe_r, slot, "probe", since_ns=launched_ns)
         output_closed = self.listener.watch(out_r, slot, "output")
         job = {"spec": request.spec, "kind": request.kind, "argv": list(request.argv)}
         self.bus.publish(WorkloadState(slot, "running", workload.start_t, pid=popen.pid, job=job))

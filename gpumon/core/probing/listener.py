@@ -47,6 +47,9 @@ DEFAULT_PIPE_BYTES = 65536
 class _Stream:
     slot: str
     kind: str
+    # a child gpumon launched: its steps end between its launch (CLOCK_MONOTONIC ns) and the read; None: a process
+    # gpumon did not start (its probe's history may predate the watch)
+    since_ns: int | None = None
     safe_bytes: int = DEFAULT_PIPE_BYTES // 4  # read before the pipe holds more than this
     buffer: bytes = b""
     closed: threading.Event = field(default_factory=threading.Event)
@@ -95,9 +98,11 @@ class Listener(threading.Thread):
         self.failure: str | None = None  # why this thread died, if it did (the run is then failed)
         self.wakeups = 0
 
-    def watch(self, fd: int, slot: str, kind: str) -> threading.Event:
-        """Read ``fd`` (``kind`` "probe" or "output") until EOF; the event is set at EOF."""
-        stream = _Stream(slot, kind)
+    def watch(self, fd: int, slot: str, kind: str, since_ns: int | None = None) -> threading.Event:
+        """Read ``fd`` (``kind`` "probe" or "output") until EOF; the event is set at EOF. ``since_ns``: when the
+        child writing it was launched (``time.monotonic_ns()``): a step row that ends before it, or after the line
+        is read, is no step of this child (one such row would stretch its rate over hours) and is refused."""
+        stream = _Stream(slot, kind, since_ns=since_ns)
         with self._lock:
             reading = self.failure is None
             if reading:
@@ -284,19 +289,22 @@ class Listener(threading.Thread):
         for line in lines:
             if line:
                 try:
-                    self._message(stream.slot, line)
+                    self._message(stream, line)
                 except Exception as exc:  # noqa: BLE001 - a bug on one message must not cost the next ones
                     log.exception("probe message failed")
                     self._refused(stream.slot, f"internal error {type(exc).__name__}")
 
-    def _message(self, slot: str, line: bytes) -> None:
+    def _message(self, stream: _Stream, line: bytes) -> None:
         """One probe line: its events published, or it is refused (counted, the first one per reason a notice)."""
+        slot = stream.slot
         try:
             message = probemsg.decode(line)
         except Refused as exc:
             self._refused(slot, str(exc))
             return
         if isinstance(message, probemsg.Steps):
+            if stream.since_ns is not None:
+                message = probemsg.within(message, stream.since_ns, time.monotonic_ns())
             self._steps(slot, message)
         elif isinstance(message, probemsg.Meta):
             self.bus.publish(WorkloadMeta(slot, message.pid, message.info))

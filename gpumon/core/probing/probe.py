@@ -435,7 +435,7 @@ def _amount(value: Any, high: float) -> Any:
         return None
     try:
         number = float(value) if not isinstance(value, (bool, str, bytes)) else math.nan
-    except (TypeError, ValueError, OverflowError):
+    except Exception:  # noqa: BLE001 - whatever the script's object raises (its __float__), never into the script
         return _REFUSED
     return number if 0 <= number <= high else _REFUSED
 
@@ -573,7 +573,11 @@ def copy(nbytes: int, device: str = "cpu") -> Iterator[None]:
     if not _get().enabled:
         yield
         return
-    if str(device).startswith("cuda"):
+    try:
+        on_cuda = str(device).startswith("cuda")
+    except Exception:  # noqa: BLE001 - a device object whose str() raises: timed on the host, never raised
+        on_cuda = False
+    if on_cuda:
         # never at import: the probe goes into scripts that may not use torch (+1.8 s CPU)
         import torch
 
@@ -589,7 +593,7 @@ def copy(nbytes: int, device: str = "cpu") -> Iterator[None]:
         return
     began = time.perf_counter_ns()
     yield
-    _get().add_copy(nbytes, (time.perf_counter_ns() - began) / 1e9)
+    add_copy(nbytes, (time.perf_counter_ns() - began) / 1e9)
 
 
 def meta(**info: Any) -> None:

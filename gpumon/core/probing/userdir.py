@@ -11,6 +11,8 @@ import os
 import stat
 from pathlib import Path
 
+from gpumon.safewrite import UnsafeDestination, refuse_foreign_link
+
 ENV_RUNTIME_DIR = "GPUMON_RUNTIME_DIR"
 
 
@@ -28,8 +30,13 @@ def runtime_dir_path() -> Path:
 
 
 def runtime_dir(subdir: str | None = None) -> Path:
-    """The runtime directory (or ``subdir`` in it), created 0700 and checked private."""
+    """The runtime directory (or ``subdir`` in it), created 0700 and checked private; never created through a
+    symbolic link another user owns (``$XDG_RUNTIME_DIR`` pointing into someone's folder)."""
     path = runtime_dir_path()
+    try:
+        refuse_foreign_link(path)
+    except UnsafeDestination as exc:
+        raise UserDirError(0, str(exc)) from None
     for directory in (path, path / subdir) if subdir else (path,):
         try:
             directory.mkdir(mode=0o700, parents=directory is path, exist_ok=True)

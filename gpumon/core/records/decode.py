@@ -9,9 +9,10 @@ a NaN that reaches arithmetic three modules later.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from gpumon.core.records.plainfile import read_plain
 
 MAX_DEPTH = 32  # nesting any gpumon file or message needs is under 8
 INT_LIMIT = 2**63  # integers beyond a signed 64-bit value are no count, time or size gpumon records
@@ -95,11 +96,10 @@ def _walk(value: Any, max_depth: int, numbers: bool) -> None:
 def read_json(path: Path, *, max_bytes: int, max_depth: int = MAX_DEPTH, walk: bool = True) -> Any:
     """The JSON file at ``path``, read through no symbolic link and never more than ``max_bytes`` of it.
 
-    OSError as ``open`` raises it (missing, unreadable, a symbolic link: ELOOP); Refused for its content.
+    OSError as ``open`` raises it (missing, unreadable, a symbolic link: ELOOP, not a plain file: a FIFO, a
+    folder); Refused for its content.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(max_bytes + 1)  # a directory: IsADirectoryError, an OSError as open's
+    data = read_plain(path, follow=False, max_bytes=max_bytes + 1)
     return loads(data, max_bytes=max_bytes, max_depth=max_depth, walk=walk)
 
 

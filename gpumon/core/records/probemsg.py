@@ -105,6 +105,17 @@ def _steps(pid: int, message: dict[str, Any]) -> Steps:
     return Steps(pid, good, len(rows) - len(good), reason, dropped)
 
 
+def within(message: Steps, low_ns: int, high_ns: int) -> Steps:
+    """``message`` with only the rows that end within [``low_ns``, ``high_ns``] (a launched child's steps end after
+    its launch and before they are read: the others are refused rows, with the reason)."""
+    kept = [row for row in message.rows if low_ns <= row.t_ns <= high_ns]
+    if len(kept) == len(message.rows):
+        return message
+    reason = message.reason or "a step row ends before its job started or after it was read"
+    bad = message.bad_rows + len(message.rows) - len(kept)
+    return Steps(message.pid, kept, bad, reason, message.dropped)
+
+
 def _row(row: object) -> StepRow:
     if type(row) is not list or len(row) != 7:
         raise Refused("a step row is not a list of 7 values")

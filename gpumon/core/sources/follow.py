@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.records.bus import Bus
+from gpumon.core.records.plainfile import open_plain
 from gpumon.core.records.model import (
     DeviceSample,
     HostSample,
@@ -30,7 +31,7 @@ from gpumon.core.records.model import (
     StepEvent,
 )
 from gpumon.core.store.runner import INTERRUPTED, RUNNING, run_status
-from gpumon.core.sources.replay import others_by_tick, record, workload_events
+from gpumon.core.sources.replay import of_a_job, others_by_tick, record, workload_events
 from gpumon.core.store.trace import TABLES, TraceError, load_live, load_run
 
 POLL_S = 0.25
@@ -52,7 +53,7 @@ class Tail:
 
     def lines(self) -> list[str]:
         try:
-            with open(self.path, "rb") as f:
+            with open_plain(self.path) as f:
                 f.seek(self.offset)
                 data = f.read()
         except FileNotFoundError:
@@ -242,7 +243,7 @@ class FollowSource:
         items: list[Any] = []
         for name, cls in RECORD_TABLES:
             where = self._tables[name].path
-            items += [record(cls, row, where) for row in self._tables[name].rows()]
+            items += [record(cls, row, where) for row in self._tables[name].rows() if of_a_job(row)]
         rows = self._others_held + self._others.rows()
         last_t = rows[-1]["t"] if rows else None
         self._others_held = [] if final else [r for r in rows if r["t"] == last_t]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gpumon.core.records.bus import Bus
+from gpumon.core.records.plainfile import read_plain
 from gpumon.core.records.model import (
     DeviceSample,
     GpuOthers,
@@ -35,6 +36,7 @@ from gpumon.core.records.model import (
 )
 from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.sources.stepgroups import StepGroups
+from gpumon.core.store import tablecheck
 from gpumon.core.store.trace import Run, TraceError, load_run
 
 AS_FAST_AS_POSSIBLE = math.inf
@@ -55,6 +57,12 @@ def _value(name: str, text: str) -> Any:
     return float(text) if text else math.nan
 
 
+def of_a_job(row: dict[str, str]) -> bool:
+    """Whether a table row is a job's (a steps or processes row naming another job is no job's: left out, as the
+    trace reader leaves it out, so a replay never shows a third job)."""
+    return "process" not in row or tablecheck.is_job(row["process"])
+
+
 def record(cls: type, row: dict[str, str], where: Path) -> Any:
     """One CSV row (column → text) of ``where`` as its record (a StepEvent, DeviceSample…)."""
     try:
@@ -64,13 +72,13 @@ def record(cls: type, row: dict[str, str], where: Path) -> Any:
 
 
 def _records(run: Run, table: str, cls: type) -> list[Any]:
-    return [record(cls, row, run.path / f"{table}.csv") for row in run.rows(table)]
+    return [record(cls, row, run.path / f"{table}.csv") for row in run.rows(table) if of_a_job(row)]
 
 
 def _log_lines(run: Run, slot: str) -> list[str]:
     path = run.path / "logs" / f"{slot}.out"
     try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return read_plain(path).decode("utf-8", errors="replace").splitlines()
     except FileNotFoundError:
         return []
     except OSError as exc:

@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from gpumon.core.records.model import StepEvent, field_of
+from gpumon.core.store import tablecheck
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -69,7 +70,8 @@ class StepGroups:
         columns = {name: table.column(name).to_pylist() for name in table.column_names}
         names = list(columns)
         fields = [field_of(n) for n in names]
-        return [
+        steps = (
             StepEvent(**{f: _value(n, v) for f, n, v in zip(fields, names, row)})
             for row in zip(*(columns[n] for n in names))
-        ]
+        )
+        return [step for step in steps if tablecheck.is_job(step.slot)]  # another name's: no step

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from gpumon.core.records.model import STEP_COLUMNS
+from gpumon.core.records.plainfile import open_plain
 from gpumon.errors import UsageError
 from gpumon.safewrite import ensure_folder, replacing
 
@@ -121,7 +122,7 @@ def _valid(path: Path, key: bytes) -> "pq.ParquetFile | None":
     try:
         import pyarrow.parquet as pq
 
-        copy = pq.ParquetFile(path, read_dictionary=["process"])
+        copy = pq.ParquetFile(open_plain(path), read_dictionary=["process"])
         schema = copy.schema_arrow
         meta = schema.metadata or {}
         if (meta.get(CSV_KEY), meta.get(LAYOUT_KEY)) != (key, LAYOUT):
@@ -194,7 +195,7 @@ def _stream(run_dir: Path, dest: Path, st: os.stat_result, integers: bool) -> bo
     schema = pa.schema(list(types.items()), metadata={CSV_KEY: _key(st), LAYOUT_KEY: LAYOUT})
     try:
         reader = pacsv.open_csv(
-            run_dir / "steps.csv",
+            open_plain(run_dir / "steps.csv"),
             read_options=pacsv.ReadOptions(block_size=BLOCK_BYTES, use_threads=False),
             convert_options=pacsv.ConvertOptions(
                 column_types=types, include_columns=list(STEP_COLUMNS), strings_can_be_null=True
@@ -219,7 +220,7 @@ def _plain(path: Path, size: int) -> bool:
     or another header, is left to the CSV reader, which says what is wrong)."""
     header = (",".join(STEP_COLUMNS) + "\n").encode()
     try:
-        with open(path, "rb") as f:
+        with open_plain(path) as f:
             if f.readline() != header:
                 return False
             f.seek(size - 1)

@@ -43,7 +43,13 @@ from gpumon.core.store import columnar
 from gpumon.core.store.runner import RunnerLock
 from gpumon.core.store.trace import Run, steps_summary
 from gpumon.errors import EnvironmentFailure
-from gpumon.safewrite import UnsafeDestination, open_new, replacing, write_bytes
+from gpumon.safewrite import (
+    UnsafeDestination,
+    open_new,
+    refuse_foreign_link,
+    replacing,
+    write_bytes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +145,9 @@ class CaptureError:
 
 
 def create_run_dir(runs_dir: Path, label: str, started: time.struct_time) -> Path:
-    """A new ``<runs>/<YYYYmmdd-HHMMSS>-<label>/`` (suffixed ``-2``, ``-3``... if taken)."""
+    """A new ``<runs>/<YYYYmmdd-HHMMSS>-<label>/`` (suffixed ``-2``, ``-3``... if taken); never through another
+    user's symbolic link."""
+    refuse_foreign_link(runs_dir)
     try:
         runs_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from gpumon.core.records.decode import read_json
+from gpumon.core.records.plainfile import read_plain
 from gpumon.core.records.enums import RunStatus
 from gpumon.core.records.model import (
     DEVICE_COLUMNS,
@@ -72,7 +73,7 @@ class TraceError(UsageError):
 def complete_text(path: Path) -> str:
     """The file's text up to its last newline (a torn last line is dropped)."""
     try:
-        data = path.read_bytes()
+        data = read_plain(path)
     except OSError as exc:
         raise TraceError(f"cannot read {path}: {exc.strerror}") from None
     end = data.rfind(b"\n")
@@ -156,7 +157,7 @@ class Run:
         bytes; decoding and encoding the 33 MB of an hour's steps.csv again took ~0.1 s)."""
         path = self.path / f"{table}.csv"
         try:
-            data = path.read_bytes()
+            data = read_plain(path)
         except OSError:
             return self.table_text(table).encode("utf-8")  # its error: missing or unreadable
         end = data.rfind(b"\n")
@@ -327,7 +328,8 @@ class Run:
 
 
 def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
-    """Each process's rows of ``steps`` in file order (the whole frame, uncopied, when it holds one process).
+    """Each job's rows of ``steps`` in file order (the whole frame, uncopied, when it holds one job); rows naming
+    no job (``tablecheck.is_job``) are left out.
 
     Taken column by column into a frame of one block per column: 2.5 times faster than ``DataFrame.take``,
     which goes through 2-D blocks (0.08 s against 0.2 s for the 1.4 M rows of an hour of two jobs).
@@ -339,6 +341,8 @@ def _split_by_process(steps: "pd.DataFrame") -> "dict[Any, pd.DataFrame]":
     codes = slots.cat.codes.to_numpy()
     out = {}
     for code, name in enumerate(slots.cat.categories):
+        if not tablecheck.is_job(name):
+            continue
         rows = np.flatnonzero(codes == code)
         if len(rows) == len(steps):
             out[name] = steps
@@ -547,7 +551,7 @@ def _ends_of(
         counted = tablecheck.counted(t, n, warmup)
         for code, slot in enumerate(names):
             at = np.flatnonzero(counted & (codes == code))
-            if not len(at):
+            if not len(at) or not tablecheck.is_job(slot):
                 continue
             ts = t[at]
             first = at[int(np.argmin(ts))]  # the first of equal times, as a stable sort leaves them
@@ -663,7 +667,7 @@ def _exclusive_ends_by_row(run: Run) -> dict[str, tuple[list[float], list[float]
     """``exclusive_ends`` with the csv module, row by row: a damaged row is skipped, the valid ones still count."""
     points: dict[str, list[tuple[float, int]]] = {}
     for r in run.rows("steps"):
-        if r["warmup"] == "1" or not r["t"] or not r["step"]:
+        if r["warmup"] == "1" or not r["t"] or not r["step"] or not tablecheck.is_job(r["process"]):
             continue
         point = tablecheck.step_point(r["t"], r["step"])
         if point is not None:  # else a damaged row: the valid ones still give the rate
@@ -756,6 +760,19 @@ def summary_of(run: Run) -> RunSummaryRecord:
     return made
 
 
+def refuse_run_folder(out_dir: Path, runs: Sequence[Run]) -> None:
+    """UsageError when ``out_dir`` is, or lies inside, one of the run directories ``runs`` a command reads: a reader
+    never writes where it reads (an export with --force into its own run would replace the run's tables)."""
+    target = os.path.realpath(out_dir)
+    for run in runs:
+        home = os.path.realpath(run.path)
+        if target == home or target.startswith(home + os.sep):
+            raise UsageError(
+                f"{out_dir} is in the run directory {run.path}, which this command reads: gpumon does not "
+                "write into a run it reads (choose another folder)"
+            )
+
+
 def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -> list[Path]:
     """Write each table as clean CSV (complete rows only) or Parquet into ``out_dir``, with the columns a notebook
     reads (``exportcolumns.export_columns``), and the run's run.json, all or nothing.
@@ -765,6 +782,7 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
     temporaries are renamed into place only once every one is complete, so a write that fails (a full disk, a
     read-only directory) leaves no truncated file behind, and no directory that this call created.
     """
+    refuse_run_folder(out_dir, [run])
     targets = [
         (table, out_dir / f"{table}.{fmt}")
         for table in TABLES
@@ -790,7 +808,7 @@ def export(run: Run, out_dir: Path, fmt: str = "csv", overwrite: bool = False) -
                 with batch.file(target, binary=fmt != "csv") as out:
                     _write_table(run, table, out, fmt)
             with batch.file(out_dir / "run.json", binary=True) as out:
-                out.write((run.path / "run.json").read_bytes())
+                out.write(read_plain(run.path / "run.json", follow=False))
     except (
         Exception
     ) as exc:  # a table that does not read (its TraceError) leaves nothing behind either

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpumon.core.records.decode import Refused, check_depth
+from gpumon.core.records.plainfile import read_plain
 from gpumon.core.records.share import SHARE_SYNTAX, parse_share
 from gpumon.errors import UsageError
 from gpumon.workloads.spec import DEVICE_PATTERN
@@ -433,8 +434,7 @@ def _decoded(text: str) -> dict[str, Any]:
 def load_spec(path: Path) -> ExperimentSpec:
     """The spec in ``path``: read at most MAX_BYTES, UTF-8, then ``parse_spec``; UsageError saying what is wrong."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+        raw = read_plain(path, max_bytes=MAX_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"cannot read experiment spec {path}: {exc.strerror}") from None
     if len(raw) > MAX_BYTES:

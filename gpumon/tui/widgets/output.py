@@ -9,16 +9,19 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widget import Widget
 
+from gpumon.core.records.printable import printable
 from gpumon.tui.view import View
 
-ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
+# OSC (a title, a clipboard write: ESC ] ... BEL or ESC \\) whole, CSI, then any other two-character escape
+ANSI = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def clean(line: str) -> str:
-    """What a terminal would leave of a line: the part after the last carriage return, no escapes."""
+    """What a terminal would leave of a line: the part after the last carriage return, no escapes; what is left
+    that is not printable (C1 controls, bidirectional overrides) escaped."""
     line = line.rsplit("\r", 1)[-1]
-    return CONTROL.sub("", ANSI.sub("", line)).expandtabs(4)
+    return printable(CONTROL.sub("", ANSI.sub("", line)).expandtabs(4))
 
 
 class Tail(Widget):

@@ -6,6 +6,7 @@ import math
 
 from rich.text import Text
 
+from gpumon.core.records.printable import printable
 from gpumon.tui.widgets.lines import TextBlock
 from gpumon.tui.view import ProcessRow
 
@@ -55,19 +56,19 @@ def _rate(value: float) -> str:
 
 
 def cells(row: ProcessRow) -> list[str]:
-    """The row's text per column, the command last."""
+    """The row's text per column, the command last (user and command escaped: anyone names their process)."""
     hidden = row.command is None
     return [
         row.mark,
         str(row.pid),
-        "hidden" if hidden else (row.user or UNKNOWN),
+        "hidden" if hidden else printable(row.user or UNKNOWN),
         _mib(row.gpu_mem_mib),
         _pct(row.sm_pct),
         _pct(row.cpu_pct),
         _mib(row.rss_mib),
         _elapsed(row.elapsed_s),
         _rate(row.iter_rate),
-        row.command if row.command is not None else "hidden (PID namespace)",
+        printable(row.command) if row.command is not None else "hidden (PID namespace)",
     ]
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from gpumon.analysis import distributions as dist
 from gpumon.analysis.rates import Curve, Window
+from gpumon.core.store import tablecheck
 from gpumon.core.store.stepchunks import StepChunk, scan, step_chunks
 from gpumon.core.store.trace import Run
 
@@ -135,6 +136,8 @@ def read_jobs(run: Run) -> dict[str, JobSteps]:
     ):  # and the evidence's sums by row group, from the same pass
         rows = _rows(chunk)
         for code, name in enumerate(chunk.names):
+            if not tablecheck.is_job(name):
+                continue  # a row naming no slot is no job's step (core/store/tablecheck.py)
             mine = chunk.codes == code
             if mine.any():
                 builders.setdefault(name, _Builder(chunk.table_rows)).add(chunk.group, mine, rows)

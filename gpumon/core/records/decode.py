@@ -98,9 +98,33 @@ def read_json(path: Path, *, max_bytes: int, max_depth: int = MAX_DEPTH, walk: b
     OSError as ``open`` raises it (missing, unreadable, a symbolic link: ELOOP); Refused for its content.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(max_bytes + 1)  # a directory: IsADirectoryError, an OSError as open's
+    try:
+        # a directory: IsADirectoryError, an OSError as open's
+        data = _read_at_most(fd, max_bytes + 1)
+    finally:
+        os.close(fd)
     return loads(data, max_bytes=max_bytes, max_depth=max_depth, walk=walk)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    """``fd``'s bytes up to its end or ``limit``, whichever comes first.
+
+    Asks for the size ``fstat`` gives (and one byte more, to meet the end) rather than for ``limit``: a buffer of
+    ``limit`` bytes (4 MiB for run.json) is allocated by every read that asks for it, which cost more than reading
+    and parsing a small file (``gpumon runs`` reads thousands).
+    """
+    # then 64 KiB at a time: a file that grew, or one without a size (a FIFO)
+    want = os.fstat(fd).st_size + 1
+    chunks: list[bytes] = []
+    got = 0
+    while got < limit:
+        chunk = os.read(fd, min(want, limit - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+        want = 1 << 16
+    return b"".join(chunks)
 
 
 def number(value: object, what: str, low: float, high: float) -> float:

@@ -5,7 +5,9 @@ frame on a big capture and on 10,000 runs, next to their floors measured in the 
         [--skip-replay] [--only runs compare export]
 
 Every command runs in a fresh process under ``/usr/bin/time`` (its wall time and peak RSS). The floors:
-json-loading every run.json of the runs folder, and ``pandas.read_csv`` of the capture's steps.csv. The data
+json-loading every run.json of the runs folder, and ``pandas.read_csv`` of the capture's steps.csv, each in a fresh
+process too (so both sides pay the interpreter's start; gpumon's side also its imports, byte-compiled first under
+``--root``/pycache, as an install byte-compiles them). The data
 goes under ``--root`` (never in the repository): a 5 M-step capture is ~0.26 GB of steps.csv, 15 M ~0.8 GB.
 
 The capture is a staggered pair written as gpumon writes it: the run's metadata, states and sampled tables
@@ -176,6 +178,8 @@ def bench_runs(root: Path, count: int, env: dict[str, str], rows: list[list[str]
     with run.json's summary and for runs recorded before it (their summaries computed once into the cache)."""
     folder = make_runs(root / "many", count)
     gpumon = [sys.executable, "-m", "gpumon"]
+    # lists model-run: byte-compiles what runs imports
+    measure([*gpumon, "runs", str(folder.parent)], env)
     floor_code = "import json, pathlib, sys; [json.loads(p.read_bytes()) for p in pathlib.Path(sys.argv[1]).glob('*/run.json')]"
     for kind in ("with summaries", "recorded before summaries"):
         if kind.startswith("recorded"):
@@ -285,6 +289,10 @@ def main() -> int:
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUMON_CACHE_DIR": str(args.root / "cache")}
+    # gpumon's modules byte-compiled, as an install has them and as the floor's json and pathlib are: without it
+    # (PYTHONDONTWRITEBYTECODE, set on some boxes) every command compiles gpumon's modules first
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(args.root / "pycache")
     rows: list[list[str]] = []
     if args.runs:
         bench_runs(args.root, args.runs, env, rows)

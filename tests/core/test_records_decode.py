@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpumon.core.records import probemsg
-from gpumon.core.records.decode import Refused, loads
+from gpumon.core.records.decode import Refused, loads, read_json
 from gpumon.core.records.enums import JobState, PcieMethod, RunStatus, ShareKind
 from gpumon.core.records.machine import GpuInfo, HostInfo
 
@@ -86,3 +89,54 @@ def test_a_probe_line_that_is_not_a_message_is_refused_with_why(line, reason):
     with pytest.raises(Refused) as refused:
         probemsg.decode(line)
     assert str(refused.value) == reason
+
+
+NUMBER = st.builds(
+    lambda sign, digits, fraction, exponent: f"{sign}{digits}{fraction}{exponent}",
+    st.sampled_from(["", "-"]),
+    st.sampled_from(["0", "1", "9" * 308, "1" + "0" * 308, "17"]),
+    st.sampled_from(["", ".5", ".000001"]),
+    st.sampled_from(["", "e5", "E-7", "e308", "e309", "E+400", "e-400"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(numbers=st.lists(NUMBER, min_size=1, max_size=4), text=st.text(max_size=8))
+def test_a_float_beyond_the_double_range_is_refused_however_it_is_written(numbers, text):
+    data = "[" + ", ".join([*numbers, json.dumps(text)]) + "]"
+    beyond = [n for n in numbers if math.isinf(float(n))]
+    for form in (data, data.encode()):
+        if beyond:
+            with pytest.raises(Refused, match="is out of range"):
+                loads(form, max_bytes=1 << 20, walk=False)
+        else:
+            assert loads(form, max_bytes=1 << 20, walk=False) == json.loads(data)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    size=st.integers(min_value=0, max_value=3 * (1 << 16)),
+    cap=st.sampled_from([10, 1 << 16, 1 << 17]),
+)
+def test_a_json_file_is_read_whole_up_to_its_cap_and_refused_beyond(tmp_path, size, cap):
+    path = tmp_path / "f.json"
+    path.write_bytes(b"[" + b" " * max(size - 2, 0) + b"]")
+    if path.stat().st_size > cap:
+        with pytest.raises(Refused, match=f"larger than {cap} bytes"):
+            read_json(path, max_bytes=cap)
+    else:
+        assert read_json(path, max_bytes=cap) == []
+
+
+def test_a_json_file_is_never_read_through_a_link_nor_from_a_folder_or_a_fifo(tmp_path):
+    (tmp_path / "real.json").write_text("{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    os.mkfifo(tmp_path / "fifo.json")
+    with pytest.raises(OSError):
+        read_json(tmp_path / "link.json", max_bytes=100)
+    with pytest.raises(OSError):
+        read_json(tmp_path, max_bytes=100)
+    with pytest.raises(OSError, match="not a plain file"):  # refused before a read: never a wait
+        read_json(tmp_path / "fifo.json", max_bytes=100)

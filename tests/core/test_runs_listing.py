@@ -10,8 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpumon.core.store import columnar, trace
+from gpumon.core.store import listing as listing_module
 from gpumon.core.store.listing import listing
 from gpumon.core.store.trace import DamagedRun, RunSummary
 from tests.tracegen import Job, write_run
@@ -83,8 +86,8 @@ def test_an_older_run_gets_its_summary_once_in_the_users_cache(tmp_path, monkeyp
 
     monkeypatch.setattr(trace, "steps_summary", read_again)
     shutil.rmtree(
-        columnar.cache_folder("listings")
-    )  # the row is made again, from run.json and the cache
+        columnar.cache_folder("listings"), ignore_errors=True
+    )  # the row is made again (a run.json this fresh is not kept anyway), from run.json and the cache
     (again,), _ = listing(tmp_path)
     assert again == first
     assert _files(run_dir) == before, "nothing written in the run directory"
@@ -103,3 +106,109 @@ def test_a_changed_run_json_is_read_again_and_a_damaged_one_listed(tmp_path):
     rows, _ = listing(tmp_path)
     assert isinstance(rows[0], DamagedRun) and "corrupt" in rows[0].problem
     assert isinstance(rows[1], RunSummary) and rows[1].label == "again"
+
+
+def _kept(runs_dir: Path) -> dict:
+    """The rows the listing cache of ``runs_dir`` keeps, by run name."""
+    where = columnar.user_cache_path(runs_dir, "listings", (), ".json")
+    assert where is not None
+    return json.loads(where.read_text())["runs"] if where.exists() else {}
+
+
+def _after_a_clock_tick(path: Path, scratch: Path) -> None:
+    """Wait until a file changed now gets a later ctime than ``path`` has (file times advance by clock ticks)."""
+    since = path.stat().st_ctime_ns
+    while True:
+        scratch.write_text("tick")
+        if scratch.stat().st_ctime_ns > since:
+            return
+
+
+def test_a_kept_row_is_read_again_when_run_json_changes_even_to_the_same_size_and_mtime(
+    tmp_path, monkeypatch
+):
+    runs = tmp_path / "runs"
+    (run_dir,) = _runs(runs, 1)
+    monkeypatch.setattr(listing_module, "FRESH_NS", -(10**12))  # every run.json counts as settled
+    (first,), _ = listing(runs)
+    assert first.label == "r0" and run_dir.name in _kept(runs)
+    meta_path = run_dir / "run.json"
+    before = meta_path.stat()
+    _after_a_clock_tick(meta_path, tmp_path / "scratch")
+    text = meta_path.read_text()
+    with open(meta_path, "r+") as f:  # in place: same inode, same size
+        f.write(text.replace('"label": "r0"', '"label": "x0"'))
+    os.utime(meta_path, ns=(before.st_atime_ns, before.st_mtime_ns))  # and the mtime set back
+    after = meta_path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    (again,), _ = listing(runs)
+    assert again.label == "x0", "a stale row was served"
+
+
+def test_a_run_json_changed_within_the_last_second_is_not_kept(tmp_path, monkeypatch):
+    (run_dir,) = _runs(tmp_path, 1)
+    listing(tmp_path)
+    assert run_dir.name not in _kept(tmp_path), (
+        "a run.json this fresh may change again within its tick"
+    )
+    monkeypatch.setattr(listing_module, "FRESH_NS", -(10**12))
+    listing(tmp_path)
+    assert run_dir.name in _kept(tmp_path)
+
+    def read_again(path):
+        raise AssertionError(f"{path} was read again")
+
+    monkeypatch.setattr(listing_module, "load_run", read_again)
+    (row,), _ = listing(tmp_path)
+    assert row.label == "r0" and row.steps == {"A": 20, "B": 15}
+
+
+@pytest.fixture(scope="module")
+def listed_runs(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("listed")
+    _runs(runs, 2)
+    (runs / "20261127-000009-damaged").mkdir()
+    (runs / "20261127-000009-damaged" / "run.json").write_text('{"schema": 1, "workloads": 3}')
+    return runs, listing(runs)
+
+
+CACHE_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    data=st.one_of(
+        CACHE_JSON,
+        st.fixed_dictionaries({"layout": st.just(listing_module.LAYOUT), "runs": CACHE_JSON}),
+        st.fixed_dictionaries(
+            {
+                "layout": st.just(listing_module.LAYOUT),
+                "runs": st.fixed_dictionaries(
+                    {
+                        "20261127-000001-r1": st.tuples(
+                            st.lists(st.integers(), max_size=5), CACHE_JSON
+                        )
+                    }
+                ),
+            }
+        ),
+    )
+)
+def test_whatever_the_listing_cache_holds_the_rows_are_those_of_the_runs(listed_runs, data):
+    runs, expected = listed_runs
+    where = columnar.user_cache_path(runs, "listings", (), ".json")
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text(json.dumps(data))
+    assert listing(runs) == expected

@@ -39,4 +39,24 @@ def open_plain(path: Path | str, *, follow: bool = True) -> BinaryIO:
 def read_plain(path: Path | str, *, follow: bool = True, max_bytes: int = -1) -> bytes:
     """The bytes of the plain file ``path`` (``open_plain``), at most ``max_bytes`` (-1: all)."""
     with open_plain(path, follow=follow) as f:
-        return f.read(max_bytes)
+        return f.read() if max_bytes < 0 else _read_at_most(f, max_bytes)
+
+
+def _read_at_most(f: BinaryIO, limit: int) -> bytes:
+    """``f``'s bytes up to its end or ``limit``, whichever comes first.
+
+    Asks for the size ``fstat`` gives (and one byte more, to meet the end) rather than for ``limit``: a buffer of
+    ``limit`` bytes (4 MiB for run.json) is allocated by every read that asks for it, which cost more than reading
+    and parsing a small file (``gpumon runs`` reads thousands).
+    """
+    want = os.fstat(f.fileno()).st_size + 1
+    chunks: list[bytes] = []
+    got = 0
+    while got < limit:
+        chunk = f.read(min(want, limit - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+        want = 1 << 16  # then 64 KiB at a time: a file that grew while read
+    return b"".join(chunks)

@@ -22,7 +22,7 @@ import os
 import pwd
 import socket
 import stat
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +99,14 @@ class RunnerInfo:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "pid": self.pid,
+            "started": self.started,
+            "uid": self.uid,
+            "user": self.user,
+            "host": self.host,
+            "detached": self.detached,
+        }
 
     @property
     def here(self) -> bool:

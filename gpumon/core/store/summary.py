@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumon.core.records.decode import INT_LIMIT
+
 MAX_SLOTS = 64  # a summary naming more jobs than this is not gpumon's: read as none
 
 
@@ -38,19 +40,21 @@ class RunSummaryRecord:
         if len(rates) > MAX_SLOTS or len(steps) > MAX_SLOTS:
             return None
         out_rates: dict[str, float] = {}
-        for slot, rate in rates.items():
+        for slot, rate in rates.items():  # keys are text: JSON's
+            kind = type(rate)
             if rate is None:
-                out_rates[str(slot)] = math.nan
+                out_rates[slot] = math.nan
             elif (
-                isinstance(rate, (int, float))
-                and not isinstance(rate, bool)
-                and math.isfinite(rate)
+                kind is float
+                and rate - rate == 0.0
+                or kind is int
+                and -INT_LIMIT < rate < INT_LIMIT
             ):
-                out_rates[str(slot)] = float(rate)
+                out_rates[slot] = float(
+                    rate
+                )  # finite (inf - inf is NaN); an int of any size would not convert
             else:
                 return None
-        if not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in steps.values()
-        ):
+        if not all(type(n) is int and 0 <= n < INT_LIMIT for n in steps.values()):
             return None
-        return cls(out_rates, {str(slot): n for slot, n in steps.items()})
+        return cls(out_rates, dict(steps))

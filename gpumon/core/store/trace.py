@@ -371,15 +371,15 @@ def _file_key(path: Path) -> bytes | None:
 
 def load_run(path: str | os.PathLike[str]) -> Run:
     """Open a run directory, checking that run.json is a gpumon trace of a known schema."""
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise TraceError(f"{root}: no such run directory")
+    root = (path if isinstance(path, Path) else Path(path)).expanduser()
     meta_path = root / "run.json"
     try:
         return Run(root, RunMeta.read(meta_path))
-    except FileNotFoundError:
-        raise TraceError(f"{root}: not a gpumon run (no run.json)") from None
-    except OSError as exc:
+    except OSError as exc:  # asked only now: ``gpumon runs`` opens thousands that are there
+        if not root.is_dir():
+            raise TraceError(f"{root}: no such run directory") from None
+        if isinstance(exc, FileNotFoundError):
+            raise TraceError(f"{root}: not a gpumon run (no run.json)") from None
         raise TraceError(f"cannot read {meta_path}: {exc.strerror}") from None
     except ValueError as exc:  # decode.Refused: what is wrong with its content
         raise TraceError(f"{meta_path}: {exc}") from None

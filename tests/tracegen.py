@@ -483,3 +483,14 @@ def exclusive(
         host_cpu=lambda t: wave(t, 40, 95),
         interval_s=0.5,
     )
+
+
+def write_pair(root: Path) -> Path:
+    """Two jobs alone (``x-A``: fcn, ``x-B``: gemm) and together (``s-AB``) under ``root``, each a run directory."""
+    write_run(root / "x-A", [Job("A", "fcn", ((12.0, 0.05),))])
+    write_run(root / "x-B", [Job("A", "gemm", ((12.0, 0.1),))])
+    write_run(
+        root / "s-AB",
+        [Job("A", "fcn", ((12.0, 0.08),)), Job("B", "gemm", ((12.0, 0.15),), pid=2000)],
+    )
+    return root

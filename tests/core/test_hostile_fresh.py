@@ -10,7 +10,6 @@ control characters.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import queue
@@ -19,25 +18,21 @@ import shutil
 import stat
 import threading
 import time
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpumon.cli import main
-from gpumon.core.probing.listener import Listener
 from gpumon.core.records import childmsg
-from gpumon.core.records.bus import Bus
-from gpumon.core.records.clock import RunClock
 from gpumon.core.records.decode import Refused, read_json
-from gpumon.core.records.model import StepEvent
 from gpumon.core.records.plainfile import NOT_PLAIN, read_plain
 from gpumon.core.store import trace
 from gpumon.core.store.trace import TraceError, load_run
 from gpumon.safewrite import UnsafeDestination, ensure_folder, write_text
-from tests.tracegen import Job, write_run
+from tests.inprocess_cli import cli
+from tests.piped import PipedListener
+from tests.tracegen import write_pair
 
 PROPERTY = settings(
     deadline=None,
@@ -55,28 +50,11 @@ HOSTILE_TEXT = st.text(
 )
 
 
-def cli(*args: str) -> tuple[int, str, str]:
-    """The real CLI in this process: (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two jobs alone (x-A, x-B) and together (s-AB), each a real run directory."""
     root = tmp_path_factory.mktemp("pair")
-    write_run(root / "x-A", [Job("A", "fcn", ((12.0, 0.05),))])
-    write_run(root / "x-B", [Job("A", "gemm", ((12.0, 0.1),))])
-    write_run(
-        root / "s-AB",
-        [Job("A", "fcn", ((12.0, 0.08),)), Job("B", "gemm", ((12.0, 0.15),), pid=2000)],
-    )
-    return root
+    return write_pair(root)
 
 
 def _copy(pair: Path, tmp: Path) -> Path:
@@ -246,26 +224,14 @@ def test_compare_report_into_a_run_it_reads_is_refused_and_the_run_kept(pair, tm
 @PROPERTY
 @given(offsets=st.lists(st.sampled_from(["before", "after", "inside"]), min_size=1, max_size=8))
 def test_a_launched_childs_step_rows_outside_its_life_are_refused_the_rest_kept(offsets):
-    bus, clock = Bus(), RunClock.start()
-    steps: queue.SimpleQueue[StepEvent] = queue.SimpleQueue()
-    bus.subscribe(steps.put, StepEvent)
-    listener = Listener(bus, clock)
-    listener.start()
-    r, w = os.pipe()
     launched = time.monotonic_ns()
-    closed = listener.watch(r, "A", "probe", since_ns=launched)
+    piped = PipedListener(since_ns=launched)
     when = {"before": launched - 10**12, "after": launched + 10**15, "inside": launched + 1}
     rows = [[i, when[o], 1000, 8, 0, 0, None] for i, o in enumerate(offsets)]
-    with os.fdopen(w, "wb") as f:
-        f.write(json.dumps({"v": 1, "pid": 9, "type": "steps", "rows": rows}).encode() + b"\n")
-    assert closed.wait(30)
-    listener.stop()
-    listener.join(30)
-    got = []
-    while not steps.empty():
-        got.append(steps.get().step)
+    message = json.dumps({"v": 1, "pid": 9, "type": "steps", "rows": rows}).encode() + b"\n"
+    got = [s.step for s in piped.feed(message)]
     assert got == [i for i, o in enumerate(offsets) if o == "inside"]
-    assert listener.refused.get("A", 0) == len(offsets) - len(got)
+    assert piped.listener.refused.get("A", 0) == len(offsets) - len(got)
 
 
 # --- a folder reached through another user's symbolic link --------------------------------------------------------

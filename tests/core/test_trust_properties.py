@@ -4,25 +4,19 @@ no valid step. Real pipes, a real listener thread, real files, the real CLI in t
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import queue
 import shutil
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpumon.cli import main
-from gpumon.core.probing.listener import Listener
-from gpumon.core.records.bus import Bus
-from gpumon.core.records.clock import RunClock
-from gpumon.core.records.model import StepEvent
 from gpumon.core.store import calibration
-from tests.tracegen import Job, write_run
+from tests.inprocess_cli import cli
+from tests.piped import PipedListener
+from tests.tracegen import write_pair
 
 PROPERTY = settings(
     deadline=None,
@@ -91,38 +85,15 @@ def _good(step: int, t_ns: int) -> bytes:
 @PROPERTY
 @given(bad=st.lists(BAD_LINE, min_size=1, max_size=12))
 def test_any_bytes_on_the_probe_pipe_lose_no_valid_step_and_never_stop_the_listener(bad):
-    bus, clock = Bus(), RunClock.start()
-    steps: queue.SimpleQueue[StepEvent] = queue.SimpleQueue()
-    bus.subscribe(steps.put, StepEvent)
-    listener = Listener(bus, clock)
-    listener.start()
-    r, w = os.pipe()
-    closed = listener.watch(r, "A", "probe")
+    piped = PipedListener()
+    t0 = piped.clock.t0_ns
     lines = []
     for i, line in enumerate(bad):
-        lines += [_good(i, clock.t0_ns + i), line]
-    lines.append(_good(len(bad), clock.t0_ns + len(bad)))
-    with os.fdopen(w, "wb") as f:
-        f.write(b"\n".join(lines) + b"\n")
-    assert closed.wait(30)
-    listener.stop()
-    listener.join(30)
-    got = []
-    while not steps.empty():
-        got.append(steps.get())
+        lines += [_good(i, t0 + i), line]
+    lines.append(_good(len(bad), t0 + len(bad)))
+    got = piped.feed(b"\n".join(lines) + b"\n")
     assert [s.step for s in got if s.pid == 9] == list(range(len(bad) + 1))
-    assert listener.failure is None and not listener.is_alive()
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    """The real CLI in this process: (exit status, stdout, stderr); SystemExit counts as its status."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
+    assert piped.listener.failure is None and not piped.listener.is_alive()
 
 
 def assert_clean(code: int, err: str, what: str) -> None:
@@ -139,13 +110,7 @@ def assert_clean(code: int, err: str, what: str) -> None:
 def valid_pair(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two jobs alone (x-A, x-B) and together (s-AB)."""
     root = tmp_path_factory.mktemp("valid")
-    write_run(root / "x-A", [Job("A", "fcn", ((12.0, 0.05),))])
-    write_run(root / "x-B", [Job("A", "gemm", ((12.0, 0.1),))])
-    write_run(
-        root / "s-AB",
-        [Job("A", "fcn", ((12.0, 0.08),)), Job("B", "gemm", ((12.0, 0.15),), pid=2000)],
-    )
-    return root
+    return write_pair(root)
 
 
 def compare(root: Path) -> tuple[int, str, str]:

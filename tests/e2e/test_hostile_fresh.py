@@ -407,13 +407,7 @@ def _stop_attach_cases() -> dict[str, Callable[[Path], Attack]]:
         return Attack(["stop", "pair", "--timeout", "3"], procs=[sleeper], check=_alive(sleeper))
 
     def lock_link(w: Path) -> Attack:
-        holder = subprocess.Popen(
-            [sys.executable, "-c", "import fcntl, sys, time\n"
-             f"f = open({str(w / 'victim')!r}); fcntl.flock(f, fcntl.LOCK_EX)\n"
-             "print('held', flush=True); time.sleep(300)"],
-            stdout=subprocess.PIPE,
-        )  # fmt: skip
-        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        holder = _flock_holder(w / "victim")
         _recording(w, holder.pid)
         _link(w / "runs/pair/runner.lock", w / "victim")
         return Attack(["stop", "pair", "--timeout", "3"], procs=[holder], check=_alive(holder))
@@ -479,13 +473,7 @@ def _experiment_cases() -> dict[str, Callable[[Path], Attack]]:
         (w / "out/exp").mkdir()
         lock = w / "out/exp/.gpumon-experiment.lock"
         lock.write_text(json.dumps({"pid": 1, "user": ESC, "host": ESC, "command": ESC}))
-        holder = subprocess.Popen(
-            [sys.executable, "-c", "import fcntl, time\n"
-             f"f = open({str(lock)!r}, 'r+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
-             "print('held', flush=True); time.sleep(300)"],
-            stdout=subprocess.PIPE,
-        )  # fmt: skip
-        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        holder = _flock_holder(lock)
         return Attack(
             ["experiment", "q2_pairwise", "--out", str(w / "out/exp"), "--device", "cpu"],
             procs=[holder],
@@ -729,3 +717,15 @@ def test_a_jobs_escape_sequences_and_a_foreign_link_out(tmp_path):
         done = gpumon(*RUN, "--cmd", "true", "--out", str(tmp_path / "theirs"))
         assert done.returncode == 2 and "symbolic link of another user" in done.stderr, done.stderr
         assert list(mine.iterdir()) == []
+
+
+def _flock_holder(path: Path) -> subprocess.Popen:
+    """A process of the test's own holding an exclusive flock on ``path`` (opened for reading) until killed."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, time\n"
+         f"f = open({str(path)!r}); fcntl.flock(f, fcntl.LOCK_EX)\n"
+         "print('held', flush=True); time.sleep(300)"],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    return holder

@@ -96,10 +96,17 @@ MODULES: dict[str, Target] = {
     "analysis.spread": Target(
         "gpumon/analysis/spread.py", (CORE + "test_intervals_exact.py", CORE + "test_spread.py")
     ),
-    # Being rewritten on the predict branch: configured here so the tool can be re-run after the merge.
     "analysis.predict_model": Target(
         "gpumon/analysis/predict_model.py",
-        (CORE + "test_predict.py", CORE + "test_predict_crowded.py"),
+        (
+            CORE + "test_predict.py",
+            CORE + "test_predict_crowded.py",
+            CORE + "test_predict_phase.py",
+        ),
+    ),
+    "analysis.predict_phase": Target(
+        "gpumon/analysis/predict_phase.py",
+        (CORE + "test_predict_phase.py", CORE + "test_predict.py"),
     ),
     "core.store.recorder": Target(
         "gpumon/core/store/recorder.py",
@@ -129,6 +136,12 @@ MODULES: dict[str, Target] = {
     ),
     # stop_runner, moved out of core/store/runner.py (nothing under core/store signals)
     "core.jobs.runnerstop": Target("gpumon/core/jobs/runnerstop.py", (CORE + "test_runner.py",)),
+    # The PCIe readers, in the test's own process (the fake libnvidia-ml loaded there: tests/fakenvml/inprocess.py);
+    # tests/core/test_nvml.py's children are invisible to mutmut (it sees which test calls a function, and swaps it,
+    # in the test's process only).
+    "core.sources.nvmlpcie": Target(
+        "gpumon/core/sources/nvmlpcie.py", (CORE + "test_nvmlpcie.py",)
+    ),
     "core.jobs.beside": Target("gpumon/core/jobs/beside.py", (CORE + "test_beside_target.py",)),
     # Being refactored on the arch/firsthour branches: configured, re-run after the merge.
     "tui.widgets.interference": Target(

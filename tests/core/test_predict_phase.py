@@ -119,6 +119,28 @@ def test_two_turns_assumed_bring_the_h100_probe_constants_near_ten_percent():
 def test_partner_spec_follows_the_jobs_preset():
     assert partner_spec("fcn:preset=tiny,batch=8") == "gemm:preset=tiny"
     assert partner_spec("fcn") == "gemm" and partner_spec("") == "gemm"
+    # the options are everything after the first colon, colons in their values included
+    assert partner_spec("fcn:preset=tiny,note=a:b") == "gemm:preset=tiny"
+    assert partner_spec("fcn:note=a:b,preset=tiny") == "gemm:preset=tiny"
+
+
+def test_sharing_reads_the_kernels_through_the_gpus_constants_and_the_copies_apart():
+    """Worked by hand: kappa 0.5, u 0.6, T 10 ms, C 1 ms give G = 2.5 ms and H + C = 7.5 ms; a phase built from
+    m = 3 and sigma_j = 0.2 ms (T'_p = 15 ms, lambda * T'_p = 3.7 ms) reads back as those."""
+    c = Constants(slice_s=2e-3, switch_s=1e-4, util_scale=0.5)
+    solo = Solo(step_s=10e-3, busy=0.6, copy_s=1e-3)
+    step = 2.5e-3 + 3 * 2e-4 + 2 * (2e-3 + 2e-4) + 7.5e-3
+    assert step == pytest.approx(15e-3)
+    got = sharing(solo, Phase(step, 100.0, 100.0 * (1 - 3.7e-3 / step)), c)
+    assert got.turns == pytest.approx(3.0, rel=1e-9)
+    assert got.switch_s == pytest.approx(2e-4, rel=1e-6)
+    assert got.pressure_s == pytest.approx(3.7e-3, rel=1e-9)
+
+
+@pytest.mark.parametrize("step", [0.0, -1e-3, math.nan])
+def test_a_phase_without_a_step_time_gives_nothing(step: float):
+    got = sharing(Solo(step_s=10e-3, busy=0.5), Phase(step, 100.0, 50.0))
+    assert all(math.isnan(x) for x in (got.turns, got.switch_s, got.pressure_s))
 
 
 def test_predict_reads_a_phase_run_as_the_jobs_solo_capture_and_its_phase(

@@ -224,8 +224,12 @@ def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(shared_di
         assert (
             _status(_meta(run_dir), run_dir) == RUNNING
         )  # root may look at another user's descriptors
-        with pytest.raises(UsageError, match="belongs to user nobody"):
+        with pytest.raises(UsageError) as refused:
             stop_runner(run_dir, info)
+        assert str(refused.value) == (
+            "20260101-000000-theirs belongs to user nobody: you can stop your own runs only "
+            "(--any-user: also another user's)"
+        )
         assert psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
         assert stop_runner(run_dir, info, any_user=True)
         assert os.waitpid(pid, 0)[1] == signal.SIGTERM
@@ -245,8 +249,13 @@ def test_a_user_who_may_not_inspect_the_runner_reads_recording(shared_dir) -> No
         meta = _meta(run_dir)
         assert _status(meta, run_dir) == RUNNING
         assert fork_as_nobody(lambda: _status(meta, run_dir)) == RECORDING
-        assert fork_as_nobody(lambda: str(stop_runner(run_dir, info))).startswith("UsageError")
+        assert fork_as_nobody(lambda: str(stop_runner(run_dir, info))) == (
+            "UsageError: 20260101-000000-roots: its runner is another user's process; "
+            "you can stop your own runs only"
+        )
         assert proc.poll() is None
+        assert stop_runner(run_dir, info)  # its owner may
+        assert proc.wait() == -signal.SIGTERM
     finally:
         proc.kill()
         proc.wait()

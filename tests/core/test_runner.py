@@ -6,6 +6,7 @@ writes the run.json a capture writes (as the recorder does), and a victim is a p
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import pwd
@@ -13,8 +14,10 @@ import shutil
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 import pytest
@@ -238,6 +241,47 @@ def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(shared_di
         if pid:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+
+
+CAP_KILL = 5
+CAPABILITY_VERSION_3 = 0x20080522
+
+
+@contextmanager
+def without_cap_kill() -> Iterator[None]:
+    """This thread without CAP_KILL in its effective set (kept in its permitted set, and put back after): root that
+    may still look at any process (CAP_SYS_PTRACE), but not signal another user's."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (
+        ctypes.c_uint32 * 6
+    )()  # effective, permitted, inheritable of capabilities 0-31, then of 32-63
+    assert libc.capget(header, data) == 0, os.strerror(ctypes.get_errno())
+    effective = data[0]
+    data[0] = effective & ~(1 << CAP_KILL)
+    assert libc.capset(header, data) == 0, os.strerror(ctypes.get_errno())
+    try:
+        yield
+    finally:
+        data[0] = effective
+        assert libc.capset(header, data) == 0, os.strerror(ctypes.get_errno())
+
+
+@needs_root
+def test_a_runner_the_caller_may_inspect_but_not_signal_is_refused_in_words(shared_dir) -> None:
+    run_dir = shared_dir / "20260101-000000-unsignalled"
+    pid = hold_run_as_nobody(run_dir)
+    try:
+        info = RunnerInfo.from_json(_meta(run_dir)["runner"])
+        with without_cap_kill(), pytest.raises(UsageError) as refused:
+            stop_runner(run_dir, info, any_user=True)
+        assert str(refused.value) == (
+            f"20260101-000000-unsignalled: not permitted to signal its runner (pid {pid})"
+        )
+        assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE  # untouched
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
 
 
 @needs_root

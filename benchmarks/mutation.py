@@ -142,6 +142,9 @@ MODULES: dict[str, Target] = {
     "core.sources.nvmlpcie": Target(
         "gpumon/core/sources/nvmlpcie.py", (CORE + "test_nvmlpcie.py",)
     ),
+    "core.sources.nvmlprocs": Target(
+        "gpumon/core/sources/nvmlprocs.py", (CORE + "test_nvmlprocs.py",)
+    ),
     "core.jobs.beside": Target("gpumon/core/jobs/beside.py", (CORE + "test_beside_target.py",)),
     # Being refactored on the arch/firsthour branches: configured, re-run after the merge.
     "tui.widgets.interference": Target(

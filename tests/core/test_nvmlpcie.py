@@ -16,7 +16,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable, Iterator
 
-import pynvml
 import pytest
 
 from gpumon.core.sources.nvmlpcie import (
@@ -26,10 +25,10 @@ from gpumon.core.sources.nvmlpcie import (
     ThroughputPcie,
     choose_pcie,
 )
-from gpumon.core.sources.nvmlquery import NA, Calls, Device, Query
+from gpumon.core.sources.nvmlquery import Device
 from gpumon.core.sources.pcie import link_capacity_bps, poll_period_s
 from tests.fakenvml import build as fake
-from tests.fakenvml.inprocess import built, loaded
+from tests.fakenvml.inprocess import built, gpu0
 
 CAPACITY = link_capacity_bps(5, 16)
 assert CAPACITY is not None
@@ -58,16 +57,7 @@ def gpu(lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     """``start(scenario)``: NVML initialised on the fake running ``scenario``; its GPU 0 and the fake's clock."""
     monkeypatch.delenv("GPUMON_NO_GPM", raising=False)
     with ExitStack() as stack:
-
-        def start(scenario: str) -> tuple[Device, fake.Clock]:
-            clock = stack.enter_context(loaded(lib, tmp_path, scenario))
-            q = Query(pynvml)
-            assert q("init", pynvml.nvmlInitWithFlags, 0) is not NA
-            stack.callback(pynvml.nvmlShutdown)
-            handle = q("handle", pynvml.nvmlDeviceGetHandleByIndex, 0)
-            return Device(pynvml, q, handle, Calls.bind(pynvml)), clock
-
-        yield start
+        yield lambda scenario: gpu0(stack, lib, tmp_path, scenario)
 
 
 def chosen(dev: Device) -> tuple[GpmReader | None, object]:

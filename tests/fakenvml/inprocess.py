@@ -14,12 +14,13 @@ import ctypes
 import hashlib
 import os
 import shutil
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import pynvml
 
+from gpumon.core.sources.nvmlquery import NA, Calls, Device, Query
 from tests.fakenvml import build as fake
 
 ENV_KEYS = ("FAKENVML_SCRIPT", "FAKENVML_CLOCK", "FAKENVML_COSTS", "CUDA_VISIBLE_DEVICES")
@@ -70,3 +71,13 @@ def loaded(lib_dir: Path, work: Path, scenario: str) -> Iterator[fake.Clock]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def gpu0(stack: ExitStack, lib_dir: Path, work: Path, scenario: str) -> tuple[Device, fake.Clock]:
+    """NVML initialised on the fake running ``scenario`` until ``stack`` closes: its GPU 0, and the fake's clock."""
+    clock = stack.enter_context(loaded(lib_dir, work, scenario))
+    q = Query(pynvml)
+    assert q("init", pynvml.nvmlInitWithFlags, 0) is not NA
+    stack.callback(pynvml.nvmlShutdown)
+    handle = q("handle", pynvml.nvmlDeviceGetHandleByIndex, 0)
+    return Device(pynvml, q, handle, Calls.bind(pynvml)), clock

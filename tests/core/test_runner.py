@@ -195,10 +195,12 @@ def test_status_of_finished_old_garbled_and_foreign_runs(tmp_path) -> None:
 
 def test_the_lock_is_a_new_file_and_is_removed_once_released(tmp_path) -> None:
     lock = RunnerLock.take(tmp_path)
+    assert os.stat(tmp_path / LOCK_FILE).st_mode & 0o777 == 0o600  # its user's alone
     with pytest.raises(FileExistsError):
         RunnerLock.take(tmp_path)  # never one that is there already (a planted file or link)
     lock.release()
     assert not (tmp_path / LOCK_FILE).exists()
+    lock.release()  # once let go, a second release does nothing
     (tmp_path / LOCK_FILE).symlink_to(tmp_path / "elsewhere")
     with pytest.raises(UnsafeDestination, match="symbolic link"):
         RunnerLock.take(tmp_path)
@@ -282,6 +284,23 @@ def test_a_runner_the_caller_may_inspect_but_not_signal_is_refused_in_words(shar
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+@needs_root
+def test_a_runner_is_its_users_and_a_lock_file_another_user_owns_proves_nothing(shared_dir) -> None:
+    """root's runner in a directory given to nobody once it holds it: the run is root's while it runs, the
+    directory's after; a lock file given to another user (it must be the runner's user's) names no runner."""
+    nobody = pwd.getpwnam("nobody").pw_uid
+    run_dir = shared_dir / "20260101-000000-lent"
+    proc, info = hold_run(run_dir)
+    os.chown(run_dir, nobody, -1)
+    try:
+        assert run_owner(run_dir, info) == 0 and runner_process(run_dir, info) is not None
+        os.chown(run_dir / LOCK_FILE, nobody, -1)
+        assert runner_process(run_dir, info) is None and run_owner(run_dir, info) == nobody
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @needs_root

@@ -84,13 +84,23 @@ def test_choose_pcie_takes_gpm_else_the_counters_else_the_throughput_call(
     gpu: Start, extra: str, method: str | None, bits: int | None, period: float | None
 ) -> None:
     dev, _ = gpu(f"{DEVICE} {extra}" if extra.startswith("gpm") else f"{DEVICE}\n{extra}")
-    _, reader = chosen(dev)
+    gpm, reader = chosen(dev)
     if method is None:
         assert reader is None
+        # each method's query named as what failed for good (the throughput call's UNKNOWN only once)
+        assert dev.q.unsupported == {
+            "pcie_counters": "Not Supported",
+            **(
+                {"pcie_throughput": "Not Supported"} if "NOT_SUPPORTED" in extra.split()[-1] else {}
+            ),
+        }
         return
     expected = {"gpm": GpmPcie, "counters": CounterPcie, "throughput": ThroughputPcie}[method]
     assert type(reader) is expected
     assert (reader.method, reader.counter_bits, reader.poll_period_s) == (method, bits, period)
+    if gpm is not None and method == "gpm":
+        gpm.read(0.0)
+        assert reader.rates(0.0) == gpm.pcie  # GPM's PCIe metrics are all it needs
 
 
 @pytest.mark.parametrize(
@@ -118,6 +128,7 @@ def test_gpm_is_opened_unless_switched_off_split_by_mig_or_missing(
     with caplog.at_level(logging.INFO, logger="gpumon.core.sources.nvmlquery"):
         reader, why = GpmReader.open(dev)
     assert why == reason and (reader is None) == bool(reason)
+    assert dev.q.unsupported == ({"mig_mode": "Not Supported"} if "MigMode" in device else {})
     if reader is not None:
         assert reader.fields() == [*GPM_FIELDS, "tensor_active_pct"]
     # A GPU that answers that it has no GPM is logged (the other reasons are the caller's to say).
@@ -177,12 +188,19 @@ def test_gpm_that_fails_for_good_hands_pcie_back_to_the_chooser(gpu: Start) -> N
     assert type(choose_pcie(dev, reader, CAPACITY)) is CounterPcie
 
 
-def test_a_pcie_metric_gpm_lacks_makes_its_reader_answer_none(gpu: Start) -> None:
-    dev, clock = gpu(f"{DEVICE} gpm=1\nfail gpm:20 NOT_SUPPORTED")
+@pytest.mark.parametrize(("metric", "lacking"), [(21, 0), (20, 1)])  # RX, TX
+def test_a_pcie_metric_gpm_lacks_is_nan_and_its_reader_answers_none(
+    gpu: Start, metric: int, lacking: int
+) -> None:
+    dev, clock = gpu(
+        f"{DEVICE} gpm=1 pcie_rx_bps=58e9 pcie_tx_bps=5.2e9\nfail gpm:{metric} NOT_SUPPORTED"
+    )
     reader, _ = GpmReader.open(dev)
     assert reader is not None
     clock.set(0.5)
     reader.read(0.5)
+    assert math.isnan(reader.pcie[lacking])
+    assert reader.pcie[1 - lacking] == pytest.approx((58e9, 5.2e9)[1 - lacking], abs=MIB)
     assert GpmPcie(reader).rates(0.5) is None
 
 
@@ -213,6 +231,8 @@ def test_32bit_counters_are_read_between_ticks_only_when_their_poll_is_overdue(g
     clock.set(PERIOD_32)
     # a whole period since the poll: read now (the counters' step at 20 ms)
     assert reader.rates(PERIOD_32) == pytest.approx((58e9, 5.2e9), abs=50)
+    # 10 ms later: not read again, and no new counter step since the last rates
+    assert all(math.isnan(v) for v in reader.rates(PERIOD_32 + 0.01))
     clock.set(0.04)
     reader.poll(0.04)
     clock.set(0.06)
@@ -245,6 +265,17 @@ def test_a_counter_failing_once_keeps_the_method_and_for_good_hands_it_on(gpu: S
     assert type(choose_pcie(dev, None, CAPACITY)) is ThroughputPcie
 
 
+def test_counters_whose_call_turns_unsupported_hand_the_method_on(gpu: Start) -> None:
+    dev, clock = gpu(
+        f"{DEVICE} pcie_counter_bits=64\nfail nvmlDeviceGetFieldValues NOT_SUPPORTED after=0.5"
+    )
+    _, reader = chosen(dev)
+    assert isinstance(reader, CounterPcie) and reader.rates(0.0) is not None
+    clock.set(0.6)
+    assert reader.rates(0.6) is None
+    assert dev.q.unsupported == {"pcie_counters": "Not Supported"}
+
+
 def test_the_throughput_call_is_read_once_a_second_in_kib(gpu: Start) -> None:
     dev, clock = gpu(
         f"{DEVICE} pcie_rx_bps=4194816 pcie_tx_bps=1049088\n"  # 4096.5 and 1024.5 KB/s: whole KB/s read
@@ -261,3 +292,7 @@ def test_the_throughput_call_is_read_once_a_second_in_kib(gpu: Start) -> None:
     assert reader.rates(0.95) == (8388608.0, 1048576.0)
     clock.set(2.0)
     assert reader.rates(2.0) is None
+    assert dev.q.unsupported == {
+        "pcie_counters": "Not Supported",
+        "pcie_throughput": "Not Supported",
+    }

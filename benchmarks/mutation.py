@@ -142,6 +142,9 @@ MODULES: dict[str, Target] = {
     "core.sources.nvmlpcie": Target(
         "gpumon/core/sources/nvmlpcie.py", (CORE + "test_nvmlpcie.py",)
     ),
+    "core.sources.nvmlquery": Target(
+        "gpumon/core/sources/nvmlquery.py", (CORE + "test_nvmlquery.py", CORE + "test_nvmlpcie.py")
+    ),
     "core.sources.nvmlprocs": Target(
         "gpumon/core/sources/nvmlprocs.py", (CORE + "test_nvmlprocs.py",)
     ),

@@ -26,20 +26,19 @@ from tests.fakenvml import build as fake
 ENV_KEYS = ("FAKENVML_SCRIPT", "FAKENVML_CLOCK", "FAKENVML_COSTS", "CUDA_VISIBLE_DEVICES")
 
 
-def built(cache: Path) -> Path:
-    """The fake (full variant) built once per source under ``cache`` (a folder only this user can write)."""
+def built(cache: Path, variant: str = "full") -> Path:
+    """The fake (``variant``: build.VARIANTS) built once per source under ``cache`` (a folder only this user can
+    write); another process building it at the same time is harmless (its copy is as good)."""
     digest = hashlib.sha256(fake.SOURCE.read_bytes()).hexdigest()[:16]
-    lib_dir = cache / f"fakenvml-{digest}"
+    lib_dir = cache / f"fakenvml-{digest}-{variant}"
     if not (lib_dir / fake.LIBRARY).exists():
-        work = cache / f"fakenvml-{digest}.{os.getpid()}"
+        work = cache / f"fakenvml-{digest}-{variant}.{os.getpid()}"
         shutil.rmtree(work, ignore_errors=True)
-        fake.build(work)
+        fake.build(work, variant)
         try:
-            (work / "full").rename(
-                lib_dir
-            )  # another process may have won the race: its copy is as good
+            (work / variant).rename(lib_dir)
         except OSError:
-            pass
+            pass  # another process won the race
         shutil.rmtree(work, ignore_errors=True)
     return lib_dir
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from gpumon.analysis.compare import (
+    MAX_TEST_SAMPLES,
+    _thinned,
     EXCLUSIVE_PHASE,
     EXCLUSIVE_RUNS,
     _RunData,
@@ -1009,3 +1012,15 @@ def test_cannot_tell_with_too_few_steps_says_why_not_an_interval(tmp_path: Path)
     assert not c.pair.stp.has_interval and c.pair.verdict == "cannot tell"
     assert "straddles" not in said
     assert "and no interval: too few steps for one (the problems say which window)" in said
+
+
+def test_a_long_runs_samples_are_thinned_evenly_to_the_cap_first_and_last_kept():
+    """The distribution tests' samples of a run longer than MAX_TEST_SAMPLES steps (thousands of seconds of
+    steps; too long to capture in a test, so the thinning on its own)."""
+    at_cap = np.arange(MAX_TEST_SAMPLES, dtype=float)
+    assert _thinned(at_cap) is at_cap  # not copied
+    for n in (MAX_TEST_SAMPLES + 1, 2 * MAX_TEST_SAMPLES + MAX_TEST_SAMPLES // 2):
+        got = _thinned(np.arange(n, dtype=float))
+        assert len(got) == MAX_TEST_SAMPLES and (got[0], got[-1]) == (0.0, n - 1)
+        gaps = np.diff(got)
+        assert gaps.min() >= 1 and gaps.max() - gaps.min() <= 1  # in order, evenly spaced

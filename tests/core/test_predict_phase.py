@@ -17,8 +17,10 @@ from gpumon.analysis.predict_model import (
     UNCALIBRATED,
     Constants,
     Solo,
+    _arrivals,
     kernel_s,
     predict_pair,
+    turns,
 )
 from gpumon.analysis.predict_phase import Phase, partner_spec, sharing, with_phase
 from gpumon.core.store import calibration
@@ -177,3 +179,22 @@ def test_predict_reads_a_phase_run_as_the_jobs_solo_capture_and_its_phase(
     assert mps_job.rate == pytest.approx(40, rel=0.05) and math.isnan(mps_job.solo.turns)
     plain = load_run(staggered_pair(tmp_path / "plain", gpu=False))
     assert partner_phase(plain) is not None  # a CPU phase run reads too (it means little there)
+
+
+def test_measured_turns_are_at_least_one_and_set_how_often_a_turn_is_pending():
+    """Worked by hand: the job measured 3 turns a step (T' 15 ms), the other not (its kernels, 10 ms a step, need
+    5 slices of 2 ms, above k0 = 2); the job has a turn pending at 3 * 20 ms / (15 ms * 5) = 0.8 of the other's
+    turn ends, at every one when that exceeds 1."""
+    c = Constants(slice_s=2e-3, switch_s=1e-4, util_scale=1.0, turns=2.0)
+    job, other = Solo(step_s=0.01, busy=0.2, turns=3.0), Solo(step_s=0.02, busy=0.5)
+    assert turns(job, c) == 3.0 and turns(other, c) == pytest.approx(5.0)
+    assert (
+        turns(Solo(step_s=0.01, turns=1.5), c) == 1.5
+        and turns(Solo(step_s=0.01, turns=0.5), c) == 1.0
+    )
+    assert _arrivals(job, 0.015, other, 0.02, c) == pytest.approx(0.8)
+    assert (
+        _arrivals(job, 0.0075, other, 0.02, c) == 1.0
+    )  # 1.6: a turn pending at each of the other's
+    assert _arrivals(job, 0.0, other, 0.02, c) == 0.0  # no shared step: nothing pending
+    assert _arrivals(other, 0.015, job, 0.02, c) == 0.0  # unmeasured: its busy share alone says

@@ -8,7 +8,7 @@ listed test calls its function (counted as a survivor). Mutants that cannot chan
 *equivalent*: listed with the reason in ``benchmarks/mutation_equivalent.toml`` and left out of the
 score. The score is killed / (mutants - equivalent).
 
-    python benchmarks/mutation.py                      # every module (about 20 min on the 2-core VM)
+    python benchmarks/mutation.py                      # every module (hours on the 2-core VM: docs/testing.md)
     python benchmarks/mutation.py core.records.rates   # one module (or several; --list names them)
     python benchmarks/mutation.py --report --markdown  # no run: the last results, as docs/testing.md's tables
 

@@ -984,6 +984,17 @@ def test_a_slot_without_an_exclusive_run_takes_its_exclusive_phase(tmp_path: Pat
         "Baseline of A comes from the exclusive phase of the shared run (ab): no exclusive run of it was given."
         in c.notes
     )
+    # two shared runs: each one's phase, both named
+    again = write_run(
+        tmp_path / "ab2",
+        [Job("A", FCN, ((10.0, 0.025), (30.0, 0.05))), Job("B", GEMM, ((30.0, 0.1),), start=10.0)],
+    )
+    both = compare([load_run(xb)], [load_run(ab), load_run(again)], n_boot=50)
+    assert both.workload("A").exclusive_rate == pytest.approx(40.0)
+    assert (
+        "Baseline of A comes from the exclusive phase of the shared run (ab, ab2): no exclusive run of it was "
+        "given." in both.notes
+    )
     # both started together: A never ran alone, so without a run of its own it has no baseline
     together = write_run(
         tmp_path / "together", [Job("A", FCN, ((20.0, 0.05),)), Job("B", GEMM, ((20.0, 0.1),))]

@@ -118,6 +118,7 @@ def test_processes_are_listed_while_either_list_answers(
     )
     assert listed(dev.q, dev.calls.processes, dev.handle) == expected
     assert ProcessReader(dev).running() == (expected or {})
+    assert set(dev.q.unsupported) == {f"{kind.lower()}_processes" for kind in fails}
 
 
 def test_an_empty_gpu_answers_an_empty_list_not_none(gpu: Start) -> None:
@@ -148,6 +149,7 @@ def test_each_share_is_the_mean_of_the_samples_since_the_last_read_once_a_second
         4003: 300.0,
         4004: 400.0,
     }
+    assert all(m.pid == pid for pid, m in first.items())
     got = {pid: m.gpu_sm_util for pid, m in first.items()}  # the one sample at 0
     assert math.isnan(got.pop(4003)) and got == {4001: 10.0, 4002: 30.0, 4004: 0.0}
     clock.set(0.5)
@@ -165,6 +167,35 @@ def test_each_share_is_the_mean_of_the_samples_since_the_last_read_once_a_second
     # nothing newer (NOT_FOUND) and the last sample seen is recent: the shares hold
     assert shares(reader, None)[4001] == 50.0
     assert seen_us() == init_us() + 100_000_000
+
+
+def test_a_sample_of_100_percent_counts_and_one_above_does_not(gpu: Start) -> None:
+    dev, _ = gpu(
+        f"{DEVICE}\nproc pid=4001 mem_mib=100 sm_util=100\nproc pid=4002 mem_mib=100 sm_util=101"
+    )
+    got = shares(ProcessReader(dev), 0.0)
+    assert got[4001] == 100.0 and math.isnan(got[4002])
+
+
+def test_a_process_the_lists_miss_for_a_moment_keeps_its_share(gpu: Start) -> None:
+    dev, clock = gpu(
+        f"{DEVICE}\nproc pid=4001 mem_mib=100 sm_util=10\n"
+        "fail nvmlDeviceGetComputeRunningProcesses_v3 UNKNOWN after=0.5"
+    )
+    reader = ProcessReader(dev)
+    assert shares(reader, 0.0) == {4001: 10.0}
+    clock.set(0.5)
+    (only,) = reader.metrics(0.5).values()  # not listed now, but its share was read: still there
+    assert (only.pid, only.gpu_sm_util) == (4001, 10.0) and math.isnan(only.gpu_mem_mib)
+
+
+def test_without_the_devices_utilisation_the_shares_stay_as_read(gpu: Start) -> None:
+    dev, _ = gpu(
+        f"{DEVICE}\nproc pid=4001 mem_mib=100 sm_util=80\nproc pid=4002 mem_mib=100 sm_util=40\n"
+        "fail nvmlDeviceGetUtilizationRates NOT_SUPPORTED"
+    )
+    assert shares(ProcessReader(dev), 0.0) == {4001: 80.0, 4002: 40.0}  # 120 %: nothing to clamp to
+    assert dev.q.unsupported == {"utilization": "Not Supported"}
 
 
 def test_a_process_that_appears_is_read_at_once(gpu: Start) -> None:
@@ -217,6 +248,22 @@ def test_a_failed_read_forgets_the_shares_and_an_unsupported_one_is_never_made(
     assert shares(reader, 0.0) == {4001: 10.0}
     clock.set(1.0)
     assert math.isnan(shares(reader, 1.0)[4001])  # unknown now, not the old value
+    assert dev.q.unsupported == {}
+
+
+def test_utilisation_unsupported_mid_run_is_never_asked_again(gpu: Start) -> None:
+    dev, clock = gpu(
+        f"{DEVICE}\nproc pid=4001 mem_mib=100 sm_util=10\n"
+        "fail nvmlDeviceGetProcessUtilization NOT_SUPPORTED after=0.5"
+    )
+    reader = ProcessReader(dev)
+    assert shares(reader, 0.0) == {4001: 10.0}
+    asked = seen_us()
+    clock.set(1.0)
+    assert math.isnan(shares(reader, 1.0)[4001])
+    assert dev.q.unsupported == {"process_utilization": "Not Supported"}
+    clock.set(2.0)
+    assert math.isnan(shares(reader, 2.0)[4001]) and seen_us() == asked
 
 
 def test_probe_finds_what_is_unsupported_before_sampling(gpu: Start) -> None:

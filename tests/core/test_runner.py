@@ -312,6 +312,9 @@ def test_a_user_who_may_not_inspect_the_runner_reads_recording(shared_dir) -> No
         meta = _meta(run_dir)
         assert _status(meta, run_dir) == RUNNING
         assert fork_as_nobody(lambda: _status(meta, run_dir)) == RECORDING
+        # whose run it is: root's runner, proven here; nobody cannot tell, and reads the directory's owner (root too)
+        assert run_owner(run_dir, info) == 0
+        assert fork_as_nobody(lambda: run_owner(run_dir, info)) == "0"
         assert fork_as_nobody(lambda: str(stop_runner(run_dir, info))) == (
             "UsageError: 20260101-000000-roots: its runner is another user's process; "
             "you can stop your own runs only"

@@ -171,6 +171,54 @@ def test_an_older_driver_is_called_through_the_newest_symbols_it_has(
     assert q("graphics_processes", calls.processes["Graphics"], h) == []  # none of them graphics
 
 
+def test_only_a_missing_symbol_falls_back_and_none_left_is_for_good(
+    gpu_of: Callable[[str, str], tuple[Device, fake.Clock]], caplog: pytest.LogCaptureFixture
+) -> None:
+    dev, _ = gpu_of(
+        "v1_only",
+        f"{DEVICE}\nproc pid=4001 mem_mib=700\n"
+        "fail nvmlDeviceGetComputeRunningProcesses NOT_SUPPORTED\n"
+        "fail nvmlDeviceGetTemperature NOT_SUPPORTED",
+    )
+    q, nv, h = dev.q, dev.nv, dev.handle
+    newest = (
+        nv.nvmlDeviceGetComputeRunningProcesses_v3,
+        nv.nvmlDeviceGetComputeRunningProcesses_v2,
+    )
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        assert q("newest", newest, h) is NA  # neither symbol in this driver
+        assert (
+            q("compute_processes", dev.calls.processes["Compute"], h) is NA
+        )  # the v1 call refused
+        # an error other than a missing symbol is the answer, though an older symbol is there
+        assert (
+            q("temperature", (nv.nvmlDeviceGetTemperature, nv.nvmlDeviceGetTemperatureV), h, 0)
+            is NA
+        )
+    assert q.unsupported == {
+        "newest": "Function Not Found",
+        "compute_processes": "Not Supported",
+        "temperature": "Not Supported",
+    }
+    assert [m for m in logged(caplog) if "older version" in m] == [
+        "nvml: newest: nvmlDeviceGetComputeRunningProcesses_v3 missing, using an older version",
+        "nvml: compute_processes: nvmlDeviceGetComputeRunningProcesses_v3 missing, using an older version",
+        "nvml: compute_processes: nvmlDeviceGetComputeRunningProcesses_v2 missing, using an older version",
+    ]
+
+
+def test_an_undecodable_string_is_a_one_off_failure_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    q = Query(pynvml, where="GPU 1: ")
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        for _ in range(2):
+            assert q("name", lambda: b"GPU \xff".decode()) is NA
+    assert q.last_error == -1 and q.unsupported == {} and q.lost is None
+    assert logged(caplog) == ["nvml: GPU 1: name failed: undecodable string"]
+    assert repr(NA) == "NA"
+
+
 def test_the_process_utilisation_buffer_grows_to_what_the_driver_holds(gpu: Start) -> None:
     dev, clock = gpu(f"{DEVICE}\nproc pid=4001 sm_util=10\nproc pid=4002 sm_util=20")
     clock.set(
@@ -199,6 +247,8 @@ def test_a_cadence_is_due_once_a_period_with_slack() -> None:
     assert c.due(None) and c.due(0.0)  # no time: always due, and the next is due at once
     half = Cadence(1.0, slack=0.5)
     assert half.due(0.0) and half.due(0.5) and not half.due(0.9)
+    two = Cadence(2.0)
+    assert two.due(0.0) and not two.due(1.8) and two.due(1.9)
 
 
 def test_conversions() -> None:
@@ -209,6 +259,16 @@ def test_conversions() -> None:
     assert field_number(value) == 2.5
     value.valueType, value.value.uiVal = 1, 2**32 - 1
     assert field_number(value) == 2**32 - 1
+    for value_type, member, number_ in (
+        (2, "ulVal", 2**33 + 1),
+        (4, "sllVal", -(2**40)),
+        (5, "siVal", -7),
+        (6, "usVal", 65535),
+    ):
+        value.value.ullVal = 0
+        value.valueType = value_type
+        setattr(value.value, member, number_)
+        assert field_number(value) == number_
     assert mib(3 * MIB) == 3.0 and math.isnan(mib(None)) and math.isnan(mib(2**64 - 1))
     assert mib(2**64 - 2) == (2**64 - 2) / MIB
     assert number(7, 0.5) == 3.5 and number(7) == 7 and math.isnan(number(NA))

@@ -126,7 +126,7 @@ MODULES: dict[str, Target] = {
             CORE + "test_trace_reader.py",
             CORE + "test_roundtrip.py",
             CORE + "test_trace.py",
-            CORE + "test_steps_cache.py",
+            CORE + "test_columnar.py",
             CORE + "test_compare_reads.py",
         ),
     ),

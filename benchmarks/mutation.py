@@ -115,6 +115,8 @@ MODULES: dict[str, Target] = {
             CORE + "test_recorder_errors.py",
             CORE + "test_pipeline_recorder.py",
             CORE + "test_follow.py",
+            CORE
+            + "test_columnar.py",  # the columnar copy and run.json's summary, written at finalise
         ),
     ),
     # The reader's own tests; not test_trace_fuzz.py (hypothesis through the CLI, 11 s a mutant) nor test_analysis.py

@@ -8,7 +8,7 @@ listed test calls its function (counted as a survivor). Mutants that cannot chan
 *equivalent*: listed with the reason in ``benchmarks/mutation_equivalent.toml`` and left out of the
 score. The score is killed / (mutants - equivalent).
 
-    python benchmarks/mutation.py                      # every module (about 20 min on the 2-core VM)
+    python benchmarks/mutation.py                      # every module (hours on the 2-core VM: docs/testing.md)
     python benchmarks/mutation.py core.records.rates   # one module (or several; --list names them)
     python benchmarks/mutation.py --report --markdown  # no run: the last results, as docs/testing.md's tables
 
@@ -96,10 +96,17 @@ MODULES: dict[str, Target] = {
     "analysis.spread": Target(
         "gpumon/analysis/spread.py", (CORE + "test_intervals_exact.py", CORE + "test_spread.py")
     ),
-    # Being rewritten on the predict branch: configured here so the tool can be re-run after the merge.
     "analysis.predict_model": Target(
         "gpumon/analysis/predict_model.py",
-        (CORE + "test_predict.py", CORE + "test_predict_crowded.py"),
+        (
+            CORE + "test_predict.py",
+            CORE + "test_predict_crowded.py",
+            CORE + "test_predict_phase.py",
+        ),
+    ),
+    "analysis.predict_phase": Target(
+        "gpumon/analysis/predict_phase.py",
+        (CORE + "test_predict_phase.py", CORE + "test_predict.py"),
     ),
     "core.store.recorder": Target(
         "gpumon/core/store/recorder.py",
@@ -108,6 +115,8 @@ MODULES: dict[str, Target] = {
             CORE + "test_recorder_errors.py",
             CORE + "test_pipeline_recorder.py",
             CORE + "test_follow.py",
+            CORE
+            + "test_columnar.py",  # the columnar copy and run.json's summary, written at finalise
         ),
     ),
     # The reader's own tests; not test_trace_fuzz.py (hypothesis through the CLI, 11 s a mutant) nor test_analysis.py
@@ -119,7 +128,7 @@ MODULES: dict[str, Target] = {
             CORE + "test_trace_reader.py",
             CORE + "test_roundtrip.py",
             CORE + "test_trace.py",
-            CORE + "test_steps_cache.py",
+            CORE + "test_columnar.py",
             CORE + "test_compare_reads.py",
         ),
     ),
@@ -129,6 +138,18 @@ MODULES: dict[str, Target] = {
     ),
     # stop_runner, moved out of core/store/runner.py (nothing under core/store signals)
     "core.jobs.runnerstop": Target("gpumon/core/jobs/runnerstop.py", (CORE + "test_runner.py",)),
+    # The PCIe readers, in the test's own process (the fake libnvidia-ml loaded there: tests/fakenvml/inprocess.py);
+    # tests/core/test_nvml.py's children are invisible to mutmut (it sees which test calls a function, and swaps it,
+    # in the test's process only).
+    "core.sources.nvmlpcie": Target(
+        "gpumon/core/sources/nvmlpcie.py", (CORE + "test_nvmlpcie.py",)
+    ),
+    "core.sources.nvmlquery": Target(
+        "gpumon/core/sources/nvmlquery.py", (CORE + "test_nvmlquery.py", CORE + "test_nvmlpcie.py")
+    ),
+    "core.sources.nvmlprocs": Target(
+        "gpumon/core/sources/nvmlprocs.py", (CORE + "test_nvmlprocs.py",)
+    ),
     "core.jobs.beside": Target("gpumon/core/jobs/beside.py", (CORE + "test_beside_target.py",)),
     # Being refactored on the arch/firsthour branches: configured, re-run after the merge.
     "tui.widgets.interference": Target(

@@ -18,7 +18,7 @@ import pytest
 from gpumon.analysis.compare import compare_paths
 from gpumon.core.store import columnar
 from gpumon.core.store.columnar import STEPS_COLUMNAR
-from gpumon.core.store.trace import export, load_run, summarize
+from gpumon.core.store.trace import export, load_run, steps_summary, summarize
 from gpumon.errors import UsageError
 from tests.tracegen import Job, write_run
 
@@ -64,6 +64,20 @@ def test_the_recorder_writes_the_copy_once_and_it_reads_as_the_csv(tmp_path):
             assert from_copy[column].to_numpy(float) == pytest.approx(
                 from_csv[column].to_numpy(float), nan_ok=True
             ), column
+
+
+def test_the_recorder_writes_each_jobs_summary_into_run_json_once_final(tmp_path, caplog):
+    """What `gpumon runs` lists without reading the steps: each job's rate and step rows, in run.json."""
+    with caplog.at_level("WARNING", logger="gpumon.core.store.recorder"):
+        run_dir = write_run(
+            tmp_path / "r",
+            [Job(slot="A", phases=((5.0, 0.1),)), Job(slot="B", phases=((5.0, 0.25),), pid=7)],
+        )
+    assert not caplog.records  # the copy and the summary were written
+    written = json.loads((run_dir / "run.json").read_text())["summary"]
+    assert written["steps"] == {"A": 50, "B": 20}
+    assert written["rates"] == {"A": pytest.approx(10.0), "B": pytest.approx(4.0)}
+    assert written == steps_summary(load_run(run_dir)).to_json()
 
 
 def test_a_changed_csv_is_read_again(tmp_path):

@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from gpumon.analysis.compare import (
+    MAX_TEST_SAMPLES,
+    _thinned,
     EXCLUSIVE_PHASE,
     EXCLUSIVE_RUNS,
     _RunData,
@@ -981,6 +984,17 @@ def test_a_slot_without_an_exclusive_run_takes_its_exclusive_phase(tmp_path: Pat
         "Baseline of A comes from the exclusive phase of the shared run (ab): no exclusive run of it was given."
         in c.notes
     )
+    # two shared runs: each one's phase, both named
+    again = write_run(
+        tmp_path / "ab2",
+        [Job("A", FCN, ((10.0, 0.025), (30.0, 0.05))), Job("B", GEMM, ((30.0, 0.1),), start=10.0)],
+    )
+    both = compare([load_run(xb)], [load_run(ab), load_run(again)], n_boot=50)
+    assert both.workload("A").exclusive_rate == pytest.approx(40.0)
+    assert (
+        "Baseline of A comes from the exclusive phase of the shared run (ab, ab2): no exclusive run of it was "
+        "given." in both.notes
+    )
     # both started together: A never ran alone, so without a run of its own it has no baseline
     together = write_run(
         tmp_path / "together", [Job("A", FCN, ((20.0, 0.05),)), Job("B", GEMM, ((20.0, 0.1),))]
@@ -1009,3 +1023,15 @@ def test_cannot_tell_with_too_few_steps_says_why_not_an_interval(tmp_path: Path)
     assert not c.pair.stp.has_interval and c.pair.verdict == "cannot tell"
     assert "straddles" not in said
     assert "and no interval: too few steps for one (the problems say which window)" in said
+
+
+def test_a_long_runs_samples_are_thinned_evenly_to_the_cap_first_and_last_kept():
+    """The distribution tests' samples of a run longer than MAX_TEST_SAMPLES steps (thousands of seconds of
+    steps; too long to capture in a test, so the thinning on its own)."""
+    at_cap = np.arange(MAX_TEST_SAMPLES, dtype=float)
+    assert _thinned(at_cap) is at_cap  # not copied
+    for n in (MAX_TEST_SAMPLES + 1, 2 * MAX_TEST_SAMPLES + MAX_TEST_SAMPLES // 2):
+        got = _thinned(np.arange(n, dtype=float))
+        assert len(got) == MAX_TEST_SAMPLES and (got[0], got[-1]) == (0.0, n - 1)
+        gaps = np.diff(got)
+        assert gaps.min() >= 1 and gaps.max() - gaps.min() <= 1  # in order, evenly spaced

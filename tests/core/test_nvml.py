@@ -1213,24 +1213,6 @@ def test_clamp_counts_every_process_on_the_device(
     assert out["ours"] == {str(a): pytest.approx(60 * 100 / 150)}
 
 
-def test_clamp_rule() -> None:
-    from gpumon.core.sources.nvmlprocs import clamp_to_device
-
-    assert clamp_to_device({1: 60.0, 2: 44.0}, 100.0) == {1: 60.0, 2: 44.0}  # within the tolerance
-    # the tolerance is 5 points of SM: a sum of 105 % on a device at 100 % is read as is, 105.5 % is scaled
-    assert clamp_to_device({1: 60.0, 2: 45.0}, 100.0) == {1: 60.0, 2: 45.0}
-    assert clamp_to_device({1: 60.0, 2: 45.5}, 100.0) == pytest.approx(
-        {1: 60 * 100 / 105.5, 2: 45.5 * 100 / 105.5}
-    )
-    assert clamp_to_device({1: 80.0, 2: 40.0}, 60.0) == {1: 40.0, 2: 20.0}
-    assert clamp_to_device({1: 80.0, 2: 40.0}, math.nan) == {
-        1: 80.0,
-        2: 40.0,
-    }  # no device figure: as read
-    clamped = clamp_to_device({1: math.nan, 2: 90.0}, 50.0)
-    assert math.isnan(clamped[1]) and clamped[2] == 50.0
-
-
 # -- the fake's H100 cost mode -----------------------------------------------------------------
 
 

@@ -17,8 +17,10 @@ from gpumon.analysis.predict_model import (
     UNCALIBRATED,
     Constants,
     Solo,
+    _arrivals,
     kernel_s,
     predict_pair,
+    turns,
 )
 from gpumon.analysis.predict_phase import Phase, partner_spec, sharing, with_phase
 from gpumon.core.store import calibration
@@ -119,6 +121,28 @@ def test_two_turns_assumed_bring_the_h100_probe_constants_near_ten_percent():
 def test_partner_spec_follows_the_jobs_preset():
     assert partner_spec("fcn:preset=tiny,batch=8") == "gemm:preset=tiny"
     assert partner_spec("fcn") == "gemm" and partner_spec("") == "gemm"
+    # the options are everything after the first colon, colons in their values included
+    assert partner_spec("fcn:preset=tiny,note=a:b") == "gemm:preset=tiny"
+    assert partner_spec("fcn:note=a:b,preset=tiny") == "gemm:preset=tiny"
+
+
+def test_sharing_reads_the_kernels_through_the_gpus_constants_and_the_copies_apart():
+    """Worked by hand: kappa 0.5, u 0.6, T 10 ms, C 1 ms give G = 2.5 ms and H + C = 7.5 ms; a phase built from
+    m = 3 and sigma_j = 0.2 ms (T'_p = 15 ms, lambda * T'_p = 3.7 ms) reads back as those."""
+    c = Constants(slice_s=2e-3, switch_s=1e-4, util_scale=0.5)
+    solo = Solo(step_s=10e-3, busy=0.6, copy_s=1e-3)
+    step = 2.5e-3 + 3 * 2e-4 + 2 * (2e-3 + 2e-4) + 7.5e-3
+    assert step == pytest.approx(15e-3)
+    got = sharing(solo, Phase(step, 100.0, 100.0 * (1 - 3.7e-3 / step)), c)
+    assert got.turns == pytest.approx(3.0, rel=1e-9)
+    assert got.switch_s == pytest.approx(2e-4, rel=1e-6)
+    assert got.pressure_s == pytest.approx(3.7e-3, rel=1e-9)
+
+
+@pytest.mark.parametrize("step", [0.0, -1e-3, math.nan])
+def test_a_phase_without_a_step_time_gives_nothing(step: float):
+    got = sharing(Solo(step_s=10e-3, busy=0.5), Phase(step, 100.0, 50.0))
+    assert all(math.isnan(x) for x in (got.turns, got.switch_s, got.pressure_s))
 
 
 def test_predict_reads_a_phase_run_as_the_jobs_solo_capture_and_its_phase(
@@ -155,3 +179,22 @@ def test_predict_reads_a_phase_run_as_the_jobs_solo_capture_and_its_phase(
     assert mps_job.rate == pytest.approx(40, rel=0.05) and math.isnan(mps_job.solo.turns)
     plain = load_run(staggered_pair(tmp_path / "plain", gpu=False))
     assert partner_phase(plain) is not None  # a CPU phase run reads too (it means little there)
+
+
+def test_measured_turns_are_at_least_one_and_set_how_often_a_turn_is_pending():
+    """Worked by hand: the job measured 3 turns a step (T' 15 ms), the other not (its kernels, 10 ms a step, need
+    5 slices of 2 ms, above k0 = 2); the job has a turn pending at 3 * 20 ms / (15 ms * 5) = 0.8 of the other's
+    turn ends, at every one when that exceeds 1."""
+    c = Constants(slice_s=2e-3, switch_s=1e-4, util_scale=1.0, turns=2.0)
+    job, other = Solo(step_s=0.01, busy=0.2, turns=3.0), Solo(step_s=0.02, busy=0.5)
+    assert turns(job, c) == 3.0 and turns(other, c) == pytest.approx(5.0)
+    assert (
+        turns(Solo(step_s=0.01, turns=1.5), c) == 1.5
+        and turns(Solo(step_s=0.01, turns=0.5), c) == 1.0
+    )
+    assert _arrivals(job, 0.015, other, 0.02, c) == pytest.approx(0.8)
+    assert (
+        _arrivals(job, 0.0075, other, 0.02, c) == 1.0
+    )  # 1.6: a turn pending at each of the other's
+    assert _arrivals(job, 0.0, other, 0.02, c) == 0.0  # no shared step: nothing pending
+    assert _arrivals(other, 0.015, job, 0.02, c) == 0.0  # unmeasured: its busy share alone says

@@ -6,6 +6,7 @@ writes the run.json a capture writes (as the recorder does), and a victim is a p
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import pwd
@@ -13,8 +14,10 @@ import shutil
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 import pytest
@@ -192,10 +195,12 @@ def test_status_of_finished_old_garbled_and_foreign_runs(tmp_path) -> None:
 
 def test_the_lock_is_a_new_file_and_is_removed_once_released(tmp_path) -> None:
     lock = RunnerLock.take(tmp_path)
+    assert os.stat(tmp_path / LOCK_FILE).st_mode & 0o777 == 0o600  # its user's alone
     with pytest.raises(FileExistsError):
         RunnerLock.take(tmp_path)  # never one that is there already (a planted file or link)
     lock.release()
     assert not (tmp_path / LOCK_FILE).exists()
+    lock.release()  # once let go, a second release does nothing
     (tmp_path / LOCK_FILE).symlink_to(tmp_path / "elsewhere")
     with pytest.raises(UnsafeDestination, match="symbolic link"):
         RunnerLock.take(tmp_path)
@@ -224,8 +229,12 @@ def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(shared_di
         assert (
             _status(_meta(run_dir), run_dir) == RUNNING
         )  # root may look at another user's descriptors
-        with pytest.raises(UsageError, match="belongs to user nobody"):
+        with pytest.raises(UsageError) as refused:
             stop_runner(run_dir, info)
+        assert str(refused.value) == (
+            "20260101-000000-theirs belongs to user nobody: you can stop your own runs only "
+            "(--any-user: also another user's)"
+        )
         assert psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
         assert stop_runner(run_dir, info, any_user=True)
         assert os.waitpid(pid, 0)[1] == signal.SIGTERM
@@ -234,6 +243,64 @@ def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(shared_di
         if pid:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+
+
+CAP_KILL = 5
+CAPABILITY_VERSION_3 = 0x20080522
+
+
+@contextmanager
+def without_cap_kill() -> Iterator[None]:
+    """This thread without CAP_KILL in its effective set (kept in its permitted set, and put back after): root that
+    may still look at any process (CAP_SYS_PTRACE), but not signal another user's."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (
+        ctypes.c_uint32 * 6
+    )()  # effective, permitted, inheritable of capabilities 0-31, then of 32-63
+    assert libc.capget(header, data) == 0, os.strerror(ctypes.get_errno())
+    effective = data[0]
+    data[0] = effective & ~(1 << CAP_KILL)
+    assert libc.capset(header, data) == 0, os.strerror(ctypes.get_errno())
+    try:
+        yield
+    finally:
+        data[0] = effective
+        assert libc.capset(header, data) == 0, os.strerror(ctypes.get_errno())
+
+
+@needs_root
+def test_a_runner_the_caller_may_inspect_but_not_signal_is_refused_in_words(shared_dir) -> None:
+    run_dir = shared_dir / "20260101-000000-unsignalled"
+    pid = hold_run_as_nobody(run_dir)
+    try:
+        info = RunnerInfo.from_json(_meta(run_dir)["runner"])
+        with without_cap_kill(), pytest.raises(UsageError) as refused:
+            stop_runner(run_dir, info, any_user=True)
+        assert str(refused.value) == (
+            f"20260101-000000-unsignalled: not permitted to signal its runner (pid {pid})"
+        )
+        assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE  # untouched
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+@needs_root
+def test_a_runner_is_its_users_and_a_lock_file_another_user_owns_proves_nothing(shared_dir) -> None:
+    """root's runner in a directory given to nobody once it holds it: the run is root's while it runs, the
+    directory's after; a lock file given to another user (it must be the runner's user's) names no runner."""
+    nobody = pwd.getpwnam("nobody").pw_uid
+    run_dir = shared_dir / "20260101-000000-lent"
+    proc, info = hold_run(run_dir)
+    os.chown(run_dir, nobody, -1)
+    try:
+        assert run_owner(run_dir, info) == 0 and runner_process(run_dir, info) is not None
+        os.chown(run_dir / LOCK_FILE, nobody, -1)
+        assert runner_process(run_dir, info) is None and run_owner(run_dir, info) == nobody
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @needs_root
@@ -245,8 +312,16 @@ def test_a_user_who_may_not_inspect_the_runner_reads_recording(shared_dir) -> No
         meta = _meta(run_dir)
         assert _status(meta, run_dir) == RUNNING
         assert fork_as_nobody(lambda: _status(meta, run_dir)) == RECORDING
-        assert fork_as_nobody(lambda: str(stop_runner(run_dir, info))).startswith("UsageError")
+        # whose run it is: root's runner, proven here; nobody cannot tell, and reads the directory's owner (root too)
+        assert run_owner(run_dir, info) == 0
+        assert fork_as_nobody(lambda: run_owner(run_dir, info)) == "0"
+        assert fork_as_nobody(lambda: str(stop_runner(run_dir, info))) == (
+            "UsageError: 20260101-000000-roots: its runner is another user's process; "
+            "you can stop your own runs only"
+        )
         assert proc.poll() is None
+        assert stop_runner(run_dir, info)  # its owner may
+        assert proc.wait() == -signal.SIGTERM
     finally:
         proc.kill()
         proc.wait()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import gpumon.core.store.recorder as recorder_module
+import gpumon.core.store.trace as trace_module
 from gpumon.core.records.machine import HostInfo
 from gpumon.core.records.model import Notice, StepEvent, WorkloadMeta
 from gpumon.core.records.model import SourceStatus
@@ -147,3 +148,17 @@ def test_initial_meta_keeps_a_label_the_user_did_not_give():
     meta = initial_meta(**INITIAL, host={"hostname": "box"}, label_given=False)
     assert meta.label_given is False
     assert json.loads(json.dumps(meta.to_json()))["label_given"] is False
+
+
+def test_a_big_run_without_its_columnar_copy_still_gets_its_summary(tmp_path, monkeypatch):
+    """A job named as pandas' missing value: no columnar copy is written (the copy would read it as no job), and the
+    summary is read from steps.csv with the run's own meta (finished: a cached copy is tried first, and refused)."""
+    monkeypatch.setattr(trace_module, "COLUMNS_BYTES", 0)  # every run is big
+    path = _run_dir(tmp_path)
+    rec = Recorder(path, _meta())
+    for step in _steps("A", 6) + _steps("None", 3):
+        rec.handle(step)
+    rec.close(4.0)
+    assert not (path / STEPS_COLUMNAR).exists()
+    summary = json.loads((path / "run.json").read_text())["summary"]
+    assert summary["steps"] == {"A": 6, "None": 3} and summary["rates"] == {"A": 2.0}

@@ -205,3 +205,41 @@ def test_export_streams_the_steps_a_block_at_a_time_as_one_whole_table(tmp_path,
         assert (
             "__index_level_0__" not in pq.read_schema(tmp_path / "chunked" / "steps.parquet").names
         )
+
+
+def test_a_blank_warm_up_cell_in_a_big_run_is_read_row_by_row(tmp_path, monkeypatch):
+    """A row group whose warm-up column has a gap (a hand-edited steps.csv) is not read as numbers: the csv module's
+    reading counts that row (its flag is not "1"), as the columns must not silently drop it."""
+    monkeypatch.setattr(trace, "COLUMNS_BYTES", 0)  # every run is big
+    path = _run_of(tmp_path, ROWS)
+    (path / STEPS_COLUMNAR).unlink()
+    lines = (path / "steps.csv").read_text().splitlines(keepends=True)
+    at = lines[0].rstrip("\n").split(",").index("warmup")
+    cells = lines[1].rstrip("\n").split(",")
+    assert cells[0] == "A" and cells[at] == "1"
+    cells[at] = ""
+    lines[1] = ",".join(cells) + "\n"
+    (path / "steps.csv").write_text("".join(lines))
+    run = load_run(path)
+    assert (
+        exclusive_ends(run)["A"]
+        == ([1.0, 12.0], [0.0, 6.0])
+        == trace._exclusive_ends_by_row(run)["A"]
+    )
+
+
+def test_a_run_recording_on_another_host_reads_recording_live(tmp_path):
+    """load_live asks about the runner run.json names: one on another host cannot be checked here (not interrupted)."""
+    path = _run_of(tmp_path, ROWS[:4])
+    meta = json.loads((path / "run.json").read_text())
+    meta["status"] = "recording"
+    meta["runner"] = {
+        "pid": 1,
+        "started": 0.0,
+        "uid": 0,
+        "user": "x",
+        "host": "another-host.invalid",
+    }
+    (path / "run.json").write_text(json.dumps(meta))
+    run, status = trace.load_live(path)
+    assert status == "recording" and run.meta.runner is not None and not run.meta.runner.here

@@ -117,6 +117,7 @@ MODULES: dict[str, Target] = {
             CORE + "test_follow.py",
             CORE
             + "test_columnar.py",  # the columnar copy and run.json's summary, written at finalise
+            CORE + "test_recorder_notes.py",  # its notices, a failed copy's warning, initial_meta
         ),
     ),
     # The reader's own tests; not test_trace_fuzz.py (hypothesis through the CLI, 11 s a mutant) nor test_analysis.py
@@ -130,6 +131,8 @@ MODULES: dict[str, Target] = {
             CORE + "test_trace.py",
             CORE + "test_columnar.py",
             CORE + "test_compare_reads.py",
+            CORE
+            + "test_trace_summary_chunks.py",  # summary_of's cache, row-group reads, streamed export
         ),
     ),
     "core.store.runner": Target(

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from contextlib import ExitStack
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
@@ -28,7 +26,7 @@ from gpumon.core.sources.nvmlpcie import (
 from gpumon.core.sources.nvmlquery import Device
 from gpumon.core.sources.pcie import link_capacity_bps, poll_period_s
 from tests.fakenvml import build as fake
-from tests.fakenvml.inprocess import built, gpu0
+from tests.fakenvml.inprocess import Start
 
 CAPACITY = link_capacity_bps(5, 16)
 assert CAPACITY is not None
@@ -42,22 +40,14 @@ GPM_FIELDS = ["pcie_rx_bps", "pcie_tx_bps", "sm_active_pct", "sm_occupancy_pct",
 ONLY_GPM_PCIE = "\n".join(f"fail gpm:{m} NOT_SUPPORTED" for m in (2, 3, 5, 10))
 NO_COUNTERS = "fail nvmlDeviceGetFieldValues NOT_SUPPORTED"
 
-Start = Callable[[str], tuple[Device, fake.Clock]]
-
-
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if fake.compiler() is None:
-        pytest.skip("no C compiler to build the fake libnvidia-ml")
-    return built(tmp_path_factory.getbasetemp().parent)
-
 
 @pytest.fixture
-def gpu(lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Start]:
-    """``start(scenario)``: NVML initialised on the fake running ``scenario``; its GPU 0 and the fake's clock."""
+def gpu(
+    gpu_of: Callable[[str, str], tuple[Device, fake.Clock]], monkeypatch: pytest.MonkeyPatch
+) -> Start:
+    """The full fake's GPU 0 with GPM allowed (GPUMON_NO_GPM unset)."""
     monkeypatch.delenv("GPUMON_NO_GPM", raising=False)
-    with ExitStack() as stack:
-        yield lambda scenario: gpu0(stack, lib, tmp_path, scenario)
+    return lambda scenario: gpu_of("full", scenario)
 
 
 def chosen(dev: Device) -> tuple[GpmReader | None, object]:

@@ -11,9 +11,6 @@ import ctypes
 import math
 import subprocess
 import time
-from contextlib import ExitStack
-from pathlib import Path
-from typing import Callable, Iterator
 
 import pynvml
 import pytest
@@ -24,26 +21,9 @@ from gpumon.core.sources.nvmlprocs import (
     clamp_to_device,
     listed,
 )
-from gpumon.core.sources.nvmlquery import Device
-from tests.fakenvml import build as fake
-from tests.fakenvml.inprocess import built, gpu0
+from tests.fakenvml.inprocess import Start
 
 DEVICE = 'device name="Fake H100" uuid=GPU-procs gpu_util=100'
-Start = Callable[[str], tuple[Device, fake.Clock]]
-
-
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if fake.compiler() is None:
-        pytest.skip("no C compiler to build the fake libnvidia-ml")
-    return built(tmp_path_factory.getbasetemp().parent)
-
-
-@pytest.fixture
-def gpu(lib: Path, tmp_path: Path) -> Iterator[Start]:
-    """``start(scenario)``: NVML initialised on the fake running ``scenario``; its GPU 0 and the fake's clock."""
-    with ExitStack() as stack:
-        yield lambda scenario: gpu0(stack, lib, tmp_path, scenario)
 
 
 def seen_us() -> int:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from contextlib import ExitStack
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pynvml
 import pytest
@@ -28,33 +26,10 @@ from gpumon.core.sources.nvmlquery import (
     text,
 )
 from tests.fakenvml import build as fake
-from tests.fakenvml.inprocess import built, gpu0
+from tests.fakenvml.inprocess import Start
 
 DEVICE = 'device name="Fake H100" uuid=GPU-query'
 LOGGER = "gpumon.core.sources.nvmlquery"
-Start = Callable[[str], tuple[Device, fake.Clock]]
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if fake.compiler() is None:
-        pytest.skip("no C compiler to build the fake libnvidia-ml")
-    return tmp_path_factory.getbasetemp().parent
-
-
-@pytest.fixture
-def gpu_of(
-    cache: Path, tmp_path: Path
-) -> Iterator[Callable[[str, str], tuple[Device, fake.Clock]]]:
-    """``start(variant, scenario)``: NVML initialised on that build of the fake running ``scenario``."""
-    with ExitStack() as stack:
-        yield lambda variant, scenario: gpu0(stack, built(cache, variant), tmp_path, scenario)
-
-
-@pytest.fixture
-def gpu(gpu_of: Callable[[str, str], tuple[Device, fake.Clock]]) -> Start:
-    """``start(scenario)``: NVML initialised on the fake running ``scenario``; its GPU 0 and the fake's clock."""
-    return lambda scenario: gpu_of("full", scenario)
 
 
 def logged(caplog: pytest.LogCaptureFixture) -> list[str]:

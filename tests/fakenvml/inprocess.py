@@ -16,7 +16,7 @@ import os
 import shutil
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pynvml
 
@@ -80,3 +80,6 @@ def gpu0(stack: ExitStack, lib_dir: Path, work: Path, scenario: str) -> tuple[De
     stack.callback(pynvml.nvmlShutdown)
     handle = q("handle", pynvml.nvmlDeviceGetHandleByIndex, 0)
     return Device(pynvml, q, handle, Calls.bind(pynvml)), clock
+
+
+Start = Callable[[str], tuple[Device, fake.Clock]]

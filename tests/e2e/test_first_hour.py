@@ -290,14 +290,17 @@ NO_STEPS_WORDS = (
 )
 SLOW_START = """
 import time
-began = time.process_time()
-while time.process_time() - began < 7.0:  # a slow import or data load: CPU, no backward pass yet
+# thread_time, not process_time: the main thread's CPU, so each phase lasts at least 7 s of wall time however many
+# threads torch runs (on 2 cores its OpenMP threads ran the loop below at 199 % CPU: 7 s of process CPU passed in
+# 3.5 s, about three of the sampler's 1 s ticks, and whether the notice came hung on one tick; CI once missed it)
+began = time.thread_time()
+while time.thread_time() - began < 7.0:  # a slow import or data load: CPU, no backward pass yet
     pass
 import torch
 w = torch.zeros(64, 1, requires_grad=True)
 x, y = torch.randn(256, 64), torch.randn(256, 1)
-trained = time.process_time()
-while time.process_time() - trained < 7.0:  # a manual SGD update: no optimizer step
+trained = time.thread_time()
+while time.thread_time() - trained < 7.0:  # a manual SGD update: no optimizer step
     ((x @ w - y) ** 2).mean().backward()
     with torch.no_grad():
         w -= 0.01 * w.grad

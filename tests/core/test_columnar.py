@@ -249,3 +249,28 @@ def test_export_of_a_foreign_run_is_refused_into_an_unsafe_folder(tmp_path):
     out.chmod(0o777)
     with pytest.raises(UsageError):
         export(load_run(run_dir), out, fmt="csv")
+
+
+def test_no_reader_leaves_a_file_open(tmp_path):
+    """Every file a copy is read or made from is closed: a valid copy once nothing reads it, a damaged one and the
+    CSV a cached copy streams from at once (CI saw ResourceWarnings from both)."""
+    import gc
+    import warnings
+
+    from gpumon.core.store import stepchunks
+
+    good = write_run(tmp_path / "good", [Job(slot="A", phases=((5.0, 0.1),))])
+    damaged = write_run(tmp_path / "damaged", [Job(slot="A", phases=((5.0, 0.1),))])
+    (damaged / STEPS_COLUMNAR).write_bytes(b"PAR1 not really")
+    bare = write_run(tmp_path / "bare", [Job(slot="A", phases=((5.0, 0.1),))])
+    (bare / STEPS_COLUMNAR).unlink()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        assert columnar.open_copy(good) is not None
+        assert columnar.open_copy(damaged) is None
+        assert columnar.ensure_cached(bare)
+        run = load_run(good)
+        assert sum(len(c.codes) for c in stepchunks.scan(run, stepchunks.COUNT_COLUMNS)) == 50
+        del run
+        gc.collect()
+    assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []

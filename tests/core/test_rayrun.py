@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import socket
+import tarfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpumon.experiments.runner import rayrun
 
@@ -83,3 +87,61 @@ def test_a_dead_address_is_found_before_ray_is_asked() -> None:
     # the port is closed now: refused
     assert "refused" in (rayrun.unreachable(f"127.0.0.1:{port}") or "").lower()
     assert rayrun.unreachable("auto") is None and rayrun.unreachable("ray://head:10001") is None
+
+
+def _tar(members: list[tuple[str, bytes | None, str | None]]) -> bytes:
+    """A gzip tar of (name, content or None for a folder, link target or None) members."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, content, link in members:
+            info = tarfile.TarInfo(name)
+            if link is not None:
+                info.type, info.linkname = tarfile.SYMTYPE, link
+                tar.addfile(info)
+            elif content is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def test_a_cells_archive_unpacks_its_folders_and_files_and_skips_links(tmp_path: Path) -> None:
+    """What a Ray worker ships back lands under the experiment directory as it was (on any Python 3.11: CI's
+    3.11.2 has no tarfile.data_filter)."""
+    data = _tar(
+        [
+            ("runs/c1", None, None),
+            ("runs/c1/steps.csv", b"process,step\n", None),
+            ("logs/c1.log", b"ran\n", None),
+            ("runs/c1/link", None, "/etc/passwd"),
+        ]
+    )
+    rayrun._unpack(data, tmp_path)
+    assert (tmp_path / "runs/c1/steps.csv").read_bytes() == b"process,step\n"
+    assert (tmp_path / "logs/c1.log").read_text() == "ran\n"
+    assert not (tmp_path / "runs/c1/link").exists() and not (tmp_path / "runs/c1/link").is_symlink()
+
+
+@pytest.mark.parametrize("name", ["../escaped", "runs/../../escaped", "/tmp/escaped-abs"])
+def test_an_archive_member_outside_the_experiment_is_refused_before_a_byte_is_written(
+    tmp_path: Path, name: str
+) -> None:
+    inside = tmp_path / "exp" / "inner"
+    inside.mkdir(parents=True)
+    with pytest.raises(rayrun.ArchiveOutside, match="outside the experiment directory"):
+        rayrun._unpack(_tar([(name, b"x", None)]), inside)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["exp", "inner"]
+    assert not Path("/tmp/escaped-abs").exists()
+
+
+@given(st.lists(st.sampled_from(["a", "b", "..", ".", "", "/"]), min_size=1, max_size=6))
+def test_every_member_path_is_inside_the_directory_or_refused(parts: list[str]) -> None:
+    directory = Path("/exp/dir")
+    name = "/".join(parts)
+    try:
+        target = rayrun._member_path(directory, name)
+    except rayrun.ArchiveOutside:
+        return
+    assert os.path.normpath(target).startswith(str(directory) + os.sep) or target == directory

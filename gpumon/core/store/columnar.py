@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -122,7 +123,12 @@ def _valid(path: Path, key: bytes) -> "pq.ParquetFile | None":
     try:
         import pyarrow.parquet as pq
 
-        copy = pq.ParquetFile(open_plain(path), read_dictionary=["process"])
+        source = open_plain(path)
+    except (ImportError, OSError):
+        return None
+    try:
+        copy = pq.ParquetFile(source, read_dictionary=["process"])
+        weakref.finalize(copy, source.close)  # the file closes with the copy that reads it
         schema = copy.schema_arrow
         meta = schema.metadata or {}
         if (meta.get(CSV_KEY), meta.get(LAYOUT_KEY)) != (key, LAYOUT):
@@ -134,6 +140,7 @@ def _valid(path: Path, key: bytes) -> "pq.ParquetFile | None":
             return None
         return copy
     except Exception:  # noqa: BLE001 - a damaged or foreign copy is ignored: steps.csv is the record
+        source.close()
         return None
 
 
@@ -194,8 +201,12 @@ def _stream(run_dir: Path, dest: Path, st: os.stat_result, integers: bool) -> bo
     types = step_types(integers)
     schema = pa.schema(list(types.items()), metadata={CSV_KEY: _key(st), LAYOUT_KEY: LAYOUT})
     try:
+        source = open_plain(run_dir / "steps.csv")
+    except OSError:
+        return False
+    try:
         reader = pacsv.open_csv(
-            open_plain(run_dir / "steps.csv"),
+            source,
             read_options=pacsv.ReadOptions(block_size=BLOCK_BYTES, use_threads=False),
             convert_options=pacsv.ConvertOptions(
                 column_types=types, include_columns=list(STEP_COLUMNS), strings_can_be_null=True
@@ -213,6 +224,8 @@ def _stream(run_dir: Path, dest: Path, st: os.stat_result, integers: bool) -> bo
         return True
     except Exception:  # noqa: BLE001 - no copy is only slower: steps.csv is the record
         return False
+    finally:
+        source.close()
 
 
 def _plain(path: Path, size: int) -> bool:

@@ -131,12 +131,24 @@ def _archive(directory: Path, record: CellRecord) -> bytes:
     return buffer.getvalue()
 
 
+class ArchiveOutside(ValueError):
+    """A cell's archive names a path outside the experiment directory (absolute, or through ``..``)."""
+
+
+def _member_path(directory: Path, name: str) -> Path:
+    """Where archive member ``name`` goes under ``directory``; ArchiveOutside if that is not inside it. Python's own
+    ``tarfile.data_filter`` does this from 3.11.4 on; the README's Python may be older."""
+    parts = Path(name).parts
+    if not parts or Path(name).is_absolute() or ".." in parts:
+        raise ArchiveOutside(f"a cell's archive names {name!r}, outside the experiment directory")
+    return directory.joinpath(*parts)
+
+
 def _unpack(data: bytes, directory: Path) -> None:
     """The archive's folders and plain files, written under ``directory`` (gpumon.safewrite; links skipped)."""
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         for member in tar:
-            member = tarfile.data_filter(member, str(directory))  # FilterError: outside directory
-            target = directory / member.name
+            target = _member_path(directory, member.name)
             if member.isdir():
                 ensure_folder(target)
             elif member.isfile():
@@ -232,6 +244,17 @@ class RayPool:
                         status=INTERRUPTED if interrupted else FAILED,
                         config=cell.config(),
                         reason=f"Ray worker lost: {type(exc).__name__}",
+                    )
+                except (
+                    ArchiveOutside,
+                    tarfile.TarError,
+                ) as exc:  # what came back is not the cell's run
+                    idle.append(worker)
+                    record = CellRecord(
+                        id=cell.id,
+                        status=FAILED,
+                        config=cell.config(),
+                        reason=f"its results: {exc}",
                     )
                 finished(cell, record)
 

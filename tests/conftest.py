@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,12 +18,21 @@ from tests.helpers import no_gpu_environment
 
 # Rendezvous files of every test (probes, live runs) go to a private directory of this test session,
 # never to the user's own $XDG_RUNTIME_DIR/gpumon; subprocesses inherit it.
-os.environ["GPUMON_RUNTIME_DIR"] = os.path.join(
-    tempfile.mkdtemp(prefix="gpumon-test-rt-"), "gpumon"
+SESSION_DIRS = (
+    tempfile.mkdtemp(prefix="gpumon-test-rt-"),
+    tempfile.mkdtemp(prefix="gpumon-test-cache-"),
 )
+os.environ["GPUMON_RUNTIME_DIR"] = os.path.join(SESSION_DIRS[0], "gpumon")
 # What gpumon derives from the runs it reads (columnar copies, summaries) goes to this session's own cache,
 # never to the user's ~/.cache/gpumon.
-os.environ["GPUMON_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpumon-test-cache-")
+os.environ["GPUMON_CACHE_DIR"] = SESSION_DIRS[1]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session's own folders go with it (they were left in /tmp, two a run)."""
+    for folder in SESSION_DIRS:
+        shutil.rmtree(folder, ignore_errors=True)
+
 
 # In a child: the test process imports neither torch nor the real libnvidia-ml.
 GPU_PROBE = """

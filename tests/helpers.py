@@ -41,6 +41,11 @@ def gpumon(
     )
 
 
+def headless_cpu(runs: Path, *args: str) -> list[str]:
+    """``run ARGS`` headless on the CPU without NVML, recording into ``runs``: most end-to-end runs' arguments."""
+    return ["run", *args, "--headless", "--device", "cpu", "--no-nvml", "--out", str(runs)]
+
+
 def _tried(condition: Callable[[], T], deadline: float, timeout: float, what: str) -> T | None:
     """``condition()``'s value when truthy, else None; AssertionError once past ``deadline``."""
     value = condition()

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from tests.e2e.test_run_headless import stepping
-from tests.helpers import gpumon, wait_for
+from tests.helpers import gpumon, new_tmux, wait_for
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux to own a terminal")
 
@@ -75,22 +75,7 @@ class Pane:
         self.socket = str(tmp_path / f"{name}.tmux")
         environment = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         line = f"env {environment} {shlex.join(command)}; echo viewer-exit=$?; sleep 600"
-        subprocess.run(
-            [
-                "tmux",
-                "-S",
-                self.socket,
-                "new-session",
-                "-d",
-                "-x",
-                str(cols),
-                "-y",
-                str(rows),
-                line,
-            ],
-            check=True,
-            env={**os.environ, **env},
-        )
+        new_tmux(self.socket, cols, rows, [line], {**os.environ, **env})
 
     def screen(self) -> str:
         done = subprocess.run(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gpumon.core.records.model import GPM_COLUMNS
 from gpumon.checks import doctor
 from gpumon.core.sources.nvml import pid_namespace_hint
 from tests.fakenvml import build as fake
@@ -1014,14 +1015,7 @@ def test_gpm_path_is_exact_at_any_interval(
     out = _ticks(tmp_path, libs["full"], scenario_file("gen5_58GBps"), interval, 8.0)
     info = out["info"]
     assert info["pcie_method"] == "gpm" and out["period"] is None and out["polls"] == 0
-    assert info["gpm_metrics"] == [
-        "pcie_rx_bps",
-        "pcie_tx_bps",
-        "sm_active_pct",
-        "sm_occupancy_pct",
-        "dram_bw_pct",
-        "tensor_active_pct",
-    ]
+    assert info["gpm_metrics"] == ["pcie_rx_bps", "pcie_tx_bps", *GPM_COLUMNS]
     assert info["pcie_max_bps"] == pytest.approx(3.938e9 * 16)
     rows = out["rows"]
     rx = [r["pcie_rx_bps"] for r in rows]

@@ -110,14 +110,19 @@ def _finish(run_dir: Path) -> None:
     (run_dir / "run.json").write_text(json.dumps(meta))
 
 
+def _viewer(run_dir: Path, **kw):
+    """The attach viewer's app on ``run_dir``, its screen, and the follow source and feed it reads."""
+    source, feed = open_follow(run_dir)
+    screen = AttachedScreen(source, feed, **kw)
+    return ViewerApp(screen), screen, source, feed
+
+
 @run_async
 async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_picture(
     tmp_path, runner
 ):
     run_dir = _live_run(tmp_path, runner)
-    source, feed = open_follow(run_dir)
-    screen = AttachedScreen(source, feed)
-    app = ViewerApp(screen)
+    app, screen, source, feed = _viewer(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         status = lambda: screen.query_one("#status", TextLine).plain  # noqa: E731
         await wait_until(
@@ -161,8 +166,7 @@ async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_pi
 @run_async
 async def test_quitting_the_viewer_never_signals_the_runner(tmp_path, runner):
     run_dir = _live_run(tmp_path, runner)
-    source, feed = open_follow(run_dir)
-    app = ViewerApp(AttachedScreen(source, feed))
+    app, _, source, feed = _viewer(run_dir)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_until(
             pilot,
@@ -183,9 +187,7 @@ async def test_an_mps_run_is_predicted_and_labelled_as_mps(tmp_path, runner, mon
     monkeypatch.setattr(
         "gpumon.tui.screens.attached.load_baselines", lambda model, runs, share: asked.append(share)
     )
-    source, feed = open_follow(run_dir)
-    screen = AttachedScreen(source, feed)
-    app = ViewerApp(screen)
+    app, screen, _, _ = _viewer(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         status = lambda: screen.query_one("#status", TextLine).plain  # noqa: E731
         await wait_until(
@@ -201,9 +203,7 @@ async def test_the_viewers_own_baseline_replaces_the_runs_for_its_slot(tmp_path,
     """``gpumon attach --baseline A=RUN``: a run started without (or with another) exclusive run is compared here."""
     run_dir = _live_run(tmp_path, runner)  # its own --baseline for A: 40 it/s
     mine = exclusive(tmp_path / "mine", "A", rate=80.0, spec="gemm")
-    source, feed = open_follow(run_dir)
-    screen = AttachedScreen(source, feed, baselines=(("A", str(mine)),))
-    app = ViewerApp(screen)
+    app, _, _, feed = _viewer(run_dir, baselines=(("A", str(mine)),))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: "A" in feed.model.baselines, what="the baselines loaded")
         rate, label = feed.model.baselines["A"]

@@ -11,8 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpumon.core.records.model import SourceStatus
-from gpumon.core.store.recorder import create_run_dir, initial_meta
+from gpumon.core.store.recorder import create_run_dir
 from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.store.trace import TABLES
@@ -20,7 +19,7 @@ from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.attached import AttachedScreen, open_follow
 from gpumon.tui.screens.confirm import ConfirmScreen
 from gpumon.tui.widgets.lines import TextLine
-from tests.tracegen import exclusive
+from tests.tracegen import cpu_run_meta, exclusive
 from tests.tui.conftest import run_async
 from tests.helpers import wait_until
 
@@ -60,30 +59,10 @@ def _live_run(tmp_path: Path, runner: subprocess.Popen) -> Path:
     runner.stdin.flush()
     assert runner.stdout.readline() == "locked\n"
     t0 = time.monotonic_ns() - 5_000_000_000  # the runner started 5 s ago
-    meta = initial_meta(
-        label="gemm",
-        mode="exclusive",
-        clock_t0_ns=t0,
-        started_at="2026-11-25T00:00:00",
-        interval_ms=100,
-        device="cpu",
-        stagger_s=0.0,
-        host={},
-        gpu=None,
-        nvml=SourceStatus("nvml", False, "disabled (--no-nvml)"),
-        versions={},
-        workloads=[
-            WorkloadRecord(
-                "A",
-                spec="gemm",
-                kind="builtin",
-                argv=[],
-                pid=runner_pid,
-                start_t=0.5,
-                state="running",
-            )
-        ],
+    workload = WorkloadRecord(
+        "A", spec="gemm", kind="builtin", argv=[], pid=runner_pid, start_t=0.5, state="running"
     )
+    meta = cpu_run_meta("gemm", t0, workload)
     meta.runner = RunnerInfo(
         runner_pid,
         psutil.Process(runner_pid).create_time(),

@@ -374,6 +374,19 @@ def fork_as_nobody(work: Callable[[], object]) -> str:
     return text
 
 
+def recording_claim(runner: dict) -> dict:
+    """A minimal run.json of a run still recording, labelled theirs, whose ``runner`` field is ``runner``."""
+    return {
+        "schema": 1,
+        "label": "theirs",
+        "mode": "exclusive",
+        "status": "recording",
+        "started_at": "x",
+        "workloads": [],
+        "runner": runner,
+    }
+
+
 @contextlib.contextmanager
 def runner_as_nobody(run_dir: Path) -> Iterator["Reaped"]:
     """A forked child that became user ``nobody`` and holds ``run_dir`` (created here, owned by nobody) as its runner,
@@ -415,15 +428,7 @@ def _hold_run_as_nobody(run_dir: Path) -> int:
     def hold(out: int) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         RunnerLock.take(run_dir)
-        meta = {
-            "schema": 1,
-            "label": "theirs",
-            "mode": "exclusive",
-            "status": "recording",
-            "started_at": "x",
-            "workloads": [],
-            "runner": RunnerInfo.current().to_json(),
-        }
+        meta = recording_claim(RunnerInfo.current().to_json())
         (run_dir / "steps.csv").write_text(",".join(STEP_COLUMNS) + "\n")
         (run_dir / "run.json").write_text(json.dumps(meta))
         os.write(out, b"ready")

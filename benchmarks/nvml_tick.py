@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -220,28 +221,45 @@ def nvml_share(r: dict) -> float:
     return sum(ns for _, ns in r["spent"].values()) / 1e9 / r["wall"] * 100
 
 
+@dataclass(frozen=True)
+class Bench:
+    """What each measured monitor run shares: the fake library, the scenario (the device and our two jobs), the
+    jobs' PIDs, how long each run lasts, the gpumon trees measured, a scratch folder."""
+
+    lib: Path
+    scenario: str
+    pids: tuple[int, int]
+    seconds: float
+    trees: dict[str, Path]
+    tmp: Path
+
+
 def measure_row(
+    bench: Bench,
     n: int,
     n_sleepers: int,
     extra: Callable[[list[subprocess.Popen]], str],
-    lib: Path,
-    scenario: str,
-    pids: tuple[int, int],
-    seconds: float,
-    trees: dict[str, Path],
-    path: Path,
     **kw: bool,
 ) -> dict[str, dict]:
-    """Each tree's monitor once on ``scenario`` plus ``extra(sleepers)`` (n_sleepers real processes it may list),
-    printed as the table's row ``n``."""
+    """Each tree's monitor once on the bench's scenario plus ``extra(sleepers)`` (n_sleepers real processes it may
+    list), printed as the table's row ``n``."""
     sleepers = [
-        subprocess.Popen(["sleep", str(len(trees) * seconds + 300)]) for _ in range(n_sleepers)
+        subprocess.Popen(["sleep", str(len(bench.trees) * bench.seconds + 300)])
+        for _ in range(n_sleepers)
     ]
     try:
-        written = fake.write_scenario(path, scenario + extra(sleepers))
+        written = fake.write_scenario(bench.tmp / f"row_{n}.txt", bench.scenario + extra(sleepers))
         row = {
-            name: run_child(MONITOR, lib, written, str(seconds), *map(str, pids), tree=tree, **kw)
-            for name, tree in trees.items()
+            name: run_child(
+                MONITOR,
+                bench.lib,
+                written,
+                str(bench.seconds),
+                *map(str, bench.pids),
+                tree=tree,
+                **kw,
+            )
+            for name, tree in bench.trees.items()
         }
     finally:
         for p in sleepers:
@@ -256,22 +274,12 @@ def measure_row(
     return row
 
 
-def foreign_costs(
-    lib: Path,
-    base: str,
-    procs: str,
-    pids: tuple[int, int],
-    counts: list[int],
-    seconds: float,
-    trees: dict[str, Path],
-    tmp: Path,
-) -> None:
+def foreign_costs(bench: Bench, counts: list[int]) -> None:
     """Section 3: the GPM-on monitor with N other GPU processes, for each gpumon tree, in this run."""
-    print(f"3. the same monitor (GPM on) with other processes on the GPU, {seconds:.0f} s each")
     print(
-        f"   {'others':>6} "
-        + " ".join(f"{name + ' NVML %':>16} {name + ' proc %':>16}" for name in trees)
+        f"3. the same monitor (GPM on) with other processes on the GPU, {bench.seconds:.0f} s each"
     )
+    print_header("others", bench.trees)
     rows: dict[int, dict[str, dict]] = {}
     for n in counts:
 
@@ -281,40 +289,18 @@ def foreign_costs(
                 for i, p in enumerate(sleepers)
             )
 
-        rows[n] = measure_row(
-            n, n, others, lib, base + procs, pids, seconds, trees, tmp / f"others_{n}.txt"
-        )
-    if len(trees) == 2:
-        before, after = trees
-        print(
-            f"   ratio {after}/{before} of NVML % of one core: "
-            + ", ".join(
-                f"{n} others {nvml_share(r[after]) / nvml_share(r[before]):.2f}"
-                for n, r in rows.items()
-            )
-        )
+        rows[n] = measure_row(bench, n, n, others)
+    print_ratio(rows, bench.trees, "others")
 
 
-def gpu_costs(
-    lib: Path,
-    base: str,
-    procs: str,
-    pids: tuple[int, int],
-    counts: list[int],
-    seconds: float,
-    trees: dict[str, Path],
-    tmp: Path,
-) -> None:
+def gpu_costs(bench: Bench, counts: list[int]) -> None:
     """Section 4: the TUI's monitor (overview on, GPM on) on a box of N GPUs, for each gpumon tree, in this run."""
     print(
-        f"4. the TUI's monitor (overview of every GPU on, GPM on) on a box of N GPUs, {seconds:.0f} s each;"
+        f"4. the TUI's monitor (overview of every GPU on, GPM on) on a box of N GPUs, {bench.seconds:.0f} s each;"
         " two other processes on each GPU that is not the jobs'"
     )
-    print(
-        f"   {'GPUs':>6} "
-        + " ".join(f"{name + ' NVML %':>16} {name + ' proc %':>16}" for name in trees)
-    )
-    device = next(line for line in base.splitlines() if line.startswith("device "))
+    print_header("GPUs", bench.trees)
+    device = next(line for line in bench.scenario.splitlines() if line.startswith("device "))
     rows: dict[int, dict[str, dict]] = {}
     for n in counts:
 
@@ -329,30 +315,31 @@ def gpu_costs(
                 for k in range(1, n)
             )
 
-        rows[n] = measure_row(
-            n,
-            2 * (n - 1),
-            more_gpus,
-            lib,
-            base + procs,
-            pids,
-            seconds,
-            trees,
-            tmp / f"gpus_{n}.txt",
-            overview=True,
-        )
-    after = list(trees)[-1]
+        rows[n] = measure_row(bench, n, 2 * (n - 1), more_gpus, overview=True)
+    print_ratio(rows, bench.trees, "GPUs")
+    most, after = max(rows), list(bench.trees)[-1]
+    print_budget(f"{after}, {most} GPUs, every call summed over the GPUs", rows[most][after])
+
+
+def print_header(what: str, trees: dict[str, Path]) -> None:
+    """The column titles of a table of rows by ``what`` (others, GPUs): each tree's NVML % and process %."""
+    print(
+        f"   {what:>6} "
+        + " ".join(f"{name + ' NVML %':>16} {name + ' proc %':>16}" for name in trees)
+    )
+
+
+def print_ratio(rows: dict[int, dict[str, dict]], trees: dict[str, Path], what: str) -> None:
+    """With two trees: the after tree's NVML share over the before tree's, row by row."""
     if len(trees) == 2:
-        before = list(trees)[0]
+        before, after = trees
         print(
             f"   ratio {after}/{before} of NVML % of one core: "
             + ", ".join(
-                f"{n} GPUs {nvml_share(r[after]) / nvml_share(r[before]):.2f}"
+                f"{n} {what} {nvml_share(r[after]) / nvml_share(r[before]):.2f}"
                 for n, r in rows.items()
             )
         )
-    most = max(rows)
-    print_budget(f"{after}, {most} GPUs, every call summed over the GPUs", rows[most][after])
 
 
 def main() -> None:
@@ -412,10 +399,11 @@ def main() -> None:
             )
             if counts or gpus:
                 print(header)
+            bench = Bench(lib, base + procs, (a, b), args.seconds, trees, Path(tmp))
             if counts:
-                foreign_costs(lib, base, procs, (a, b), counts, args.seconds, trees, Path(tmp))
+                foreign_costs(bench, counts)
             if gpus:
-                gpu_costs(lib, base, procs, (a, b), gpus, args.seconds, trees, Path(tmp))
+                gpu_costs(bench, gpus)
         finally:
             for p in sleepers:
                 p.kill()

@@ -12,10 +12,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 import psutil
+import pytest
 
 if TYPE_CHECKING:
     from gpumon.core.store.runner import RunnerInfo
@@ -38,6 +40,39 @@ def gpumon(
         timeout=timeout,
         env={**os.environ, **(env or {})},
         **kw,
+    )
+
+
+def headless_cpu(runs: Path, *args: str) -> list[str]:
+    """``run ARGS`` headless on the CPU without NVML, recording into ``runs``: most end-to-end runs' arguments."""
+    return ["run", *args, "--headless", "--device", "cpu", "--no-nvml", "--out", str(runs)]
+
+
+def one_line_error(done: subprocess.CompletedProcess, status: int = 2) -> str:
+    """The error line of a refused command: exit ``status``, one line on stderr, no traceback."""
+    assert done.returncode == status, (done.returncode, done.stdout, done.stderr)
+    assert done.stderr.startswith("gpumon: error: ") and done.stderr.count("\n") == 1, done.stderr
+    return done.stderr
+
+
+def in_private_mount(
+    tmp_path: Path, mount_options: str, then: str, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """``then`` (a shell command line) run in a private mount namespace (``unshare -rm``) where ``tmp_path/mnt`` is a
+    fresh tmpfs mounted with ``mount_options``; skipped where such a namespace cannot be made."""
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(
+            ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {tmp_path}"],
+            capture_output=True,
+        ).returncode
+    ):
+        pytest.skip("cannot mount a tmpfs in a private mount namespace here (unshare -rm)")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir(exist_ok=True)
+    script = f"mount -t tmpfs -o {mount_options} tmpfs {mnt} && {then}"
+    return subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -259,6 +294,7 @@ def no_gpu_environment(work: Path, base: dict[str, str] | None = None) -> dict[s
 # with), and waits: gpumon's runner identity without a capture around it.
 HOLD_RUN = """
 import json, sys, time
+from dataclasses import dataclass
 from pathlib import Path
 from gpumon.core.records.model import STEP_COLUMNS
 from gpumon.core.store.runner import RunnerInfo, RunnerLock
@@ -338,12 +374,49 @@ def fork_as_nobody(work: Callable[[], object]) -> str:
     return text
 
 
-def hold_run_as_nobody(run_dir: Path) -> int:
-    """A forked child that became user ``nobody`` and holds ``run_dir`` (created here, owned by nobody) as its runner;
-    its PID once it holds it. The caller reaps it."""
+def recording_claim(runner: dict) -> dict:
+    """A minimal run.json of a run still recording, labelled theirs, whose ``runner`` field is ``runner``."""
+    return {
+        "schema": 1,
+        "label": "theirs",
+        "mode": "exclusive",
+        "status": "recording",
+        "started_at": "x",
+        "workloads": [],
+        "runner": runner,
+    }
+
+
+@contextlib.contextmanager
+def runner_as_nobody(run_dir: Path) -> Iterator["Reaped"]:
+    """A forked child that became user ``nobody`` and holds ``run_dir`` (created here, owned by nobody) as its runner,
+    once it holds it; killed and reaped on leaving, unless the test reaped it (``Reaped.status``)."""
+    child = Reaped(_hold_run_as_nobody(run_dir))
+    try:
+        yield child
+    finally:
+        if not child.reaped:
+            os.kill(child.pid, signal.SIGKILL)
+            child.status()
+
+
+@dataclass
+class Reaped:
+    """A child process of the test, and whether the test has reaped it."""
+
+    pid: int
+    reaped: bool = False
+
+    def status(self) -> int:
+        """Its wait status, once it has ended (it is reaped then)."""
+        self.reaped = True
+        return os.waitpid(self.pid, 0)[1]
+
+
+def _hold_run_as_nobody(run_dir: Path) -> int:
+    """The PID of a forked child that became user ``nobody`` and holds ``run_dir`` as its runner."""
     import json
     import pwd
-    import signal
 
     from gpumon.core.records.model import STEP_COLUMNS
     from gpumon.core.store.runner import RunnerInfo, RunnerLock
@@ -355,15 +428,7 @@ def hold_run_as_nobody(run_dir: Path) -> int:
     def hold(out: int) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         RunnerLock.take(run_dir)
-        meta = {
-            "schema": 1,
-            "label": "theirs",
-            "mode": "exclusive",
-            "status": "recording",
-            "started_at": "x",
-            "workloads": [],
-            "runner": RunnerInfo.current().to_json(),
-        }
+        meta = recording_claim(RunnerInfo.current().to_json())
         (run_dir / "steps.csv").write_text(",".join(STEP_COLUMNS) + "\n")
         (run_dir / "run.json").write_text(json.dumps(meta))
         os.write(out, b"ready")
@@ -387,6 +452,23 @@ def reachable_by_others() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def new_tmux(
+    socket: str,
+    cols: int,
+    rows: int,
+    command: list[str],
+    env: dict[str, str],
+    cwd: Path | None = None,
+) -> None:
+    """Start a tmux server on ``socket`` whose one session, ``cols`` x ``rows``, runs ``command`` detached."""
+    subprocess.run(
+        ["tmux", "-S", socket, "new-session", "-d", "-x", str(cols), "-y", str(rows), *command],
+        env=env,
+        cwd=cwd,
+        check=True,
+    )
+
+
 class Terminal:
     """A real terminal: tmux running one command detached, ``cols`` x ``rows``; its screen as text, keys typed in.
 
@@ -408,25 +490,7 @@ class Terminal:
         self.status_file = work / "terminal.status"
         self.status_file.unlink(missing_ok=True)
         command = f"{shlex.join(argv)}; echo $? > {shlex.quote(str(self.status_file))}"
-        subprocess.run(
-            [
-                "tmux",
-                "-S",
-                self.socket,
-                "new-session",
-                "-d",
-                "-x",
-                str(cols),
-                "-y",
-                str(rows),
-                "sh",
-                "-c",
-                command,
-            ],
-            env=env,
-            cwd=cwd,
-            check=True,
-        )
+        new_tmux(self.socket, cols, rows, ["sh", "-c", command], env, cwd)
 
     def screen(self, joined: bool = False) -> str:
         """The screen's text; ``joined``: a line the terminal wrapped comes back as one."""
@@ -501,6 +565,7 @@ class Terminal:
 # benchmarks/startup.py.
 FIRST_FRAME = """
 import asyncio, json, sys, tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from gpumon.frontends.plan import make_plan
 from gpumon.core.capture.session import SessionConfig

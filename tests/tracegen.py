@@ -31,7 +31,7 @@ from gpumon.core.records.model import (
     WorkloadState,
 )
 from gpumon.core.store.recorder import Recorder, initial_meta, write_json_atomic
-from gpumon.core.store.runmeta import WorkloadRecord
+from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 
 Value = float | Callable[[float], float]
 DeviceRow = Callable[[float, int], dict[str, float]]
@@ -494,3 +494,24 @@ def write_pair(root: Path) -> Path:
         [Job("A", "fcn", ((12.0, 0.08),)), Job("B", "gemm", ((12.0, 0.15),), pid=2000)],
     )
     return root
+
+
+def cpu_run_meta(
+    label: str, t0_ns: int, workload: WorkloadRecord, nvml_reason: str = "disabled (--no-nvml)"
+) -> RunMeta:
+    """run.json as the recorder first writes it for an exclusive CPU run of ``workload`` without NVML, its clock
+    started at ``t0_ns``."""
+    return initial_meta(
+        label=label,
+        mode="exclusive",
+        clock_t0_ns=t0_ns,
+        started_at="2026-11-25T00:00:00",
+        interval_ms=100,
+        device="cpu",
+        stagger_s=0.0,
+        host={},
+        gpu=None,
+        nvml=SourceStatus("nvml", False, nvml_reason),
+        versions={},
+        workloads=[workload],
+    )

@@ -58,6 +58,11 @@ def positive_seconds(text: str) -> float:
 _ASSIGNED = re.compile(r"^([AB])=(.+)$")
 
 
+def add_exclusive(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--exclusive [A=|B=]RUN``, given once per solo run: the exclusive runs ``parse_runs`` reads."""
+    parser.add_argument("--exclusive", metavar="[A=|B=]RUN", action="append", default=[], help=help)
+
+
 def parse_runs(
     exclusive: list[str], shared: list[str]
 ) -> tuple[list[Path], list[Path], dict[str, str]]:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from gpumon.core.records.printable import printable
 from gpumon.commands.base import RUN_HELP
-from gpumon.commands.target import add_any_user, find
+from gpumon.commands.target import add_target, find
 from gpumon.console.terminal import output_not_terminal
 from gpumon.errors import UsageError
 from gpumon.frontends.detach import RUNNER_LOG
@@ -24,10 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the viewer never stops the run; x stops it (after a confirmation). Several viewers may watch one run. "
         "A run that has ended opens as a replay.",
     )
-    attach.add_argument(
-        "run", nargs="?", metavar="RUN", help=f"{RUN_HELP} (default: your newest running run)"
-    )
-    attach.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
+    add_target(attach)
     attach.add_argument(
         "--baseline",
         action="append",
@@ -37,7 +33,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run with: live slowdown, STP and verdict in this viewer, also when the run was started "
         "without one (it replaces the run's own --baseline of that slot here; the run is not changed)",
     )
-    add_any_user(attach)
     attach.set_defaults(handler=run)
 
 

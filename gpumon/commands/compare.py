@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from gpumon.analysis import stats_helper
-from gpumon.commands.argtypes import parse_runs
+from gpumon.commands.argtypes import add_exclusive, parse_runs
 from gpumon.core.records.rates import DEFINITIONS
 from gpumon.errors import UsageError
 from gpumon.console.color import use_color
@@ -83,12 +83,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--exclusive",
-        metavar="[A=|B=]RUN",
-        action="append",
-        default=[],
-        help="a run of one workload alone (repeat the flag for each workload and for repeats); "
+    add_exclusive(
+        parser,
+        "a run of one workload alone (repeat the flag for each workload and for repeats); "
         "A=RUN or B=RUN assigns it to that shared workload instead of matching by spec",
     )
     parser.add_argument(

@@ -7,7 +7,7 @@ import json
 import math
 from typing import TYPE_CHECKING
 from gpumon.core.records.printable import printable
-from gpumon.commands.argtypes import parse_runs
+from gpumon.commands.argtypes import add_exclusive, parse_runs
 
 if TYPE_CHECKING:
     from gpumon.analysis.predict import Prediction
@@ -57,12 +57,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--exclusive",
-        metavar="[A=|B=]RUN",
-        action="append",
-        default=[],
-        help="a run of one job alone (repeat for each job and for repeats; runs of one spec "
+    add_exclusive(
+        parser,
+        "a run of one job alone (repeat for each job and for repeats; runs of one spec "
         "are repeats of one job; one job given alone is paired with itself)",
     )
     parser.add_argument(

@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from gpumon.commands.argtypes import positive_seconds
-from gpumon.commands.base import RUN_HELP
-from gpumon.commands.target import add_any_user, find
+from gpumon.commands.target import add_target, find
 from gpumon.core.records.printable import printable
 
 STOP_TIMEOUT_S = 60.0  # the runner stops its jobs (SIGTERM, 5 s, SIGKILL) and finalises run.json
@@ -23,10 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the terminal: the runner stops the jobs (SIGTERM, then SIGKILL after 5 s), finalises run.json and exits. "
         "Returns once run.json is final.",
     )
-    stop.add_argument(
-        "run", nargs="?", metavar="RUN", help=f"{RUN_HELP} (default: your newest running run)"
-    )
-    stop.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
+    add_target(stop)
     stop.add_argument(
         "--timeout",
         type=positive_seconds,
@@ -34,7 +29,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help=f"give up waiting after S seconds (default {STOP_TIMEOUT_S:g}; the run is then still running)",
     )
-    add_any_user(stop)
     stop.set_defaults(handler=run)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpumon.commands.base import RUN_HELP
 from gpumon.errors import UsageError
 
 if TYPE_CHECKING:
@@ -21,8 +22,13 @@ ANY_USER_HELP = (
 )
 
 
-def add_any_user(parser: "argparse.ArgumentParser") -> None:
-    """``--any-user``, the one way to act on another user's run."""
+def add_target(parser: "argparse.ArgumentParser") -> None:
+    """The run ``find`` looks up: ``RUN`` (default: this user's newest running run), ``--runs-dir`` and
+    ``--any-user``, the one way to act on another user's run."""
+    parser.add_argument(
+        "run", nargs="?", metavar="RUN", help=f"{RUN_HELP} (default: your newest running run)"
+    )
+    parser.add_argument("--runs-dir", type=Path, default=None, help="where to look up RUN by name")
     parser.add_argument("--any-user", action="store_true", help=ANY_USER_HELP)
 
 

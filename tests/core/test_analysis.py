@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gpumon.analysis import rates
-from gpumon.analysis.compare import EXCLUSIVE_PHASE, compare, spec_key, split_runs
+from gpumon.analysis.compare import EXCLUSIVE_PHASE, Comparison, compare, spec_key, split_runs
 from gpumon.analysis.distributions import CPU, compare_samples
 from gpumon.analysis.slowdown import Estimate, block_bootstrap_means, interval, window_rates
 from gpumon.analysis.text import render_histogram, render_tables
@@ -31,6 +31,14 @@ def exclusive_run(
 
 def pair_run(root: Path, name: str, a: Job, b: Job, **kw) -> Path:
     return write_run(root / name, [a, b], label=name, **kw)
+
+
+def solo_and_shared(tmp_path: Path, a: Job, b: Job, **kw) -> Comparison:
+    """compare of fcn and lstm each alone at 10 it/s against their shared run ``tmp_path/ab`` of jobs ``a`` and ``b``."""
+    xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
+    xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
+    ab = pair_run(tmp_path, "ab", a, b, **kw)
+    return compare([load_run(xa), load_run(xb)], [load_run(ab)])
 
 
 def half_speed(tmp_path: Path, **kw) -> tuple[list, list]:
@@ -91,15 +99,11 @@ def test_rates_interpolate_the_cumulative_steps_at_the_window_edges() -> None:
 
 def test_staggered_start_measures_only_the_overlap(tmp_path: Path) -> None:
     """B starts at 10 s: A runs at full speed until then, at half speed after."""
-    xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
-    xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(
+    c = solo_and_shared(
         tmp_path,
-        "ab",
         Job("A", FCN, phases=((10, 0.1), (40, 0.2))),
         Job("B", LSTM, start=10.0, warmup=2, phases=((40, 0.2),)),
     )
-    c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     assert c.pair.windows[0].start == pytest.approx(11.2)
     assert c.workload("A").slowdown.value == pytest.approx(2.0, abs=1e-6)
     assert c.workload("B").slowdown.value == pytest.approx(2.0, abs=1e-6)
@@ -107,16 +111,10 @@ def test_staggered_start_measures_only_the_overlap(tmp_path: Path) -> None:
 
 def test_a_job_that_finishes_early_ends_the_overlap(tmp_path: Path) -> None:
     """A stops at 15 s; B then runs alone at full speed, which must not count as shared."""
-    xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
-    xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(
-        tmp_path,
-        "ab",
-        Job("A", FCN, phases=((15, 0.2),)),
-        Job("B", LSTM, phases=((15, 0.2), (40, 0.1))),
+    c = solo_and_shared(
+        tmp_path, Job("A", FCN, phases=((15, 0.2),)), Job("B", LSTM, phases=((15, 0.2), (40, 0.1)))
     )
-    c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
-    a_last = load_run(ab).steps().query("process == 'A'")["t"].max()
+    a_last = load_run(tmp_path / "ab").steps().query("process == 'A'")["t"].max()
     assert c.pair.windows[0].end == pytest.approx(a_last)
     assert c.workload("B").slowdown.value == pytest.approx(2.0, abs=1e-6)
     assert c.workload("A").slowdown.value == pytest.approx(2.0, abs=1e-6)
@@ -239,15 +237,11 @@ def test_block_bootstrap_keeps_the_mean_and_widens_for_autocorrelation() -> None
     [(0.125, 0.125, PAYS), (0.25, 0.25, LOSES)],
 )
 def test_verdicts(tmp_path: Path, a_shared_s: float, b_shared_s: float, expected: str) -> None:
-    xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
-    xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(
+    c = solo_and_shared(
         tmp_path,
-        "ab",
         Job("A", FCN, phases=((30, a_shared_s),)),
         Job("B", LSTM, phases=((30, b_shared_s),)),
     )
-    c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     assert c.pair.stp.value == pytest.approx(2 * 0.1 / a_shared_s, abs=1e-6)
     assert c.pair.verdict == expected
 
@@ -353,16 +347,12 @@ def test_a_stop_requested_by_gpumon_is_not_an_early_exit(tmp_path: Path) -> None
 
 
 def test_incomplete_run_is_flagged(tmp_path: Path) -> None:
-    xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
-    xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(
+    c = solo_and_shared(
         tmp_path,
-        "ab",
         Job("A", FCN, phases=((20, 0.2),)),
         Job("B", LSTM, phases=((20, 0.2),)),
         status="recording",
     )
-    c = compare([load_run(xa), load_run(xb)], [load_run(ab)])
     assert any("not complete" in w for w in c.warnings)
 
 
@@ -525,17 +515,16 @@ def test_compare_and_the_live_line_call_a_slowdown_the_same_at_the_thresholds(
     from gpumon.core.records.rates import interference
     from gpumon.core.sources.replay import ReplaySource
 
-    xa = exclusive_run(tmp_path, "xa", FCN, 0.1)
-    xb = exclusive_run(tmp_path, "xb", LSTM, 0.1)
-    ab = pair_run(
-        tmp_path, "ab", Job("A", FCN, phases=((30, 0.119),)), Job("B", LSTM, phases=((30, 0.103),))
+    said = verdict_sentence(
+        solo_and_shared(
+            tmp_path, Job("A", FCN, phases=((30, 0.119),)), Job("B", LSTM, phases=((30, 0.103),))
+        )
     )
-    said = verdict_sentence(compare([load_run(xa), load_run(xb)], [load_run(ab)]))
     assert "fcn runs 1.19× slower" in said and "lstm barely notices fcn (r 1.03)" in said, said
 
     bus, live = Bus(), LiveStats()
     bus.subscribe(live.handle)
-    ReplaySource(ab, bus).seek(29.0)
+    ReplaySource(tmp_path / "ab", bus).seek(29.0)
     result = interference({"A": 10.0, "B": 10.0}, live.overlap("AB"))
     assert (
         cause_words({"A": FCN, "B": LSTM}, result.slowdown, {})

@@ -64,12 +64,24 @@ def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_with_fake(
     tmp_path: Path, lib: Path, scenario: str, *args: str, **env: str
 ) -> subprocess.CompletedProcess:
+    """``gpumon ARGS`` on the fake NVML library playing ``scenario``."""
+    return _with_fake(tmp_path, lib, scenario, [*GPUMON, *args], env)
+
+
+def python_with_fake(
+    tmp_path: Path, lib: Path, scenario: str, code: str
+) -> subprocess.CompletedProcess:
+    """Python ``code`` in a child on the fake NVML library playing ``scenario``."""
+    return _with_fake(tmp_path, lib, scenario, [sys.executable, "-c", code], {})
+
+
+def _with_fake(
+    tmp_path: Path, lib: Path, scenario: str, argv: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess:
     script = fake.write_scenario(tmp_path / "scenario.txt", scenario)
     environ = fake.environment(lib, script)
     environ.update(env)
-    return subprocess.run(
-        [*GPUMON, *args], env=environ, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=120)
 
 
 TWO_GPUS = """
@@ -142,14 +154,7 @@ def test_present_devices_pass_the_check(fake_lib, tmp_path):
         "c('cuda:0')\n"  # the one visible device is cuda:0 to CUDA, whatever its NVML index
         "print('ok')\n"
     )
-    script = fake.write_scenario(tmp_path / "scenario.txt", TWO_GPUS)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=fake.environment(fake_lib, script),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = python_with_fake(tmp_path, fake_lib, TWO_GPUS, code)
     assert done.stdout == "ok\n", done.stderr
 
 
@@ -160,14 +165,7 @@ def test_launch_dialog_and_experiments_use_the_same_check(fake_lib, tmp_path):
         "try:\n    build_request('fcn', '', 'cuda:3', '')\n"
         "except UsageError as e:\n    print(e)\n"
     )
-    script = fake.write_scenario(tmp_path / "scenario.txt", TWO_GPUS)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=fake.environment(fake_lib, script),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = python_with_fake(tmp_path, fake_lib, TWO_GPUS, code)
     assert done.stdout.startswith("device cuda:3 is not here: 2 GPU(s) visible"), done.stderr
     experiment = run_with_fake(
         tmp_path, fake_lib, TWO_GPUS, "experiment", "q2_pairwise", "--device", "cuda:3"

@@ -21,29 +21,18 @@ from gpumon.core.records.model import (
     StepEvent,
     WorkloadState,
 )
-from gpumon.core.store.recorder import Recorder, create_run_dir, initial_meta
+from gpumon.core.store.recorder import Recorder, create_run_dir
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, RunnerLock
 from gpumon.core.sources.follow import FollowSource, Tail
 from gpumon.core.store.trace import TABLES
 from tests.helpers import wait_for
+from tests.tracegen import cpu_run_meta
 
 
 def _meta(runner: RunnerInfo) -> RunMeta:
-    meta = initial_meta(
-        label="t",
-        mode="exclusive",
-        clock_t0_ns=time.monotonic_ns(),
-        started_at="2026-11-25T00:00:00",
-        interval_ms=100,
-        device="cpu",
-        stagger_s=0.0,
-        host={},
-        gpu=None,
-        nvml=SourceStatus("nvml", False, "disabled"),
-        versions={},
-        workloads=[WorkloadRecord("A", spec="gemm", kind="builtin", argv=[])],
-    )
+    workload = WorkloadRecord("A", spec="gemm", kind="builtin", argv=[])
+    meta = cpu_run_meta("t", time.monotonic_ns(), workload, nvml_reason="disabled")
     meta.runner = runner
     return meta
 

@@ -261,27 +261,22 @@ def test_a_burst_of_output_fits_the_pipe_the_listener_asked_for():
     listener.join(5)
 
 
+def _one_step(fd: int, step: int) -> None:
+    """Write one probe message of one step, ``step``, on ``fd``."""
+    row = [step, 0, 1, None, 0, 0, None]
+    os.write(fd, (json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [row]}) + "\n").encode())
+
+
 def test_hurry_reads_at_once_instead_of_at_the_end_of_the_period():
     listener, events, _ = start(period_s=60.0)
     probe_r, probe_w = os.pipe()
     listener.watch(probe_r, "A", "probe")
-    os.write(
-        probe_w,
-        (
-            json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [[0, 0, 1, None, 0, 0, None]]})
-            + "\n"
-        ).encode(),
-    )
+    _one_step(probe_w, 0)
     listener.hurry()
     item = events.get(timeout=10)  # not 60 s
     assert isinstance(item, StepEvent) and item.step == 0
     listener.stop()
     listener.join(5)
-
-
-def _one_step(fd: int, step: int) -> None:
-    row = [step, 0, 1, None, 0, 0, None]
-    os.write(fd, (json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [row]}) + "\n").encode())
 
 
 def test_read_now_publishes_what_was_written_before_it_returns_and_adds_no_read_of_its_own():
@@ -320,13 +315,7 @@ def test_on_gathered_follows_each_read_that_published_something():
     probe_r, probe_w = os.pipe()
     listener.watch(probe_r, "A", "probe")
     assert not gathered.wait(0.2), "nothing read yet"
-    os.write(
-        probe_w,
-        (
-            json.dumps({"v": 1, "pid": 7, "type": "steps", "rows": [[0, 0, 1, None, 0, 0, None]]})
-            + "\n"
-        ).encode(),
-    )
+    _one_step(probe_w, 0)
     listener.hurry()
     assert gathered.wait(10) and isinstance(events.get(timeout=10), StepEvent)
     listener.stop()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gpumon.core.records.model import GPM_COLUMNS
 from gpumon.checks import doctor
 from gpumon.core.sources.nvml import pid_namespace_hint
 from tests.fakenvml import build as fake
@@ -38,6 +39,20 @@ sys.path.insert(0, {str(SCRIPTS)!r})
 from nvml_prelude import NvmlSource, clock, emit, fake, pynvml, row
 """
 
+# What a child that calls pynvml itself starts with: the library up and ``h``, GPU 0's handle; ``PER_PROCESS`` adds
+# ``ours``, gpumon's per-process utilisation reader.
+HANDLE = """
+pynvml.nvmlInit()
+h = pynvml.nvmlDeviceGetHandleByIndex(0)
+"""
+PER_PROCESS = (
+    HANDLE
+    + """
+from gpumon.core.sources.nvmlquery import process_utilization
+ours = process_utilization(pynvml)
+"""
+)
+
 DEVICE = (
     'device name="NVIDIA Fake A100-SXM4-40GB" uuid=GPU-11111111-2222-3333-4444-555555555555 '
     "mem_total_mib=40960 pcie_gen=4 pcie_width=16 util_period_ms=100"
@@ -57,6 +72,15 @@ def run_child(
 ) -> dict:
     """Run PRELUDE + code in a child that loads ``lib``; return what it emit()-ed."""
     return _child(tmp_path, lib, scenario, [sys.executable, "-c", PRELUDE + code], env)
+
+
+def run_opened(
+    tmp_path: Path, lib: Path, scenario: str, code: str, gpu: int | None = None, **env: str
+) -> dict:
+    """``run_child`` of ``code`` with ``s``, an ``NvmlSource(gpu)`` already opened (``status``: what open() said)."""
+    return run_child(
+        tmp_path, lib, scenario, f"s = NvmlSource({gpu})\nstatus = s.open()\n" + code, **env
+    )
 
 
 def run_script(
@@ -107,13 +131,11 @@ def test_scripted_values_come_back(libs: dict[str, Path], tmp_path: Path) -> Non
         {DEVICE} gpu_util=50 mem_util=20 mem_used_mib=1000 power_w=123.4 temp_c=61 sm_clock_mhz=1410
         at 0.5 gpu_util=80 mem_used_mib=2048.5 power_w=250 temp_c=70 sm_clock_mhz=1980 pcie_gen=3 pcie_width=8
     """
-    out = run_child(
+    out = run_opened(
         tmp_path,
         libs["full"],
         scenario,
         """
-s = NvmlSource()
-status = s.open()
 first = s.sample(1.0)
 clock(0.6)
 soon = s.sample(1.6)  # memory, power and temperature are read once a second: this tick carries the first reading
@@ -164,13 +186,11 @@ def test_64bit_pcie_counters_are_differenced_over_the_interval(
         {DEVICE} pcie_rx_bps=3e9 pcie_tx_bps=1.5e9 pcie_counter_bits=64 pcie_counter_step_ms=50
         at 1.0 pcie_rx_bps=6e9 pcie_tx_bps=0
     """
-    out = run_child(
+    out = run_opened(
         tmp_path,
         libs["full"],
         scenario,
         """
-s = NvmlSource()
-s.open()
 rows = []
 for t in (0.2, 0.45, 0.9, 1.3):
     clock(t)
@@ -199,13 +219,11 @@ def test_throughput_fallback_when_counters_are_not_supported(
         fail field:198 NOT_SUPPORTED
         fail field:197 NOT_SUPPORTED
     """
-    out = run_child(
+    out = run_opened(
         tmp_path,
         libs["full"],
         scenario,
         """
-s = NvmlSource()
-s.open()
 emit(sample=row(s.sample(0.0)), info=s.device_info())
 """,
     )
@@ -222,13 +240,11 @@ def test_no_pcie_at_all_is_nan_and_listed(libs: dict[str, Path], tmp_path: Path)
         fail nvmlDeviceGetFieldValues NOT_SUPPORTED
         fail nvmlDeviceGetPcieThroughput NOT_SUPPORTED
     """
-    out = run_child(
+    out = run_opened(
         tmp_path,
         libs["full"],
         scenario,
         """
-s = NvmlSource()
-s.open()
 emit(sample=row(s.sample(0.0)), info=s.device_info())
 """,
     )
@@ -287,13 +303,11 @@ def test_gpu_lost_turns_the_source_unavailable_without_raising(
         proc pid=4242 mem_mib=10 sm_util=5
         lost_at 0.5
     """
-    out = run_child(
+    out = run_opened(
         tmp_path,
         libs["full"],
         scenario,
         """
-s = NvmlSource()
-s.open()
 before = row(s.sample(0.2))
 clock(0.6)
 during = row(s.sample(0.6))
@@ -328,13 +342,11 @@ def test_init_failure_is_unavailable_with_a_reason(
         {DEVICE}
         fail nvmlInit {code}
     """
-    out = run_child(
+    out = run_opened(
         tmp_path,
         libs["full"],
         scenario,
         """
-s = NvmlSource()
-status = s.open()
 emit(status=dataclasses.asdict(status), sample=row(s.sample(0.0)), procs=s.process_metrics([1]), info=s.device_info())
 """,
     )
@@ -495,30 +507,27 @@ emit(gpus=[dataclasses.asdict(g) for g in gpus], calls=[[n, i, c] for (n, i), c 
 def test_overview_survives_a_lost_gpu_and_is_empty_with_one(
     libs: dict[str, Path], tmp_path: Path
 ) -> None:
-    out = run_child(
+    out = run_opened(
         tmp_path,
         libs["full"],
         four_gpus(lost_at="1.0"),
         """
-s = NvmlSource(0)
-s.open()
 before = s.overview(0.5, s.sample(0.5), 1)
 clock(1.5)
 after = s.overview(1.5, s.sample(1.5), 1)
 emit(before=[g.sample is not None for g in before], after=[g.sample is not None for g in after],
      processes=[g.processes for g in after], available=s.status.available, sample=s.sample(2.0) is not None)
 """,
+        gpu=0,
     )
     assert out["before"] == [True] * 4
     assert out["after"] == [True, True, True, False] and out["processes"] == [1, 1, 2, None]
     assert out["available"] and out["sample"]  # another GPU lost: the jobs' GPU is still read
-    one = run_child(
+    one = run_opened(
         tmp_path,
         libs["full"],
         DEVICE,
         """
-s = NvmlSource()
-s.open()
 emit(gpus=len(s.overview(0.5, s.sample(0.5), 0)))
 """,
     )
@@ -1006,14 +1015,7 @@ def test_gpm_path_is_exact_at_any_interval(
     out = _ticks(tmp_path, libs["full"], scenario_file("gen5_58GBps"), interval, 8.0)
     info = out["info"]
     assert info["pcie_method"] == "gpm" and out["period"] is None and out["polls"] == 0
-    assert info["gpm_metrics"] == [
-        "pcie_rx_bps",
-        "pcie_tx_bps",
-        "sm_active_pct",
-        "sm_occupancy_pct",
-        "dram_bw_pct",
-        "tensor_active_pct",
-    ]
+    assert info["gpm_metrics"] == ["pcie_rx_bps", "pcie_tx_bps", *GPM_COLUMNS]
     assert info["pcie_max_bps"] == pytest.approx(3.938e9 * 16)
     rows = out["rows"]
     rx = [r["pcie_rx_bps"] for r in rows]
@@ -1220,10 +1222,10 @@ def test_clamp_counts_every_process_on_the_device(
 def test_cost_mode_burns_the_h100_cpu_per_call(
     libs: dict[str, Path], tmp_path: Path, sleepers: list[subprocess.Popen]
 ) -> None:
-    code = """
+    code = (
+        HANDLE
+        + """
 import time
-pynvml.nvmlInit()
-h = pynvml.nvmlDeviceGetHandleByIndex(0)
 def cost(fn, n=20):
     fn()
     began = time.thread_time_ns()
@@ -1239,6 +1241,7 @@ emit(util=cost(util), pcie=cost(lambda: pynvml.nvmlDeviceGetPcieThroughput(h, 1)
      fields=cost(lambda: pynvml.nvmlDeviceGetFieldValues(h, [198, 197])),
      procs=cost(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h)))
 """
+    )
     scenario = scenario_file(
         "gen5_58GBps", f"proc pid={sleepers[0].pid} sm_util=50"
     )  # two jobs, as measured
@@ -1264,12 +1267,10 @@ def test_per_process_samples_are_read_even_when_an_instant_lands_between_the_two
     # The real clock, an instant every millisecond and the H100's 1.2 ms a call: each sample count the size query
     # returns is stale by the time the buffer is filled. pynvml's wrapper raises then; gpumon's reader makes no size
     # query, and grows its buffer when the driver says it is too small.
-    code = """
+    code = (
+        PER_PROCESS
+        + """
 import time
-from gpumon.core.sources.nvmlquery import process_utilization
-pynvml.nvmlInit()
-h = pynvml.nvmlDeviceGetHandleByIndex(0)
-ours = process_utilization(pynvml)
 errors = []
 for _ in range(5):
     try:
@@ -1279,6 +1280,7 @@ for _ in range(5):
 read = [ours(h, time.time_ns() // 1000 - 2000) for _ in range(5)]
 emit(errors=errors, counts=[len(r) for r in read], pids=sorted({s.pid for r in read for s in r}))
 """
+    )
     scenario = (
         DEVICE.replace("util_period_ms=100", "util_period_ms=1")
         + f"\nproc pid={sleepers[0].pid} sm_util=50"
@@ -1296,12 +1298,10 @@ def test_a_per_process_read_is_one_driver_call_where_pynvml_makes_two(
 ) -> None:
     # At the H100's costs each C call burns half of the 2,311 µs pynvml's two calls cost there (size query + read):
     # gpumon's reader, which reads into a buffer with room to spare, pays one of them.
-    code = """
+    code = (
+        PER_PROCESS
+        + """
 import statistics, time
-from gpumon.core.sources.nvmlquery import process_utilization
-pynvml.nvmlInit()
-h = pynvml.nvmlDeviceGetHandleByIndex(0)
-ours = process_utilization(pynvml)
 def cost(read):
     spent = []
     for _ in range(7):
@@ -1312,6 +1312,7 @@ def cost(read):
 (theirs_us, theirs), (ours_us, read) = cost(pynvml.nvmlDeviceGetProcessUtilization), cost(ours)
 emit(theirs_us=theirs_us, ours_us=ours_us, theirs=theirs, ours=read)
 """
+    )
     scenario = (
         DEVICE + f"\nproc pid={sleepers[0].pid} sm_util=50\nproc pid={sleepers[1].pid} sm_util=30"
     )

@@ -61,14 +61,20 @@ def test_a_capture_records_the_job_and_the_fake_host_then_completes(tmp_path):
         session.launch(slot="B", request=request)
 
 
-def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
-    session, items = _session(tmp_path)
+def _capture_removed(tmp_path, **config) -> tuple[Session, Collect, LaunchRequest]:
+    """A session capturing job A (``request``) whose run directory was removed, once it has said so."""
+    session, items = _session(tmp_path, **config)
     request = LaunchRequest.command("sleep 60")
     session.start()
     path = session.start_capture("unit", [request])
     session.launch(slot="A", request=request)
     shutil.rmtree(path)
     wait_for(lambda: session.capture_error is not None, what="the capture error")
+    return session, items, request
+
+
+def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
+    session, items, request = _capture_removed(tmp_path)
     wait_for(lambda: not session.launcher.get("A").running, what="the job to be stopped")
     texts = [n.text for n in items.of(Notice)]
     assert texts[0] == session.capture_error.line() and texts[0].endswith("was removed")
@@ -80,13 +86,7 @@ def test_a_failed_capture_stops_the_jobs_and_says_so(tmp_path):
 
 
 def test_on_capture_error_continue_keeps_the_jobs(tmp_path):
-    session, _ = _session(tmp_path, on_capture_error="continue")
-    request = LaunchRequest.command("sleep 60")
-    session.start()
-    path = session.start_capture("unit", [request])
-    session.launch(slot="A", request=request)
-    shutil.rmtree(path)
-    wait_for(lambda: session.capture_error is not None, what="the capture error")
+    session, _, _ = _capture_removed(tmp_path, on_capture_error="continue")
     assert session.launcher.get("A").running
     session.shutdown()
     workload = session.launcher.get("A")

@@ -25,23 +25,20 @@ from gpumon.errors import EnvironmentFailure
 RUN = Path("/runs/20261126-050000-x")
 
 
-def test_each_errno_in_words() -> None:
-    assert (
-        describe_write_error(OSError(errno.ENOSPC, "No space left on device"), RUN)
-        == f"no space left on {RUN}"
-    )
-    assert (
-        describe_write_error(OSError(errno.EDQUOT, "Disk quota exceeded"), RUN)
-        == f"disk quota exceeded on {RUN}"
-    )
-    assert (
-        describe_write_error(OSError(errno.EROFS, "Read-only"), RUN)
-        == f"{RUN} is on a read-only file system"
-    )
-    assert (
-        describe_write_error(OSError(errno.ENOENT, "No such file"), RUN)
-        == f"run directory {RUN} was removed"
-    )
+@pytest.mark.parametrize(
+    ("code", "strerror", "said"),
+    [
+        (errno.ENOSPC, "No space left on device", f"no space left on {RUN}"),
+        (errno.EDQUOT, "Disk quota exceeded", f"disk quota exceeded on {RUN}"),
+        (errno.EROFS, "Read-only", f"{RUN} is on a read-only file system"),
+        (errno.ENOENT, "No such file", f"run directory {RUN} was removed"),
+    ],
+)
+def test_each_errno_in_words(code: int, strerror: str, said: str) -> None:
+    assert describe_write_error(OSError(code, strerror), RUN) == said
+
+
+def test_permission_denied_names_the_file_when_known() -> None:
     for code in (errno.EACCES, errno.EPERM):
         assert (
             describe_write_error(OSError(code, "Permission denied"), RUN)

@@ -37,7 +37,7 @@ from gpumon.core.jobs.runnerstop import stop_runner
 from gpumon.core.store.runmeta import RunMeta
 from gpumon.errors import UsageError
 from gpumon.safewrite import UnsafeDestination
-from tests.helpers import fork_as_nobody, hold_run, hold_run_as_nobody, reachable_by_others, victim
+from tests.helpers import fork_as_nobody, hold_run, runner_as_nobody, reachable_by_others, victim
 
 
 def _meta(run_dir: Path) -> dict:
@@ -221,8 +221,7 @@ def shared_dir():
 @needs_root
 def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(shared_dir) -> None:
     run_dir = shared_dir / "20260101-000000-theirs"
-    pid = hold_run_as_nobody(run_dir)
-    try:
+    with runner_as_nobody(run_dir) as runner:
         info = RunnerInfo.from_json(_meta(run_dir)["runner"])
         nobody = pwd.getpwnam("nobody").pw_uid
         assert info.uid == nobody and run_owner(run_dir, info) == nobody
@@ -235,14 +234,10 @@ def test_another_users_runner_is_theirs_and_stopped_only_with_any_user(shared_di
             "20260101-000000-theirs belongs to user nobody: you can stop your own runs only "
             "(--any-user: also another user's)"
         )
-        assert psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        assert psutil.pid_exists(runner.pid)
+        assert psutil.Process(runner.pid).status() != psutil.STATUS_ZOMBIE
         assert stop_runner(run_dir, info, any_user=True)
-        assert os.waitpid(pid, 0)[1] == signal.SIGTERM
-        pid = 0
-    finally:
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        assert runner.status() == signal.SIGTERM
 
 
 CAP_KILL = 5
@@ -272,18 +267,14 @@ def without_cap_kill() -> Iterator[None]:
 @needs_root
 def test_a_runner_the_caller_may_inspect_but_not_signal_is_refused_in_words(shared_dir) -> None:
     run_dir = shared_dir / "20260101-000000-unsignalled"
-    pid = hold_run_as_nobody(run_dir)
-    try:
+    with runner_as_nobody(run_dir) as runner:
         info = RunnerInfo.from_json(_meta(run_dir)["runner"])
         with without_cap_kill(), pytest.raises(UsageError) as refused:
             stop_runner(run_dir, info, any_user=True)
         assert str(refused.value) == (
-            f"20260101-000000-unsignalled: not permitted to signal its runner (pid {pid})"
+            f"20260101-000000-unsignalled: not permitted to signal its runner (pid {runner.pid})"
         )
-        assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE  # untouched
-    finally:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        assert psutil.Process(runner.pid).status() != psutil.STATUS_ZOMBIE  # untouched
 
 
 @needs_root

@@ -61,17 +61,7 @@ def test_each_table_read_as_a_frame(tmp_path: Path) -> None:
     assert set(run.others()["pid"]) == {COLLEAGUE.pid}
     (run.path / "gpu_others.csv").unlink()  # a run recorded before gpu_others.csv
     empty = load_run(run.path).others()
-    assert len(empty) == 0 and list(empty.columns) == [
-        "t",
-        "pid",
-        "user",
-        "command",
-        "gpu_mem_mib",
-        "sm_pct",
-        "cpu_pct",
-        "rss_mib",
-        "elapsed_s",
-    ]
+    assert len(empty) == 0 and list(empty.columns) == OTHERS_HEADER[:-1].split(",")
 
 
 def test_complete_text_drops_a_torn_line_and_refuses_what_is_not_utf8(tmp_path: Path) -> None:
@@ -265,30 +255,18 @@ def test_what_gpumon_runs_shows_of_a_run(tmp_path: Path) -> None:
 
 # --- Hand-written run directories: run.json and each table's text as written here, and what they must read back as.
 
+# These pin the documented on-disk format by hand, so they are not model.py's columns imported: a column renamed
+# there must fail here.
 STEPS_HEADER = "process,pid,step,t,iter_s,samples,warmup,copy_bytes,copy_s\n"
-STEP_NAMES = ["process", "pid", "step", "t", "iter_s", "samples", "warmup", "copy_bytes", "copy_s"]
-DEVICE_NAMES = [
-    "t",
-    "gpu_util",
-    "mem_util",
-    "mem_used_mib",
-    "mem_total_mib",
-    "pcie_rx_bps",
-    "pcie_tx_bps",
-    "power_w",
-    "temp_c",
-    "sm_clock_mhz",
-    "sm_active_pct",
-    "sm_occupancy_pct",
-    "dram_bw_pct",
-    "tensor_active_pct",
-]
+STEP_NAMES = STEPS_HEADER[:-1].split(",")
 PROCESSES_HEADER = "t,process,pid,cpu_pct,rss_mib,threads,gpu_mem_mib,gpu_sm_util\n"
 HOST_HEADER = "t,cpu_pct,mem_used_mib,mem_total_mib,per_core\n"
 OTHERS_HEADER = "t,pid,user,command,gpu_mem_mib,sm_pct,cpu_pct,rss_mib,elapsed_s\n"
 # device.csv and host.csv as runs recorded before the GPM columns and per_core were added wrote them
 OLD_DEVICE_HEADER = "t,gpu_util,mem_util,mem_used_mib,mem_total_mib,pcie_rx_bps,pcie_tx_bps,power_w,temp_c,sm_clock_mhz\n"
 OLD_HOST_HEADER = "t,cpu_pct,mem_used_mib,mem_total_mib\n"
+GPM_HEADER = ",sm_active_pct,sm_occupancy_pct,dram_bw_pct,tensor_active_pct\n"
+DEVICE_NAMES = (OLD_DEVICE_HEADER[:-1] + GPM_HEADER[:-1]).split(",")
 HAND_META = {
     "schema": 1,
     "label": "hand",
@@ -323,8 +301,9 @@ def test_tables_of_runs_recorded_before_columns_were_added(tmp_path: Path) -> No
         )
     )
     widened = (
-        OLD_DEVICE_HEADER[:-1] + ",sm_active_pct,sm_occupancy_pct,dram_bw_pct,tensor_active_pct\n"
-        "0.5,40,10,1000,80000,1000000000,200000000,300,60,1980,,,,\n"
+        OLD_DEVICE_HEADER[:-1]
+        + GPM_HEADER
+        + "0.5,40,10,1000,80000,1000000000,200000000,300,60,1980,,,,\n"
         "1.5,41,11,1001,80000,1500000000,300000000,301,61,1985,,,,\n"
     )
     assert run.table_text("device") == widened

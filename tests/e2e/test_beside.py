@@ -20,6 +20,7 @@ from gpumon.core.probing import rendezvous
 from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
 from tests.helpers import (
+    headless_cpu,
     GPUMON,
     gpumon,
     only_run,
@@ -186,64 +187,40 @@ def test_its_exclusive_rate_comes_from_before_a_started(capture) -> None:
     assert data["workloads"]["A"]["slowdown"]["estimate"] is None  # A never ran alone
 
 
-def test_kill_9_of_gpumon_leaves_it_running(tmp_path: Path) -> None:
-    proc, own_log = start_stepper(tmp_path)
+def _watching(pid: int, runs: Path) -> subprocess.Popen:
+    """A headless gpumon watching ``pid`` as job B, once it has recorded more than 50 of its steps into ``runs``."""
+    monitor = subprocess.Popen(
+        [*GPUMON, *headless_cpu(runs, "--beside", str(pid))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        runs = tmp_path / "runs"
-        monitor = subprocess.Popen(
-            [
-                *GPUMON,
-                "run",
-                "--beside",
-                str(proc.pid),
-                "--headless",
-                "--device",
-                "cpu",
-                "--no-nvml",
-                "--out",
-                str(runs),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         wait_for(
             lambda: (
                 runs.exists()
                 and any(runs.glob("*/run.json"))
                 and (only_run(runs) / "steps.csv").read_text().count("\n") > 50
             ),
-            what="B's steps recorded",
+            what=f"B's steps recorded in {runs.name}",
         )
+    except AssertionError:
+        monitor.kill()
+        monitor.wait()
+        raise
+    return monitor
+
+
+def test_kill_9_of_gpumon_leaves_it_running(tmp_path: Path) -> None:
+    proc, own_log = start_stepper(tmp_path)
+    try:
+        runs = tmp_path / "runs"
+        monitor = _watching(proc.pid, runs)
         monitor.send_signal(signal.SIGINT)  # Ctrl-C
         assert monitor.wait(timeout=60) == 128 + signal.SIGINT
         assert proc.poll() is None
         assert load_run(only_run(runs)).workloads[0].state == "detached"
 
-        again = subprocess.Popen(
-            [
-                *GPUMON,
-                "run",
-                "--beside",
-                str(proc.pid),
-                "--headless",
-                "--device",
-                "cpu",
-                "--no-nvml",
-                "--out",
-                str(tmp_path / "runs2"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        runs2 = tmp_path / "runs2"
-        wait_for(
-            lambda: (
-                runs2.exists()
-                and any(runs2.glob("*/run.json"))
-                and (only_run(runs2) / "steps.csv").read_text().count("\n") > 50
-            ),
-            what="B's steps recorded again",
-        )
+        again = _watching(proc.pid, tmp_path / "runs2")
         again.kill()  # kill -9: no PDEATHSIG reaches a process gpumon did not start
         again.wait()
         before = own_log.read_text().count("\n")
@@ -377,20 +354,16 @@ def test_a_wrapped_process_that_has_not_stepped_yet_is_said_to_be_so(tmp_path: P
             what="the exec of wrap",
         )
         done = gpumon(
-            "run",
-            "gemm:preset=tiny",
-            "--beside",
-            str(proc.pid),
-            "--stagger",
-            "1",
-            "--duration",
-            "2",
-            "--headless",
-            "--device",
-            "cpu",
-            "--no-nvml",
-            "--out",
-            str(tmp_path / "runs"),
+            *headless_cpu(
+                tmp_path / "runs",
+                "gemm:preset=tiny",
+                "--beside",
+                str(proc.pid),
+                "--stagger",
+                "1",
+                "--duration",
+                "2",
+            ),
             timeout=180,
             env={**os.environ, "GPUMON_RUNTIME_DIR": str(tmp_path / "rt")},
         )
@@ -424,17 +397,7 @@ def test_a_process_that_ends_while_watched(tmp_path: Path) -> None:
     )  # about 3 s of steps, then it exits
     proc, _ = start_stepper(tmp_path, code)
     try:
-        done = gpumon(
-            "run",
-            "--beside",
-            str(proc.pid),
-            "--headless",
-            "--device",
-            "cpu",
-            "--no-nvml",
-            "--out",
-            str(tmp_path / "runs"),
-        )
+        done = gpumon(*headless_cpu(tmp_path / "runs", "--beside", str(proc.pid)))
     finally:
         stop(proc)
     assert done.returncode == 0, done.stderr

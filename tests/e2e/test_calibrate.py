@@ -121,21 +121,21 @@ def _on_the_fake_gpu(src: Path, dst: Path) -> Path:
     return dst
 
 
+def _solo_runs(tmp_path: Path) -> list[Path]:
+    """The H100's solo fcn and gemm runs, copied into ``tmp_path`` as the fake GPU's."""
+    return [_on_the_fake_gpu(H100 / n, tmp_path / n) for n in ("x-fcn", "x-gemm")]
+
+
+def _predict(env: dict[str, str], runs: list[Path], *args: str) -> subprocess.CompletedProcess:
+    """``gpumon predict`` of the two solo ``runs``."""
+    return gpumon(env, "predict", "--exclusive", str(runs[0]), "--exclusive", str(runs[1]), *args)
+
+
 def test_predict_uses_the_calibration_for_runs_on_that_gpu(
     measured: dict, box: Box, tmp_path: Path
 ):
-    runs = [_on_the_fake_gpu(H100 / n, tmp_path / n) for n in ("x-fcn", "x-gemm")]
-    done = gpumon(
-        box.env,
-        "predict",
-        "--exclusive",
-        str(runs[0]),
-        "--exclusive",
-        str(runs[1]),
-        "--share",
-        "all",
-        "--json",
-    )
+    runs = _solo_runs(tmp_path)
+    done = _predict(box.env, runs, "--share", "all", "--json")
     assert done.returncode == 0, done.stderr
     ts, mps = json.loads(done.stdout)["modes"]
     for mode in (ts, mps):
@@ -145,26 +145,12 @@ def test_predict_uses_the_calibration_for_runs_on_that_gpu(
         ]
         assert not any("uncalibrated" in n for n in mode["notes"])
     # the same runs on a GPU model never calibrated: the default constants, and it says so
-    other = gpumon(
-        {**box.env, "GPUMON_CALIBRATION": str(tmp_path / "empty")},
-        "predict",
-        "--exclusive",
-        str(runs[0]),
-        "--exclusive",
-        str(runs[1]),
-        "--json",
-    )
+    uncalibrated = {**box.env, "GPUMON_CALIBRATION": str(tmp_path / "empty")}
+    other = _predict(uncalibrated, runs, "--json")
     data = json.loads(other.stdout)
     assert data["model"]["calibrated"] is False
     assert any(n.startswith(f"uncalibrated for {GPU}: intervals widened") for n in data["notes"])
-    text = gpumon(
-        {**box.env, "GPUMON_CALIBRATION": str(tmp_path / "empty")},
-        "predict",
-        "--exclusive",
-        str(runs[0]),
-        "--exclusive",
-        str(runs[1]),
-    )
+    text = _predict(uncalibrated, runs)
     assert f"note: uncalibrated for {GPU}: intervals widened" in text.stdout
 
 
@@ -180,20 +166,8 @@ def test_without_an_mps_daemon_only_time_slicing_is_calibrated(box: Box, tmp_pat
     assert "MPS not measured: no nvidia-cuda-mps-control on PATH" in done.stdout
     stored = json.loads((tmp_path / "store" / "NVIDIA_Fake_L4.json").read_text())
     assert set(stored["constants"]) == {"slice_s", "switch_s", "util_scale"}
-    runs = [_on_the_fake_gpu(H100 / n, tmp_path / n) for n in ("x-fcn", "x-gemm")]
-    ts, mps = json.loads(
-        gpumon(
-            env,
-            "predict",
-            "--exclusive",
-            str(runs[0]),
-            "--exclusive",
-            str(runs[1]),
-            "--share",
-            "all",
-            "--json",
-        ).stdout
-    )["modes"]
+    runs = _solo_runs(tmp_path)
+    ts, mps = json.loads(_predict(env, runs, "--share", "all", "--json").stdout)["modes"]
     assert ts["model"]["calibrated"] is True and mps["model"]["calibrated"] is False
     assert any("uncalibrated" in n and "sm_fill" in n for n in mps["notes"])
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import gpumon
+from tests.helpers import gpumon, headless_cpu
 
 pytest.importorskip("lightning")
 pytest.importorskip("transformers")
@@ -28,17 +28,13 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARAL
 def _run(tmp_path: Path, command: str) -> tuple[dict, list[dict]]:
     runs = tmp_path / "runs"
     done = gpumon(
-        "run",
-        "--cmd",
-        command,
-        "--python",
-        sys.executable,
-        "--headless",
-        "--no-nvml",
-        "--device",
-        "cpu",
-        "--out",
-        str(runs),
+        *headless_cpu(
+            runs,
+            "--cmd",
+            command,
+            "--python",
+            sys.executable,
+        ),
         timeout=300,
         env=OFFLINE,
         cwd=tmp_path,

@@ -10,11 +10,10 @@ import sys
 import textwrap
 
 import psutil
-import pytest
 
 from gpumon.core.store.trace import load_run
 from tests.e2e.test_run_headless import stepping
-from tests.helpers import GPUMON, wait_for
+from tests.helpers import GPUMON, headless_cpu, in_private_mount, wait_for
 
 
 def _start(
@@ -23,16 +22,12 @@ def _start(
     proc = subprocess.Popen(
         [
             *GPUMON,
-            "run",
-            *job,
-            "--headless",
-            "--json",
-            "--device",
-            "cpu",
-            "--no-nvml",
-            "--out",
-            str(tmp_path),
-            *extra,
+            *headless_cpu(
+                tmp_path,
+                *job,
+                "--json",
+                *extra,
+            ),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -45,6 +40,12 @@ def _start(
     return proc, run_dir
 
 
+def _remove(run_dir) -> None:
+    """Remove a run directory its runner is writing (a file it renames away while rmtree lists it is tried again)."""
+    while run_dir.exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def _child_pid(run_dir) -> int:
     return json.loads((run_dir / "run.json").read_text())["workloads"][0]["pid"]
 
@@ -52,7 +53,7 @@ def _child_pid(run_dir) -> int:
 def test_a_run_directory_removed_mid_run_stops_the_job_and_exits_1(tmp_path):
     proc, run_dir = _start(tmp_path, "--duration", "120")
     child = psutil.Process(_child_pid(run_dir))
-    shutil.rmtree(run_dir)
+    _remove(run_dir)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
     assert "Traceback" not in err
@@ -72,7 +73,7 @@ def test_on_capture_error_continue_keeps_the_job_running_unrecorded(tmp_path):
     proc, run_dir = _start(
         tmp_path, "--duration", "25", "--on-capture-error", "continue", job=stepper
     )
-    shutil.rmtree(run_dir)
+    _remove(run_dir)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     assert "Traceback" not in err and "gpumon: capture stopped at " in err
@@ -110,16 +111,7 @@ FAST_STEPPER = textwrap.dedent(
 
 def test_a_full_filesystem_truncates_the_run_and_keeps_it_readable(tmp_path):
     """A real 200 KiB tmpfs in a private mount namespace (unshare -rm), filled by a job stepping every 1 ms."""
-    if (
-        shutil.which("unshare") is None
-        or subprocess.run(
-            ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {tmp_path}"],
-            capture_output=True,
-        ).returncode
-    ):
-        pytest.skip("cannot mount a tmpfs in a private mount namespace here (unshare -rm)")
     mnt, saved = tmp_path / "mnt", tmp_path / "saved"
-    mnt.mkdir()
     saved.mkdir()
     gpumon = shlex.join(
         [
@@ -135,9 +127,8 @@ def test_a_full_filesystem_truncates_the_run_and_keeps_it_readable(tmp_path):
             "300",
         ]
     )
-    script = f"mount -t tmpfs -o size=200k tmpfs {mnt} && {gpumon}; rc=$?; cp -a {mnt}/. {saved}/; exit $rc"
-    result = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=300
+    result = in_private_mount(
+        tmp_path, "size=200k", f"{gpumon}; rc=$?; cp -a {mnt}/. {saved}/; exit $rc", timeout=300
     )
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr

@@ -38,17 +38,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def args(runs: dict[str, Path], *extra: str) -> list[str]:
-    return [
-        "compare",
-        "--exclusive",
-        str(runs["xa"]),
-        "--exclusive",
-        str(runs["xb"]),
-        "--shared",
-        str(runs["ab"]),
-        *extra,
-    ]
+def args(
+    runs: dict[str, Path],
+    *extra: str,
+    exclusive: tuple[str, str] = ("xa", "xb"),
+    shared: str = "ab",
+) -> list[str]:
+    """``compare`` of the two ``exclusive`` runs and the ``shared`` one (names of the ``runs`` fixture)."""
+    solo = [arg for name in exclusive for arg in ("--exclusive", str(runs[name]))]
+    return ["compare", *solo, "--shared", str(runs[shared]), *extra]
 
 
 def test_text_output_without_ansi_when_piped(runs: dict[str, Path]) -> None:
@@ -172,25 +170,9 @@ def test_bad_input_is_one_line_and_exit_2(
         (bad / "run.json").write_text("{not json")
         argv = ["compare", "--exclusive", str(runs["xa"]), "--shared", str(bad)]
     elif case == "no_overlap":
-        argv = [
-            "compare",
-            "--exclusive",
-            str(runs["xa"]),
-            "--exclusive",
-            str(runs["xb"]),
-            "--shared",
-            str(runs["apart"]),
-        ]
+        argv = args(runs, shared="apart")
     else:
-        argv = [
-            "compare",
-            "--exclusive",
-            str(runs["vgg"]),
-            "--exclusive",
-            str(runs["xb"]),
-            "--shared",
-            str(runs["ab"]),
-        ]
+        argv = args(runs, exclusive=("vgg", "xb"))
     result = gpumon(*argv)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from tests.e2e.test_run_headless import stepping
-from tests.helpers import gpumon, wait_for
+from tests.helpers import gpumon, new_tmux, recording_claim, wait_for
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux to own a terminal")
 
@@ -75,22 +75,7 @@ class Pane:
         self.socket = str(tmp_path / f"{name}.tmux")
         environment = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         line = f"env {environment} {shlex.join(command)}; echo viewer-exit=$?; sleep 600"
-        subprocess.run(
-            [
-                "tmux",
-                "-S",
-                self.socket,
-                "new-session",
-                "-d",
-                "-x",
-                str(cols),
-                "-y",
-                str(rows),
-                line,
-            ],
-            check=True,
-            env={**os.environ, **env},
-        )
+        new_tmux(self.socket, cols, rows, [line], {**os.environ, **env})
 
     def screen(self) -> str:
         done = subprocess.run(
@@ -275,15 +260,9 @@ def test_attach_and_stop_refuse_what_is_not_theirs_in_one_line(tmp_path):
     # from its directory's owner (or its proven runner), never from run.json's runner.uid, which is only a claim
     other = runs / "20260101-000000-theirs"
     other.mkdir(parents=True)
-    meta = {
-        "schema": 1,
-        "label": "theirs",
-        "mode": "exclusive",
-        "status": "recording",
-        "started_at": "x",
-        "workloads": [],
-        "runner": {"pid": 1, "started": 0.0, "uid": 65534, "user": "nobody", "host": "elsewhere"},
-    }
+    meta = recording_claim(
+        {"pid": 1, "started": 0.0, "uid": 65534, "user": "nobody", "host": "elsewhere"}
+    )
     (other / "run.json").write_text(json.dumps(meta))
     if os.getuid() == 0:  # only root can give a directory to another user
         os.chown(other, 65534, 65534)

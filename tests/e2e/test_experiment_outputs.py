@@ -13,23 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpumon.experiments.runner.outlock import LOCK_FILE, FolderBusy, FolderLock, holder_text
-from tests.helpers import gpumon
+from tests.helpers import gpumon, one_line_error, tiny_pairs_spec
 
-SPEC = """\
-[experiment]
-name = "tiny_pairs"
-title = "Tiny pairs"
-question = "Does fcn beside gemm pay on this machine?"
-analysis = "pairwise"
-
-[run]
-workloads = ["fcn", "gemm"]
-options = { preset = "tiny", threads = 1 }
-pairs = "distinct"
-seconds = 3
-stagger = 1
-startup = 40
-"""
+SPEC = tiny_pairs_spec("tiny_pairs", "Tiny pairs", "Does fcn beside gemm pay on this machine?", 3)
 
 
 def experiment(tmp_path: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -37,13 +23,6 @@ def experiment(tmp_path: Path, out: Path, *extra: str) -> subprocess.CompletedPr
     spec.write_text(SPEC)
     env = {"NO_COLOR": "1", "GPUMON_PYTHON": sys.executable}
     return gpumon("experiment", str(spec), "--out", str(out), "--device", "cpu", *extra, env=env)
-
-
-def one_line_error(result: subprocess.CompletedProcess) -> str:
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.startswith("gpumon: error: ") and result.stderr.count("\n") == 1
-    assert "Traceback" not in result.stderr
-    return result.stderr
 
 
 @pytest.mark.parametrize("name", ["results.md", "predicted.md"])

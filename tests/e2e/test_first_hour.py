@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import GPUMON, Terminal, gpumon, wait_for
+from tests.helpers import GPUMON, Terminal, gpumon, headless_cpu, wait_for
 from tests.tracegen import exclusive, paced_job, staggered_pair, write_run
 
 FCN, LSTM = "fcn:preset=tiny", "lstm:preset=tiny"
@@ -38,6 +38,18 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+# compare of the ``runs`` fixture's three runs, each named by its label
+COMPARE_BY_LABEL = (
+    "compare",
+    "--exclusive",
+    "fcn-alone",
+    "--exclusive",
+    "lstm-alone",
+    "--shared",
+    "fcn-lstm",
+)
+
+
 def in_runs(runs: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return gpumon(*args, env={"GPUMON_RUNS": str(runs), "NO_COLOR": "1"}, cwd=cwd)
 
@@ -45,13 +57,7 @@ def in_runs(runs: Path, *args: str, cwd: Path | None = None) -> subprocess.Compl
 def test_compare_takes_the_labels_and_a_label_names_its_newest_run(runs):
     done = in_runs(
         runs,
-        "compare",
-        "--exclusive",
-        "fcn-alone",
-        "--exclusive",
-        "lstm-alone",
-        "--shared",
-        "fcn-lstm",
+        *COMPARE_BY_LABEL,
         "--json",
     )
     assert done.returncode == 0, done.stderr
@@ -212,19 +218,15 @@ def test_a_bare_python_in_cmd_is_the_workloads_python(tmp_path):
     training.symlink_to(sys.executable)
     runs = tmp_path / "runs"
     done = gpumon(
-        "run",
-        "--cmd",
-        f"python {script}",
-        "--python",
-        str(training),
-        "--headless",
-        "--no-nvml",
-        "--device",
-        "cpu",
-        "--duration",
-        "60",
-        "--out",
-        str(runs),
+        *headless_cpu(
+            runs,
+            "--cmd",
+            f"python {script}",
+            "--python",
+            str(training),
+            "--duration",
+            "60",
+        ),
     )
     assert done.returncode == 0, done.stderr
     (run_dir,) = [p for p in runs.iterdir() if (p / "run.json").exists()]
@@ -322,19 +324,15 @@ def test_no_steps_is_not_said_while_a_job_starts_and_is_withdrawn_when_steps_arr
     script.write_text(SLOW_START)
     runs = tmp_path / "runs"
     done = gpumon(
-        "run",
-        "--cmd",
-        f"python {script}",
-        "--python",
-        sys.executable,
-        "--headless",
-        "--no-nvml",
-        "--device",
-        "cpu",
-        "--duration",
-        "240",
-        "--out",
-        str(runs),
+        *headless_cpu(
+            runs,
+            "--cmd",
+            f"python {script}",
+            "--python",
+            sys.executable,
+            "--duration",
+            "240",
+        ),
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
@@ -355,20 +353,16 @@ def test_a_script_with_a_manual_sgd_loop_is_told_why_it_shows_no_steps(tmp_path)
     proc = subprocess.Popen(
         [
             *GPUMON,
-            "run",
-            "--cmd",
-            f"python {MANUAL_SGD}",
-            "--python",
-            sys.executable,
-            "--headless",
-            "--json",
-            "--no-nvml",
-            "--device",
-            "cpu",
-            "--duration",
-            "240",
-            "--out",
-            str(runs),
+            *headless_cpu(
+                runs,
+                "--cmd",
+                f"python {MANUAL_SGD}",
+                "--python",
+                sys.executable,
+                "--json",
+                "--duration",
+                "240",
+            ),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -435,21 +429,17 @@ def test_a_lost_stagger_is_said_when_b_starts_and_by_compare(tmp_path):
     run keeps it, and compare --shared (no exclusive phase to be the baseline) says why instead of a generic line."""
     runs = tmp_path / "runs"
     done = gpumon(
-        "run",
-        "--cmd",
-        shlex.join([sys.executable, "-c", SLOW_WARMUP]),
-        "--cmd",
-        shlex.join([sys.executable, "-c", STEADY]),
-        "--stagger",
-        "1",
-        "--duration",
-        "7",
-        "--headless",
-        "--no-nvml",
-        "--device",
-        "cpu",
-        "--out",
-        str(runs),
+        *headless_cpu(
+            runs,
+            "--cmd",
+            shlex.join([sys.executable, "-c", SLOW_WARMUP]),
+            "--cmd",
+            shlex.join([sys.executable, "-c", STEADY]),
+            "--stagger",
+            "1",
+            "--duration",
+            "7",
+        ),
     )
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if "--stagger 1 was lost" in line]
@@ -481,21 +471,17 @@ def test_beside_with_no_nvml_says_nvml_was_off_not_that_it_gave_nothing(tmp_path
     )
     try:
         done = gpumon(
-            "run",
-            "--cmd",
-            shlex.join([sys.executable, "-c", STEADY]),
-            "--beside",
-            str(blind.pid),
-            "--stagger",
-            "2",
-            "--duration",
-            "6",
-            "--headless",
-            "--no-nvml",
-            "--device",
-            "cpu",
-            "--out",
-            str(tmp_path / "runs"),
+            *headless_cpu(
+                tmp_path / "runs",
+                "--cmd",
+                shlex.join([sys.executable, "-c", STEADY]),
+                "--beside",
+                str(blind.pid),
+                "--stagger",
+                "2",
+                "--duration",
+                "6",
+            ),
         )
         assert done.returncode == 0, done.stderr
     finally:
@@ -520,19 +506,15 @@ def test_headless_shows_the_whole_spec_and_says_a_job_stopped_at_duration(tmp_pa
     'stopped at --duration', not the status of the SIGTERM gpumon sent."""
     (tmp_path / "main.py").write_text(STEADY)
     done = gpumon(
-        "run",
-        "--cmd",
-        "python main.py --epochs 3",
-        "--python",
-        sys.executable,
-        "--headless",
-        "--no-nvml",
-        "--device",
-        "cpu",
-        "--duration",
-        "3",
-        "--out",
-        str(tmp_path / "runs"),
+        *headless_cpu(
+            tmp_path / "runs",
+            "--cmd",
+            "python main.py --epochs 3",
+            "--python",
+            sys.executable,
+            "--duration",
+            "3",
+        ),
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
@@ -554,13 +536,7 @@ def test_cpu_runs_are_said_to_share_cores_and_copy_with_memcpy(runs, tmp_path):
     assert rows and all(line.split()[2:4] == ["cpu", "cores"] for line in rows), listed.stdout
     compared = in_runs(
         runs,
-        "compare",
-        "--exclusive",
-        "fcn-alone",
-        "--exclusive",
-        "lstm-alone",
-        "--shared",
-        "fcn-lstm",
+        *COMPARE_BY_LABEL,
     )
     assert compared.returncode == 0, compared.stderr
     assert "Pair (cpu cores): STP " in compared.stdout and "timeslice" not in compared.stdout
@@ -577,16 +553,12 @@ def test_cpu_runs_are_said_to_share_cores_and_copy_with_memcpy(runs, tmp_path):
     proc = subprocess.Popen(
         [
             *GPUMON,
-            "run",
-            "fcn:preset=tiny",
-            "--headless",
-            "--no-nvml",
-            "--device",
-            "cpu",
-            "--duration",
-            "240",
-            "--out",
-            str(tmp_path / "fcn"),
+            *headless_cpu(
+                tmp_path / "fcn",
+                "fcn:preset=tiny",
+                "--duration",
+                "240",
+            ),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -630,23 +602,19 @@ def test_the_live_line_measures_before_its_first_verdict_and_never_prints_nan(tm
     exclusive(tmp_path / "x-a", "A", 90.0)
     exclusive(tmp_path / "x-b", "A", 90.0)
     done = gpumon(
-        "run",
-        "--cmd",
-        _loop(1500),
-        "--cmd",
-        _loop(1500),
-        "--baseline",
-        f"A={tmp_path / 'x-a'}",
-        "--baseline",
-        f"B={tmp_path / 'x-b'}",
-        "--headless",
-        "--no-nvml",
-        "--device",
-        "cpu",
-        "--duration",
-        "240",
-        "--out",
-        str(runs),
+        *headless_cpu(
+            runs,
+            "--cmd",
+            _loop(1500),
+            "--cmd",
+            _loop(1500),
+            "--baseline",
+            f"A={tmp_path / 'x-a'}",
+            "--baseline",
+            f"B={tmp_path / 'x-b'}",
+            "--duration",
+            "240",
+        ),
         timeout=300,
     )
     assert done.returncode == 0, done.stderr

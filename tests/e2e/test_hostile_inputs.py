@@ -14,17 +14,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers import gpumon
+from tests.helpers import gpumon, headless_cpu, in_private_mount, one_line_error, tiny_pairs_spec
 
 STEPPER = "import time\nfrom gpumon import probe\nwhile True:\n    time.sleep(0.01)\n    probe.step(samples=8)\n"
 DATA = Path(__file__).parents[1] / "data" / "cpu_same_core"
-
-
-def _one_line_error(done: subprocess.CompletedProcess, status: int = 2) -> str:
-    """The error line of a refused command: exit ``status``, one line on stderr, no traceback."""
-    assert done.returncode == status, (done.returncode, done.stdout, done.stderr)
-    assert done.stderr.startswith("gpumon: error: ") and done.stderr.count("\n") == 1, done.stderr
-    return done.stderr
 
 
 @pytest.mark.parametrize("shadow", ["an empty folder", "a package"])
@@ -106,28 +99,9 @@ def test_2_a_runner_pid_that_is_not_a_process_id_breaks_no_command(tmp_path, pid
         "20260101-000001-garbled"
     ] == "interrupted"
     for command in ("stop", "attach"):
-        assert "no running run" in _one_line_error(gpumon(command, env=env))
+        assert "no running run" in one_line_error(gpumon(command, env=env))
     stopped = gpumon("stop", "20260101-000001-garbled", env=env)
     assert stopped.returncode == 0 and "not running (interrupted)" in stopped.stderr, stopped.stderr
-
-
-def _in_private_mount(tmp_path: Path, mount_options: str, then: str) -> subprocess.CompletedProcess:
-    """``then`` (a shell command line) run in a private mount namespace (``unshare -rm``) where ``tmp_path/mnt`` is a
-    fresh tmpfs mounted with ``mount_options``; skipped where such a namespace cannot be made."""
-    if (
-        shutil.which("unshare") is None
-        or subprocess.run(
-            ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {tmp_path}"],
-            capture_output=True,
-        ).returncode
-    ):
-        pytest.skip("cannot mount a tmpfs in a private mount namespace here (unshare -rm)")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir(exist_ok=True)
-    script = f"mount -t tmpfs -o {mount_options} tmpfs {mnt} && {then}"
-    return subprocess.run(
-        ["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.mark.parametrize(
@@ -151,11 +125,11 @@ def test_3_export_onto_a_full_or_read_only_folder_fails_in_one_line_and_leaves_n
     listing = (
         tmp_path / "left.txt"
     )  # what the folder holds afterwards, seen from inside the namespace
-    done = _in_private_mount(
+    done = in_private_mount(
         tmp_path, folder, f"{export}; rc=$?; ls -A {tmp_path / 'mnt'} > {listing}; exit $rc"
     )
     assert "Traceback" not in done.stderr
-    line = _one_line_error(
+    line = one_line_error(
         done, status=1
     )  # the machine failed, not the input (exit 1, docs/architecture.md)
     assert f"cannot write {tmp_path / 'mnt' / 'steps.csv'}: {said}" in line, line
@@ -166,7 +140,7 @@ def test_3_export_never_overwrites_silently(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "steps.csv").write_text("mine\n")
-    line = _one_line_error(gpumon("export", str(DATA / "x-fcn"), "--csv", str(out)))
+    line = one_line_error(gpumon("export", str(DATA / "x-fcn"), "--csv", str(out)))
     assert "already has steps.csv" in line and "--force" in line
     assert (out / "steps.csv").read_text() == "mine\n" and sorted(
         p.name for p in out.iterdir()
@@ -194,9 +168,7 @@ def test_4_beside_refuses_a_process_whose_tree_holds_gpumon(tmp_path):
         "--out",
         str(runs),
     ]
-    line = _one_line_error(
-        gpumon(*args, "--beside", str(os.getpid()))
-    )  # this test: gpumon's parent
+    line = one_line_error(gpumon(*args, "--beside", str(os.getpid())))  # this test: gpumon's parent
     assert f"--beside {os.getpid()}" in line and "is an ancestor of gpumon" in line
     shell = subprocess.run(
         [
@@ -208,39 +180,27 @@ def test_4_beside_refuses_a_process_whose_tree_holds_gpumon(tmp_path):
         text=True,
         timeout=120,
     )
-    assert "is an ancestor of gpumon" in _one_line_error(shell)
-    init = _one_line_error(gpumon(*args, "--beside", "1"))
+    assert "is an ancestor of gpumon" in one_line_error(shell)
+    init = one_line_error(gpumon(*args, "--beside", "1"))
     assert ("is an ancestor of gpumon" if os.getuid() == 0 else "belongs to") in init
     assert not runs.exists()
 
 
-SPEC = """\
-[experiment]
-name = "big"
-title = "Big"
-question = "How many cells?"
-analysis = "pairwise"
-
-[run]
-workloads = ["fcn", "gemm"]
-options = { preset = "tiny", threads = 1 }
-pairs = "distinct"
-seconds = 3
-"""
+SPEC = tiny_pairs_spec("big", "Big", "How many cells?", 3)  # [run] last: a test appends repeats
 
 
 def test_5_an_experiment_may_not_ask_for_more_cells_than_it_could_ever_run(tmp_path):
     spec = tmp_path / "big.toml"
     spec.write_text(SPEC)
     args = ["experiment", str(spec), "--dry-run", "--device", "cpu", "--out", str(tmp_path / "exp")]
-    line = _one_line_error(gpumon(*args, "--repeats", "1000000000", timeout=60))
+    line = one_line_error(gpumon(*args, "--repeats", "1000000000", timeout=60))
     assert (
         "asks for 3,000,000,000 cells" in line
         and "at most 10,000" in line
         and "each cell is a real run" in line
     )
     spec.write_text(SPEC + "repeats = 1000000000\n")
-    line = _one_line_error(gpumon(*args, timeout=60))
+    line = one_line_error(gpumon(*args, timeout=60))
     assert f"{spec}: [run] asks for 3,000,000,000 cells" in line
     spec.write_text(SPEC + "repeats = 3333\n")  # 9,999 cells: allowed, and listed
     listed = gpumon(*args, timeout=120)
@@ -279,7 +239,7 @@ def _unsafe_runtime_dirs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 def test_6_wrap_refuses_an_unsafe_rendezvous_directory_and_says_why(tmp_path):
     for case, (directory, said) in _unsafe_runtime_dirs(tmp_path).items():
-        line = _one_line_error(
+        line = one_line_error(
             gpumon("wrap", "--", "true", env={"GPUMON_RUNTIME_DIR": str(directory)})
         )
         assert "the probe's rendezvous cannot be made:" in line and said in line, (case, line)
@@ -291,19 +251,15 @@ def test_6_beside_says_why_it_cannot_read_a_probe(tmp_path):
     stepper = subprocess.Popen([sys.executable, "-c", STEPPER], env={**os.environ, **env})
     try:
         done = gpumon(
-            "run",
-            "--beside",
-            str(stepper.pid),
-            "--stagger",
-            "0",
-            "--device",
-            "cpu",
-            "--no-nvml",
-            "--headless",
-            "--duration",
-            "1",
-            "--out",
-            str(tmp_path / "runs"),
+            *headless_cpu(
+                tmp_path / "runs",
+                "--beside",
+                str(stepper.pid),
+                "--stagger",
+                "0",
+                "--duration",
+                "1",
+            ),
             env=env,
         )
         assert done.returncode == 0, done.stderr
@@ -318,9 +274,7 @@ def test_6_beside_says_why_it_cannot_read_a_probe(tmp_path):
 
 def test_7_predict_and_compare_take_each_run_once_and_one_job_per_slot():
     fcn, gemm, shared = (str(DATA / name) for name in ("x-fcn", "x-gemm", "s-fcn+gemm"))
-    mixed = _one_line_error(
-        gpumon("predict", "--exclusive", f"A={fcn}", "--exclusive", f"A={gemm}")
-    )
+    mixed = one_line_error(gpumon("predict", "--exclusive", f"A={fcn}", "--exclusive", f"A={gemm}"))
     assert (
         "A=x-fcn (fcn:threads=1,cpus=0) and A=x-gemm (gemm:threads=1,cpus=0) are different jobs"
         in mixed
@@ -351,20 +305,19 @@ def test_7_predict_and_compare_take_each_run_once_and_one_job_per_slot():
             shared,
         ],
     ):
-        line = _one_line_error(gpumon(*argv))
+        line = one_line_error(gpumon(*argv))
         assert "is given twice: a run counts once" in line, (argv, line)
     assert gpumon("predict", "--exclusive", f"A={fcn}", "--exclusive", f"B={gemm}").returncode == 0
 
 
 def test_8_predict_says_when_a_jobs_cpu_use_is_unknown_and_widens_the_interval(tmp_path):
     fcn, gemm = (shutil.copytree(DATA / name, tmp_path / name) for name in ("x-fcn", "x-gemm"))
-    whole = json.loads(
-        gpumon("predict", "--exclusive", str(fcn), "--exclusive", str(gemm), "--json").stdout
-    )
+    predict = ("predict", "--exclusive", str(fcn), "--exclusive", str(gemm))
+    whole = json.loads(gpumon(*predict, "--json").stdout)
     assert not whole["notes"]
     header = (gemm / "processes.csv").read_text().splitlines()[0]
     (gemm / "processes.csv").write_text(header + "\n")  # the job's CPU use was never sampled
-    done = gpumon("predict", "--exclusive", str(fcn), "--exclusive", str(gemm), "--json")
+    done = gpumon(*predict, "--json")
     assert done.returncode == 0, done.stderr
     blind = json.loads(done.stdout)
     assert [n for n in blind["notes"] if n.startswith("no CPU samples for B")], blind["notes"]
@@ -372,7 +325,7 @@ def test_8_predict_says_when_a_jobs_cpu_use_is_unknown_and_widens_the_interval(t
         "slowdown"
     ]  # A's slowdown depends on B's use of the shared core: now unknown
     assert r["low"] <= 1.0 and r["high"] >= 2.0, r  # from B idle on the core to B filling it
-    text = gpumon("predict", "--exclusive", str(fcn), "--exclusive", str(gemm)).stdout
+    text = gpumon(*predict).stdout
     assert "note: no CPU samples for B" in text
 
 
@@ -395,7 +348,7 @@ def test_9_a_capture_that_cannot_start_on_a_full_disk_leaves_no_run_directory(tm
         ]
     )
     listing = tmp_path / "left.txt"
-    done = _in_private_mount(
+    done = in_private_mount(
         tmp_path, "size=64k", f"{run}; rc=$?; ls -A {runs} > {listing}; exit $rc"
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr, (
@@ -469,17 +422,13 @@ def test_12_a_run_whose_job_failed_says_so(tmp_path):
     )
     assert done.returncode == 1 and "run failed: workload A" in done.stderr, done.stderr
     fine = gpumon(
-        "run",
-        "--cmd",
-        shlex.join([sys.executable, "-c", "pass"]),
-        "--device",
-        "cpu",
-        "--no-nvml",
-        "--headless",
-        "--out",
-        str(runs),
-        "--label",
-        "fine",
+        *headless_cpu(
+            runs,
+            "--cmd",
+            shlex.join([sys.executable, "-c", "pass"]),
+            "--label",
+            "fine",
+        ),
     )
     assert fine.returncode == 0, fine.stderr
     statuses = {
@@ -499,7 +448,7 @@ def test_13_attach_without_a_terminal_points_at_a_log_only_where_there_is_one(tm
     foreground = _copy_run(
         DATA / "x-fcn", runs, "20260101-000000-fcn"
     )  # a run started in a terminal: no runner.log
-    line = _one_line_error(gpumon("attach", foreground.name, env={"GPUMON_RUNS": str(runs)}))
+    line = one_line_error(gpumon("attach", foreground.name, env={"GPUMON_RUNS": str(runs)}))
     assert (
         "needs a terminal" in line
         and "runner.log" not in line
@@ -508,7 +457,7 @@ def test_13_attach_without_a_terminal_points_at_a_log_only_where_there_is_one(tm
     (foreground / "runner.log").write_text(
         "gpumon: capturing to …\n"
     )  # what a detached runner leaves
-    line = _one_line_error(gpumon("attach", foreground.name, env={"GPUMON_RUNS": str(runs)}))
+    line = one_line_error(gpumon("attach", foreground.name, env={"GPUMON_RUNS": str(runs)}))
     assert f"its log: {foreground / 'runner.log'}" in line
 
 
@@ -519,17 +468,17 @@ def test_13_a_program_that_exists_but_cannot_run_is_not_called_not_found(tmp_pat
         ["wrap", "--", str(script)],
         ["run", "--cmd", str(script), "--device", "cpu", "--headless"],
     ):
-        line = _one_line_error(gpumon(*argv, env={"GPUMON_RUNS": str(tmp_path / "runs")}))
+        line = one_line_error(gpumon(*argv, env={"GPUMON_RUNS": str(tmp_path / "runs")}))
         assert f"cannot run {script}: it is not executable (chmod +x it" in line, line
         directory = [
             *argv[: argv.index(str(script))],
             str(tmp_path),
             *argv[argv.index(str(script)) + 1 :],
         ]
-        assert "is a directory" in _one_line_error(
+        assert "is a directory" in one_line_error(
             gpumon(*directory, env={"GPUMON_RUNS": str(tmp_path / "runs")})
         )
-    assert "command not found: no-such-program" in _one_line_error(
+    assert "command not found: no-such-program" in one_line_error(
         gpumon("wrap", "--", "no-such-program")
     )
 

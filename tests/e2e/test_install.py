@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.store.trace import load_run
+from gpumon.core.store.trace import Run, load_run
 from tests.e2e.light import HEAVY, run_ok
 
 # Building the wheel and installing it (about 200 MB of wheels) is most of the time: 100 s on the 2-core
@@ -154,27 +154,27 @@ def test_light_install_has_no_torch_and_the_monitor_works(light, tmp_path):
     assert len(lines) >= 11 and all(line.endswith(": ") for line in lines), lines
 
 
+def _captured(light, out: Path, *args: str) -> Run:
+    """``run ARGS`` headless without NVML by the light venv's gpumon (300 s at most), recorded into ``out``, read
+    back."""
+    argv = ["run", *args, "--headless", "--no-nvml", "--duration", "300", "--out", str(out)]
+    done = light.gpumon(*argv, timeout=400)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (run_dir,) = [p for p in out.iterdir() if (p / "run.json").exists()]
+    return load_run(run_dir)
+
+
 def test_builtin_workload_runs_in_another_python(light, training_env):
     """The light venv's gpumon runs fcn with --python naming an environment that has torch but no gpumon."""
-    out = light.root / "with-python"
-    done = light.gpumon(
-        "run",
+    run = _captured(
+        light,
+        light.root / "with-python",
         "fcn:preset=tiny,steps=40",
         "--python",
         training_env,
         "--device",
         "cpu",
-        "--headless",
-        "--no-nvml",
-        "--duration",
-        "300",
-        "--out",
-        str(out),
-        timeout=400,
     )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    (run_dir,) = [p for p in out.iterdir() if (p / "run.json").exists()]
-    run = load_run(run_dir)
     steps = run.steps()
     assert len(steps[steps.process == "A"]) == 40
     assert run.meta.versions["torch"], "the child's torch version is recorded"
@@ -209,19 +209,5 @@ def test_auto_probe_counts_steps_of_a_script_in_an_env_without_gpumon(
     """``--cmd`` with the training env's python: the auto-probe finds gpumon's probe on the path it is given."""
     script = tmp_path / "train.py"
     script.write_text(TORCH_SCRIPT)
-    out = light.root / "auto-probe"
-    done = light.gpumon(
-        "run",
-        "--cmd",
-        f"{training_env} {script}",
-        "--headless",
-        "--no-nvml",
-        "--duration",
-        "300",
-        "--out",
-        str(out),
-        timeout=400,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    (run_dir,) = [p for p in out.iterdir() if (p / "run.json").exists()]
-    assert len(load_run(run_dir).steps()) == 30, "every optimizer step counted"
+    run = _captured(light, light.root / "auto-probe", "--cmd", f"{training_env} {script}")
+    assert len(run.steps()) == 30, "every optimizer step counted"

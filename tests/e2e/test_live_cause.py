@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from gpumon.core.records.rates import BARELY_BELOW
-from tests.helpers import gpumon
+from tests.helpers import gpumon, headless_cpu
 
 H100 = Path(__file__).resolve().parents[1] / "data" / "h100_q4"
 CPU_PAIR = Path(__file__).resolve().parents[1] / "data" / "cpu_same_core"
@@ -21,20 +21,16 @@ def test_live_line_carries_each_jobs_cause_and_words(tmp_path: Path) -> None:
     """Two real CPU jobs against real CPU baselines: every interference line names a cause per job."""
     result = gpumon(
         # 10 s each: the line has r and causes once the overlap holds MIN_OVERLAP_S (whatever the machine's speed)
-        "run",
-        "fcn:threads=1,cpus=0,duration=10",
-        "gemm:threads=1,cpus=0,duration=10",
-        "--headless",
-        "--json",
-        "--device",
-        "cpu",
-        "--no-nvml",
-        "--out",
-        str(tmp_path / "runs"),
-        "--baseline",
-        f"A={CPU_PAIR / 'x-fcn'}",
-        "--baseline",
-        f"B={CPU_PAIR / 'x-gemm'}",
+        *headless_cpu(
+            tmp_path / "runs",
+            "fcn:threads=1,cpus=0,duration=10",
+            "gemm:threads=1,cpus=0,duration=10",
+            "--json",
+            "--baseline",
+            f"A={CPU_PAIR / 'x-fcn'}",
+            "--baseline",
+            f"B={CPU_PAIR / 'x-gemm'}",
+        ),
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
@@ -51,18 +47,14 @@ def test_live_line_carries_each_jobs_cause_and_words(tmp_path: Path) -> None:
 
 def test_a_gpu_baseline_on_a_cpu_run_cannot_tell_live(tmp_path: Path) -> None:
     result = gpumon(
-        "run",
-        "fcn:duration=10",
-        "gemm:duration=10",
-        "--headless",
-        "--json",
-        "--device",
-        "cpu",
-        "--no-nvml",
-        "--out",
-        str(tmp_path / "runs"),
-        "--baseline",
-        f"A={H100 / 'x-fcn'}",
+        *headless_cpu(
+            tmp_path / "runs",
+            "fcn:duration=10",
+            "gemm:duration=10",
+            "--json",
+            "--baseline",
+            f"A={H100 / 'x-fcn'}",
+        ),
         timeout=300,
     )
     assert result.returncode == 0, result.stderr

@@ -14,7 +14,7 @@ from gpumon.core.records.model import WorkloadState
 from gpumon.core.records.rates import Interference, interference
 from gpumon.core.sources.replay import ReplaySource
 from gpumon.core.store.trace import baseline_rate
-from tests.helpers import gpumon, only_run
+from tests.helpers import gpumon, headless_cpu, only_run
 
 # By time, not steps: the pair must overlap MIN_OVERLAP_S for the live line to give r and STP, whatever the machine's
 # speed; B outlasts A and the start-up skew of the two children (A imports torch ~1 s later on a busy box)
@@ -25,16 +25,12 @@ STATUS_PERIOD_S = 1.0  # as gpumon.frontends.headless
 
 def _capture(out: Path, *specs: str) -> Path:
     result = gpumon(
-        "run",
-        *specs,
-        "--headless",
-        "--device",
-        "cpu",
-        "--no-nvml",
-        "--duration",
-        "240",
-        "--out",
-        str(out),
+        *headless_cpu(
+            out,
+            *specs,
+            "--duration",
+            "240",
+        ),
     )
     assert result.returncode == 0, result.stderr
     return only_run(out)

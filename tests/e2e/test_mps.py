@@ -74,6 +74,34 @@ def alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
+def mps_run(tmp_path: Path, runs: Path, share: str, *steps: int) -> list[str]:
+    """``gpumon run`` of one job of each of ``steps`` probed steps, under ``--share share``, without NVML."""
+    jobs = [arg for n in steps for arg in ("--cmd", job(tmp_path, n))]
+    return ["run", *jobs, "--share", share, "--no-nvml", "--out", str(runs)]
+
+
+def serving_daemon(runs: Path, env: dict[str, str]) -> int:
+    """The daemon's PID once job B runs as its client, checked alive."""
+    wait_for(
+        lambda: any(
+            line.startswith("MPSENV")
+            for p in runs.glob("*/logs/B.out")
+            for line in p.read_text().splitlines()
+        ),
+        timeout=60,
+        what="job B running as an MPS client",
+    )
+    pid = daemon_pid(env)
+    assert alive(pid)
+    return pid
+
+
+def daemon_ended(env: dict[str, str], pid: int) -> None:
+    """Wait until the daemon says it exited and its process is gone."""
+    wait_for(lambda: "daemon exited" in log_lines(env), timeout=30, what="the daemon to quit")
+    wait_for(lambda: not alive(pid), timeout=10, what="the daemon process to end")
+
+
 def doctor_mps(env: dict[str, str]) -> dict:
     result = gpumon("doctor", "--json", env=env)
     return next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "mps")
@@ -128,18 +156,7 @@ def test_mps_daemon_private_dirs_client_env_and_quit(
 ) -> None:
     runs = tmp_path / "runs"
     result = gpumon(
-        "run",
-        "--cmd",
-        job(tmp_path, 20),
-        "--cmd",
-        job(tmp_path, 20),
-        "--share",
-        "mps:threads=30,70",
-        "--headless",
-        "--no-nvml",
-        "--out",
-        str(runs),
-        env=fake_mps,
+        *mps_run(tmp_path, runs, "mps:threads=30,70", 20, 20), "--headless", env=fake_mps
     )
     assert result.returncode == 0, result.stderr
     run = only_run(runs)
@@ -171,43 +188,17 @@ def test_daemon_quits_when_gpumon_is_stopped_or_killed(
 ) -> None:
     runs = tmp_path / "runs"
     proc = subprocess.Popen(
-        [
-            *GPUMON,
-            "run",
-            "--cmd",
-            job(tmp_path, 100_000),
-            "--cmd",
-            job(tmp_path, 100_000),
-            "--share",
-            "mps",
-            "--headless",
-            "--no-nvml",
-            "--out",
-            str(runs),
-        ],
+        [*GPUMON, *mps_run(tmp_path, runs, "mps", 100_000, 100_000), "--headless"],
         env={**os.environ, **fake_mps},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        wait_for(
-            lambda: any(
-                line.startswith("MPSENV")
-                for p in runs.glob("*/logs/B.out")
-                for line in p.read_text().splitlines()
-            ),
-            timeout=60,
-            what="job B running as an MPS client",
-        )
-        pid = daemon_pid(fake_mps)
-        assert alive(pid)
+        pid = serving_daemon(runs, fake_mps)
         proc.send_signal(signum)
         proc.wait(30)
-        wait_for(
-            lambda: "daemon exited" in log_lines(fake_mps), timeout=30, what="the daemon to quit"
-        )
-        wait_for(lambda: not alive(pid), timeout=10, what="the daemon process to end")
+        daemon_ended(fake_mps, pid)
         assert "command quit" in log_lines(fake_mps)
         pipe = (
             next(line for line in log_lines(fake_mps) if line.startswith("argv=[-f]"))
@@ -230,18 +221,7 @@ def test_failure_to_start_the_daemon_is_one_line_and_leaves_nothing(
 ) -> None:
     runs = tmp_path / "runs"
     env = {**fake_mps, "FAKE_MPS_FAIL": "cannot open /dev/nvidiactl"}
-    result = gpumon(
-        "run",
-        "--cmd",
-        job(tmp_path, 5),
-        "--share",
-        "mps",
-        "--headless",
-        "--no-nvml",
-        "--out",
-        str(runs),
-        env=env,
-    )
+    result = gpumon(*mps_run(tmp_path, runs, "mps", 5), "--headless", env=env)
     assert result.returncode == 1, "the daemon would not start: this machine, not the input"
     assert result.stderr.strip().splitlines()[-1] == (
         "gpumon: error: could not start the MPS daemon: nvidia-cuda-mps-control exited with status 1: "
@@ -299,32 +279,10 @@ def test_an_existing_daemon_is_used_only_when_asked_and_never_stopped(
     try:
         wait_for(lambda: (pipe / "control").exists(), timeout=10, what="the user's daemon")
         runs = tmp_path / "runs"
-        refused = gpumon(
-            "run",
-            "--cmd",
-            job(tmp_path, 5),
-            "--share",
-            "mps",
-            "--headless",
-            "--no-nvml",
-            "--out",
-            str(runs),
-            env=fake_mps,
-        )
+        refused = gpumon(*mps_run(tmp_path, runs, "mps", 5), "--headless", env=fake_mps)
         assert refused.returncode == 2
         assert f"an MPS control daemon is already running (pipe directory {pipe})" in refused.stderr
-        used = gpumon(
-            "run",
-            "--cmd",
-            job(tmp_path, 5),
-            "--share",
-            "mps:existing",
-            "--headless",
-            "--no-nvml",
-            "--out",
-            str(runs),
-            env=fake_mps,
-        )
+        used = gpumon(*mps_run(tmp_path, runs, "mps:existing", 5), "--headless", env=fake_mps)
         assert used.returncode == 0, used.stderr
         assert client_env(only_run(runs), "A") == {"CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
         assert daemon.poll() is None and "command quit" not in log_lines(fake_mps)
@@ -392,41 +350,16 @@ def test_a_detached_runners_daemon_dies_with_the_runner_even_with_kill_9(
 ) -> None:
     runs = tmp_path / "runs"
     done = gpumon(
-        "run",
-        "--cmd",
-        job(tmp_path, 100_000),
-        "--cmd",
-        job(tmp_path, 100_000),
-        "--share",
-        "mps",
-        "--no-nvml",
-        "--out",
-        str(runs),
-        "--detach",
-        "--json",
-        env=fake_mps,
+        *mps_run(tmp_path, runs, "mps", 100_000, 100_000), "--detach", "--json", env=fake_mps
     )
     assert done.returncode == 0, done.stderr
     runner = json.loads(done.stdout)["runner_pid"]
     try:
-        wait_for(
-            lambda: any(
-                line.startswith("MPSENV")
-                for p in runs.glob("*/logs/B.out")
-                for line in p.read_text().splitlines()
-            ),
-            timeout=60,
-            what="job B running as an MPS client",
-        )
-        pid = daemon_pid(fake_mps)
-        assert alive(pid)
+        pid = serving_daemon(runs, fake_mps)
         os.kill(
             runner, signal.SIGKILL
         )  # the terminal that started it is long gone: the runner is the owner
-        wait_for(
-            lambda: "daemon exited" in log_lines(fake_mps), timeout=30, what="the daemon to quit"
-        )
-        wait_for(lambda: not alive(pid), timeout=10, what="the daemon process to end")
+        daemon_ended(fake_mps, pid)
         assert json.loads(gpumon("runs", str(runs), "--json").stdout)[0]["status"] == "interrupted"
     finally:
         if alive(runner):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpumon.core.records.model import GPM_COLUMNS
 from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
 from tests.helpers import only_run, recorded, run_until
@@ -101,16 +102,7 @@ def test_saturated_link_is_recorded_exactly(tmp_path, name, extra, interval_ms, 
         {"gen5_58GBps": 3.938e9, "gen4_25GBps": 1.969e9}[name] * 16
     )
     assert gpu["gpm_metrics"] == (
-        []
-        if method == "counters"
-        else [
-            "pcie_rx_bps",
-            "pcie_tx_bps",
-            "sm_active_pct",
-            "sm_occupancy_pct",
-            "dram_bw_pct",
-            "tensor_active_pct",
-        ]
+        [] if method == "counters" else ["pcie_rx_bps", "pcie_tx_bps", *GPM_COLUMNS]
     )
     device = run.device()
     assert (

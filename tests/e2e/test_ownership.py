@@ -24,7 +24,7 @@ from tests.e2e.test_run_headless import stepping
 from tests.helpers import (
     gpumon,
     hold_run,
-    hold_run_as_nobody,
+    runner_as_nobody,
     reachable_by_others,
     victim,
     wait_for,
@@ -197,22 +197,16 @@ def test_another_users_run_directory_never_gets_your_process_signalled(tmp_path)
 def test_a_real_runner_of_another_user_is_stopped_only_with_any_user():
     with reachable_by_others() as base:
         run_dir = base / "20991126-070000-theirs"
-        pid = hold_run_as_nobody(run_dir)
         env = {"GPUMON_RUNS": str(base), "NO_COLOR": "1"}
-        try:
+        with runner_as_nobody(run_dir) as runner:
             assert _listed(env)[run_dir.name]["status"] == "running"
             refused = gpumon("stop", run_dir.name, env=env)
             assert refused.returncode == 2 and "belongs to user nobody" in refused.stderr, (
                 refused.stderr
             )
-            assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            assert psutil.Process(runner.pid).status() != psutil.STATUS_ZOMBIE
             stopped = gpumon("stop", "--any-user", run_dir.name, env=env)
-            assert stopped.returncode == 0 and f"(runner pid {pid})" in stopped.stderr, (
+            assert stopped.returncode == 0 and f"(runner pid {runner.pid})" in stopped.stderr, (
                 stopped.stderr
             )
-            assert os.waitpid(pid, 0)[1] == signal.SIGTERM
-            pid = 0
-        finally:
-            if pid:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+            assert runner.status() == signal.SIGTERM

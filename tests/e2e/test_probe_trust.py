@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.helpers import gpumon, only_run, recorded
+from tests.helpers import gpumon, headless_cpu, only_run, recorded
 
 # Writes the probe protocol itself on GPUMON_PROBE_FD: 230 valid steps in batches, hostile lines between them,
 # and 8 MB on stdout (far more than a pipe holds: the job blocks unless the listener keeps draining it).
@@ -66,15 +66,11 @@ NAN_JOB = textwrap.dedent(
 def _run(tmp_path: Path, script: str) -> tuple[object, Path]:
     runs = tmp_path / "runs"
     done = gpumon(
-        "run",
-        "--cmd",
-        shlex.join([sys.executable, "-c", script]),
-        "--headless",
-        "--no-nvml",
-        "--device",
-        "cpu",
-        "--out",
-        str(runs),
+        *headless_cpu(
+            runs,
+            "--cmd",
+            shlex.join([sys.executable, "-c", script]),
+        ),
         timeout=240,
     )
     return done, runs

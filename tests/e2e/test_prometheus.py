@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.store.trace import load_run
-from tests.helpers import GPUMON, gpumon, only_run, wait_for
+from tests.helpers import GPUMON, gpumon, headless_cpu, only_run, wait_for
 
 PROMETHEUS = shutil.which("prometheus")
 SPAN_S = 8.0  # seconds of scrapes compared with steps.csv
@@ -57,18 +57,14 @@ def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path)
     gpumon_proc = subprocess.Popen(
         [
             *GPUMON,
-            "run",
-            "fcn:threads=1",
-            "--device",
-            "cpu",
-            "--headless",
-            "--duration",
-            "240",
-            "--no-nvml",
-            "--metrics",
-            "0",
-            "--out",
-            str(tmp_path / "runs"),
+            *headless_cpu(
+                tmp_path / "runs",
+                "fcn:threads=1",
+                "--duration",
+                "240",
+                "--metrics",
+                "0",
+            ),
         ],
         stdout=subprocess.DEVNULL,
         stderr=open(log, "w"),

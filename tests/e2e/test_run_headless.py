@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from gpumon.core.store.trace import load_run
-from tests.helpers import GPUMON, gpumon, only_run, wait_for
+from tests.helpers import GPUMON, gpumon, headless_cpu, only_run, wait_for
 
 
 def test_two_workloads_overlap_and_match_status_lines(tmp_path):
@@ -23,20 +23,16 @@ def test_two_workloads_overlap_and_match_status_lines(tmp_path):
     proc = subprocess.Popen(
         [
             *GPUMON,
-            "run",
-            "fcn",
-            "gemm",
-            "--headless",
-            "--json",
-            "--duration",
-            "240",
-            "--device",
-            "cpu",
-            "--out",
-            str(tmp_path),
-            "--label",
-            "pair",
-            "--no-nvml",
+            *headless_cpu(
+                tmp_path,
+                "fcn",
+                "gemm",
+                "--json",
+                "--duration",
+                "240",
+                "--label",
+                "pair",
+            ),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -158,16 +154,12 @@ def _start_capture(tmp_path, *extra: str, blocked: bool = False) -> tuple[subpro
     proc = subprocess.Popen(
         [
             *GPUMON,
-            "run",
-            "fcn",
-            "lstm",
-            "--headless",
-            "--device",
-            "cpu",
-            "--out",
-            str(tmp_path),
-            "--no-nvml",
-            *extra,
+            *headless_cpu(
+                tmp_path,
+                "fcn",
+                "lstm",
+                *extra,
+            ),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -245,18 +237,14 @@ def test_signals_stop_children_and_finalise(tmp_path, signum, blocked):
 def test_a_crashing_child_does_not_stop_the_other(tmp_path):
     crash = f"{sys.executable} -c \"import sys, time; time.sleep(1); print('fatal: out of cheese', file=sys.stderr); sys.exit(3)\""
     result = gpumon(
-        "run",
-        "fcn",
-        "--cmd",
-        crash,
-        "--headless",
-        "--duration",
-        "15",
-        "--device",
-        "cpu",
-        "--out",
-        str(tmp_path),
-        "--no-nvml",
+        *headless_cpu(
+            tmp_path,
+            "fcn",
+            "--cmd",
+            crash,
+            "--duration",
+            "15",
+        ),
     )
     assert result.returncode == 1, result.stderr
     assert "workload B exited with status 3" in result.stderr
@@ -314,20 +302,16 @@ def test_headless_reports_slowdown_and_stp_against_baselines(tmp_path):
     base_b = exclusive(tmp_path / "base-b", "A", rate=250.0, spec="gemm")
     result = gpumon(
         # 10 s each: the live line gives r and STP once the overlap holds MIN_OVERLAP_S (whatever the machine's speed)
-        "run",
-        "lstm:duration=10",
-        "gemm:duration=10",
-        "--headless",
-        "--json",
-        "--device",
-        "cpu",
-        "--no-nvml",
-        "--out",
-        str(tmp_path / "runs"),
-        "--baseline",
-        f"A={base_a}",
-        "--baseline",
-        f"B={base_b}",
+        *headless_cpu(
+            tmp_path / "runs",
+            "lstm:duration=10",
+            "gemm:duration=10",
+            "--json",
+            "--baseline",
+            f"A={base_a}",
+            "--baseline",
+            f"B={base_b}",
+        ),
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
@@ -353,14 +337,10 @@ def test_a_closed_stdout_does_not_stop_the_run(tmp_path):
     proc = subprocess.Popen(
         [
             *GPUMON,
-            "run",
-            "lstm:steps=400",
-            "--headless",
-            "--device",
-            "cpu",
-            "--no-nvml",
-            "--out",
-            str(tmp_path),
+            *headless_cpu(
+                tmp_path,
+                "lstm:steps=400",
+            ),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

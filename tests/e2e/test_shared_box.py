@@ -15,6 +15,7 @@ import textwrap
 import psutil
 import pytest
 
+from gpumon.core.records.model import OTHER_COLUMNS
 from gpumon.core.store.trace import load_run
 from tests.fakenvml import build as fake
 from tests.helpers import gpumon, only_run, recorded, run_until, steps_span
@@ -149,17 +150,7 @@ def test_compare_says_the_pair_is_not_clean(capture: Path, stepper: subprocess.P
 def test_a_run_recorded_before_gpu_others_still_reads() -> None:
     run = load_run(DATA / "cpu_same_core" / "x-fcn")
     assert not (run.path / "gpu_others.csv").exists()
-    assert run.others().empty and list(run.others().columns) == [
-        "t",
-        "pid",
-        "user",
-        "command",
-        "gpu_mem_mib",
-        "sm_pct",
-        "cpu_pct",
-        "rss_mib",
-        "elapsed_s",
-    ]
+    assert run.others().empty and list(run.others().columns) == list(OTHER_COLUMNS)
 
 
 @needs_cc

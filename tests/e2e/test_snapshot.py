@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.fakenvml import build as fake
-from tests.helpers import GPUMON, gpumon, wait_for
+from tests.helpers import GPUMON, gpumon, headless_cpu, wait_for
 
 BUSY = "import time\nwhile True:\n    pass\n"
 
@@ -69,17 +69,13 @@ def test_a_run_recording_now_is_listed_by_name(tmp_path):
     run = subprocess.Popen(
         [
             *GPUMON,
-            "run",
-            "--cmd",
-            "sleep 120",
-            "--headless",
-            "--no-nvml",
-            "--device",
-            "cpu",
-            "--label",
-            "sleeper",
-            "--out",
-            str(runs),
+            *headless_cpu(
+                runs,
+                "--cmd",
+                "sleep 120",
+                "--label",
+                "sleeper",
+            ),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

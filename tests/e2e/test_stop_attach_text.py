@@ -3,33 +3,28 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
+import pytest
+
+from gpumon.core.records.printable import printable
+from tests.helpers import gpumon
 from tests.tracegen import exclusive
 
 
-def test_stop_of_a_run_named_with_escapes_prints_them_escaped(tmp_path):
-    run = exclusive(tmp_path / "20261122-110000-\x1b[2J\x07bell")
-    done = subprocess.run(
-        [sys.executable, "-m", "gpumon", "stop", str(run)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stderr
+@pytest.mark.parametrize(
+    ("verb", "name", "status", "says"),
+    [
+        ("stop", "\x1b[2J\x07bell", 0, "is not running"),  # and nothing to stop
+        ("attach", "\x1b]0;title\x07", 2, "needs a terminal"),  # its one line of refusal
+    ],
+)
+def test_a_run_named_with_escapes_is_printed_escaped(
+    tmp_path, verb: str, name: str, status: int, says: str
+):
+    run = exclusive(tmp_path / f"20261122-110000-{name}")
+    done = gpumon(verb, str(run), stdin=subprocess.DEVNULL)
+    assert done.returncode == status, done.stderr
     assert "\x1b" not in done.stderr and "\x07" not in done.stderr, done.stderr
-    assert "is not running" in done.stderr and "bell" in done.stderr
-
-
-def test_attach_without_a_terminal_names_the_run_escaped(tmp_path):
-    run = exclusive(tmp_path / "20261122-110000-\x1b]0;title\x07")
-    done = subprocess.run(
-        [sys.executable, "-m", "gpumon", "attach", str(run)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and "\x1b" not in done.stderr and "\x07" not in done.stderr
+    assert says in done.stderr and printable(run.name) in done.stderr, done.stderr
+    if verb == "attach":
+        assert done.stderr.count("\n") == 1, done.stderr

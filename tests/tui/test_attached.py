@@ -11,8 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpumon.core.records.model import SourceStatus
-from gpumon.core.store.recorder import create_run_dir, initial_meta
+from gpumon.core.store.recorder import create_run_dir
 from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.store.trace import TABLES
@@ -20,7 +19,7 @@ from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.attached import AttachedScreen, open_follow
 from gpumon.tui.screens.confirm import ConfirmScreen
 from gpumon.tui.widgets.lines import TextLine
-from tests.tracegen import exclusive
+from tests.tracegen import cpu_run_meta, exclusive
 from tests.tui.conftest import run_async
 from tests.helpers import wait_until
 
@@ -60,30 +59,10 @@ def _live_run(tmp_path: Path, runner: subprocess.Popen) -> Path:
     runner.stdin.flush()
     assert runner.stdout.readline() == "locked\n"
     t0 = time.monotonic_ns() - 5_000_000_000  # the runner started 5 s ago
-    meta = initial_meta(
-        label="gemm",
-        mode="exclusive",
-        clock_t0_ns=t0,
-        started_at="2026-11-25T00:00:00",
-        interval_ms=100,
-        device="cpu",
-        stagger_s=0.0,
-        host={},
-        gpu=None,
-        nvml=SourceStatus("nvml", False, "disabled (--no-nvml)"),
-        versions={},
-        workloads=[
-            WorkloadRecord(
-                "A",
-                spec="gemm",
-                kind="builtin",
-                argv=[],
-                pid=runner_pid,
-                start_t=0.5,
-                state="running",
-            )
-        ],
+    workload = WorkloadRecord(
+        "A", spec="gemm", kind="builtin", argv=[], pid=runner_pid, start_t=0.5, state="running"
     )
+    meta = cpu_run_meta("gemm", t0, workload)
     meta.runner = RunnerInfo(
         runner_pid,
         psutil.Process(runner_pid).create_time(),
@@ -110,14 +89,19 @@ def _finish(run_dir: Path) -> None:
     (run_dir / "run.json").write_text(json.dumps(meta))
 
 
+def _viewer(run_dir: Path, **kw):
+    """The attach viewer's app on ``run_dir``, its screen, and the follow source and feed it reads."""
+    source, feed = open_follow(run_dir)
+    screen = AttachedScreen(source, feed, **kw)
+    return ViewerApp(screen), screen, source, feed
+
+
 @run_async
 async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_picture(
     tmp_path, runner
 ):
     run_dir = _live_run(tmp_path, runner)
-    source, feed = open_follow(run_dir)
-    screen = AttachedScreen(source, feed)
-    app = ViewerApp(screen)
+    app, screen, source, feed = _viewer(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         status = lambda: screen.query_one("#status", TextLine).plain  # noqa: E731
         await wait_until(
@@ -161,8 +145,7 @@ async def test_the_viewer_follows_asks_before_stopping_and_stays_on_the_final_pi
 @run_async
 async def test_quitting_the_viewer_never_signals_the_runner(tmp_path, runner):
     run_dir = _live_run(tmp_path, runner)
-    source, feed = open_follow(run_dir)
-    app = ViewerApp(AttachedScreen(source, feed))
+    app, _, source, feed = _viewer(run_dir)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_until(
             pilot,
@@ -183,9 +166,7 @@ async def test_an_mps_run_is_predicted_and_labelled_as_mps(tmp_path, runner, mon
     monkeypatch.setattr(
         "gpumon.tui.screens.attached.load_baselines", lambda model, runs, share: asked.append(share)
     )
-    source, feed = open_follow(run_dir)
-    screen = AttachedScreen(source, feed)
-    app = ViewerApp(screen)
+    app, screen, _, _ = _viewer(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         status = lambda: screen.query_one("#status", TextLine).plain  # noqa: E731
         await wait_until(
@@ -201,9 +182,7 @@ async def test_the_viewers_own_baseline_replaces_the_runs_for_its_slot(tmp_path,
     """``gpumon attach --baseline A=RUN``: a run started without (or with another) exclusive run is compared here."""
     run_dir = _live_run(tmp_path, runner)  # its own --baseline for A: 40 it/s
     mine = exclusive(tmp_path / "mine", "A", rate=80.0, spec="gemm")
-    source, feed = open_follow(run_dir)
-    screen = AttachedScreen(source, feed, baselines=(("A", str(mine)),))
-    app = ViewerApp(screen)
+    app, _, _, feed = _viewer(run_dir, baselines=(("A", str(mine)),))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: "A" in feed.model.baselines, what="the baselines loaded")
         rate, label = feed.model.baselines["A"]

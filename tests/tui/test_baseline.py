@@ -7,7 +7,7 @@ import pytest
 from gpumon.core.store.runstore import parse_baselines
 from gpumon.errors import UsageError
 from gpumon.core.store.trace import baseline_rate
-from tests.helpers import gpumon
+from tests.helpers import gpumon, headless_cpu
 from tests.tracegen import Job, exclusive, staggered_pair, write_run
 
 
@@ -42,16 +42,12 @@ def test_a_baseline_that_never_passed_its_warm_up_is_refused_before_anything_sta
     with pytest.raises(UsageError, match="no job in it stepped past its warm-up"):
         parse_baselines(["B=b-alone"], runs)
     refused = gpumon(
-        "run",
-        "gemm:preset=tiny",
-        "--baseline",
-        "A=b-alone",
-        "--device",
-        "cpu",
-        "--no-nvml",
-        "--headless",
-        "--out",
-        str(runs),
+        *headless_cpu(
+            runs,
+            "gemm:preset=tiny",
+            "--baseline",
+            "A=b-alone",
+        ),
         timeout=120,
     )
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr

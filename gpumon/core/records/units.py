@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Callable
 
 DASH = "–"
 
@@ -30,21 +32,35 @@ def missing(value: float | None) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def num(value: float | None) -> str:
+def _or_dash(fmt: Callable[[float], str]) -> Callable[[float | None], str]:
+    """``fmt`` for a number, a dash for None or NaN."""
+
+    @functools.wraps(fmt)
+    def shown(value: float | None) -> str:
+        return DASH if value is None or missing(value) else fmt(value)
+
+    return shown
+
+
+@_or_dash
+def num(value: float) -> str:
     """Up to three significant digits with a k/M/G suffix, trailing zeros dropped: 812, 52k, 1.2M, 40.5, 0.25."""
-    if missing(value):
-        return DASH
-    assert value is not None
-    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return (
-                f"{value / scale:.3g}{suffix}"
-                if value / scale < 100
-                else f"{value / scale:.0f}{suffix}"
-            )
+    scaled = _scaled(value, ("G", "M", "k"))
+    if scaled is not None:
+        value, suffix = scaled
+        return f"{value:.3g}{suffix}" if value < 100 else f"{value:.0f}{suffix}"
     if abs(value) >= 100:
         return f"{value:.0f}"
     return f"{value:.3g}" if abs(value) >= 1 else f"{value:.2f}"
+
+
+def _scaled(value: float, units: tuple[str, str, str]) -> tuple[float, str] | None:
+    """``value`` in the largest of 1e9, 1e6 and 1e3 that it reaches, with that scale's unit of ``units``; None
+    under 1e3."""
+    for unit, scale in zip(units, (1e9, 1e6, 1e3)):
+        if abs(value) >= scale:
+            return value / scale, unit
+    return None
 
 
 def pct(value: float | None) -> str:
@@ -64,22 +80,18 @@ def used_total(used_mib: float | None, total_mib: float | None) -> str:
     return f"{used_mib:.0f}/{total_mib:.0f} MiB"
 
 
-def bytes_per_s(value: float | None) -> str:
+@_or_dash
+def bytes_per_s(value: float) -> str:
     """``12.3 GB/s`` with three significant digits."""
-    if missing(value):
-        return DASH
-    assert value is not None
-    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
+    scaled = _scaled(value, ("GB/s", "MB/s", "kB/s"))
+    if scaled is not None:
+        return f"{scaled[0]:.3g} {scaled[1]}"
     return f"{value:.0f} B/s"
 
 
-def seconds(value: float | None) -> str:
+@_or_dash
+def seconds(value: float) -> str:
     """``41.2 s``, ``12m05s``, ``3h02m``."""
-    if missing(value):
-        return DASH
-    assert value is not None
     if value < 60:
         return f"{value:.1f} s"
     if value < 3600:

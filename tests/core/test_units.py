@@ -1,0 +1,51 @@
+"""The panels' number formats (``core/records/units.py``): a dash for what is missing, k/M/G and GB/s scales."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpumon.core.records.units import DASH, bytes_per_s, num, seconds
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (812, "812"),
+        (52_000, "52k"),
+        (1.2e6, "1.2M"),
+        (40.5, "40.5"),
+        (0.25, "0.25"),
+        (250e3, "250k"),
+    ],
+)
+def test_num_scales_to_three_digits(value: float, text: str) -> None:
+    assert num(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(12.3e9, "12.3 GB/s"), (4.56e6, "4.56 MB/s"), (7e3, "7 kB/s"), (5, "5 B/s")]
+)
+def test_bytes_per_s_scales(value: float, text: str) -> None:
+    assert bytes_per_s(value) == text
+
+
+@pytest.mark.parametrize(("value", "text"), [(41.2, "41.2 s"), (725, "12m05s"), (10_920, "3h02m")])
+def test_seconds_reads_as_minutes_and_hours(value: float, text: str) -> None:
+    assert seconds(value) == text
+
+
+@pytest.mark.parametrize("fmt", [num, bytes_per_s, seconds])
+@pytest.mark.parametrize("value", [None, math.nan])
+def test_missing_reads_as_a_dash(fmt, value: float | None) -> None:
+    assert fmt(value) == DASH
+
+
+@given(st.floats(min_value=1e3, max_value=1e12, allow_nan=False))
+def test_a_scaled_number_reads_back_within_half_a_percent(value: float) -> None:
+    text = num(value)
+    scale = {"k": 1e3, "M": 1e6, "G": 1e9}[text[-1]]
+    assert float(text[:-1]) * scale == pytest.approx(value, rel=5e-3)

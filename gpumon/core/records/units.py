@@ -42,23 +42,31 @@ def _or_dash(fmt: Callable[[float], str]) -> Callable[[float | None], str]:
     return shown
 
 
+def _three_digits(value: float) -> str:
+    """Three significant digits, never in e notation (a top unit's 1000 and more in full)."""
+    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+
+
 @_or_dash
 def num(value: float) -> str:
     """Up to three significant digits with a k/M/G suffix, trailing zeros dropped: 812, 52k, 1.2M, 40.5, 0.25."""
     scaled = _scaled(value, ("G", "M", "k"))
     if scaled is not None:
-        value, suffix = scaled
-        return f"{value:.3g}{suffix}" if value < 100 else f"{value:.0f}{suffix}"
+        return _three_digits(scaled[0]) + scaled[1]
     if abs(value) >= 100:
         return f"{value:.0f}"
     return f"{value:.3g}" if abs(value) >= 1 else f"{value:.2f}"
 
 
+# of a scale: a value that three significant digits show as that scale (999.5 -> 1.00e3)
+ROUNDS_UP = 0.9995
+
+
 def _scaled(value: float, units: tuple[str, str, str]) -> tuple[float, str] | None:
-    """``value`` in the largest of 1e9, 1e6 and 1e3 that it reaches, with that scale's unit of ``units``; None
-    under 1e3."""
+    """``value`` in the largest of 1e9, 1e6 and 1e3 that it reaches once shown to three digits (999.7k is 1M, not
+    1000k nor 1e+03k), with that scale's unit of ``units``; None under 1e3."""
     for unit, scale in zip(units, (1e9, 1e6, 1e3)):
-        if abs(value) >= scale:
+        if abs(value) >= scale * ROUNDS_UP:
             return value / scale, unit
     return None
 
@@ -85,18 +93,18 @@ def bytes_per_s(value: float) -> str:
     """``12.3 GB/s`` with three significant digits."""
     scaled = _scaled(value, ("GB/s", "MB/s", "kB/s"))
     if scaled is not None:
-        return f"{scaled[0]:.3g} {scaled[1]}"
+        return f"{_three_digits(scaled[0])} {scaled[1]}"
     return f"{value:.0f} B/s"
 
 
 @_or_dash
 def seconds(value: float) -> str:
-    """``41.2 s``, ``12m05s``, ``3h02m``."""
-    if value < 60:
+    """``41.2 s``, ``12m05s``, ``3h02m`` (rounded first: 59.97 s is ``1m00s``, never ``60.0 s``)."""
+    if value < 59.95:
         return f"{value:.1f} s"
-    if value < 3600:
-        return f"{int(value // 60)}m{int(value % 60):02d}s"
-    return f"{int(value // 3600)}h{int(value % 3600 // 60):02d}m"
+    if round(value) < 3600:
+        return "{}m{:02d}s".format(*divmod(round(value), 60))
+    return "{}h{:02d}m".format(*divmod(round(value / 60), 60))
 
 
 def plain(value: float | None, unit: str, digits: int = 0) -> str:

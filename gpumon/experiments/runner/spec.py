@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
+
+# Python 3.10 has the same parser as a package (pyproject: tomli before 3.11)
+try:
+    import tomllib
+except ModuleNotFoundError:
+    import tomli as tomllib
 
 from gpumon.core.records.decode import Refused, check_depth
 from gpumon.core.records.plainfile import read_plain

@@ -67,7 +67,7 @@ def _add_jobs(p: argparse.ArgumentParser) -> None:
         "job B: its GPU and host use are recorded like a launched job's, its steps when it runs gpumon's probe "
         "(else its rate is 'unknown (no probe)'). gpumon never signals it: quitting, Ctrl-C or --duration leave it "
         "running. Job A starts once B's steps alone span --stagger seconds (from the probe's history when it has "
-        "one), so compare --shared RUN gives B's slowdown from this one run",
+        "one) and number at least 11, so compare --shared RUN gives B's slowdown from this one run",
     )
     p.add_argument(
         "--partner-phase",

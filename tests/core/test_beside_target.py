@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from gpumon.core.capture.sampler import Sampler
+from gpumon.core.records.rates import MIN_EXCLUSIVE_STEPS
 from gpumon.core.jobs import beside
 from gpumon.core.jobs.beside import BesideTarget, KnownUse, LiveKnownUse, SoloHistory, check_target
 from gpumon.core.records.bus import Bus
@@ -346,3 +347,19 @@ def test_the_attached_pid_is_never_another_gpu_process() -> None:
         5151,
     ]  # before: another process, as the monitor shows it
     assert [p.pid for p in second.processes] == [5151]
+
+
+def test_a_slow_probed_job_holds_a_until_its_exclusive_rate_has_the_steps_it_needs() -> None:
+    """Watched alone the whole lead is not enough for a job whose probe steps slowly: A waits for the steps the live
+    line's (and compare's) rate alone needs, else the run could never say r for it (seen on a loaded box: 9.6 steps
+    in --stagger 3, 'STP needs the exclusive rate of B' for two minutes). A job with no step at all (no probe) does
+    not hold A."""
+    history = SoloHistory()
+    assert history.enough(3.0, 3.0)  # nothing seen: no probe, the lead alone
+    history.handle(_step(-1.0, warmup=True))
+    assert not history.enough(30.0, 3.0)  # a probe, still in its warm-up
+    for i in range(MIN_EXCLUSIVE_STEPS):
+        history.handle(_step(i * 0.4))
+    assert history.steps == MIN_EXCLUSIVE_STEPS and not history.enough(30.0, 3.0)
+    history.handle(_step(MIN_EXCLUSIVE_STEPS * 0.4))
+    assert history.enough(30.0, 3.0) and not history.enough(2.9, 3.0)

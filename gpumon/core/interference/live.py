@@ -20,6 +20,8 @@ from gpumon.core.records.enums import JobState
 from gpumon.core.records.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
 from gpumon.core.records.rates import (
     LIVE_WINDOW_S,
+    MIN_EXCLUSIVE_S,
+    MIN_EXCLUSIVE_STEPS,
     MIN_LIVE_STEPS,
     Overlap,
     OverlapRates,
@@ -37,9 +39,6 @@ RUNNING_STATES = (
     "starting",
     "running",
 )  # a job runs from its start until it ends (exited, stopped, detached...)
-# An exclusive phase is a rate once it holds this many post-warm-up steps over this long
-MIN_EXCLUSIVE_STEPS = 10
-MIN_EXCLUSIVE_S = 1.0
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import psutil
 from gpumon.core.probing.probe import ENV_AUTOPROBE
 from gpumon.core.records.model import ProcessSample, SourceStatus, StepEvent, WorkloadState
 from gpumon.core.records.enums import JobState
+from gpumon.core.records.rates import MIN_EXCLUSIVE_S, MIN_EXCLUSIVE_STEPS
 from gpumon.core.records.slots import Slot
 
 SLOT: Slot = "B"
@@ -134,9 +135,13 @@ class SoloHistory:
         self.first: float | None = None
         self.last: float | None = None
         self.steps = 0
+        self.probed = False  # a step of it came (warm-up included): it has a probe
 
     def handle(self, item: object) -> None:
-        if isinstance(item, StepEvent) and item.slot == self.slot and not item.warmup:
+        if isinstance(item, StepEvent) and item.slot == self.slot:
+            self.probed = True
+            if item.warmup:
+                return
             if self.first is None:
                 self.first = item.t
             self.last = item.t
@@ -147,10 +152,18 @@ class SoloHistory:
 
     def enough(self, alone_s: float, lead_s: float) -> bool:
         """Job A may start: the process was watched alone ``MIN_ALONE_S`` and its solo steps span ``lead_s``
-        (``MIN_SOLO_STEPS`` at least), or it was watched alone ``lead_s`` (no probe, or too few steps)."""
+        (``MIN_SOLO_STEPS`` at least), or it was watched alone ``lead_s`` and either shows no step (no probe) or
+        has taken the fewest solo steps its exclusive rate needs (a slow job: without them the live line and
+        compare would have no rate alone for it, and no verdict)."""
         if alone_s < min(MIN_ALONE_S, lead_s):
             return False
-        return alone_s >= lead_s or (self.span() >= lead_s and self.steps >= MIN_SOLO_STEPS)
+        if self.span() >= lead_s and self.steps >= MIN_SOLO_STEPS:
+            return True
+        if alone_s < lead_s:
+            return False
+        return not self.probed or (
+            self.steps > MIN_EXCLUSIVE_STEPS and self.span() >= MIN_EXCLUSIVE_S
+        )
 
 
 @dataclass(frozen=True)

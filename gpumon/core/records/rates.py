@@ -47,6 +47,10 @@ MAX_KEPT = 20_000
 TRIM_EVERY = 64  # a job's kept points are trimmed every this many of its steps
 # The live line's verdict waits for a window that can hold one (docs/numbers.md says why these):
 MIN_OVERLAP_S = 5.0
+# A job's exclusive phase (its steps alone, before the other job's start) is a rate once it holds this many
+# post-warm-up step intervals over this long (the live line's; --beside waits for them before it starts A)
+MIN_EXCLUSIVE_STEPS = 10
+MIN_EXCLUSIVE_S = 1.0
 MIN_OVERLAP_STEPS = 50
 
 # The one vocabulary: what each figure is, in the words the monitor's help (?), ``gpumon compare --help`` and

@@ -110,7 +110,6 @@ class ViewerApp(GpumonApp):
         self.first_screen = screen
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.push_screen(self.first_screen)
 
     async def action_quit(self) -> None:
@@ -130,7 +129,6 @@ class LiveApp(GpumonApp):
         self._sequence_timer: Timer | None = None
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.push_screen(self.monitor)
         self.run_worker(self._start_session, thread=True, group="session", exit_on_error=False)
 

@@ -134,18 +134,28 @@ class TextBlock(Widget):
         return strip
 
 
-class MetricRow(Widget):
-    """``label  value  ▁▂▃▅▇`` with a fixed-scale history graph filling the rest of the width, one bin of ``bin_s``
-    seconds a column; its time: a ``now``/``-30s`` axis on the last row when it has ``AXIS_ROWS``, else how long it
-    spans beside its scale where that fits."""
+def metric_styles(widget: Widget) -> tuple[Style, Style, Style, Style]:
+    """The base, label, value and graph styles of a widget that draws metrics (its ``metric--*`` component classes)."""
+    base = widget.rich_style
+    return (
+        base,
+        base + widget.get_component_rich_style("metric--label"),
+        base + widget.get_component_rich_style("metric--value"),
+        base + widget.get_component_rich_style("metric--graph"),
+    )
 
-    COMPONENT_CLASSES = {"metric--label", "metric--value", "metric--graph"}
-    DEFAULT_CSS = """
-    MetricRow { height: 1; }
-    MetricRow > .metric--label { color: $text-muted; }
-    MetricRow > .metric--value { text-style: bold; }
-    MetricRow > .metric--graph { color: $success; }
-    """
+
+METRIC_CSS = """
+{name} > .metric--label {{ color: $text-muted; }}
+{name} > .metric--value {{ text-style: bold; }}
+{name} > .metric--graph {{ color: $success; }}
+"""
+
+
+class Metric:
+    """``label  value  ▁▂▃▅▇`` with a fixed-scale history graph filling the rest of ``shape``'s width, one bin of
+    ``bin_s`` seconds a column; its time: a ``now``/``-30s`` axis on the last row when it has ``AXIS_ROWS``, else how
+    long it spans beside its scale where that fits. What a ``MetricRow`` and each cell of a ``MetricGrid`` draw."""
 
     def __init__(
         self,
@@ -153,60 +163,51 @@ class MetricRow(Widget):
         label_width: int = LABEL_WIDTH,
         value_width: int = VALUE_WIDTH,
         bin_s: float = BIN_S,
-        **kwargs,
     ) -> None:
-        super().__init__(**kwargs)
         self.label = label
         self.bin_s = bin_s
         self.label_width = label_width
         self.value_width = value_width
-        self._value = ""
+        self.value = ""
+        self.shape = (0, 1)  # width, rows: set by the widget that draws it
         self._series = EMPTY
-        self._shape = (0, 1)
         self._rows: tuple[tuple[int, int], list[str]] = ((-1, -1), [])
-        self._strips: list[Strip] | None = None
-        self._styles: tuple[Style, Style, Style, Style] | None = None
 
     def _graph_width(self) -> int:
-        return max(0, self._shape[0] - self.label_width - self.value_width - 1)
+        return max(0, self.shape[0] - self.label_width - self.value_width - 1)
 
     def _axis(self) -> bool:
-        return self._shape[1] >= AXIS_ROWS
+        return self.shape[1] >= AXIS_ROWS
 
     def _graph(self) -> list[str]:
-        rows = max(1, self._shape[1])
+        rows = max(1, self.shape[1])
         shape = (self._graph_width(), rows - 1 if self._axis() else rows)
         if self._rows[0] != shape:
             self._rows = (shape, graph_rows(self._series.values, self._series.top, *shape))
         return self._rows[1]
 
-    def show(self, value: str, series: Series | None = None) -> None:
-        """Set the value and the history; repaints only the lines that look different."""
+    def show(self, value: str, series: Series | None = None) -> list[int]:
+        """Set the value and the history; the rows that look different now (none: nothing to repaint)."""
         series = series if series is not None else EMPTY
-        if value == self._value and series == self._series:
-            return
+        if value == self.value and series == self._series:
+            return []
         value_before, scale_before, (shape_before, rows_before) = (
-            self._value,
+            self.value,
             self._head(1),
             self._rows,
         )
-        self._value = value
+        self.value = value
         self._series = series
         self._rows = ((-1, -1), [])
         rows = self._graph()
-        shape = self._rows[0]
-        if shape != shape_before:
-            changed = list(range(len(rows)))
-        else:
-            changed = [y for y, (old, new) in enumerate(zip(rows_before, rows)) if old != new]
-            if value != value_before and 0 not in changed:
-                changed.append(0)
-            if self._head(1) != scale_before and len(rows) > 1 and 1 not in changed:
-                changed.append(1)
-        if changed:
-            self._strips = None
-            width = self._shape[0]
-            self.refresh(*(Region(0, y, width, 1) for y in changed))
+        if self._rows[0] != shape_before:
+            return list(range(len(rows)))
+        changed = [y for y, (old, new) in enumerate(zip(rows_before, rows)) if old != new]
+        if value != value_before and 0 not in changed:
+            changed.append(0)
+        if self._head(1) != scale_before and len(rows) > 1 and 1 not in changed:
+            changed.append(1)
+        return changed
 
     def _scale(self) -> str:
         return f"0–{num(self._series.top)} {self._series.unit}".strip()
@@ -219,54 +220,21 @@ class MetricRow(Widget):
         if row == 1:
             scale = self._scale()
             spanned = f"{scale} · {span}"
-            return spanned if width and self._shape[1] == 2 and len(spanned) <= head else scale
+            return spanned if width and self.shape[1] == 2 and len(spanned) <= head else scale
         return f"last {span}" if width and row == 2 and not self._axis() else ""
 
-    def on_resize(self, event: events.Resize) -> None:
-        self._shape = (event.size.width, event.size.height)
-        self._strips = None
-        self.refresh()
-
-    def notify_style_update(self) -> None:
-        """CSS or theme changed: rebuild the cached styles and rows."""
-        self._styles = None
-        self._strips = None
-        super().notify_style_update()
-
-    @property
-    def value(self) -> str:
-        return self._value
-
-    def render_line(self, y: int) -> Strip:
-        """Line API: the rows are built once per change as plain segments (no markup to parse)."""
-        if self._strips is None:
-            self._strips = self._build_strips()
-        return (
-            self._strips[y]
-            if y < len(self._strips)
-            else Strip.blank(self.size.width, self.rich_style)
-        )
-
-    def _build_strips(self) -> list[Strip]:
-        self._shape = (self.size.width, self.size.height)
+    def strips(self, styles: tuple[Style, Style, Style, Style]) -> list[Strip]:
+        """Its rows at ``shape``, built as plain segments (no markup to parse) in ``metric_styles``' styles."""
         rows = self._graph()
-        if self._styles is None:
-            base = self.rich_style
-            self._styles = (
-                base,
-                base + self.get_component_rich_style("metric--label"),
-                base + self.get_component_rich_style("metric--value"),
-                base + self.get_component_rich_style("metric--graph"),
-            )
-        base, label_style, value_style, graph_style = self._styles
+        base, label_style, value_style, graph_style = styles
         head = self.label_width + self.value_width
-        width = self._shape[0]
+        width = self.shape[0]
         strips = []
         for i, row in enumerate(rows):
             if i == 0:
                 segments = [
                     Segment(self.label[: self.label_width].ljust(self.label_width), label_style),
-                    Segment(self._value[: self.value_width].rjust(self.value_width), value_style),
+                    Segment(self.value[: self.value_width].rjust(self.value_width), value_style),
                 ]
             else:
                 segments = [Segment(self._head(i)[:head].rjust(head), label_style)]
@@ -282,3 +250,63 @@ class MetricRow(Widget):
             strip = Strip([Segment(" " * (head + 1), base), Segment(axis, label_style)])
             strips.append(strip.adjust_cell_length(width, base))
         return strips
+
+
+class MetricRow(Widget):
+    """One ``Metric`` as a widget as high as its graph: repaints only the lines that changed."""
+
+    COMPONENT_CLASSES = {"metric--label", "metric--value", "metric--graph"}
+    DEFAULT_CSS = "MetricRow { height: 1; }" + METRIC_CSS.format(name="MetricRow")
+
+    def __init__(
+        self,
+        label: str,
+        label_width: int = LABEL_WIDTH,
+        value_width: int = VALUE_WIDTH,
+        bin_s: float = BIN_S,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.metric = Metric(label, label_width, value_width, bin_s)
+        self._strips: list[Strip] | None = None
+        self._styles: tuple[Style, Style, Style, Style] | None = None
+
+    @property
+    def label(self) -> str:
+        return self.metric.label
+
+    @property
+    def value(self) -> str:
+        return self.metric.value
+
+    def show(self, value: str, series: Series | None = None) -> None:
+        """Set the value and the history; repaints only the lines that look different."""
+        changed = self.metric.show(value, series)
+        if changed:
+            self._strips = None
+            width = self.metric.shape[0]
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.metric.shape = (event.size.width, event.size.height)
+        self._strips = None
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        """CSS or theme changed: rebuild the cached styles and rows."""
+        self._styles = None
+        self._strips = None
+        super().notify_style_update()
+
+    def render_line(self, y: int) -> Strip:
+        """Line API: the rows are built once per change."""
+        if self._strips is None:
+            self.metric.shape = (self.size.width, self.size.height)
+            if self._styles is None:
+                self._styles = metric_styles(self)
+            self._strips = self.metric.strips(self._styles)
+        return (
+            self._strips[y]
+            if y < len(self._strips)
+            else Strip.blank(self.size.width, self.rich_style)
+        )

@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from gpumon.tui.view import Series
 from gpumon.tui.widgets.graph import axis_row
-from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
+from gpumon.tui.widgets.lines import MetricRow, TextBlock, TextLine, set_titles
 from tests.tui.conftest import run_async
 
 
@@ -302,3 +302,37 @@ async def test_a_metric_row_repaints_exactly_the_lines_that_changed():
             "1", Series((nan,), 20.0, "MHz")
         )  # a one-line row shows no scale: nothing to repaint
         assert asked == []
+
+
+class _BlockApp(App):
+    CSS = "TextBlock { width: 10; height: 3; background: #102030; color: #c0c0c0; }"
+
+    def compose(self) -> ComposeResult:
+        yield TextBlock(pad_text=True, id="padded")
+        yield TextBlock(id="plain")
+
+
+@run_async
+async def test_a_text_block_pads_each_line_as_a_text_line_and_repaints_only_the_lines_that_changed():
+    """The workload panel's detail lines are one TextBlock (one widget for the compositor to render a frame), drawn
+    as the TextLines they replaced were."""
+    app = _BlockApp()
+    async with app.run_test(size=(20, 8)) as pilot:
+        padded, plain = app.query_one("#padded", TextBlock), app.query_one("#plain", TextBlock)
+        lines = [Text("ab", style="on #0000ff"), Text("cd")]
+        padded.show_lines(lines)
+        plain.show_lines(lines)
+        await pilot.pause()
+        assert _cells(padded.render_line(0)) == [
+            ("ab        ", "#c0c0c0 on #0000ff")
+        ]  # as a TextLine
+        assert _cells(plain.render_line(0))[-1] == ("        ", "on #102030")  # as a Static
+        assert (padded.line(1), padded.line(2)) == ("cd", "")
+        assert _cells(padded.render_line(2)) == [(" " * 10, "#c0c0c0 on #102030")]
+
+        asked = _regions(padded)
+        padded.show_lines([Text("ab", style="on #0000ff"), Text("cd")])  # the same: nothing
+        padded.show_lines([Text("ab", style="on #0000ff"), Text("ce")])
+        assert [region.y for region in asked] == [1]
+        await pilot.pause()
+        assert _screen_lines(app)[1][:10] == "ce        "

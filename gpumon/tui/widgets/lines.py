@@ -93,17 +93,24 @@ def text_strip(widget: Widget, text: Text, width: int, pad_text: bool = True) ->
 
 class TextBlock(Widget):
     """Lines of styled text drawn through the line API: ``draw`` repaints only the lines that changed and never lays
-    the screen out again (a Static's ``update`` does, every time: the whole screen's layout once a frame)."""
+    the screen out again (a Static's ``update`` does, every time: the whole screen's layout once a frame).
 
-    def __init__(self, **kwargs) -> None:
+    ``pad_text``: each line is padded to the width in its text's style, as a ``TextLine`` pads (else in the
+    background alone, as a Static pads)."""
+
+    def __init__(self, pad_text: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.pad_text = pad_text
         self._lines: list[Text] = []
         self._strips: dict[int, Strip] = {}
 
     def draw(self, text: Text | str) -> None:
         """Show ``text`` (its lines split at newlines)."""
         text = text if isinstance(text, Text) else Text(text)
-        lines = list(text.split("\n")) if text.plain else []
+        self.show_lines(list(text.split("\n")) if text.plain else [])
+
+    def show_lines(self, lines: list[Text]) -> None:
+        """Show ``lines``, one a line."""
         old = self._lines
         changed = [
             y
@@ -116,6 +123,10 @@ class TextBlock(Widget):
         top = self.styles.padding.top
         if changed:
             self.refresh(*(Region(0, top + y, self.size.width, 1) for y in changed))
+
+    def line(self, y: int) -> str:
+        """The text of line ``y`` ("" past the last)."""
+        return self._lines[y].plain if y < len(self._lines) else ""
 
     def on_resize(self) -> None:
         self._strips.clear()
@@ -130,7 +141,7 @@ class TextBlock(Widget):
             return Strip.blank(width, self.rich_style)
         strip = self._strips.get(y)
         if strip is None or strip.cell_length != width:
-            strip = self._strips[y] = text_strip(self, self._lines[y], width, pad_text=False)
+            strip = self._strips[y] = text_strip(self, self._lines[y], width, self.pad_text)
         return strip
 
 

@@ -336,3 +336,38 @@ async def test_a_text_block_pads_each_line_as_a_text_line_and_repaints_only_the_
         assert [region.y for region in asked] == [1]
         await pilot.pause()
         assert _screen_lines(app)[1][:10] == "ce        "
+
+
+class _CountingBlock(TextBlock):
+    looked_up = 0
+
+    @property
+    def rich_style(self):  # every ancestor's styles, walked again after each refresh
+        self.looked_up += 1
+        return super().rich_style
+
+
+class _CountingApp(App):
+    CSS = "TextBlock { width: 10; height: 3; background: #102030; }"
+
+    def compose(self) -> ComposeResult:
+        yield _CountingBlock()
+
+
+@run_async
+async def test_a_change_of_three_lines_looks_the_style_up_once():
+    """The style is looked up once a change, not twice a changed line (most of what drawing a line of text cost)."""
+    app = _CountingApp()
+    async with app.run_test(size=(20, 5)) as pilot:
+        block = app.query_one(_CountingBlock)
+        block.show_lines([Text("a"), Text("b"), Text("c")])
+        await pilot.pause()
+        block.looked_up = 0
+        block.show_lines([Text("d"), Text("e"), Text("f")])
+        await pilot.pause()
+        assert [block.render_line(y).text for y in range(3)] == [
+            "d" + " " * 9,
+            "e" + " " * 9,
+            "f" + " " * 9,
+        ]
+        assert block.looked_up == 1

@@ -34,7 +34,31 @@ def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
         widget.border_subtitle = subtitle
 
 
-class TextLine(Widget):
+class LineWidget(Widget):
+    """A widget drawn through the line API that looks its style up once per style change: ``rich_style`` walks every
+    ancestor again after each ``refresh`` (Textual clears its cache then), which was most of what a changed line of
+    text cost to draw (observer_cost)."""
+
+    _base: Style | None = None
+
+    @property
+    def base_style(self) -> Style:
+        """``rich_style``, as of the last change of content or style (as fresh as the strips it draws)."""
+        if self._base is None:
+            self._base = self.rich_style
+        return self._base
+
+    def changed(self, *regions: Region) -> None:
+        """The content changed: repaint ``regions`` (all of it without), the style looked up again once."""
+        self._base = None
+        self.refresh(*regions)
+
+    def notify_style_update(self) -> None:
+        self._base = None
+        super().notify_style_update()
+
+
+class TextLine(LineWidget):
     """One line of styled text, cut with an ellipsis to the width; ``show`` repaints only on change.
 
     Drawn through Textual's line API from segments built once per change (rich Text rendered
@@ -56,7 +80,7 @@ class TextLine(Widget):
             return
         self._text = text
         self._strip = None
-        self.refresh()
+        self.changed()
 
     @property
     def plain(self) -> str:
@@ -72,26 +96,27 @@ class TextLine(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y > 0:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         if self._strip is None or self._strip.cell_length != width:
             self._strip = text_strip(self, self._text, width)
         return self._strip
 
 
-def text_strip(widget: Widget, text: Text, width: int, pad_text: bool = True) -> Strip:
+def text_strip(widget: LineWidget, text: Text, width: int, pad_text: bool = True) -> Strip:
     """One line of ``text`` in ``widget``'s style, cut with an ellipsis to ``width`` cells and padded to it (in the
     text's style, or with ``pad_text=False`` in the background alone, as a Static pads)."""
     text = text.copy()
     text.no_wrap = True
     text.truncate(width, overflow="ellipsis", pad=pad_text)
     console = widget.app.console
-    base = widget.rich_style + console.get_style(text.style) if text.style else widget.rich_style
+    widget_style = widget.base_style
+    base = widget_style + console.get_style(text.style) if text.style else widget_style
     # Text.render drops its own style without spans
     segments = Segment.apply_style(text.render(console, end=""), base)
-    return Strip(segments).adjust_cell_length(width, Style(bgcolor=widget.rich_style.bgcolor))
+    return Strip(segments).adjust_cell_length(width, Style(bgcolor=widget_style.bgcolor))
 
 
-class TextBlock(Widget):
+class TextBlock(LineWidget):
     """Lines of styled text drawn through the line API: ``draw`` repaints only the lines that changed and never lays
     the screen out again (a Static's ``update`` does, every time: the whole screen's layout once a frame).
 
@@ -122,7 +147,7 @@ class TextBlock(Widget):
             self._strips.pop(y, None)
         top = self.styles.padding.top
         if changed:
-            self.refresh(*(Region(0, top + y, self.size.width, 1) for y in changed))
+            self.changed(*(Region(0, top + y, self.size.width, 1) for y in changed))
 
     def line(self, y: int) -> str:
         """The text of line ``y`` ("" past the last)."""
@@ -138,7 +163,7 @@ class TextBlock(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
         if y >= len(self._lines):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         strip = self._strips.get(y)
         if strip is None or strip.cell_length != width:
             strip = self._strips[y] = text_strip(self, self._lines[y], width, self.pad_text)

@@ -11,6 +11,7 @@ reading (gpumon/console/stopsignals.py).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -52,6 +53,14 @@ def refresh_hz_from_env(default: float = DEFAULT_HZ) -> float:
     if not 0.5 <= hz <= 30:
         raise UsageError(f"{REFRESH_ENV} must be between 0.5 and 30, got {hz:g}")
     return hz
+
+
+def settle_heap() -> None:
+    """Move what start-up made (imports, Textual's widgets and styles, the session) out of the collector's reach: a
+    full collection then walks only what was made since, not the whole heap again (55 ms about once a minute on the
+    2-core box, 0.09 % of a core: observer_cost, docs/tui.md)."""
+    gc.collect()
+    gc.freeze()
 
 
 class GpumonApp(App[int]):
@@ -141,6 +150,7 @@ class LiveApp(GpumonApp):
         if path is not None:
             self.notify(f"capturing to {path}")
         self._launch_plan()
+        settle_heap()
 
     def _launch_plan(self) -> None:
         """Drive the plan's run sequence (``RunSequence``: what starts when, or why not) from this, the main thread:

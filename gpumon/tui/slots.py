@@ -186,7 +186,7 @@ class Slots:
 
 def _shown_peak(values: tuple[float, ...]) -> float:
     """The largest of a graph's shown values (0 when none is known)."""
-    return max((v for v in values if v == v), default=0.0)
+    return max([v for v in values if v == v], default=0.0)
 
 
 def _state_label(state: WorkloadState | None, last_step: StepEvent | None) -> tuple[str, bool]:

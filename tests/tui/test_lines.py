@@ -304,6 +304,24 @@ async def test_a_metric_row_repaints_exactly_the_lines_that_changed():
         assert asked == []
 
 
+@run_async
+async def test_a_metric_row_rebuilds_only_the_rows_that_changed():
+    """A frame where only the value changed builds the top row again, not the graph's other rows and its axis."""
+    app = _RowApp()
+    async with app.run_test(size=(40, 6)) as pilot:
+        row = app.query_one(MetricRow)
+        series = Series((10.0,) * 19, 20.0, "it/s")
+        row.show("10", series)
+        await pilot.pause()
+        built: list[int] = []
+        strip = row.metric.strip
+        row.metric.strip = lambda y, styles: (built.append(y), strip(y, styles))[1]
+        row.show("11", series)
+        await pilot.pause()
+        assert built == [0]
+        assert _screen_lines(app)[0].startswith("iter/s             11")
+
+
 class _BlockApp(App):
     CSS = "TextBlock { width: 10; height: 3; background: #102030; color: #c0c0c0; }"
 

@@ -259,33 +259,31 @@ class Metric:
             return spanned if width and self.shape[1] == 2 and len(spanned) <= head else scale
         return f"last {span}" if width and row == 2 and not self._axis() else ""
 
-    def strips(self, styles: tuple[Style, Style, Style, Style]) -> list[Strip]:
-        """Its rows at ``shape``, built as plain segments (no markup to parse) in ``metric_styles``' styles."""
+    def strip(self, y: int, styles: tuple[Style, Style, Style, Style]) -> Strip | None:
+        """Its row ``y`` at ``shape`` (None below the last), built as plain segments (no markup to parse) in
+        ``metric_styles``' styles."""
         rows = self._graph()
         base, label_style, value_style, graph_style = styles
         head = self.label_width + self.value_width
         width = self.shape[0]
-        strips = []
-        for i, row in enumerate(rows):
-            if i == 0:
+        if y < len(rows):
+            if y == 0:
                 segments = [
                     Segment(self.label[: self.label_width].ljust(self.label_width), label_style),
                     Segment(self.value[: self.value_width].rjust(self.value_width), value_style),
                 ]
             else:
-                segments = [Segment(self._head(i)[:head].rjust(head), label_style)]
-            segments += [Segment(" ", base), Segment(row, graph_style)]
+                segments = [Segment(self._head(y)[:head].rjust(head), label_style)]
+            segments += [Segment(" ", base), Segment(rows[y], graph_style)]
             # Every character here is one cell wide (block elements, ASCII, "°", "–"): the length is
             # known, and measuring it (rich's cell_len on non-ASCII text) was most of a frame's cost.
-            strip = Strip(segments, cell_length=head + 1 + len(row))
-            strips.append(
-                strip if strip.cell_length == width else strip.adjust_cell_length(width, base)
-            )
-        if self._axis():
+            strip = Strip(segments, cell_length=head + 1 + len(rows[y]))
+            return strip if strip.cell_length == width else strip.adjust_cell_length(width, base)
+        if y == len(rows) and self._axis():
             axis = axis_row(self._graph_width(), self.bin_s)
             strip = Strip([Segment(" " * (head + 1), base), Segment(axis, label_style)])
-            strips.append(strip.adjust_cell_length(width, base))
-        return strips
+            return strip.adjust_cell_length(width, base)
+        return None
 
 
 class MetricRow(Widget):
@@ -304,7 +302,7 @@ class MetricRow(Widget):
     ) -> None:
         super().__init__(**kwargs)
         self.metric = Metric(label, label_width, value_width, bin_s)
-        self._strips: list[Strip] | None = None
+        self._strips: dict[int, Strip] = {}  # by row: a change rebuilds only the rows it changed
         self._styles: tuple[Style, Style, Style, Style] | None = None
 
     @property
@@ -318,31 +316,32 @@ class MetricRow(Widget):
     def show(self, value: str, series: Series | None = None) -> None:
         """Set the value and the history; repaints only the lines that look different."""
         changed = self.metric.show(value, series)
+        for y in changed:
+            self._strips.pop(y, None)
         if changed:
-            self._strips = None
             width = self.metric.shape[0]
             self.refresh(*(Region(0, y, width, 1) for y in changed))
 
     def on_resize(self, event: events.Resize) -> None:
         self.metric.shape = (event.size.width, event.size.height)
-        self._strips = None
+        self._strips.clear()
         self.refresh()
 
     def notify_style_update(self) -> None:
         """CSS or theme changed: rebuild the cached styles and rows."""
         self._styles = None
-        self._strips = None
+        self._strips.clear()
         super().notify_style_update()
 
     def render_line(self, y: int) -> Strip:
-        """Line API: the rows are built once per change."""
-        if self._strips is None:
+        """Line API: each row is built once per change of it."""
+        strip = self._strips.get(y)
+        if strip is None:
             self.metric.shape = (self.size.width, self.size.height)
             if self._styles is None:
                 self._styles = metric_styles(self)
-            self._strips = self.metric.strips(self._styles)
-        return (
-            self._strips[y]
-            if y < len(self._strips)
-            else Strip.blank(self.size.width, self.rich_style)
-        )
+            strip = self.metric.strip(y, self._styles) or Strip.blank(
+                self.size.width, self.rich_style
+            )
+            self._strips[y] = strip
+        return strip

@@ -86,7 +86,7 @@ class MetricGrid(Widget):
         for column, cell_width in enumerate(column_widths(width)):
             if column < len(cells):
                 cells[column].shape = (cell_width, 1)
-                parts.append(cells[column].strips(self._styles)[0])
+                parts.append(cells[column].strip(0, self._styles) or Strip.blank(cell_width, base))
             else:
                 parts.append(Strip.blank(cell_width, base))
             if column == 0:

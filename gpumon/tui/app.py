@@ -128,11 +128,15 @@ class ViewerApp(GpumonApp):
 
 class LiveApp(GpumonApp):
     """A live session (``controller``): launches the plan's jobs, and quitting stops them and finishes the
-    capture before the app exits."""
+    capture before the app exits. ``freeze_heap``: ``settle_heap`` once the session has started (``run_app``'s, the
+    one app of its process; not an app of a test, whose process runs many)."""
 
-    def __init__(self, controller: Controller, refresh_hz: float = DEFAULT_HZ) -> None:
+    def __init__(
+        self, controller: Controller, refresh_hz: float = DEFAULT_HZ, freeze_heap: bool = False
+    ) -> None:
         super().__init__(refresh_hz)
         self.controller = controller
+        self.freeze_heap = freeze_heap
         self.monitor = LiveMonitorScreen(controller, refresh_hz)
         self.session_ready = False
         self._sequence_timer: Timer | None = None
@@ -150,7 +154,8 @@ class LiveApp(GpumonApp):
         if path is not None:
             self.notify(f"capturing to {path}")
         self._launch_plan()
-        settle_heap()
+        if self.freeze_heap:
+            settle_heap()
 
     def _launch_plan(self) -> None:
         """Drive the plan's run sequence (``RunSequence``: what starts when, or why not) from this, the main thread:
@@ -224,7 +229,7 @@ def run_app(plan: RunPlan, refresh_hz: float | None = None) -> int:
     """Open the live monitor on ``plan``; returns the exit status (1 if a workload failed)."""
     hz = refresh_hz if refresh_hz is not None else refresh_hz_from_env()
     controller = Controller(plan)
-    app = LiveApp(controller, refresh_hz=hz)
+    app = LiveApp(controller, refresh_hz=hz, freeze_heap=True)
 
     def finish() -> int:
         controller.shutdown()

@@ -160,7 +160,7 @@ async def test_what_start_up_made_is_out_of_the_collectors_reach(runs_dir):
     """Once the session has started, start-up's objects are frozen: a full collection walks only what came after
     (observer_cost: 55 ms a full collection, about once a minute, before)."""
     gc.unfreeze()
-    app = LiveApp(Controller(make_test_plan(runs_dir)))
+    app = LiveApp(Controller(make_test_plan(runs_dir)), freeze_heap=True)  # as run_app makes it
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_until(pilot, lambda: app.session_ready, what="the session started")

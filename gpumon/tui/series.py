@@ -47,14 +47,16 @@ class BinnedSeries:
         """The ``n`` bins ending with the one holding ``now``, oldest first; ``missing`` where empty."""
         last = math.floor(now / self.bin_s)
         first = last - n + 1
-        known: dict[int, float] = {}
+        shown = [missing] * max(
+            0, n
+        )  # filled from the newest bin back, no more than the window holds
         with self._lock:
             for index, total, weight in reversed(self._bins):
                 if index < first:
                     break
                 if index <= last:
-                    known[int(index)] = total / weight
-        return tuple(known.get(i, missing) for i in range(first, last + 1))
+                    shown[int(index) - first] = total / weight
+        return tuple(shown)
 
 
 def nice_ceiling(value: float) -> float:

@@ -75,10 +75,11 @@ class Slots:
 
     def handle(self, item: object) -> None:
         """File a step, log line, state, metadata or no-steps notice in its slot; ignore the rest."""
+        if isinstance(item, StepEvent):
+            self.file_step(item)
+            return
         with self._lock:
-            if isinstance(item, StepEvent):
-                self._file_step(item)
-            elif isinstance(item, LogLine):
+            if isinstance(item, LogLine):
                 if item.slot in self._slots:
                     self._slots[item.slot].log.append(item.text)
             elif isinstance(item, WorkloadState):
@@ -90,17 +91,18 @@ class Slots:
                 if item.kind in (NO_STEPS, NO_STEPS_WITHDRAWN) and item.slot in self._slots:
                     self._slots[item.slot].no_steps = item.text if item.kind == NO_STEPS else ""
 
-    def _file_step(self, step: StepEvent) -> None:
-        """The step in its slot's state (the lock held)."""
-        slot = self._slots.get(step.slot)
-        if slot is None:
-            return
-        previous, slot.last_step = slot.last_step, step
-        if (
-            previous is not None
-        ):  # the graphs' rates are wall-clock too: each step over the time since the one before
-            slot.iter_rate.add(step.t, 1.0, step.t - previous.t)
-            slot.sample_rate.add(step.t, step.samples, step.t - previous.t)
+    def file_step(self, step: StepEvent) -> None:
+        """The step in its slot's state."""
+        with self._lock:
+            slot = self._slots.get(step.slot)
+            if slot is None:
+                return
+            previous, slot.last_step = slot.last_step, step
+            if (
+                previous is not None
+            ):  # the graphs' rates are wall-clock too: each step over the time since the one before
+                slot.iter_rate.add(step.t, 1.0, step.t - previous.t)
+                slot.sample_rate.add(step.t, step.samples, step.t - previous.t)
 
     def _file_state(self, state: WorkloadState) -> None:
         """A job's new state; a job starting in a slot gets a fresh state there (the lock held)."""
@@ -184,7 +186,7 @@ class Slots:
 
 def _shown_peak(values: tuple[float, ...]) -> float:
     """The largest of a graph's shown values (0 when none is known)."""
-    return max((v for v in values if v == v), default=0.0)
+    return max([v for v in values if v == v], default=0.0)
 
 
 def _state_label(state: WorkloadState | None, last_step: StepEvent | None) -> tuple[str, bool]:

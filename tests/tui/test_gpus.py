@@ -196,7 +196,7 @@ def state(app):
     return {
         "lines": lines.lines if lines.display else [],
         "title": str(m.query_one("#device").border_title),
-        "power": m.query_one("#dev-power_w").value,
+        "power": m.query_one("#gpu-metrics").value("power_w"),
         "table": bool(m.query_one("#processes").display),
         "g_offered": any(b.binding.action == "next_gpu" for b in m.active_bindings.values()),
     }

@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from gpumon.tui.view import Series
 from gpumon.tui.widgets.graph import axis_row
-from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
+from gpumon.tui.widgets.lines import MetricRow, TextBlock, TextLine, set_titles
 from tests.tui.conftest import run_async
 
 
@@ -302,3 +302,90 @@ async def test_a_metric_row_repaints_exactly_the_lines_that_changed():
             "1", Series((nan,), 20.0, "MHz")
         )  # a one-line row shows no scale: nothing to repaint
         assert asked == []
+
+
+@run_async
+async def test_a_metric_row_rebuilds_only_the_rows_that_changed():
+    """A frame where only the value changed builds the top row again, not the graph's other rows and its axis."""
+    app = _RowApp()
+    async with app.run_test(size=(40, 6)) as pilot:
+        row = app.query_one(MetricRow)
+        series = Series((10.0,) * 19, 20.0, "it/s")
+        row.show("10", series)
+        await pilot.pause()
+        built: list[int] = []
+        strip = row.metric.strip
+        row.metric.strip = lambda y, styles: (built.append(y), strip(y, styles))[1]
+        row.show("11", series)
+        await pilot.pause()
+        assert built == [0]
+        assert _screen_lines(app)[0].startswith("iter/s             11")
+
+
+class _BlockApp(App):
+    CSS = "TextBlock { width: 10; height: 3; background: #102030; color: #c0c0c0; }"
+
+    def compose(self) -> ComposeResult:
+        yield TextBlock(pad_text=True, id="padded")
+        yield TextBlock(id="plain")
+
+
+@run_async
+async def test_a_text_block_pads_each_line_as_a_text_line_and_repaints_only_the_lines_that_changed():
+    """The workload panel's detail lines are one TextBlock (one widget for the compositor to render a frame), drawn
+    as the TextLines they replaced were."""
+    app = _BlockApp()
+    async with app.run_test(size=(20, 8)) as pilot:
+        padded, plain = app.query_one("#padded", TextBlock), app.query_one("#plain", TextBlock)
+        lines = [Text("ab", style="on #0000ff"), Text("cd")]
+        padded.show_lines(lines)
+        plain.show_lines(lines)
+        await pilot.pause()
+        assert _cells(padded.render_line(0)) == [
+            ("ab        ", "#c0c0c0 on #0000ff")
+        ]  # as a TextLine
+        assert _cells(plain.render_line(0))[-1] == ("        ", "on #102030")  # as a Static
+        assert (padded.line(1), padded.line(2)) == ("cd", "")
+        assert _cells(padded.render_line(2)) == [(" " * 10, "#c0c0c0 on #102030")]
+
+        asked = _regions(padded)
+        padded.show_lines([Text("ab", style="on #0000ff"), Text("cd")])  # the same: nothing
+        padded.show_lines([Text("ab", style="on #0000ff"), Text("ce")])
+        assert [region.y for region in asked] == [1]
+        await pilot.pause()
+        assert _screen_lines(app)[1][:10] == "ce        "
+
+
+class _CountingBlock(TextBlock):
+    looked_up = 0
+
+    @property
+    def rich_style(self):  # every ancestor's styles, walked again after each refresh
+        self.looked_up += 1
+        return super().rich_style
+
+
+class _CountingApp(App):
+    CSS = "TextBlock { width: 10; height: 3; background: #102030; }"
+
+    def compose(self) -> ComposeResult:
+        yield _CountingBlock()
+
+
+@run_async
+async def test_a_change_of_three_lines_looks_the_style_up_once():
+    """The style is looked up once a change, not twice a changed line (most of what drawing a line of text cost)."""
+    app = _CountingApp()
+    async with app.run_test(size=(20, 5)) as pilot:
+        block = app.query_one(_CountingBlock)
+        block.show_lines([Text("a"), Text("b"), Text("c")])
+        await pilot.pause()
+        block.looked_up = 0
+        block.show_lines([Text("d"), Text("e"), Text("f")])
+        await pilot.pause()
+        assert [block.render_line(y).text for y in range(3)] == [
+            "d" + " " * 9,
+            "e" + " " * 9,
+            "f" + " " * 9,
+        ]
+        assert block.looked_up == 1

@@ -17,8 +17,8 @@ from tests.helpers import wait_until
 
 
 def _steps_shown(app: GpumonApp, slot: str) -> int:
-    details = app.monitor.query_one(f"#panel-{slot}").query_one(".details-steps", TextLine).plain
-    lines = [line for line in details.splitlines() if line.startswith("steps")]
+    panel = app.monitor.query_one(f"#panel-{slot}", WorkloadPanel)
+    lines = [line for line in map(panel.details.line, range(4)) if line.startswith("steps")]
     return int(lines[0].split()[1].replace(",", "")) if lines else 0
 
 

@@ -7,6 +7,8 @@ import math
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.model import DeviceSample, LogLine, SourceStatus, StepEvent, WorkloadState
@@ -50,6 +52,31 @@ def test_binned_series_is_bounded_and_ignores_the_past():
     s.add(2.0, 100.0)
     assert s.values(9.0, 5)[-3:] == (7.0, 8.0, 9.0)
     assert math.isnan(s.values(9.0, 5)[0])
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 50, allow_nan=False), st.floats(-1e6, 1e6, allow_nan=False)),
+        max_size=60,
+    ),
+    st.floats(-5, 60, allow_nan=False),
+    st.integers(-2, 30),
+)
+def test_binned_series_values_are_each_bins_mean_where_it_has_one(samples, now, n):
+    """The window's values, filled from the newest bin back (the refresh's cost), are each bin's mean, or missing."""
+    series = BinnedSeries(1.0, 20)
+    kept: dict[int, list[float]] = {}
+    for t, value in samples:
+        series.add(t, value)
+        index = math.floor(t)
+        if not kept or index >= max(kept):  # a sample older than the newest bin is ignored
+            kept.setdefault(index, []).append(value)
+    last = math.floor(now)
+    newest = sorted(kept)[-20:]  # the capacity
+    expected = tuple(
+        sum(kept[i]) / len(kept[i]) if i in newest else -1.0 for i in range(last - n + 1, last + 1)
+    )
+    assert series.values(now, n, missing=-1.0) == pytest.approx(expected)
 
 
 def test_nice_ceiling():

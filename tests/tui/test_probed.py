@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
 from gpumon.core.store.trace import load_run
 from gpumon.tui.app import LiveApp
 from gpumon.tui.controller import Controller
+from gpumon.tui.pump import RefreshPump
 from gpumon.tui.screens.probes import ProbesScreen
 from gpumon.tui.widgets.probed import ProbedLine
 from tests.tui.conftest import make_test_plan, probe_command, run_async
@@ -130,3 +133,39 @@ async def test_the_monitor_wakes_for_frames_only_no_timer_of_its_own(runs_dir):
         assert repeating == []
         await pilot.press("q")
         await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
+
+
+@run_async
+async def test_one_refresh_thread_per_monitor(runs_dir):
+    """Textual runs the screen's on_mount of each class itself: the monitor starts one refresh thread, not one per
+    class (a second one built and drew a frame more every 5 s: observer_cost's second gpumon-refresh thread)."""
+    app = LiveApp(Controller(make_test_plan(runs_dir)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(
+            pilot, lambda: app.session_ready and app.monitor.frames >= 2, what="two frames drawn"
+        )
+        model = app.monitor.feed.model
+        pumps = [
+            t
+            for t in threading.enumerate()
+            if isinstance(t, RefreshPump) and t.model is model and t.is_alive()
+        ]
+        assert pumps == [app.monitor.pump]
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
+
+
+@run_async
+async def test_what_start_up_made_is_out_of_the_collectors_reach(runs_dir):
+    """Once the session has started, start-up's objects are frozen: a full collection walks only what came after
+    (observer_cost: 55 ms a full collection, about once a minute, before)."""
+    gc.unfreeze()
+    app = LiveApp(Controller(make_test_plan(runs_dir)), freeze_heap=True)  # as run_app makes it
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: app.session_ready, what="the session started")
+            assert gc.get_freeze_count() > 10_000  # Textual's and gpumon's modules at least
+            await pilot.press("q")
+            await wait_until(pilot, lambda: app.return_value is not None, 30, "the app to quit")
+    finally:
+        gc.unfreeze()

@@ -82,7 +82,6 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
         self._said_end = False
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.run_worker(self._load_and_follow, thread=True, group="follow", exit_on_error=False)
         self.set_interval(1.0, self._check_end)
 
@@ -95,7 +94,6 @@ class AttachedScreen(MonitorScreen, inherit_bindings=False):
         self.source.start()
 
     def on_unmount(self) -> None:
-        super().on_unmount()
         self.source.stop()
 
     def _check_end(self) -> None:

@@ -89,7 +89,6 @@ class LiveMonitorScreen(MonitorScreen, inherit_bindings=False):
         self.controller = controller
 
     def on_mount(self) -> None:
-        super().on_mount()
         b_free = lambda: self.controller.running(BESIDE_SLOT) is None  # noqa: E731
         self._probed = ProbedLine(self.controller.probes, b_free, id="probed")
         self.mount(self._probed, before=self.query_one("#output"))

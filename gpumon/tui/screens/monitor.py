@@ -163,6 +163,8 @@ class MonitorScreen(Screen, inherit_bindings=False):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        # Textual runs every class's own on_mount/on_unmount, a subclass's first: a subclass must not call these
+        # again (a second call started a second refresh thread, and a frame more every 5 s)
         self._status = self.query_one("#status", TextLine)
         self._gpus = self.query_one(GpuLines)
         self._device = self.query_one(DevicePanel)

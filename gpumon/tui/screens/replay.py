@@ -63,7 +63,6 @@ class ReplayScreen(MonitorScreen, inherit_bindings=False):
         self.play = play
 
     def on_mount(self) -> None:
-        super().on_mount()
         if self.play:
             self._start()
 
@@ -76,7 +75,6 @@ class ReplayScreen(MonitorScreen, inherit_bindings=False):
         self.source.play()
 
     def on_unmount(self) -> None:
-        super().on_unmount()
         self.source.stop()
 
     def no_rates_hint(self) -> str:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Grid, Vertical
+from textual.containers import Vertical
 
 from gpumon.core.records.units import DASH
 from gpumon.core.records import units as fmt
 from gpumon.tui.view import DeviceView
 from gpumon.tui.widgets.graph import BLOCKS, LEVELS
-from gpumon.tui.widgets.lines import MetricRow, TextLine, set_titles
+from gpumon.tui.widgets.lines import TextLine, set_titles
+from gpumon.tui.widgets.metricgrid import MetricGrid
 
 GPU_ROWS = (
     ("gpu_util", "GPU util"),
@@ -21,6 +22,7 @@ GPU_ROWS = (
     ("pcie_tx_bps", "PCIe TX"),
     ("temp_c", "Temp"),
 )
+HOST_ROWS = (("cpu_pct", "Host CPU"), ("mem_used_mib", "Host mem"))
 PERCENT_CORES_MAX = 8
 # Hopper's GPM figures on one line under the graphs: (DeviceSample field, label).
 GPM_FIGURES = (
@@ -81,24 +83,17 @@ class DevicePanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield TextLine(id="nvml-reason")
-        with Grid(id="gpu-metrics", classes="metric-grid"):
-            for key, label in GPU_ROWS:
-                yield MetricRow(label, id=f"dev-{key}")
-            yield MetricRow("SM clock", id="dev-sm_clock_mhz")
+        yield MetricGrid((*GPU_ROWS, ("sm_clock_mhz", "SM clock")), id="gpu-metrics")
         yield TextLine(id="gpm")
-        with Grid(id="host-metrics", classes="metric-grid"):
-            yield MetricRow("Host CPU", id="host-cpu")
-            yield MetricRow("Host mem", id="host-mem")
+        yield MetricGrid(HOST_ROWS, id="host-metrics")
         yield TextLine(id="host-cores")
 
     def on_mount(self) -> None:
         self.border_title = "device"
-        self._rows = {key: self.query_one(f"#dev-{key}", MetricRow) for key, _ in GPU_ROWS}
-        self._sm_clock = self.query_one("#dev-sm_clock_mhz", MetricRow)
+        self.gpu_metrics = self.query_one("#gpu-metrics", MetricGrid)
         self._reason = self.query_one("#nvml-reason", TextLine)
         self._gpm = self.query_one("#gpm", TextLine)
-        self._host_cpu = self.query_one("#host-cpu", MetricRow)
-        self._host_mem = self.query_one("#host-mem", MetricRow)
+        self._host = self.query_one("#host-metrics", MetricGrid)
         self._cores = self.query_one("#host-cores", TextLine)
 
     def show(self, view: DeviceView) -> None:
@@ -124,9 +119,9 @@ class DevicePanel(Vertical):
             "pcie_tx_bps": fmt.bytes_per_s(s.pcie_tx_bps if s else None),
             "temp_c": fmt.plain(s.temp_c if s else None, "°C"),
         }
-        for key, row in self._rows.items():
-            row.show(values[key], g.get(key))
-        self._sm_clock.show(fmt.plain(s.sm_clock_mhz if s else None, "MHz"))
+        for key, value in values.items():
+            self.gpu_metrics.show(key, value, g.get(key))
+        self.gpu_metrics.show("sm_clock_mhz", fmt.plain(s.sm_clock_mhz if s else None, "MHz"))
         self._gpm.show(
             Text(view.note, style="italic") if view.note else gpm_text(view, self._gpm.size.width)
         )
@@ -136,8 +131,11 @@ class DevicePanel(Vertical):
         host = view.host
         reason = view.reason or "unavailable"
         self._reason.show(Text(f"NVML {reason}", style="italic"))
-        self._host_cpu.show(fmt.pct(host.cpu_pct if host else None), view.graphs.get("cpu_pct"))
-        self._host_mem.show(
+        self._host.show(
+            "cpu_pct", fmt.pct(host.cpu_pct if host else None), view.graphs.get("cpu_pct")
+        )
+        self._host.show(
+            "mem_used_mib",
             fmt.used_total(
                 host.mem_used_mib if host else None, host.mem_total_mib if host else None
             ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -52,6 +53,7 @@ def _tick(seconds: int) -> str:
     return f"-{seconds // 60}m" if seconds >= 120 and seconds % 60 == 0 else f"-{seconds}s"
 
 
+@functools.lru_cache(maxsize=32)  # the same few widths, rebuilt with each frame's graph rows
 def axis_row(width: int, bin_s: float) -> str:
     """A time axis under a graph ``width`` columns of ``bin_s`` seconds each: ``now`` at the right edge (the newest
     bin) and ``-30s``-style labels ending at their column, as many as fit a ``TICK_GAP`` apart."""

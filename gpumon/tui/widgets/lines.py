@@ -34,7 +34,31 @@ def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
         widget.border_subtitle = subtitle
 
 
-class TextLine(Widget):
+class LineWidget(Widget):
+    """A widget drawn through the line API that looks its style up once per style change: ``rich_style`` walks every
+    ancestor again after each ``refresh`` (Textual clears its cache then), which was most of what a changed line of
+    text cost to draw (observer_cost)."""
+
+    _base: Style | None = None
+
+    @property
+    def base_style(self) -> Style:
+        """``rich_style``, as of the last change of content or style (as fresh as the strips it draws)."""
+        if self._base is None:
+            self._base = self.rich_style
+        return self._base
+
+    def changed(self, *regions: Region) -> None:
+        """The content changed: repaint ``regions`` (all of it without), the style looked up again once."""
+        self._base = None
+        self.refresh(*regions)
+
+    def notify_style_update(self) -> None:
+        self._base = None
+        super().notify_style_update()
+
+
+class TextLine(LineWidget):
     """One line of styled text, cut with an ellipsis to the width; ``show`` repaints only on change.
 
     Drawn through Textual's line API from segments built once per change (rich Text rendered
@@ -56,7 +80,7 @@ class TextLine(Widget):
             return
         self._text = text
         self._strip = None
-        self.refresh()
+        self.changed()
 
     @property
     def plain(self) -> str:
@@ -72,38 +96,46 @@ class TextLine(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y > 0:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         if self._strip is None or self._strip.cell_length != width:
             self._strip = text_strip(self, self._text, width)
         return self._strip
 
 
-def text_strip(widget: Widget, text: Text, width: int, pad_text: bool = True) -> Strip:
+def text_strip(widget: LineWidget, text: Text, width: int, pad_text: bool = True) -> Strip:
     """One line of ``text`` in ``widget``'s style, cut with an ellipsis to ``width`` cells and padded to it (in the
     text's style, or with ``pad_text=False`` in the background alone, as a Static pads)."""
     text = text.copy()
     text.no_wrap = True
     text.truncate(width, overflow="ellipsis", pad=pad_text)
     console = widget.app.console
-    base = widget.rich_style + console.get_style(text.style) if text.style else widget.rich_style
+    widget_style = widget.base_style
+    base = widget_style + console.get_style(text.style) if text.style else widget_style
     # Text.render drops its own style without spans
     segments = Segment.apply_style(text.render(console, end=""), base)
-    return Strip(segments).adjust_cell_length(width, Style(bgcolor=widget.rich_style.bgcolor))
+    return Strip(segments).adjust_cell_length(width, Style(bgcolor=widget_style.bgcolor))
 
 
-class TextBlock(Widget):
+class TextBlock(LineWidget):
     """Lines of styled text drawn through the line API: ``draw`` repaints only the lines that changed and never lays
-    the screen out again (a Static's ``update`` does, every time: the whole screen's layout once a frame)."""
+    the screen out again (a Static's ``update`` does, every time: the whole screen's layout once a frame).
 
-    def __init__(self, **kwargs) -> None:
+    ``pad_text``: each line is padded to the width in its text's style, as a ``TextLine`` pads (else in the
+    background alone, as a Static pads)."""
+
+    def __init__(self, pad_text: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.pad_text = pad_text
         self._lines: list[Text] = []
         self._strips: dict[int, Strip] = {}
 
     def draw(self, text: Text | str) -> None:
         """Show ``text`` (its lines split at newlines)."""
         text = text if isinstance(text, Text) else Text(text)
-        lines = list(text.split("\n")) if text.plain else []
+        self.show_lines(list(text.split("\n")) if text.plain else [])
+
+    def show_lines(self, lines: list[Text]) -> None:
+        """Show ``lines``, one a line."""
         old = self._lines
         changed = [
             y
@@ -115,7 +147,11 @@ class TextBlock(Widget):
             self._strips.pop(y, None)
         top = self.styles.padding.top
         if changed:
-            self.refresh(*(Region(0, top + y, self.size.width, 1) for y in changed))
+            self.changed(*(Region(0, top + y, self.size.width, 1) for y in changed))
+
+    def line(self, y: int) -> str:
+        """The text of line ``y`` ("" past the last)."""
+        return self._lines[y].plain if y < len(self._lines) else ""
 
     def on_resize(self) -> None:
         self._strips.clear()
@@ -127,25 +163,35 @@ class TextBlock(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
         if y >= len(self._lines):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         strip = self._strips.get(y)
         if strip is None or strip.cell_length != width:
-            strip = self._strips[y] = text_strip(self, self._lines[y], width, pad_text=False)
+            strip = self._strips[y] = text_strip(self, self._lines[y], width, self.pad_text)
         return strip
 
 
-class MetricRow(Widget):
-    """``label  value  ▁▂▃▅▇`` with a fixed-scale history graph filling the rest of the width, one bin of ``bin_s``
-    seconds a column; its time: a ``now``/``-30s`` axis on the last row when it has ``AXIS_ROWS``, else how long it
-    spans beside its scale where that fits."""
+def metric_styles(widget: Widget) -> tuple[Style, Style, Style, Style]:
+    """The base, label, value and graph styles of a widget that draws metrics (its ``metric--*`` component classes)."""
+    base = widget.rich_style
+    return (
+        base,
+        base + widget.get_component_rich_style("metric--label"),
+        base + widget.get_component_rich_style("metric--value"),
+        base + widget.get_component_rich_style("metric--graph"),
+    )
 
-    COMPONENT_CLASSES = {"metric--label", "metric--value", "metric--graph"}
-    DEFAULT_CSS = """
-    MetricRow { height: 1; }
-    MetricRow > .metric--label { color: $text-muted; }
-    MetricRow > .metric--value { text-style: bold; }
-    MetricRow > .metric--graph { color: $success; }
-    """
+
+METRIC_CSS = """
+{name} > .metric--label {{ color: $text-muted; }}
+{name} > .metric--value {{ text-style: bold; }}
+{name} > .metric--graph {{ color: $success; }}
+"""
+
+
+class Metric:
+    """``label  value  ▁▂▃▅▇`` with a fixed-scale history graph filling the rest of ``shape``'s width, one bin of
+    ``bin_s`` seconds a column; its time: a ``now``/``-30s`` axis on the last row when it has ``AXIS_ROWS``, else how
+    long it spans beside its scale where that fits. What a ``MetricRow`` and each cell of a ``MetricGrid`` draw."""
 
     def __init__(
         self,
@@ -153,60 +199,51 @@ class MetricRow(Widget):
         label_width: int = LABEL_WIDTH,
         value_width: int = VALUE_WIDTH,
         bin_s: float = BIN_S,
-        **kwargs,
     ) -> None:
-        super().__init__(**kwargs)
         self.label = label
         self.bin_s = bin_s
         self.label_width = label_width
         self.value_width = value_width
-        self._value = ""
+        self.value = ""
+        self.shape = (0, 1)  # width, rows: set by the widget that draws it
         self._series = EMPTY
-        self._shape = (0, 1)
         self._rows: tuple[tuple[int, int], list[str]] = ((-1, -1), [])
-        self._strips: list[Strip] | None = None
-        self._styles: tuple[Style, Style, Style, Style] | None = None
 
     def _graph_width(self) -> int:
-        return max(0, self._shape[0] - self.label_width - self.value_width - 1)
+        return max(0, self.shape[0] - self.label_width - self.value_width - 1)
 
     def _axis(self) -> bool:
-        return self._shape[1] >= AXIS_ROWS
+        return self.shape[1] >= AXIS_ROWS
 
     def _graph(self) -> list[str]:
-        rows = max(1, self._shape[1])
+        rows = max(1, self.shape[1])
         shape = (self._graph_width(), rows - 1 if self._axis() else rows)
         if self._rows[0] != shape:
             self._rows = (shape, graph_rows(self._series.values, self._series.top, *shape))
         return self._rows[1]
 
-    def show(self, value: str, series: Series | None = None) -> None:
-        """Set the value and the history; repaints only the lines that look different."""
+    def show(self, value: str, series: Series | None = None) -> list[int]:
+        """Set the value and the history; the rows that look different now (none: nothing to repaint)."""
         series = series if series is not None else EMPTY
-        if value == self._value and series == self._series:
-            return
+        if value == self.value and series == self._series:
+            return []
         value_before, scale_before, (shape_before, rows_before) = (
-            self._value,
+            self.value,
             self._head(1),
             self._rows,
         )
-        self._value = value
+        self.value = value
         self._series = series
         self._rows = ((-1, -1), [])
         rows = self._graph()
-        shape = self._rows[0]
-        if shape != shape_before:
-            changed = list(range(len(rows)))
-        else:
-            changed = [y for y, (old, new) in enumerate(zip(rows_before, rows)) if old != new]
-            if value != value_before and 0 not in changed:
-                changed.append(0)
-            if self._head(1) != scale_before and len(rows) > 1 and 1 not in changed:
-                changed.append(1)
-        if changed:
-            self._strips = None
-            width = self._shape[0]
-            self.refresh(*(Region(0, y, width, 1) for y in changed))
+        if self._rows[0] != shape_before:
+            return list(range(len(rows)))
+        changed = [y for y, (old, new) in enumerate(zip(rows_before, rows)) if old != new]
+        if value != value_before and 0 not in changed:
+            changed.append(0)
+        if self._head(1) != scale_before and len(rows) > 1 and 1 not in changed:
+            changed.append(1)
+        return changed
 
     def _scale(self) -> str:
         return f"0–{num(self._series.top)} {self._series.unit}".strip()
@@ -219,66 +256,92 @@ class MetricRow(Widget):
         if row == 1:
             scale = self._scale()
             spanned = f"{scale} · {span}"
-            return spanned if width and self._shape[1] == 2 and len(spanned) <= head else scale
+            return spanned if width and self.shape[1] == 2 and len(spanned) <= head else scale
         return f"last {span}" if width and row == 2 and not self._axis() else ""
 
+    def strip(self, y: int, styles: tuple[Style, Style, Style, Style]) -> Strip | None:
+        """Its row ``y`` at ``shape`` (None below the last), built as plain segments (no markup to parse) in
+        ``metric_styles``' styles."""
+        rows = self._graph()
+        base, label_style, value_style, graph_style = styles
+        head = self.label_width + self.value_width
+        width = self.shape[0]
+        if y < len(rows):
+            if y == 0:
+                segments = [
+                    Segment(self.label[: self.label_width].ljust(self.label_width), label_style),
+                    Segment(self.value[: self.value_width].rjust(self.value_width), value_style),
+                ]
+            else:
+                segments = [Segment(self._head(y)[:head].rjust(head), label_style)]
+            segments += [Segment(" ", base), Segment(rows[y], graph_style)]
+            # Every character here is one cell wide (block elements, ASCII, "°", "–"): the length is
+            # known, and measuring it (rich's cell_len on non-ASCII text) was most of a frame's cost.
+            strip = Strip(segments, cell_length=head + 1 + len(rows[y]))
+            return strip if strip.cell_length == width else strip.adjust_cell_length(width, base)
+        if y == len(rows) and self._axis():
+            axis = axis_row(self._graph_width(), self.bin_s)
+            strip = Strip([Segment(" " * (head + 1), base), Segment(axis, label_style)])
+            return strip.adjust_cell_length(width, base)
+        return None
+
+
+class MetricRow(Widget):
+    """One ``Metric`` as a widget as high as its graph: repaints only the lines that changed."""
+
+    COMPONENT_CLASSES = {"metric--label", "metric--value", "metric--graph"}
+    DEFAULT_CSS = "MetricRow { height: 1; }" + METRIC_CSS.format(name="MetricRow")
+
+    def __init__(
+        self,
+        label: str,
+        label_width: int = LABEL_WIDTH,
+        value_width: int = VALUE_WIDTH,
+        bin_s: float = BIN_S,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.metric = Metric(label, label_width, value_width, bin_s)
+        self._strips: dict[int, Strip] = {}  # by row: a change rebuilds only the rows it changed
+        self._styles: tuple[Style, Style, Style, Style] | None = None
+
+    @property
+    def label(self) -> str:
+        return self.metric.label
+
+    @property
+    def value(self) -> str:
+        return self.metric.value
+
+    def show(self, value: str, series: Series | None = None) -> None:
+        """Set the value and the history; repaints only the lines that look different."""
+        changed = self.metric.show(value, series)
+        for y in changed:
+            self._strips.pop(y, None)
+        if changed:
+            width = self.metric.shape[0]
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
+
     def on_resize(self, event: events.Resize) -> None:
-        self._shape = (event.size.width, event.size.height)
-        self._strips = None
+        self.metric.shape = (event.size.width, event.size.height)
+        self._strips.clear()
         self.refresh()
 
     def notify_style_update(self) -> None:
         """CSS or theme changed: rebuild the cached styles and rows."""
         self._styles = None
-        self._strips = None
+        self._strips.clear()
         super().notify_style_update()
 
-    @property
-    def value(self) -> str:
-        return self._value
-
     def render_line(self, y: int) -> Strip:
-        """Line API: the rows are built once per change as plain segments (no markup to parse)."""
-        if self._strips is None:
-            self._strips = self._build_strips()
-        return (
-            self._strips[y]
-            if y < len(self._strips)
-            else Strip.blank(self.size.width, self.rich_style)
-        )
-
-    def _build_strips(self) -> list[Strip]:
-        self._shape = (self.size.width, self.size.height)
-        rows = self._graph()
-        if self._styles is None:
-            base = self.rich_style
-            self._styles = (
-                base,
-                base + self.get_component_rich_style("metric--label"),
-                base + self.get_component_rich_style("metric--value"),
-                base + self.get_component_rich_style("metric--graph"),
+        """Line API: each row is built once per change of it."""
+        strip = self._strips.get(y)
+        if strip is None:
+            self.metric.shape = (self.size.width, self.size.height)
+            if self._styles is None:
+                self._styles = metric_styles(self)
+            strip = self.metric.strip(y, self._styles) or Strip.blank(
+                self.size.width, self.rich_style
             )
-        base, label_style, value_style, graph_style = self._styles
-        head = self.label_width + self.value_width
-        width = self._shape[0]
-        strips = []
-        for i, row in enumerate(rows):
-            if i == 0:
-                segments = [
-                    Segment(self.label[: self.label_width].ljust(self.label_width), label_style),
-                    Segment(self._value[: self.value_width].rjust(self.value_width), value_style),
-                ]
-            else:
-                segments = [Segment(self._head(i)[:head].rjust(head), label_style)]
-            segments += [Segment(" ", base), Segment(row, graph_style)]
-            # Every character here is one cell wide (block elements, ASCII, "°", "–"): the length is
-            # known, and measuring it (rich's cell_len on non-ASCII text) was most of a frame's cost.
-            strip = Strip(segments, cell_length=head + 1 + len(row))
-            strips.append(
-                strip if strip.cell_length == width else strip.adjust_cell_length(width, base)
-            )
-        if self._axis():
-            axis = axis_row(self._graph_width(), self.bin_s)
-            strip = Strip([Segment(" " * (head + 1), base), Segment(axis, label_style)])
-            strips.append(strip.adjust_cell_length(width, base))
-        return strips
+            self._strips[y] = strip
+        return strip

@@ -15,7 +15,14 @@ from gpumon.core.records.model import NO_STEPS
 from gpumon.core.records.specwords import shown_spec
 from gpumon.core.records.tokens import tokens_per_s, tokens_per_sample
 from gpumon.tui.view import WorkloadView
-from gpumon.tui.widgets.lines import LABEL_WIDTH, VALUE_WIDTH, MetricRow, TextLine, set_titles
+from gpumon.tui.widgets.lines import (
+    LABEL_WIDTH,
+    VALUE_WIDTH,
+    MetricRow,
+    TextBlock,
+    TextLine,
+    set_titles,
+)
 
 STATE_CLASSES = ("-empty", "-starting", "-running", "-done", "-failed")
 
@@ -31,7 +38,6 @@ def _state_class(view: WorkloadView) -> str:
 
 
 DETAIL_LABEL = 8
-DETAIL_LINES = ("copy", "gpu", "cpu", "steps")
 
 
 def _pair(label: str, first: str, second: str) -> Text:
@@ -58,8 +64,9 @@ class WorkloadPanel(Vertical):
         yield TextLine(
             classes="tokens"
         )  # shown when a framework callback said the tokens per sample
-        for line in DETAIL_LINES:
-            yield TextLine(classes=f"details details-{line}")
+        # the copy, GPU, CPU and steps lines in one widget (a frame renders one widget, not one a line: observer_cost),
+        # each padded as a TextLine pads
+        yield TextBlock(pad_text=True, classes="details")
 
     def on_mount(self) -> None:
         self.border_title = f"{self.slot} · empty"
@@ -68,7 +75,7 @@ class WorkloadPanel(Vertical):
         self._rate = self.query_one(".rate", MetricRow)
         self._samples = self.query_one(".samples", MetricRow)
         self._tokens = self.query_one(".tokens", TextLine)
-        self._details = [self.query_one(f".details-{line}", TextLine) for line in DETAIL_LINES]
+        self.details = self.query_one(".details", TextBlock)
         self._why = self.query_one(".why", Static)
         self._why_text = ""
 
@@ -119,8 +126,7 @@ class WorkloadPanel(Vertical):
         steps.append(fmt.seconds(view.elapsed_s))
         if view.pid is not None:
             steps.append(f" · pid {view.pid}", style="dim")
-        for line, text in zip(self._details, (copy, gpu, cpu, steps)):
-            line.show(text)
+        self.details.show_lines([copy, gpu, cpu, steps])
 
     def _show_tokens(self, meta: dict, samples_per_s: float) -> None:
         """``tokens/s  4.6k · 12.0 a sample`` under samples/s, where the job said its tokens per sample."""

@@ -162,7 +162,7 @@ def test_a_run_json_changed_within_the_last_second_is_not_kept(tmp_path, monkeyp
     def read_again(path):
         raise AssertionError(f"{path} was read again")
 
-    monkeypatch.setattr(listing_module, "load_run", read_again)
+    monkeypatch.setattr(listing_module, "read_meta", read_again)
     (row,), _ = listing(tmp_path)
     assert row.label == "r0" and row.steps == {"A": 20, "B": 15}
 

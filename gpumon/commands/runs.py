@@ -76,8 +76,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{'RUN':<{width}} {'MODE':<9} {'SHARE':<10} {'STATUS':<11} {'DURATION':>8}  RATES / WORKLOADS"
     )
-    for entry in listed:
-        print(entry_line(entry, width))
+    print("\n".join([entry_line(entry, width) for entry in listed]))  # one write, not one a row
     bad = sum(isinstance(entry, DamagedRun) for entry in listed)
     if bad:
         print(

@@ -38,6 +38,8 @@ from gpumon.errors import UsageError
 from gpumon.safewrite import ensure_folder, write_text
 
 LAYOUT = 2
+# the cache's rows hold no cycle, and it is read by nobody but this module: no check, no spaces (a tenth of its writing)
+_ENCODER = json.JSONEncoder(check_circular=False, separators=(",", ":"))
 FRESH_NS = 1_000_000_000  # a run.json changed this recently is read again next time (the module's docstring)
 
 
@@ -123,7 +125,7 @@ def _read(where: Path | None) -> dict[str, list[Any]]:
 def _write(where: Path, rows: dict[str, Any]) -> None:
     try:
         ensure_folder(where.parent, mode=0o700)
-        write_text(where, json.dumps({"layout": LAYOUT, "runs": rows}), replace=True)
+        write_text(where, _ENCODER.encode({"layout": LAYOUT, "runs": rows}), replace=True)
     except (OSError, UsageError):
         pass  # no cache is only slower
 

@@ -14,7 +14,6 @@ from gpumon import __version__
 from gpumon.commands.base import EPILOG, Command
 from gpumon.commands.sessionargs import MONITOR, OPTIONS, add_session_options, given
 from gpumon.console import stopsignals
-from gpumon.core.jobs import lifeline
 from gpumon.core.records.printable import printable
 from gpumon.errors import GpumonError, UsageError
 
@@ -100,7 +99,10 @@ class MainParser(argparse.ArgumentParser):
         return {}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """gpumon's parser; ``only``: for a command line that begins with that command, only its parser (neither the
+    monitor's options nor another command can follow it; building every parser was a third of ``gpumon runs``'s
+    start, benchmarks/scale.py)."""
     parser = MainParser(
         prog="gpumon",
         description=DESCRIPTION,
@@ -108,13 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gpumon {__version__}")
-    add_session_options(
-        parser.add_argument_group("the monitor's options (gpumon with no command)"), MONITOR
-    )
+    if only is None:
+        add_session_options(
+            parser.add_argument_group("the monitor's options (gpumon with no command)"), MONITOR
+        )
     sub = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser
     )
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         command(name).register(sub)
     return parser
 
@@ -138,9 +141,10 @@ def misplaced_words(
 def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     """Run one gpumon command; ``quick_exit`` (the ``gpumon`` program, not a caller in Python): see ``console``."""
     stopsignals.unblock()
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.raw_argv = list(sys.argv[1:] if argv is None else argv)  # what --detach hands its runner
+    raw_argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(raw_argv[0] if raw_argv and raw_argv[0] in COMMANDS else None)
+    args = parser.parse_args(raw_argv)
+    args.raw_argv = raw_argv  # what --detach hands its runner
     handler = getattr(args, "handler", None) or command("monitor").run
     try:
         misplaced = given(args, MONITOR) if args.command else []
@@ -158,6 +162,9 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     except BrokenPipeError:
         return 0
     if quick_exit and status == 0 and getattr(args, "quick_exit", False):
+        # deferred: ctypes and subprocess, 24 M instructions of gpumon runs' start (callgrind)
+        from gpumon.core.jobs import lifeline
+
         lifeline.exit_now(status)
     return status
 

@@ -9,13 +9,12 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from gpumon.commands.argtypes import positive_whole_number
+from gpumon.core.records.enums import RunStatus
 from gpumon.core.records.printable import printable
 from gpumon.core.records.units import fmt_rate, json_number
-
-if TYPE_CHECKING:
-    from gpumon.core.store.trace import DamagedRun, RunSummary
+from gpumon.core.store.runrecord import DamagedRun, RunSummary
 
 NAME_WIDTH = 34  # the RUN column, widened to the longest name
 DAMAGED = "damaged"  # a run whose run.json or tables do not read: listed with what is wrong, never left out
@@ -54,10 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # deferred: +0.04 s CPU (psutil) on gpumon --help
-    from gpumon.core.store.runstore import runs_dir_or_default
-    from gpumon.core.store.trace import DamagedRun
+    # deferred: the listing cache's reader and writer (safewrite's tempfile), not needed by gpumon --help
     from gpumon.core.store.listing import listing
+    from gpumon.core.store.runsfolder import runs_dir_or_default
 
     runs_dir = runs_dir_or_default(args.dir)
     listed, left = listing(runs_dir, newest=None if args.all else args.limit)
@@ -78,8 +76,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{'RUN':<{width}} {'MODE':<9} {'SHARE':<10} {'STATUS':<11} {'DURATION':>8}  RATES / WORKLOADS"
     )
-    for entry in listed:
-        print(entry_line(entry, width))
+    print("\n".join([entry_line(entry, width) for entry in listed]))  # one write, not one a row
     bad = sum(isinstance(entry, DamagedRun) for entry in listed)
     if bad:
         print(
@@ -89,13 +86,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def entry_line(entry: "RunSummary | DamagedRun", width: int = 0) -> str:
+def entry_line(entry: RunSummary | DamagedRun, width: int = 0) -> str:
     """One row of the table, its name whole in a column ``width`` wide (at least ``NAME_WIDTH``)."""
     width = max(width, NAME_WIDTH, len(entry.name))
-    # deferred: +0.04 s CPU (psutil) on gpumon --help
-    from gpumon.core.store.runner import RUNNING
-    from gpumon.core.store.trace import DamagedRun
-
     if isinstance(entry, DamagedRun):
         return printable(
             f"{entry.name:<{width}} {'?':<9} {'?':<10} {DAMAGED:<11} {'–':>8}  {entry.problem}"
@@ -110,7 +103,7 @@ def entry_line(entry: "RunSummary | DamagedRun", width: int = 0) -> str:
     )
     duration = "–" if math.isnan(s.duration_s) else f"{s.duration_s:.1f}s"
     runner = ""
-    if s.status == RUNNING and s.runner is not None:
+    if s.status == RunStatus.RUNNING and s.runner is not None:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.runner.started))
         runner = f"  (runner pid {s.runner.pid} since {since}{', detached' if s.runner.detached else ''})"
     return printable(  # names, labels, specs: text from the run directories
@@ -118,11 +111,8 @@ def entry_line(entry: "RunSummary | DamagedRun", width: int = 0) -> str:
     )
 
 
-def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, Any]:
+def entry_json(entry: RunSummary | DamagedRun, runs_dir: Path) -> dict[str, Any]:
     """One element of ``runs --json``: every run has the same keys; a damaged one has nulls and its ``problem``."""
-    # deferred: +0.04 s CPU (psutil) on gpumon --help
-    from gpumon.core.store.trace import DamagedRun
-
     if isinstance(entry, DamagedRun):
         return {
             "name": entry.name,
@@ -154,11 +144,8 @@ def entry_json(entry: "RunSummary | DamagedRun", runs_dir: Path) -> dict[str, An
     }
 
 
-def runner_json(summary: "RunSummary") -> dict | None:
+def runner_json(summary: RunSummary) -> dict | None:
     """``runs --json``'s runner: who writes (wrote) the run, and since when (ISO 8601, local time with its offset)."""
-    # deferred: +0.01 s CPU (psutil) on gpumon --help
-    from gpumon.core.store.runner import RUNNING
-
     runner = summary.runner
     if runner is None:
         return None
@@ -171,5 +158,5 @@ def runner_json(summary: "RunSummary") -> dict | None:
         "user": runner.user,
         "host": runner.host,
         "detached": runner.detached,
-        "alive": summary.status == RUNNING,
+        "alive": summary.status == RunStatus.RUNNING,
     }

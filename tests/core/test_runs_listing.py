@@ -162,7 +162,7 @@ def test_a_run_json_changed_within_the_last_second_is_not_kept(tmp_path, monkeyp
     def read_again(path):
         raise AssertionError(f"{path} was read again")
 
-    monkeypatch.setattr(listing_module, "load_run", read_again)
+    monkeypatch.setattr(listing_module, "read_meta", read_again)
     (row,), _ = listing(tmp_path)
     assert row.label == "r0" and row.steps == {"A": 20, "B": 15}
 
@@ -212,3 +212,70 @@ def test_whatever_the_listing_cache_holds_the_rows_are_those_of_the_runs(listed_
     where.parent.mkdir(parents=True, exist_ok=True)
     where.write_text(json.dumps(data))
     assert listing(runs) == expected
+
+
+# What `gpumon runs` must not load to list finished runs: the tables' reader and what it imports, psutil (only a
+# run still recording asks whose it is), the other commands' modules (the parser is built for `runs` alone) and
+# the analysis libraries. A run recorded before summaries, or still recording, loads the reader for that run.
+NOT_FOR_A_FINISHED_RUN = (
+    "gpumon.core.store.trace",
+    "gpumon.core.records.rates",
+    "gpumon.commands.compare",
+    "gpumon.commands.run",
+    "gpumon.frontends.detach",
+    "psutil",
+    "socket",
+    "subprocess",
+    "numpy",
+    "pandas",
+    "pyarrow",
+)
+LOADED_AFTER_RUNS = (
+    "import contextlib, io, json, sys\nfrom gpumon.cli import main\n"
+    "with contextlib.redirect_stdout(io.StringIO()):\n    main(['runs', {runs!r}, '--all'])\n"
+    "print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))"
+)
+
+
+def _loaded_by_runs(runs: Path, cache: Path) -> list[str]:
+    code = LOADED_AFTER_RUNS.format(runs=str(runs), modules=NOT_FOR_A_FINISHED_RUN)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "GPUMON_CACHE_DIR": str(cache)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_listing_finished_runs_loads_neither_the_tables_reader_nor_psutil(tmp_path):
+    runs = tmp_path / "runs"
+    _runs(runs, 2)
+    (runs / "20261127-000009-damaged").mkdir()
+    (runs / "20261127-000009-damaged" / "run.json").write_text("{")
+    assert _loaded_by_runs(runs, tmp_path / "cache") == []
+    # the check can fail: a run still recording needs the reader (its steps)
+    write_run(
+        runs / "20261127-000010-live", [Job(slot="A", phases=((2.0, 0.1),))], status="recording"
+    )
+    assert "gpumon.core.store.trace" in _loaded_by_runs(runs, tmp_path / "cache")
+
+
+def test_a_run_still_recording_or_without_a_summary_is_listed_from_its_steps(tmp_path):
+    old, _ = _runs(tmp_path, 2)
+    meta = json.loads((old / "run.json").read_text())
+    del meta["summary"]
+    (old / "run.json").write_text(json.dumps(meta))
+    write_run(
+        tmp_path / "20261127-000010-live",
+        [Job(slot="A", phases=((2.0, 0.1),))],
+        status="recording",
+    )
+    rows, _ = listing(tmp_path)
+    live, newer, older = rows
+    assert isinstance(live, RunSummary) and live.status == "interrupted"  # no runner holds it
+    assert live.steps == {"A": 20}
+    assert isinstance(older, RunSummary) and older.steps == {"A": 20, "B": 15}
+    assert newer.steps == {"A": 30, "B": 15} and older.rates["A"] == pytest.approx(10.0)

@@ -238,6 +238,8 @@ def free(value: Any, where: str) -> dict[str, Any]:
     """A free-form object (what a job said of itself, versions): an object, nested at most 8 deep."""
     if not isinstance(value, dict):
         raise Refused(f"{where} is not an object")
+    if not any(type(v) is dict or type(v) is list for v in value.values()):
+        return value  # one level deep: nothing to walk (most jobs' meta, versions)
     try:
         check_depth(value, 8)
     except Refused as exc:

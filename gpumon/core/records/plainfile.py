@@ -21,15 +21,8 @@ NOT_PLAIN = "not a plain file"
 def open_plain(path: Path | str, *, follow: bool = True) -> BinaryIO:
     """``path`` opened for reading in binary; OSError when it is missing, unreadable, not a regular file (a FIFO,
     a device, a socket, a folder: ``NOT_PLAIN``) or, with ``follow=False``, a symbolic link (ELOOP)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    fd = os.open(path, flags)
+    fd, _ = _open_fd(path, follow)
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, NOT_PLAIN, str(path))
-        os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -37,23 +30,47 @@ def open_plain(path: Path | str, *, follow: bool = True) -> BinaryIO:
 
 
 def read_plain(path: Path | str, *, follow: bool = True, max_bytes: int = -1) -> bytes:
-    """The bytes of the plain file ``path`` (``open_plain``), at most ``max_bytes`` (-1: all)."""
-    with open_plain(path, follow=follow) as f:
-        return f.read() if max_bytes < 0 else _read_at_most(f, max_bytes)
+    """The bytes of the plain file ``path`` (``open_plain``'s checks), at most ``max_bytes`` (-1: all).
+
+    Read through the descriptor, without a file object: ``gpumon runs`` reads thousands of small files, and the
+    buffered reader with its second ``fstat`` cost as much as reading one.
+    """
+    fd, size = _open_fd(path, follow)
+    try:
+        return _read_at_most(fd, size, max_bytes)
+    finally:
+        os.close(fd)
 
 
-def _read_at_most(f: BinaryIO, limit: int) -> bytes:
-    """``f``'s bytes up to its end or ``limit``, whichever comes first.
+def _open_fd(path: Path | str, follow: bool) -> tuple[int, int]:
+    """A blocking descriptor of the plain file ``path`` and its size (``open_plain``'s refusals)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, NOT_PLAIN, str(path))
+        os.set_blocking(fd, True)
+        return fd, st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
 
-    Asks for the size ``fstat`` gives (and one byte more, to meet the end) rather than for ``limit``: a buffer of
+
+def _read_at_most(fd: int, size: int, limit: int) -> bytes:
+    """The descriptor's bytes up to its end or ``limit`` (-1: none), whichever comes first.
+
+    Asks for the ``size`` ``fstat`` gave (and one byte more, to meet the end) rather than for ``limit``: a buffer of
     ``limit`` bytes (4 MiB for run.json) is allocated by every read that asks for it, which cost more than reading
     and parsing a small file (``gpumon runs`` reads thousands).
     """
-    want = os.fstat(f.fileno()).st_size + 1
+    want = size + 1
     chunks: list[bytes] = []
     got = 0
-    while got < limit:
-        chunk = f.read(min(want, limit - got))
+    while limit < 0 or got < limit:
+        chunk = os.read(fd, want if limit < 0 else min(want, limit - got))
         if not chunk:
             break
         chunks.append(chunk)

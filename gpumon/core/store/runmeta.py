@@ -288,7 +288,7 @@ class RunMeta:
         return meta
 
     @classmethod
-    def read(cls, path: Path) -> "RunMeta":
+    def read(cls, path: Path | str) -> "RunMeta":
         """run.json at ``path``: read through no symbolic link, at most MAX_BYTES, nested at most 32 deep, every
         number finite (``decode.read_json``); OSError as ``open`` raises it, ValueError for its content."""
         try:

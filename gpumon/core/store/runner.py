@@ -20,16 +20,18 @@ import fcntl
 import math
 import os
 import pwd
-import socket
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from gpumon.core.records.enums import RunStatus
 from gpumon.safewrite import create_new_fd
+
+# psutil and socket are imported by the functions that look at processes, which gpumon runs calls only for a run
+# still recording: at the top they were 86 M instructions of its start (callgrind; benchmarks/scale.py)
+if TYPE_CHECKING:
+    import psutil
 
 RECORDING = RunStatus.RECORDING
 RUNNING = RunStatus.RUNNING
@@ -65,6 +67,9 @@ class RunnerInfo:
     @classmethod
     def current(cls, detached: bool = False) -> "RunnerInfo":
         """This process."""
+        import psutil
+        import socket
+
         pid = os.getpid()
         uid = os.getuid()
         return cls(
@@ -111,6 +116,8 @@ class RunnerInfo:
     @property
     def here(self) -> bool:
         """The run is written on this machine (a runs directory on a shared file system may hold others')."""
+        import socket
+
         return self.host == socket.gethostname()
 
     def claimed(self) -> psutil.Process | None:
@@ -118,6 +125,8 @@ class RunnerInfo:
         PID), not a zombie. Whether it is the runner is ``runner_process``'s question."""
         if not self.here:
             return None
+        import psutil
+
         try:
             process = psutil.Process(self.pid)
             same = abs(process.create_time() - self.started) <= START_TIME_SLACK_S
@@ -211,6 +220,8 @@ def runner_process(run_dir: Path, info: RunnerInfo | None) -> psutil.Process | N
     process = info.claimed()
     if process is None:
         return None
+    import psutil
+
     try:
         fd = _lock_descriptor(process.pid, lock, lock_stat)
         if fd is None or not _holds_flock(process.pid, fd):
@@ -256,6 +267,8 @@ def run_owner(run_dir: Path, info: RunnerInfo | None) -> int:
     except PermissionError:
         process = None
     if process is not None:
+        import psutil
+
         try:
             return process.uids().real
         except psutil.Error:

@@ -6,23 +6,13 @@ import difflib
 import os
 from pathlib import Path
 
+# re-exported where they were defined (core/store/runsfolder.py: what gpumon runs imports without the trace reader)
+from gpumon.core.store.runsfolder import default_runs_dir as default_runs_dir
+from gpumon.core.store.runsfolder import runs_dir_or_default as runs_dir_or_default
 from gpumon.core.store.trace import Run, TraceError, baseline_rate, list_runs, load_run
 from gpumon.errors import UsageError
 
 MAX_SHOWN = 5  # candidates or close names said in an error
-
-
-def default_runs_dir() -> Path:
-    """``$GPUMON_RUNS``, else ``$XDG_DATA_HOME/gpumon/runs``, else ``~/.local/share/gpumon/runs``."""
-    if os.environ.get("GPUMON_RUNS"):
-        return Path(os.environ["GPUMON_RUNS"]).expanduser()
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "gpumon" / "runs"
-
-
-def runs_dir_or_default(path: Path | None) -> Path:
-    """``path`` (``~`` expanded), else ``default_runs_dir()``."""
-    return path.expanduser() if path is not None else default_runs_dir()
 
 
 def resolve_run(text: str, runs_dir: Path) -> Path:

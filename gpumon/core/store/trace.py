@@ -28,15 +28,21 @@ from gpumon.core.records.model import (
     OTHER_COLUMNS,
     PROCESS_COLUMNS,
     STEP_COLUMNS,
-    SourceStatus,
 )
-from gpumon.core.records.share import shown_share
 from gpumon.core.records.rates import exclusive_rate
-from gpumon.core.records.machine import GpuInfo
 from gpumon.core.store import columnar, tablecheck
 from gpumon.core.store.exportcolumns import export_columns
-from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
-from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, run_status
+from gpumon.core.store.runrecord import (
+    DamagedRun,
+    RunRecord,
+    RunSummary,
+    TraceError,
+    read_meta,
+    recorded_summary,
+    summary_row,
+)
+from gpumon.core.store.runner import INTERRUPTED, run_status
+from gpumon.core.store.runsfolder import run_names
 from gpumon.core.store.summary import RunSummaryRecord
 from gpumon.errors import EnvironmentFailure, UsageError
 from gpumon.safewrite import ensure_folder, replacing_together, write_text
@@ -66,10 +72,6 @@ OLDER_HEADERS: dict[str, tuple[str, ...]] = {
 }
 
 
-class TraceError(UsageError):
-    """A run directory that is missing, unreadable or corrupt."""
-
-
 def complete_text(path: Path) -> str:
     """The file's text up to its last newline (a torn last line is dropped)."""
     try:
@@ -84,56 +86,14 @@ def complete_text(path: Path) -> str:
 
 
 @dataclass(frozen=True)
-class Run:
-    """One run directory: its metadata and lazy access to its tables.
+class Run(RunRecord):
+    """One run directory: its metadata (``RunRecord``) and lazy access to its tables.
 
     The steps of a finished run are read once per ``Run`` (``steps()``, ``job_steps()``) by those that want them
     whole (an hour of two jobs is ~1.4 M rows); compare reads them a row group at a time (``stepchunks``).
     """
 
-    path: Path
-    meta: RunMeta
     _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    @property
-    def label(self) -> str:
-        return self.meta.label if self.meta.label is not None else self.path.name
-
-    @property
-    def mode(self) -> str:
-        return self.meta.mode if self.meta.mode is not None else "?"
-
-    @property
-    def trained_on(self) -> str:
-        """``cpu`` or ``cuda[:N]``: what the workloads said they trained on, else run.json's device ("?" if neither)."""
-        for w in self.workloads:
-            if isinstance(w.meta, dict) and w.meta.get("device") not in (None, "", "auto"):
-                return str(w.meta["device"])
-        return self.meta.device or "?"
-
-    @property
-    def share(self) -> str:
-        """How the jobs shared the GPU: ``timeslice`` (also for runs recorded before modes), ``mps``..."""
-        return self.meta.share.describe()
-
-    @property
-    def workloads(self) -> list[WorkloadRecord]:
-        return list(self.meta.workloads)
-
-    @property
-    def gpu(self) -> GpuInfo | None:
-        """run.json's ``gpu`` (None without NVML)."""
-        return self.meta.gpu
-
-    @property
-    def specs(self) -> dict[str, str]:
-        """The spec of each recorded workload by slot."""
-        return {w.slot: w.spec_or_unknown for w in self.workloads}
-
-    @property
-    def nvml_status(self) -> SourceStatus:
-        """Whether NVML was read during the run, and why not, as the live session published it."""
-        return self.meta.nvml
 
     def table_text(self, table: str) -> str:
         path = self.path / f"{table}.csv"
@@ -372,17 +332,7 @@ def _file_key(path: Path) -> bytes | None:
 def load_run(path: str | os.PathLike[str]) -> Run:
     """Open a run directory, checking that run.json is a gpumon trace of a known schema."""
     root = (path if isinstance(path, Path) else Path(path)).expanduser()
-    meta_path = root / "run.json"
-    try:
-        return Run(root, RunMeta.read(meta_path))
-    except OSError as exc:  # asked only now: ``gpumon runs`` opens thousands that are there
-        if not root.is_dir():
-            raise TraceError(f"{root}: no such run directory") from None
-        if isinstance(exc, FileNotFoundError):
-            raise TraceError(f"{root}: not a gpumon run (no run.json)") from None
-        raise TraceError(f"cannot read {meta_path}: {exc.strerror}") from None
-    except ValueError as exc:  # decode.Refused: what is wrong with its content
-        raise TraceError(f"{meta_path}: {exc}") from None
+    return Run(root, read_meta(root))
 
 
 def load_live(path: str | os.PathLike[str]) -> tuple[Run, str]:
@@ -399,18 +349,6 @@ def load_live(path: str | os.PathLike[str]) -> tuple[Run, str]:
     return run, status
 
 
-@dataclass(frozen=True)
-class DamagedRun:
-    """A directory of the runs directory with a run.json that does not read as a run (corrupt, truncated, empty)."""
-
-    path: Path
-    problem: str
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-
 def scan_runs(runs_dir: Path) -> tuple[list[Run], list[DamagedRun]]:
     """The runs directly below ``runs_dir`` (a directory with a run.json), oldest first: those that read, and those
     that do not, with why."""
@@ -425,43 +363,9 @@ def scan_runs(runs_dir: Path) -> tuple[list[Run], list[DamagedRun]]:
     return runs, damaged
 
 
-def run_names(runs_dir: Path) -> list[str]:
-    """The names of the folders directly below ``runs_dir``, sorted (a run's name begins with when it started)."""
-    if not runs_dir.is_dir():
-        raise TraceError(f"{runs_dir}: no such runs directory")
-    try:
-        with os.scandir(runs_dir) as entries:  # names and kinds from one read of the folder
-            return sorted(e.name for e in entries if e.is_dir())
-    except OSError as exc:
-        raise TraceError(f"cannot read {runs_dir}: {exc.strerror}") from None
-
-
 def list_runs(runs_dir: Path) -> list[Run]:
     """Every readable run directly below ``runs_dir``, oldest first (damaged ones left out: ``scan_runs`` has them)."""
     return scan_runs(runs_dir)[0]
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """What ``gpumon runs`` prints for one run."""
-
-    name: str
-    label: str
-    mode: str
-    share: str
-    status: str
-    workloads: str
-    duration_s: float
-    rates: dict[str, float]
-    runner: RunnerInfo | None = None  # who writes (wrote) it; shown with a running run
-    steps: dict[str, int] = field(default_factory=dict)  # each job's step rows
-    device: str = (
-        "?"  # what the jobs trained on (Run.trained_on): on the CPU the share reads "cpu cores"
-    )
-
-    @property
-    def shown_share(self) -> str:
-        return shown_share(self.share, self.device)
 
 
 # steps.csv from which exclusive_rates reads columns (~80 k rows: about 0.3 s row by row, what
@@ -696,21 +600,7 @@ def baseline_rate(slot: str, path: str | os.PathLike[str]) -> float:
 
 def summarize(run: Run) -> RunSummary:
     """What ``gpumon runs`` shows: metadata and each process's exclusive rate (post-warm-up slope) and steps."""
-    specs = " + ".join(f"{w.slot}={w.spec_or_unknown}" for w in run.workloads)
-    summary = summary_of(run)
-    return RunSummary(
-        name=run.path.name,
-        label=run.label,
-        mode=run.mode,
-        share=run.share,
-        status=run_status(run.meta.status, run.meta.runner, run.path),
-        workloads=specs,
-        duration_s=run.meta.duration_s or math.nan,
-        rates=summary.rates,
-        runner=run.meta.runner,
-        device=run.trained_on,
-        steps=summary.steps,
-    )
+    return summary_row(run, summary_of(run))
 
 
 def steps_summary(run: Run) -> RunSummaryRecord:
@@ -738,10 +628,11 @@ def step_counts(run: Run) -> dict[str, int]:
 def summary_of(run: Run) -> RunSummaryRecord:
     """run.json's summary; a finished run recorded without one gets it computed once into the user's cache, keyed
     by the run and its files' identity (a run still recording: computed every time, never kept)."""
+    recorded = recorded_summary(run.meta)
+    if recorded is not None:
+        return recorded
     if run.meta.status == RunStatus.RECORDING:
         return steps_summary(run)
-    if run.meta.summary is not None:
-        return run.meta.summary
     where = columnar.user_cache_path(run.path, "summaries", ("run.json", "steps.csv"), ".json")
     if where is None:
         return steps_summary(run)

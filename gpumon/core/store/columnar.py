@@ -40,6 +40,10 @@ LAYOUT_KEY, LAYOUT = b"gpumon_steps_layout", b"3"
 # an integer column with an empty cell becomes float64 either way)
 INTEGER_COLUMNS = ("pid", "step", "warmup", "copy_bytes")
 BLOCK_BYTES = 8 << 20  # CSV read and Parquet row groups written per block: memory stays ~ one block
+# the columns the recorder fills in every row, written as required (no nulls): a reader decodes them without
+# definition levels (compare's seven columns of 5 M steps: 0.07 s of CPU instead of 0.10 s); a table with an empty
+# cell in one is written again with every column nullable
+FILLED_COLUMNS = ("process", "pid", "step", "t", "warmup", "copy_bytes")
 # job names that pandas reads as missing but pyarrow does not: such a table is left to pandas
 PANDAS_NULLS = {"<NA>", "None", "n/a", "NULL", "nan", "-nan", "1.#IND", "1.#QNAN", "#N/A N/A"}
 
@@ -189,17 +193,23 @@ def _convert(run_dir: Path, place: "Callable[[os.stat_result], Path]") -> bool:
         dest = place(st)
     except (OSError, UsageError):  # the cache folder cannot be made, or is not safe to write into
         return False
-    return any(_stream(run_dir, dest, st, integers) for integers in (True, False))
+    tries = [(integers, filled) for integers in (True, False) for filled in (True, False)]
+    return any(_stream(run_dir, dest, st, integers, filled) for integers, filled in tries)
 
 
-def _stream(run_dir: Path, dest: Path, st: os.stat_result, integers: bool) -> bool:
-    """steps.csv into ``dest`` with the column types of ``step_types(integers)``; False: it does not read so."""
+def _stream(run_dir: Path, dest: Path, st: os.stat_result, integers: bool, filled: bool) -> bool:
+    """steps.csv into ``dest`` with the column types of ``step_types(integers)``, ``FILLED_COLUMNS`` required if
+    ``filled``; False: it does not read so."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     types = step_types(integers)
-    schema = pa.schema(list(types.items()), metadata={CSV_KEY: _key(st), LAYOUT_KEY: LAYOUT})
+    required = FILLED_COLUMNS if filled else ()
+    schema = pa.schema(
+        [pa.field(c, kind, nullable=c not in required) for c, kind in types.items()],
+        metadata={CSV_KEY: _key(st), LAYOUT_KEY: LAYOUT},
+    )
     try:
         source = open_plain(run_dir / "steps.csv")
     except OSError:
@@ -220,7 +230,9 @@ def _stream(run_dir: Path, dest: Path, st: os.stat_result, integers: bool) -> bo
                     jobs = batch.column("process")
                     if PANDAS_NULLS & set(jobs.dictionary.to_pylist()):
                         raise ValueError("a job name pandas reads as missing")
-                    out.write_batch(batch)
+                    if any(batch.column(c).null_count for c in required):
+                        raise ValueError("an empty cell in a column the recorder fills")
+                    out.write_batch(pa.RecordBatch.from_arrays(batch.columns, schema=schema))
         return True
     except Exception:  # noqa: BLE001 - no copy is only slower: steps.csv is the record
         return False

@@ -9,7 +9,6 @@ import textwrap
 from pathlib import Path
 
 from gpumon.analysis import stats_helper
-from gpumon.commands import heap
 from gpumon.commands.argtypes import parse_runs
 from gpumon.core.records.rates import DEFINITIONS
 from gpumon.errors import UsageError
@@ -129,7 +128,6 @@ def run(args: argparse.Namespace) -> int:
     exclusive_paths, shared_paths, assign = parse_runs(args.exclusive, args.shared)
     # first thing: a helper's scipy import runs while the analysis is imported and the runs are read
     tests = stats_helper.for_runs([*exclusive_paths, *shared_paths])
-    heap.keep_freed_memory()  # the steps are read a row group at a time: each reuses the last one's memory
     # deferred: +0.17 s CPU (numpy, psutil) on gpumon --help; and after the helper has started
     from gpumon.analysis.compare import compare
     from gpumon.analysis.text import comparison_json, render_tables

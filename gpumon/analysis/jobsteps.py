@@ -85,9 +85,8 @@ class _Builder:
             self.held = (np.empty(self.size), np.empty(self.size), np.empty(self.size, np.uint8))
         into = slice(self.count, self.count + count)
         for source, out in zip((rows.t, rows.n, rows.flags), self.held):
-            np.take(
-                source, at, out=out[into], mode="clip"
-            )  # clip: unbuffered (every index is in range)
+            # mode clip: written straight into ``out`` (raise buffers it), and every index is in range
+            np.take(source, at, out=out[into], mode="clip")
         self.groups[group] = (self.count, count)
         self.count += count
 

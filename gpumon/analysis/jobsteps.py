@@ -71,19 +71,22 @@ class _Builder:
 
     def add(self, group: int, mine: np.ndarray, rows: "_Rows") -> None:
         self.rows += int(np.count_nonzero(mine))
-        timed = mine & rows.timed
-        if timed.any():
-            self.first = min(self.first, float(rows.starts[timed].min()))
-            self.last = max(self.last, float(rows.t[timed].max()))
-        keep = mine & rows.post
-        count = int(np.count_nonzero(keep))
+        # the rows' positions, found once: gathering by them is many times faster than a mask per column
+        timed = np.flatnonzero(mine & rows.timed)
+        if len(timed):
+            self.first = min(self.first, float(rows.starts.take(timed).min()))
+            self.last = max(self.last, float(rows.t.take(timed).max()))
+        keep = mine & rows.post  # of the timed rows: the same rows where none of them is warm-up
+        at = timed if np.count_nonzero(keep) == len(timed) else np.flatnonzero(keep)
+        count = len(at)
         if not count:
             return
         if self.held is None:
             self.held = (np.empty(self.size), np.empty(self.size), np.empty(self.size, np.uint8))
         into = slice(self.count, self.count + count)
         for source, out in zip((rows.t, rows.n, rows.flags), self.held):
-            np.compress(keep, source, out=out[into])
+            # mode clip: written straight into ``out`` (raise buffers it), and every index is in range
+            np.take(source, at, out=out[into], mode="clip")
         self.groups[group] = (self.count, count)
         self.count += count
 
@@ -117,13 +120,14 @@ class _Rows:
 def _rows(chunk: StepChunk) -> _Rows:
     t, n, warmup, iter_s, copy_bytes, copy_s = (chunk.columns[c] for c in TRACK_COLUMNS)
     timed = ~np.isnan(t) & ~np.isnan(n)
-    with np.errstate(invalid="ignore"):
-        post = timed & (np.where(np.isnan(warmup), 0, warmup).astype(np.int64) == 0)
-        flags = (
-            ((copy_bytes > 0) & (copy_s > 0)) * TIMED_COPY
-            + (iter_s > 0) * WALL
-            + (copy_bytes > 0) * COPIED
-        ).astype(np.uint8)
+    # post-warm-up: a warm-up flag that truncates to 0 (or none); the flags as bytes, the copy bits only where a
+    # step copied something
+    post = timed & ~(np.abs(warmup) >= 1)
+    flags = (iter_s > 0).view(np.uint8) * np.uint8(WALL)
+    copied = copy_bytes > 0
+    if copied.any():
+        flags |= copied.view(np.uint8) * np.uint8(COPIED)
+        flags |= (copied & (copy_s > 0)).view(np.uint8) * np.uint8(TIMED_COPY)
     starts = t - np.where(np.isnan(iter_s), 0, iter_s)
     return _Rows(t, n, timed, post, starts, flags)
 
@@ -135,10 +139,10 @@ def read_jobs(run: Run) -> dict[str, JobSteps]:
         run, TRACK_COLUMNS
     ):  # and the evidence's sums by row group, from the same pass
         rows = _rows(chunk)
-        for code, name in enumerate(chunk.names):
+        for name in chunk.names:
             if not tablecheck.is_job(name):
                 continue  # a row naming no slot is no job's step (core/store/tablecheck.py)
-            mine = chunk.codes == code
+            mine = chunk.rows_of(name)
             if mine.any():
                 builders.setdefault(name, _Builder(chunk.table_rows)).add(chunk.group, mine, rows)
     return {name: b.done() for name, b in builders.items()}

@@ -66,6 +66,50 @@ def test_the_recorder_writes_the_copy_once_and_it_reads_as_the_csv(tmp_path):
             ), column
 
 
+def test_the_copy_is_lz4_with_times_and_steps_undictionaried_and_the_filled_columns_required(
+    tmp_path,
+):
+    """How the copy is written (``columnar._encoding``, ``FILLED_COLUMNS``): what makes compare's reads cheap."""
+    import pyarrow.parquet as pq
+
+    run_dir = write_run(tmp_path / "r", [Job(slot="A", phases=((5.0, 0.1),)), Job(slot="B", pid=7)])
+    copy = pq.ParquetFile(run_dir / STEPS_COLUMNAR)
+    group = copy.metadata.row_group(0)
+    chunks = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    assert all(c.compression.startswith("LZ4") for c in chunks.values())
+    assert "BYTE_STREAM_SPLIT" in chunks["t"].encodings
+    assert "DELTA_BINARY_PACKED" in chunks["step"].encodings
+    assert not {"PLAIN_DICTIONARY", "RLE_DICTIONARY"} & {
+        *chunks["t"].encodings,
+        *chunks["step"].encodings,
+    }
+    schema = copy.schema_arrow
+    assert [f.name for f in schema if not f.nullable] == list(columnar.FILLED_COLUMNS)
+
+
+@pytest.mark.parametrize("cell", ["t", "step", "process"])
+def test_an_empty_cell_in_a_filled_column_still_gets_a_copy_that_reads_as_the_csv(tmp_path, cell):
+    run_dir = write_run(tmp_path / "r", [Job(slot="A", phases=((5.0, 0.1),)), Job(slot="B", pid=7)])
+    header, first, *rows = (run_dir / "steps.csv").read_text().splitlines(keepends=True)
+    cells = first.rstrip("\n").split(",")
+    cells[header.strip().split(",").index(cell)] = ""
+    (run_dir / "steps.csv").write_text(header + ",".join(cells) + "\n" + "".join(rows))
+    (run_dir / STEPS_COLUMNAR).unlink()
+    assert columnar.write_run_copy(run_dir)
+    from_copy = load_run(run_dir).steps()
+    assert columnar.open_copy(run_dir).schema_arrow.field(cell).nullable  # written again, nullable
+    from_csv = pd.read_csv(run_dir / "steps.csv")
+    assert len(from_copy) == len(from_csv)
+    for column in from_csv.columns:
+        if column == "process":
+            assert from_copy[column].astype(str).tolist()[1:] == from_csv[column].tolist()[1:]
+            assert from_copy[column].isna().tolist() == from_csv[column].isna().tolist()
+        else:
+            assert from_copy[column].to_numpy(float) == pytest.approx(
+                from_csv[column].to_numpy(float), nan_ok=True
+            ), column
+
+
 def test_the_recorder_writes_each_jobs_summary_into_run_json_once_final(tmp_path, caplog):
     """What `gpumon runs` lists without reading the steps: each job's rate and step rows, in run.json."""
     with caplog.at_level("WARNING", logger="gpumon.core.store.recorder"):

@@ -11,7 +11,7 @@ them in a parsed table), so a copy and steps.csv read the same. Memory: one row 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from gpumon.core.store import tablecheck
@@ -35,14 +35,19 @@ class StepChunk:
     names: list[str]
     columns: "dict[str, np.ndarray]"
     table_rows: int
+    masks: "dict[str, np.ndarray]" = field(default_factory=dict, repr=False, compare=False)
 
     def rows_of(self, slot: str) -> "np.ndarray":
-        """Which rows are ``slot``'s (a boolean mask)."""
+        """Which rows are ``slot``'s (a boolean mask, made once: every reader of the chunk shares it)."""
         import numpy as np
 
-        if slot not in self.names:
-            return np.zeros(len(self.codes), dtype=bool)
-        return self.codes == self.names.index(slot)
+        if slot not in self.masks:
+            self.masks[slot] = (
+                self.codes == self.names.index(slot)
+                if slot in self.names
+                else np.zeros(len(self.codes), dtype=bool)
+            )
+        return self.masks[slot]
 
 
 def step_chunks(
@@ -168,14 +173,26 @@ class StepSums:
 
         t = chunk.columns["t"]
         counted = (chunk.columns["warmup"] != 1) & ~np.isnan(t)
-        for code, name in enumerate(chunk.names):
-            mine = counted & (chunk.codes == code)
-            if mine.any():
-                ts = t[mine]
-                copy_s, copy_bytes = (float(np.nansum(chunk.columns[c][mine])) for c in SUM_COLUMNS)
-                count = int(np.count_nonzero(mine))
-                held = (float(ts.min()), float(ts.max()), count, copy_s, copy_bytes)
+        blank = [_sums_to_zero(chunk.columns[c]) for c in SUM_COLUMNS]
+        for name in chunk.names:
+            # the rows' positions, found once: gathering by them is many times faster than a mask per column
+            at = np.flatnonzero(counted & chunk.rows_of(name))
+            if len(at):
+                ts = t.take(at)
+                copy_s, copy_bytes = (
+                    0.0 if zero else float(np.nansum(chunk.columns[c].take(at)))
+                    for c, zero in zip(SUM_COLUMNS, blank)
+                )
+                held = (float(ts.min()), float(ts.max()), len(at), copy_s, copy_bytes)
                 self.groups.setdefault(chunk.group, {})[name] = held
+
+
+def _sums_to_zero(values: "np.ndarray") -> bool:
+    """Whether ``np.nansum`` of any of ``values`` is exactly 0.0 (each is +0.0 or a NaN without its sign bit, as a
+    column without copies is: no copy bytes, no copy time), so no rows need gathering to sum them."""
+    import numpy as np
+
+    return not bool(np.any(values > 0)) and not bool(np.any(np.signbit(values)))
 
 
 def scan(run: Run, wanted: Sequence[str]) -> Iterator[StepChunk]:

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from gpumon.core.capture.sampler import Sampler
-from gpumon.core.records.rates import MIN_EXCLUSIVE_STEPS
+from gpumon.core.records.rates import MIN_EXCLUSIVE_S, MIN_EXCLUSIVE_STEPS
 from gpumon.core.jobs import beside
 from gpumon.core.jobs.beside import BesideTarget, KnownUse, LiveKnownUse, SoloHistory, check_target
 from gpumon.core.records.bus import Bus
@@ -363,3 +363,10 @@ def test_a_slow_probed_job_holds_a_until_its_exclusive_rate_has_the_steps_it_nee
     assert history.steps == MIN_EXCLUSIVE_STEPS and not history.enough(30.0, 3.0)
     history.handle(_step(MIN_EXCLUSIVE_STEPS * 0.4))
     assert history.enough(30.0, 3.0) and not history.enough(2.9, 3.0)
+
+
+def test_the_fewest_solo_steps_may_span_exactly_the_shortest_phase() -> None:
+    history = SoloHistory()
+    for i in range(MIN_EXCLUSIVE_STEPS + 1):
+        history.handle(_step(i * MIN_EXCLUSIVE_S / MIN_EXCLUSIVE_STEPS))
+    assert history.span() == MIN_EXCLUSIVE_S and history.enough(30.0, 3.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -21,6 +22,10 @@ from tests.helpers import GPUMON, gpumon, headless_cpu, only_run, wait_for
 
 PROMETHEUS = shutil.which("prometheus")
 SPAN_S = 8.0  # seconds of scrapes compared with steps.csv
+READ_LAG_S = (
+    3.0  # how far a scraped count may lag the steps taken (the probes are read once a second)
+)
+SCRAPE_S = 0.5  # a scrape's time is when it began: the count is read a moment later
 
 
 def free_port() -> int:
@@ -122,13 +127,17 @@ def test_prometheus_scrapes_iteration_rates_that_match_the_trace(tmp_path: Path)
     )  # no GPU here: Prometheus drops the empty gpu/UUID labels
 
     run = load_run(only_run(tmp_path / "runs"))
-    (t1, c1), (t2, c2) = samples[0], samples[-1]
-    scraped_rate = (c2 - c1) / (t2 - t1)
+    (t1, _), (t2, _) = samples[0], samples[-1]
     steps = run.steps()
     walls = steps["t"].map(lambda t: wall(run.meta.started_at, t))
-    trace_rate = ((walls > t1) & (walls <= t2)).sum() / (t2 - t1)
-    assert trace_rate > 0
-    assert abs(scraped_rate / trace_rate - 1) <= 0.10, (scraped_rate, trace_rate)
+    taken = sorted(walls)
+    # each scrape's counter is the steps taken by then, less those the monitor had not read yet: headless reads
+    # the probes once a status line, so a count lags its steps by up to a second (more on a loaded box), and over
+    # 8 s of scrapes a rate from two counts was off by up to 2 s / 8 s (CI: 11 % against a 10 % bound)
+    for t, count in samples:
+        assert bisect.bisect_right(taken, t - READ_LAG_S) <= count, (t, count)
+        assert count <= bisect.bisect_right(taken, t + SCRAPE_S), (t, count)
+    assert ((walls > t1) & (walls <= t2)).sum() > 0  # the span held steps
     # the gauge is the rate over the 2 s before each scrape: against the steps of those 2 s, scrape by scrape (a
     # loaded box's rate moves between them), the median of the ratios
     ratios = []

@@ -493,7 +493,8 @@ def _workload(
     if x is not None:
         value, replicates = slowdown.ratio(x, rated.shared, j)
         r = slowdown.interval(value, replicates)
-        inverse = slowdown.interval(1 / value, None if replicates is None else 1 / replicates)
+        with np.errstate(divide="ignore"):  # a replicate r of 0 (spread's far tail): 1 / r is inf
+            inverse = slowdown.interval(1 / value, None if replicates is None else 1 / replicates)
     else:
         r = inverse = Estimate(math.nan)
     return WorkloadResult(

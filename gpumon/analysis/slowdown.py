@@ -141,5 +141,8 @@ def stp_estimate(baselines: Sequence[RateSample], s: RateSample) -> Estimate:
     ratios = [ratio(x, s, j) for j, x in enumerate(baselines)]
     reps = [r_reps for _, r_reps in ratios]
     # defs.stp over the replicate arrays (element by element): an array, typed as its float
-    replicates = None if any(r is None for r in reps) else defs.stp(reps)  # type: ignore[arg-type]
+    with np.errstate(
+        divide="ignore"
+    ):  # a replicate r of 0 (spread's far tail): its 1 / r is inf, as it should be
+        replicates = None if any(r is None for r in reps) else defs.stp(reps)  # type: ignore[arg-type]
     return interval(defs.stp(r for r, _ in ratios), cast("np.ndarray | None", replicates))

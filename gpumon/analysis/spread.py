@@ -38,7 +38,10 @@ def between_runs_replicates(
     )  # deviations.T @ deviations = sample covariance
     normal = rng.standard_normal((n_boot, runs)) @ deviations / np.sqrt(runs)
     scale = np.sqrt((runs - 1) / rng.chisquare(runs - 1, size=(n_boot, 1)))
-    return points.mean(axis=0) * np.exp(normal * scale)
+    # two or three runs give the t few degrees of freedom: its far tail overflows exp to inf (and underflows to 0),
+    # a draw beyond any bound, which the interval's percentiles take as such; no warning on the user's terminal
+    with np.errstate(over="ignore"):
+        return points.mean(axis=0) * np.exp(normal * scale)
 
 
 def basis(samples: Sized) -> str:

@@ -496,6 +496,21 @@ def write_pair(root: Path) -> Path:
     return root
 
 
+def fcn_twice(root: Path) -> tuple[Path, Path, Path]:
+    """An fcn alone at 10 it/s (slot A), one alone at 5 it/s (slot B) and both together: compared as they are, the
+    same workload's two exclusive runs that disagree (``a``, ``b``, ``shared`` under ``root``)."""
+    a = write_run(root / "a", [Job(slot="A", phases=((5.0, 0.1),), noise=0.1)])
+    b = write_run(root / "b", [Job(slot="B", phases=((5.0, 0.2),), pid=7)])
+    shared = write_run(
+        root / "s",
+        [
+            Job(slot="A", phases=((6.0, 0.15),), noise=0.1),
+            Job(slot="B", phases=((6.0, 0.3),), noise=0.1),
+        ],
+    )
+    return a, b, shared
+
+
 def cpu_run_meta(
     label: str, t0_ns: int, workload: WorkloadRecord, nvml_reason: str = "disabled (--no-nvml)"
 ) -> RunMeta:

@@ -20,23 +20,9 @@ from gpumon.core.store import columnar
 from gpumon.core.store.columnar import STEPS_COLUMNAR
 from gpumon.core.store.trace import export, load_run, steps_summary, summarize
 from gpumon.errors import UsageError
-from tests.tracegen import Job, write_run
+from tests.tracegen import Job, fcn_twice, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _pair(root: Path) -> tuple[Path, Path, Path]:
-    """An exclusive run of A, one of B and a shared run of both."""
-    a = write_run(root / "a", [Job(slot="A", phases=((5.0, 0.1),), noise=0.1)])
-    b = write_run(root / "b", [Job(slot="B", phases=((5.0, 0.2),), pid=7)])
-    shared = write_run(
-        root / "s",
-        [
-            Job(slot="A", phases=((6.0, 0.15),), noise=0.1),
-            Job(slot="B", phases=((6.0, 0.3),), noise=0.1),
-        ],
-    )
-    return a, b, shared
 
 
 def _listing(folder: Path) -> dict[str, tuple[int, int]]:
@@ -160,7 +146,7 @@ def test_a_run_without_a_copy_gets_one_in_the_users_cache_not_in_its_folder(tmp_
 
 def test_readers_never_write_through_a_planted_link(tmp_path):
     """Defect 1 of issue 40: ``steps.parquet.tmp -> victim`` and no steps.parquet in a run directory."""
-    a, b, shared = _pair(tmp_path)
+    a, b, shared = fcn_twice(tmp_path)
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     for run_dir in (a, b, shared):
@@ -179,7 +165,7 @@ def test_readers_never_write_through_a_planted_link(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a run directory of another uid")
 def test_root_reading_another_users_read_only_run_writes_nothing_there(tmp_path):
-    a, b, shared = _pair(tmp_path / "theirs")
+    a, b, shared = fcn_twice(tmp_path / "theirs")
     for run_dir in (a, b, shared):
         (run_dir / STEPS_COLUMNAR).unlink()
     for path in sorted((tmp_path / "theirs").rglob("*"), reverse=True):

@@ -23,7 +23,7 @@ from gpumon.analysis.compare import (
 )
 from gpumon.analysis.slowdown import CONFIDENCE
 from gpumon.core.store.trace import load_run
-from tests.tracegen import COLLEAGUE, Job, write_run
+from tests.tracegen import COLLEAGUE, Job, fcn_twice, write_run
 
 FCN, GEMM = "fcn:preset=tiny", "gemm:preset=tiny"
 
@@ -1045,15 +1045,7 @@ def test_two_exclusive_runs_that_disagree_print_no_numpy_warning(tmp_path: Path)
 
     from gpumon.analysis.compare import compare_paths
 
-    a = write_run(tmp_path / "a", [Job(slot="A", phases=((5.0, 0.1),), noise=0.1)])
-    b = write_run(tmp_path / "b", [Job(slot="B", phases=((5.0, 0.2),), pid=7)])
-    shared = write_run(
-        tmp_path / "s",
-        [
-            Job(slot="A", phases=((6.0, 0.15),), noise=0.1),
-            Job(slot="B", phases=((6.0, 0.3),), noise=0.1),
-        ],
-    )
+    a, b, shared = fcn_twice(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         c, _ = compare_paths([a, b, shared])

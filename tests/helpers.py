@@ -582,3 +582,10 @@ async def main():
 
 asyncio.run(main())
 """
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove a run directory its recorder is writing (a file it renames away while rmtree lists it is tried
+    again: rmtree alone failed with 'Directory not empty')."""
+    while folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)

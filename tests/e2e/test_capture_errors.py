@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,7 @@ import psutil
 
 from gpumon.core.store.trace import load_run
 from tests.e2e.test_run_headless import stepping
-from tests.helpers import GPUMON, headless_cpu, in_private_mount, wait_for
+from tests.helpers import GPUMON, headless_cpu, in_private_mount, remove_tree, wait_for
 
 
 def _start(
@@ -40,12 +39,6 @@ def _start(
     return proc, run_dir
 
 
-def _remove(run_dir) -> None:
-    """Remove a run directory its runner is writing (a file it renames away while rmtree lists it is tried again)."""
-    while run_dir.exists():
-        shutil.rmtree(run_dir, ignore_errors=True)
-
-
 def _child_pid(run_dir) -> int:
     return json.loads((run_dir / "run.json").read_text())["workloads"][0]["pid"]
 
@@ -53,7 +46,7 @@ def _child_pid(run_dir) -> int:
 def test_a_run_directory_removed_mid_run_stops_the_job_and_exits_1(tmp_path):
     proc, run_dir = _start(tmp_path, "--duration", "120")
     child = psutil.Process(_child_pid(run_dir))
-    _remove(run_dir)
+    remove_tree(run_dir)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
     assert "Traceback" not in err
@@ -73,7 +66,7 @@ def test_on_capture_error_continue_keeps_the_job_running_unrecorded(tmp_path):
     proc, run_dir = _start(
         tmp_path, "--duration", "25", "--on-capture-error", "continue", job=stepper
     )
-    _remove(run_dir)
+    remove_tree(run_dir)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     assert "Traceback" not in err and "gpumon: capture stopped at " in err

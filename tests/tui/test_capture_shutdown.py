@@ -4,7 +4,6 @@ and a capture that cannot be written is shown on screen and stops the jobs (issu
 from __future__ import annotations
 
 import shlex
-import shutil
 import sys
 import threading
 
@@ -15,7 +14,7 @@ from gpumon.errors import EnvironmentFailure
 from gpumon.tui.app import LiveApp
 from gpumon.tui.controller import Controller
 from gpumon.tui.widgets.lines import TextLine
-from tests.helpers import wait_for
+from tests.helpers import remove_tree, wait_for
 from tests.tui.conftest import make_test_plan, probe_command, run_async
 from tests.helpers import wait_until
 
@@ -94,7 +93,7 @@ async def test_a_capture_that_cannot_be_written_is_shown_and_stops_the_jobs(runs
     async with app.run_test(size=(100, 30)) as pilot:
         path = await wait_until(pilot, lambda: app.controller.capture_path, what="the capture")
         await wait_until(pilot, lambda: app.controller.running("A"), what="the job")
-        shutil.rmtree(path)
+        remove_tree(path)
         await wait_until(
             pilot,
             lambda: any(n.message.startswith("capture stopped at ") for n in app._notifications),

@@ -18,7 +18,7 @@ from gpumon.core.records.printable import printable
 from gpumon.core.sources.nvml import NvmlSource, pid_namespace_hint
 from gpumon.console.color import use_color
 from gpumon.core.jobs.interpreter import ENV_PYTHON, WorkloadPython, choose
-from gpumon.core.store.runstore import default_runs_dir
+from gpumon.core.store.runsfolder import default_runs_dir
 from gpumon.errors import UsageError
 from gpumon.extras import TORCH, install_hint
 

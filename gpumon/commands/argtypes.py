@@ -73,7 +73,8 @@ def parse_runs(
     refused: it would count as two repeats of one measurement.
     """
     # deferred: +0.04 s CPU (psutil) on gpumon --help
-    from gpumon.core.store.runstore import resolve_run, runs_dir_or_default
+    from gpumon.core.store.runstore import resolve_run
+    from gpumon.core.store.runsfolder import runs_dir_or_default
 
     runs_dir = runs_dir_or_default(None)
     assign: dict[str, str] = {}

@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     # deferred: +0.04 s CPU (psutil) on gpumon --help
     from gpumon.core.store.runner import RUNNING
-    from gpumon.core.store.runstore import parse_baselines, runs_dir_or_default
+    from gpumon.core.store.runstore import parse_baselines
+    from gpumon.core.store.runsfolder import runs_dir_or_default
 
     runs_dir = runs_dir_or_default(args.runs_dir)
     target = find(args.run, runs_dir, "attach", args.any_user)

@@ -55,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # deferred: +0.04 s CPU (psutil) on gpumon --help
-    from gpumon.core.store.runstore import export_dir, resolve_run, runs_dir_or_default
+    from gpumon.core.store.runstore import export_dir, resolve_run
+    from gpumon.core.store.runsfolder import runs_dir_or_default
     from gpumon.core.store.trace import export, load_run
 
     fmt, out = ("csv", args.csv) if args.csv is not None else ("parquet", args.parquet)

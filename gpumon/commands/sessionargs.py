@@ -113,7 +113,7 @@ def session_config(args: argparse.Namespace, prefix: str = "", **more: Any) -> "
     fields only ``run`` has."""
     # deferred: +0.13 s CPU (psutil) on gpumon --help
     from gpumon.core.capture.session import SessionConfig
-    from gpumon.core.store.runstore import runs_dir_or_default
+    from gpumon.core.store.runsfolder import runs_dir_or_default
 
     value = lambda flag: getattr(args, dest(flag, prefix))  # noqa: E731
     gpu = argtypes.gpu(value("--gpu")) if value("--gpu") is not None else None

@@ -169,7 +169,7 @@ def _runs(runs_dir: Path | None) -> list[dict]:
     """gpumon's runs that record now (a proven runner holds them), by name."""
     # deferred: +0.04 s CPU (psutil) on gpumon --help
     from gpumon.core.store.runner import RUNNING, run_status
-    from gpumon.core.store.runstore import runs_dir_or_default
+    from gpumon.core.store.runsfolder import runs_dir_or_default
     from gpumon.core.store.trace import scan_runs
 
     folder = runs_dir_or_default(runs_dir)

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     # deferred: +0.04 s CPU (psutil) on gpumon --help
     from gpumon.core.jobs.runnerstop import stop_runner
     from gpumon.core.store.runner import RUNNING
-    from gpumon.core.store.runstore import runs_dir_or_default
+    from gpumon.core.store.runsfolder import runs_dir_or_default
     from gpumon.core.store.trace import load_live
 
     target = find(args.run, runs_dir_or_default(args.runs_dir), "stop", args.any_user)

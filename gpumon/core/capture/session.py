@@ -42,7 +42,7 @@ from gpumon.core.store.runner import RunnerInfo
 from gpumon.core.capture.sampler import Sampler
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
-from gpumon.core.store.runstore import default_runs_dir
+from gpumon.core.store.runsfolder import default_runs_dir
 from gpumon.errors import EnvironmentFailure, GpumonError, UsageError
 
 

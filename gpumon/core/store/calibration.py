@@ -2,7 +2,7 @@
 
 One JSON file per GPU model (``<name>.json``, the name as NVML gives it, made file-safe) in
 ``$GPUMON_CALIBRATION``, else ``$XDG_DATA_HOME/gpumon/calibration``, else ``~/.local/share/gpumon/calibration``
-(beside the runs directory, ``runstore.default_runs_dir``). A later calibration of the same model replaces the
+(beside the runs directory, ``runsfolder.default_runs_dir``). A later calibration of the same model replaces the
 earlier one. The constants are plain numbers here (``gpumon.analysis.predict_model.Constants`` names them);
 the store knows nothing of the model.
 """

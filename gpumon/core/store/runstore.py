@@ -6,9 +6,6 @@ import difflib
 import os
 from pathlib import Path
 
-# re-exported where they were defined (core/store/runsfolder.py: what gpumon runs imports without the trace reader)
-from gpumon.core.store.runsfolder import default_runs_dir as default_runs_dir
-from gpumon.core.store.runsfolder import runs_dir_or_default as runs_dir_or_default
 from gpumon.core.store.trace import Run, TraceError, baseline_rate, list_runs, load_run
 from gpumon.errors import UsageError
 

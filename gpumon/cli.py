@@ -142,7 +142,13 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     """Run one gpumon command; ``quick_exit`` (the ``gpumon`` program, not a caller in Python): see ``console``."""
     stopsignals.unblock()
     raw_argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(raw_argv[0] if raw_argv and raw_argv[0] in COMMANDS else None)
+    name = raw_argv[0] if raw_argv and raw_argv[0] in COMMANDS else None
+    if name is not None:
+        # what a command starts before its arguments are parsed (compare: the scipy helper's import)
+        start_early = getattr(command(name), "start_early", None)
+        if start_early is not None:
+            start_early(raw_argv[1:])
+    parser = build_parser(name)
     args = parser.parse_args(raw_argv)
     args.raw_argv = raw_argv  # what --detach hands its runner
     handler = getattr(args, "handler", None) or command("monitor").run

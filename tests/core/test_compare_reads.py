@@ -5,7 +5,6 @@ columns it needs and must agree with reading steps.csv row by row."""
 from __future__ import annotations
 
 import os
-
 import sys
 from pathlib import Path
 
@@ -407,6 +406,52 @@ def test_compare_with_the_helper_equals_compare_without(tmp_path: Path) -> None:
     )
     assert helped.to_dict() == here.to_dict()
     assert [w.distributions for w in helped.workloads] == [w.distributions for w in here.workloads]
+
+
+def test_an_early_helper_is_kept_for_big_runs_and_ended_for_small_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(sys.modules, "scipy.stats")  # as in a fresh gpumon compare
+    big, small = tmp_path / "big", tmp_path / "small"
+    for run_dir in (big, small):
+        run_dir.mkdir()
+    with open(big / "steps.csv", "wb") as f:
+        f.truncate(stats_helper.HELPER_BYTES)  # only its size counts
+    (small / "steps.csv").write_text("slot,step,t\n")
+    stats_helper.start_early()
+    early = stats_helper._early[0]
+    proc = early._proc
+    assert proc is not None
+    here = stats_helper.for_runs([small])
+    assert here is not None and here is not early and here._proc is None
+    assert proc.wait(timeout=60) != 0, "the early helper was ended"
+    assert not stats_helper._early
+
+    stats_helper.start_early()
+    early = stats_helper._early[0]
+    kept = stats_helper.for_runs([big])
+    assert kept is early and early._proc is not None
+    rng = np.random.default_rng(2)
+    batch = [dist.samples_of(dist.CPU, rng.normal(50, 5, 300), rng.normal(45, 5, 200))]
+    kept.run(batch)
+    assert kept.results() == [dist.compare_samples(dist.CPU, batch[0].exclusive, batch[0].shared)]
+    assert early._proc.returncode == 0, "the early helper answered"
+
+
+def test_compare_starts_its_helper_before_parsing_but_not_for_help(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpumon import cli
+
+    started: list[bool] = []
+    monkeypatch.setattr(stats_helper, "start_early", lambda: started.append(True))
+    assert cli.main(["compare", "--shared", str(tmp_path / "missing")]) == 2
+    assert started == [True]
+    with pytest.raises(SystemExit):
+        cli.main(["compare", "--help"])
+    assert started == [True], "no helper for --help"
+    cli.main(["runs", str(tmp_path)])
+    assert started == [True], "only compare starts one"
 
 
 PARENT_OF_A_HELPER = """

@@ -99,6 +99,22 @@ def wait_for(
     return value
 
 
+def interrupt_once(
+    proc: subprocess.Popen[str], done: Callable[[], object], timeout: float, what: str, grace: float
+) -> str:
+    """Ctrl-C ``proc`` once ``done()`` holds (or it has exited); its stderr. Killed if it has not ended ``grace``
+    seconds later (the caller's assertions on its exit status then fail)."""
+    try:
+        wait_for(lambda: done() or proc.poll() is not None, timeout, 0.2, what)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=grace)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return err
+
+
 async def wait_until(
     pilot, condition: Callable[[], T], timeout: float = 20.0, what: str = "condition"
 ) -> T:

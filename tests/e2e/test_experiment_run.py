@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 
 from gpumon.core.store.trace import load_run
-from tests.helpers import GPUMON, wait_for, tiny_pairs_spec
+from tests.helpers import GPUMON, interrupt_once, tiny_pairs_spec
 
 SPEC = tiny_pairs_spec("tiny_pairs", "Tiny pairs", "Does fcn beside gemm pay on this machine?", 3)
 
@@ -37,18 +36,9 @@ def test_interrupted_experiment_resumes_and_fills_the_matrix_from_real_runs(tmp_
         text=True,
         env=env,
     )
-    try:
-        wait_for(
-            lambda: statuses(out).get("x-fcn-r1") == "ok" or first.poll() is not None,
-            timeout=90,
-            what="the first cell to complete",
-        )
-        first.send_signal(signal.SIGINT)
-        _, err = first.communicate(timeout=60)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
+    err = interrupt_once(
+        first, lambda: statuses(out).get("x-fcn-r1") == "ok", 90, "the first cell to complete", 60
+    )
     assert first.returncode == 130, err
     assert "interrupted; run the same command again to resume" in err
     done = statuses(out)

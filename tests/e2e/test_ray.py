@@ -25,7 +25,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from tests.helpers import GPUMON, gpumon, solo_core_share, wait_for
+from tests.helpers import GPUMON, gpumon, interrupt_once, solo_core_share, wait_for
 
 pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'gpumon[ray]')")
 
@@ -236,18 +236,13 @@ def test_an_interrupted_ray_sweep_resumes(
     address, env = cluster
     out = tmp_path / "ray"
     driver = experiment(spec, out, "--ray", address, env=env)
-    try:
-        wait_for(
-            lambda: any(c["status"] == "ok" for c in cells(out).values()),
-            timeout=300,
-            interval=0.2,
-            what="a first cell done",
-        )
-        driver.send_signal(signal.SIGINT)
-        _, stderr = driver.communicate(timeout=120)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
+    stderr = interrupt_once(
+        driver,
+        lambda: any(c["status"] == "ok" for c in cells(out).values()),
+        300,
+        "a first cell done",
+        120,
+    )
     assert driver.returncode == 130, stderr
     assert "interrupted; run the same command again to resume" in stderr
     done = {i for i, c in cells(out).items() if c["status"] == "ok"}

@@ -90,6 +90,8 @@ MODULES: dict[str, Target] = {
             CORE + "test_compare_exact.py",
             CORE + "test_analysis.py",
             CORE + "test_compare_reads.py",
+            CORE + "test_compare_bounded.py",
+            CORE + "test_compare_stages.py",
             CORE + "test_attribution.py",
         ),
     ),

@@ -5,6 +5,7 @@ documented way; each job's curve, span and the evidence's window sums equal plai
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpumon.analysis import compare as compare_module
-from gpumon.analysis import jobsteps
+from gpumon.analysis import jobsteps, slowdown
 from gpumon.analysis.compare import compare
 from gpumon.core.records.model import STEP_COLUMNS
 from gpumon.core.store import columnar, stepchunks, tablecheck
@@ -134,7 +135,34 @@ def test_the_copy_samples_are_the_pooled_values_evenly_thinned(
                 assert mine.tolist() == theirs.tolist()
     notes = [n for n in result.notes if n.startswith("Distribution tests on at most")]
     assert bool(notes) == bool(capped) == (cap < 100_000)
-    assert all(name in notes[0] for name in capped)
+    if notes:
+        named = _thinned_named(notes[0], cap)
+        assert set(capped) <= set(named) and len(named) == len(set(named))
+
+
+def _thinned_named(note: str, cap: int) -> list[str]:
+    """The "SLOT metric" items compare's THINNED_NOTE names, after checking the rest of its words."""
+    head = f"Distribution tests on at most {cap:,} samples per side and metric, evenly spaced over the windows: "
+    tail = f". (The rate intervals' block bootstrap resamples at most {slowdown.MAX_BINS} bins per window, however long the run.)"
+    assert note.startswith(head) and note.endswith(tail), note
+    named = note[len(head) : -len(tail)].split(", ")
+    assert all(re.fullmatch(r"[AB] [a-z_]+", item) for item in named), named
+    return named
+
+
+def test_a_metric_with_exactly_the_cap_of_samples_is_not_said_thinned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    xa, xb, ab = _runs(tmp_path)
+    whole = compare([load_run(xa), load_run(xb)], [load_run(ab)])
+    exclusive, shared = whole.samples[("A", "copy_bandwidth")]
+    most = max(len(exclusive), len(shared))
+    for cap, said in ((most, False), (most - 1, True)):
+        monkeypatch.setattr(compare_module, "MAX_TEST_SAMPLES", cap)
+        result = compare([load_run(xa), load_run(xb)], [load_run(ab)])
+        notes = [n for n in result.notes if n.startswith("Distribution tests on at most")]
+        named = _thinned_named(notes[0], cap) if notes else []
+        assert ("A copy_bandwidth" in named) == said, (cap, named)
 
 
 def test_a_side_without_windows_has_no_copy_samples(tmp_path: Path) -> None:

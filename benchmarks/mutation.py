@@ -135,6 +135,10 @@ MODULES: dict[str, Target] = {
             CORE + "test_compare_reads.py",
             CORE
             + "test_trace_summary_chunks.py",  # summary_of's cache, row-group reads, streamed export
+            CORE + "test_export_columns.py",
+            CORE + "test_trace_fuzz.py",  # damaged tables listed and exported
+            CORE + "test_writers_hostile.py",
+            CORE + "test_hostile_fresh.py",  # export into the run it reads
         ),
     ),
     "core.store.runner": Target(

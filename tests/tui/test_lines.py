@@ -366,15 +366,19 @@ class _CountingBlock(TextBlock):
 
 
 class _CountingApp(App):
-    CSS = "TextBlock { width: 10; height: 3; background: #102030; }"
+    CSS = """
+    TextBlock { width: 10; height: 3; background: #102030; }
+    Screen.alert TextBlock { background: #400000; }
+    """
 
     def compose(self) -> ComposeResult:
         yield _CountingBlock()
 
 
 @run_async
-async def test_a_change_of_three_lines_looks_the_style_up_once():
-    """The style is looked up once a change, not twice a changed line (most of what drawing a line of text cost)."""
+async def test_the_style_is_looked_up_once_a_style_change_not_once_a_content_change():
+    """A change of lines draws them without looking the style up again (most of what drawing a line of text cost); a
+    change of style (here an ancestor's class; gpumon sets no style of a line widget in code) looks it up once, and the lines are drawn in it."""
     app = _CountingApp()
     async with app.run_test(size=(20, 5)) as pilot:
         block = app.query_one(_CountingBlock)
@@ -388,4 +392,8 @@ async def test_a_change_of_three_lines_looks_the_style_up_once():
             "e" + " " * 9,
             "f" + " " * 9,
         ]
+        assert block.looked_up == 0
+        app.screen.add_class("alert")  # an ancestor's class
+        await pilot.pause()
         assert block.looked_up == 1
+        assert _cells(block.render_line(0))[-1][1].endswith("on #400000")

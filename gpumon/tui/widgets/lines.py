@@ -36,21 +36,21 @@ def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
 
 class LineWidget(Widget):
     """A widget drawn through the line API that looks its style up once per style change: ``rich_style`` walks every
-    ancestor again after each ``refresh`` (Textual clears its cache then), which was most of what a changed line of
-    text cost to draw (observer_cost)."""
+    ancestor on each call, which was most of what a changed line of text cost to draw (observer_cost). Textual calls
+    ``notify_style_update`` on a widget whenever its styles may have changed (its CSS rules, a class or pseudo-class of
+    it or of an ancestor, the theme), as it does to drop its own cached styles."""
 
     _base: Style | None = None
 
     @property
     def base_style(self) -> Style:
-        """``rich_style``, as of the last change of content or style (as fresh as the strips it draws)."""
+        """``rich_style``, as of the last style change."""
         if self._base is None:
             self._base = self.rich_style
         return self._base
 
     def changed(self, *regions: Region) -> None:
-        """The content changed: repaint ``regions`` (all of it without), the style looked up again once."""
-        self._base = None
+        """The content changed: repaint ``regions`` (all of it without)."""
         self.refresh(*regions)
 
     def notify_style_update(self) -> None:

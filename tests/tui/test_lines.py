@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
+from textual.widget import Widget
 from textual.widgets import Static
 
 from gpumon.tui.view import Series
@@ -397,3 +398,43 @@ async def test_the_style_is_looked_up_once_a_style_change_not_once_a_content_cha
         await pilot.pause()
         assert block.looked_up == 1
         assert _cells(block.render_line(0))[-1][1].endswith("on #400000")
+
+
+class _BoxApp(App):
+    CSS = """
+    Screen { background: #000040; }
+    #plain { width: 12; height: 3; background: #102030 50%; color: #c0c0c0; }
+    #padded { width: 12; height: 3; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield TextBlock(pad_text=True, id="plain")
+        yield TextBlock(id="padded")
+
+
+@run_async
+async def test_a_line_widget_without_a_box_gives_its_lines_straight_and_as_textual_would():
+    """No border or padding: the compositor gets ``render_line``'s strips, filtered, without Textual's styles cache
+    (its work on each line was half of a changed graph line's cost), and they are what that cache would have made.
+    With padding, Textual's cache draws it as before."""
+    app = _BoxApp()
+    async with app.run_test(size=(30, 8)) as pilot:
+        plain, padded = app.query_one("#plain", TextBlock), app.query_one("#padded", TextBlock)
+        for block in (plain, padded):
+            block.show_lines([Text("ab", style="bold"), Text("a longer line than fits")])
+        await pilot.pause()
+        cached: list[str | None] = []
+        for block in (plain, padded):
+            render_widget = block._styles_cache.render_widget
+            block._styles_cache.render_widget = lambda widget, crop, f=render_widget: (
+                cached.append(widget.id),
+                f(widget, crop),
+            )[1]
+        region = Region(0, 0, 12, 3)
+        ours = plain.render_lines(region)
+        assert cached == []  # straight from render_line
+        padded.render_lines(region)
+        assert cached == ["padded"]  # a box: Textual's way
+        textual = Widget.render_lines(plain, region)
+        assert [_cells(strip) for strip in ours] == [_cells(strip) for strip in textual]
+        assert [strip.text for strip in plain.render_lines(Region(2, 1, 5, 1))] == ["longe"]

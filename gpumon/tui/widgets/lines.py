@@ -6,6 +6,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.color import Color
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -38,9 +39,16 @@ class LineWidget(Widget):
     """A widget drawn through the line API that looks its style up once per style change: ``rich_style`` walks every
     ancestor on each call, which was most of what a changed line of text cost to draw (observer_cost). Textual calls
     ``notify_style_update`` on a widget whenever its styles may have changed (its CSS rules, a class or pseudo-class of
-    it or of an ancestor, the theme), as it does to drop its own cached styles."""
+    it or of an ancestor, the theme), as it does to drop its own cached styles.
+
+    Where it has no box of its own (no border, padding or outline, no tint, opacity, hatch or border title), the
+    compositor takes its lines straight from ``render_line``, with the app's line filters, not through Textual's
+    styles cache: that cache's work on each line (a box, padding, opacity, tint) is for widgets that have one, and was
+    half of what a changed line of a graph cost (observer_cost, docs/tui.md)."""
 
     _base: Style | None = None
+    # (this widget draws its lines itself, the background its line filters are given), as of the last style change
+    _plain: tuple[bool, Color] | None = None
 
     @property
     def base_style(self) -> Style:
@@ -55,7 +63,44 @@ class LineWidget(Widget):
 
     def notify_style_update(self) -> None:
         self._base = None
+        self._plain = None
         super().notify_style_update()
+
+    def _plain_box(self) -> tuple[bool, Color]:
+        if self._plain is None:
+            styles = self.styles
+            plain = (
+                not any(styles.gutter)
+                and not any(edge for edge, _ in styles.outline)
+                and self.opacity == 1
+                and styles.text_opacity == 1
+                and not styles.tint.a
+                and not (styles.has_rule("hatch") and styles.hatch != "none")
+                and self._border_title is None
+                and self._border_subtitle is None
+            )
+            self._plain = (plain, self.background_colors[1])
+        return self._plain
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The lines of ``crop`` for the compositor: ``render_line``'s, filtered, where the widget has no box."""
+        plain, background = self._plain_box()
+        if not plain:
+            return super().render_lines(crop)
+        filters = self.get_line_filters()
+        width = self.size.width
+        strips = []
+        for y in crop.line_range:
+            strip = self.render_line(y)
+            if strip.cell_length != width:
+                strip = strip.adjust_cell_length(width, self.base_style)
+            for line_filter in filters:
+                strip = strip.apply_filter(line_filter, background)
+            strips.append(strip)
+        if crop.column_span != (0, width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
 
 
 class TextLine(LineWidget):
@@ -286,7 +331,7 @@ class Metric:
         return None
 
 
-class MetricRow(Widget):
+class MetricRow(LineWidget):
     """One ``Metric`` as a widget as high as its graph: repaints only the lines that changed."""
 
     COMPONENT_CLASSES = {"metric--label", "metric--value", "metric--graph"}

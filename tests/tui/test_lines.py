@@ -404,37 +404,45 @@ class _BoxApp(App):
     CSS = """
     Screen { background: #000040; }
     #plain { width: 12; height: 3; background: #102030 50%; color: #c0c0c0; }
-    #padded { width: 12; height: 3; padding: 0 1; }
+    #padded { width: 12; height: 3; padding: 0 1; background: #203040; }
+    #boxed { width: 12; height: 3; padding: 1 1; }
     """
 
     def compose(self) -> ComposeResult:
         yield TextBlock(pad_text=True, id="plain")
         yield TextBlock(id="padded")
+        yield TextBlock(id="boxed")
 
 
 @run_async
 async def test_a_line_widget_without_a_box_gives_its_lines_straight_and_as_textual_would():
-    """No border or padding: the compositor gets ``render_line``'s strips, filtered, without Textual's styles cache
-    (its work on each line was half of a changed graph line's cost), and they are what that cache would have made.
-    With padding, Textual's cache draws it as before."""
+    """No border, and padding at most left and right: the compositor gets ``render_line``'s strips, padded and
+    filtered, without Textual's styles cache (its work on each line was half of a changed graph line's cost), and they
+    are what that cache would have made. With padding above or below, Textual's cache draws it as before."""
     app = _BoxApp()
-    async with app.run_test(size=(30, 8)) as pilot:
-        plain, padded = app.query_one("#plain", TextBlock), app.query_one("#padded", TextBlock)
-        for block in (plain, padded):
+    async with app.run_test(size=(30, 12)) as pilot:
+        blocks = [app.query_one(f"#{name}", TextBlock) for name in ("plain", "padded", "boxed")]
+        for block in blocks:
             block.show_lines([Text("ab", style="bold"), Text("a longer line than fits")])
         await pilot.pause()
         cached: list[str | None] = []
-        for block in (plain, padded):
+        for block in blocks:
             render_widget = block._styles_cache.render_widget
             block._styles_cache.render_widget = lambda widget, crop, f=render_widget: (
                 cached.append(widget.id),
                 f(widget, crop),
             )[1]
         region = Region(0, 0, 12, 3)
-        ours = plain.render_lines(region)
-        assert cached == []  # straight from render_line
-        padded.render_lines(region)
-        assert cached == ["padded"]  # a box: Textual's way
-        textual = Widget.render_lines(plain, region)
-        assert [_cells(strip) for strip in ours] == [_cells(strip) for strip in textual]
-        assert [strip.text for strip in plain.render_lines(Region(2, 1, 5, 1))] == ["longe"]
+        ours = [block.render_lines(region) for block in blocks]
+        assert cached == [
+            "boxed"
+        ]  # the others straight from render_line; a box above or below: Textual's way
+        for block, strips in zip(blocks, ours):
+            textual = Widget.render_lines(block, region)
+            assert [_cells(strip) for strip in strips] == [_cells(strip) for strip in textual], (
+                block.id
+            )
+        assert [strip.text for strip in blocks[0].render_lines(Region(2, 1, 5, 1))] == ["longe"]
+        assert [strip.text for strip in blocks[1].render_lines(Region(0, 1, 12, 1))] == [
+            " a longer … "
+        ]

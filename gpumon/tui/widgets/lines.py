@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -9,6 +12,7 @@ from textual import events
 from textual.color import Color
 from textual.geometry import Region
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
 from gpumon.core.records.printable import printable
@@ -35,20 +39,32 @@ def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
         widget.border_subtitle = subtitle
 
 
+@dataclass(frozen=True)
+class PlainBox:
+    """What a ``LineWidget`` without a box of its own needs to draw its lines itself: its padding left and right, the
+    style Textual pads with (the background), the background its line filters are given."""
+
+    left: int
+    right: int
+    inner: Style
+    background: Color
+
+
 class LineWidget(Widget):
     """A widget drawn through the line API that looks its style up once per style change: ``rich_style`` walks every
     ancestor on each call, which was most of what a changed line of text cost to draw (observer_cost). Textual calls
     ``notify_style_update`` on a widget whenever its styles may have changed (its CSS rules, a class or pseudo-class of
     it or of an ancestor, the theme), as it does to drop its own cached styles.
 
-    Where it has no box of its own (no border, padding or outline, no tint, opacity, hatch or border title), the
-    compositor takes its lines straight from ``render_line``, with the app's line filters, not through Textual's
-    styles cache: that cache's work on each line (a box, padding, opacity, tint) is for widgets that have one, and was
-    half of what a changed line of a graph cost (observer_cost, docs/tui.md)."""
+    Where it has no box of its own (no border, outline or padding above or below, no tint, opacity, hatch or border
+    title), the compositor takes its lines straight from ``render_line``, padded left and right as Textual pads them
+    and with the app's line filters, not through Textual's styles cache: that cache's work on each line (a box,
+    padding, opacity, tint) is for widgets that have one, and was half of what a changed line of a graph cost
+    (observer_cost, docs/tui.md)."""
 
     _base: Style | None = None
-    # (this widget draws its lines itself, the background its line filters are given), as of the last style change
-    _plain: tuple[bool, Color] | None = None
+    # how this widget draws its lines itself (False: through Textual's styles cache), as of the last style change
+    _plain: PlainBox | Literal[False] | None = None
 
     @property
     def base_style(self) -> Style:
@@ -66,12 +82,14 @@ class LineWidget(Widget):
         self._plain = None
         super().notify_style_update()
 
-    def _plain_box(self) -> tuple[bool, Color]:
+    def _plain_box(self) -> PlainBox | None:
         if self._plain is None:
             styles = self.styles
+            top, right, bottom, left = styles.padding
             plain = (
-                not any(styles.gutter)
+                not any(edge for edge, _ in styles.border)
                 and not any(edge for edge, _ in styles.outline)
+                and not (top or bottom)
                 and self.opacity == 1
                 and styles.text_opacity == 1
                 and not styles.tint.a
@@ -79,13 +97,17 @@ class LineWidget(Widget):
                 and self._border_title is None
                 and self._border_subtitle is None
             )
-            self._plain = (plain, self.background_colors[1])
-        return self._plain
+            base_background, background = self.background_colors
+            # what Textual's styles cache pads with: the background alone
+            inner = VisualStyle(background=base_background + background).rich_style
+            self._plain = PlainBox(left, right, inner, background) if plain else False
+        return self._plain or None
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """The lines of ``crop`` for the compositor: ``render_line``'s, filtered, where the widget has no box."""
-        plain, background = self._plain_box()
-        if not plain:
+        """The lines of ``crop`` for the compositor: ``render_line``'s, padded left and right and filtered, where the
+        widget has no box."""
+        box = self._plain_box()
+        if box is None:
             return super().render_lines(crop)
         filters = self.get_line_filters()
         width = self.size.width
@@ -93,11 +115,20 @@ class LineWidget(Widget):
         for y in crop.line_range:
             strip = self.render_line(y)
             if strip.cell_length != width:
-                strip = strip.adjust_cell_length(width, self.base_style)
+                strip = strip.adjust_cell_length(width, box.inner)
+            if box.left or box.right:
+                strip = Strip(
+                    [
+                        Segment(" " * box.left, box.inner),
+                        *strip,
+                        Segment(" " * box.right, box.inner),
+                    ],
+                    width + box.left + box.right,
+                )
             for line_filter in filters:
-                strip = strip.apply_filter(line_filter, background)
+                strip = strip.apply_filter(line_filter, box.background)
             strips.append(strip)
-        if crop.column_span != (0, width):
+        if crop.column_span != (0, width + box.left + box.right):
             x1, x2 = crop.column_span
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips

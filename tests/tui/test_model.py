@@ -26,7 +26,8 @@ from gpumon.core.records.rates import (
 from gpumon.tui.model import LiveModel, link_bps
 from gpumon.tui.pump import RefreshPump
 from gpumon.tui.series import BinnedSeries, nice_ceiling
-from gpumon.tui.widgets.graph import graph_rows, level
+from gpumon.tui.widgets.graph import graph_rows
+from tests.tui.conftest import graph_level as level
 from gpumon.tui.widgets.interference import interference_text
 from gpumon.tui.widgets.output import clean
 

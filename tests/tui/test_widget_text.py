@@ -20,7 +20,7 @@ from gpumon.tui.widgets.graph import BLOCKS, LEVELS, column_codes, graph_rows
 from gpumon.tui.widgets.lines import MetricRow, TextLine
 from gpumon.tui.widgets.probed import ProbedLine, probed_text
 from gpumon.tui.widgets.processes import ProcessTable, render_table
-from tests.tui.conftest import run_async
+from tests.tui.conftest import graph_level as level, run_async
 
 NAN = math.nan
 H100 = "NVIDIA H100 80GB HBM3"
@@ -174,11 +174,6 @@ def test_the_probed_line() -> None:
     assert _styles(text)[:2] == [("4242 ", "bold"), ("12.5 it/s  ", "cyan")]
     assert _styles(text)[-1] == ("·  w watches one as B", "dim")
     assert probed_text([]).plain == "probed, not ours: ·  w watches one as B"
-
-
-def level(value: float, top: float, rows: int) -> int:
-    """One value's level (eighths of a cell filled; -1: no data), as ``graph_rows`` draws it."""
-    return ord(column_codes((value,), top, 1, rows)) - 1
 
 
 def test_graph_levels_in_eighths_of_a_cell() -> None:

@@ -9,9 +9,13 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Static
 
+from gpumon.tui.app import ViewerApp
+from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.view import Series
 from gpumon.tui.widgets.graph import axis_row
-from gpumon.tui.widgets.lines import MetricRow, TextBlock, TextLine, set_titles
+from gpumon.tui.widgets.lines import LineWidget, MetricRow, TextBlock, TextLine, set_titles
+from tests.helpers import wait_until
+from tests.tracegen import staggered_pair
 from tests.tui.conftest import run_async
 
 
@@ -446,3 +450,26 @@ async def test_a_line_widget_without_a_box_gives_its_lines_straight_and_as_textu
         assert [strip.text for strip in blocks[1].render_lines(Region(0, 1, 12, 1))] == [
             " a longer … "
         ]
+
+
+@run_async
+async def test_every_line_widget_of_the_monitor_draws_its_own_lines(tmp_path):
+    """The monitor's graphs, detail lines, process table and one-line texts all skip Textual's styles cache (a padding
+    above or below, a border or a tint given to one in CSS would silently put it back: observer_cost)."""
+    source, feed = open_replay(staggered_pair(tmp_path / "run", gpu=True, others=True))
+    source.seek(30.0)
+    app = ViewerApp(ReplayScreen(source, feed, play=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(
+            pilot, lambda: getattr(app.screen, "frames", 0) > 0, what="the first frame"
+        )
+        shown = [widget for widget in app.screen.query(LineWidget) if widget.display]
+        assert {type(widget).__name__ for widget in shown} >= {
+            "TextLine",
+            "MetricGrid",
+            "MetricRow",
+            "TextBlock",
+            "ProcessTable",
+            "InterferenceLine",
+        }
+        assert [widget for widget in shown if widget._plain_box() is None] == []

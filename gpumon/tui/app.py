@@ -20,6 +20,8 @@ from pathlib import Path
 
 from textual.app import App
 from textual.binding import Binding
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
@@ -28,6 +30,7 @@ from gpumon.frontends.plan import RunPlan
 from gpumon.errors import GpumonError, UsageError
 from gpumon.console.stopsignals import StopGuard
 from gpumon.tui.controller import Controller
+from gpumon.tui.driver import QuietLinuxDriver
 from gpumon.tui.pump import DEFAULT_HZ
 from gpumon.tui.screens.attached import AttachedScreen, open_follow
 from gpumon.tui.screens.live import LiveMonitorScreen
@@ -80,6 +83,11 @@ class GpumonApp(App[int]):
         self.stop_signalled = False
         self.stop_signum: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's, except its Linux driver: ours, whose input thread does not poll (gpumon/tui/driver.py)."""
+        driver = super().get_driver_class()
+        return QuietLinuxDriver if driver is LinuxDriver else driver
 
     def on_mount(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -5,8 +5,20 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from dataclasses import dataclass
 
 NAN = math.nan
+
+
+@dataclass(frozen=True)
+class Window:
+    """The last ``values`` a series gave for one (length, missing): the window ended with bin ``last``, its newest bin
+    then was ``newest``, and the bins were of generation ``generation`` (``clear`` starts a new one)."""
+
+    generation: int
+    last: int
+    newest: int
+    values: tuple[float, ...]
 
 
 class BinnedSeries:
@@ -14,6 +26,10 @@ class BinnedSeries:
 
     A mean is ``add(t, value)``; a rate is ``add(t, count, weight=busy_seconds)``.
     Safe to feed from the bus thread while another thread reads.
+
+    Only the newest bin changes (a sample for an older one is dropped), so ``values`` shifts the window it gave last
+    and reads only the bins from that window's newest on: a frame reads a bin or two of each history, not all 240
+    (observer_cost: the refresh thread's view).
     """
 
     def __init__(self, bin_s: float, capacity: int) -> None:
@@ -22,6 +38,8 @@ class BinnedSeries:
         self._bins: deque[list[float]] = deque(maxlen=capacity)
         self._lock = threading.Lock()
         self.peak = 0.0
+        self._generation = 0
+        self._windows: dict[tuple[int, str], Window] = {}
 
     def add(self, t: float, value: float, weight: float = 1.0) -> None:
         if math.isnan(value) or math.isnan(weight) or weight <= 0:
@@ -41,22 +59,38 @@ class BinnedSeries:
     def clear(self) -> None:
         with self._lock:
             self._bins.clear()
+            self._generation += 1
         self.peak = 0.0
 
     def values(self, now: float, n: int, missing: float = NAN) -> tuple[float, ...]:
         """The ``n`` bins ending with the one holding ``now``, oldest first; ``missing`` where empty."""
         last = math.floor(now / self.bin_s)
         first = last - n + 1
-        shown = [missing] * max(
-            0, n
-        )  # filled from the newest bin back, no more than the window holds
+        key = (n, repr(missing))
         with self._lock:
+            before = self._windows.get(key)
+            shift = last - before.last if before is not None else -1
+            if (
+                before is not None
+                and before.generation == self._generation
+                and 0 <= shift < n <= self.capacity
+            ):
+                # the bins before the last window's newest are as they were: shift it, read the rest
+                shown = list(before.values[shift:])
+                shown.extend([missing] * shift)
+                since = before.newest
+            else:
+                shown = [missing] * max(0, n)
+                since = first
             for index, total, weight in reversed(self._bins):
-                if index < first:
+                if index < first or index < since:
                     break
                 if index <= last:
                     shown[int(index) - first] = total / weight
-        return tuple(shown)
+            values = tuple(shown)
+            newest = int(self._bins[-1][0]) if self._bins else first
+            self._windows[key] = Window(self._generation, last, newest, values)
+        return values
 
 
 def nice_ceiling(value: float) -> float:

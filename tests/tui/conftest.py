@@ -13,6 +13,7 @@ from typing import Awaitable, Callable
 import pytest
 
 from gpumon.core.jobs.launcher import LaunchRequest
+from gpumon.tui.widgets.graph import column_codes
 from gpumon.frontends.plan import RunPlan, make_plan
 from gpumon.core.capture.session import SessionConfig
 
@@ -154,3 +155,8 @@ def screen_text(app) -> list[str]:
     )
     console.print(app.screen._compositor.render_update(full=True))
     return console.export_text().splitlines()[:height]
+
+
+def graph_level(value: float, top: float, rows: int) -> int:
+    """One value's level in a graph (eighths of a cell filled; -1: no data), as ``graph_rows`` draws it."""
+    return ord(column_codes((value,), top, 1, rows)) - 1

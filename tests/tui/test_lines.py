@@ -6,11 +6,16 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
+from textual.widget import Widget
 from textual.widgets import Static
 
+from gpumon.tui.app import ViewerApp
+from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.view import Series
 from gpumon.tui.widgets.graph import axis_row
-from gpumon.tui.widgets.lines import MetricRow, TextBlock, TextLine, set_titles
+from gpumon.tui.widgets.lines import LineWidget, MetricRow, TextBlock, TextLine, set_titles
+from tests.helpers import wait_until
+from tests.tracegen import staggered_pair
 from tests.tui.conftest import run_async
 
 
@@ -366,15 +371,19 @@ class _CountingBlock(TextBlock):
 
 
 class _CountingApp(App):
-    CSS = "TextBlock { width: 10; height: 3; background: #102030; }"
+    CSS = """
+    TextBlock { width: 10; height: 3; background: #102030; }
+    Screen.alert TextBlock { background: #400000; }
+    """
 
     def compose(self) -> ComposeResult:
         yield _CountingBlock()
 
 
 @run_async
-async def test_a_change_of_three_lines_looks_the_style_up_once():
-    """The style is looked up once a change, not twice a changed line (most of what drawing a line of text cost)."""
+async def test_the_style_is_looked_up_once_a_style_change_not_once_a_content_change():
+    """A change of lines draws them without looking the style up again (most of what drawing a line of text cost); a
+    change of style (here an ancestor's class; gpumon sets no style of a line widget in code) looks it up once, and the lines are drawn in it."""
     app = _CountingApp()
     async with app.run_test(size=(20, 5)) as pilot:
         block = app.query_one(_CountingBlock)
@@ -388,4 +397,79 @@ async def test_a_change_of_three_lines_looks_the_style_up_once():
             "e" + " " * 9,
             "f" + " " * 9,
         ]
+        assert block.looked_up == 0
+        app.screen.add_class("alert")  # an ancestor's class
+        await pilot.pause()
         assert block.looked_up == 1
+        assert _cells(block.render_line(0))[-1][1].endswith("on #400000")
+
+
+class _BoxApp(App):
+    CSS = """
+    Screen { background: #000040; }
+    #plain { width: 12; height: 3; background: #102030 50%; color: #c0c0c0; }
+    #padded { width: 12; height: 3; padding: 0 1; background: #203040; }
+    #boxed { width: 12; height: 3; padding: 1 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield TextBlock(pad_text=True, id="plain")
+        yield TextBlock(id="padded")
+        yield TextBlock(id="boxed")
+
+
+@run_async
+async def test_a_line_widget_without_a_box_gives_its_lines_straight_and_as_textual_would():
+    """No border, and padding at most left and right: the compositor gets ``render_line``'s strips, padded and
+    filtered, without Textual's styles cache (its work on each line was half of a changed graph line's cost), and they
+    are what that cache would have made. With padding above or below, Textual's cache draws it as before."""
+    app = _BoxApp()
+    async with app.run_test(size=(30, 12)) as pilot:
+        blocks = [app.query_one(f"#{name}", TextBlock) for name in ("plain", "padded", "boxed")]
+        for block in blocks:
+            block.show_lines([Text("ab", style="bold"), Text("a longer line than fits")])
+        await pilot.pause()
+        cached: list[str | None] = []
+        for block in blocks:
+            render_widget = block._styles_cache.render_widget
+            block._styles_cache.render_widget = lambda widget, crop, f=render_widget: (
+                cached.append(widget.id),
+                f(widget, crop),
+            )[1]
+        region = Region(0, 0, 12, 3)
+        ours = [block.render_lines(region) for block in blocks]
+        assert cached == [
+            "boxed"
+        ]  # the others straight from render_line; a box above or below: Textual's way
+        for block, strips in zip(blocks, ours):
+            textual = Widget.render_lines(block, region)
+            assert [_cells(strip) for strip in strips] == [_cells(strip) for strip in textual], (
+                block.id
+            )
+        assert [strip.text for strip in blocks[0].render_lines(Region(2, 1, 5, 1))] == ["longe"]
+        assert [strip.text for strip in blocks[1].render_lines(Region(0, 1, 12, 1))] == [
+            " a longer … "
+        ]
+
+
+@run_async
+async def test_every_line_widget_of_the_monitor_draws_its_own_lines(tmp_path):
+    """The monitor's graphs, detail lines, process table and one-line texts all skip Textual's styles cache (a padding
+    above or below, a border or a tint given to one in CSS would silently put it back: observer_cost)."""
+    source, feed = open_replay(staggered_pair(tmp_path / "run", gpu=True, others=True))
+    source.seek(30.0)
+    app = ViewerApp(ReplayScreen(source, feed, play=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(
+            pilot, lambda: getattr(app.screen, "frames", 0) > 0, what="the first frame"
+        )
+        shown = [widget for widget in app.screen.query(LineWidget) if widget.display]
+        assert {type(widget).__name__ for widget in shown} >= {
+            "TextLine",
+            "MetricGrid",
+            "MetricRow",
+            "TextBlock",
+            "ProcessTable",
+            "InterferenceLine",
+        }
+        assert [widget for widget in shown if widget._plain_box() is None] == []

@@ -26,7 +26,8 @@ from gpumon.core.records.rates import (
 from gpumon.tui.model import LiveModel, link_bps
 from gpumon.tui.pump import RefreshPump
 from gpumon.tui.series import BinnedSeries, nice_ceiling
-from gpumon.tui.widgets.graph import graph_rows, level
+from gpumon.tui.widgets.graph import graph_rows
+from tests.tui.conftest import graph_level as level
 from gpumon.tui.widgets.interference import interference_text
 from gpumon.tui.widgets.output import clean
 
@@ -415,3 +416,34 @@ def test_a_rate_graphs_scale_follows_what_it_shows_not_the_runs_peak():
     early = model.view(10.0, width=60).workload("A").iter_rate.top
     late = model.view(200.0, width=60).workload("A").iter_rate.top
     assert early >= 50 and late <= 5, (early, late)
+
+
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), st.floats(0, 40), st.floats(0, 100), st.floats(0.01, 1)),
+            st.tuples(st.just("values"), st.floats(0, 45), st.integers(1, 12), st.booleans()),
+            st.tuples(st.just("clear"), st.just(0.0), st.just(0.0), st.just(0.0)),
+        ),
+        max_size=60,
+    ),
+    capacity=st.integers(1, 12),
+)
+def test_a_history_shifted_from_the_last_window_is_the_history_read_afresh(steps, capacity):
+    """``values`` reuses the window it gave last and reads only the bins from its newest on; whatever the adds, reads
+    (forwards, backwards, longer, shorter) and clears, it gives what reading every bin afresh gives."""
+    series = BinnedSeries(1.0, capacity)
+    added: list[tuple[float, float, float]] = []
+    for op, a, b, c in steps:
+        if op == "add":
+            series.add(a, b, c)
+            added.append((a, b, c))
+        elif op == "clear":
+            series.clear()
+            added.clear()
+        else:
+            n, missing = min(int(b), capacity), (0.0 if c else math.nan)
+            fresh = BinnedSeries(1.0, capacity)
+            for t, value, weight in added:
+                fresh.add(t, value, weight)
+            assert repr(series.values(a, n, missing)) == repr(fresh.values(a, n, missing))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.text import Text
 from textual.app import App, ComposeResult
 
@@ -14,11 +16,11 @@ from gpumon.core.records.model import DeviceSample, GpuSummary
 from gpumon.tui.view import DeviceView, ProcessRow, Series
 from gpumon.tui.widgets.device import cores_text, gpm_text
 from gpumon.tui.widgets.gpus import GpuLines, render_lines
-from gpumon.tui.widgets.graph import graph_rows, level
+from gpumon.tui.widgets.graph import BLOCKS, LEVELS, column_codes, graph_rows
 from gpumon.tui.widgets.lines import MetricRow, TextLine
 from gpumon.tui.widgets.probed import ProbedLine, probed_text
 from gpumon.tui.widgets.processes import ProcessTable, render_table
-from tests.tui.conftest import run_async
+from tests.tui.conftest import graph_level as level, run_async
 
 NAN = math.nan
 H100 = "NVIDIA H100 80GB HBM3"
@@ -175,12 +177,38 @@ def test_the_probed_line() -> None:
 
 
 def test_graph_levels_in_eighths_of_a_cell() -> None:
-    assert level(NAN, 10, 1) == -1 and level(None, 10, 1) == -1
+    assert level(NAN, 10, 1) == -1
     assert level(5.0, 0.0, 1) == 0 and level(-1.0, 10, 1) == 0 and level(0.0, 10, 1) == 0
     assert level(0.01, 10, 1) == 1  # something: at least one eighth
     assert level(5.0, 10, 1) == 4 and level(10.0, 10, 1) == 8 and level(20.0, 10, 1) == 8
     assert level(5.0, 10, 2) == 8 and level(10.0, 10, 2) == 16
     assert level(0.25, 0.5, 1) == 4  # a scale under one
+    assert (
+        column_codes((5.0,), 10.0, 3, 1) == "\0\0\5"
+    )  # right-aligned: no data left of the first value
+
+
+@given(
+    values=st.lists(st.one_of(st.just(NAN), st.floats(-10, 1e6, allow_nan=False)), max_size=60),
+    top=st.one_of(st.just(0.0), st.floats(1e-6, 1e6)),
+    width=st.integers(1, 50),
+    rows=st.integers(1, 8),
+)
+def test_each_graph_column_stacks_its_level_bottom_up(values, top, width, rows) -> None:
+    """Read back from the blocks, a column holds its value's level: full cells below, the rest on top, blank without
+    data."""
+    drawn = graph_rows(values, top, width, rows)
+    assert len(drawn) == rows and all(len(row) == width for row in drawn)
+    shown = values[-width:]
+    expected = [-1] * (width - len(shown)) + [level(v, top, rows) for v in shown]
+    for column, want in enumerate(expected):
+        cells = [row[column] for row in reversed(drawn)]  # bottom row first
+        if want < 0:
+            assert cells == [" "] * rows
+            continue
+        assert [BLOCKS.index(c) for c in cells] == [
+            min(LEVELS, max(0, want - LEVELS * row)) for row in range(rows)
+        ]
 
 
 def test_graph_rows_right_aligned_top_row_first() -> None:

@@ -3,36 +3,53 @@
 from __future__ import annotations
 
 import functools
-import math
 from typing import Sequence
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 LEVELS = len(BLOCKS) - 1
 
 
-def level(value: float, top: float, rows: int) -> int:
-    """Eighths of a cell filled for ``value`` on a 0..``top`` scale ``rows`` cells high (-1: no data)."""
-    if value is None or math.isnan(value):
-        return -1
-    if top <= 0 or value <= 0:
-        return 0
-    filled = round(min(value, top) / top * LEVELS * rows)
-    return max(1, filled)
+NO_DATA = 0  # a column's code point without a value (NaN); a level ``lv`` is ``lv + 1``
+
+
+@functools.lru_cache(maxsize=16)  # one set of tables per graph height
+def row_tables(rows: int) -> tuple[dict[int, str], ...]:
+    """For each row of a graph ``rows`` cells high (top row first), the block each column's code (``NO_DATA``, or its
+    level + 1) shows there: ``str.translate`` tables, so a row is one C call, not a Python loop over its columns."""
+    codes = range(LEVELS * rows + 2)
+    return tuple(
+        {
+            code: BLOCKS[min(LEVELS, max(0, code - 1 - row * LEVELS))] if code != NO_DATA else " "
+            for code in codes
+        }
+        for row in range(rows - 1, -1, -1)
+    )
+
+
+def column_codes(values: Sequence[float], top: float, width: int, rows: int) -> str:
+    """Each of the last ``width`` values as one character, right-aligned: ``NO_DATA`` for NaN (and for the columns
+    left of the first value), else 1 + its level, the eighths of a cell it fills on a 0..``top`` scale ``rows`` cells
+    high (0 at or below 0 or with no scale, at least 1 above 0, all of them at ``top`` and above)."""
+    shown = values[-width:]
+    codes = [NO_DATA] * (width - len(shown))
+    if top > 0:
+        scale = LEVELS * rows / top
+        codes += [
+            NO_DATA if v != v else 1 if v <= 0 else 1 + max(1, round(min(v, top) * scale))
+            for v in shown
+        ]
+    else:
+        codes += [NO_DATA if v != v else 1 for v in shown]
+    return "".join(map(chr, codes))
 
 
 def graph_rows(values: Sequence[float], top: float, width: int, rows: int = 1) -> list[str]:
-    """The last ``width`` values as ``rows`` strings (top row first), right-aligned, blank where NaN."""
+    """The last ``width`` values as ``rows`` strings (top row first), right-aligned, blank where NaN; each column filled
+    to its level (``column_codes``)."""
     if width <= 0 or rows <= 0:
         return [""] * max(rows, 0)
-    shown = list(values[-width:])
-    levels = [-1] * (width - len(shown)) + [level(v, top, rows) for v in shown]
-    out = []
-    for row in range(rows - 1, -1, -1):
-        base = row * LEVELS
-        out.append(
-            "".join(BLOCKS[min(LEVELS, max(0, lv - base))] if lv >= 0 else " " for lv in levels)
-        )
-    return out
+    codes = column_codes(values, top, width, rows)
+    return [codes.translate(table) for table in row_tables(rows)]
 
 
 TICK_STEPS_S = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.color import Color
 from textual.geometry import Region
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
 from gpumon.core.records.printable import printable
@@ -34,28 +39,99 @@ def set_titles(widget: Widget, title: str, subtitle: str | None = None) -> None:
         widget.border_subtitle = subtitle
 
 
+@dataclass(frozen=True)
+class PlainBox:
+    """What a ``LineWidget`` without a box of its own needs to draw its lines itself: its padding left and right, the
+    style Textual pads with (the background), the background its line filters are given."""
+
+    left: int
+    right: int
+    inner: Style
+    background: Color
+
+
 class LineWidget(Widget):
     """A widget drawn through the line API that looks its style up once per style change: ``rich_style`` walks every
-    ancestor again after each ``refresh`` (Textual clears its cache then), which was most of what a changed line of
-    text cost to draw (observer_cost)."""
+    ancestor on each call, which was most of what a changed line of text cost to draw (observer_cost). Textual calls
+    ``notify_style_update`` on a widget whenever its styles may have changed (its CSS rules, a class or pseudo-class of
+    it or of an ancestor, the theme), as it does to drop its own cached styles.
+
+    Where it has no box of its own (no border, outline or padding above or below, no tint, opacity, hatch or border
+    title), the compositor takes its lines straight from ``render_line``, padded left and right as Textual pads them
+    and with the app's line filters, not through Textual's styles cache: that cache's work on each line (a box,
+    padding, opacity, tint) is for widgets that have one, and was half of what a changed line of a graph cost
+    (observer_cost, docs/tui.md)."""
 
     _base: Style | None = None
+    # how this widget draws its lines itself (False: through Textual's styles cache), as of the last style change
+    _plain: PlainBox | Literal[False] | None = None
 
     @property
     def base_style(self) -> Style:
-        """``rich_style``, as of the last change of content or style (as fresh as the strips it draws)."""
+        """``rich_style``, as of the last style change."""
         if self._base is None:
             self._base = self.rich_style
         return self._base
 
     def changed(self, *regions: Region) -> None:
-        """The content changed: repaint ``regions`` (all of it without), the style looked up again once."""
-        self._base = None
+        """The content changed: repaint ``regions`` (all of it without)."""
         self.refresh(*regions)
 
     def notify_style_update(self) -> None:
         self._base = None
+        self._plain = None
         super().notify_style_update()
+
+    def _plain_box(self) -> PlainBox | None:
+        if self._plain is None:
+            styles = self.styles
+            top, right, bottom, left = styles.padding
+            plain = (
+                not any(edge for edge, _ in styles.border)
+                and not any(edge for edge, _ in styles.outline)
+                and not (top or bottom)
+                and self.opacity == 1
+                and styles.text_opacity == 1
+                and not styles.tint.a
+                and not (styles.has_rule("hatch") and styles.hatch != "none")
+                and self._border_title is None
+                and self._border_subtitle is None
+            )
+            base_background, background = self.background_colors
+            # what Textual's styles cache pads with: the background alone
+            inner = VisualStyle(background=base_background + background).rich_style
+            self._plain = PlainBox(left, right, inner, background) if plain else False
+        return self._plain or None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The lines of ``crop`` for the compositor: ``render_line``'s, padded left and right and filtered, where the
+        widget has no box."""
+        box = self._plain_box()
+        if box is None:
+            return super().render_lines(crop)
+        filters = self.get_line_filters()
+        width = self.size.width
+        strips = []
+        for y in crop.line_range:
+            strip = self.render_line(y)
+            if strip.cell_length != width:
+                strip = strip.adjust_cell_length(width, box.inner)
+            if box.left or box.right:
+                strip = Strip(
+                    [
+                        Segment(" " * box.left, box.inner),
+                        *strip,
+                        Segment(" " * box.right, box.inner),
+                    ],
+                    width + box.left + box.right,
+                )
+            for line_filter in filters:
+                strip = strip.apply_filter(line_filter, box.background)
+            strips.append(strip)
+        if crop.column_span != (0, width + box.left + box.right):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
 
 
 class TextLine(LineWidget):
@@ -286,7 +362,7 @@ class Metric:
         return None
 
 
-class MetricRow(Widget):
+class MetricRow(LineWidget):
     """One ``Metric`` as a widget as high as its graph: repaints only the lines that changed."""
 
     COMPONENT_CLASSES = {"metric--label", "metric--value", "metric--graph"}

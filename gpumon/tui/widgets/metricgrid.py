@@ -8,10 +8,9 @@ from rich.style import Style
 from textual import events
 from textual.geometry import Region, Size
 from textual.strip import Strip
-from textual.widget import Widget
 
 from gpumon.tui.view import Series
-from gpumon.tui.widgets.lines import METRIC_CSS, Metric, metric_styles
+from gpumon.tui.widgets.lines import METRIC_CSS, LineWidget, Metric, metric_styles
 
 GUTTER = 2  # blank cells between the two columns
 
@@ -23,7 +22,7 @@ def column_widths(width: int) -> tuple[int, int]:
     return inner // 2, inner - inner // 2
 
 
-class MetricGrid(Widget):
+class MetricGrid(LineWidget):
     """``Metric`` cells two to a line, one line each, with a ``GUTTER`` between the columns: one widget where a grid
     of ``MetricRow`` widgets was, so a frame renders one widget, not one per graph (observer_cost: the compositor's
     cost grows with the widgets it renders), and a line repaints only when one of its two cells changed."""

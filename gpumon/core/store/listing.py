@@ -8,8 +8,8 @@ and reads only those that changed. A run still recording, or one that does not r
 so is one whose run.json changed within the last second (``FRESH_NS``: a file's times advance by a clock tick of a
 few milliseconds, so a second change of the same size within one tick would keep its identity).
 
-The first listing of a folder reads every run.json (``runrecord.read_meta``: the one decoder, ``damaged: <reason>``
-rows): what it costs per run beyond ``json.loads`` is measured by ``benchmarks/scale.py`` (README).
+The first listing of a folder reads every run.json (``runrecord.read_head``: the fields a row shows, each through
+RunMeta's own check, ``damaged: <reason>`` rows): what it costs per run beyond ``json.loads`` is measured by ``benchmarks/scale.py`` (README).
 """
 
 from __future__ import annotations

@@ -76,6 +76,16 @@ def slot(
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def same(cls: type, name: str) -> Any:
+    """``cls``'s field ``name`` again (its key, check and default) for a record that reads part of what ``cls``
+    reads: both decode that key through the one check (``runmeta.RunHead``: the fields a row of ``gpumon runs``
+    shows)."""
+    f = cls.__dataclass_fields__[name]  # type: ignore[attr-defined]
+    if f.default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=f.default_factory, metadata=f.metadata)
+    return dataclasses.field(default=f.default, metadata=f.metadata)
+
+
 def key_of(f: dataclasses.Field) -> str:
     return f.metadata.get("key") or f.name
 

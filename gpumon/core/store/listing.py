@@ -8,8 +8,8 @@ and reads only those that changed. A run still recording, or one that does not r
 so is one whose run.json changed within the last second (``FRESH_NS``: a file's times advance by a clock tick of a
 few milliseconds, so a second change of the same size within one tick would keep its identity).
 
-The first listing of a folder reads every run.json (``runrecord.read_meta``: the one decoder, ``damaged: <reason>``
-rows): what it costs per run beyond ``json.loads`` is measured by ``benchmarks/scale.py`` (README).
+The first listing of a folder reads every run.json (``runrecord.read_head``: the fields a row shows, each through
+RunMeta's own check, ``damaged: <reason>`` rows): what it costs per run beyond ``json.loads`` is measured by ``benchmarks/scale.py`` (README).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from gpumon.core.store import columnar
 from gpumon.core.store.runner import RECORDING, RunnerInfo
 from gpumon.core.store.runrecord import (
     DamagedRun,
-    RunRecord,
     RunSummary,
     TraceError,
+    head_row,
+    read_head,
     read_meta,
     recorded_summary,
-    summary_row,
 )
 from gpumon.core.store.runsfolder import run_names
 from gpumon.errors import UsageError
@@ -86,17 +86,18 @@ def _identity(path: str) -> list[int] | None:
 
 
 def _read_row(run_dir: Path) -> RunSummary | DamagedRun:
-    """The row of ``run_dir``: from its run.json alone where that holds its summary, else from its steps."""
+    """The row of ``run_dir``: from the fields of its run.json a row shows where that holds its summary (``read_head``),
+    else from its steps."""
     try:
-        meta = read_meta(run_dir)
-        summary = recorded_summary(meta)
+        head = read_head(run_dir)
+        summary = recorded_summary(head)
         if summary is not None:
-            return summary_row(RunRecord(run_dir, meta), summary)
+            return head_row(run_dir, head, summary)
         # deferred: the tables' reader, for a run recorded before summaries or still recording (trace.summary_of);
         # with it at the top, gpumon runs started in 100 M more instructions (callgrind, benchmarks/scale.py's runs)
         from gpumon.core.store.trace import Run, summarize
 
-        return summarize(Run(run_dir, meta))
+        return summarize(Run(run_dir, read_meta(run_dir)))
     except TraceError as exc:  # run.json does not read, or a table it needs does not
         return DamagedRun(run_dir, str(exc))
 

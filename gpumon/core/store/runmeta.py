@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gpumon.core.records import jsonfields as jf
 from gpumon.core.records.decode import Refused, read_json
@@ -32,6 +32,7 @@ MAX_NOTICES_READ = 10_000
 _DAY_S = 86_400.0
 _SECONDS = jf.optional(jf.numbers(-1e3 * _DAY_S, 1e3 * _DAY_S))  # run time: 1,000 days either way
 _opt_text = jf.optional(jf.text)
+R = TypeVar("R")
 
 
 def _argv(value: Any, where: str) -> list[str]:
@@ -50,8 +51,18 @@ ATTACHED_KEYS = (
 )  # what run.json keeps of an attached process
 
 
+class _Spec:
+    """What a job's entry says of its spec."""
+
+    spec: str | None
+
+    @property
+    def spec_or_unknown(self) -> str:
+        return self.spec if self.spec is not None else "?"
+
+
 @dataclass
-class WorkloadRecord:
+class WorkloadRecord(_Spec):
     """One job of a run: what was planned in its slot and what became of it (run.json ``workloads[i]``).
 
     None is "not recorded": a planned job has no ``pid`` until it runs, one that never started has a
@@ -79,10 +90,6 @@ class WorkloadRecord:
         jf.optional(jf.free)
     )  # what the job said about itself (probe.meta: model, device, batch...)
     tail: str | None = jf.slot(_opt_text)  # its last output lines, once ended
-
-    @property
-    def spec_or_unknown(self) -> str:
-        return self.spec if self.spec is not None else "?"
 
     @property
     def failed(self) -> bool:
@@ -195,16 +202,21 @@ def _notice_json(n: Notice) -> dict[str, Any]:
     }
 
 
-def _workloads(value: Any, where: str) -> list[WorkloadRecord]:
-    if not isinstance(value, list):
-        raise Refused("no workloads list")
-    if len(value) > MAX_WORKLOADS:
-        raise Refused(f"more than {MAX_WORKLOADS} workloads")
-    records = [WorkloadRecord.from_json(w, f"workloads[{i}].") for i, w in enumerate(value)]
-    slots = [w.slot for w in records]
-    if len(set(slots)) != len(slots):
-        raise Refused("two workloads with the same process")
-    return records
+def _workloads(record: type[R]) -> jf.Check:
+    """run.json's ``workloads``, each entry read as ``record``: at most MAX_WORKLOADS, no two of the same process."""
+
+    def check(value: Any, where: str) -> list[R]:
+        if not isinstance(value, list):
+            raise Refused("no workloads list")
+        if len(value) > MAX_WORKLOADS:
+            raise Refused(f"more than {MAX_WORKLOADS} workloads")
+        records = [jf.decode(record, w, f"workloads[{i}].") for i, w in enumerate(value)]
+        slots = [w.slot for w in records]  # type: ignore[attr-defined]
+        if len(set(slots)) != len(slots):
+            raise Refused("two workloads with the same process")
+        return records
+
+    return check
 
 
 def _share(value: Any, where: str) -> ShareMode:
@@ -242,7 +254,7 @@ class RunMeta:
     )
     versions: dict[str, Any] | None = jf.slot(jf.optional(jf.free), null=True)
     stagger_s: float | None = jf.slot(jf.optional(jf.numbers(0.0, 1e3 * _DAY_S)), null=True)
-    workloads: list[WorkloadRecord] = jf.slot(_workloads, factory=list)
+    workloads: list[WorkloadRecord] = jf.slot(_workloads(WorkloadRecord), factory=list)
     # run time at which this capture began (runs before it: at the session's start)
     capture_start_t: float = jf.slot(jf.numbers(0.0, 1e3 * _DAY_S), default=0.0)
     share: ShareMode = jf.slot(_share, factory=ShareMode)
@@ -273,14 +285,7 @@ class RunMeta:
     @classmethod
     def from_json(cls, data: object) -> "RunMeta":
         """A run.json's contents; ValueError (``Refused``) saying what is wrong with them."""
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:
-            raise Refused(f"not a gpumon run of schema {SCHEMA_VERSION}")
-        if "workloads" not in data:
-            raise Refused("corrupt (no workloads list)")
-        try:
-            meta = jf.decode(cls, data)
-        except Refused as exc:
-            raise Refused(f"corrupt ({exc})") from None
+        meta = _decoded(cls, data)
         if meta.baselines is None:
             meta.baselines = {}
         if meta.notices is None:
@@ -291,8 +296,58 @@ class RunMeta:
     def read(cls, path: Path | str) -> "RunMeta":
         """run.json at ``path``: read through no symbolic link, at most MAX_BYTES, nested at most 32 deep, every
         number finite (``decode.read_json``); OSError as ``open`` raises it, ValueError for its content."""
-        try:
-            data = read_json(path, max_bytes=MAX_BYTES, walk=False)  # every field checks its own
-        except Refused as exc:
-            raise Refused(f"corrupt ({exc})") from None
-        return cls.from_json(data)
+        return cls.from_json(_contents(path))
+
+
+def _contents(path: Path | str) -> Any:
+    """The JSON values of the run.json at ``path`` (``RunMeta.read``'s refusals)."""
+    try:
+        return read_json(path, max_bytes=MAX_BYTES, walk=False)  # every field checks its own
+    except Refused as exc:
+        raise Refused(f"corrupt ({exc})") from None
+
+
+def _decoded(cls: type[R], data: object) -> R:
+    """``cls`` (RunMeta, RunHead) from a run.json's contents; Refused saying what is wrong with them."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:
+        raise Refused(f"not a gpumon run of schema {SCHEMA_VERSION}")
+    if "workloads" not in data:
+        raise Refused("corrupt (no workloads list)")
+    try:
+        return jf.decode(cls, data)
+    except Refused as exc:
+        raise Refused(f"corrupt ({exc})") from None
+
+
+@dataclass
+class WorkloadHead(_Spec):
+    """What ``gpumon runs`` shows of a job (``RunHead``): WorkloadRecord's fields ``process``, ``spec`` and ``meta``
+    (what the job trained on), each read by WorkloadRecord's own check."""
+
+    slot: str = jf.same(WorkloadRecord, "slot")
+    spec: str | None = jf.same(WorkloadRecord, "spec")
+    meta: dict[str, Any] | None = jf.same(WorkloadRecord, "meta")
+
+
+@dataclass
+class RunHead:
+    """What a row of ``gpumon runs`` shows of a run.json: RunMeta's fields of that name, each read by RunMeta's own
+    check (``jf.same``) and nothing else built (a listing reads thousands). A key it does not read is to it as an
+    unknown key is to RunMeta; the file's own checks (size, plain file, no link, finite numbers, JSON's depth) and
+    every check of a key it reads are RunMeta's: a run.json RunMeta reads gives the same values here, and one this
+    refuses RunMeta refuses too."""
+
+    label: str | None = jf.same(RunMeta, "label")
+    mode: str | None = jf.same(RunMeta, "mode")
+    status: RunStatus | None = jf.same(RunMeta, "status")
+    duration_s: float | None = jf.same(RunMeta, "duration_s")
+    device: str | None = jf.same(RunMeta, "device")
+    workloads: list[WorkloadHead] = jf.slot(_workloads(WorkloadHead), factory=list)
+    share: ShareMode = jf.same(RunMeta, "share")
+    runner: RunnerInfo | None = jf.same(RunMeta, "runner")
+    summary: RunSummaryRecord | None = jf.same(RunMeta, "summary")
+
+    @classmethod
+    def read(cls, path: Path | str) -> "RunHead":
+        """The row's fields of the run.json at ``path`` (``RunMeta.read``'s checks and refusals)."""
+        return _decoded(cls, _contents(path))

@@ -1,8 +1,8 @@
 """A run directory as its run.json describes it (``RunRecord``), and the row ``gpumon runs`` shows of it.
 
 What needs run.json alone: its one reading (``read_meta``: ``RunMeta.read``, the ``TraceError`` that says what is
-wrong), what the run's description reads as (label, mode, share, device), and a finished run's row from the summary
-its recorder wrote. ``trace.Run`` is a ``RunRecord`` that also reads the tables; this module imports none of what
+wrong; ``read_head``: only the fields a row shows, ``RunHead``, through the same checks), what the run's description
+reads as (label, mode, share, device), and a finished run's row from the summary its recorder wrote. ``trace.Run`` is a ``RunRecord`` that also reads the tables; this module imports none of what
 reading them needs, so listing runs does not pay for it (``core/store/listing.py``).
 """
 
@@ -12,12 +12,13 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpumon.core.records.enums import RunStatus
 from gpumon.core.records.machine import GpuInfo
 from gpumon.core.records.model import SourceStatus
 from gpumon.core.records.share import shown_share
-from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
+from gpumon.core.store.runmeta import RunHead, RunMeta, WorkloadRecord
 from gpumon.core.store.runner import RunnerInfo, run_status
 from gpumon.core.store.summary import RunSummaryRecord
 from gpumon.errors import UsageError
@@ -29,8 +30,18 @@ class TraceError(UsageError):
 
 def read_meta(root: Path) -> RunMeta:
     """The run.json of the run directory ``root``, checked (``RunMeta.read``); TraceError saying what is wrong."""
+    return _read(RunMeta, root)
+
+
+def read_head(root: Path) -> RunHead:
+    """What a row of ``gpumon runs`` shows of the run.json of ``root`` (``RunHead.read``: ``read_meta``'s checks of
+    those fields, and nothing else built); TraceError saying what is wrong."""
+    return _read(RunHead, root)
+
+
+def _read(kind: type[RunMeta] | type[RunHead], root: Path) -> Any:
     try:
-        return RunMeta.read(
+        return kind.read(
             os.path.join(root, "run.json")
         )  # a str: a Path's join cost a twentieth of a read
     except OSError as exc:  # asked only now: ``gpumon runs`` opens thousands that are there
@@ -52,19 +63,16 @@ class RunRecord:
 
     @property
     def label(self) -> str:
-        return self.meta.label if self.meta.label is not None else self.path.name
+        return _label(self.path, self.meta)
 
     @property
     def mode(self) -> str:
-        return self.meta.mode if self.meta.mode is not None else "?"
+        return _mode(self.meta)
 
     @property
     def trained_on(self) -> str:
         """``cpu`` or ``cuda[:N]``: what the workloads said they trained on, else run.json's device ("?" if neither)."""
-        for w in self.meta.workloads:
-            if isinstance(w.meta, dict) and w.meta.get("device") not in (None, "", "auto"):
-                return str(w.meta["device"])
-        return self.meta.device or "?"
+        return _trained_on(self.meta)
 
     @property
     def share(self) -> str:
@@ -126,25 +134,45 @@ class RunSummary:
         return shown_share(self.share, self.device)
 
 
-def recorded_summary(meta: RunMeta) -> RunSummaryRecord | None:
+def recorded_summary(meta: RunMeta | RunHead) -> RunSummaryRecord | None:
     """The summary run.json holds where it stands for the run (a finished run's); None: the run's steps say
     (``trace.summary_of``: a run still recording, or one recorded before summaries)."""
     return meta.summary if meta.status != RunStatus.RECORDING else None
 
 
+def _label(path: Path, meta: RunMeta | RunHead) -> str:
+    return meta.label if meta.label is not None else path.name
+
+
+def _mode(meta: RunMeta | RunHead) -> str:
+    return meta.mode if meta.mode is not None else "?"
+
+
+def _trained_on(meta: RunMeta | RunHead) -> str:
+    for w in meta.workloads:
+        if isinstance(w.meta, dict) and w.meta.get("device") not in (None, "", "auto"):
+            return str(w.meta["device"])
+    return meta.device or "?"
+
+
 def summary_row(run: RunRecord, summary: RunSummaryRecord) -> RunSummary:
     """``gpumon runs``' row of ``run``, with each job's exclusive rate and steps from ``summary``."""
-    meta = run.meta
+    return head_row(run.path, run.meta, summary)
+
+
+def head_row(path: Path, meta: RunMeta | RunHead, summary: RunSummaryRecord) -> RunSummary:
+    """``gpumon runs``' row of the run at ``path`` described by ``meta`` (all of run.json, or a row's fields of it),
+    with each job's exclusive rate and steps from ``summary``."""
     return RunSummary(
-        name=run.path.name,
-        label=run.label,
-        mode=run.mode,
-        share=run.share,
-        status=run_status(meta.status, meta.runner, run.path),
+        name=path.name,
+        label=_label(path, meta),
+        mode=_mode(meta),
+        share=meta.share.describe(),
+        status=run_status(meta.status, meta.runner, path),
         workloads=" + ".join(f"{w.slot}={w.spec_or_unknown}" for w in meta.workloads),
         duration_s=meta.duration_s or math.nan,
         rates=summary.rates,
         runner=meta.runner,
-        device=run.trained_on,
+        device=_trained_on(meta),
         steps=summary.steps,
     )

@@ -16,12 +16,12 @@ SLOW_FIELDS = ("mem_used_mib", "mem_total_mib", "power_w", "temp_c")
 
 def fast_fields(dev: Device) -> dict[str, float]:
     """Utilisation and SM clock (1-2 µs a call on the H100); NaN if N/A."""
-    q, nv, h = dev.q, dev.nv, dev.handle
-    util = q("utilization", nv.nvmlDeviceGetUtilizationRates, h)
+    q, calls, h = dev.q, dev.calls, dev.handle
+    util = q("utilization", calls.utilization, h)
     return {
-        "gpu_util": NAN if util is NA else float(util.gpu),
-        "mem_util": NAN if util is NA else float(util.memory),
-        "sm_clock_mhz": number(q("sm_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)),
+        "gpu_util": NAN if util is NA else float(util[0]),
+        "mem_util": NAN if util is NA else float(util[1]),
+        "sm_clock_mhz": number(q("sm_clock", calls.sm_clock, h)),
     }
 
 
@@ -61,7 +61,7 @@ class DeviceReader:
     def probe(self) -> None:
         """Query each device figure once, so that what is unsupported is known before sampling."""
         q, nv, h = self.dev.q, self.dev.nv, self.dev.handle
-        q("utilization", nv.nvmlDeviceGetUtilizationRates, h)
+        q("utilization", self.dev.calls.utilization, h)
         q("power", nv.nvmlDeviceGetPowerUsage, h)
         q("temperature", self.dev.calls.temperature, h, nv.NVML_TEMPERATURE_GPU)
-        q("sm_clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)
+        q("sm_clock", self.dev.calls.sm_clock, h)

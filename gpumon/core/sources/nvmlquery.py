@@ -108,6 +108,8 @@ class Calls:
     process_utilization: Callable
     memory: tuple[Callable, ...]
     temperature: tuple[Callable, ...]
+    utilization: Callable  # handle -> (gpu %, memory %), every tick
+    sm_clock: Callable  # handle -> MHz, every tick
 
     @classmethod
     def bind(cls, nv: ModuleType) -> Calls:
@@ -132,6 +134,8 @@ class Calls:
             process_utilization(nv),
             memory,
             _present(nv, "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"),
+            utilization_rates(nv),
+            sm_clock(nv),
         )
 
 
@@ -170,6 +174,56 @@ def _v1_running_processes(nv: ModuleType, symbol: str) -> Callable:
         return [infos[i] for i in range(count.value)]
 
     call.__name__ = symbol
+    return call
+
+
+class Utilization(ctypes.Structure):
+    """nvmlUtilization_t, as a plain structure (pynvml's reads each field through Python code)."""
+
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+def _bound(nv: ModuleType, symbol: str) -> Callable[[], Any]:
+    """The C function ``symbol``, looked up at its first call (a missing one raises FunctionNotFound then, to the
+    query), then kept."""
+    found: list[Any] = []
+
+    def fn() -> Any:
+        if not found:
+            found.append(nv._nvmlGetFunctionPointer(symbol))
+        return found[0]
+
+    return fn
+
+
+def utilization_rates(nv: ModuleType) -> Callable:
+    """nvmlDeviceGetUtilizationRates as (gpu %, memory %), into one buffer kept for every call: the sampler reads it
+    every tick, and pynvml's wrapper allocates a structure and reads each field through Python code."""
+    buffer = Utilization()
+    into, fn = ctypes.byref(buffer), _bound(nv, "nvmlDeviceGetUtilizationRates")
+
+    def call(handle: Any) -> tuple[int, int]:
+        ret = fn()(handle, into)
+        if ret != nv.NVML_SUCCESS:
+            raise nv.NVMLError(ret)
+        return buffer.gpu, buffer.memory
+
+    call.__name__ = "nvmlDeviceGetUtilizationRates"
+    return call
+
+
+def sm_clock(nv: ModuleType) -> Callable:
+    """nvmlDeviceGetClockInfo(NVML_CLOCK_SM) in MHz, into one buffer kept for every call (read every tick)."""
+    buffer = ctypes.c_uint(0)
+    into, fn, kind = ctypes.byref(buffer), _bound(nv, "nvmlDeviceGetClockInfo"), nv.NVML_CLOCK_SM
+
+    def call(handle: Any) -> int:
+        ret = fn()(handle, kind, into)
+        if ret != nv.NVML_SUCCESS:
+            raise nv.NVMLError(ret)
+        return buffer.value
+
+    call.__name__ = "nvmlDeviceGetClockInfo"
     return call
 
 

@@ -74,6 +74,11 @@ class GpmReader:
         gpm = self.gpm
         return not gpm.failed and all(field in gpm.fields for field in PCIE_FIELDS)
 
+    @property
+    def next_read_t(self) -> float:
+        """The run time from which ``read`` reads GPM again."""
+        return self._cadence.next_t
+
     def read(self, t: float) -> None:
         """Take a reading at run time ``t`` when its second has come (NaN where GPM has none)."""
         if self._cadence.due(t):
@@ -95,6 +100,10 @@ class PcieReader(Protocol):
     def rates(self, t: float) -> tuple[float, float] | None:
         """(RX, TX) bytes/s at run time ``t``; None once this method has failed for good."""
 
+    @property
+    def next_read_t(self) -> float:
+        """The run time from which ``rates`` reads NVML again (before it, it gives the last reading)."""
+
     def poll(self, t: float) -> None: ...
 
 
@@ -110,6 +119,8 @@ class GpmPcie:
 
     def rates(self, t: float) -> tuple[float, float] | None:
         return self.gpm.pcie if self.gpm.delivers_pcie() else None
+
+    next_read_t = math.inf  # GPM is read by its ``GpmReader`` (``GpmReader.next_read_t``)
 
     def poll(self, t: float) -> None:
         """GPM needs no polling."""
@@ -165,6 +176,8 @@ class CounterPcie:
         """Read between ticks (run time ``t``) so no gap hides a wrap."""
         self.read(t)
 
+    next_read_t = -math.inf  # the counters' rates are new every tick
+
     def rates(self, t: float) -> tuple[float, float] | None:
         period = self.poll_period_s
         # Between ticks the sampler polls; read here only when that poll is overdue.
@@ -194,6 +207,10 @@ class ThroughputPcie:
             tx = q("pcie_throughput", fn, self.dev.handle, PCIE_UTIL_TX_BYTES)
             self._values = (number(rx, 1024.0), number(tx, 1024.0))
         return None if "pcie_throughput" in q.unsupported else self._values
+
+    @property
+    def next_read_t(self) -> float:
+        return self._cadence.next_t
 
     def poll(self, t: float) -> None:
         """The throughput call needs no polling."""

@@ -183,28 +183,21 @@ class Utilization(ctypes.Structure):
     _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
 
 
-def _bound(nv: ModuleType, symbol: str) -> Callable[[], Any]:
-    """The C function ``symbol``, looked up at its first call (a missing one raises FunctionNotFound then, to the
-    query), then kept."""
-    found: list[Any] = []
-
-    def fn() -> Any:
-        if not found:
-            found.append(nv._nvmlGetFunctionPointer(symbol))
-        return found[0]
-
-    return fn
-
-
 def utilization_rates(nv: ModuleType) -> Callable:
     """nvmlDeviceGetUtilizationRates as (gpu %, memory %), into one buffer kept for every call: the sampler reads it
-    every tick, and pynvml's wrapper allocates a structure and reads each field through Python code."""
+    every tick, and pynvml's wrapper allocates a structure and reads each field through Python code. The C function
+    is looked up at the first call (a missing one raises FunctionNotFound then, to the query). Calls must not overlap
+    (the buffer is shared): NvmlSource makes them under its lock."""
     buffer = Utilization()
-    into, fn = ctypes.byref(buffer), _bound(nv, "nvmlDeviceGetUtilizationRates")
+    into, success = ctypes.byref(buffer), nv.NVML_SUCCESS
+    fn: Any = None
 
     def call(handle: Any) -> tuple[int, int]:
-        ret = fn()(handle, into)
-        if ret != nv.NVML_SUCCESS:
+        nonlocal fn
+        if fn is None:
+            fn = nv._nvmlGetFunctionPointer("nvmlDeviceGetUtilizationRates")
+        ret = fn(handle, into)
+        if ret != success:
             raise nv.NVMLError(ret)
         return buffer.gpu, buffer.memory
 
@@ -213,13 +206,17 @@ def utilization_rates(nv: ModuleType) -> Callable:
 
 
 def sm_clock(nv: ModuleType) -> Callable:
-    """nvmlDeviceGetClockInfo(NVML_CLOCK_SM) in MHz, into one buffer kept for every call (read every tick)."""
+    """nvmlDeviceGetClockInfo(NVML_CLOCK_SM) in MHz, into one buffer kept for every call (as ``utilization_rates``)."""
     buffer = ctypes.c_uint(0)
-    into, fn, kind = ctypes.byref(buffer), _bound(nv, "nvmlDeviceGetClockInfo"), nv.NVML_CLOCK_SM
+    into, kind, success = ctypes.byref(buffer), nv.NVML_CLOCK_SM, nv.NVML_SUCCESS
+    fn: Any = None
 
     def call(handle: Any) -> int:
-        ret = fn()(handle, kind, into)
-        if ret != nv.NVML_SUCCESS:
+        nonlocal fn
+        if fn is None:
+            fn = nv._nvmlGetFunctionPointer("nvmlDeviceGetClockInfo")
+        ret = fn(handle, kind, into)
+        if ret != success:
             raise nv.NVMLError(ret)
         return buffer.value
 
@@ -267,6 +264,11 @@ class Cadence:
             return False
         self.last_t = -math.inf if t is None else t
         return True
+
+    @property
+    def next_t(self) -> float:
+        """The run time from which a read is due again."""
+        return self.last_t + self.slack * self.period_s
 
 
 def field_number(value: Any) -> int | float:

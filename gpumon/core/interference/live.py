@@ -261,7 +261,10 @@ class LiveStats:
             steps = list(window)
             earlier = list(before)
             count = self._counts.get(slot, 0)
-        rate = live_rate([_point(s) for s in earlier], [_point(s) for s in steps], now)
+        # live_rate reads no further back in the window than its last MIN_LIVE_STEPS + 1 steps (its anchor): the
+        # window's other steps are not made points (a few hundred a second per job, every second)
+        tail = steps[-(MIN_LIVE_STEPS + 1) :]
+        rate = live_rate([_point(s) for s in earlier], [_point(s) for s in tail], now)
         anchor = earlier[-1] if earlier else None
         counted = steps if anchor is not None else steps[1:]
         span = steps[-1].t - (anchor if anchor is not None else steps[0]).t if steps else 0.0

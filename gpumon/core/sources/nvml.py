@@ -11,6 +11,7 @@ counters, the throughput call; ``choose_pcie`` decides and decides again when on
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from types import ModuleType
@@ -23,7 +24,7 @@ from gpumon.core.records.model import (
     GpuSummary,
     SourceStatus,
 )
-from gpumon.core.sources.nvmldevice import DeviceReader
+from gpumon.core.sources.nvmldevice import DeviceReader, between
 from gpumon.core.sources.nvmlpcie import GpmReader, PcieReader, choose_pcie
 from gpumon.core.sources.nvmlpeers import Peer, open_peers
 from gpumon.core.sources.nvmlprocs import ProcessReader
@@ -114,6 +115,9 @@ class NvmlSource:
         self.device_count = 0
         self._capacity_bps = 0.0  # set at open()
         self._device: DeviceReader | None = None
+        # the last reading, and the run time before which a reading carries all but its fast fields from it
+        self._last: DeviceSample | None = None
+        self._carry_until = -math.inf
         self._gpm: GpmReader | None = None
         self._gpm_reason = ""
         self._pcie: PcieReader | None = None
@@ -270,31 +274,58 @@ class NvmlSource:
         return sorted(fields)  # GPM fields are listed by what works: device_info()["gpm_metrics"]
 
     def sample(self, t: float) -> DeviceSample | None:
-        """One reading at run time ``t``; NaN for unsupported fields; None once unavailable."""
+        """One reading at run time ``t``; NaN for unsupported fields; None once unavailable.
+
+        A tick between the once-a-second reads (memory, power, temperature, GPM, the throughput call) re-reads only
+        utilisation and the SM clock (``between``) and carries the rest from the last reading, which is what the
+        full reading would have given it too; the wrapping counters' rates are new every tick (a full reading).
+        """
         with self._lock:
             dev = self._live()
-            if dev is None or self._device is None or self._processes is None:
+            device, processes = self._device, self._processes
+            if dev is None or device is None or processes is None:
                 return None
-            fields = self._device.read(t)
-            self._processes.note_device_util(fields["gpu_util"])
-            gpm = self._gpm
-            if gpm is not None:
-                gpm.read(t)
-            rates = None if self._pcie is None else self._pcie.rates(t)
-            if (
-                rates is None
-            ):  # the method failed for good (or there is none): the next takes over next tick
-                if self._pcie is not None:
-                    self._pcie = choose_pcie(dev, self._gpm, self._capacity_bps)
-                rates = (NAN, NAN)
-            sample = DeviceSample(
-                t=t,
-                pcie_rx_bps=rates[0],
-                pcie_tx_bps=rates[1],
-                **fields,
-                **(gpm.columns if gpm is not None else {}),
-            )
-            return None if dev.q.lost else sample
+            last = self._last
+            if last is not None and t < self._carry_until:
+                sample = between(dev, last, t)
+            else:
+                sample = self._full_reading(dev, device, t)
+                self._carry_until = self._next_full_t(device)
+            processes.note_device_util(sample.gpu_util)
+            if dev.q.lost:
+                return None
+            self._last = sample
+            return sample
+
+    def _next_full_t(self, device: DeviceReader) -> float:
+        """The run time from which a reading reads more than utilisation and the SM clock again."""
+        gpm, pcie = self._gpm, self._pcie
+        return min(
+            device.next_slow_t,
+            math.inf if gpm is None else gpm.next_read_t,
+            math.inf if pcie is None else pcie.next_read_t,
+        )
+
+    def _full_reading(self, dev: Device, device: DeviceReader, t: float) -> DeviceSample:
+        """Every field, each slow one read when its second has come (else its last reading)."""
+        fields = device.read(t)
+        gpm = self._gpm
+        if gpm is not None:
+            gpm.read(t)
+        rates = None if self._pcie is None else self._pcie.rates(t)
+        if (
+            rates is None
+        ):  # the method failed for good (or there is none): the next takes over next tick
+            if self._pcie is not None:
+                self._pcie = choose_pcie(dev, self._gpm, self._capacity_bps)
+            rates = (NAN, NAN)
+        return DeviceSample(
+            t=t,
+            pcie_rx_bps=rates[0],
+            pcie_tx_bps=rates[1],
+            **fields,
+            **(gpm.columns if gpm is not None else {}),
+        )
 
     # -- the box's other GPUs ------------------------------------------------
 

@@ -29,7 +29,7 @@ from gpumon.core.sources.pcie import COUNTER_BITS, WrapCounters, poll_period_s
 
 FI_PCIE_COUNT_TX_BYTES, FI_PCIE_COUNT_RX_BYTES = 197, 198
 PCIE_UTIL_TX_BYTES, PCIE_UTIL_RX_BYTES = 0, 1
-PCIE_FIELDS = frozenset({"pcie_rx_bps", "pcie_tx_bps"})
+PCIE_FIELDS = ("pcie_rx_bps", "pcie_tx_bps")
 # GPM samples (~400 µs each on a busy H100) and the throughput call (~815 µs each) are read this often (run-time
 # seconds); ticks between carry the last reading.
 GPM_PERIOD_S = 1.0
@@ -69,6 +69,16 @@ class GpmReader:
         """The DeviceSample fields GPM delivers now ([] once it failed)."""
         return [] if self.gpm.failed else list(self.gpm.fields)
 
+    def delivers_pcie(self) -> bool:
+        """Whether GPM reads both PCIe directions now (asked every tick: nothing allocated)."""
+        gpm = self.gpm
+        return not gpm.failed and all(field in gpm.fields for field in PCIE_FIELDS)
+
+    @property
+    def next_read_t(self) -> float:
+        """The run time from which ``read`` reads GPM again."""
+        return self._cadence.next_t
+
     def read(self, t: float) -> None:
         """Take a reading at run time ``t`` when its second has come (NaN where GPM has none)."""
         if self._cadence.due(t):
@@ -90,6 +100,10 @@ class PcieReader(Protocol):
     def rates(self, t: float) -> tuple[float, float] | None:
         """(RX, TX) bytes/s at run time ``t``; None once this method has failed for good."""
 
+    @property
+    def next_read_t(self) -> float:
+        """The run time from which ``rates`` reads NVML again (before it, it gives the last reading)."""
+
     def poll(self, t: float) -> None: ...
 
 
@@ -104,7 +118,9 @@ class GpmPcie:
         self.gpm = gpm
 
     def rates(self, t: float) -> tuple[float, float] | None:
-        return self.gpm.pcie if PCIE_FIELDS <= set(self.gpm.fields()) else None
+        return self.gpm.pcie if self.gpm.delivers_pcie() else None
+
+    next_read_t = math.inf  # GPM is read by its ``GpmReader`` (``GpmReader.next_read_t``)
 
     def poll(self, t: float) -> None:
         """GPM needs no polling."""
@@ -160,6 +176,8 @@ class CounterPcie:
         """Read between ticks (run time ``t``) so no gap hides a wrap."""
         self.read(t)
 
+    next_read_t = -math.inf  # the counters' rates are new every tick
+
     def rates(self, t: float) -> tuple[float, float] | None:
         period = self.poll_period_s
         # Between ticks the sampler polls; read here only when that poll is overdue.
@@ -190,13 +208,17 @@ class ThroughputPcie:
             self._values = (number(rx, 1024.0), number(tx, 1024.0))
         return None if "pcie_throughput" in q.unsupported else self._values
 
+    @property
+    def next_read_t(self) -> float:
+        return self._cadence.next_t
+
     def poll(self, t: float) -> None:
         """The throughput call needs no polling."""
 
 
 def choose_pcie(dev: Device, gpm: GpmReader | None, capacity_bps: float) -> PcieReader | None:
     """The one place that decides how PCIe bytes are read: GPM, else counters, else throughput, else None."""
-    if gpm is not None and PCIE_FIELDS <= set(gpm.fields()):
+    if gpm is not None and gpm.delivers_pcie():
         return GpmPcie(gpm)
     counters = CounterPcie(dev, capacity_bps)
     if counters.read():

@@ -123,6 +123,6 @@ class ProcessReader:
         device = list(self._device_util)
         self._device_util.clear()
         if not device:
-            util = q("utilization", self.dev.nv.nvmlDeviceGetUtilizationRates, h)
-            device = [] if util is NA else [float(util.gpu)]
+            util = q("utilization", self.dev.calls.utilization, h)
+            device = [] if util is NA else [float(util[0])]
         self._sm_util = clamp_to_device(means, sum(device) / len(device) if device else NAN)

@@ -108,6 +108,8 @@ class Calls:
     process_utilization: Callable
     memory: tuple[Callable, ...]
     temperature: tuple[Callable, ...]
+    utilization: Callable  # handle -> (gpu %, memory %), every tick
+    sm_clock: Callable  # handle -> MHz, every tick
 
     @classmethod
     def bind(cls, nv: ModuleType) -> Calls:
@@ -132,6 +134,8 @@ class Calls:
             process_utilization(nv),
             memory,
             _present(nv, "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"),
+            utilization_rates(nv),
+            sm_clock(nv),
         )
 
 
@@ -170,6 +174,53 @@ def _v1_running_processes(nv: ModuleType, symbol: str) -> Callable:
         return [infos[i] for i in range(count.value)]
 
     call.__name__ = symbol
+    return call
+
+
+class Utilization(ctypes.Structure):
+    """nvmlUtilization_t, as a plain structure (pynvml's reads each field through Python code)."""
+
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+def utilization_rates(nv: ModuleType) -> Callable:
+    """nvmlDeviceGetUtilizationRates as (gpu %, memory %), into one buffer kept for every call: the sampler reads it
+    every tick, and pynvml's wrapper allocates a structure and reads each field through Python code. The C function
+    is looked up at the first call (a missing one raises FunctionNotFound then, to the query). Calls must not overlap
+    (the buffer is shared): NvmlSource makes them under its lock."""
+    buffer = Utilization()
+    into, success = ctypes.byref(buffer), nv.NVML_SUCCESS
+    fn: Any = None
+
+    def call(handle: Any) -> tuple[int, int]:
+        nonlocal fn
+        if fn is None:
+            fn = nv._nvmlGetFunctionPointer("nvmlDeviceGetUtilizationRates")
+        ret = fn(handle, into)
+        if ret != success:
+            raise nv.NVMLError(ret)
+        return buffer.gpu, buffer.memory
+
+    call.__name__ = "nvmlDeviceGetUtilizationRates"
+    return call
+
+
+def sm_clock(nv: ModuleType) -> Callable:
+    """nvmlDeviceGetClockInfo(NVML_CLOCK_SM) in MHz, into one buffer kept for every call (as ``utilization_rates``)."""
+    buffer = ctypes.c_uint(0)
+    into, kind, success = ctypes.byref(buffer), nv.NVML_CLOCK_SM, nv.NVML_SUCCESS
+    fn: Any = None
+
+    def call(handle: Any) -> int:
+        nonlocal fn
+        if fn is None:
+            fn = nv._nvmlGetFunctionPointer("nvmlDeviceGetClockInfo")
+        ret = fn(handle, kind, into)
+        if ret != success:
+            raise nv.NVMLError(ret)
+        return buffer.value
+
+    call.__name__ = "nvmlDeviceGetClockInfo"
     return call
 
 
@@ -213,6 +264,11 @@ class Cadence:
             return False
         self.last_t = -math.inf if t is None else t
         return True
+
+    @property
+    def next_t(self) -> float:
+        """The run time from which a read is due again."""
+        return self.last_t + self.slack * self.period_s
 
 
 def field_number(value: Any) -> int | float:

@@ -508,3 +508,18 @@ def test_runs_rates_read_the_copy_a_chunk_at_a_time(
     assert columnar.open_copy(run_dir) is not None, "read from the copy"
     counted = trace.step_counts(load_run(run_dir))
     assert counted == pd.read_csv(run_dir / "steps.csv")["process"].value_counts().to_dict()
+
+
+def test_a_ks_test_whose_exact_p_fails_gives_the_asymptotic_one_and_no_warning() -> None:
+    """Five CPU readings a side, nearly alike (a short H100 pair): scipy's exact p-value fails and warns."""
+    import warnings
+
+    from scipy.stats import ks_2samp
+
+    exclusive = np.array([99.9, 99.9, 101.9, 97.7, 100.0])
+    shared = np.array([99.6, 100.1, 101.8, 99.9, 100.0])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        stats = dist.scipy_stats([dist.Samples(dist.CPU, exclusive, shared, None)])
+    assert not seen, [str(w.message) for w in seen]
+    assert stats[0][1] == ks_2samp(exclusive, shared, method="asymp").pvalue

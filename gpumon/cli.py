@@ -162,12 +162,12 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
     ) as exc:  # bad input (2) or a failure of the machine (1): one line, no traceback
         # escaped: a message quotes paths, names and values from outside (a runs folder named with an ESC)
         print(f"gpumon: error: {printable(exc)}", file=sys.stderr)
-        return exc.exit_status
+        status = exc.exit_status
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
-    if quick_exit and status == 0 and getattr(args, "quick_exit", False):
+    if quick_exit and getattr(args, "quick_exit", False):
         # deferred: ctypes and subprocess, 24 M instructions of gpumon runs' start (callgrind)
         from gpumon.core.jobs import lifeline
 
@@ -178,11 +178,14 @@ def main(argv: Sequence[str] | None = None, *, quick_exit: bool = False) -> int:
 def console() -> None:
     """The ``gpumon`` program.
 
-    A read-only command that succeeded (``compare``, ``predict``: their handlers set ``quick_exit``) ends without
-    the interpreter's teardown, which only frees what the exit frees anyway. It pays: ``gpumon compare`` of a
-    700,000-step pair took a median 9.9 s and 14.3 s with ``os._exit``, 12.3 s and 18.5 s with the teardown
+    A read-only command that has said its answer or its one-line error (``compare``, ``predict``: their handlers set
+    ``quick_exit``) ends without the interpreter's teardown, which only frees what the exit frees anyway (and once,
+    after its error line, ended a ``compare`` that had written a columnar copy with SIGABRT in CI:
+    test_columnar's refuses-the-same-way test, exit -6 in one of three runs; not reproduced here). It pays:
+    ``gpumon compare`` of a 700,000-step pair took a median 9.9 s and 14.3 s with ``os._exit``, 12.3 s and 18.5 s with the teardown
     (``benchmarks/startup.py --compare``, two runs of 5 each, 2026-11-27, the 2-core VM at load 12-19). Its
-    output is flushed first; nothing it started is left (the scipy helper has answered and exited).
+    output is flushed first; nothing it started is left (the scipy helper has answered and exited, or dies with
+    this process: ``die_with_parent``).
     """
     status = main(quick_exit=True)
     try:

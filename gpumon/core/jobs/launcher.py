@@ -225,6 +225,9 @@ class Launcher:
         env.update(extra_env or {})
         self.bus.publish(WorkloadState(slot, "starting", self.clock.now()))
         launched_ns = time.monotonic_ns()  # no step of this child can end before it
+        # the job's start, taken before it exists: a sample the sampler reads while Popen returns (on a loaded box,
+        # after the child has exec'd and shows on the GPU) is not another job's "alone"
+        launched_t = self.clock.now()
         try:
             popen = subprocess.Popen(
                 request.argv,
@@ -243,7 +246,7 @@ class Launcher:
         os.close(probe_w)
         os.close(out_w)
         with self._lock:
-            workload.popen, workload.pid, workload.start_t = popen, popen.pid, self.clock.now()
+            workload.popen, workload.pid, workload.start_t = popen, popen.pid, launched_t
             stopped_meanwhile = workload.stop_requested
         self.listener.watch(probe_r, slot, "probe", since_ns=launched_ns)
         output_closed = self.listener.watch(out_r, slot, "output")

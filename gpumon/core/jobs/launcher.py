@@ -218,16 +218,13 @@ class Launcher:
         """
         workload = Workload(slot, request, 0, self.clock.now(), owned=True)
         self._reserve(workload)
-        gpumon_path = child_path()
         probe_r, probe_w = os.pipe()
         out_r, out_w = os.pipe()
-        env = self._child_env(slot, request, probe_w, default_threads, gpumon_path)
+        env = self._child_env(slot, request, probe_w, default_threads, child_path())
         env.update(extra_env or {})
         self.bus.publish(WorkloadState(slot, "starting", self.clock.now()))
-        launched_ns = time.monotonic_ns()  # no step of this child can end before it
-        # the job's start, taken before it exists: a sample the sampler reads while Popen returns (on a loaded box,
-        # after the child has exec'd and shows on the GPU) is not another job's "alone"
-        launched_t = self.clock.now()
+        # before it exists: its steps end after these, and a sample read during Popen is not the other's "alone"
+        launched_ns, launched_t = time.monotonic_ns(), self.clock.now()
         try:
             popen = subprocess.Popen(
                 request.argv,

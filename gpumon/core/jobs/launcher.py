@@ -218,9 +218,9 @@ class Launcher:
         """
         workload = Workload(slot, request, 0, self.clock.now(), owned=True)
         self._reserve(workload)
-        probe_r, probe_w = os.pipe()
-        out_r, out_w = os.pipe()
-        env = self._child_env(slot, request, probe_w, default_threads, child_path())
+        gpumon_path = child_path()  # first: it may fail, and no pipe is open yet
+        (probe_r, probe_w), (out_r, out_w) = os.pipe(), os.pipe()
+        env = self._child_env(slot, request, probe_w, default_threads, gpumon_path)
         env.update(extra_env or {})
         self.bus.publish(WorkloadState(slot, "starting", self.clock.now()))
         # before it exists: its steps end after these, and a sample read during Popen is not the other's "alone"

@@ -3,7 +3,13 @@
 Textual's input thread polls: it wakes ten times a second to look for a key and for its own end, 0.08-0.09 % of a
 core on the 2-core box while nobody types (observer_cost, docs/tui.md). This one blocks until the terminal or a
 wake-up pipe has something to read; a timeout only while a lone escape waits to be told from the start of a
-sequence (the parser's own timeout, as Textual's), and the pipe is written when the input is to end.
+sequence (the parser's own timeout, as Textual's), and the pipe is written when the input is to end. Each run of
+the thread has a pipe of its own, closed when it ends (a Ctrl+Z ends it, ``fg`` starts another).
+
+Textual starts its terminal mode again on every SIGCONT, meant for the ``fg`` after a Ctrl+Z that stopped it; but a
+terminal that hangs up sends SIGCONT with its SIGHUP, and ``kill -CONT`` sends one to a running app. A second input
+thread then replaced the first, which nothing ended: a non-daemon thread, so the process outlived its quit (a viewer
+outlived its closed terminal). Here the terminal mode starts only when it is not running.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import os
 import selectors
 import threading
 from codecs import getincrementaldecoder
+from contextlib import contextmanager
+from typing import Iterator
 
 from textual._parser import ParseError
 from textual._time import get_time
@@ -20,22 +28,39 @@ from textual.drivers.linux_driver import LinuxDriver
 
 
 class WakingEvent(threading.Event):
-    """An ``Event`` whose ``set`` also writes a byte to a pipe, so a thread blocked in ``select`` on it wakes."""
+    """An ``Event`` whose ``set`` also writes a byte to the pipe of the thread that waits on it, so that thread wakes
+    from ``select``."""
 
-    def __init__(self, wake_fd: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.wake_fd = wake_fd
+        self._lock = threading.Lock()
+        self._wake_fd = -1
+
+    @contextmanager
+    def pipe(self) -> Iterator[int]:
+        """For the waiting thread: the read end of a pipe that ``set`` writes to, until the block ends (closed then)."""
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        with self._lock:
+            self._wake_fd = write
+        try:
+            yield read
+        finally:
+            with self._lock:
+                self._wake_fd = -1
+            os.close(read)
+            os.close(write)
 
     def set(self) -> None:
         super().set()
-        if (
-            self.wake_fd < 0
-        ):  # the driver was closed: no thread to wake, and the number may name another file now
-            return
-        try:
-            os.write(self.wake_fd, b"\0")
-        except OSError:  # closed, or full: a byte is already there to wake the reader
-            pass
+        # under the lock the pipe stays open: a closed one's number may name another file by now
+        with self._lock:
+            if self._wake_fd < 0:  # no thread waits
+                return
+            try:
+                os.write(self._wake_fd, b"\0")
+            except BlockingIOError:  # full: bytes are there to wake the reader already
+                pass
 
 
 def parser_timeout(parser: XTermParser) -> float | None:
@@ -49,16 +74,20 @@ class QuietLinuxDriver(LinuxDriver):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_write, False)
-        self.exit_event: WakingEvent = WakingEvent(self._wake_write)
+        self.exit_event: WakingEvent = WakingEvent()
+
+    def start_application_mode(self) -> None:
+        """Textual's, unless it is running already (a SIGCONT with no Ctrl+Z before it)."""
+        if self._key_thread is not None and self._key_thread.is_alive():
+            return
+        super().start_application_mode()
 
     def run_input_thread(self) -> None:
         """Wait for input (or the end) and dispatch events: Textual's loop, without its 0.1 s poll."""
-        fileno, wake = self.fileno, self._wake_read
+        fileno = self.fileno
         parser = XTermParser(self._debug)
         decode = getincrementaldecoder("utf-8")().decode
-        with selectors.DefaultSelector() as selector:
+        with self.exit_event.pipe() as wake, selectors.DefaultSelector() as selector:
             selector.register(fileno, selectors.EVENT_READ)
             selector.register(wake, selectors.EVENT_READ)
             while not self.exit_event.is_set():
@@ -78,12 +107,3 @@ class QuietLinuxDriver(LinuxDriver):
                 pass
         except (EOFError, ParseError):
             pass
-
-    def close(self) -> None:
-        super().close()
-        self.exit_event.wake_fd = -1
-        for fd in (self._wake_read, self._wake_write):
-            try:
-                os.close(fd)
-            except OSError:
-                pass

@@ -208,41 +208,105 @@ def own_terminal() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-@pytest.mark.skipif(SYSCALLS is None, reason=f"system call numbers unknown on {platform.machine()}")
-def test_tui_on_a_pty_that_stopped_reading_still_ends_on_sigterm(tmp_path, job):
-    runs = tmp_path / "runs"
-    master, slave = pty.openpty()
-    set_size(master, 50, 160)
-    env = {**os.environ, "GPUMON_REFRESH_HZ": "30", "TERM": "xterm-256color"}
-    env.pop("NO_COLOR", None)
-    proc = subprocess.Popen(
-        run_args(runs, job),
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        preexec_fn=own_terminal,
-        close_fds=True,
-    )
-    os.close(slave)
-    try:
-        os.set_blocking(master, False)
-        seen = bytearray()
+class PtyMonitor:
+    """``gpumon run`` with two light jobs on a real pty of its own (its controlling terminal), drawing and capturing."""
 
-        def read_some() -> bool:
-            try:
-                seen.extend(os.read(master, 65536))
-            except BlockingIOError:
-                pass
-            return b"\x1b[" in seen and next(runs.glob("*/run.json"), None) is not None
+    def __init__(self, runs: Path, job: str) -> None:
+        self.runs = runs
+        self.master, slave = pty.openpty()
+        set_size(self.master, 50, 160)
+        env = {**os.environ, "GPUMON_REFRESH_HZ": "30", "TERM": "xterm-256color"}
+        env.pop("NO_COLOR", None)
+        self.proc = subprocess.Popen(
+            run_args(runs, job),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            preexec_fn=own_terminal,
+            close_fds=True,
+        )
+        os.close(slave)
+        os.set_blocking(self.master, False)
+        self.seen = bytearray()
 
-        wait_for(read_some, timeout=90, what="the live monitor drawing and capturing")
-        run_dir = only_run(runs)
+    def read_some(self) -> bool:
+        """Read what it drew; whether it has drawn and started a capture."""
+        try:
+            self.seen.extend(os.read(self.master, 65536))
+        except OSError:  # nothing yet (EAGAIN), or nobody on the other side any more (EIO)
+            pass
+        return b"\x1b[" in self.seen and next(self.runs.glob("*/run.json"), None) is not None
+
+    def wait_capturing(self) -> None:
+        wait_for(self.read_some, timeout=90, what="the live monitor drawing and capturing")
+        run_dir = only_run(self.runs)
         wait_for(
-            lambda: read_some() and (run_dir / "steps.csv").stat().st_size > 200,
+            lambda: self.read_some() and (run_dir / "steps.csv").stat().st_size > 200,
             timeout=60,
             what="steps recorded",
         )
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.master >= 0:
+            os.close(self.master)
+            self.master = -1
+
+    def ends_within_bound(self, children: list[psutil.Process]) -> None:
+        """gpumon exits within EXIT_BOUND_S (reading its terminal meanwhile) and leaves none of ``children``."""
+
+        def exited() -> bool:
+            if self.master >= 0:
+                self.read_some()  # drained meanwhile: a full pty would block its writer
+            return self.proc.poll() is not None
+
+        wait_for(exited, timeout=EXIT_BOUND_S, what="gpumon's exit")
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, f"children outlived gpumon: {alive}"
+
+
+def test_a_sigcont_while_the_monitor_runs_leaves_it_one_input_that_quits(tmp_path, job):
+    """Textual starts its terminal mode again on SIGCONT (meant for ``fg`` after Ctrl+Z): a second input thread,
+    the first never ended, and gpumon's process outlived its quit (gpumon/tui/driver.py)."""
+    monitor = PtyMonitor(tmp_path / "runs", job)
+    try:
+        monitor.wait_capturing()
+        children = psutil.Process(monitor.proc.pid).children(recursive=True)
+        monitor.proc.send_signal(signal.SIGCONT)  # what `kill -CONT` and a hung-up terminal send
+        os.write(monitor.master, b"q")
+        monitor.ends_within_bound(children)
+    finally:
+        monitor.close()
+    assert monitor.proc.returncode == 0
+    assert final_meta(tmp_path / "runs")["status"] == "complete"
+
+
+def test_the_monitor_ends_with_its_capture_final_when_its_terminal_hangs_up(tmp_path, job):
+    """The terminal goes away (an SSH session drops): the kernel sends SIGHUP and SIGCONT, reads end."""
+    monitor = PtyMonitor(tmp_path / "runs", job)
+    try:
+        monitor.wait_capturing()
+        children = psutil.Process(monitor.proc.pid).children(recursive=True)
+        os.close(monitor.master)  # the hang-up
+        monitor.master = -1
+        monitor.ends_within_bound(children)
+    finally:
+        monitor.close()
+    meta = final_meta(tmp_path / "runs")
+    assert meta["status"] == "complete"
+    assert [w["state"] for w in meta["workloads"]] == ["stopped", "stopped"]
+
+
+@pytest.mark.skipif(SYSCALLS is None, reason=f"system call numbers unknown on {platform.machine()}")
+def test_tui_on_a_pty_that_stopped_reading_still_ends_on_sigterm(tmp_path, job):
+    runs = tmp_path / "runs"
+    monitor = PtyMonitor(runs, job)
+    proc, master = monitor.proc, monitor.master
+    try:
+        monitor.wait_capturing()
         # The reader stops here. Resizes make Textual repaint the whole screen until its writer blocks
         # on the full pty, and then the event loop on the writer's full queue.
         sizes = iter([(60, 200), (50, 160)] * 1000)
@@ -263,10 +327,7 @@ def test_tui_on_a_pty_that_stopped_reading_still_ends_on_sigterm(tmp_path, job):
         )
         took = stop_within_bound(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
+        monitor.close()
     assert took < EXIT_BOUND_S
     meta = final_meta(runs)
     assert meta["status"] == "complete"

@@ -113,3 +113,31 @@ async def test_after_the_end_of_input_the_end_still_wakes_it():
         thread.join(WAIT_S)
         os.close(reader)
     assert not thread.is_alive()
+
+
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@run_async
+async def test_each_run_of_the_thread_has_its_own_wake_pipe_closed_when_it_ends(terminal):
+    """A Ctrl+Z ends the input thread and closes the driver; ``fg`` starts the thread again, which must still take
+    keys and still end when told (the pipe was once the driver's, closed by ``close`` for good)."""
+    master, slave = terminal
+    driver = Recording(None)  # type: ignore[arg-type]
+    driver.fileno = slave
+    before = open_fds()
+    for key in "ab":
+        thread = threading.Thread(target=driver.run_input_thread)
+        thread.start()
+        try:
+            os.write(master, key.encode())
+            assert next_key(driver).key == key
+        finally:
+            driver.exit_event.set()
+            thread.join(WAIT_S)
+        assert not thread.is_alive()
+        assert open_fds() == before  # its pipe closed with it
+        driver.close()  # as a suspend does
+        driver.exit_event.clear()  # as Textual's disable_input does after the join
+    driver.exit_event.set()  # no thread waits: nothing is written (to a number another file may have now)

@@ -22,8 +22,9 @@ STAGGER_S = (
 )
 
 
-def _messages(app: GpumonApp) -> list[str]:
-    return [n.message for n in app._notifications]
+async def _notified(pilot, app: GpumonApp, shown, what: str) -> None:
+    """Wait for a notification whose text ``shown(text)`` holds: ``notify`` posts it, the app's loop adds it later."""
+    await wait_until(pilot, lambda: any(shown(n.message) for n in app._notifications), what=what)
 
 
 async def _quit(pilot, app: GpumonApp) -> None:
@@ -52,7 +53,7 @@ async def test_b_is_not_started_once_a_has_failed_and_the_run_says_why(runs_dir)
             "nothing is left to start: B can never be launched now"
         )
         assert controller.session.launcher.get("B") is None, "B was never launched"
-        assert any(m == f"B not started: {reason}" for m in _messages(app))
+        await _notified(pilot, app, lambda m: m == f"B not started: {reason}", "B's notice")
         path = controller.capture_path
         await _quit(pilot, app)
     assert app.return_value == 1, "a job failed"
@@ -90,7 +91,9 @@ async def test_with_beside_a_is_not_started_when_b_cannot_be_watched(runs_dir):
         assert controller.session.launcher.get("A") is None, (
             "A was not started on a timer regardless"
         )
-        assert any(m.startswith("B could not start: --beside") for m in _messages(app))
+        await _notified(
+            pilot, app, lambda m: m.startswith("B could not start: --beside"), "B's notice"
+        )
         assert not controller.sequence.pending and controller.sequence.wake_at() is None, (
             "nothing left to start"
         )

@@ -187,7 +187,8 @@ MODULES: dict[str, Target] = {
         (TUI + "test_device_text.py", TUI + "test_device_panel.py", TUI + "test_widget_text.py"),
     ),
     "tui.widgets.graph": Target(
-        "gpumon/tui/widgets/graph.py", (TUI + "test_model.py", TUI + "test_widget_text.py")
+        "gpumon/tui/widgets/graph.py",
+        (TUI + "test_model.py", TUI + "test_widget_text.py", TUI + "test_time_axis.py"),
     ),
 }
 

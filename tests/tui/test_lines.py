@@ -3,9 +3,12 @@ the line widgets' cells and styles, written out by hand; set_titles assigns only
 
 from __future__ import annotations
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -13,7 +16,14 @@ from gpumon.tui.app import ViewerApp
 from gpumon.tui.screens.replay import ReplayScreen, open_replay
 from gpumon.tui.view import Series
 from gpumon.tui.widgets.graph import axis_row
-from gpumon.tui.widgets.lines import LineWidget, MetricRow, TextBlock, TextLine, set_titles
+from gpumon.tui.widgets.lines import (
+    LineWidget,
+    Metric,
+    MetricRow,
+    TextBlock,
+    TextLine,
+    set_titles,
+)
 from tests.helpers import wait_until
 from tests.tracegen import staggered_pair
 from tests.tui.conftest import run_async
@@ -356,7 +366,7 @@ async def test_a_text_block_pads_each_line_as_a_text_line_and_repaints_only_the_
         asked = _regions(padded)
         padded.show_lines([Text("ab", style="on #0000ff"), Text("cd")])  # the same: nothing
         padded.show_lines([Text("ab", style="on #0000ff"), Text("ce")])
-        assert [region.y for region in asked] == [1]
+        assert asked == [Region(0, 1, 10, 1)]  # the changed line, all of its width
         await pilot.pause()
         assert _screen_lines(app)[1][:10] == "ce        "
 
@@ -473,3 +483,88 @@ async def test_every_line_widget_of_the_monitor_draws_its_own_lines(tmp_path):
             "InterferenceLine",
         }
         assert [widget for widget in shown if widget._plain_box() is None] == []
+
+
+def _each_cell(strip) -> list[tuple[str, str]]:
+    """Each cell's character and style (however the strip's segments split them)."""
+    return [(char, str(segment.style)) for segment in strip for char in segment.text]
+
+
+class _ShortLines(LineWidget):
+    """A line widget whose lines are shorter than it is wide (a subclass may draw them so)."""
+
+    def render_line(self, y: int) -> Strip:
+        return Strip([Segment(f"l{y}", Style(bold=True))])
+
+
+class _EveryBoxApp(App):
+    CSS = """
+    Screen { background: #000040; }
+    LineWidget { width: 12; height: 3; background: #203040; color: #c0c0c0; }
+    #left { padding: 0 0 0 2; }
+    #right { padding: 0 3 0 0; }
+    #top { padding: 1 0 0 0; }
+    #bottom { padding: 0 0 1 0; }
+    #hatched { hatch: right #ff0000; }
+    #boxed { padding: 1 1; }
+    """
+    NAMES = ("plain", "left", "right", "top", "bottom", "hatched", "boxed")
+
+    def compose(self) -> ComposeResult:
+        for name in self.NAMES:
+            yield TextBlock(pad_text=name != "hatched", id=name)
+        yield _ShortLines(id="short")
+
+
+@run_async
+async def test_every_crop_of_a_line_widget_is_what_textual_would_draw():
+    """Whatever part of it the compositor asks for (a widget scrolled or clipped), a line widget draws what Textual's
+    styles cache would: padding on one side only, padding above or below, a hatch, lines shorter than the widget."""
+    app = _EveryBoxApp()
+    async with app.run_test(size=(40, 40)) as pilot:
+        widgets = list(app.query(LineWidget))
+        for widget in widgets:
+            if isinstance(widget, TextBlock):
+                widget.show_lines([Text("ab", style="bold"), Text("a longer line than fits")])
+        await pilot.pause()
+        for widget in widgets:
+            width, height = widget.outer_size
+            for x1 in range(width):
+                for x2 in range(x1 + 1, width + 1):
+                    for y1, y2 in ((0, height), (1, 2), (height - 1, height)):
+                        crop = Region(x1, y1, x2 - x1, y2 - y1)
+                        ours = [_each_cell(strip) for strip in widget.render_lines(crop)]
+                        textual = [_each_cell(strip) for strip in Widget.render_lines(widget, crop)]
+                        assert ours == textual, (widget.id, crop)
+
+
+def test_a_metric_says_the_time_its_columns_span_at_its_bin():
+    """Columns of 5 s: 20 columns read "last 100 s"; the scale and the span side by side where they fit exactly."""
+    styles = (Style(),) * 4
+    metric = Metric("iter/s", bin_s=5.0)
+    metric.shape = (42, 3)  # a graph 20 columns wide, three rows: no axis
+    metric.show("7", Series((5.0,), 10.0, "it/s"))
+    assert metric.strip(2, styles).text.startswith("last 100 s".rjust(21) + " ")
+    spanned = "0–10 it/s · 90 s"  # 18 columns of 5 s beside the scale: exactly the label and value's 16 cells
+    metric = Metric("x", 6, len(spanned) - 6, bin_s=5.0)
+    metric.shape = (len(spanned) + 1 + 18, 2)
+    metric.show("7", Series((5.0,), 10.0, "it/s"))
+    assert metric.strip(1, styles).text.startswith(spanned + " ")
+
+
+class _SlowBinApp(App):
+    CSS = "MetricRow { height: 4; width: 40; }"
+
+    def compose(self) -> ComposeResult:
+        yield MetricRow("iter/s", bin_s=5.0)
+
+
+@run_async
+async def test_a_metric_rows_time_axis_is_in_its_own_bins():
+    app = _SlowBinApp()
+    async with app.run_test(size=(50, 6)) as pilot:
+        row = app.query_one(MetricRow)
+        row.show("7", Series((5.0,), 10.0, "it/s"))
+        await pilot.pause()
+        assert row.render_line(3).text == " " * 22 + axis_row(18, 5.0)
+        assert axis_row(18, 5.0) == "  -60s         now"  # 18 columns of 5 s, not of 1 s

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gpumon.tui.widgets.graph import TICK_GAP, axis_row, span_text
 
 LABEL = re.compile(r"-(\d+)([sm])")
+
+
+@pytest.fixture(autouse=True)
+def _axes_drawn_anew():
+    """Each test draws its axes itself, not from ``axis_row``'s cache, which lives as long as the process: a mutation
+    run (benchmarks/mutation.py) forks each mutant's tests from a process that has run them once already, and a
+    cached axis would hide a wrong label."""
+    axis_row.cache_clear()
 
 
 @given(st.integers(0, 400), st.sampled_from([0.5, 1.0, 2.0, 5.0]))
@@ -42,3 +51,18 @@ def test_the_span_reads_whole():
         "4 min",
         "2 h",
     ]
+
+
+def test_labels_read_in_minutes_from_two_minutes_on_when_whole():
+    """Below two minutes, and where the time is not whole minutes, a label says seconds; from two whole minutes on, it
+    says minutes."""
+    assert axis_row(80, 2.0) == (
+        "-150s            -2m           -90s           -60s           -30s            now"
+    )
+    assert axis_row(200, 1.0).split() == ["-3m", "-2m", "-60s", "now"]
+
+
+def test_the_span_rounds_to_the_nearest_whole_unit():
+    """Minutes and hours are the span divided by 60 and 3,600, to the nearest whole one: 90 minutes read "90 min", and
+    9,002 s (2.5006 h) read "3 h", not "2 h"."""
+    assert [span_text(s) for s in (5400, 7199, 9002, 36000)] == ["90 min", "120 min", "3 h", "10 h"]

@@ -154,7 +154,8 @@ MODULES: dict[str, Target] = {
         "gpumon/core/sources/nvmlpcie.py", (CORE + "test_nvmlpcie.py",)
     ),
     "core.sources.nvmlquery": Target(
-        "gpumon/core/sources/nvmlquery.py", (CORE + "test_nvmlquery.py", CORE + "test_nvmlpcie.py")
+        "gpumon/core/sources/nvmlquery.py",
+        (CORE + "test_nvmlquery.py", CORE + "test_nvmlpcie.py", CORE + "test_nvml_between.py"),
     ),
     "core.sources.nvmlprocs": Target(
         "gpumon/core/sources/nvmlprocs.py", (CORE + "test_nvmlprocs.py",)

@@ -201,7 +201,6 @@ def utilization_rates(nv: ModuleType) -> Callable:
             raise nv.NVMLError(ret)
         return buffer.gpu, buffer.memory
 
-    call.__name__ = "nvmlDeviceGetUtilizationRates"
     return call
 
 
@@ -220,7 +219,6 @@ def sm_clock(nv: ModuleType) -> Callable:
             raise nv.NVMLError(ret)
         return buffer.value
 
-    call.__name__ = "nvmlDeviceGetClockInfo"
     return call
 
 
@@ -246,7 +244,6 @@ def process_utilization(nv: ModuleType) -> Callable:
         room[0] = max(room[0], 2 * count.value)
         return samples[: count.value]
 
-    call.__name__ = "nvmlDeviceGetProcessUtilization"
     return call
 
 

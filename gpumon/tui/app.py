@@ -42,6 +42,9 @@ REFRESH_ENV = "GPUMON_REFRESH_HZ"
 # While the plan still has a start to make (or --duration to end), the sequence is looked at this often: a stagger's
 # start is on time to this, and a job that fails before its partner's start is answered this soon.
 SEQUENCE_POLL_S = 0.25
+# The shortest wait before looking again, when a start is due now or already was: Textual's one-shot timer with a
+# delay of 0 divides by it (ZeroDivisionError in its task), which ended the sequence: nothing more ever started.
+SEQUENCE_MIN_WAIT_S = 0.01
 
 
 def refresh_hz_from_env(default: float = DEFAULT_HZ) -> float:
@@ -173,7 +176,7 @@ class LiveApp(GpumonApp):
             self._say(event)
         due = self.controller.sequence.wake_at()
         if due is not None and not self.quitting:
-            delay = max(0.0, min(due - self.controller.clock_now, SEQUENCE_POLL_S))
+            delay = min(max(due - self.controller.clock_now, SEQUENCE_MIN_WAIT_S), SEQUENCE_POLL_S)
             self._sequence_timer = self.set_timer(delay, self._launch_plan)
 
     def _stopping(self) -> str | None:

@@ -119,3 +119,28 @@ async def test_quitting_before_the_stagger_records_b_as_not_started(runs_dir):
     )
     b = load_run(path).meta.workload("B")
     assert b is not None and b.state == "not started"
+
+
+@run_async
+async def test_a_start_already_due_when_the_sequence_is_looked_at_is_still_made(runs_dir):
+    """The sequence asked to be looked at again at a time already past (a start due as the last look ended): the app
+    waited 0 s on a Textual one-shot timer, whose task divides by its delay; the timer died and B never started."""
+    plan = dataclasses.replace(
+        make_test_plan(runs_dir, [probe_command(), probe_command()], label="due"), stagger_s=0.5
+    )
+    controller = Controller(plan)
+    wake_at, looks = controller.sequence.wake_at, []
+
+    def already_due() -> float | None:
+        looks.append(due := wake_at())
+        return None if due is None else min(due, controller.clock_now - 1.0)
+
+    controller.sequence.wake_at = already_due  # type: ignore[method-assign]
+    app = LiveApp(controller)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(
+            pilot, lambda: controller.running("B"), what="B to start after its stagger"
+        )
+        assert len(looks) >= 2, "looked at again after a wake time already past"
+        await _quit(pilot, app)
+    assert app.return_value == 0

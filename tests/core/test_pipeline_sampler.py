@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
@@ -196,3 +197,31 @@ def test_a_sampler_whose_loop_fails_says_so_and_the_run_is_failed():
     assert not sampler.is_alive() and sampler.failure == "RuntimeError: clock broke"
     died = [n for n in items.of(Notice) if n.kind == THREAD_DIED]
     assert len(died) == 1 and "clock broke" in died[0].text
+
+
+class SlowProcessRead(FakeNvml):
+    """NVML whose process list is read later than the tick began (a busy box holds the thread); notes when."""
+
+    def __init__(self, clock: RunClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.read_at: list[float] = []
+
+    def gpu_process_metrics(self, t=None):
+        time.sleep(0.005)
+        self.read_at.append(self.clock.now())
+        return {}
+
+
+def test_what_the_process_tick_publishes_is_stamped_after_its_gpu_figures_were_read():
+    """A job started between the tick's start and the read of the process list shows in those figures; stamped with
+    the tick's start they fell before its start and counted as the other job's "alone" (test_beside, loaded)."""
+    bus, clock = Bus(), RunClock.start()
+    items = Collect(bus)
+    nvml = SlowProcessRead(clock)
+    sampler = Sampler(bus, clock, FakeHost(), nvml, 0.1, lambda: {"A": 1000})
+    sampler.tick()
+    (device,), (host,), (process,) = (
+        items.of(k) for k in (DeviceSample, HostSample, ProcessSample)
+    )
+    assert device.t < nvml.read_at[0] <= process.t and nvml.read_at[0] <= host.t

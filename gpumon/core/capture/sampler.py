@@ -157,6 +157,9 @@ class Sampler(threading.Thread):
             }
             all_pids = [p for pids in trees.values() for p in pids]
             every = nvml.gpu_process_metrics(t) if nvml_up and nvml is not None else {}
+            # stamped as read, not as the tick began: on a busy box this thread may be held between the two, and a
+            # job started meanwhile already shows in these figures (the other job's "alone" ends at that start)
+            t = self.clock.now()
             ours = set(all_pids)
             gpu_procs = {pid: m for pid, m in every.items() if pid in ours}
             if nvml_up:

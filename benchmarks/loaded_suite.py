@@ -4,9 +4,12 @@ Each busy loop is ``python -c 'while True: pass'`` (one core's worth of CPU), st
 killed after it, whatever happened. The suite must pass so: its tests wait for events, never for a
 duration (issue 36). Prints pytest's summary line, the wall time and the load averages before and after.
 
-    python benchmarks/loaded_suite.py                        # the whole suite beside 2 busy loops (~15 min)
+    python benchmarks/loaded_suite.py                        # the suite as CI runs it, beside 2 busy loops
     python benchmarks/loaded_suite.py --repeat 3 -- tests/e2e/test_beside.py -k capture
     python benchmarks/loaded_suite.py --busy 0               # the same run on an otherwise idle machine
+
+With no pytest arguments it runs the README's test command (after ``<!-- ci:test -->``, the one .ci/run runs:
+four workers side by side), so what it measures is what CI runs.
 
 Exit status: pytest's (of the last repeat that failed, else 0). Not in CI: it measures the machine as much
 as the code; its result is recorded in docs/testing.md with the machine and the command.
@@ -16,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -23,6 +28,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUSY = "while True: pass"
+README_TEST = re.compile(r"<!-- ci:test -->\n```bash\npytest ([^\n]*)\n```")
+
+
+def readme_test_args() -> list[str]:
+    """The arguments of the README's test command (``-x -q -n 4 …``), the one CI runs."""
+    found = README_TEST.search((ROOT / "README.md").read_text())
+    if found is None:
+        raise SystemExit("loaded_suite: README.md has no <!-- ci:test --> block running pytest")
+    return shlex.split(found.group(1))
 
 
 def summary(output: str) -> str:
@@ -36,7 +50,7 @@ def run_once(busy: int, pytest_args: list[str], log: Path | None) -> tuple[int, 
     started = time.monotonic()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", *pytest_args],
+            [sys.executable, "-m", "pytest", *pytest_args],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -66,9 +80,12 @@ def main() -> int:
         "--log", type=Path, help="append pytest's whole output of every run to this file"
     )
     parser.add_argument(
-        "pytest_args", nargs="*", help="what pytest runs (after --; default: the whole suite)"
+        "pytest_args",
+        nargs="*",
+        help="pytest's arguments (after --; default: the README's test command, as CI runs it)",
     )
     args = parser.parse_args()
+    args.pytest_args = args.pytest_args or readme_test_args()
     status = 0
     for i in range(args.repeat):
         before = os.getloadavg()

@@ -26,6 +26,12 @@ os.environ["GPUMON_RUNTIME_DIR"] = os.path.join(SESSION_DIRS[0], "gpumon")
 # What gpumon derives from the runs it reads (columnar copies, summaries) goes to this session's own cache,
 # never to the user's ~/.cache/gpumon.
 os.environ["GPUMON_CACHE_DIR"] = SESSION_DIRS[1]
+# Side by side (pytest-xdist, the README's test command), each worker has its own folder of runs under the one the
+# suite was given: a test that reads "the newest run" there never finds another worker's.
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("GPUMON_RUNS"):
+    os.environ["GPUMON_RUNS"] = os.path.join(
+        os.environ["GPUMON_RUNS"], os.environ["PYTEST_XDIST_WORKER"]
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

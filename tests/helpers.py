@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import fcntl
 import functools
 import os
 import shutil
@@ -605,3 +606,16 @@ def remove_tree(folder: Path) -> None:
     again: rmtree alone failed with 'Directory not empty')."""
     while folder.exists():
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def box_lock(name: str) -> Iterator[None]:
+    """Hold this box's lock ``name`` (every pytest worker and session of this user): for what only one test at a time
+    may run, whatever else runs side by side (an MPS control daemon: gpumon finds any that runs here)."""
+    path = Path(tempfile.gettempdir()) / f"gpumon-tests-{name}-{os.getuid()}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with the descriptor

@@ -23,6 +23,9 @@ from tests.fakenvml import build as fake
 ROOT = Path(__file__).resolve().parents[2]
 H100 = ROOT / "tests" / "data" / "h100_q4"
 FAKE_MPS = ROOT / "tests" / "mps"
+# The module's fixture may first wait for another module's MPS daemon (one_mps_daemon, tests/e2e/conftest.py): the
+# first test, which waits for it, gets more than the suite's 300 s.
+pytestmark = pytest.mark.timeout(900)
 GPU = "NVIDIA Fake L4"
 SLICE_MS, SWITCH_MS, FILL, NVML_UTIL = 30.0, 3.0, 0.6, 60
 SCENARIO = f"""
@@ -44,7 +47,7 @@ class Box:
 
 
 @pytest.fixture(scope="module")
-def box(tmp_path_factory: pytest.TempPathFactory):
+def box(tmp_path_factory: pytest.TempPathFactory, one_mps_daemon: None):
     """The fake NVML and MPS daemon in the environment, a fresh calibration store, the fake device serving."""
     if fake.compiler() is None:
         pytest.skip("no C compiler to build the fake libnvidia-ml")

@@ -72,12 +72,13 @@ class Validated:
 
 
 # The module's one run of the script takes about a minute and a half on an idle 2-core box and over five minutes
-# at a load average of 18: the first test (which waits for that fixture) gets more than the suite's 300 s.
+# at a load average of 18, and it may first wait for another module's MPS daemon (one_mps_daemon): the first test
+# (which waits for that fixture) gets more than the suite's 300 s.
 pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
-def validated(tmp_path_factory: pytest.TempPathFactory) -> Validated:
+def validated(tmp_path_factory: pytest.TempPathFactory, one_mps_daemon: None) -> Validated:
     """One run of the script for every test here (about a minute and a half on a 2-core box)."""
     if fake.compiler() is None:
         pytest.skip("no C compiler to build the fake libnvidia-ml")

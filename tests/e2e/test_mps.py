@@ -21,6 +21,10 @@ from gpumon.core.records.share import ShareMode, parse_share
 from gpumon.errors import UsageError
 from tests.helpers import GPUMON, gpumon, only_run, wait_for
 
+# One module at a time runs MPS daemons on this box (tests/e2e/conftest.py); waiting for another's (the validation
+# script's, a few minutes loaded) counts in this module's first test.
+pytestmark = [pytest.mark.usefixtures("one_mps_daemon"), pytest.mark.timeout(900)]
+
 FAKE_BIN = Path(__file__).resolve().parents[1] / "mps"
 JOB = """
 import json, os, sys, time

@@ -15,10 +15,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import psutil
 import pytest
+
+from gpumon.core.records.model import StepBatch
 
 if TYPE_CHECKING:
     from gpumon.core.store.runner import RunnerInfo
@@ -28,6 +30,11 @@ T = TypeVar("T")
 GPUMON = [sys.executable, "-m", "gpumon"]
 # What a machine without the NVIDIA driver says: pynvml's own failure to load libnvidia-ml.so.1.
 NO_DRIVER_SCENARIO = "fail nvmlInit LIBRARY_NOT_FOUND\n"
+
+
+def unbatched(items: Iterable[object]) -> list[object]:
+    """Items a bus carried, in order, each StepBatch as its steps."""
+    return [one for item in items for one in (item.steps if type(item) is StepBatch else (item,))]
 
 
 def gpumon(

@@ -8,7 +8,7 @@ import queue
 from gpumon.core.probing.listener import Listener
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
-from gpumon.core.records.model import StepEvent
+from gpumon.core.records.model import StepBatch, StepEvent
 
 
 class PipedListener:
@@ -16,8 +16,8 @@ class PipedListener:
 
     def __init__(self, since_ns: int | None = None) -> None:
         bus, self.clock = Bus(), RunClock.start()
-        self._steps: queue.SimpleQueue[StepEvent] = queue.SimpleQueue()
-        bus.subscribe(self._steps.put, StepEvent)
+        self._steps: queue.SimpleQueue[StepBatch] = queue.SimpleQueue()
+        bus.subscribe(self._steps.put, StepBatch)
         self.listener = Listener(bus, self.clock)
         self.listener.start()
         read, self._write = os.pipe()
@@ -33,5 +33,5 @@ class PipedListener:
         self.listener.join(30)
         got = []
         while not self._steps.empty():
-            got.append(self._steps.get())
+            got.extend(self._steps.get().steps)
         return got

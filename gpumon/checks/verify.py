@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from gpumon.console.color import use_color
-from gpumon.core.records.model import StepEvent, WorkloadState
+from gpumon.core.records.model import StepBatch, WorkloadState
 from gpumon.core.records.enums import JobState
 from gpumon.core.capture.session import Session, SessionConfig
 from gpumon.core.sources.nvml import pid_namespace_hint
@@ -351,19 +351,25 @@ class _Progress:
         self.done = threading.Event()
 
     def handle(self, item: object) -> None:
-        if isinstance(item, StepEvent) and not item.warmup:
-            self.first_t = item.t if self.first_t is None else self.first_t
-            self.last_t = item.t
-            if item.t - self.first_t >= self.busy_s / 2:
-                self.half.set()
-            if item.t - self.first_t >= self.busy_s:
-                self.done.set()
+        if isinstance(item, StepBatch):
+            for step in item.steps:
+                if not step.warmup:
+                    self._step(step.t)
         elif isinstance(item, WorkloadState) and item.state in (
             JobState.EXITED,
             JobState.STOPPED,
             JobState.FAILED,
         ):
             self.half.set()
+            self.done.set()
+
+    def _step(self, t: float) -> None:
+        """A step after warm-up ended at ``t``."""
+        self.first_t = t if self.first_t is None else self.first_t
+        self.last_t = t
+        if t - self.first_t >= self.busy_s / 2:
+            self.half.set()
+        if t - self.first_t >= self.busy_s:
             self.done.set()
 
 

@@ -22,7 +22,7 @@ from gpumon.core.records.model import (
     ProcessSample,
     RingBuffer,
     SourceStatus,
-    StepEvent,
+    StepBatch,
     WorkloadMeta,
     WorkloadState,
 )
@@ -74,7 +74,7 @@ class LiveModel:
     # what ``handle`` takes (Bus.subscribe): not the LiveNow records a refresh's own view() publishes, which would
     # wake the refresh thread again for nothing
     TAKES = (
-        StepEvent,
+        StepBatch,
         DeviceSample,
         HostSample,
         ProcessSample,
@@ -167,12 +167,12 @@ class LiveModel:
     def handle(self, item: object) -> None:
         """Bus subscriber: file the item, then wake the refresh thread.
 
-        A step, the item that comes hundreds of times a second, goes straight to its slot: nothing else files one.
+        Steps, the item that comes most often, go straight to their slot: nothing else files them.
         """
         if self._feeds_live:
             self.live.handle(item)
-        if type(item) is StepEvent:
-            self.slots.file_step(item)
+        if type(item) is StepBatch:
+            self.slots.file_steps(item)
         else:
             self.causes.handle(item)
             self.slots.handle(item)

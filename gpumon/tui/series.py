@@ -6,6 +6,7 @@ import math
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import Iterable
 
 NAN = math.nan
 
@@ -42,19 +43,28 @@ class BinnedSeries:
         self._windows: dict[tuple[int, str], Window] = {}
 
     def add(self, t: float, value: float, weight: float = 1.0) -> None:
-        if math.isnan(value) or math.isnan(weight) or weight <= 0:
-            return
-        index = math.floor(t / self.bin_s)
+        self.add_all(((t, value, weight),))
+
+    def add_all(self, samples: Iterable[tuple[float, float, float]]) -> None:
+        """``add`` each (t, value, weight) in turn, under one lock (a probe message's steps: one call)."""
+        bins, bin_s, floor, peak = self._bins, self.bin_s, math.floor, self.peak
         with self._lock:
-            if self._bins and self._bins[-1][0] == index:
-                self._bins[-1][1] += value
-                self._bins[-1][2] += weight
-            elif not self._bins or self._bins[-1][0] < index:
-                self._bins.append([index, value, weight])
-            else:
-                return
-            bin_value = self._bins[-1][1] / self._bins[-1][2]
-        self.peak = max(self.peak, bin_value)
+            for t, value, weight in samples:
+                if not weight > 0 or value != value:  # NaN weight or value: nothing measured
+                    continue
+                index = floor(t / bin_s)
+                last = bins[-1] if bins else None
+                if last is not None and last[0] == index:
+                    last[1] += value
+                    last[2] += weight
+                elif last is None or last[0] < index:
+                    last = [index, value, weight]
+                    bins.append(last)
+                else:
+                    continue
+                if last[1] / last[2] > peak:
+                    peak = last[1] / last[2]
+        self.peak = peak
 
     def clear(self) -> None:
         with self._lock:

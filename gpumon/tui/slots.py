@@ -17,6 +17,7 @@ from gpumon.core.records.model import (
     LogLine,
     Notice,
     RingBuffer,
+    StepBatch,
     StepEvent,
     WorkloadMeta,
     WorkloadState,
@@ -75,8 +76,8 @@ class Slots:
 
     def handle(self, item: object) -> None:
         """File a step, log line, state, metadata or no-steps notice in its slot; ignore the rest."""
-        if isinstance(item, StepEvent):
-            self.file_step(item)
+        if isinstance(item, StepBatch):
+            self.file_steps(item)
             return
         with self._lock:
             if isinstance(item, LogLine):
@@ -91,18 +92,20 @@ class Slots:
                 if item.kind in (NO_STEPS, NO_STEPS_WITHDRAWN) and item.slot in self._slots:
                     self._slots[item.slot].no_steps = item.text if item.kind == NO_STEPS else ""
 
-    def file_step(self, step: StepEvent) -> None:
-        """The step in its slot's state."""
+    def file_steps(self, batch: StepBatch) -> None:
+        """The steps in their slot's state."""
         with self._lock:
-            slot = self._slots.get(step.slot)
+            slot = self._slots.get(batch.slot)
             if slot is None:
                 return
-            previous, slot.last_step = slot.last_step, step
-            if (
-                previous is not None
-            ):  # the graphs' rates are wall-clock too: each step over the time since the one before
-                slot.iter_rate.add(step.t, 1.0, step.t - previous.t)
-                slot.sample_rate.add(step.t, step.samples, step.t - previous.t)
+            # the graphs' rates are wall-clock too: each step over the time since the one before
+            steps = batch.steps if slot.last_step is None else (slot.last_step, *batch.steps)
+            pairs = list(zip(steps, steps[1:]))
+            slot.iter_rate.add_all((step.t, 1.0, step.t - before.t) for before, step in pairs)
+            slot.sample_rate.add_all(
+                (step.t, step.samples, step.t - before.t) for before, step in pairs
+            )
+            slot.last_step = batch.steps[-1]
 
     def _file_state(self, state: WorkloadState) -> None:
         """A job's new state; a job starting in a slot gets a fresh state there (the lock held)."""

@@ -23,6 +23,7 @@ from gpumon.core.records.model import (
     GpuProcessMetrics,
     OtherGpuProcess,
     ProcessSample,
+    StepBatch,
     StepEvent,
     WorkloadState,
 )
@@ -200,8 +201,8 @@ def test_the_spec_is_the_program_without_its_directory_on_one_line() -> None:
     assert exact.spec == "pid 42: " + "p" * beside.SPEC_CHARS  # exactly the limit: not cut
 
 
-def _step(t: float, process: str = "B", warmup: bool = False) -> StepEvent:
-    return StepEvent(process, 7, 0, t, 0.01, warmup=warmup)
+def _step(t: float, process: str = "B", warmup: bool = False) -> StepBatch:
+    return StepBatch.of(StepEvent(process, 7, 0, t, 0.01, warmup=warmup))
 
 
 def test_solo_history_counts_post_warmup_steps_of_its_process_only() -> None:

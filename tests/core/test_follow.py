@@ -18,6 +18,7 @@ from gpumon.core.records.model import (
     Notice,
     OtherGpuProcess,
     SourceStatus,
+    StepBatch,
     StepEvent,
     WorkloadState,
 )
@@ -26,7 +27,7 @@ from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import INTERRUPTED, RunnerInfo, RunnerLock
 from gpumon.core.sources.follow import FollowSource, Tail
 from gpumon.core.store.trace import TABLES
-from tests.helpers import wait_for
+from tests.helpers import unbatched, wait_for
 from tests.tracegen import cpu_run_meta
 
 
@@ -41,8 +42,13 @@ class Seen:
     """Everything a bus delivered, in order."""
 
     def __init__(self, bus: Bus) -> None:
-        self.items: list[object] = []
-        bus.subscribe(self.items.append)
+        self.raw: list[object] = []
+        bus.subscribe(self.raw.append)
+
+    @property
+    def items(self) -> list[object]:
+        """What it delivered, each StepBatch as its steps."""
+        return unbatched(self.raw)
 
     def of(self, cls: type) -> list:
         return [item for item in self.items if isinstance(item, cls)]
@@ -73,7 +79,7 @@ def test_a_run_written_by_the_recorder_is_followed_until_it_completes(tmp_path) 
     writer.publish(WorkloadState("A", "starting", 0.5))
     writer.publish(WorkloadState("A", "running", 0.5, pid=4242))
     for i in range(1, 21):
-        writer.publish(StepEvent("A", 4242, i, 0.5 + i * 0.1, 0.1, 32.0, i <= 5))
+        writer.publish(StepBatch.of(StepEvent("A", 4242, i, 0.5 + i * 0.1, 0.1, 32.0, i <= 5)))
     writer.publish(HostSample(1.0, 50.0, 1000.0, 24000.0, (75.0, 25.0)))
     writer.publish(LogLine("A", 1.0, "epoch 1"))
     writer.publish(Notice(1.2, "another process uses the GPU"))
@@ -90,6 +96,7 @@ def test_a_run_written_by_the_recorder_is_followed_until_it_completes(tmp_path) 
         and seen.of(SourceStatus)[0].reason == "disabled"
     )
     assert [s.step for s in seen.of(StepEvent)] == list(range(1, 21))
+    assert not [i for i in seen.raw if isinstance(i, StepEvent)], "steps reach the bus as StepBatch"
     assert seen.items.index(seen.of(WorkloadState)[0]) < seen.items.index(
         seen.of(StepEvent)[0]
     )  # start before steps
@@ -103,7 +110,7 @@ def test_a_run_written_by_the_recorder_is_followed_until_it_completes(tmp_path) 
     )
     assert source.now() >= 2.5  # the runner's clock, not the last record's
 
-    writer.publish(StepEvent("A", 4242, 21, 2.6, 0.1, 32.0))
+    writer.publish(StepBatch.of(StepEvent("A", 4242, 21, 2.6, 0.1, 32.0)))
     writer.publish(WorkloadState("A", "stopped", 2.7, pid=4242, exit_status=-15))
     recorder.close(2.7)
     wait_for(lambda: source.ended, timeout=10, what="the run to end")

@@ -11,8 +11,15 @@ import pytest
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
 from gpumon.core.probing.listener import Listener
-from gpumon.core.records.model import THREAD_DIED, LogLine, Notice, StepEvent, WorkloadMeta
-from tests.helpers import wait_for
+from gpumon.core.records.model import (
+    THREAD_DIED,
+    LogLine,
+    Notice,
+    StepBatch,
+    StepEvent,
+    WorkloadMeta,
+)
+from tests.helpers import unbatched, wait_for
 
 
 def start(**kw) -> tuple[Listener, "queue.SimpleQueue[object]", RunClock]:
@@ -25,10 +32,11 @@ def start(**kw) -> tuple[Listener, "queue.SimpleQueue[object]", RunClock]:
 
 
 def drain(events: "queue.SimpleQueue[object]") -> list[object]:
+    """What was published, each StepBatch as its steps."""
     items = []
     while not events.empty():
         items.append(events.get())
-    return items
+    return unbatched(items)
 
 
 def test_steps_meta_and_output_become_events():
@@ -62,7 +70,14 @@ def test_steps_meta_and_output_become_events():
     assert probe_closed.wait(5) and out_closed.wait(5)
     listener.stop()
     listener.join(5)
-    items = drain(events)
+    published = []
+    while not events.empty():
+        published.append(events.get())
+    batches = [i for i in published if isinstance(i, StepBatch)]
+    assert [(b.slot, [s.step for s in b.steps]) for b in batches] == [("B", [0, 1])], (
+        "one message's steps are one publish"
+    )
+    items = unbatched(published)
 
     steps = [i for i in items if isinstance(i, StepEvent)]
     assert [s.step for s in steps] == [0, 1]
@@ -109,9 +124,9 @@ def test_a_failing_subscriber_does_not_stop_the_others():
 def test_a_subscriber_gets_only_the_types_it_names():
     bus = Bus()
     steps, notices, everything = [], [], []
-    bus.subscribe(steps.append, StepEvent)
+    bus.subscribe(steps.append, StepBatch)
     bus.subscribe(everything.append)
-    step, notice = StepEvent("A", 1, 0, 0.0, 0.1), Notice(0.0, "hello")
+    step, notice = StepBatch.of(StepEvent("A", 1, 0, 0.0, 0.1)), Notice(0.0, "hello")
     bus.publish(step)
     bus.publish(notice)
     assert steps == [step] and everything == [step, notice]
@@ -274,7 +289,7 @@ def test_hurry_reads_at_once_instead_of_at_the_end_of_the_period():
     _one_step(probe_w, 0)
     listener.hurry()
     item = events.get(timeout=10)  # not 60 s
-    assert isinstance(item, StepEvent) and item.step == 0
+    assert isinstance(item, StepBatch) and [s.step for s in item.steps] == [0]
     listener.stop()
     listener.join(5)
 
@@ -287,7 +302,7 @@ def test_read_now_publishes_what_was_written_before_it_returns_and_adds_no_read_
     listener.watch(probe_r, "A", "probe")
     _one_step(probe_w, 0)
     assert isinstance(
-        events.get(timeout=10), StepEvent
+        events.get(timeout=10), StepBatch
     )  # the first read: from now on it naps its 60 s period
     _one_step(probe_w, 1)
     assert listener.read_now(10)
@@ -317,7 +332,7 @@ def test_on_gathered_follows_each_read_that_published_something():
     assert not gathered.wait(0.2), "nothing read yet"
     _one_step(probe_w, 0)
     listener.hurry()
-    assert gathered.wait(10) and isinstance(events.get(timeout=10), StepEvent)
+    assert gathered.wait(10) and isinstance(events.get(timeout=10), StepBatch)
     listener.stop()
     listener.join(5)
 

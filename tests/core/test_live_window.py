@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpumon.core.interference.live import LiveStats
-from gpumon.core.records.model import StepEvent
+from gpumon.core.records.model import StepBatch, StepEvent
 from gpumon.core.records.rates import LIVE_WINDOW_S, MIN_LIVE_STEPS, Point, live_rate
 
 GAPS = st.lists(st.floats(0.0005, 3.0), min_size=0, max_size=300)
@@ -32,7 +32,7 @@ def test_the_live_rate_is_live_rates_over_the_whole_window(
     times = [sum(gaps[: i + 1]) for i in range(len(gaps))]
     stats = LiveStats()
     for n, t in enumerate(times):
-        stats.handle(StepEvent("A", 1, n, t, 0.01))
+        stats.handle(StepBatch.of(StepEvent("A", 1, n, t, 0.01)))
     now = times[-1] if times else 0.0
     for (
         late

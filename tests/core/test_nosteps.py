@@ -12,6 +12,7 @@ from gpumon.core.records.model import (
     NO_STEPS_WITHDRAWN,
     Notice,
     ProcessSample,
+    StepBatch,
     StepEvent,
     WorkloadMeta,
     WorkloadState,
@@ -48,8 +49,8 @@ def test_the_first_step_after_the_notice_withdraws_it_once():
     watch, said = _watch()
     watch.handle(WorkloadMeta("A", 1, {"training": True}))
     _busy(watch, 0.5, 10.0)
-    watch.handle(StepEvent("A", 1, 0, 12.0, 12.0))
-    watch.handle(StepEvent("A", 1, 1, 12.5, 0.5))
+    watch.handle(StepBatch.of(StepEvent("A", 1, 0, 12.0, 12.0)))
+    watch.handle(StepBatch.of(StepEvent("A", 1, 1, 12.5, 0.5)))
     assert [n.kind for n in said] == [NO_STEPS, NO_STEPS_WITHDRAWN]
     assert said[1].slot == "A" and "12.0 s" in said[1].text
 
@@ -58,7 +59,7 @@ def test_a_job_that_steps_before_the_notice_is_never_told():
     watch, said = _watch()
     watch.handle(WorkloadMeta("A", 1, {"training": True}))
     _busy(watch, 0.5, 3.0)
-    watch.handle(StepEvent("A", 1, 0, 3.2, 3.2))
+    watch.handle(StepBatch.of(StepEvent("A", 1, 0, 3.2, 3.2)))
     _busy(watch, 3.5, 30.0)
     assert said == []
 

@@ -15,7 +15,7 @@ from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
 from gpumon.core.jobs.launcher import LaunchRequest, Launcher, exit_text
 from gpumon.core.probing.listener import Listener
-from gpumon.core.records.model import StepEvent, WorkloadState
+from gpumon.core.records.model import StepBatch, WorkloadState
 from gpumon.errors import EnvironmentFailure, UsageError
 from tests.core.test_pipeline_sampler import Collect
 from tests.helpers import wait_for
@@ -93,7 +93,7 @@ def test_probe_steps_arrive_tagged_with_the_slot(launcher):
     )
     wait_for(lambda: "exited" in _states(launcher, "B"), what="B to finish")
     launcher.join_reapers()
-    steps = [s for s in launcher.items.of(StepEvent)]
+    steps = [s for b in launcher.items.of(StepBatch) for s in b.steps]
     assert [s.step for s in steps] == list(range(7)) and {s.slot for s in steps} == {"B"}
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from gpumon.core.interference.live import LiveStats
-from gpumon.core.records.model import ProcessSample, StepEvent
+from gpumon.core.records.model import ProcessSample, StepBatch, StepEvent
 
 
 def _feed(
@@ -17,16 +17,18 @@ def _feed(
     for i in range(n):
         t = t0 + (i + 1) * period
         live.handle(
-            StepEvent(
-                process,
-                1,
-                i,
-                t,
-                period,
-                samples=8.0,
-                warmup=i < 2,
-                copy_bytes=copy,
-                copy_s=period / 10 if copy else math.nan,
+            StepBatch.of(
+                StepEvent(
+                    process,
+                    1,
+                    i,
+                    t,
+                    period,
+                    samples=8.0,
+                    warmup=i < 2,
+                    copy_bytes=copy,
+                    copy_s=period / 10 if copy else math.nan,
+                )
             )
         )
     return t
@@ -76,7 +78,7 @@ def test_process_samples_and_reset():
 
 def test_warm_up_is_reported_while_the_last_step_is_a_warm_up_step():
     live = LiveStats()
-    live.handle(StepEvent("A", 1, 0, 0.01, 0.01, warmup=True))
+    live.handle(StepBatch.of(StepEvent("A", 1, 0, 0.01, 0.01, warmup=True)))
     assert live.figures("A", 0.02).warmup
 
 
@@ -92,8 +94,8 @@ def test_steps_wait_for_the_next_question_and_never_pile_up():
     for i in range(300):  # together, in time order: A at 50 steps/s, B at 100
         t = end + (i + 1) * 0.01
         if i % 2:
-            live.handle(StepEvent("A", 1, 3 * ABSORB_AT + 7 + i // 2, t, 0.02))
-        live.handle(StepEvent("B", 2, i, t, 0.01, warmup=i < 2))
+            live.handle(StepBatch.of(StepEvent("A", 1, 3 * ABSORB_AT + 7 + i // 2, t, 0.02)))
+        live.handle(StepBatch.of(StepEvent("B", 2, i, t, 0.01, warmup=i < 2)))
     live.handle(
         WorkloadState("B", "exited", end + 3.0, exit_status=0)
     )  # its last steps, still waiting, count
@@ -120,9 +122,9 @@ def test_one_computation_per_bus_says_which_jobs_run_and_publishes_each_answer()
         bus.publish(WorkloadState(slot, "running", 0.0, pid=1))
     assert live.running() == ("A", "B")
     for i in range(300):  # A at 100 it/s, B at 50 it/s, together from the start
-        bus.publish(StepEvent("A", 1, i, (i + 1) * 0.01, 0.01, warmup=i < 2))
+        bus.publish(StepBatch.of(StepEvent("A", 1, i, (i + 1) * 0.01, 0.01, warmup=i < 2)))
         if i % 2:
-            bus.publish(StepEvent("B", 2, i // 2, (i + 1) * 0.01, 0.02, warmup=i < 4))
+            bus.publish(StepBatch.of(StepEvent("B", 2, i // 2, (i + 1) * 0.01, 0.02, warmup=i < 4)))
     now = live.now(3.0)
     assert published == [now] and now.running == ("A", "B")
     assert now.figures["A"].steps == 300 and now.shared["A"] == pytest.approx(100.0, rel=0.02)
@@ -144,7 +146,7 @@ def _steps(
     t = t0
     for i in range(n):
         t = t0 + (i + 1) / rate
-        live.handle(StepEvent(slot, 1, first + i, t, 1 / rate, warmup=i < warmup))
+        live.handle(StepBatch.of(StepEvent(slot, 1, first + i, t, 1 / rate, warmup=i < warmup)))
     return t
 
 

@@ -20,6 +20,7 @@ from gpumon.core.records.model import (
     LogLine,
     Notice,
     OtherGpuProcess,
+    StepBatch,
     StepEvent,
     WorkloadMeta,
     WorkloadState,
@@ -74,7 +75,7 @@ def test_writes_every_table_and_a_complete_run_json(tmp_path):
     assert (path / RESERVE_FILE).stat().st_size > 0, "space for the final run.json is reserved"
     for item in (
         WorkloadState("A", "running", 0.0, pid=100),
-        *_steps("A", 50),
+        StepBatch("A", tuple(_steps("A", 50))),  # as the listener publishes a probe message's steps
         DeviceSample(0.1, gpu_util=50.0),
         LogLine("A", 0.2, "hello"),
         WorkloadState("A", "exited", 0.6, pid=100, exit_status=0),
@@ -222,9 +223,12 @@ def test_the_queue_is_bounded_and_a_writer_that_falls_behind_ends_the_capture(
     recorder = Recorder(path, _meta(), on_error=errors, queue_max=10)
     recorder.handle(LogLine("A", 0.0, "blocks the writer"))
     wait_for(lambda: len(recorder._queue) == 0, what="the writer to take the line and block")
-    for step in _steps("A", 1000):
-        recorder.handle(step)
-    assert len(recorder._queue) == 10, "the queue holds at most queue_max records"
+    steps = _steps("A", 1000)
+    for i in range(0, len(steps), 4):
+        recorder.handle(StepBatch("A", tuple(steps[i : i + 4])))
+    assert 10 <= len(recorder._queue) < 10 + 4, (
+        "the queue counts steps, not batches: queue_max and at most the batch that reached it"
+    )
     reader = os.open(stalled, os.O_RDONLY | os.O_NONBLOCK)
     try:
         assert errors.event.wait(10)

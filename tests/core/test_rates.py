@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpumon.core.interference.live import LiveStats
-from gpumon.core.records.model import StepEvent
+from gpumon.core.records.model import StepBatch, StepEvent
 from gpumon.core.records.rates import (
     KEEP_S,
     MAX_KEPT,
@@ -43,8 +43,8 @@ def test_a_rate_is_a_wall_clock_slope():
     assert live_rate([Point(0.0, 0)], [Point(1.0, 5)], 1.0) == 5.0
 
 
-def _step(process: str, n: int, t: float, busy_s: float, warmup: bool = False) -> StepEvent:
-    return StepEvent(process, 1, n, t, busy_s, samples=8.0, warmup=warmup)
+def _step(process: str, n: int, t: float, busy_s: float, warmup: bool = False) -> StepBatch:
+    return StepBatch.of(StepEvent(process, 1, n, t, busy_s, samples=8.0, warmup=warmup))
 
 
 def test_live_rate_divides_by_elapsed_time_not_busy_time():
@@ -72,7 +72,7 @@ def test_a_slow_job_reads_its_last_steps_rate_not_zero():
     assert stats.figures("A", last + 3.0 * 6.2).iter_per_s < 1 / 6.2
     warm = LiveStats(window_s=2.0)  # a slow job in its warm-up stays in it between two steps
     for n in range(3):
-        warm.handle(StepEvent("A", 1, n, 6.2 * (n + 1), 6.2, warmup=True))
+        warm.handle(StepBatch.of(StepEvent("A", 1, n, 6.2 * (n + 1), 6.2, warmup=True)))
     assert warm.figures("A", 6.2 * 3 + 0.5).warmup and warm.figures("A", 6.2 * 3 + 5.0).warmup
     single = LiveStats(window_s=2.0)
     single.handle(_step("A", 0, 6.2, 6.2))

@@ -210,7 +210,7 @@ def test_exposition_uses_dcgm_exporter_labels_units_and_total_counters() -> None
     from gpumon.core.capture.metrics import RunMetrics
     from gpumon.core.interference.live import LiveNow, LiveStats
     from gpumon.core.records.bus import Bus
-    from gpumon.core.records.model import DeviceSample, StepEvent, WorkloadState
+    from gpumon.core.records.model import DeviceSample, StepBatch, StepEvent, WorkloadState
 
     labels = {
         "gpu": "0",
@@ -234,12 +234,14 @@ def test_exposition_uses_dcgm_exporter_labels_units_and_total_counters() -> None
     )  # 6 s together: a window that can hold a verdict (MIN_OVERLAP_S, MIN_OVERLAP_STEPS of each)
     for i in range(steps):  # A at 20 it/s (r = 2), B at 10 it/s (r = 2): STP 1.0
         bus.publish(
-            StepEvent(
-                "A", 1, i, 4.0 + i / 20 + 0.05, 0.05, samples=64, copy_bytes=1000, copy_s=1e-6
+            StepBatch.of(
+                StepEvent(
+                    "A", 1, i, 4.0 + i / 20 + 0.05, 0.05, samples=64, copy_bytes=1000, copy_s=1e-6
+                )
             )
         )
         if i % 2 == 0:
-            bus.publish(StepEvent("B", 2, i // 2, 4.0 + i / 20 + 0.1, 0.1))
+            bus.publish(StepBatch.of(StepEvent("B", 2, i // 2, 4.0 + i / 20 + 0.1, 0.1)))
         if i == 40:  # 2 s in: still measuring, so no slowdown, STP nor verdict yet
             early = generate_latest(registry).decode()
             assert "gpumon_job_slowdown_ratio{" not in early and "gpumon_pair_verdict{" not in early

@@ -9,6 +9,7 @@ from gpumon.core.interference.live_cause import load_baseline
 from gpumon.core.records.model import (
     DeviceSample,
     SourceStatus,
+    StepBatch,
     StepEvent,
     WorkloadMeta,
     WorkloadState,
@@ -38,16 +39,18 @@ def test_fcn_beside_fcn_shows_waiting_for_the_gpu_live() -> None:
         t = round((n + 1) / shared, 6)
         for pid, slot in enumerate("AB", start=1):
             model.handle(
-                StepEvent(
-                    slot,
-                    pid,
-                    n,
-                    t,
-                    1 / shared,
-                    samples=64.0,
-                    warmup=n < 5,
-                    copy_bytes=201216,
-                    copy_s=0.0008,
+                StepBatch.of(
+                    StepEvent(
+                        slot,
+                        pid,
+                        n,
+                        t,
+                        1 / shared,
+                        samples=64.0,
+                        warmup=n < 5,
+                        copy_bytes=201216,
+                        copy_s=0.0008,
+                    )
                 )
             )
         if n % 30 == 0:
@@ -80,7 +83,9 @@ def test_the_prediction_from_both_baselines_shows_beside_the_measured() -> None:
     for n in range(int(8 * shared)):
         t = round((n + 1) / shared, 6)
         for pid, slot in enumerate("AB", start=1):
-            model.handle(StepEvent(slot, pid, n, t, 1 / shared, samples=64.0, warmup=n < 5))
+            model.handle(
+                StepBatch.of(StepEvent(slot, pid, n, t, 1 / shared, samples=64.0, warmup=n < 5))
+            )
         if n == int(2 * shared):  # still measuring: the prediction shows already
             text = interference_text(model.view(t)).plain
             assert text.startswith("measuring… (") and text.endswith(line), text

@@ -7,11 +7,19 @@ import math
 import threading
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpumon.core.records.machine import GpuInfo
-from gpumon.core.records.model import DeviceSample, LogLine, SourceStatus, StepEvent, WorkloadState
+from gpumon.core.records.model import (
+    DeviceSample,
+    LogLine,
+    SourceStatus,
+    StepBatch,
+    StepEvent,
+    WorkloadState,
+    on_bus,
+)
 from gpumon.core.records.rates import (
     CANNOT_TELL,
     LOSES,
@@ -143,7 +151,7 @@ def _steps(model, process, t0, t1, rate, warmup=0):
     """Feed one job's steps; returns the next step number."""
     events = _events(process, t0, t1, rate, warmup)
     for e in events:
-        model.handle(e)
+        model.handle(on_bus(e))
     return len(events)
 
 
@@ -161,7 +169,7 @@ def test_model_measures_the_exclusive_phase_and_the_slowdown():
     for e in sorted(
         _events("A", 10.0, 20.0, 20, first=a_next) + _events("B", 10.0, 20.0, 10), key=lambda e: e.t
     ):
-        model.handle(e)
+        model.handle(on_bus(e))
     view = model.view(20.0)
     assert view.workload("A").exclusive_rate == pytest.approx(40)
     assert view.interference is not None
@@ -194,14 +202,14 @@ def test_a_process_watched_with_beside_runs_in_its_panel_and_in_the_interference
         history[0], iter_s=0.0002
     )  # its first step: 0.2 ms after the probe started
     for e in history:
-        model.handle(e)
+        model.handle(on_bus(e))
     model.handle(WorkloadState("A", "starting", 10.0))
     model.handle(WorkloadState("A", "running", 10.0, pid=1000))
     together = _events("A", 10.0, 30.0, 28.0, warmup=5) + _events(
         "B", 10.0, 30.0, 90.99, first=len(history)
     )
     for e in sorted(together, key=lambda e: e.t):
-        model.handle(e)
+        model.handle(on_bus(e))
     model.handle(SourceStatus("nvml", True, ""))
     view = model.view(30.0)
     b = view.workload("B")
@@ -233,7 +241,7 @@ def test_the_live_line_measures_until_its_window_can_hold_a_verdict():
     model.set_baseline("B", 40.0, "baseline run-b")
     together = _events("A", 10.0, 30.0, 20, first=a_next) + _events("B", 10.0, 30.0, 30, warmup=2)
     for e in sorted((e for e in together if e.t <= 12.0), key=lambda e: e.t):
-        model.handle(e)
+        model.handle(on_bus(e))
     view = model.view(12.0)
     text = interference_text(view).plain
     left = view.interference.left_s
@@ -248,7 +256,7 @@ def test_the_live_line_measures_until_its_window_can_hold_a_verdict():
         math.isnan(r) for r in view.interference.slowdown.values()
     )
     for e in sorted((e for e in together if e.t > 12.0), key=lambda e: e.t):
-        model.handle(e)
+        model.handle(on_bus(e))
     view = model.view(30.0)
     assert not view.interference.measuring
     assert interference_text(view).plain.startswith(
@@ -398,7 +406,6 @@ def test_clean_output_lines():
 def test_a_rate_graphs_scale_follows_what_it_shows_not_the_runs_peak():
     """Issue 43: the scale only grew, so one fast first step flattened every later one; once that step has
     scrolled out of the graph, the scale is the shown steps'."""
-    from gpumon.core.records.model import StepEvent, WorkloadState
     from gpumon.tui.model import LiveModel
 
     model = LiveModel()
@@ -407,11 +414,11 @@ def test_a_rate_graphs_scale_follows_what_it_shows_not_the_runs_peak():
     t, n = 0.0, 0
     while t < 10.0:  # 50 it/s for 10 s
         t += 0.02
-        model.handle(StepEvent("A", 1, n, t, 0.02))
+        model.handle(StepBatch.of(StepEvent("A", 1, n, t, 0.02)))
         n += 1
     while t < 200.0:  # then 2 it/s
         t += 0.5
-        model.handle(StepEvent("A", 1, n, t, 0.5))
+        model.handle(StepBatch.of(StepEvent("A", 1, n, t, 0.5)))
         n += 1
     early = model.view(10.0, width=60).workload("A").iter_rate.top
     late = model.view(200.0, width=60).workload("A").iter_rate.top
@@ -447,3 +454,31 @@ def test_a_history_shifted_from_the_last_window_is_the_history_read_afresh(steps
             for t, value, weight in added:
                 fresh.add(t, value, weight)
             assert repr(series.values(a, n, missing)) == repr(fresh.values(a, n, missing))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    gaps=st.lists(st.floats(0.01, 0.6), min_size=1, max_size=120),
+    cuts=st.sets(st.integers(0, 119)),
+)
+def test_the_view_is_the_same_however_the_steps_were_batched(gaps, cuts):
+    """A probe message's steps reach the model as one StepBatch: its graphs, figures and last step are those of the
+    same steps one by one."""
+    steps, t = [], 0.0
+    for n, gap in enumerate(gaps):
+        t += gap
+        steps.append(StepEvent("A", 1, n, t, gap, samples=8.0 + n % 3, warmup=n < 3))
+    batches: list[list[StepEvent]] = []
+    for i, step in enumerate(steps):
+        if not batches or i in cuts:
+            batches.append([])
+        batches[-1].append(step)
+    views = []
+    for feed in ([StepBatch("A", tuple(b)) for b in batches], [StepBatch.of(s) for s in steps]):
+        model = LiveModel()
+        model.handle(WorkloadState("A", "starting", 0.0, pid=1))
+        model.handle(WorkloadState("A", "running", 0.0, pid=1))
+        for batch in feed:
+            model.handle(batch)
+        views.append(repr(model.view(t + 0.5, width=60).workload("A")))
+    assert views[0] == views[1]

@@ -14,17 +14,20 @@ from gpumon.core.records.model import (
     LogLine,
     ProcessSample,
     SourceStatus,
+    StepBatch,
     StepEvent,
     WorkloadState,
 )
 from gpumon.core.sources.replay import AS_FAST_AS_POSSIBLE, ReplaySource
 from gpumon.core.store.trace import Run, TraceError
+from tests.helpers import unbatched
 from tests.tracegen import staggered_pair
 
 
 def _collect(bus: Bus) -> list[object]:
+    """What the bus carries, each StepBatch as its steps (a replayed step is a batch of one)."""
     items: list[object] = []
-    bus.subscribe(items.append)
+    bus.subscribe(lambda item: items.extend(unbatched([item])))
     return items
 
 
@@ -93,7 +96,9 @@ def test_play_in_real_time_moves_the_clock(tmp_path):
     root = staggered_pair(tmp_path / "run")
     bus = Bus()
     seen = threading.Event()
-    bus.subscribe(lambda x: seen.set() if isinstance(x, StepEvent) and x.t > 2.0 else None)
+    bus.subscribe(
+        lambda x: seen.set() if isinstance(x, StepBatch) and x.steps[-1].t > 2.0 else None
+    )
     source = ReplaySource(root, bus, speed=8.0)
     source.seek(1.0)
     source.play()

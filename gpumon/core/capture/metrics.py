@@ -21,7 +21,7 @@ from prometheus_client.process_collector import ProcessCollector
 from gpumon.core.capture.boundedhttp import serve
 from gpumon.core.records.bus import Bus
 from gpumon.core.interference.live import LiveStats
-from gpumon.core.records.model import DeviceSample, StepEvent
+from gpumon.core.records.model import DeviceSample, StepBatch
 from gpumon.core.records.rates import VERDICTS, Interference, interference
 from gpumon.errors import EnvironmentFailure
 
@@ -106,14 +106,14 @@ class RunMetrics:
     jobs: dict[str, _Job] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    TAKES = (StepEvent, DeviceSample)  # what ``handle`` reads (Bus.subscribe)
+    TAKES = (StepBatch, DeviceSample)  # what ``handle`` reads (Bus.subscribe)
 
     def handle(self, item: object) -> None:
-        if isinstance(item, StepEvent):
+        if isinstance(item, StepBatch):
             with self._lock:
                 job = self.jobs.setdefault(item.slot, _Job())
-                job.steps += 1
-                job.copy_bytes += item.copy_bytes
+                job.steps += len(item.steps)
+                job.copy_bytes += sum(step.copy_bytes for step in item.steps)
         elif isinstance(item, DeviceSample):
             self.device = item
 

@@ -18,7 +18,7 @@ from gpumon.core.records.model import (
     NO_STEPS_WITHDRAWN,
     Notice,
     ProcessSample,
-    StepEvent,
+    StepBatch,
     WorkloadMeta,
     WorkloadState,
 )
@@ -51,7 +51,7 @@ class NoStepsWatch:
     """Bus subscriber: publishes the ``no steps`` notice of a launched command that trains and takes no step, and
     withdraws it when steps arrive."""
 
-    TAKES = (WorkloadState, WorkloadMeta, StepEvent, ProcessSample)
+    TAKES = (WorkloadState, WorkloadMeta, StepBatch, ProcessSample)
 
     def __init__(self, publish: Callable[[object], None], cpu_s: float = NO_STEPS_CPU_S) -> None:
         self.publish = publish
@@ -70,13 +70,12 @@ class NoStepsWatch:
             if watched is not None and item.info.get("training") and not watched.training:
                 watched.training = True
                 watched.t = -1.0  # the next process sample starts the count
-        elif isinstance(item, StepEvent):
+        elif isinstance(item, StepBatch):
             self._watched.pop(item.slot, None)
             if item.slot in self._said:
                 self._said.discard(item.slot)
-                self.publish(
-                    Notice(item.t, withdrawn_text(item.t), item.slot, kind=NO_STEPS_WITHDRAWN)
-                )
+                t = item.steps[0].t
+                self.publish(Notice(t, withdrawn_text(t), item.slot, kind=NO_STEPS_WITHDRAWN))
         elif isinstance(item, ProcessSample):
             self._sample(item)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from gpumon.core.records.enums import JobState
-from gpumon.core.records.model import Notice, StepEvent, WorkloadState
+from gpumon.core.records.model import Notice, StepBatch, WorkloadState
 
 LOST_STAGGER = "lost stagger"  # Notice.kind
 
@@ -16,7 +16,7 @@ LOST_STAGGER = "lost stagger"  # Notice.kind
 class StaggerWatch:
     """Bus subscriber: the ``lost stagger`` notice of a staggered pair (``stagger_s`` > 0; launched jobs only)."""
 
-    TAKES = (WorkloadState, StepEvent)
+    TAKES = (WorkloadState, StepBatch)
 
     def __init__(self, publish: Callable[[object], None], stagger_s: float) -> None:
         self.publish = publish
@@ -27,8 +27,8 @@ class StaggerWatch:
     def handle(self, item: object) -> None:
         if self.stagger_s <= 0:
             return
-        if isinstance(item, StepEvent):
-            if not item.warmup:
+        if isinstance(item, StepBatch):
+            if item.slot not in self._alone and not all(step.warmup for step in item.steps):
                 self._alone.add(item.slot)
         elif (
             isinstance(item, WorkloadState)

@@ -17,7 +17,13 @@ from typing import Iterable
 
 from gpumon.core.records.bus import Bus
 from gpumon.core.records.enums import JobState
-from gpumon.core.records.model import ENDED_STATES, ProcessSample, StepEvent, WorkloadState
+from gpumon.core.records.model import (
+    ENDED_STATES,
+    ProcessSample,
+    StepBatch,
+    StepEvent,
+    WorkloadState,
+)
 from gpumon.core.records.rates import (
     LIVE_WINDOW_S,
     MIN_EXCLUSIVE_S,
@@ -123,7 +129,7 @@ class LiveStats:
     A job's history starts again when a new job starts in its slot ("starting").
     """
 
-    TAKES = (StepEvent, ProcessSample, WorkloadState)  # what ``handle`` reads (Bus.subscribe)
+    TAKES = (StepBatch, ProcessSample, WorkloadState)  # what ``handle`` reads (Bus.subscribe)
 
     def __init__(
         self, window_s: float = WINDOW_S, shared: bool = True, bus: Bus | None = None
@@ -151,8 +157,8 @@ class LiveStats:
             bus.subscribe(self.handle, *self.TAKES)
 
     def handle(self, item: object) -> None:
-        if isinstance(item, StepEvent):
-            self._pending.append(item)
+        if isinstance(item, StepBatch):
+            self._pending.extend(item.steps)
             if len(self._pending) >= ABSORB_AT:
                 with self._lock:
                     self._absorb()
@@ -176,34 +182,38 @@ class LiveStats:
         pending, steps, counts, overlap = self._pending, self._steps, self._counts, self._overlap
         for _ in range(len(pending)):
             item = pending.popleft()
-            window = steps.get(item.slot)
+            slot = item.slot
+            window = steps.get(slot)
             if window is None:
-                window = steps[item.slot] = deque()
+                window = steps[slot] = deque()
             window.append(item)
-            counts[item.slot] = item.step + 1
-            if overlap is not None:
-                overlap.add(item.slot, _point(item), item.warmup)
+            counts[slot] = item.step + 1
             if not item.warmup:
-                self._file_solo(item)
+                point = Point(item.t, item.step)
+                if overlap is not None:
+                    overlap.add(slot, point, False)
+                self._file_solo(slot, point)
 
-    def _file_solo(self, step: StepEvent) -> None:
-        """The step in its job's exclusive phase if no other job ran at its time (from the other's start to its end,
-        as ``gpumon compare`` cuts a phase: a step that reaches the bus after the other job's start is still judged
-        by when it was taken)."""
-        solo = self._solo.setdefault(step.slot, _Solo())
-        if solo.over:
+    def _file_solo(self, slot: str, point: Point) -> None:
+        """A post-warm-up step of ``slot`` ending at ``point`` in its job's exclusive phase if no other job ran at its
+        time (from the other's start to its end, as ``gpumon compare`` cuts a phase: a step that reaches the bus after
+        the other job's start is still judged by when it was taken)."""
+        solo = self._solo.get(slot)
+        if solo is None:
+            solo = self._solo[slot] = _Solo()
+        elif solo.over:
             return
+        t = point.t
         others = [
-            start
-            for slot, (start, end) in self._ran.items()
-            if slot != step.slot and start <= step.t < end
+            start for other, (start, end) in self._ran.items() if other != slot and start <= t < end
         ]
         if others:
             if solo.first is not None:
-                solo.end(min(others), _point(step))
+                solo.end(min(others), point)
             return
-        solo.first = solo.first or _point(step)
-        solo.last = _point(step)
+        if solo.first is None:
+            solo.first = point
+        solo.last = point
 
     def running(self) -> tuple[str, ...]:
         """The jobs that run now, by slot: started (a "starting" or "running" state) and not ended since."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import psutil
 
 from gpumon.core.probing.probe import ENV_AUTOPROBE
-from gpumon.core.records.model import ProcessSample, SourceStatus, StepEvent, WorkloadState
+from gpumon.core.records.model import ProcessSample, SourceStatus, StepBatch, WorkloadState
 from gpumon.core.records.enums import JobState
 from gpumon.core.records.rates import MIN_EXCLUSIVE_S, MIN_EXCLUSIVE_STEPS
 from gpumon.core.records.slots import Slot
@@ -128,7 +128,7 @@ def check_target(text: str | int) -> BesideTarget:
 class SoloHistory:
     """The steps of the attached process known so far (its history ring, then live): first and last post-warm-up."""
 
-    TAKES = (StepEvent,)  # what ``handle`` reads (Bus.subscribe)
+    TAKES = (StepBatch,)  # what ``handle`` reads (Bus.subscribe)
 
     def __init__(self, slot: str = SLOT) -> None:
         self.slot = slot
@@ -138,14 +138,14 @@ class SoloHistory:
         self.probed = False  # a step of it came (warm-up included): it has a probe
 
     def handle(self, item: object) -> None:
-        if isinstance(item, StepEvent) and item.slot == self.slot:
+        if isinstance(item, StepBatch) and item.slot == self.slot:
             self.probed = True
-            if item.warmup:
-                return
-            if self.first is None:
-                self.first = item.t
-            self.last = item.t
-            self.steps += 1
+            for step in item.steps:
+                if not step.warmup:
+                    if self.first is None:
+                        self.first = step.t
+                    self.last = step.t
+                    self.steps += 1
 
     def span(self) -> float:
         return 0.0 if self.first is None or self.last is None else self.last - self.first

@@ -27,7 +27,14 @@ from gpumon.core.records.bus import Bus
 from gpumon.core.records.clock import RunClock
 from gpumon.core.records import probemsg
 from gpumon.core.records.decode import Refused
-from gpumon.core.records.model import THREAD_DIED, LogLine, Notice, StepEvent, WorkloadMeta
+from gpumon.core.records.model import (
+    THREAD_DIED,
+    LogLine,
+    Notice,
+    StepBatch,
+    StepEvent,
+    WorkloadMeta,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +75,7 @@ def _pipe_bytes(fd: int) -> int:
 
 
 class Listener(threading.Thread):
-    """Turns probe JSON lines into StepEvent/WorkloadMeta and output into LogLine, on one thread."""
+    """Turns probe JSON lines into StepBatch/WorkloadMeta and output into LogLine, on one thread."""
 
     def __init__(
         self,
@@ -313,13 +320,10 @@ class Listener(threading.Thread):
             self.bus.publish(Notice(self.clock.now(), text, slot))
 
     def _steps(self, slot: str, message: probemsg.Steps) -> None:
-        at, publish, pid = (
-            self.clock.at,
-            self.bus.publish,
-            message.pid,
-        )  # per step: hundreds a second
-        for row in message.rows:
-            publish(
+        """The message's steps published as one batch (one bus call per read, not per step), then what it refused."""
+        if message.rows:
+            at, pid = self.clock.at, message.pid
+            steps = [
                 StepEvent(
                     slot,
                     pid,
@@ -331,7 +335,9 @@ class Listener(threading.Thread):
                     row.copy_bytes,
                     row.copy_ns / 1e9,
                 )
-            )
+                for row in message.rows
+            ]
+            self.bus.publish(StepBatch(slot, tuple(steps)))
         for _ in range(message.bad_rows):
             self._refused(slot, message.reason)
         if message.dropped:

@@ -104,6 +104,26 @@ class StepEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class StepBatch:
+    """Steps of one job that reach the bus together, in order: what the bus carries for steps.
+
+    A probe message's rows are one batch (the listener's read of ~25 steps is one publish, and each subscriber's
+    work is per read, not per step); a replayed or followed step is a batch of one (``StepBatch.of``)."""
+
+    slot: str
+    steps: tuple[StepEvent, ...]  # never empty
+
+    @classmethod
+    def of(cls, step: StepEvent) -> "StepBatch":
+        return cls(step.slot, (step,))
+
+
+def on_bus(record: object) -> object:
+    """What the bus carries for a record read back from a table: a step as a batch of one, the others as they are."""
+    return StepBatch.of(record) if type(record) is StepEvent else record
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceSample:
     """One NVML reading of one GPU; NaN where the driver does not report a field.
 

@@ -22,11 +22,14 @@ _INT64 = 2**63 - 1
 _MAX_ITER_NS = 10**15  # 11.6 days for one step: beyond it a row is no step's measurement
 _MAX_SAMPLES = 1e15
 _MAX_COPY_BYTES = 2**50  # a petabyte copied in one step
+_NUMBERS = (int, float)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepRow:
-    """One checked step row: the probe's clock in ns, NaN where the probe had no value."""
+    """One checked step row: the probe's clock in ns, NaN where the probe had no value.
+
+    Read-only by convention, not frozen: one is built per step (0.23 against 0.98 µs frozen, 2-core VM)."""
 
     step: int
     t_ns: int
@@ -68,7 +71,9 @@ KINDS = ("hello", "bye", "steps", "meta")
 
 def decode(line: bytes) -> Message:
     """One probe line; Refused with the reason for anything but a well-formed message of this protocol."""
-    message = loads(line, max_bytes=MAX_LINE, strict=False)
+    # no walk: every field read is checked by type and range below (a meta message's info by ``_info``, depth
+    # included), and a nesting too deep for the decoder itself is refused by ``loads``
+    message = loads(line, max_bytes=MAX_LINE, strict=False, walk=False)
     if not isinstance(message, dict):
         raise Refused("not a JSON object")
     version = message.get("v")
@@ -120,14 +125,19 @@ def _row(row: object) -> StepRow:
     if type(row) is not list or len(row) != 7:
         raise Refused("a step row is not a list of 7 values")
     step, t_ns, iter_ns, samples, warmup, copy_bytes, copy_ns = row
+    # the range checks written out, not ``_int_in`` calls: this runs for every step (hundreds a second)
     if not (
-        _int_in(step, 0, _INT64)
-        and _int_in(t_ns, -_INT64, _INT64)
-        and _int_in(iter_ns, 0, _MAX_ITER_NS)
-        and (samples is None or _number_in(samples, 0.0, _MAX_SAMPLES))
+        type(step) is int
+        and 0 <= step <= _INT64
+        and type(t_ns) is int
+        and -_INT64 <= t_ns <= _INT64
+        and type(iter_ns) is int
+        and 0 <= iter_ns <= _MAX_ITER_NS
+        and (samples is None or (type(samples) in _NUMBERS and 0.0 <= samples <= _MAX_SAMPLES))
         and (warmup in (0, 1))
-        and _int_in(copy_bytes, 0, _MAX_COPY_BYTES)
-        and (copy_ns is None or _int_in(copy_ns, 0, _MAX_ITER_NS))
+        and type(copy_bytes) is int
+        and 0 <= copy_bytes <= _MAX_COPY_BYTES
+        and (copy_ns is None or (type(copy_ns) is int and 0 <= copy_ns <= _MAX_ITER_NS))
     ):
         raise Refused("a step row holds a value out of range or of the wrong type")
     return StepRow(
@@ -143,10 +153,6 @@ def _row(row: object) -> StepRow:
 
 def _int_in(value: object, low: int, high: int) -> bool:
     return type(value) is int and low <= value <= high
-
-
-def _number_in(value: object, low: float, high: float) -> bool:
-    return type(value) in (int, float) and low <= value <= high  # type: ignore[operator]
 
 
 def _info(info: object) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 NAN = math.nan
 PAYS, LOSES, CANNOT_TELL = "pays", "loses", "cannot tell"
@@ -100,9 +100,10 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Point:
-    """A point of a job's cumulative-steps curve: step number ``n`` ended at run time ``t``."""
+class Point(NamedTuple):
+    """A point of a job's cumulative-steps curve: step number ``n`` ended at run time ``t``.
+
+    A named tuple, not a frozen dataclass: the live window makes one per step (0.36 against 0.98 µs, 2-core VM)."""
 
     t: float
     n: float

@@ -29,6 +29,7 @@ from gpumon.core.records.model import (
     Notice,
     ProcessSample,
     StepEvent,
+    on_bus,
 )
 from gpumon.core.store.runner import INTERRUPTED, RUNNING, run_status
 from gpumon.core.sources.replay import of_a_job, others_by_tick, record, workload_events
@@ -157,7 +158,7 @@ class FollowSource:
                 key=lambda e: (e[0], e[1]),
             )
             for _, _, item in timed:
-                self.bus.publish(item)
+                self.bus.publish(on_bus(item))
             if timed:
                 self._last_t = max(self._last_t, timed[-1][0])
             published = len(timed) + self._publish_logs()

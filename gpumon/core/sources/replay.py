@@ -33,6 +33,7 @@ from gpumon.core.records.model import (
     WorkloadMeta,
     WorkloadState,
     field_of,
+    on_bus,
 )
 from gpumon.core.store.runmeta import WorkloadRecord
 from gpumon.core.sources.stepgroups import StepGroups
@@ -274,7 +275,7 @@ class ReplaySource:
         published = 0
         with self._lock:
             while (head := self._head()) is not None and head.t <= t:
-                self.bus.publish(head.item)
+                self.bus.publish(on_bus(head.item))
                 self._pop(head)
                 published += 1
             self._cursor = max(self._cursor, t)

@@ -320,7 +320,7 @@ class Listener(threading.Thread):
             self.bus.publish(Notice(self.clock.now(), text, slot))
 
     def _steps(self, slot: str, message: probemsg.Steps) -> None:
-        """The message's steps published as one batch (one bus call per read, not per step), then what it refused."""
+        """The message's steps published as one batch (one bus call per message, not per step), then what it refused."""
         if message.rows:
             at, pid = self.clock.at, message.pid
             steps = [

@@ -107,8 +107,8 @@ class StepEvent:
 class StepBatch:
     """Steps of one job that reach the bus together, in order: what the bus carries for steps.
 
-    A probe message's rows are one batch (the listener's read of ~25 steps is one publish, and each subscriber's
-    work is per read, not per step); a replayed or followed step is a batch of one (``StepBatch.of``)."""
+    A probe message's rows are one batch (~25 steps at 250 steps/s: one publish, and each subscriber's
+    work is per message, not per step); a replayed or followed step is a batch of one (``StepBatch.of``)."""
 
     slot: str
     steps: tuple[StepEvent, ...]  # never empty

@@ -1,10 +1,11 @@
 """What watching costs: gpumon's runner, its viewer and its TUI against nvitop, each measured alone.
 
     python benchmarks/observer_cost.py                       # this box: CPU jobs, fake NVML with H100 costs
+    python benchmarks/observer_cost.py --jobs fcn gemm       # the same with jobs at hundreds of steps a second
     python benchmarks/observer_cost.py --device cuda --nvml real   # a GPU box: resnet50 + vgg19, real driver
     python benchmarks/observer_cost.py --only detached --only 'nvitop --interval' --before /tmp/old   # a before/after
 
-Two workloads train the whole time while each monitor runs, one after the other, for --seconds
+Two workloads train the whole time (on the CPU: ``CPU_JOBS``, at about the H100 pair's step rate) while each monitor runs, one after the other, for --seconds
 after --warmup; a terminal program gets its own pty (120x40 unless --cols/--rows):
 
 - ``gpumon run A B`` (the TUI; it launches and watches the two jobs itself, step events included)
@@ -69,6 +70,10 @@ RUNNER, VIEWER, WATCHED, BOTH = (
     "gpumon runner while attached",
     "gpumon runner + viewer",
 )
+# The CPU jobs step at about the pair's rate on the H100 (resnet50 + vgg19: 32 steps/s together in its observer run,
+# docs/validation-h100-2026-11-26/observer-cost.log): ~31 steps/s on the 2-core VM, so the steps' share of a
+# monitor's cost is the H100's as the fake's NVML costs are. ``--jobs fcn gemm``: the tiny presets, 500+ steps/s.
+CPU_JOBS = ["fcn:batch=1536", "gemm:batch=6144"]
 TARGETS = {"gpumon TUI": 0.5, "gpumon --headless": 0.5, RUNNER: 0.25, VIEWER: 1.0}
 H100_SCENARIO = """\
 driver 580.159.04
@@ -307,7 +312,8 @@ def main() -> None:
         "--jobs",
         nargs=2,
         metavar="SPEC",
-        help="the two workloads (default fcn gemm on cpu, resnet50 vgg19 on cuda)",
+        help=f"the two workloads (default {' '.join(CPU_JOBS)} on cpu, resnet50 vgg19 on cuda; "
+        "fcn gemm: tiny CPU jobs at hundreds of steps a second)",
     )
     parser.add_argument(
         "--warmup", type=float, default=15.0, help="seconds before measuring (default 15)"
@@ -339,7 +345,7 @@ def main() -> None:
     args = parser.parse_args()
     cuda = args.device.startswith("cuda")
     args.nvml = args.nvml or ("real" if cuda else "fake")
-    args.jobs = args.jobs or (["resnet50", "vgg19"] if cuda else ["fcn", "gemm"])
+    args.jobs = args.jobs or (["resnet50", "vgg19"] if cuda else CPU_JOBS)
 
     print(
         f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.2f} at start; jobs {' + '.join(args.jobs)} "

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpumon.core.records.bus import Bus  # noqa: E402
-from gpumon.core.records.model import StepEvent  # noqa: E402
+from gpumon.core.records.model import StepBatch  # noqa: E402
 from gpumon.core.sources.follow import FollowSource  # noqa: E402
 
 
@@ -66,8 +66,9 @@ def main() -> None:
     measuring = False
 
     def on_item(item: object) -> None:
-        if measuring and isinstance(item, StepEvent):
-            lags.append((time.monotonic_ns() - t0) / 1e9 - item.t)
+        if measuring and isinstance(item, StepBatch):
+            now = (time.monotonic_ns() - t0) / 1e9
+            lags.extend(now - step.t for step in item.steps)
 
     source.bus.subscribe(on_item)
     try:

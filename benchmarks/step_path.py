@@ -5,7 +5,7 @@
 The tree's real classes, fed two jobs' probe lines (25 steps a message, as a probe flushing every 100 ms at 250
 steps a second writes them): a Listener decodes them and publishes onto a Bus whose subscribers are a session's
 (the live window, the no-steps and stagger watches, a Recorder writing a real run directory) plus, for the TUI
-rows, the monitor's model. The recorder's writer drains its queue once a second's worth of steps (500) has come,
+rows, the monitor's model and the live window's overlap rates (a runner keeps those only with ``--baseline``). The recorder's writer drains its queue once a second's worth of steps (500) has come,
 and the live window gives every job's figures as often (what the screen's refresh or the runner's status line asks
 each second). Each part runs on the calling thread, timed with ``time.thread_time``: the listener's share, the
 recorder's (its queue drained into CSV, written), the live figures'. Prints µs a step for each, runner (no model)
@@ -61,7 +61,9 @@ def child(steps: int, tui: bool) -> dict[str, float]:
 
     clock = RunClock.start()
     bus = Bus()
-    live = LiveStats(shared=True, bus=bus)
+    live = LiveStats(
+        shared=tui, bus=bus
+    )  # a runner keeps the overlap's rates only with --baseline runs
     bus.subscribe(NoStepsWatch(bus.publish).handle, *NoStepsWatch.TAKES)
     bus.subscribe(StaggerWatch(bus.publish, 5.0).handle, *StaggerWatch.TAKES)
     with tempfile.TemporaryDirectory() as runs:

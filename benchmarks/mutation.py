@@ -120,6 +120,7 @@ MODULES: dict[str, Target] = {
             CORE
             + "test_columnar.py",  # the columnar copy and run.json's summary, written at finalise
             CORE + "test_recorder_notes.py",  # its notices, a failed copy's warning, initial_meta
+            CORE + "test_step_batches.py",  # steps.csv's lines against the csv module's
         ),
     ),
     # The reader's own tests; not test_trace_fuzz.py (hypothesis through the CLI, 11 s a mutant) nor test_analysis.py

@@ -103,12 +103,13 @@ class StepEvent:
         return NAN
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepBatch:
     """Steps of one job that reach the bus together, in order: what the bus carries for steps.
 
     A probe message's rows are one batch (~25 steps at 250 steps/s: one publish, and each subscriber's
-    work is per message, not per step); a replayed or followed step is a batch of one (``StepBatch.of``)."""
+    work is per message, not per step); a replayed or followed step is a batch of one (``StepBatch.of``). Read-only
+    by convention, not frozen, as StepEvent: a replay builds one a step."""
 
     slot: str
     steps: tuple[StepEvent, ...]  # never empty

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -160,6 +161,8 @@ async def measure(size: tuple[int, int], frames: int, warm: int, profile: bool) 
         spent = 0.0
         for k in range(warm + frames):
             if k == warm:
+                gc.collect()  # as the live monitor settles its heap once the session has started (settle_heap)
+                gc.freeze()
                 meter.spent.clear()
                 meter.rendered.clear()
                 meter.by_class.clear()
@@ -250,14 +253,14 @@ def show(name: str, s: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="120x40", help="terminal size, COLSxROWS")
-    parser.add_argument("--frames", type=int, default=9, help="frames measured per repetition")
+    parser.add_argument("--frames", type=int, default=7, help="frames measured per repetition")
     parser.add_argument(
         "--warm",
         type=int,
-        default=10,
-        help="frames drawn first, not measured (both jobs run from the 9th)",
+        default=12,
+        help="frames drawn first, not measured (both jobs run from the 12th: no state changes after)",
     )
-    parser.add_argument("--repeat", type=int, default=7, help="repetitions (processes) per tree")
+    parser.add_argument("--repeat", type=int, default=9, help="repetitions (processes) per tree")
     parser.add_argument("--before", type=Path, help="a gpumon tree to measure too, alternately")
     parser.add_argument(
         "--profile", action="store_true", help="print cProfile's top of one more run"

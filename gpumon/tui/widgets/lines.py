@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
+from functools import partial
+from operator import attrgetter
+
+from rich.cells import cell_len
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -212,15 +217,63 @@ class TextLine(LineWidget):
 def text_strip(widget: LineWidget, text: Text, width: int, pad_text: bool = True) -> Strip:
     """One line of ``text`` in ``widget``'s style, cut with an ellipsis to ``width`` cells and padded to it (in the
     text's style, or with ``pad_text=False`` in the background alone, as a Static pads)."""
+    console = widget.app.console
+    widget_style = widget.base_style
+    fitted = fitting_segments(text, width, pad_text, console, widget_style)
+    strip = (
+        Strip(*fitted)
+        if fitted is not None
+        else rich_strip(text, width, pad_text, console, widget_style)
+    )
+    return strip.adjust_cell_length(width, Style(bgcolor=widget_style.bgcolor))
+
+
+def rich_strip(
+    text: Text, width: int, pad_text: bool, console: Console, widget_style: Style
+) -> Strip:
+    """``text`` cut with an ellipsis to ``width`` (padded with ``pad_text``) and rendered by Rich in ``widget_style``."""
     text = text.copy()
     text.no_wrap = True
     text.truncate(width, overflow="ellipsis", pad=pad_text)
-    console = widget.app.console
-    widget_style = widget.base_style
     base = widget_style + console.get_style(text.style) if text.style else widget_style
     # Text.render drops its own style without spans
-    segments = Segment.apply_style(text.render(console, end=""), base)
-    return Strip(segments).adjust_cell_length(width, Style(bgcolor=widget_style.bgcolor))
+    return Strip(Segment.apply_style(text.render(console, end=""), base))
+
+
+def fitting_segments(
+    text: Text, width: int, pad_text: bool, console: Console, widget_style: Style
+) -> tuple[list[Segment], int] | None:
+    """The segments (and their cells) ``rich_strip`` gives a line that fits ``width`` in one-cell characters with spans
+    that do not overlap (the monitor's lines: each a row of appended pieces), built in one pass without copying,
+    truncating and rendering the text; None for any other line (``rich_strip`` draws it)."""
+    plain = text.plain
+    spans = sorted(text.spans, key=attrgetter("start"))
+    if len(plain) > width or cell_len(plain) != len(plain):
+        return None
+    end = 0
+    for span in spans:
+        if span.start < end or span.end > len(plain):
+            return None
+        end = max(end, span.end)
+    if pad_text and len(plain) < width:
+        plain += " " * (width - len(plain))
+    get_style = partial(console.get_style, default=Style.null())
+    text_style = get_style(text.style)
+    base = widget_style + text_style if text.style else widget_style
+    if not spans:
+        return [Segment(plain, base)], len(plain)
+    segments = []
+    offset = 0
+    for span in spans:
+        if span.start > offset:
+            segments.append(Segment(plain[offset : span.start], base))
+        if span.end > span.start:
+            # Rich combines the text's style and the span's, then adds them to base (which holds the text's already)
+            segments.append(Segment(plain[span.start : span.end], base + get_style(span.style)))
+        offset = max(offset, span.end)
+    if len(plain) > offset:
+        segments.append(Segment(plain[offset:], base))
+    return segments, len(plain)
 
 
 class TextBlock(LineWidget):

@@ -14,10 +14,12 @@ into the terminal's bytes: this script does it, as the terminal driver would, an
 
 Parts (each the UI thread's CPU inside that function, summed over the frames, per frame):
 ``draw`` (MonitorScreen.draw: our widgets' updates), ``compositor`` (Screen._compositor_refresh: Textual's
-render_update), within it ``lines ours`` / ``lines textual`` (the render_lines of our widgets and of Textual's,
-e.g. containers with borders), ``layout`` (Screen._refresh_layout; ~0 when no frame lays the screen out),
+render_update), within it ``lines ours`` / ``lines textual`` (the render_lines of widgets whose class is gpumon's,
+containers kept by ``CachedBox`` included, and of Textual's own), ``layout`` (Screen._refresh_layout; ~0 when no frame lays the screen out),
 ``terminal`` (the update's escape sequences), ``other`` (the rest: message dispatch, timers, idle handling).
-Figures are printed, not asserted; medians of the repetitions.
+Frames are counted once both jobs run (``--warm`` frames first: the jobs' start changes classes, a restyle of the
+panels), and the collector's start-up heap is frozen first, as the live monitor does (``settle_heap``). Figures are
+printed, not asserted; medians of the repetitions.
 """
 
 from __future__ import annotations

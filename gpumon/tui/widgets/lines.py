@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Sequence
-
 from functools import partial
 from operator import attrgetter
+from typing import Literal, Sequence
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -72,7 +71,8 @@ class LineWidget(Widget):
     # how this widget draws its lines itself (False: through Textual's styles cache), as of the last style change
     _plain: PlainBox | Literal[False] | None = None
     # each line's last strip from render_line and what it became (padded, filtered), at the width and filters of the key
-    _finished: dict[int, tuple[Strip, Strip]] = {}
+    # (set with the key, on the first render)
+    _finished: dict[int, tuple[Strip, Strip]]
     _finished_key: tuple | None = None
     _drawing_size: Size | None = None
 

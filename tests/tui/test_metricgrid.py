@@ -72,3 +72,28 @@ async def test_a_frame_renders_only_the_lines_whose_cells_changed():
         await pilot.pause()
         assert rendered == [1]
         assert "2" in grid.render_line(1).text[:29]
+
+
+@run_async
+async def test_cells_shown_together_repaint_their_changed_lines_with_one_refresh():
+    app = _GridApp()
+    async with app.run_test(size=(70, 4)) as pilot:
+        grid = app.query_one(MetricGrid)
+        series = Series((10.0, 50.0), 100.0, "%")
+        grid.show_all([(key, "1", series) for key, _ in CELLS])
+        await pilot.pause()
+        refreshed: list[tuple[int, ...]] = []
+        refresh = grid.refresh
+        grid.refresh = lambda *regions, **kw: (  # type: ignore[method-assign]
+            refreshed.append(tuple(r.y for r in regions)),
+            refresh(*regions, **kw),
+        )[1]
+
+        grid.show_all([(key, "1", series) for key, _ in CELLS])  # nothing changed: no refresh
+        assert refreshed == []
+        grid.show_all(
+            [(key, "2", series) for key, _ in CELLS]
+        )  # every cell: both lines, one refresh
+        assert refreshed == [(0, 1)]
+        await pilot.pause()
+        assert "2" in grid.render_line(0).text[:29] and "2" in grid.render_line(1).text[:29]

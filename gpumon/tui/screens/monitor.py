@@ -15,10 +15,8 @@ from typing import Callable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from gpumon.core.records.printable import printable
 from gpumon.core.records.share import shown_share
@@ -26,6 +24,7 @@ from gpumon.tui.messages import Refresh
 from gpumon.tui.model import LiveModel
 from gpumon.tui.pump import DEFAULT_HZ, RefreshPump
 from gpumon.tui.view import View
+from gpumon.tui.widgets.box import CachedBox, Keys, Row
 from gpumon.tui.widgets.device import DevicePanel
 from gpumon.tui.widgets.gpus import GpuLines
 from gpumon.tui.widgets.interference import NO_RATES, InterferenceLine
@@ -128,8 +127,9 @@ def short_path(path: Path, width: int) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
-class MonitorScreen(Screen, inherit_bindings=False):
-    """Panels drawn from a feed; subclasses add the keys of a live session or of a replay."""
+class MonitorScreen(Screen, CachedBox, inherit_bindings=False):
+    """Panels drawn from a feed; subclasses add the keys of a live session or of a replay. Its own lines (the
+    background, behind the panels) are kept while they do not change (``CachedBox``)."""
 
     BINDINGS = VIEW_BINDINGS
     # what an empty slot's panel says: the live monitor launches into it; a replay or a viewer has no launch key
@@ -152,7 +152,7 @@ class MonitorScreen(Screen, inherit_bindings=False):
         yield TextLine(id="status")
         yield GpuLines(id="gpus")
         yield DevicePanel(id="device")
-        with Horizontal(id="workloads"):
+        with Row(id="workloads"):
             for slot in ("A", "B"):
                 yield WorkloadPanel(
                     slot, self.EMPTY_SLOT.format(slot=slot, key=slot.lower()), id=f"panel-{slot}"
@@ -160,7 +160,7 @@ class MonitorScreen(Screen, inherit_bindings=False):
         yield InterferenceLine(id="interference")
         yield ProcessTable(id="processes")
         yield ChildOutput(id="output")
-        yield Footer(compact=True)
+        yield Keys(compact=True)
 
     def on_mount(self) -> None:
         # Textual runs every class's own on_mount/on_unmount, a subclass's first: a subclass must not call these

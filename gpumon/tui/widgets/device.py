@@ -9,6 +9,7 @@ from textual.containers import Vertical
 from gpumon.core.records.units import DASH
 from gpumon.core.records import units as fmt
 from gpumon.tui.view import DeviceView
+from gpumon.tui.widgets.box import CachedBox
 from gpumon.tui.widgets.graph import BLOCKS, LEVELS
 from gpumon.tui.widgets.lines import TextLine, set_titles
 from gpumon.tui.widgets.metricgrid import MetricGrid
@@ -78,7 +79,7 @@ def cores_text(per_core: tuple[float, ...], width: int) -> str:
     )
 
 
-class DevicePanel(Vertical):
+class DevicePanel(Vertical, CachedBox):
     """GPU mode (class ``-gpu``) shows seven graphs; host mode shows why NVML is off, CPU and memory."""
 
     def compose(self) -> ComposeResult:
@@ -119,9 +120,9 @@ class DevicePanel(Vertical):
             "pcie_tx_bps": fmt.bytes_per_s(s.pcie_tx_bps if s else None),
             "temp_c": fmt.plain(s.temp_c if s else None, "°C"),
         }
-        for key, value in values.items():
-            self.gpu_metrics.show(key, value, g.get(key))
-        self.gpu_metrics.show("sm_clock_mhz", fmt.plain(s.sm_clock_mhz if s else None, "MHz"))
+        cells = [(key, value, g.get(key)) for key, value in values.items()]
+        cells.append(("sm_clock_mhz", fmt.plain(s.sm_clock_mhz if s else None, "MHz"), None))
+        self.gpu_metrics.show_all(cells)
         self._gpm.show(
             Text(view.note, style="italic") if view.note else gpm_text(view, self._gpm.size.width)
         )

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from functools import partial
+from operator import attrgetter
+from typing import Literal, Sequence
 
+from rich.cells import cell_len
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.color import Color
-from textual.geometry import Region
+from textual.geometry import Region, Size
+from textual.filter import LineFilter
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widget import Widget
@@ -65,6 +70,11 @@ class LineWidget(Widget):
     _base: Style | None = None
     # how this widget draws its lines itself (False: through Textual's styles cache), as of the last style change
     _plain: PlainBox | Literal[False] | None = None
+    # each line's last strip from render_line and what it became (padded, filtered), at the width and filters of the key
+    # (set with the key, on the first render)
+    _finished: dict[int, tuple[Strip, Strip]]
+    _finished_key: tuple | None = None
+    _drawing_size: Size | None = None
 
     @property
     def base_style(self) -> Style:
@@ -80,6 +90,7 @@ class LineWidget(Widget):
     def notify_style_update(self) -> None:
         self._base = None
         self._plain = None
+        self._finished_key = None
         super().notify_style_update()
 
     def _plain_box(self) -> PlainBox | None:
@@ -103,35 +114,60 @@ class LineWidget(Widget):
             self._plain = PlainBox(left, right, inner, background) if plain else False
         return self._plain or None
 
+    @property
+    def line_size(self) -> Size:
+        """The content's size: while ``render_lines`` draws, the size it draws at (``size`` looks the widget up in the
+        compositor's map each time: a line cost more than its cached strip), else ``size``."""
+        return self._drawing_size if self._drawing_size is not None else self.size
+
     def render_lines(self, crop: Region) -> list[Strip]:
         """The lines of ``crop`` for the compositor: ``render_line``'s, padded left and right and filtered, where the
-        widget has no box."""
+        widget has no box. A line whose strip is the one it gave last is given as it was padded and filtered then: the
+        compositor asks for every line of every widget in the frame's changed area, most of them unchanged."""
         box = self._plain_box()
         if box is None:
             return super().render_lines(crop)
         filters = self.get_line_filters()
-        width = self.size.width
+        size = self.size
+        width = size.width
+        key = (width, *filters)
+        if self._finished_key != key:
+            self._finished_key = key
+            self._finished = {}
+        finished = self._finished
         strips = []
-        for y in crop.line_range:
-            strip = self.render_line(y)
-            if strip.cell_length != width:
-                strip = strip.adjust_cell_length(width, box.inner)
-            if box.left or box.right:
-                strip = Strip(
-                    [
-                        Segment(" " * box.left, box.inner),
-                        *strip,
-                        Segment(" " * box.right, box.inner),
-                    ],
-                    width + box.left + box.right,
-                )
-            for line_filter in filters:
-                strip = strip.apply_filter(line_filter, box.background)
-            strips.append(strip)
+        self._drawing_size = size
+        try:
+            for y in crop.line_range:
+                strip = self.render_line(y)
+                done = finished.get(y)
+                if done is None or done[0] is not strip:
+                    done = finished[y] = (strip, self._finish(strip, width, box, filters))
+                strips.append(done[1])
+        finally:
+            self._drawing_size = None
         if crop.column_span != (0, width + box.left + box.right):
             x1, x2 = crop.column_span
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips
+
+    @staticmethod
+    def _finish(strip: Strip, width: int, box: PlainBox, filters: Sequence[LineFilter]) -> Strip:
+        """``strip`` as Textual would give it: at ``width``, padded left and right, through the line filters."""
+        if strip.cell_length != width:
+            strip = strip.adjust_cell_length(width, box.inner)
+        if box.left or box.right:
+            strip = Strip(
+                [
+                    Segment(" " * box.left, box.inner),
+                    *strip,
+                    Segment(" " * box.right, box.inner),
+                ],
+                width + box.left + box.right,
+            )
+        for line_filter in filters:
+            strip = strip.apply_filter(line_filter, box.background)
+        return strip
 
 
 class TextLine(LineWidget):
@@ -170,7 +206,7 @@ class TextLine(LineWidget):
         super().notify_style_update()
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.line_size.width
         if y > 0:
             return Strip.blank(width, self.base_style)
         if self._strip is None or self._strip.cell_length != width:
@@ -181,15 +217,63 @@ class TextLine(LineWidget):
 def text_strip(widget: LineWidget, text: Text, width: int, pad_text: bool = True) -> Strip:
     """One line of ``text`` in ``widget``'s style, cut with an ellipsis to ``width`` cells and padded to it (in the
     text's style, or with ``pad_text=False`` in the background alone, as a Static pads)."""
+    console = widget.app.console
+    widget_style = widget.base_style
+    fitted = fitting_segments(text, width, pad_text, console, widget_style)
+    strip = (
+        Strip(*fitted)
+        if fitted is not None
+        else rich_strip(text, width, pad_text, console, widget_style)
+    )
+    return strip.adjust_cell_length(width, Style(bgcolor=widget_style.bgcolor))
+
+
+def rich_strip(
+    text: Text, width: int, pad_text: bool, console: Console, widget_style: Style
+) -> Strip:
+    """``text`` cut with an ellipsis to ``width`` (padded with ``pad_text``) and rendered by Rich in ``widget_style``."""
     text = text.copy()
     text.no_wrap = True
     text.truncate(width, overflow="ellipsis", pad=pad_text)
-    console = widget.app.console
-    widget_style = widget.base_style
     base = widget_style + console.get_style(text.style) if text.style else widget_style
     # Text.render drops its own style without spans
-    segments = Segment.apply_style(text.render(console, end=""), base)
-    return Strip(segments).adjust_cell_length(width, Style(bgcolor=widget_style.bgcolor))
+    return Strip(Segment.apply_style(text.render(console, end=""), base))
+
+
+def fitting_segments(
+    text: Text, width: int, pad_text: bool, console: Console, widget_style: Style
+) -> tuple[list[Segment], int] | None:
+    """The segments (and their cells) ``rich_strip`` gives a line that fits ``width`` in one-cell characters with spans
+    that do not overlap (the monitor's lines: each a row of appended pieces), built in one pass without copying,
+    truncating and rendering the text; None for any other line (``rich_strip`` draws it)."""
+    plain = text.plain
+    spans = sorted(text.spans, key=attrgetter("start"))
+    if len(plain) > width or cell_len(plain) != len(plain):
+        return None
+    end = 0
+    for span in spans:
+        if span.start < end or span.end > len(plain):
+            return None
+        end = max(end, span.end)
+    if pad_text and len(plain) < width:
+        plain += " " * (width - len(plain))
+    get_style = partial(console.get_style, default=Style.null())
+    text_style = get_style(text.style)
+    base = widget_style + text_style if text.style else widget_style
+    if not spans:
+        return [Segment(plain, base)], len(plain)
+    segments = []
+    offset = 0
+    for span in spans:
+        if span.start > offset:
+            segments.append(Segment(plain[offset : span.start], base))
+        if span.end > span.start:
+            # Rich combines the text's style and the span's, then adds them to base (which holds the text's already)
+            segments.append(Segment(plain[span.start : span.end], base + get_style(span.style)))
+        offset = max(offset, span.end)
+    if len(plain) > offset:
+        segments.append(Segment(plain[offset:], base))
+    return segments, len(plain)
 
 
 class TextBlock(LineWidget):
@@ -237,7 +321,7 @@ class TextBlock(LineWidget):
         super().notify_style_update()
 
     def render_line(self, y: int) -> Strip:
-        width = self.content_size.width
+        width = self.line_size.width
         if y >= len(self._lines):
             return Strip.blank(width, self.base_style)
         strip = self._strips.get(y)
@@ -413,11 +497,10 @@ class MetricRow(LineWidget):
         """Line API: each row is built once per change of it."""
         strip = self._strips.get(y)
         if strip is None:
-            self.metric.shape = (self.size.width, self.size.height)
+            size = self.line_size
+            self.metric.shape = (size.width, size.height)
             if self._styles is None:
                 self._styles = metric_styles(self)
-            strip = self.metric.strip(y, self._styles) or Strip.blank(
-                self.size.width, self.rich_style
-            )
+            strip = self.metric.strip(y, self._styles) or Strip.blank(size.width, self.base_style)
             self._strips[y] = strip
         return strip

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from rich.style import Style
 from textual import events
@@ -50,10 +50,22 @@ class MetricGrid(LineWidget):
 
     def show(self, key: str, value: str, series: Series | None = None) -> None:
         """Set one cell's value and history; repaints its line only if it looks different."""
-        if self.metrics[key].show(value, series):
-            y = list(self.metrics).index(key) // 2
+        self.show_all([(key, value, series)])
+
+    def show_all(self, cells: Iterable[tuple[str, str, Series | None]]) -> None:
+        """Set the value and history of each cell ``(key, value, series)``; the lines that look different are repainted
+        with one ``refresh`` (each costs the UI thread a message and a style-cache reset: frame_cost.py)."""
+        keys = list(self.metrics)
+        changed = {
+            keys.index(key) // 2
+            for key, value, series in cells
+            if self.metrics[key].show(value, series)
+        }
+        for y in changed:
             self._lines.pop(y, None)
-            self.refresh(Region(0, y, self.size.width, 1))
+        if changed:
+            width = self.size.width
+            self.refresh(*(Region(0, y, width, 1) for y in sorted(changed)))
 
     def on_resize(self, event: events.Resize) -> None:
         for cell, width in zip(
@@ -70,7 +82,7 @@ class MetricGrid(LineWidget):
         super().notify_style_update()
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.line_size.width
         strip = self._lines.get(y)
         if strip is None or strip.cell_length != width:
             strip = self._lines[y] = self._build_line(y, width)

@@ -6,11 +6,10 @@ import re
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal
-from textual.widget import Widget
 
 from gpumon.core.records.printable import printable
 from gpumon.tui.view import View
+from gpumon.tui.widgets.box import CachedBox, Row
 
 # OSC (a title, a clipboard write: ESC ] ... BEL or ESC \\) whole, CSI, then any other two-character escape
 ANSI = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
@@ -24,7 +23,7 @@ def clean(line: str) -> str:
     return printable(CONTROL.sub("", ANSI.sub("", line)).expandtabs(4))
 
 
-class Tail(Widget):
+class Tail(CachedBox):
     """The last lines that fit, cropped to the width; repaints only on change."""
 
     def __init__(self, slot: str, **kwargs) -> None:
@@ -46,7 +45,7 @@ class Tail(Widget):
         return Text("\n".join(clean(line) for line in shown), no_wrap=True, overflow="ellipsis")
 
 
-class ChildOutput(Horizontal):
+class ChildOutput(Row):
     """Both slots side by side."""
 
     def compose(self) -> ComposeResult:

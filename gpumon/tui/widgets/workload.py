@@ -15,6 +15,7 @@ from gpumon.core.records.model import NO_STEPS
 from gpumon.core.records.specwords import shown_spec
 from gpumon.core.records.tokens import tokens_per_s, tokens_per_sample
 from gpumon.tui.view import WorkloadView
+from gpumon.tui.widgets.box import CachedBox
 from gpumon.tui.widgets.lines import (
     LABEL_WIDTH,
     VALUE_WIDTH,
@@ -48,7 +49,7 @@ def _pair(label: str, first: str, second: str) -> Text:
     return text
 
 
-class WorkloadPanel(Vertical):
+class WorkloadPanel(Vertical, CachedBox):
     """Slot A or B; an empty slot says ``empty_hint`` (the live monitor: which key launches into it)."""
 
     def __init__(self, slot: str, empty_hint: str, **kwargs) -> None:

@@ -123,7 +123,8 @@ def _step_line(s: StepEvent) -> str:
 def _slot_field(slot: str) -> str:
     """``slot`` as the csv module writes it in a field (quoted where it must be)."""
     out = io.StringIO()
-    csv.writer(out, lineterminator="").writerow([slot, 0])  # a field among others (alone, "" is written '""')
+    # written among other fields: alone, "" is written '""'
+    csv.writer(out, lineterminator="").writerow([slot, 0])
     return out.getvalue().removesuffix(",0")
 
 

@@ -123,9 +123,9 @@ def _step_line(s: StepEvent) -> str:
 def _slot_field(slot: str) -> str:
     """``slot`` as the csv module writes it in a field (quoted where it must be)."""
     out = io.StringIO()
-    # written among other fields: alone, "" is written '""'
-    csv.writer(out, lineterminator="").writerow([slot, 0])
-    return out.getvalue().removesuffix(",0")
+    # among other fields (alone, "" is written '""'), by the tables' own dialect (their line end is quoted)
+    csv.writer(out, lineterminator="\n").writerow([slot, 0])
+    return out.getvalue().removesuffix(",0\n")
 
 
 # Record type -> (table, its values in column order): one C call per row (a step: ``_step_line``).

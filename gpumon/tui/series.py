@@ -62,8 +62,7 @@ class BinnedSeries:
                     bins.append(last)
                 else:
                     continue
-                if last[1] / last[2] > peak:
-                    peak = last[1] / last[2]
+                peak = max(peak, last[1] / last[2])
         self.peak = peak
 
     def clear(self) -> None:

@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Iterable
 
 from gpumon.core.records.model import (
     DEVICE_COLUMNS,
@@ -109,9 +109,16 @@ def _joined(values: tuple) -> str:
     return " ".join(f"{v:.1f}" for v in values)
 
 
+def csv_line(cells: Iterable[Any]) -> str:
+    """One line of a table: ``cells`` as the csv module writes them (quoted where they must be), ending in "\n"."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow(cells)
+    return out.getvalue()
+
+
 def _step_line(s: StepEvent) -> str:
-    """A step's line of steps.csv, as ``csv.writer`` writes its ``_cells``, written out: hundreds of steps a second,
-    and the csv module takes twice as long for the same text (4.4 against 2.0 µs a step, 2-core VM)."""
+    """A step's line of steps.csv, ``csv_line`` of its ``_cells`` written out: hundreds of steps a second, and the csv
+    module takes twice as long for the same text (4.4 against 2.0 µs a step, 2-core VM)."""
     return (
         f"{_slot_field(s.slot)},{s.pid},{s.step},{'' if s.t != s.t else repr(s.t)},"
         f"{'' if s.iter_s != s.iter_s else repr(s.iter_s)},{'' if s.samples != s.samples else repr(s.samples)},"
@@ -122,17 +129,18 @@ def _step_line(s: StepEvent) -> str:
 @functools.cache
 def _slot_field(slot: str) -> str:
     """``slot`` as the csv module writes it in a field (quoted where it must be)."""
-    out = io.StringIO()
-    # among other fields (alone, "" is written '""'), by the tables' own dialect (their line end is quoted)
-    csv.writer(out, lineterminator="\n").writerow([slot, 0])
-    return out.getvalue().removesuffix(",0\n")
+    return csv_line([slot, 0]).removesuffix(",0\n")  # among other fields: alone, "" is written '""'
 
 
-# Record type -> (table, its values in column order): one C call per row (a step: ``_step_line``).
-ROWS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
-    cls: (table, attrgetter(*map(field_of, columns)))
+def _row_line(values: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], str]:
+    """A record's line of its table, from ``values``: its values in column order (one C call)."""
+    return lambda record: csv_line(_cells(values(record)))
+
+
+# Record type -> (table, the record's line of it).
+ROWS: dict[type, tuple[str, Callable[[Any], str]]] = {
+    cls: (table, _step_line if cls is StepEvent else _row_line(attrgetter(*map(field_of, columns))))
     for cls, table, columns in TABLES
-    if cls is not StepEvent
 }
 
 
@@ -239,7 +247,6 @@ class Recorder:
         self._queue_max = queue_max
         self._overflow = False
         self._files: dict[str, IO[str]] = {}
-        self._writers: dict[str, Any] = {}
         self._logs: dict[str, IO[str]] = {}
         self._stop = threading.Event()
         self._soon = threading.Event()  # write now, not at the end of the interval (``flush_soon``)
@@ -255,8 +262,7 @@ class Recorder:
             for table, columns in (*((t, c) for _, t, c in TABLES), (OTHERS_TABLE, OTHER_COLUMNS)):
                 f = open_new(path / f"{table}.csv")
                 self._files[table] = f
-                self._writers[table] = csv.writer(f, lineterminator="\n")
-                self._writers[table].writerow(columns)
+                f.write(csv_line(columns))
             self._flush()
         except (OSError, UnsafeDestination) as exc:
             self._close_files()
@@ -327,14 +333,12 @@ class Recorder:
 
     def _drain(self) -> None:
         """Write what is queued: each table's rows at once, the other records in order."""
-        rows: dict[str, list[list]] = {}
-        steps: list[str] = []
+        lines: dict[str, list[str]] = {}
         for _ in range(len(self._queue)):
             item = self._queue.popleft()
-            if type(item) is StepEvent:
-                steps.append(_step_line(item))
-            elif (table := ROWS.get(type(item))) is not None:
-                rows.setdefault(table[0], []).append(_cells(table[1](item)))
+            table = ROWS.get(type(item))
+            if table is not None:
+                lines.setdefault(table[0], []).append(table[1](item))
             else:
                 try:
                     self._write(item)
@@ -344,14 +348,13 @@ class Recorder:
                     RecursionError,
                 ) as exc:  # one bad record, not the capture
                     self._note(f"a {type(item).__name__} was not recorded: {exc}")
-        self._files["steps"].write("".join(steps))
-        for name, cells in rows.items():
-            self._writers[name].writerows(cells)
+        for name, text in lines.items():
+            self._files[name].write("".join(text))
 
     def _write(self, item: object) -> None:
         if isinstance(item, GpuOthers):
-            self._writers[OTHERS_TABLE].writerows(
-                [_cells(OTHER_ROW(other)) for other in item.processes]
+            self._files[OTHERS_TABLE].write(
+                "".join(csv_line(_cells(OTHER_ROW(other))) for other in item.processes)
             )
         elif isinstance(item, LogLine):
             self._log(item.slot).write(item.text + "\n")

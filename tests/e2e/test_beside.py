@@ -311,7 +311,11 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
         stop(proc)
     assert f"watching pid {proc.pid} as B (no probe: its rate is unknown)" in done.stderr
     live = [line for line in done.stdout.splitlines() if " B pid " in line]
-    assert live and all("rate unknown (no probe)  SM 80 % alone →" in line for line in live)
+    # a status line before B's first process sample (they come once a second, not in step with the lines) says so
+    known = [line for line in live if "no GPU figures for it" not in line]
+    assert known and live[-len(known) :] == known, "once known, its figures stay known"
+    assert all("rate unknown (no probe)" in line for line in live)
+    assert all("rate unknown (no probe)  SM 80 % alone →" in line for line in known)
     assert "beside fcn" in live[-1] and "GPU memory 2.0 GiB → 2.0 GiB" in live[-1]
 
     path = only_run(tmp_path / "runs")

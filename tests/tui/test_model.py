@@ -367,6 +367,37 @@ def test_pump_merges_ticks_until_the_ui_has_drawn():
         pump.join(5)
 
 
+def test_a_view_drawn_within_its_period_is_not_waited_for():
+    """The pump waits out the period first and the UI's draw only if it has not come by then: a UI that drew within
+    the period costs the refresh thread no wait (no wake-up) for it."""
+    model = LiveModel()
+    views: list = []
+    second = threading.Event()
+    pump: RefreshPump
+
+    def deliver(view) -> None:
+        views.append(view)
+        pump.drawn()  # the UI drew at once
+        if len(views) == 2:
+            second.set()
+
+    pump = RefreshPump(model, lambda: 1.0, deliver, hz=20)
+    pump._drawn = waits = WatchedEvent(lambda: len(views))
+    waits.set()
+    pump.start()
+    try:
+        pump.poke()
+        model.handle(LogLine("A", 0.0, "x"))
+        while not second.wait(0.05):
+            model.handle(LogLine("A", 0.0, "x"))
+        assert not waits.waiting.is_set(), (
+            f"the pump waited for a draw already made: {waits.returned}"
+        )
+    finally:
+        pump.stop()
+        pump.join(5)
+
+
 def test_the_pump_gathers_before_each_view_so_the_frame_has_what_was_gathered():
     """A live screen's pump reads the probes (``gather``) just before it builds a view: what that read publishes is in
     that view, and it does not wake the pump for a second view."""

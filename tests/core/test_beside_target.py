@@ -271,6 +271,14 @@ def test_known_use_phrases_what_nvml_gave() -> None:
     assert KnownUse(40.0, NAN, NAN, NAN).phrase("gemm") == "SM 40 % alone → n/a beside gemm"
     assert KnownUse(NAN, NAN, 1536.0, NAN).phrase("x") == "GPU memory 1.5 GiB → n/a"
     assert KnownUse(NAN, NAN, NAN, NAN).phrase("x") == "no GPU figures for it (NVML gave none)"
+    assert (
+        KnownUse(NAN, NAN, NAN, NAN, sampled=False).phrase("x")
+        == "no GPU figures for it yet (no process sample so far)"
+    )
+    assert (
+        KnownUse(NAN, NAN, NAN, NAN, "unavailable: disabled (--no-nvml)", sampled=False).phrase("x")
+        == "no GPU figures for it (NVML unavailable: disabled (--no-nvml))"
+    ), "NVML off: it never will have any, sampled or not"
     assert use.to_dict() == {
         "sm_pct_alone": 80.0,
         "sm_pct_shared": 60.0,
@@ -297,6 +305,9 @@ def test_live_known_use_means_before_the_other_job_and_the_last_sample_now() -> 
         math.isnan(v)
         for v in (known.sm_alone, known.sm_shared, known.mem_alone_mib, known.mem_shared_mib)
     )
+    assert known.phrase("A") == "no GPU figures for it yet (no process sample so far)"
+    live.handle(_sample(0.2, 80.0, 2000.0, process="A"))
+    assert not live.known().sampled, "the other job's sample is not this one's"
     for item in (
         _sample(0.5, 80.0, 2000.0),
         _sample(1.0, NAN, 2100.0),
@@ -317,6 +328,11 @@ def test_live_known_use_means_before_the_other_job_and_the_last_sample_now() -> 
     live.handle(_sample(2.5, 40.0, 3000.0))
     live.handle(_sample(3.0, 30.0, 3500.0))
     assert live.known() == KnownUse(75.0, 30.0, 2050.0, 3500.0)
+    late = LiveKnownUse()
+    late.handle(_sample(0.5, NAN, NAN))
+    assert late.known().phrase("A") == "no GPU figures for it (NVML gave none)", (
+        "sampled, without GPU figures: NVML gave none"
+    )
 
 
 def test_the_attached_pid_is_never_another_gpu_process() -> None:

@@ -314,6 +314,10 @@ def test_without_a_probe_the_rate_is_unknown_and_what_is_known_is_said(tmp_path:
     # a status line before B's first process sample (they come once a second, not in step with the lines) says so
     known = [line for line in live if "no GPU figures for it" not in line]
     assert known and live[-len(known) :] == known, "once known, its figures stay known"
+    assert all(
+        "no GPU figures for it yet (no process sample so far)" in line
+        for line in live[: -len(known)]
+    ), "before its first process sample a line says it was not sampled, not that NVML gave nothing"
     assert all("rate unknown (no probe)" in line for line in live)
     assert all("rate unknown (no probe)  SM 80 % alone →" in line for line in known)
     assert "beside fcn" in live[-1] and "GPU memory 2.0 GiB → 2.0 GiB" in live[-1]

@@ -177,6 +177,7 @@ class KnownUse:
     nvml_off: str = (
         ""  # why NVML was not read ("unavailable: disabled (--no-nvml)"), "" when it was
     )
+    sampled: bool = True  # False while no process sample of it has come (live, in its first second)
 
     def phrase(self, other: str) -> str:
         """``SM 30 % alone → 15 % beside fcn (-50 %), GPU memory 2.0 GiB → 2.0 GiB``; what NVML did not give is left out."""
@@ -193,7 +194,13 @@ class KnownUse:
                 _figure(v / 1024, "GiB", 1) for v in (self.mem_alone_mib, self.mem_shared_mib)
             )
             parts.append(f"GPU memory {alone} → {shared}")
-        return ", ".join(parts) or f"no GPU figures for it (NVML {self.nvml_off or 'gave none'})"
+        if parts:
+            return ", ".join(parts)
+        if self.nvml_off:
+            return f"no GPU figures for it (NVML {self.nvml_off})"
+        if not self.sampled:
+            return "no GPU figures for it yet (no process sample so far)"
+        return "no GPU figures for it (NVML gave none)"
 
     def to_dict(self) -> dict:
         return {
@@ -222,11 +229,13 @@ class LiveKnownUse:
         self.slot = slot
         self.other_started = False
         self.nvml_off = ""
+        self.sampled = False
         self._alone: list[tuple[float, float]] = []
         self._now: tuple[float, float] = (math.nan, math.nan)
 
     def handle(self, item: object) -> None:
         if isinstance(item, ProcessSample) and item.slot == self.slot:
+            self.sampled = True
             self._now = (item.gpu_sm_util, item.gpu_mem_mib)
             if not self.other_started:
                 self._alone.append(self._now)
@@ -244,4 +253,4 @@ class LiveKnownUse:
             values = [v[i] for v in self._alone if not math.isnan(v[i])]
             return sum(values) / len(values) if values else math.nan
 
-        return KnownUse(mean(0), self._now[0], mean(1), self._now[1], self.nvml_off)
+        return KnownUse(mean(0), self._now[0], mean(1), self._now[1], self.nvml_off, self.sampled)

@@ -3,10 +3,14 @@ the line widgets' cells and styles, written out by hand; set_titles assigns only
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.color import Color
+from textual.filter import ANSIToTruecolor, DimFilter, LineFilter, Monochrome, NoColor
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -27,6 +31,7 @@ from gpumon.tui.widgets.lines import (
 from tests.helpers import wait_until
 from tests.tracegen import staggered_pair
 from tests.tui.conftest import run_async
+from tests.tui.test_text_strip import texts
 
 
 class _RowApp(App):
@@ -568,3 +573,59 @@ async def test_a_metric_rows_time_axis_is_in_its_own_bins():
         await pilot.pause()
         assert row.render_line(3).text == " " * 22 + axis_row(18, 5.0)
         assert axis_row(18, 5.0) == "  -60s         now"  # 18 columns of 5 s, not of 1 s
+
+
+class _Upper(LineFilter):
+    """A filter that is not Textual's: it changes the text (a line widget must leave it to Textual's way)."""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        return [Segment(text.upper(), style, control) for text, style, control in segments]
+
+
+class _FilterApp(App):
+    CSS = """
+    TextBlock { width: 24; height: 2; background: #203040; color: #c0c0c0; }
+    #padded { padding: 0 2 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield TextBlock(pad_text=True, id="plain")
+        yield TextBlock(id="padded")
+
+
+@run_async
+async def test_a_line_widget_filters_each_style_as_textuals_filters_filter_each_line():
+    """Where the app's line filters map styles alone (Textual's: ANSI colours to the theme's, dim, NO_COLOR's), a line
+    widget applies them once a style, and its lines are cell for cell what Textual's filters make of each line; with
+    any other filter it filters each line Textual's way."""
+    app = _FilterApp()
+    async with app.run_test(size=(30, 6)) as pilot:
+        await pilot.pause()
+        ansi = app._filters[0]
+        assert isinstance(ansi, ANSIToTruecolor)
+        filter_sets = [
+            [ansi],
+            [ansi, Monochrome()],
+            [ansi, NoColor()],
+            [ansi, DimFilter()],
+            [ansi, _Upper()],
+            [],
+        ]
+        blocks = list(app.query(TextBlock))
+
+        @settings(max_examples=120, deadline=None)
+        @given(
+            lines=st.lists(texts(), min_size=1, max_size=2), filters=st.sampled_from(filter_sets)
+        )
+        def check(lines: list[Text], filters: list[LineFilter]) -> None:
+            app._filters[:] = filters
+            for block in blocks:
+                block.show_lines(lines)
+                block._styles_cache.clear()  # Textual's own lines, drawn with these filters
+                region = Region(0, 0, block.outer_size.width, 2)
+                ours = [_each_cell(strip) for strip in block.render_lines(region)]
+                textual = [_each_cell(strip) for strip in Widget.render_lines(block, region)]
+                assert ours == textual, (block.id, filters)
+                assert (block._filtered is None) == any(isinstance(f, _Upper) for f in filters)
+
+        check()

@@ -10,7 +10,8 @@ after --warmup; a terminal program gets its own pty (120x40 unless --cols/--rows
 
 - ``gpumon run A B`` (the TUI; it launches and watches the two jobs itself, step events included)
 - ``gpumon run A B --headless`` (status lines; the same runner ``--detach`` starts)
-- both again with ``--interval 250``: NVML read at nvitop@0.25 s's own rate, for a like-for-like row
+- both again with ``--interval 250``: NVML read at nvitop@0.25 s's own rate, for a like-for-like row, and the TUI
+  with ``--interval 100`` (gpumon's default before it chose one from what NVML can read: 200 ms on a GPM GPU)
 - ``gpumon run A B --detach``: its runner alone (no terminal, nobody attached), then with one
   ``gpumon attach`` in a pty: the viewer, the runner while watched, and the two together
 - ``nvitop --interval 0.25`` and ``nvitop`` (default 2 s), watching the same two jobs started here
@@ -122,6 +123,7 @@ def monitors(
     ours = [
         Monitor("gpumon TUI", gpumon, b"q", True),
         Monitor("gpumon --headless", [*gpumon, "--headless"], CTRL_C, True),
+        Monitor("gpumon TUI --interval 100", [*gpumon, "--interval", "100"], b"q", True),
         Monitor("gpumon TUI --interval 250", [*gpumon, "--interval", "250"], b"q", True),
         Monitor(
             "gpumon --headless --interval 250",

@@ -50,9 +50,10 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
         "--interval",
         dict(
             type=whole_number,
-            default=100,
+            default=None,
             metavar="MS",
-            help="sampling interval in ms (default 100)",
+            help="sampling interval in ms (default: 100 where NVML's byte counters give PCIe each tick, 200 where "
+            "GPM gives it once a second, 1000 without NVML: docs/nvml.md)",
         ),
     ),
     (

@@ -97,7 +97,7 @@ def make_plan(
         raise UsageError(
             f"--duration ({duration_s:g} s) must be longer than --stagger ({stagger_s:g} s)"
         )
-    if not 10 <= session.interval_ms <= 60_000:
+    if session.interval_ms is not None and not 10 <= session.interval_ms <= 60_000:
         raise UsageError(f"--interval must be between 10 and 60000 ms, got {session.interval_ms}")
     check_share(session.share, session.device)
     requests = [builtin_request(w, session.device, session.python) for w in workloads]

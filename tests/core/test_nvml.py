@@ -195,13 +195,15 @@ rows = []
 for t in (0.2, 0.45, 0.9, 1.3):
     clock(t)
     rows.append(row(s.sample(t)))
-emit(rows=rows, method=s.device_info()["pcie_method"], poll=s.pcie_poll_period_s)
+from gpumon.core.capture.sampler import auto_interval_ms
+emit(rows=rows, method=s.device_info()["pcie_method"], poll=s.pcie_poll_period_s, auto=auto_interval_ms(s))
 """,
     )
     first, steady, _, across = out["rows"]
     assert (
         out["method"] == "counters" and out["poll"] is None
     )  # 64-bit counters never wrap: no polling
+    assert out["auto"] == 100, "the counters give PCIe bytes each tick"
     assert math.isnan(first["pcie_rx_bps"])
     # Counters are whole bytes: a difference is exact to one byte per interval.
     assert steady["pcie_rx_bps"] == pytest.approx(3e9, abs=1 / 0.25)
@@ -224,10 +226,14 @@ def test_throughput_fallback_when_counters_are_not_supported(
         libs["full"],
         scenario,
         """
-emit(sample=row(s.sample(0.0)), info=s.device_info())
+from gpumon.core.capture.sampler import auto_interval_ms
+emit(sample=row(s.sample(0.0)), info=s.device_info(), auto=auto_interval_ms(s))
 """,
     )
     assert out["info"]["pcie_method"] == "throughput"
+    assert out["auto"] == 200, (
+        "PCIe once a second: a tick between reads only utilisation and the SM clock"
+    )
     assert out["sample"]["pcie_rx_bps"] == 4194304.0  # KB/s × 1024
     assert out["sample"]["pcie_tx_bps"] == 1048576.0
     assert out["info"]["unsupported"] == []

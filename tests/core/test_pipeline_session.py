@@ -206,3 +206,23 @@ def test_a_job_relaunched_into_its_slot_starts_a_new_capture_and_no_run_mixes_tw
         path.name: {"A"},
         second_path.name: {"A"},
     }
+
+
+@pytest.mark.parametrize(("given", "chosen"), [(None, 1000), (250, 250)])
+def test_the_interval_not_given_is_chosen_at_start_and_recorded(tmp_path, given, chosen):
+    """Without --interval and without NVML a tick would read nothing between the once-a-second process ticks: the
+    sampler ticks once a second, and run.json says the interval it ran at; one given is kept as given."""
+    session = Session(
+        SessionConfig(device="cpu", interval_ms=given, runs_dir=tmp_path / "runs", nvml=False)
+    )
+    session.host = FakeHost()
+    assert session.interval_ms == given  # chosen when NVML has been opened
+    session.start()
+    try:
+        assert session.interval_ms == chosen
+        assert session.sampler is not None and session.sampler.interval_s == chosen / 1000
+        assert session.sampler.process_every == (1 if given is None else 4)
+        path = session.start_capture("unit")
+    finally:
+        session.shutdown()
+    assert json.loads((path / "run.json").read_text())["interval_ms"] == chosen

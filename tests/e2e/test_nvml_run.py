@@ -78,6 +78,14 @@ NO_GPM = "fail nvmlGpmQueryDeviceSupport NOT_SUPPORTED"
         ("gen4_25GBps", "", 100, 25e9, "counters"),
         ("gen4_25GBps", "", 250, 25e9, "counters"),
         ("gen5_58GBps", "", 100, 58e9, "gpm"),
+        (
+            "gen5_58GBps",
+            "",
+            None,
+            58e9,
+            "gpm",
+        ),  # --interval not given: 200 ms (GPM gives PCIe once a second)
+        ("gen4_25GBps", "", None, 25e9, "counters"),  # 100 ms: the counters give PCIe each tick
     ],
 )
 @pytest.mark.skipif(fake.compiler() is None, reason="no C compiler to build the fake libnvidia-ml")
@@ -87,8 +95,10 @@ def test_saturated_link_is_recorded_exactly(tmp_path, name, extra, interval_ms, 
     text = (SCENARIOS / f"{name}.txt").read_text() + extra + "\n"
     scenario = fake.write_scenario(tmp_path / "scenario.txt", text)
     runs = tmp_path / "runs"
+    given = [] if interval_ms is None else ["--interval", str(interval_ms)]
+    interval_ms = interval_ms or {"gpm": 200, "counters": 100}[method]
     result = run_until(
-        ["fcn", "--headless", "--device", "cpu", "--interval", str(interval_ms)],
+        ["fcn", "--headless", "--device", "cpu", *given],
         runs,
         env=fake.environment(lib, scenario),
         what="16 device samples",
@@ -96,8 +106,10 @@ def test_saturated_link_is_recorded_exactly(tmp_path, name, extra, interval_ms, 
     )
     assert result.returncode == 128 + signal.SIGINT, result.stderr
     run = load_run(only_run(runs))
-    gpu = json.loads((run.path / "run.json").read_text())["gpu"]
+    meta = json.loads((run.path / "run.json").read_text())
+    gpu = meta["gpu"]
     assert gpu["pcie_method"] == method
+    assert meta["interval_ms"] == interval_ms
     assert gpu["pcie_max_bps"] == pytest.approx(
         {"gen5_58GBps": 3.938e9, "gen4_25GBps": 1.969e9}[name] * 16
     )

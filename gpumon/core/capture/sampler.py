@@ -30,6 +30,22 @@ STOP_SLICE_S = 0.1
 # Every this many process ticks (5 s) the jobs' trees are read through every thread's children file; between, through
 # each process's main thread only (HostSource.tree_pids): 34 files a GPU job instead of one, ~0.3 % of a core.
 FULL_TREE_EVERY = 5
+# The sampling interval when --interval is not given (``auto_interval_ms``), from what a tick can read that is new:
+# PCIe bytes from the byte counters are new every tick (a copy's burst seen at this resolution) ...
+COUNTER_INTERVAL_MS = 100
+# ... but where GPM (or the throughput call) gives them once a second, only utilisation and the SM clock are new
+# between the once-a-second reads, and the H100's driver updates utilisation every 200 ms (its captures at 100 ms held
+# every value for an even number of samples: docs/nvml.md), so a faster tick records each value twice ...
+UTILISATION_INTERVAL_MS = 200
+# ... and without NVML a tick reads nothing but the processes and host, once a second.
+NO_NVML_INTERVAL_MS = round(PROCESS_PERIOD_S * 1000)
+
+
+def auto_interval_ms(nvml: NvmlSource | None) -> int:
+    """The sampling interval of a session whose ``--interval`` was not given (``nvml``: the opened source, or None)."""
+    if nvml is None or not nvml.status.available:
+        return NO_NVML_INTERVAL_MS
+    return COUNTER_INTERVAL_MS if nvml.pcie_each_tick else UTILISATION_INTERVAL_MS
 
 
 class Sampler(threading.Thread):

@@ -39,7 +39,7 @@ from gpumon.core.store.recorder import (
 )
 from gpumon.core.store.runmeta import RunMeta, WorkloadRecord
 from gpumon.core.store.runner import RunnerInfo
-from gpumon.core.capture.sampler import Sampler
+from gpumon.core.capture.sampler import Sampler, auto_interval_ms
 from gpumon.core.sources.host import HostSource
 from gpumon.core.sources.nvml import NvmlSource
 from gpumon.core.store.runsfolder import default_runs_dir
@@ -49,7 +49,7 @@ from gpumon.errors import EnvironmentFailure, GpumonError, UsageError
 @dataclass(frozen=True)
 class SessionConfig:
     device: str = "auto"
-    interval_ms: int = 100
+    interval_ms: int | None = None  # None: chosen when NVML opens (sampler.auto_interval_ms)
     gpu_index: int | str | None = None  # an NVML index or a GPU-/MIG- UUID
     runs_dir: Path = field(default_factory=default_runs_dir)
     warmup: int | None = None
@@ -106,6 +106,8 @@ class Session:
         self.nvml = NvmlSource(config.gpu_index) if config.nvml else None
         self.nvml_status = SourceStatus("nvml", False, "unavailable: disabled (--no-nvml)")
         self.sampler: Sampler | None = None
+        # the sampling interval: --interval's, else chosen at start() from what NVML can read
+        self.interval_ms: int | None = config.interval_ms
         self.mps: MpsControl | None = None
         # bound here, on the caller's thread, so a taken port is one clear error before anything starts
         self.metrics = (
@@ -140,12 +142,14 @@ class Session:
             self.metrics.metrics.labels = self._metric_labels()
         self.listener.start()
         self.bus.publish(self.nvml_status)
+        nvml = self.nvml if self.nvml_status.available else None
+        interval_ms = self.interval_ms = self.config.interval_ms or auto_interval_ms(nvml)
         self.sampler = Sampler(
             self.bus,
             self.clock,
             self.host,
-            self.nvml if self.nvml_status.available else None,
-            self.config.interval_ms / 1000,
+            nvml,
+            interval_ms / 1000,
             self.launcher.pids,
             expect_gpu_processes=self.config.device != "cpu",
             overview=self.config.gpu_overview,
@@ -377,7 +381,7 @@ def capture_meta(
         mode="shared" if len(workloads) > 1 else "exclusive",
         clock_t0_ns=session.clock.t0_ns,
         started_at=session.clock.started_at,
-        interval_ms=config.interval_ms,
+        interval_ms=session.interval_ms,
         device=config.device,
         stagger_s=config.stagger_s,
         host=host_info(),

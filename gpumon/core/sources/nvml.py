@@ -351,6 +351,12 @@ class NvmlSource:
     # -- PCIe --------------------------------------------------------------
 
     @property
+    def pcie_each_tick(self) -> bool:
+        """Whether each reading reads PCIe bytes anew (the byte counters; GPM and the throughput call: once a second)."""
+        pcie = self._pcie
+        return pcie is not None and pcie.next_read_t == -math.inf
+
+    @property
     def pcie_poll_period_s(self) -> float | None:
         """How often the sampler must call ``poll_pcie`` between ticks (wrapping counters), else None."""
         pcie = self._pcie

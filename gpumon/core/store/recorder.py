@@ -518,7 +518,7 @@ def initial_meta(
     mode: str,
     clock_t0_ns: int,
     started_at: str,
-    interval_ms: int,
+    interval_ms: int | None,
     device: str,
     stagger_s: float,
     host: HostInfo | dict[str, Any],

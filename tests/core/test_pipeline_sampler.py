@@ -16,7 +16,7 @@ from gpumon.core.records.model import (
     ProcessSample,
     SourceStatus,
 )
-from gpumon.core.capture.sampler import FULL_TREE_EVERY, Sampler
+from gpumon.core.capture.sampler import FULL_TREE_EVERY, UTILISATION_INTERVAL_MS, Sampler
 from tests.helpers import wait_for
 
 
@@ -130,6 +130,32 @@ def test_the_thread_ticks_until_stopped_and_stops_promptly():
     ticks = sampler.ticks
     times = [d.t for d in items.of(DeviceSample)]
     assert len(times) == ticks and times == sorted(times)
+
+
+def test_a_tick_of_the_chosen_intervals_is_one_wake_up(monkeypatch):
+    """At 200 ms (a GPM GPU's interval when none is given) the sampler sleeps once a tick, not in two slices: a
+    wake-up is most of what a tick between the once-a-second reads costs (docs/nvml.md)."""
+    from gpumon.core.capture import sampler as module
+
+    sleeps: list[float] = []
+    real_sleep = time.sleep
+
+    def counted(seconds: float) -> None:
+        if (
+            threading.current_thread().name == "gpumon-sampler"
+        ):  # time.sleep is everyone's: the test waits too
+            sleeps.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(module.time, "sleep", counted)
+    sampler, _ = _sampler(FakeHost(), FakeNvml(), interval_s=UTILISATION_INTERVAL_MS / 1000)
+    sampler.start()
+    try:
+        wait_for(lambda: sampler.ticks >= 4, what="four ticks")
+    finally:
+        sampler.stop()
+        sampler.join(2.0)
+    assert len(sleeps) <= sampler.ticks + 1, sleeps
 
 
 def test_a_failing_tick_publishes_a_notice_and_sampling_goes_on():

@@ -25,8 +25,9 @@ NAMESPACE_GRACE_S = 10.0
 # the screen draws them once a second (0.5 s cost the runner 0.1 % of a core more: observer_cost, docs/tui.md).
 PROCESS_PERIOD_S = 1.0
 # The sampler sleeps with time.sleep, in slices of at most this: a stop is seen within one slice, and a wake-up
-# costs ~40 µs of CPU instead of Event.wait's ~70 (2-core VM, both cores training: 0.03 % of a core at 10 Hz).
-STOP_SLICE_S = 0.1
+# costs ~45 µs of CPU instead of Event.wait's ~75 (2-core VM, both cores busy). At least the chosen intervals up to
+# 200 ms (``auto_interval_ms``), so that each of their ticks is one wake-up, not two.
+STOP_SLICE_S = 0.25
 # Every this many process ticks (5 s) the jobs' trees are read through every thread's children file; between, through
 # each process's main thread only (HostSource.tree_pids): 34 files a GPU job instead of one, ~0.3 % of a core.
 FULL_TREE_EVERY = 5

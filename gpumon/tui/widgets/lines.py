@@ -165,6 +165,8 @@ class LineWidget(Widget):
         ~5 ms frame, frame_cost.py)."""
         if strip.cell_length != width:
             strip = strip.adjust_cell_length(width, box.inner)
+        if not (filters or box.left or box.right):
+            return strip
         if self._filtered is not None:
             segments = list(strip)
             if box.left:

@@ -43,8 +43,9 @@ NO_NVML_INTERVAL_MS = round(PROCESS_PERIOD_S * 1000)
 
 
 def auto_interval_ms(nvml: NvmlSource | None) -> int:
-    """The sampling interval of a session whose ``--interval`` was not given (``nvml``: the opened source, or None)."""
-    if nvml is None or not nvml.status.available:
+    """The sampling interval of a session whose ``--interval`` was not given (``nvml``: the opened source where it is
+    available, else None)."""
+    if nvml is None:
         return NO_NVML_INTERVAL_MS
     return COUNTER_INTERVAL_MS if nvml.pcie_each_tick else UTILISATION_INTERVAL_MS
 

@@ -75,7 +75,6 @@ OTHERS_TABLE = "gpu_others"
 FAILED = RunStatus.FAILED
 # Notices kept in run.json (what a viewer attached later shows, and compare can cite); the first ones.
 MAX_NOTICES = 100
-OTHER_ROW = attrgetter(*OTHER_COLUMNS)
 # What a Recorder records (a StepBatch's steps are queued one by one: ``QUEUE_MAX`` counts records).
 RECORDED = (
     StepBatch,
@@ -142,6 +141,7 @@ ROWS: dict[type, tuple[str, Callable[[Any], str]]] = {
     cls: (table, _step_line if cls is StepEvent else _row_line(attrgetter(*map(field_of, columns))))
     for cls, table, columns in TABLES
 }
+OTHER_LINE = _row_line(attrgetter(*OTHER_COLUMNS))  # one other GPU process's line of gpu_others.csv
 
 
 def safe_label(label: str) -> str:
@@ -353,9 +353,7 @@ class Recorder:
 
     def _write(self, item: object) -> None:
         if isinstance(item, GpuOthers):
-            self._files[OTHERS_TABLE].write(
-                "".join(csv_line(_cells(OTHER_ROW(other))) for other in item.processes)
-            )
+            self._files[OTHERS_TABLE].write("".join(map(OTHER_LINE, item.processes)))
         elif isinstance(item, LogLine):
             self._log(item.slot).write(item.text + "\n")
         elif isinstance(item, WorkloadState):
